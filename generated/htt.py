@@ -324,23 +324,25 @@ _S10 = struct.Struct('<H')
 _T11 = (('key.length', 0, 2),)
 _T12 = (('value.length', 0, 2),)
 _BD13 = bytes.decode
-_T14 = (('data.length', 0, 4),)
-_T15 = (('meta.length', 0, 2),)
-_S16 = struct.Struct('<II')
-_T17 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
-_CODECS18 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
-_T19 = (('snapshot_crc', 0, 4),)
-_S20 = struct.Struct('<QB')
-_T21 = (('epoch_id', 0, 8), ('flags', 8, 1))
-_S22 = struct.Struct('<IBH')
-_T23 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
-_T24 = (('entry_crc', 0, 4),)
-_T25 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
-_T26 = (('block_entry_count', 0, 2),)
-_S27 = struct.Struct('<4sBBBBIII')
-_T28 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
-_T29 = (('crc32', 0, 4),)
-_T30 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_L14 = tuple(struct.pack('<H', _i) for _i in range(256))
+_T15 = (('data.length', 0, 4),)
+_T16 = (('meta.length', 0, 2),)
+_L17 = tuple(struct.pack('<I', _i) for _i in range(256))
+_S18 = struct.Struct('<II')
+_T19 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
+_CODECS20 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
+_T21 = (('snapshot_crc', 0, 4),)
+_S22 = struct.Struct('<QB')
+_T23 = (('epoch_id', 0, 8), ('flags', 8, 1))
+_S24 = struct.Struct('<IBH')
+_T25 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
+_T26 = (('entry_crc', 0, 4),)
+_T27 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
+_T28 = (('block_entry_count', 0, 2),)
+_S29 = struct.Struct('<4sBBBBIII')
+_T30 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_T31 = (('crc32', 0, 4),)
+_T32 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -960,10 +962,10 @@ def _em_meta_pair(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
-        _a(_S10_pack(len(_b_key)))
+        _a(_L14[_ln] if (_ln := len(_b_key)) < 256 else _S10_pack(_ln))
         _a(_b_key)
         _b_value = v.value.encode()
-        _a(_S10_pack(len(_b_value)))
+        _a(_L14[_ln] if (_ln := len(_b_value)) < 256 else _S10_pack(_ln))
         _a(_b_value)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
@@ -981,7 +983,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 4 > end:
-        raise _short(pos, end, _T14)
+        raise _short(pos, end, _T15)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -989,7 +991,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T15)
+        raise _short(pos, end, _T16)
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
@@ -1334,18 +1336,18 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
-        _a(_S10_pack(len(_b_key)))
+        _a(_L14[_ln] if (_ln := len(_b_key)) < 256 else _S10_pack(_ln))
         _a(_b_key)
         _b_data = v.data
-        _a(_S2_pack(len(_b_data)))
+        _a(_L17[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
         _a(_b_data)
-        _a(_S10_pack(len(v.meta)))
+        _a(_L14[_ln] if (_ln := len(v.meta)) < 256 else _S10_pack(_ln))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            _a(_S10_pack(len(_meta_pair_b_key)))
+            _a(_L14[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S10_pack(_ln))
             _a(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            _a(_S10_pack(len(_meta_pair_b_value)))
+            _a(_L14[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S10_pack(_ln))
             _a(_meta_pair_b_value)
         if p_semantic_dims > 0:
             _tag = p_tail_layout
@@ -1382,8 +1384,8 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T17)
-    f_snap_byte_len, f_snap_node_count = _S16.unpack_from(mv, pos)
+        raise _short(pos, end, _T19)
+    f_snap_byte_len, f_snap_node_count = _S18.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1392,7 +1394,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS18)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS20)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1418,7 +1420,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T14)
+                            raise _short(pos, end, _T15)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1426,7 +1428,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T15)
+                            raise _short(pos, end, _T16)
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -1567,7 +1569,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T14)
+                        raise _short(pos, end, _T15)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -1575,7 +1577,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T15)
+                        raise _short(pos, end, _T16)
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -1690,7 +1692,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S16.pack(0, len(v.entries))
+    out += _S18.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -1743,7 +1745,7 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
         out += _S2.pack(len(_frame))
         out += _frame
         _size_entries = len(_plain)
@@ -1801,8 +1803,8 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
 
 def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T17)
-    f_snap_byte_len, f_snap_node_count = _S16.unpack_from(mv, pos)
+        raise _short(pos, end, _T19)
+    f_snap_byte_len, f_snap_node_count = _S18.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1811,7 +1813,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS18)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS20)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1837,7 +1839,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T14)
+                            raise _short(pos, end, _T15)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1845,7 +1847,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T15)
+                            raise _short(pos, end, _T16)
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -1988,7 +1990,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T14)
+                        raise _short(pos, end, _T15)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -1996,7 +1998,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T15)
+                        raise _short(pos, end, _T16)
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -2107,7 +2109,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         end = _outer_end_entries
         _plain_entries = mv[_ps_entries:pos]
     if pos + 4 > end:
-        raise _short(pos, end, _T19)
+        raise _short(pos, end, _T21)
     f_snapshot_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -2120,7 +2122,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S16.pack(0, len(v.entries))
+    out += _S18.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -2173,7 +2175,7 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
         out += _S2.pack(len(_frame))
         out += _frame
         _plain_entries = _plain
@@ -2251,7 +2253,7 @@ def _e_snapshot_section(out, v, p_version, p_compressed, p_algorithm, p_semantic
 
 def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 4 > end:
-        raise _short(pos, end, _T14)
+        raise _short(pos, end, _T15)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2259,7 +2261,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T15)
+        raise _short(pos, end, _T16)
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
@@ -2590,15 +2592,15 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_data = v.data
-        _a(_S2_pack(len(_b_data)))
+        _a(_L17[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
         _a(_b_data)
-        _a(_S10_pack(len(v.meta)))
+        _a(_L14[_ln] if (_ln := len(v.meta)) < 256 else _S10_pack(_ln))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            _a(_S10_pack(len(_meta_pair_b_key)))
+            _a(_L14[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S10_pack(_ln))
             _a(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            _a(_S10_pack(len(_meta_pair_b_value)))
+            _a(_L14[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S10_pack(_ln))
             _a(_meta_pair_b_value)
         if p_semantic_dims > 0:
             _tag = p_tail_layout
@@ -2635,7 +2637,7 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
 
 def _d_update_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T14)
+        raise _short(pos, end, _T15)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2643,7 +2645,7 @@ def _d_update_body(mv, pos, end):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T15)
+        raise _short(pos, end, _T16)
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
@@ -2785,15 +2787,15 @@ def _em_update_body(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_data = v.data
-        _a(_S2_pack(len(_b_data)))
+        _a(_L17[_ln] if (_ln := len(_b_data)) < 256 else _S2_pack(_ln))
         _a(_b_data)
-        _a(_S10_pack(len(v.meta)))
+        _a(_L14[_ln] if (_ln := len(v.meta)) < 256 else _S10_pack(_ln))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            _a(_S10_pack(len(_meta_pair_b_key)))
+            _a(_L14[_ln] if (_ln := len(_meta_pair_b_key)) < 256 else _S10_pack(_ln))
             _a(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            _a(_S10_pack(len(_meta_pair_b_value)))
+            _a(_L14[_ln] if (_ln := len(_meta_pair_b_value)) < 256 else _S10_pack(_ln))
             _a(_meta_pair_b_value)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
@@ -3064,12 +3066,12 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
 
 def _d_epoch_body(mv, pos, end):
     if pos + 9 > end:
-        raise _short(pos, end, _T21)
-    f_epoch_id, f_flags = _S20.unpack_from(mv, pos)
-    _r20 = pos
+        raise _short(pos, end, _T23)
+    f_epoch_id, f_flags = _S22.unpack_from(mv, pos)
+    _r22 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r20 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r22 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3077,11 +3079,11 @@ def _d_epoch_body(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_body(mv, pos, end):
-    f_epoch_id, f_flags = _S20.unpack_from(mv, pos)
-    _r20 = pos
+    f_epoch_id, f_flags = _S22.unpack_from(mv, pos)
+    _r22 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r20 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r22 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3093,17 +3095,17 @@ def _m_epoch_body(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S20_unpack_from = _S20.unpack_from
+    _S22_unpack_from = _S22.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_epoch_id, f_flags = _S20_unpack_from(mv, pos)
-            _r20 = pos
+            f_epoch_id, f_flags = _S22_unpack_from(mv, pos)
+            _r22 = pos
             pos += 9
             if f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_r20 + 8, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined epoch_flags bits set', offset=_r22 + 8, path='flags', expected='mask 0x3', found=f_flags)
             f_flags = EpochFlags.from_int(f_flags)
             _obj = _new(EpochBody)
             _obj.epoch_id = f_epoch_id
@@ -3118,25 +3120,25 @@ def _m_epoch_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_body(out, v):
-    out += _S20.pack(v.epoch_id, v.flags.to_int())
+    out += _S22.pack(v.epoch_id, v.flags.to_int())
 
 def _em_epoch_body(values):
     out = bytearray()
-    _S20_pack = _S20.pack
+    _S22_pack = _S22.pack
     for v in values:
-        out += _S20_pack(v.epoch_id, v.flags.to_int())
+        out += _S22_pack(v.epoch_id, v.flags.to_int())
     return bytes(out)
 
 def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 7 > end:
-        raise _short(pos, end, _T23)
-    f_seq, f_op, n_key = _S22.unpack_from(mv, pos)
-    _r22 = pos
+        raise _short(pos, end, _T25)
+    f_seq, f_op, n_key = _S24.unpack_from(mv, pos)
+    _r24 = pos
     pos += 7
-    _s_seq = _r22
+    _s_seq = _r24
     _v = _WALOP_BY_VALUE.get(f_op)
     if _v is None:
-        raise ConstraintError('unknown wal_op value', offset=_r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
+        raise ConstraintError('unknown wal_op value', offset=_r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
     f_op = _v
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -3149,7 +3151,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if _tag == 1:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T14)
+                raise _short(pos, end, _T15)
             _insert_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _insert_body__n_data > end:
@@ -3157,7 +3159,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
             pos += _insert_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T15)
+                raise _short(pos, end, _T16)
             _insert_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
@@ -3262,7 +3264,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 2:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T14)
+                raise _short(pos, end, _T15)
             _update_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _update_body__n_data > end:
@@ -3270,7 +3272,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
             pos += _update_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T15)
+                raise _short(pos, end, _T16)
             _update_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
@@ -3413,12 +3415,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 6:
         try:
             if pos + 9 > end:
-                raise _short(pos, end, _T21)
-            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20.unpack_from(mv, pos)
-            _epoch_body___r20 = pos
+                raise _short(pos, end, _T23)
+            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22.unpack_from(mv, pos)
+            _epoch_body___r22 = pos
             pos += 9
             if _epoch_body__f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
             _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
             _epoch_body___obj = _new(EpochBody)
             _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3430,7 +3432,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
     _e_body = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T24)
+        raise _short(pos, end, _T26)
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -3446,8 +3448,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 
 def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _isb = mv.__class__ is bytes
-    f_seq, f_op, n_key = _S22.unpack_from(mv, pos)
-    _r22 = pos
+    f_seq, f_op, n_key = _S24.unpack_from(mv, pos)
+    _r24 = pos
     pos += 7
     _tag = f_op
     f_op = _WALOP_BY_VALUE[f_op]
@@ -3626,11 +3628,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _set_semantic_body___obj.tail = _set_semantic_body__f_tail
         f_body = _set_semantic_body___obj
     elif _tag == 6:
-        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20.unpack_from(mv, pos)
-        _epoch_body___r20 = pos
+        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22.unpack_from(mv, pos)
+        _epoch_body___r22 = pos
         pos += 9
         if _epoch_body__f_flags & 252:
-            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
         _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
         _epoch_body___obj = _new(EpochBody)
         _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3642,7 +3644,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
-    _ck = _ck_crc32(mv[_r22:_e_body])
+    _ck = _ck_crc32(mv[_r24:_e_body])
     if f_entry_crc != _ck:
         raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
     _obj = _new(WalEntry)
@@ -3660,15 +3662,15 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
     _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S20_unpack_from = _S20.unpack_from
     _S22_unpack_from = _S22.unpack_from
+    _S24_unpack_from = _S24.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_seq, f_op, n_key = _S22_unpack_from(mv, pos)
-            _r22 = pos
+            f_seq, f_op, n_key = _S24_unpack_from(mv, pos)
+            _r24 = pos
             pos += 7
             _tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
@@ -3847,11 +3849,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _set_semantic_body___obj.tail = _set_semantic_body__f_tail
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
-                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20_unpack_from(mv, pos)
-                _epoch_body___r20 = pos
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
+                _epoch_body___r22 = pos
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = _new(EpochBody)
                 _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3863,7 +3865,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
             f_entry_crc, = _S2_unpack_from(mv, pos)
             _r2 = pos
             pos += 4
-            _ck = _ck_crc32(mv[_r22:_e_body])
+            _ck = _ck_crc32(mv[_r24:_e_body])
             if f_entry_crc != _ck:
                 raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
             _obj = _new(WalEntry)
@@ -3888,8 +3890,8 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S20_unpack_from = _S20.unpack_from
     _S22_unpack_from = _S22.unpack_from
+    _S24_unpack_from = _S24.unpack_from
     _starts = []
     _sappend = _starts.append
     try:
@@ -3897,8 +3899,8 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if pos >= end:
                 break
             _rs = pos
-            f_seq, f_op, n_key = _S22_unpack_from(mv, pos)
-            _r22 = pos
+            f_seq, f_op, n_key = _S24_unpack_from(mv, pos)
+            _r24 = pos
             pos += 7
             _tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
@@ -4057,11 +4059,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___obj = (_set_semantic_body__f_tail,)
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
-                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20_unpack_from(mv, pos)
-                _epoch_body___r20 = pos
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S22_unpack_from(mv, pos)
+                _epoch_body___r22 = pos
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r22 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = (_epoch_body__f_epoch_id, _epoch_body__f_flags)
                 f_body = _epoch_body___obj
@@ -4071,7 +4073,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             f_entry_crc, = _S2_unpack_from(mv, pos)
             _r2 = pos
             pos += 4
-            _ck = _ck_crc32(mv[_r22:_e_body])
+            _ck = _ck_crc32(mv[_r24:_e_body])
             if f_entry_crc != _ck:
                 raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
             _obj = (f_seq, f_op, f_key, f_body)
@@ -4088,7 +4090,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     _b_key = v.key.encode()
     _s_seq = len(out)
-    out += _S22.pack(v.seq, v.op, len(_b_key))
+    out += _S24.pack(v.seq, v.op, len(_b_key))
     out += _b_key
     _tag = v.op
     if _tag == 1:
@@ -4192,7 +4194,7 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
             raise EncodeError('field is present but its condition is false', path='tail')
     elif _tag == 6:
         _epoch_body__v = v.body
-        out += _S20.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
+        out += _S22.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
     f_entry_crc = _ck_crc32((out if _s_seq == 0 else memoryview(out)[_s_seq:]))
@@ -4204,29 +4206,29 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
     _chunks = []
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
-    _S20_pack = _S20.pack
     _S22_pack = _S22.pack
+    _S24_pack = _S24.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
         _p = []
-        _p.append(_S22_pack(v.seq, v.op, len(_b_key)))
+        _p.append(_S24_pack(v.seq, v.op, len(_b_key)))
         _p.append(_b_key)
         _tag = v.op
         if _tag == 1:
             _insert_body__v = v.body
             _insert_body___b_data = _insert_body__v.data
-            _p.append(_S2_pack(len(_insert_body___b_data)))
+            _p.append(_L17[_ln] if (_ln := len(_insert_body___b_data)) < 256 else _S2_pack(_ln))
             _p.append(_insert_body___b_data)
-            _p.append(_S10_pack(len(_insert_body__v.meta)))
+            _p.append(_L14[_ln] if (_ln := len(_insert_body__v.meta)) < 256 else _S10_pack(_ln))
             for _insert_body___x in _insert_body__v.meta:
                 _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
-                _p.append(_S10_pack(len(_insert_body___meta_pair_b_key)))
+                _p.append(_L14[_ln] if (_ln := len(_insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln))
                 _p.append(_insert_body___meta_pair_b_key)
                 _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
-                _p.append(_S10_pack(len(_insert_body___meta_pair_b_value)))
+                _p.append(_L14[_ln] if (_ln := len(_insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln))
                 _p.append(_insert_body___meta_pair_b_value)
             if p_semantic_dims > 0:
                 _insert_body___tag = p_tail_layout
@@ -4261,15 +4263,15 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _update_body__v = v.body
             _update_body___b_data = _update_body__v.data
-            _p.append(_S2_pack(len(_update_body___b_data)))
+            _p.append(_L17[_ln] if (_ln := len(_update_body___b_data)) < 256 else _S2_pack(_ln))
             _p.append(_update_body___b_data)
-            _p.append(_S10_pack(len(_update_body__v.meta)))
+            _p.append(_L14[_ln] if (_ln := len(_update_body__v.meta)) < 256 else _S10_pack(_ln))
             for _update_body___x in _update_body__v.meta:
                 _update_body___meta_pair_b_key = _update_body___x.key.encode()
-                _p.append(_S10_pack(len(_update_body___meta_pair_b_key)))
+                _p.append(_L14[_ln] if (_ln := len(_update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln))
                 _p.append(_update_body___meta_pair_b_key)
                 _update_body___meta_pair_b_value = _update_body___x.value.encode()
-                _p.append(_S10_pack(len(_update_body___meta_pair_b_value)))
+                _p.append(_L14[_ln] if (_ln := len(_update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln))
                 _p.append(_update_body___meta_pair_b_value)
         elif _tag == 3:
             if v.body is not None:
@@ -4277,10 +4279,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
         elif _tag == 4:
             _meta_pair__v = v.body
             _meta_pair___b_key = _meta_pair__v.key.encode()
-            _p.append(_S10_pack(len(_meta_pair___b_key)))
+            _p.append(_L14[_ln] if (_ln := len(_meta_pair___b_key)) < 256 else _S10_pack(_ln))
             _p.append(_meta_pair___b_key)
             _meta_pair___b_value = _meta_pair__v.value.encode()
-            _p.append(_S10_pack(len(_meta_pair___b_value)))
+            _p.append(_L14[_ln] if (_ln := len(_meta_pair___b_value)) < 256 else _S10_pack(_ln))
             _p.append(_meta_pair___b_value)
         elif _tag == 5:
             _set_semantic_body__v = v.body
@@ -4316,7 +4318,7 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _tag == 6:
             _epoch_body__v = v.body
-            _p.append(_S20_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
+            _p.append(_S22_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         _b = b''.join(_p)
@@ -4327,8 +4329,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
 
 def _d_wal_header(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T25)
-    f_wal_entry_count, f_wal_base_seq = _S16.unpack_from(mv, pos)
+        raise _short(pos, end, _T27)
+    f_wal_entry_count, f_wal_base_seq = _S18.unpack_from(mv, pos)
     pos += 8
     _obj = _new(WalHeader)
     _obj.wal_entry_count = f_wal_entry_count
@@ -4336,7 +4338,7 @@ def _d_wal_header(mv, pos, end):
     return _obj, pos
 
 def _u_wal_header(mv, pos, end):
-    f_wal_entry_count, f_wal_base_seq = _S16.unpack_from(mv, pos)
+    f_wal_entry_count, f_wal_base_seq = _S18.unpack_from(mv, pos)
     pos += 8
     _obj = _new(WalHeader)
     _obj.wal_entry_count = f_wal_entry_count
@@ -4348,13 +4350,13 @@ def _m_wal_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S16_unpack_from = _S16.unpack_from
+    _S18_unpack_from = _S18.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_wal_entry_count, f_wal_base_seq = _S16_unpack_from(mv, pos)
+            f_wal_entry_count, f_wal_base_seq = _S18_unpack_from(mv, pos)
             pos += 8
             _obj = _new(WalHeader)
             _obj.wal_entry_count = f_wal_entry_count
@@ -4369,18 +4371,18 @@ def _m_wal_header(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_wal_header(out, v):
-    out += _S16.pack(v.wal_entry_count, v.wal_base_seq)
+    out += _S18.pack(v.wal_entry_count, v.wal_base_seq)
 
 def _em_wal_header(values):
     out = bytearray()
-    _S16_pack = _S16.pack
+    _S18_pack = _S18.pack
     for v in values:
-        out += _S16_pack(v.wal_entry_count, v.wal_base_seq)
+        out += _S18_pack(v.wal_entry_count, v.wal_base_seq)
     return bytes(out)
 
 def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T26)
+        raise _short(pos, end, _T28)
     f_block_entry_count, = _S10.unpack_from(mv, pos)
     _r10 = pos
     pos += 2
@@ -4392,7 +4394,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS18)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS20)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -4408,14 +4410,14 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                 try:
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T23)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
-                    _wal_entry___r22 = pos
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r22
+                    _wal_entry___s_seq = _wal_entry___r24
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -4428,7 +4430,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -4436,7 +4438,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T16)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -4540,7 +4542,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T24)
+                            raise _short(pos, end, _T26)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -4581,7 +4583,7 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
     for _x in v.entries:
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -4685,14 +4687,14 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
         out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
+    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
     out += _S2.pack(len(_frame))
     out += _frame
 
@@ -4700,10 +4702,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
     out = bytearray()
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
-    _S20_pack = _S20.pack
     _S22_pack = _S22.pack
+    _S24_pack = _S24.pack
     for v in values:
-        out += _S10_pack(len(v.entries))
+        out += _L14[_ln] if (_ln := len(v.entries)) < 256 else _S10_pack(_ln)
         _outer = out
         out = bytearray()
         if len(v.entries) != len(v.entries):
@@ -4711,21 +4713,21 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S22_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S24_pack(_x.seq, _x.op, len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
                 _wal_entry___insert_body__v = _x.body
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
-                out += _S2_pack(len(_wal_entry___insert_body___b_data))
+                out += _L17[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___insert_body___b_data
-                out += _S10_pack(len(_wal_entry___insert_body__v.meta))
+                out += _L14[_ln] if (_ln := len(_wal_entry___insert_body__v.meta)) < 256 else _S10_pack(_ln)
                 for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                     _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                    out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
                     out += _wal_entry___insert_body___meta_pair_b_key
                     _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                    out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
                     out += _wal_entry___insert_body___meta_pair_b_value
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
@@ -4760,15 +4762,15 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
             elif _wal_entry___tag == 2:
                 _wal_entry___update_body__v = _x.body
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
-                out += _S2_pack(len(_wal_entry___update_body___b_data))
+                out += _L17[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
                 out += _wal_entry___update_body___b_data
-                out += _S10_pack(len(_wal_entry___update_body__v.meta))
+                out += _L14[_ln] if (_ln := len(_wal_entry___update_body__v.meta)) < 256 else _S10_pack(_ln)
                 for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                     _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                    out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_key))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
                     out += _wal_entry___update_body___meta_pair_b_key
                     _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                    out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_value))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
                     out += _wal_entry___update_body___meta_pair_b_value
             elif _wal_entry___tag == 3:
                 if _x.body is not None:
@@ -4776,10 +4778,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
             elif _wal_entry___tag == 4:
                 _wal_entry___meta_pair__v = _x.body
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                out += _S10_pack(len(_wal_entry___meta_pair___b_key))
+                out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
                 out += _wal_entry___meta_pair___b_key
                 _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                out += _S10_pack(len(_wal_entry___meta_pair___b_value))
+                out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
                 _wal_entry___set_semantic_body__v = _x.body
@@ -4815,21 +4817,21 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
                 _wal_entry___epoch_body__v = _x.body
-                out += _S20_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S22_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
             out += _S2_pack(_wal_entry__f_entry_crc)
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
-        out += _S2_pack(len(_frame))
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS20)
+        out += _L17[_ln] if (_ln := len(_frame)) < 256 else _S2_pack(_ln)
         out += _frame
     return bytes(out)
 
 def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T26)
+        raise _short(pos, end, _T28)
     f_block_entry_count, = _S10.unpack_from(mv, pos)
     pos += 2
     if pos + 4 > end:
@@ -4838,7 +4840,7 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='plain', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS18)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS20)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -4869,7 +4871,7 @@ def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
     out += _b
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS18)
+    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS20)
     out += _S2.pack(len(_frame))
     out += _frame
 
@@ -4885,16 +4887,16 @@ def _em_wal_block_plain(values, p_algorithm, p_block_limit):
         out += _b
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS18)
-        out += _S2_pack(len(_frame))
+        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS20)
+        out += _L17[_ln] if (_ln := len(_frame)) < 256 else _S2_pack(_ln)
         out += _frame
     return bytes(out)
 
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T25)
-        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S16.unpack_from(mv, pos)
+            raise _short(pos, end, _T27)
+        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18.unpack_from(mv, pos)
         pos += 8
         _wal_header___obj = _new(WalHeader)
         _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -4913,14 +4915,14 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 try:
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T23)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
-                    _wal_entry___r22 = pos
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r22
+                    _wal_entry___s_seq = _wal_entry___r24
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -4933,7 +4935,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -4941,7 +4943,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T16)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -5045,7 +5047,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T24)
+                            raise _short(pos, end, _T26)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -5099,7 +5101,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
 
 def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _isb = mv.__class__ is bytes
-    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S16.unpack_from(mv, pos)
+    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18.unpack_from(mv, pos)
     pos += 8
     _wal_header___obj = _new(WalHeader)
     _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -5111,12 +5113,12 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 break
             _ip = pos
             _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
-            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
-            _wal_entry___r22 = pos
+            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+            _wal_entry___r24 = pos
             pos += 7
             _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
             if _wal_entry___v is None:
-                raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
             _wal_entry__f_op = _wal_entry___v
             _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
             pos += _wal_entry__n_key
@@ -5201,7 +5203,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                 _wal_entry___r2 = pos
                 pos += 4
-                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r22:_wal_entry___e_body])
+                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
                 if _wal_entry__f_entry_crc != _wal_entry___ck:
                     raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
                 _wal_entry___obj = _new(WalEntry)
@@ -5249,15 +5251,15 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     _end = end
     _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
-    _S16_unpack_from = _S16.unpack_from
+    _S18_unpack_from = _S18.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S22_unpack_from = _S22.unpack_from
+    _S24_unpack_from = _S24.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S16_unpack_from(mv, pos)
+            _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18_unpack_from(mv, pos)
             pos += 8
             _wal_header___obj = _new(WalHeader)
             _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -5269,12 +5271,12 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         break
                     _ip = pos
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22_unpack_from(mv, pos)
-                    _wal_entry___r22 = pos
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24_unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
                     pos += 7
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
                     pos += _wal_entry__n_key
@@ -5359,7 +5361,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry__f_entry_crc, = _S2_unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
-                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___r22:_wal_entry___e_body])
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
                         if _wal_entry__f_entry_crc != _wal_entry___ck:
                             raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
                         _wal_entry___obj = _new(WalEntry)
@@ -5409,12 +5411,12 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
 
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _wal_header__v = v.header
-    out += _S16.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+    out += _S18.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
     if (not p_block_compressed):
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
@@ -5518,7 +5520,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
                 _wal_entry___epoch_body__v = _x.body
-                out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -5535,7 +5537,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             for _wal_block___x in _x.entries:
                 _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                 _wal_block___wal_entry___s_seq = len(out)
-                out += _S22.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                out += _S24.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
                 out += _wal_block___wal_entry___b_key
                 _wal_block___wal_entry___tag = _wal_block___x.op
                 if _wal_block___wal_entry___tag == 1:
@@ -5639,14 +5641,14 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_block___wal_entry___tag == 6:
                     _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                    out += _S20.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                    out += _S22.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
                 _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                 out += _S2.pack(_wal_block___wal_entry__f_entry_crc)
             _wal_block___plain = bytes(out)
             out = _wal_block___outer
-            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS18)
+            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS20)
             out += _S2.pack(len(_wal_block___frame))
             out += _wal_block___frame
     elif v.blocks is not None:
@@ -5655,32 +5657,32 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
 def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     out = bytearray()
     _S10_pack = _S10.pack
-    _S16_pack = _S16.pack
+    _S18_pack = _S18.pack
     _S2_pack = _S2.pack
-    _S20_pack = _S20.pack
     _S22_pack = _S22.pack
+    _S24_pack = _S24.pack
     for v in values:
         _wal_header__v = v.header
-        out += _S16_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+        out += _S18_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
         if not p_block_compressed:
             for _x in v.entries:
                 _wal_entry___b_key = _x.key.encode()
                 _wal_entry___s_seq = len(out)
-                out += _S22_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+                out += _S24_pack(_x.seq, _x.op, len(_wal_entry___b_key))
                 out += _wal_entry___b_key
                 _wal_entry___tag = _x.op
                 if _wal_entry___tag == 1:
                     _wal_entry___insert_body__v = _x.body
                     _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
-                    out += _S2_pack(len(_wal_entry___insert_body___b_data))
+                    out += _L17[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
                     out += _wal_entry___insert_body___b_data
-                    out += _S10_pack(len(_wal_entry___insert_body__v.meta))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___insert_body__v.meta)) < 256 else _S10_pack(_ln)
                     for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                         _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                        out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                        out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
                         out += _wal_entry___insert_body___meta_pair_b_key
                         _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                        out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                        out += _L14[_ln] if (_ln := len(_wal_entry___insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
                         out += _wal_entry___insert_body___meta_pair_b_value
                     if p_semantic_dims > 0:
                         _wal_entry___insert_body___tag = p_tail_layout
@@ -5715,15 +5717,15 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                 elif _wal_entry___tag == 2:
                     _wal_entry___update_body__v = _x.body
                     _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
-                    out += _S2_pack(len(_wal_entry___update_body___b_data))
+                    out += _L17[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
                     out += _wal_entry___update_body___b_data
-                    out += _S10_pack(len(_wal_entry___update_body__v.meta))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___update_body__v.meta)) < 256 else _S10_pack(_ln)
                     for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                         _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                        out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_key))
+                        out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
                         out += _wal_entry___update_body___meta_pair_b_key
                         _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                        out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_value))
+                        out += _L14[_ln] if (_ln := len(_wal_entry___update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
                         out += _wal_entry___update_body___meta_pair_b_value
                 elif _wal_entry___tag == 3:
                     if _x.body is not None:
@@ -5731,10 +5733,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                 elif _wal_entry___tag == 4:
                     _wal_entry___meta_pair__v = _x.body
                     _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                    out += _S10_pack(len(_wal_entry___meta_pair___b_key))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
                     out += _wal_entry___meta_pair___b_key
                     _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                    out += _S10_pack(len(_wal_entry___meta_pair___b_value))
+                    out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
                     out += _wal_entry___meta_pair___b_value
                 elif _wal_entry___tag == 5:
                     _wal_entry___set_semantic_body__v = _x.body
@@ -5770,7 +5772,7 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_entry___tag == 6:
                     _wal_entry___epoch_body__v = _x.body
-                    out += _S20_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                    out += _S22_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
                 _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -5779,7 +5781,7 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
             raise EncodeError('field is present but its condition is false', path='entries')
         if p_block_compressed:
             for _x in v.blocks:
-                out += _S10_pack(len(_x.entries))
+                out += _L14[_ln] if (_ln := len(_x.entries)) < 256 else _S10_pack(_ln)
                 _wal_block___outer = out
                 out = bytearray()
                 if len(_x.entries) != len(_x.entries):
@@ -5787,21 +5789,21 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                 for _wal_block___x in _x.entries:
                     _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                     _wal_block___wal_entry___s_seq = len(out)
-                    out += _S22_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                    out += _S24_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
                     out += _wal_block___wal_entry___b_key
                     _wal_block___wal_entry___tag = _wal_block___x.op
                     if _wal_block___wal_entry___tag == 1:
                         _wal_block___wal_entry___insert_body__v = _wal_block___x.body
                         _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
-                        out += _S2_pack(len(_wal_block___wal_entry___insert_body___b_data))
+                        out += _L17[_ln] if (_ln := len(_wal_block___wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
                         out += _wal_block___wal_entry___insert_body___b_data
-                        out += _S10_pack(len(_wal_block___wal_entry___insert_body__v.meta))
+                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___insert_body__v.meta)) < 256 else _S10_pack(_ln)
                         for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
                             _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode()
-                            out += _S10_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
+                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___insert_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
                             out += _wal_block___wal_entry___insert_body___meta_pair_b_key
                             _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode()
-                            out += _S10_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
+                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___insert_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
                             out += _wal_block___wal_entry___insert_body___meta_pair_b_value
                         if p_semantic_dims > 0:
                             _wal_block___wal_entry___insert_body___tag = p_tail_layout
@@ -5836,15 +5838,15 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     elif _wal_block___wal_entry___tag == 2:
                         _wal_block___wal_entry___update_body__v = _wal_block___x.body
                         _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
-                        out += _S2_pack(len(_wal_block___wal_entry___update_body___b_data))
+                        out += _L17[_ln] if (_ln := len(_wal_block___wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
                         out += _wal_block___wal_entry___update_body___b_data
-                        out += _S10_pack(len(_wal_block___wal_entry___update_body__v.meta))
+                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___update_body__v.meta)) < 256 else _S10_pack(_ln)
                         for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
                             _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode()
-                            out += _S10_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
+                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___update_body___meta_pair_b_key)) < 256 else _S10_pack(_ln)
                             out += _wal_block___wal_entry___update_body___meta_pair_b_key
                             _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode()
-                            out += _S10_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
+                            out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___update_body___meta_pair_b_value)) < 256 else _S10_pack(_ln)
                             out += _wal_block___wal_entry___update_body___meta_pair_b_value
                     elif _wal_block___wal_entry___tag == 3:
                         if _wal_block___x.body is not None:
@@ -5852,10 +5854,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     elif _wal_block___wal_entry___tag == 4:
                         _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
                         _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
-                        out += _S10_pack(len(_wal_block___wal_entry___meta_pair___b_key))
+                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
                         out += _wal_block___wal_entry___meta_pair___b_key
                         _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode()
-                        out += _S10_pack(len(_wal_block___wal_entry___meta_pair___b_value))
+                        out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
                         out += _wal_block___wal_entry___meta_pair___b_value
                     elif _wal_block___wal_entry___tag == 5:
                         _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
@@ -5891,15 +5893,15 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             raise EncodeError('field is present but its condition is false', path='tail')
                     elif _wal_block___wal_entry___tag == 6:
                         _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                        out += _S20_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                        out += _S22_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                     else:
                         raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
                     _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                     out += _S2_pack(_wal_block___wal_entry__f_entry_crc)
                 _wal_block___plain = bytes(out)
                 out = _wal_block___outer
-                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS18)
-                out += _S2_pack(len(_wal_block___frame))
+                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS20)
+                out += _L17[_ln] if (_ln := len(_wal_block___frame)) < 256 else _S2_pack(_ln)
                 out += _wal_block___frame
         elif v.blocks is not None:
             raise EncodeError('field is present but its condition is false', path='blocks')
@@ -6158,16 +6160,16 @@ def _em_htt_file(values):
 
 def _d_sidecar_segment_v1(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T28)
-    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S27.unpack_from(mv, pos)
-    _r27 = pos
+        raise _short(pos, end, _T30)
+    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S29.unpack_from(mv, pos)
+    _r29 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r27, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r29, path='magic', expected=b'HTTH', found=f_magic)
     if f_reserved6 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r27 + 6, path='reserved6', expected=0, found=f_reserved6)
+        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 6, path='reserved6', expected=0, found=f_reserved6)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r27 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -6192,14 +6194,14 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T23)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
-                    _wal_entry___r22 = pos
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r22
+                    _wal_entry___s_seq = _wal_entry___r24
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -6212,7 +6214,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -6220,7 +6222,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T16)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -6324,7 +6326,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T24)
+                            raise _short(pos, end, _T26)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -6357,7 +6359,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T29)
+        raise _short(pos, end, _T31)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -6375,7 +6377,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
 
 def _e_sidecar_segment_v1(out, v):
     _at_raw_len = len(out) + 16
-    out += _S27.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
+    out += _S29.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -6383,7 +6385,7 @@ def _e_sidecar_segment_v1(out, v):
         _wal_entry__p_tail_layout = (2 if None.gacl else 1) if v.version >= 2 and None.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -6487,7 +6489,7 @@ def _e_sidecar_segment_v1(out, v):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -6505,17 +6507,17 @@ def _e_sidecar_segment_v1(out, v):
 
 def _d_sidecar_segment_v2(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T30)
-    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S27.unpack_from(mv, pos)
-    _r27 = pos
+        raise _short(pos, end, _T32)
+    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S29.unpack_from(mv, pos)
+    _r29 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r27, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r29, path='magic', expected=b'HTTH', found=f_magic)
     if f_layout & 252:
-        raise ConstraintError('undefined sidecar_layout bits set', offset=_r27 + 6, path='layout', expected='mask 0x3', found=f_layout)
+        raise ConstraintError('undefined sidecar_layout bits set', offset=_r29 + 6, path='layout', expected='mask 0x3', found=f_layout)
     f_layout = SidecarLayout.from_int(f_layout)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r27 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -6540,14 +6542,14 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T23)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
-                    _wal_entry___r22 = pos
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r22
+                    _wal_entry___s_seq = _wal_entry___r24
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -6560,7 +6562,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -6568,7 +6570,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T15)
+                                raise _short(pos, end, _T16)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -6672,7 +6674,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T24)
+                            raise _short(pos, end, _T26)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -6705,7 +6707,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T29)
+        raise _short(pos, end, _T31)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -6723,7 +6725,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
 
 def _e_sidecar_segment_v2(out, v):
     _at_raw_len = len(out) + 16
-    out += _S27.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
+    out += _S29.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -6731,7 +6733,7 @@ def _e_sidecar_segment_v2(out, v):
         _wal_entry__p_tail_layout = (2 if v.layout.gacl else 1) if v.version >= 2 and v.layout.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -6835,7 +6837,7 @@ def _e_sidecar_segment_v2(out, v):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])

@@ -1253,145 +1253,147 @@ _S101 = struct.Struct('<III16sQI')
 _S102 = struct.Struct('<IIHHH')
 _S103 = struct.Struct('<IIHI16sQ')
 _S104 = struct.Struct('<IIHI16sQI')
-_S105 = struct.Struct('<IB3sI')
-_S106 = struct.Struct('<HH16s16sQQQQ')
-_S107 = struct.Struct('<HH16s16sQQQQIIH')
-_S108 = struct.Struct('<HH16s16sQQQQIIHHH')
-_S109 = struct.Struct('<HH16s16sQQQQIIHHH16sQ')
-_S110 = struct.Struct('<HH16s16sQQQQIIHHHI')
-_S111 = struct.Struct('<HH16s16sQQQQIIHHH16sQq')
-_S112 = struct.Struct('<HH16s16sQQQQIIHHH16sQqI')
-_S113 = struct.Struct('<HH16s16sQQQQIIHI16sQ')
-_S114 = struct.Struct('<HH16s16sQQQQIIHI16sQI')
-_S115 = struct.Struct('<8sHHIQQ16sQ')
-_T116 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
-_S117 = struct.Struct('<8sHHIQQ16sQQ')
-_S118 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQ')
-_S119 = struct.Struct('<16s16sQQIHHQB7s16s')
-_S120 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHHQ')
-_S121 = struct.Struct('<16s16sQQIHHQ16sQIHHQII')
-_S122 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7sII')
-_S123 = struct.Struct('<QQB')
-_S124 = struct.Struct('<QQBB')
-_S125 = struct.Struct('<B7s16s16sQQIHHQ')
-_S126 = struct.Struct('<B7s16s16sQQIHHQ16sQIHH')
-_S127 = struct.Struct('<16sQQQB7s16s16sQQIHHQ')
-_S128 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHH')
-_S129 = struct.Struct('<16s16sQQIHHQ16sQIHH')
-_S130 = struct.Struct('<16s16s16sQQIHHQ')
-_S131 = struct.Struct('<16s16s16sQQIHHQ16sQIHH')
-_S132 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7s')
-_S133 = struct.Struct('<IIQ16sQQ16s16s')
-_S134 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s')
-_S135 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ')
-_S136 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ16sQIHH')
-_S137 = struct.Struct('<4sHHIIQ16s16sQ')
-_T138 = (('size', 0, 8),)
-_S139 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQQ')
-_S140 = struct.Struct('<BB')
-_S141 = struct.Struct('<4sHBBBQ')
-_S142 = struct.Struct('<BB6sQ4sHBBBQ')
-_S143 = struct.Struct('<B16sBQB7s16s16sQQIHHQ16sQIHH')
-_T144 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
-_S145 = struct.Struct('<8s')
-_T146 = (('unpinned', 0, 8),)
-_S147 = struct.Struct('<QQII')
-_T148 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
-_S149 = struct.Struct('<8s16s16sQQQQQQII')
-_S150 = struct.Struct('<8s16s16sQQQQ')
-_S151 = struct.Struct('<4sHH')
-_T152 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
-_S153 = struct.Struct('<4sHHII')
-_S154 = struct.Struct('<4sHH8s')
-_S155 = struct.Struct('<4sHH8s16s16sQQQQ')
-_RC156 = {}  # fold_authority.values element-count structs
-_S157 = struct.Struct('<72s')
-_T158 = (('reserved', 0, 72),)
-_T159 = (('sequence', 0, 8),)
-_S160 = struct.Struct('<16s16sQQIHHQ16sQIHHQ')
-_T161 = (('tag', 0, 1), ('reserved', 1, 7))
-_T162 = (('block_len', 0, 8),)
-_T163 = (('block_checksum', 0, 8),)
-_S164 = struct.Struct('<QQIIII')
-_T165 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
-_S166 = struct.Struct('<B7sQQ')
-_T167 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
-_S168 = struct.Struct('<16sIHHIQB7sQ')
-_T169 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
-_T170 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
-_T171 = (('model_id.length', 0, 4),)
-_T172 = (('model_version.length', 0, 4),)
-_T173 = (('weights_digest.length', 0, 4),)
-_S174 = struct.Struct('<IHI')
-_T175 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
-_S176 = struct.Struct('<IHHB3s')
-_T177 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
-_T178 = (('alignment_digest.length', 0, 4),)
-_S179 = struct.Struct('<IHHI')
-_T180 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
-_T181 = (('tag', 0, 4),)
-_S182 = struct.Struct('<B7sqq')
-_T183 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
-_T184 = (('section_len', 0, 4),)
-_S185 = struct.Struct('<B7sQI')
-_T186 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
-_T187 = (('object_count', 0, 4),)
-_S188 = struct.Struct('<16sQQ')
-_T189 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
-_T190 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
-_T191 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
-_S192 = struct.Struct('<QQI')
-_S193 = struct.Struct('<IIQI')
-_S194 = struct.Struct('<IB7sQI')
-_S195 = struct.Struct('<QQIIIIB7sQQ')
-_T196 = (('generation', 0, 8),)
-_T197 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
-_RC198 = {}  # purge_payload.doc_ids element-count structs
-_S199 = struct.Struct('<8sHHIQQQQII')
-_T200 = (('magic', 0, 8),)
-_S201 = struct.Struct('<IHHB')
-_T202 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
-_S203 = struct.Struct('<8sI')
-_S204 = struct.Struct('<HHIQQQ')
-_T205 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
-_S206 = struct.Struct('<8sHHIQQ16sIHHHHI')
-_T207 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
-_S208 = struct.Struct('<HHIIHHQII')
-_T209 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
-_DT210 = numpy.dtype('<u1')
-_S211 = struct.Struct('<fff')
-_T212 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
-_S213 = struct.Struct('<ff')
-_T214 = (('scale', 0, 4), ('offset', 4, 4))
-_DT215 = numpy.dtype('<f4')
-_T216 = (('row_count', 0, 4), ('column_count', 4, 4))
-_T217 = (('dict_count', 0, 4),)
-_T218 = (('code_width', 0, 2), ('reserved', 2, 2))
-_RC219 = {}  # dictionary_column.codes16 element-count structs
-_RC220 = {}  # dictionary_column.codes32 element-count structs
-_T221 = (('presence_len', 0, 4),)
-_RC222 = {}  # column_data.u64s element-count structs
-_RC223 = {}  # column_data.i64s element-count structs
-_RC224 = {}  # column_data.f64s element-count structs
-_RC225 = {}  # column_data.bools element-count structs
-_T226 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
-_S227 = struct.Struct('<HHIQ')
-_T228 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
-_T229 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
-_T230 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
-_RC231 = {}  # stored_metadata_region.ends element-count structs
-_T232 = (('row_count', 0, 4), ('reserved', 4, 4))
-_RC233 = {}  # stored_text_region.ends element-count structs
-_S234 = struct.Struct('<BBH')
-_T235 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
-_PK236 = _packed_kind('<', 'I', 4, False)
-_S237 = struct.Struct('<fffBBH')
-_S238 = struct.Struct('<8sHHIIB3sII')
-_T239 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
-_S240 = struct.Struct('<Q88s')
-_T241 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
-_S242 = struct.Struct('<8sHHIIB3sIIQ88s')
-_S243 = struct.Struct('<88s')
+_L105 = tuple(struct.pack('<I', _i) for _i in range(256))
+_S106 = struct.Struct('<IB3sI')
+_S107 = struct.Struct('<HH16s16sQQQQ')
+_S108 = struct.Struct('<HH16s16sQQQQIIH')
+_S109 = struct.Struct('<HH16s16sQQQQIIHHH')
+_S110 = struct.Struct('<HH16s16sQQQQIIHHH16sQ')
+_S111 = struct.Struct('<HH16s16sQQQQIIHHHI')
+_S112 = struct.Struct('<HH16s16sQQQQIIHHH16sQq')
+_S113 = struct.Struct('<HH16s16sQQQQIIHHH16sQqI')
+_S114 = struct.Struct('<HH16s16sQQQQIIHI16sQ')
+_S115 = struct.Struct('<HH16s16sQQQQIIHI16sQI')
+_S116 = struct.Struct('<8sHHIQQ16sQ')
+_T117 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
+_S118 = struct.Struct('<8sHHIQQ16sQQ')
+_S119 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQ')
+_S120 = struct.Struct('<16s16sQQIHHQB7s16s')
+_S121 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHHQ')
+_S122 = struct.Struct('<16s16sQQIHHQ16sQIHHQII')
+_S123 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7sII')
+_S124 = struct.Struct('<QQB')
+_S125 = struct.Struct('<QQBB')
+_S126 = struct.Struct('<B7s16s16sQQIHHQ')
+_S127 = struct.Struct('<B7s16s16sQQIHHQ16sQIHH')
+_S128 = struct.Struct('<16sQQQB7s16s16sQQIHHQ')
+_S129 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHH')
+_S130 = struct.Struct('<16s16sQQIHHQ16sQIHH')
+_S131 = struct.Struct('<16s16s16sQQIHHQ')
+_S132 = struct.Struct('<16s16s16sQQIHHQ16sQIHH')
+_S133 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7s')
+_S134 = struct.Struct('<IIQ16sQQ16s16s')
+_S135 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s')
+_S136 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ')
+_S137 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ16sQIHH')
+_L138 = tuple(struct.pack('<Q', _i) for _i in range(256))
+_S139 = struct.Struct('<4sHHIIQ16s16sQ')
+_T140 = (('size', 0, 8),)
+_S141 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQQ')
+_S142 = struct.Struct('<BB')
+_S143 = struct.Struct('<4sHBBBQ')
+_S144 = struct.Struct('<BB6sQ4sHBBBQ')
+_S145 = struct.Struct('<B16sBQB7s16s16sQQIHHQ16sQIHH')
+_T146 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
+_S147 = struct.Struct('<8s')
+_T148 = (('unpinned', 0, 8),)
+_S149 = struct.Struct('<QQII')
+_T150 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
+_S151 = struct.Struct('<8s16s16sQQQQQQII')
+_S152 = struct.Struct('<8s16s16sQQQQ')
+_S153 = struct.Struct('<4sHH')
+_T154 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
+_S155 = struct.Struct('<4sHHII')
+_S156 = struct.Struct('<4sHH8s')
+_S157 = struct.Struct('<4sHH8s16s16sQQQQ')
+_RC158 = {}  # fold_authority.values element-count structs
+_S159 = struct.Struct('<72s')
+_T160 = (('reserved', 0, 72),)
+_T161 = (('sequence', 0, 8),)
+_S162 = struct.Struct('<16s16sQQIHHQ16sQIHHQ')
+_T163 = (('tag', 0, 1), ('reserved', 1, 7))
+_T164 = (('block_len', 0, 8),)
+_T165 = (('block_checksum', 0, 8),)
+_S166 = struct.Struct('<QQIIII')
+_T167 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
+_S168 = struct.Struct('<B7sQQ')
+_T169 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
+_S170 = struct.Struct('<16sIHHIQB7sQ')
+_T171 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
+_T172 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
+_T173 = (('model_id.length', 0, 4),)
+_T174 = (('model_version.length', 0, 4),)
+_T175 = (('weights_digest.length', 0, 4),)
+_S176 = struct.Struct('<IHI')
+_T177 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
+_S178 = struct.Struct('<IHHB3s')
+_T179 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
+_T180 = (('alignment_digest.length', 0, 4),)
+_S181 = struct.Struct('<IHHI')
+_T182 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
+_T183 = (('tag', 0, 4),)
+_S184 = struct.Struct('<B7sqq')
+_T185 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
+_T186 = (('section_len', 0, 4),)
+_S187 = struct.Struct('<B7sQI')
+_T188 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
+_T189 = (('object_count', 0, 4),)
+_S190 = struct.Struct('<16sQQ')
+_T191 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
+_T192 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
+_T193 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
+_S194 = struct.Struct('<QQI')
+_S195 = struct.Struct('<IIQI')
+_S196 = struct.Struct('<IB7sQI')
+_S197 = struct.Struct('<QQIIIIB7sQQ')
+_T198 = (('generation', 0, 8),)
+_T199 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
+_RC200 = {}  # purge_payload.doc_ids element-count structs
+_S201 = struct.Struct('<8sHHIQQQQII')
+_T202 = (('magic', 0, 8),)
+_S203 = struct.Struct('<IHHB')
+_T204 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
+_S205 = struct.Struct('<8sI')
+_S206 = struct.Struct('<HHIQQQ')
+_T207 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
+_S208 = struct.Struct('<8sHHIQQ16sIHHHHI')
+_T209 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
+_S210 = struct.Struct('<HHIIHHQII')
+_T211 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
+_DT212 = numpy.dtype('<u1')
+_S213 = struct.Struct('<fff')
+_T214 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
+_S215 = struct.Struct('<ff')
+_T216 = (('scale', 0, 4), ('offset', 4, 4))
+_DT217 = numpy.dtype('<f4')
+_T218 = (('row_count', 0, 4), ('column_count', 4, 4))
+_T219 = (('dict_count', 0, 4),)
+_T220 = (('code_width', 0, 2), ('reserved', 2, 2))
+_RC221 = {}  # dictionary_column.codes16 element-count structs
+_RC222 = {}  # dictionary_column.codes32 element-count structs
+_T223 = (('presence_len', 0, 4),)
+_RC224 = {}  # column_data.u64s element-count structs
+_RC225 = {}  # column_data.i64s element-count structs
+_RC226 = {}  # column_data.f64s element-count structs
+_RC227 = {}  # column_data.bools element-count structs
+_T228 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
+_S229 = struct.Struct('<HHIQ')
+_T230 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
+_T231 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
+_T232 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
+_RC233 = {}  # stored_metadata_region.ends element-count structs
+_T234 = (('row_count', 0, 4), ('reserved', 4, 4))
+_RC235 = {}  # stored_text_region.ends element-count structs
+_S236 = struct.Struct('<BBH')
+_T237 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
+_PK238 = _packed_kind('<', 'I', 4, False)
+_S239 = struct.Struct('<fffBBH')
+_S240 = struct.Struct('<8sHHIIB3sII')
+_T241 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
+_S242 = struct.Struct('<Q88s')
+_T243 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
+_S244 = struct.Struct('<8sHHIIB3sIIQ88s')
+_S245 = struct.Struct('<88s')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -4343,7 +4345,7 @@ def _em_wal_payload(values, p_op):
                     raise EncodeError('field is present but its condition is false', path='vector')
             if _op_upsert_v2__v.fields.text:
                 _op_upsert_v2___b = _op_upsert_v2__v.text.encode()
-                out += _S13_pack(len(_op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_upsert_v2___b
             elif _op_upsert_v2__v.text is not None:
                 raise EncodeError('field is present but its condition is false', path='text')
@@ -4353,12 +4355,12 @@ def _em_wal_payload(values, p_op):
                 raise EncodeError('field is present but its condition is false', path='ts')
             if _op_upsert_v2__v.fields.metadata:
                 _op_upsert_v2___b = _op_upsert_v2__v.metadata
-                out += _S13_pack(len(_op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_upsert_v2___b
             elif _op_upsert_v2__v.metadata is not None:
                 raise EncodeError('field is present but its condition is false', path='metadata')
             if _op_upsert_v2__v.fields.columns:
-                out += _S13_pack(len(_op_upsert_v2__v.columns))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2__v.columns)) < 256 else _S13_pack(_ln)
                 for _op_upsert_v2___x in _op_upsert_v2__v.columns:
                     out += _S13_pack(_op_upsert_v2___x.column_id)
                     _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
@@ -4412,7 +4414,7 @@ def _em_wal_payload(values, p_op):
                     raise EncodeError('field is present but its condition is false', path='vector')
             if _op_batch_member___op_upsert_v2__v.fields.text:
                 _op_batch_member___op_upsert_v2___b = _op_batch_member___op_upsert_v2__v.text.encode()
-                out += _S13_pack(len(_op_batch_member___op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_batch_member___op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_batch_member___op_upsert_v2___b
             elif _op_batch_member___op_upsert_v2__v.text is not None:
                 raise EncodeError('field is present but its condition is false', path='text')
@@ -4422,12 +4424,12 @@ def _em_wal_payload(values, p_op):
                 raise EncodeError('field is present but its condition is false', path='ts')
             if _op_batch_member___op_upsert_v2__v.fields.metadata:
                 _op_batch_member___op_upsert_v2___b = _op_batch_member___op_upsert_v2__v.metadata
-                out += _S13_pack(len(_op_batch_member___op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_batch_member___op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_batch_member___op_upsert_v2___b
             elif _op_batch_member___op_upsert_v2__v.metadata is not None:
                 raise EncodeError('field is present but its condition is false', path='metadata')
             if _op_batch_member___op_upsert_v2__v.fields.columns:
-                out += _S13_pack(len(_op_batch_member___op_upsert_v2__v.columns))
+                out += _L105[_ln] if (_ln := len(_op_batch_member___op_upsert_v2__v.columns)) < 256 else _S13_pack(_ln)
                 for _op_batch_member___op_upsert_v2___x in _op_batch_member___op_upsert_v2__v.columns:
                     out += _S13_pack(_op_batch_member___op_upsert_v2___x.column_id)
                     _op_batch_member___op_upsert_v2___typed_column___metadata_value__v = _op_batch_member___op_upsert_v2___x.value
@@ -4500,7 +4502,7 @@ def _em_wal_payload(values, p_op):
                         raise EncodeError('field is present but its condition is false', path='vector')
                 if _op_mixed_member___op_upsert_v2__v.fields.text:
                     _op_mixed_member___op_upsert_v2___b = _op_mixed_member___op_upsert_v2__v.text.encode()
-                    out += _S13_pack(len(_op_mixed_member___op_upsert_v2___b))
+                    out += _L105[_ln] if (_ln := len(_op_mixed_member___op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                     out += _op_mixed_member___op_upsert_v2___b
                 elif _op_mixed_member___op_upsert_v2__v.text is not None:
                     raise EncodeError('field is present but its condition is false', path='text')
@@ -4510,12 +4512,12 @@ def _em_wal_payload(values, p_op):
                     raise EncodeError('field is present but its condition is false', path='ts')
                 if _op_mixed_member___op_upsert_v2__v.fields.metadata:
                     _op_mixed_member___op_upsert_v2___b = _op_mixed_member___op_upsert_v2__v.metadata
-                    out += _S13_pack(len(_op_mixed_member___op_upsert_v2___b))
+                    out += _L105[_ln] if (_ln := len(_op_mixed_member___op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                     out += _op_mixed_member___op_upsert_v2___b
                 elif _op_mixed_member___op_upsert_v2__v.metadata is not None:
                     raise EncodeError('field is present but its condition is false', path='metadata')
                 if _op_mixed_member___op_upsert_v2__v.fields.columns:
-                    out += _S13_pack(len(_op_mixed_member___op_upsert_v2__v.columns))
+                    out += _L105[_ln] if (_ln := len(_op_mixed_member___op_upsert_v2__v.columns)) < 256 else _S13_pack(_ln)
                     for _op_mixed_member___op_upsert_v2___x in _op_mixed_member___op_upsert_v2__v.columns:
                         out += _S13_pack(_op_mixed_member___op_upsert_v2___x.column_id)
                         _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v = _op_mixed_member___op_upsert_v2___x.value
@@ -4711,7 +4713,7 @@ def _em_f32_vector(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S13_pack(len(v.values)))
+        _a(_L105[_ln] if (_ln := len(v.values)) < 256 else _S13_pack(_ln))
         if len(v.values) != len(v.values):
             raise EncodeError('expected ' + str(len(v.values)) + ' items, found ' + str(len(v.values)), path='values')
         if v.values.__class__ is PackedArray and v.values.kind is _PK19:
@@ -6692,7 +6694,7 @@ def _d_typed_column(mv, pos, end):
 
 def _u_typed_column(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S105.unpack_from(mv, pos)
+    f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S106.unpack_from(mv, pos)
     pos += 4
     _a_value = pos
     _metadata_value___r24 = pos
@@ -6778,7 +6780,7 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S105_unpack_from = _S105.unpack_from
+    _S106_unpack_from = _S106.unpack_from
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
@@ -6787,7 +6789,7 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S105_unpack_from(mv, pos)
+            f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S106_unpack_from(mv, pos)
             pos += 4
             _a_value = pos
             _metadata_value___r24 = pos
@@ -7211,7 +7213,7 @@ def _u_op_upsert_v2(mv, pos, end):
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
         f_columns = []
         for _i in range(_c):
-            _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S105.unpack_from(mv, pos)
+            _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S106.unpack_from(mv, pos)
             pos += 4
             _typed_column___a_value = pos
             _typed_column___metadata_value___r24 = pos
@@ -7309,7 +7311,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S105_unpack_from = _S105.unpack_from
+    _S106_unpack_from = _S106.unpack_from
     _S13_unpack_from = _S13.unpack_from
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
@@ -7367,7 +7369,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
                 f_columns = []
                 for _i in range(_c):
-                    _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S105_unpack_from(mv, pos)
+                    _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S106_unpack_from(mv, pos)
                     pos += 4
                     _typed_column___a_value = pos
                     _typed_column___metadata_value___r24 = pos
@@ -7559,7 +7561,7 @@ def _em_op_upsert_v2(values):
                 raise EncodeError('field is present but its condition is false', path='vector')
         if v.fields.text:
             _b = v.text.encode()
-            out += _S13_pack(len(_b))
+            out += _L105[_ln] if (_ln := len(_b)) < 256 else _S13_pack(_ln)
             out += _b
         elif v.text is not None:
             raise EncodeError('field is present but its condition is false', path='text')
@@ -7569,12 +7571,12 @@ def _em_op_upsert_v2(values):
             raise EncodeError('field is present but its condition is false', path='ts')
         if v.fields.metadata:
             _b = v.metadata
-            out += _S13_pack(len(_b))
+            out += _L105[_ln] if (_ln := len(_b)) < 256 else _S13_pack(_ln)
             out += _b
         elif v.metadata is not None:
             raise EncodeError('field is present but its condition is false', path='metadata')
         if v.fields.columns:
-            out += _S13_pack(len(v.columns))
+            out += _L105[_ln] if (_ln := len(v.columns)) < 256 else _S13_pack(_ln)
             for _x in v.columns:
                 out += _S13_pack(_x.column_id)
                 _typed_column___metadata_value__v = _x.value
@@ -7773,7 +7775,7 @@ def _em_op_batch_member(values):
                 raise EncodeError('field is present but its condition is false', path='vector')
         if _op_upsert_v2__v.fields.text:
             _op_upsert_v2___b = _op_upsert_v2__v.text.encode()
-            out += _S13_pack(len(_op_upsert_v2___b))
+            out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
             out += _op_upsert_v2___b
         elif _op_upsert_v2__v.text is not None:
             raise EncodeError('field is present but its condition is false', path='text')
@@ -7783,12 +7785,12 @@ def _em_op_batch_member(values):
             raise EncodeError('field is present but its condition is false', path='ts')
         if _op_upsert_v2__v.fields.metadata:
             _op_upsert_v2___b = _op_upsert_v2__v.metadata
-            out += _S13_pack(len(_op_upsert_v2___b))
+            out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
             out += _op_upsert_v2___b
         elif _op_upsert_v2__v.metadata is not None:
             raise EncodeError('field is present but its condition is false', path='metadata')
         if _op_upsert_v2__v.fields.columns:
-            out += _S13_pack(len(_op_upsert_v2__v.columns))
+            out += _L105[_ln] if (_ln := len(_op_upsert_v2__v.columns)) < 256 else _S13_pack(_ln)
             for _op_upsert_v2___x in _op_upsert_v2__v.columns:
                 out += _S13_pack(_op_upsert_v2___x.column_id)
                 _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
@@ -9136,12 +9138,12 @@ def _e_op_prepared_mutation(out, v):
 
 def _em_op_prepared_mutation(values):
     out = bytearray()
-    _S107_pack = _S107.pack
     _S108_pack = _S108.pack
-    _S110_pack = _S110.pack
-    _S112_pack = _S112.pack
+    _S109_pack = _S109.pack
+    _S111_pack = _S111.pack
     _S113_pack = _S113.pack
     _S114_pack = _S114.pack
+    _S115_pack = _S115.pack
     _S13_pack = _S13.pack
     _S24_pack = _S24.pack
     _S27_pack = _S27.pack
@@ -9169,7 +9171,7 @@ def _em_op_prepared_mutation(values):
         elif _tag == 2:
             _op_delete_v1__v = v.inner
             _op_delete_v1___payload_v1_header__v = _op_delete_v1__v.header
-            out += _S110_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0, len(_op_delete_v1__v.doc_ids))
+            out += _S111_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0, len(_op_delete_v1__v.doc_ids))
             if len(_op_delete_v1__v.doc_ids) != len(_op_delete_v1__v.doc_ids):
                 raise EncodeError('expected ' + str(len(_op_delete_v1__v.doc_ids)) + ' items, found ' + str(len(_op_delete_v1__v.doc_ids)), path='doc_ids')
             out += b''.join([_op_delete_v1___x.to_bytes(16, 'little', signed=False) for _op_delete_v1___x in _op_delete_v1__v.doc_ids])
@@ -9212,7 +9214,7 @@ def _em_op_prepared_mutation(values):
             _op_timestamped_upsert_v1__v = v.inner
             _op_timestamped_upsert_v1___payload_v1_header__v = _op_timestamped_upsert_v1__v.header
             _op_timestamped_upsert_v1___f32_vector__v = _op_timestamped_upsert_v1__v.vector
-            out += _S112_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0, _op_timestamped_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_timestamped_upsert_v1__v.revision, _op_timestamped_upsert_v1__v.ts, len(_op_timestamped_upsert_v1___f32_vector__v.values))
+            out += _S113_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0, _op_timestamped_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_timestamped_upsert_v1__v.revision, _op_timestamped_upsert_v1__v.ts, len(_op_timestamped_upsert_v1___f32_vector__v.values))
             if len(_op_timestamped_upsert_v1___f32_vector__v.values) != len(_op_timestamped_upsert_v1___f32_vector__v.values):
                 raise EncodeError('expected ' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)) + ' items, found ' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)), path='values')
             if _op_timestamped_upsert_v1___f32_vector__v.values.__class__ is PackedArray and _op_timestamped_upsert_v1___f32_vector__v.values.kind is _PK19:
@@ -9222,7 +9224,7 @@ def _em_op_prepared_mutation(values):
         elif _tag == 5:
             _op_upsert_metadata_v1__v = v.inner
             _op_upsert_metadata_v1___payload_v1_header__v = _op_upsert_metadata_v1__v.header
-            out += _S108_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0)
+            out += _S109_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0)
             _op_upsert_metadata_v1___at_metadata_len = len(out) + 24
             out += _S34_pack(_op_upsert_metadata_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_metadata_v1__v.revision, 0, len(_op_upsert_metadata_v1__v.vector))
             _op_upsert_metadata_v1___ps = len(out)
@@ -9239,7 +9241,7 @@ def _em_op_prepared_mutation(values):
         elif _tag == 6:
             _op_upsert_ts_metadata_v1__v = v.inner
             _op_upsert_ts_metadata_v1___payload_v1_header__v = _op_upsert_ts_metadata_v1__v.header
-            out += _S108_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0)
+            out += _S109_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, 1, 0)
             _op_upsert_ts_metadata_v1___at_metadata_len = len(out) + 32
             out += _S36_pack(_op_upsert_ts_metadata_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_ts_metadata_v1__v.revision, _op_upsert_ts_metadata_v1__v.ts, 0, len(_op_upsert_ts_metadata_v1__v.vector))
             _op_upsert_ts_metadata_v1___ps = len(out)
@@ -9257,7 +9259,7 @@ def _em_op_prepared_mutation(values):
             _op_upsert_v2__v = v.inner
             if _op_upsert_v2__v.fields.vector:
                 _op_upsert_v2___f32_vector__v = _op_upsert_v2__v.vector
-                out += _S114_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, _op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision, len(_op_upsert_v2___f32_vector__v.values))
+                out += _S115_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, _op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision, len(_op_upsert_v2___f32_vector__v.values))
                 if len(_op_upsert_v2___f32_vector__v.values) != len(_op_upsert_v2___f32_vector__v.values):
                     raise EncodeError('expected ' + str(len(_op_upsert_v2___f32_vector__v.values)) + ' items, found ' + str(len(_op_upsert_v2___f32_vector__v.values)), path='values')
                 if _op_upsert_v2___f32_vector__v.values.__class__ is PackedArray and _op_upsert_v2___f32_vector__v.values.kind is _PK19:
@@ -9265,12 +9267,12 @@ def _em_op_prepared_mutation(values):
                 else:
                     out += _PK19.encode_all(_op_upsert_v2___f32_vector__v.values)
             else:
-                out += _S113_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, _op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision)
+                out += _S114_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op, _op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision)
                 if _op_upsert_v2__v.vector is not None:
                     raise EncodeError('field is present but its condition is false', path='vector')
             if _op_upsert_v2__v.fields.text:
                 _op_upsert_v2___b = _op_upsert_v2__v.text.encode()
-                out += _S13_pack(len(_op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_upsert_v2___b
             elif _op_upsert_v2__v.text is not None:
                 raise EncodeError('field is present but its condition is false', path='text')
@@ -9280,12 +9282,12 @@ def _em_op_prepared_mutation(values):
                 raise EncodeError('field is present but its condition is false', path='ts')
             if _op_upsert_v2__v.fields.metadata:
                 _op_upsert_v2___b = _op_upsert_v2__v.metadata
-                out += _S13_pack(len(_op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_upsert_v2___b
             elif _op_upsert_v2__v.metadata is not None:
                 raise EncodeError('field is present but its condition is false', path='metadata')
             if _op_upsert_v2__v.fields.columns:
-                out += _S13_pack(len(_op_upsert_v2__v.columns))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2__v.columns)) < 256 else _S13_pack(_ln)
                 for _op_upsert_v2___x in _op_upsert_v2__v.columns:
                     out += _S13_pack(_op_upsert_v2___x.column_id)
                     _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
@@ -9322,7 +9324,7 @@ def _em_op_prepared_mutation(values):
             elif _op_upsert_v2__v.columns is not None:
                 raise EncodeError('field is present but its condition is false', path='columns')
         else:
-            out += _S107_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op)
+            out += _S108_pack(1, 0, _transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation, v.index, v.count, v.inner_op)
             raise EncodeError('no case for tag ' + repr(_tag), path='inner')
     return bytes(out)
 
@@ -9642,7 +9644,7 @@ def _em_op_mixed_member(values):
                     raise EncodeError('field is present but its condition is false', path='vector')
             if _op_upsert_v2__v.fields.text:
                 _op_upsert_v2___b = _op_upsert_v2__v.text.encode()
-                out += _S13_pack(len(_op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_upsert_v2___b
             elif _op_upsert_v2__v.text is not None:
                 raise EncodeError('field is present but its condition is false', path='text')
@@ -9652,12 +9654,12 @@ def _em_op_mixed_member(values):
                 raise EncodeError('field is present but its condition is false', path='ts')
             if _op_upsert_v2__v.fields.metadata:
                 _op_upsert_v2___b = _op_upsert_v2__v.metadata
-                out += _S13_pack(len(_op_upsert_v2___b))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2___b)) < 256 else _S13_pack(_ln)
                 out += _op_upsert_v2___b
             elif _op_upsert_v2__v.metadata is not None:
                 raise EncodeError('field is present but its condition is false', path='metadata')
             if _op_upsert_v2__v.fields.columns:
-                out += _S13_pack(len(_op_upsert_v2__v.columns))
+                out += _L105[_ln] if (_ln := len(_op_upsert_v2__v.columns)) < 256 else _S13_pack(_ln)
                 for _op_upsert_v2___x in _op_upsert_v2__v.columns:
                     out += _S13_pack(_op_upsert_v2___x.column_id)
                     _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
@@ -9709,29 +9711,29 @@ def _em_op_mixed_member(values):
 
 def _d_zgw_file_header(mv, pos, end):
     if pos + 56 > end:
-        raise _short(pos, end, _T116)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S115.unpack_from(mv, pos)
-    _r115 = pos
+        raise _short(pos, end, _T117)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S116.unpack_from(mv, pos)
+    _r116 = pos
     pos += 56
-    _s_magic = _r115
+    _s_magic = _r116
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r115, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 19):
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r115 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r116 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r115 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r116 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r115 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r116 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not (f_header_length == 64):
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r115 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r116 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not (f_file_length == 0):
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r115 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r116 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not (f_store != 0):
-        raise ConstraintError('store instance id must be non-zero', offset=_r115 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r115 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r116 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r116 + 56
     if not (f_first_commit_sequence != 0):
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r115 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r116 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     if pos + 8 > end:
         raise _short(pos, end, _T8)
     f_checksum, = _S6.unpack_from(mv, pos)
@@ -9746,30 +9748,30 @@ def _d_zgw_file_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_file_header(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S117.unpack_from(mv, pos)
-    _r115 = pos
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S118.unpack_from(mv, pos)
+    _r116 = pos
     pos += 56
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r115, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not f_family_id == 19:
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r115 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r116 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r115 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r116 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not f_flags == 0:
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r115 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r116 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not f_header_length == 64:
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r115 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r116 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not f_file_length == 0:
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r115 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r116 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not f_store != 0:
-        raise ConstraintError('store instance id must be non-zero', offset=_r115 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r115 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r116 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r116 + 56
     if not f_first_commit_sequence != 0:
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r115 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r116 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     _r6 = pos
     pos += 8
-    _ck = _ck_xxh3_64(mv[_r115:_e_first_commit_sequence])
+    _ck = _ck_xxh3_64(mv[_r116:_e_first_commit_sequence])
     if f_checksum != _ck:
         raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(ZgwFileHeader)
@@ -9782,36 +9784,36 @@ def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S117_unpack_from = _S117.unpack_from
+    _S118_unpack_from = _S118.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S117_unpack_from(mv, pos)
-            _r115 = pos
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S118_unpack_from(mv, pos)
+            _r116 = pos
             pos += 56
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r115, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEPEMBED', found=f_magic)
             if not f_family_id == 19:
-                raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r115 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r116 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r115 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r116 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
             if not f_flags == 0:
-                raise ConstraintError('graph WAL header flags must be zero', offset=_r115 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph WAL header flags must be zero', offset=_r116 + 12, path='flags', expected='flags == 0', found=f_flags)
             if not f_header_length == 64:
-                raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r115 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+                raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r116 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
             if not f_file_length == 0:
-                raise ConstraintError('graph WAL file_length must be zero', offset=_r115 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+                raise ConstraintError('graph WAL file_length must be zero', offset=_r116 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
             f_store = int.from_bytes(f_store, 'little', signed=False)
             if not f_store != 0:
-                raise ConstraintError('store instance id must be non-zero', offset=_r115 + 32, path='store', expected='store != 0', found=f_store)
-            _e_first_commit_sequence = _r115 + 56
+                raise ConstraintError('store instance id must be non-zero', offset=_r116 + 32, path='store', expected='store != 0', found=f_store)
+            _e_first_commit_sequence = _r116 + 56
             if not f_first_commit_sequence != 0:
-                raise ConstraintError('first commit sequence must be non-zero', offset=_r115 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+                raise ConstraintError('first commit sequence must be non-zero', offset=_r116 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
             _r6 = pos
             pos += 8
-            _ck = _ck_xxh3_64(mv[_r115:_e_first_commit_sequence])
+            _ck = _ck_xxh3_64(mv[_r116:_e_first_commit_sequence])
             if f_checksum != _ck:
                 raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
             _obj = _new(ZgwFileHeader)
@@ -9829,18 +9831,18 @@ def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
 def _e_zgw_file_header(out, v):
     _s_magic = len(out)
     _e_first_commit_sequence = len(out) + 56
-    out += _S115.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+    out += _S116.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
     f_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_first_commit_sequence == len(out) else memoryview(out)[_s_magic:_e_first_commit_sequence]))
     out += _S6.pack(f_checksum)
 
 def _em_zgw_file_header(values):
     out = bytearray()
-    _S115_pack = _S115.pack
+    _S116_pack = _S116.pack
     _S6_pack = _S6.pack
     for v in values:
         _s_magic = len(out)
         _e_first_commit_sequence = len(out) + 56
-        out += _S115_pack(b'ZEPEMBED', 19, 1, 0, 64, 0, v.store.to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+        out += _S116_pack(b'ZEPEMBED', 19, 1, 0, 64, 0, v.store.to_bytes(16, 'little', signed=False), v.first_commit_sequence)
         out += _S6_pack(_ck_xxh3_64(out if _s_magic == 0 and _e_first_commit_sequence == len(out) else memoryview(out)[_s_magic:_e_first_commit_sequence]))
     return bytes(out)
 
@@ -10281,7 +10283,7 @@ def _d_zgw_frame(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S118.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S119.unpack_from(mv, pos)
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
@@ -10339,7 +10341,7 @@ def _u_zgw_frame(mv, pos, end):
             raise IndexError
         f_payload, pos = _u_zgw_mutation(mv, pos, end)
     elif _tag == 3:
-        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S119.unpack_from(mv, pos)
+        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S120.unpack_from(mv, pos)
         pos += 64
         _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10369,7 +10371,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_inventory___obj.intent = _zgw_inventory__f_intent
         f_payload = _zgw_inventory___obj
     elif _tag == 4:
-        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S120.unpack_from(mv, pos)
+        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S121.unpack_from(mv, pos)
         _zgw_reclaim_intent___r72 = pos
         pos += 48
         _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
@@ -10404,7 +10406,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
         _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
         pos += 8
-        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S121.unpack_from(mv, pos)
+        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S122.unpack_from(mv, pos)
         pos += 64
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10466,7 +10468,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
         f_payload = _zgw_reclaim_intent___obj
     elif _tag == 5:
-        _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S122.unpack_from(mv, pos)
+        _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S123.unpack_from(mv, pos)
         pos += 16
         _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
         pos += 64
@@ -10600,11 +10602,11 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S118_unpack_from = _S118.unpack_from
     _S119_unpack_from = _S119.unpack_from
     _S120_unpack_from = _S120.unpack_from
     _S121_unpack_from = _S121.unpack_from
     _S122_unpack_from = _S122.unpack_from
+    _S123_unpack_from = _S123.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S66_unpack_from = _S66.unpack_from
@@ -10614,7 +10616,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S118_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S119_unpack_from(mv, pos)
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
@@ -10672,7 +10674,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_payload, pos = _u_zgw_mutation(mv, pos, end)
             elif _tag == 3:
-                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S119_unpack_from(mv, pos)
+                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S120_unpack_from(mv, pos)
                 pos += 64
                 _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10702,7 +10704,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_inventory___obj.intent = _zgw_inventory__f_intent
                 f_payload = _zgw_inventory___obj
             elif _tag == 4:
-                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S120_unpack_from(mv, pos)
+                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S121_unpack_from(mv, pos)
                 _zgw_reclaim_intent___r72 = pos
                 pos += 48
                 _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
@@ -10737,7 +10739,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
                 _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
                 pos += 8
-                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S121_unpack_from(mv, pos)
+                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S122_unpack_from(mv, pos)
                 pos += 64
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10799,7 +10801,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
                 f_payload = _zgw_reclaim_intent___obj
             elif _tag == 5:
-                _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S122_unpack_from(mv, pos)
+                _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S123_unpack_from(mv, pos)
                 pos += 16
                 _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
                 pos += 64
@@ -11101,17 +11103,17 @@ def _e_zgw_frame(out, v):
 
 def _em_zgw_frame(values):
     out = bytearray()
-    _S119_pack = _S119.pack
     _S120_pack = _S120.pack
     _S121_pack = _S121.pack
     _S122_pack = _S122.pack
     _S123_pack = _S123.pack
     _S124_pack = _S124.pack
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
-    _S133_pack = _S133.pack
+    _S125_pack = _S125.pack
+    _S127_pack = _S127.pack
+    _S130_pack = _S130.pack
     _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
     _S30_pack = _S30.pack
     _S41_pack = _S41.pack
     _S47_pack = _S47.pack
@@ -11148,15 +11150,15 @@ def _em_zgw_frame(values):
                 out += _S56_pack(_zgw_mutation___zgop___zgop_key__v.entity, len(_zgw_mutation___zgop___zgop_key___b_namespace))
                 out += _zgw_mutation___zgop___zgop_key___b_namespace
                 _zgw_mutation___zgop___zgop_key___b_key = _zgw_mutation___zgop___zgop_key__v.key.encode()
-                out += _S6_pack(len(_zgw_mutation___zgop___zgop_key___b_key))
+                out += _L138[_ln] if (_ln := len(_zgw_mutation___zgop___zgop_key___b_key)) < 256 else _S6_pack(_ln)
                 out += _zgw_mutation___zgop___zgop_key___b_key
             elif _zgw_mutation___zgop__v.key is not None:
                 raise EncodeError('field is present but its condition is false', path='key')
             _zgw_mutation___zgop___zgop_expected__v = _zgw_mutation___zgop__v.expected
             if _zgw_mutation___zgop___zgop_expected__v.tag == 2:
-                out += _S124_pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision, _zgw_mutation___zgop___zgop_expected__v.tag, _zgw_mutation___zgop___zgop_expected__v.entity)
+                out += _S125_pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision, _zgw_mutation___zgop___zgop_expected__v.tag, _zgw_mutation___zgop___zgop_expected__v.entity)
             else:
-                out += _S123_pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision, _zgw_mutation___zgop___zgop_expected__v.tag)
+                out += _S124_pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision, _zgw_mutation___zgop___zgop_expected__v.tag)
                 if _zgw_mutation___zgop___zgop_expected__v.entity is not None:
                     raise EncodeError('field is present but its condition is false', path='entity')
             if _zgw_mutation___zgop___zgop_expected__v.tag == 2:
@@ -11174,7 +11176,7 @@ def _em_zgw_frame(values):
             if _zgw_mutation___optional_ref__v.present == 1:
                 _zgw_mutation___optional_ref___required_ref__v = _zgw_mutation___optional_ref__v.ref
                 _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v = _zgw_mutation___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_zgw_mutation___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_zgw_mutation___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_zgw_mutation___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgw_mutation___optional_ref__v.ref is not None:
@@ -11182,15 +11184,15 @@ def _em_zgw_frame(values):
         elif _tag == 3:
             _zgw_inventory__v = v.payload
             _zgw_inventory___artifact_descriptor__v = _zgw_inventory__v.descriptor
-            out += _S119_pack(_zgw_inventory___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.creation_generation, _zgw_inventory___artifact_descriptor__v.creation_serial, _zgw_inventory___artifact_descriptor__v.complete_file_length, _zgw_inventory___artifact_descriptor__v.family, _zgw_inventory___artifact_descriptor__v.version, _zgw_inventory___artifact_descriptor__v.whole_file_checksum, _zgw_inventory__v.state, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_inventory__v.intent.to_bytes(16, 'little', signed=False))
+            out += _S120_pack(_zgw_inventory___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.creation_generation, _zgw_inventory___artifact_descriptor__v.creation_serial, _zgw_inventory___artifact_descriptor__v.complete_file_length, _zgw_inventory___artifact_descriptor__v.family, _zgw_inventory___artifact_descriptor__v.version, _zgw_inventory___artifact_descriptor__v.whole_file_checksum, _zgw_inventory__v.state, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_inventory__v.intent.to_bytes(16, 'little', signed=False))
         elif _tag == 4:
             _zgw_reclaim_intent__v = v.payload
             _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.protected
             _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
-            out += _S120_pack(_zgw_reclaim_intent__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent__v.capture_generation, _zgw_reclaim_intent__v.capture_sequence, _zgw_reclaim_intent__v.serial_fence, _zgw_reclaim_intent__v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.protected_digest)
+            out += _S121_pack(_zgw_reclaim_intent__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent__v.capture_generation, _zgw_reclaim_intent__v.capture_sequence, _zgw_reclaim_intent__v.serial_fence, _zgw_reclaim_intent__v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.protected_digest)
             _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.completed_mark
             _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
-            out += _S121_pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.mark_digest, len(_zgw_reclaim_intent__v.candidates), 0)
+            out += _S122_pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version, _zgw_reclaim_intent__v.mark_digest, len(_zgw_reclaim_intent__v.candidates), 0)
             if len(_zgw_reclaim_intent__v.candidates) != len(_zgw_reclaim_intent__v.candidates):
                 raise EncodeError('expected ' + str(len(_zgw_reclaim_intent__v.candidates)) + ' items, found ' + str(len(_zgw_reclaim_intent__v.candidates)), path='candidates')
             for _zgw_reclaim_intent___x in _zgw_reclaim_intent__v.candidates:
@@ -11200,7 +11202,7 @@ def _em_zgw_frame(values):
             _zgw_reclaim_complete___required_ref__v = _zgw_reclaim_complete__v.intent
             _zgw_reclaim_complete___required_ref___artifact_descriptor__v = _zgw_reclaim_complete___required_ref__v.descriptor
             _zgw_reclaim_complete___descriptor_list__v = _zgw_reclaim_complete__v.completed
-            out += _S122_pack(_zgw_reclaim_complete__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.family, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.version, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_complete___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref__v.offset, _zgw_reclaim_complete___required_ref__v.length, _zgw_reclaim_complete___required_ref__v.block_kind, _zgw_reclaim_complete___required_ref__v.block_version, _zgw_reclaim_complete__v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00', len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
+            out += _S123_pack(_zgw_reclaim_complete__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.family, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.version, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_reclaim_complete___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref__v.offset, _zgw_reclaim_complete___required_ref__v.length, _zgw_reclaim_complete___required_ref__v.block_kind, _zgw_reclaim_complete___required_ref__v.block_version, _zgw_reclaim_complete__v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00', len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
             if len(_zgw_reclaim_complete___descriptor_list__v.rows) != len(_zgw_reclaim_complete___descriptor_list__v.rows):
                 raise EncodeError('expected ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)) + ' items, found ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)), path='rows')
             for _zgw_reclaim_complete___descriptor_list___x in _zgw_reclaim_complete___descriptor_list__v.rows:
@@ -11214,7 +11216,7 @@ def _em_zgw_frame(values):
         elif _tag == 6:
             _zgw_commit__v = v.payload
             _zgw_commit___commit_state__v = _zgw_commit__v.state
-            out += _S133_pack(_zgw_commit__v.change_count, 0, _zgw_commit__v.digest, _zgw_commit___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.generation, _zgw_commit___commit_state__v.sequence, _zgw_commit___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            out += _S134_pack(_zgw_commit__v.change_count, 0, _zgw_commit__v.digest, _zgw_commit___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.generation, _zgw_commit___commit_state__v.sequence, _zgw_commit___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
             if len(_zgw_commit___commit_state__v.symbol_high_water) != 4:
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgw_commit___commit_state__v.symbol_high_water)), path='symbol_high_water')
             out += struct.pack('<' + str(len(_zgw_commit___commit_state__v.symbol_high_water)) + 'Q', *_zgw_commit___commit_state__v.symbol_high_water)
@@ -11225,7 +11227,7 @@ def _em_zgw_frame(values):
                 if _zgw_commit___commit_state___x.present == 1:
                     _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___x.ref
                     _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S126_pack(_zgw_commit___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+                    out += _S127_pack(_zgw_commit___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
                 else:
                     out += _S64_pack(_zgw_commit___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                     if _zgw_commit___commit_state___x.ref is not None:
@@ -11236,16 +11238,16 @@ def _em_zgw_frame(values):
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S136_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+                out += _S137_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
             else:
-                out += _S134_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+                out += _S135_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version, _zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgw_commit___commit_state___optional_ref__v.ref is not None:
                     raise EncodeError('field is present but its condition is false', path='ref')
             _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.text
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgw_commit___commit_state___optional_ref__v.ref is not None:
@@ -11254,7 +11256,7 @@ def _em_zgw_frame(values):
             if _zgw_commit___commit_state___optional_ref__v.present == 1:
                 _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
                 _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgw_commit___commit_state___optional_ref__v.ref is not None:
@@ -11264,7 +11266,7 @@ def _em_zgw_frame(values):
                 raise EncodeError('expected ' + str(len(_zgw_commit___commit_state__v.prepared)) + ' items, found ' + str(len(_zgw_commit___commit_state__v.prepared)), path='prepared')
             for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.prepared:
                 _zgw_commit___commit_state___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___x.descriptor
-                out += _S129_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___x.offset, _zgw_commit___commit_state___x.length, _zgw_commit___commit_state___x.block_kind, _zgw_commit___commit_state___x.block_version)
+                out += _S130_pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_commit___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___x.offset, _zgw_commit___commit_state___x.length, _zgw_commit___commit_state___x.block_kind, _zgw_commit___commit_state___x.block_version)
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
         _size_payload = len(out) - _ps
@@ -11303,7 +11305,7 @@ def _d_zgw_frame_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame_header(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S137.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S139.unpack_from(mv, pos)
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
@@ -11330,13 +11332,13 @@ def _m_zgw_frame_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S137_unpack_from = _S137.unpack_from
+    _S139_unpack_from = _S139.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S137_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S139_unpack_from(mv, pos)
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
@@ -11385,7 +11387,7 @@ def _em_zgw_frame_header(values):
 
 def _d_zgw_envelope_size(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T138)
+        raise _short(pos, end, _T140)
     f_size, = _S6.unpack_from(mv, pos)
     pos += 8
     _obj = _new(ZgwEnvelopeSize)
@@ -11736,7 +11738,7 @@ def _d_graph_envelope(mv, pos, end):
 
 def _u_graph_envelope(mv, pos, end):
     _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S139.unpack_from(mv, pos)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S141.unpack_from(mv, pos)
     _zgw_frame___r47 = pos
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
@@ -11823,7 +11825,7 @@ def _u_graph_envelope(mv, pos, end):
     f_changes = []
     for _i in range(_c):
         _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S139.unpack_from(mv, pos)
+        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S141.unpack_from(mv, pos)
         _zgw_frame___r47 = pos
         pos += 56
         _zgw_frame___s_magic = _zgw_frame___r47
@@ -11906,7 +11908,7 @@ def _u_graph_envelope(mv, pos, end):
             _x, pos = _u_zgw_frame(mv, pos, end)
         f_changes.append(_x)
     _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S139.unpack_from(mv, pos)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S141.unpack_from(mv, pos)
     _zgw_frame___r47 = pos
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
@@ -11998,14 +12000,14 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S139_unpack_from = _S139.unpack_from
+    _S141_unpack_from = _S141.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
             _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S139_unpack_from(mv, pos)
+            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S141_unpack_from(mv, pos)
             _zgw_frame___r47 = pos
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
@@ -12092,7 +12094,7 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
             f_changes = []
             for _i in range(_c):
                 _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-                _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S139_unpack_from(mv, pos)
+                _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S141_unpack_from(mv, pos)
                 _zgw_frame___r47 = pos
                 pos += 56
                 _zgw_frame___s_magic = _zgw_frame___r47
@@ -12175,7 +12177,7 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                     _x, pos = _u_zgw_frame(mv, pos, end)
                 f_changes.append(_x)
             _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S139_unpack_from(mv, pos)
+            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S141_unpack_from(mv, pos)
             _zgw_frame___r47 = pos
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
@@ -12510,7 +12512,7 @@ def _d_required_ref(mv, pos, end):
     return _obj, pos
 
 def _u_required_ref(mv, pos, end):
-    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S129.unpack_from(mv, pos)
+    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S130.unpack_from(mv, pos)
     pos += 64
     _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
     _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12542,13 +12544,13 @@ def _m_required_ref(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S129_unpack_from = _S129.unpack_from
+    _S130_unpack_from = _S130.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S129_unpack_from(mv, pos)
+            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S130_unpack_from(mv, pos)
             pos += 64
             _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
             _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12589,10 +12591,10 @@ def _e_required_ref(out, v):
 
 def _em_required_ref(values):
     out = bytearray()
-    _S129_pack = _S129.pack
+    _S130_pack = _S130.pack
     for v in values:
         _artifact_descriptor__v = v.descriptor
-        out += _S129_pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum, v.artifact.to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
+        out += _S130_pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum, v.artifact.to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
     return bytes(out)
 
 def _d_optional_ref(mv, pos, end):
@@ -12652,7 +12654,7 @@ def _d_optional_ref(mv, pos, end):
     return _obj, pos
 
 def _u_optional_ref(mv, pos, end):
-    f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S126.unpack_from(mv, pos)
+    f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S127.unpack_from(mv, pos)
     _r64 = pos
     pos += 8
     if not (f_present == 0 or f_present == 1):
@@ -12697,13 +12699,13 @@ def _m_optional_ref(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S126_unpack_from = _S126.unpack_from
+    _S127_unpack_from = _S127.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S126_unpack_from(mv, pos)
+            f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S127_unpack_from(mv, pos)
             _r64 = pos
             pos += 8
             if not (f_present == 0 or f_present == 1):
@@ -12762,13 +12764,13 @@ def _e_optional_ref(out, v):
 
 def _em_optional_ref(values):
     out = bytearray()
-    _S126_pack = _S126.pack
+    _S127_pack = _S127.pack
     _S64_pack = _S64.pack
     for v in values:
         if v.present == 1:
             _required_ref__v = v.ref
             _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-            out += _S126_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
+            out += _S127_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
         else:
             out += _S64_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if v.ref is not None:
@@ -13165,7 +13167,7 @@ def _u_commit_state(mv, pos, end):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
     f_roots = []
     for _i in range(_c):
-        _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126.unpack_from(mv, pos)
+        _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S127.unpack_from(mv, pos)
         _optional_ref___r64 = pos
         pos += 8
         if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13206,7 +13208,7 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___obj.ref = _optional_ref__f_ref
         _x = _optional_ref___obj
         f_roots.append(_x)
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S136.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S137.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13272,7 +13274,7 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.present = _optional_ref__f_present
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_vector = _optional_ref___obj
-    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126.unpack_from(mv, pos)
+    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S127.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13312,7 +13314,7 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.present = _optional_ref__f_present
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_text = _optional_ref___obj
-    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126.unpack_from(mv, pos)
+    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S127.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13362,7 +13364,7 @@ def _u_commit_state(mv, pos, end):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
     f_prepared = []
     for _i in range(_c):
-        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S129.unpack_from(mv, pos)
+        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S130.unpack_from(mv, pos)
         pos += 64
         _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13411,9 +13413,9 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S126_unpack_from = _S126.unpack_from
-    _S129_unpack_from = _S129.unpack_from
-    _S136_unpack_from = _S136.unpack_from
+    _S127_unpack_from = _S127.unpack_from
+    _S130_unpack_from = _S130.unpack_from
+    _S137_unpack_from = _S137.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S82_unpack_from = _S82.unpack_from
@@ -13444,7 +13446,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
             f_roots = []
             for _i in range(_c):
-                _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126_unpack_from(mv, pos)
+                _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S127_unpack_from(mv, pos)
                 _optional_ref___r64 = pos
                 pos += 8
                 if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13485,7 +13487,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 _optional_ref___obj.ref = _optional_ref__f_ref
                 _x = _optional_ref___obj
                 f_roots.append(_x)
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S136_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S137_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13551,7 +13553,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref___obj.present = _optional_ref__f_present
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_vector = _optional_ref___obj
-            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126_unpack_from(mv, pos)
+            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S127_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13591,7 +13593,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref___obj.present = _optional_ref__f_present
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_text = _optional_ref___obj
-            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S126_unpack_from(mv, pos)
+            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S127_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13641,7 +13643,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
             f_prepared = []
             for _i in range(_c):
-                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S129_unpack_from(mv, pos)
+                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S130_unpack_from(mv, pos)
                 pos += 64
                 _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13752,10 +13754,10 @@ def _em_commit_state(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
+    _S127_pack = _S127.pack
+    _S130_pack = _S130.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
@@ -13775,7 +13777,7 @@ def _em_commit_state(values):
             if _x.present == 1:
                 _optional_ref___required_ref__v = _x.ref
                 _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-                _a(_S126_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+                _a(_S127_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
             else:
                 _a(_S64_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
                 if _x.ref is not None:
@@ -13786,16 +13788,16 @@ def _em_commit_state(values):
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            _a(_S136_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+            _a(_S137_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         else:
-            _a(_S134_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S135_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _optional_ref__v = v.text
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            _a(_S126_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+            _a(_S127_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         else:
             _a(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _optional_ref__v.ref is not None:
@@ -13804,7 +13806,7 @@ def _em_commit_state(values):
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            _a(_S126_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+            _a(_S127_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         else:
             _a(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _optional_ref__v.ref is not None:
@@ -13814,7 +13816,7 @@ def _em_commit_state(values):
             raise EncodeError('expected ' + str(len(v.prepared)) + ' items, found ' + str(len(v.prepared)), path='prepared')
         for _x in v.prepared:
             _required_ref___artifact_descriptor__v = _x.descriptor
-            _a(_S129_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version))
+            _a(_S130_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -13945,11 +13947,11 @@ def _em_zgw_commit(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
-    _S133_pack = _S133.pack
+    _S127_pack = _S127.pack
+    _S130_pack = _S130.pack
     _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
@@ -13958,7 +13960,7 @@ def _em_zgw_commit(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _commit_state__v = v.state
-        _a(_S133_pack(v.change_count, 0, v.digest, _commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False)))
+        _a(_S134_pack(v.change_count, 0, v.digest, _commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False)))
         if len(_commit_state__v.symbol_high_water) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_commit_state__v.symbol_high_water)), path='symbol_high_water')
         _a(struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water))
@@ -13969,7 +13971,7 @@ def _em_zgw_commit(values):
             if _commit_state___x.present == 1:
                 _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
                 _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-                _a(_S126_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+                _a(_S127_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
             else:
                 _a(_S64_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
                 if _commit_state___x.ref is not None:
@@ -13980,16 +13982,16 @@ def _em_zgw_commit(values):
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            _a(_S136_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+            _a(_S137_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         else:
-            _a(_S134_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S135_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _commit_state___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___optional_ref__v = _commit_state__v.text
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            _a(_S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+            _a(_S127_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         else:
             _a(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _commit_state___optional_ref__v.ref is not None:
@@ -13998,7 +14000,7 @@ def _em_zgw_commit(values):
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            _a(_S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+            _a(_S127_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         else:
             _a(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _commit_state___optional_ref__v.ref is not None:
@@ -14008,7 +14010,7 @@ def _em_zgw_commit(values):
             raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
         for _commit_state___x in _commit_state__v.prepared:
             _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
-            _a(_S129_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version))
+            _a(_S130_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -14120,7 +14122,7 @@ def _em_zgop_key(values):
         _a(_S56_pack(v.entity, len(_b_namespace)))
         _a(_b_namespace)
         _b_key = v.key.encode()
-        _a(_S6_pack(len(_b_key)))
+        _a(_L138[_ln] if (_ln := len(_b_key)) < 256 else _S6_pack(_ln))
         _a(_b_key)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
@@ -14267,7 +14269,7 @@ def _em_zgop_expected(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S140_pack = _S140.pack
+    _S142_pack = _S142.pack
     _S28_pack = _S28.pack
     _S30_pack = _S30.pack
     _S6_pack = _S6.pack
@@ -14276,7 +14278,7 @@ def _em_zgop_expected(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         if v.tag == 2:
-            _a(_S140_pack(v.tag, v.entity))
+            _a(_S142_pack(v.tag, v.entity))
         else:
             _a(_S28_pack(v.tag))
             if v.entity is not None:
@@ -14435,7 +14437,7 @@ def _d_zgop(mv, pos, end):
 
 def _u_zgop(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S141.unpack_from(mv, pos)
+    f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S143.unpack_from(mv, pos)
     _r54 = pos
     pos += 8
     if f_magic != b'ZGOP':
@@ -14536,7 +14538,7 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S141_unpack_from = _S141.unpack_from
+    _S143_unpack_from = _S143.unpack_from
     _S28_unpack_from = _S28.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S59_unpack_from = _S59.unpack_from
@@ -14547,7 +14549,7 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S141_unpack_from(mv, pos)
+            f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S143_unpack_from(mv, pos)
             _r54 = pos
             pos += 8
             if f_magic != b'ZGOP':
@@ -14682,8 +14684,8 @@ def _em_zgop(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S123_pack = _S123.pack
     _S124_pack = _S124.pack
+    _S125_pack = _S125.pack
     _S30_pack = _S30.pack
     _S54_pack = _S54.pack
     _S56_pack = _S56.pack
@@ -14700,15 +14702,15 @@ def _em_zgop(values):
             _a(_S56_pack(_zgop_key__v.entity, len(_zgop_key___b_namespace)))
             _a(_zgop_key___b_namespace)
             _zgop_key___b_key = _zgop_key__v.key.encode()
-            _a(_S6_pack(len(_zgop_key___b_key)))
+            _a(_L138[_ln] if (_ln := len(_zgop_key___b_key)) < 256 else _S6_pack(_ln))
             _a(_zgop_key___b_key)
         elif v.key is not None:
             raise EncodeError('field is present but its condition is false', path='key')
         _zgop_expected__v = v.expected
         if _zgop_expected__v.tag == 2:
-            _a(_S124_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag, _zgop_expected__v.entity))
+            _a(_S125_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag, _zgop_expected__v.entity))
         else:
-            _a(_S123_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag))
+            _a(_S124_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag))
             if _zgop_expected__v.entity is not None:
                 raise EncodeError('field is present but its condition is false', path='entity')
         if _zgop_expected__v.tag == 2:
@@ -14957,7 +14959,7 @@ def _d_zgw_mutation(mv, pos, end):
 
 def _u_zgw_mutation(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S142.unpack_from(mv, pos)
+    f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S144.unpack_from(mv, pos)
     _r52 = pos
     pos += 16
     if not (f_live == 0 or f_live == 1):
@@ -15048,7 +15050,7 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
     _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
     _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S143.unpack_from(mv, pos)
+    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S145.unpack_from(mv, pos)
     _zgop___r62 = pos
     pos += 26
     _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
@@ -15130,8 +15132,8 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S142_unpack_from = _S142.unpack_from
-    _S143_unpack_from = _S143.unpack_from
+    _S144_unpack_from = _S144.unpack_from
+    _S145_unpack_from = _S145.unpack_from
     _S28_unpack_from = _S28.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S59_unpack_from = _S59.unpack_from
@@ -15141,7 +15143,7 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S142_unpack_from(mv, pos)
+            f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S144_unpack_from(mv, pos)
             _r52 = pos
             pos += 16
             if not (f_live == 0 or f_live == 1):
@@ -15232,7 +15234,7 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
             _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
             _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-            _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S143_unpack_from(mv, pos)
+            _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S145_unpack_from(mv, pos)
             _zgop___r62 = pos
             pos += 26
             _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
@@ -15361,9 +15363,9 @@ def _e_zgw_mutation(out, v):
 
 def _em_zgw_mutation(values):
     out = bytearray()
-    _S123_pack = _S123.pack
     _S124_pack = _S124.pack
-    _S126_pack = _S126.pack
+    _S125_pack = _S125.pack
+    _S127_pack = _S127.pack
     _S30_pack = _S30.pack
     _S52_pack = _S52.pack
     _S54_pack = _S54.pack
@@ -15383,15 +15385,15 @@ def _em_zgw_mutation(values):
             out += _S56_pack(_zgop___zgop_key__v.entity, len(_zgop___zgop_key___b_namespace))
             out += _zgop___zgop_key___b_namespace
             _zgop___zgop_key___b_key = _zgop___zgop_key__v.key.encode()
-            out += _S6_pack(len(_zgop___zgop_key___b_key))
+            out += _L138[_ln] if (_ln := len(_zgop___zgop_key___b_key)) < 256 else _S6_pack(_ln)
             out += _zgop___zgop_key___b_key
         elif _zgop__v.key is not None:
             raise EncodeError('field is present but its condition is false', path='key')
         _zgop___zgop_expected__v = _zgop__v.expected
         if _zgop___zgop_expected__v.tag == 2:
-            out += _S124_pack(_zgop__v.requested_revision, _zgop__v.installed_revision, _zgop___zgop_expected__v.tag, _zgop___zgop_expected__v.entity)
+            out += _S125_pack(_zgop__v.requested_revision, _zgop__v.installed_revision, _zgop___zgop_expected__v.tag, _zgop___zgop_expected__v.entity)
         else:
-            out += _S123_pack(_zgop__v.requested_revision, _zgop__v.installed_revision, _zgop___zgop_expected__v.tag)
+            out += _S124_pack(_zgop__v.requested_revision, _zgop__v.installed_revision, _zgop___zgop_expected__v.tag)
             if _zgop___zgop_expected__v.entity is not None:
                 raise EncodeError('field is present but its condition is false', path='entity')
         if _zgop___zgop_expected__v.tag == 2:
@@ -15409,7 +15411,7 @@ def _em_zgw_mutation(values):
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            out += _S126_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+            out += _S127_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
         else:
             out += _S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _optional_ref__v.ref is not None:
@@ -15457,7 +15459,7 @@ def _d_zgw_inventory(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_inventory(mv, pos, end):
-    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S119.unpack_from(mv, pos)
+    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S120.unpack_from(mv, pos)
     pos += 64
     _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
     _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15489,13 +15491,13 @@ def _m_zgw_inventory(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S119_unpack_from = _S119.unpack_from
+    _S120_unpack_from = _S120.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S119_unpack_from(mv, pos)
+            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S120_unpack_from(mv, pos)
             pos += 64
             _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
             _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15536,10 +15538,10 @@ def _e_zgw_inventory(out, v):
 
 def _em_zgw_inventory(values):
     out = bytearray()
-    _S119_pack = _S119.pack
+    _S120_pack = _S120.pack
     for v in values:
         _artifact_descriptor__v = v.descriptor
-        out += _S119_pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum, v.state, b'\x00\x00\x00\x00\x00\x00\x00', v.intent.to_bytes(16, 'little', signed=False))
+        out += _S120_pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum, v.state, b'\x00\x00\x00\x00\x00\x00\x00', v.intent.to_bytes(16, 'little', signed=False))
     return bytes(out)
 
 def _d_zgw_reclaim_intent(mv, pos, end):
@@ -15679,7 +15681,7 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_reclaim_intent(mv, pos, end):
-    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S120.unpack_from(mv, pos)
+    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S121.unpack_from(mv, pos)
     _r72 = pos
     pos += 48
     f_id = int.from_bytes(f_id, 'little', signed=False)
@@ -15714,7 +15716,7 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___obj.block_version = _required_ref__f_block_version
     f_protected = _required_ref___obj
     pos += 8
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S121.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S122.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15781,15 +15783,15 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S120_unpack_from = _S120.unpack_from
     _S121_unpack_from = _S121.unpack_from
+    _S122_unpack_from = _S122.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S120_unpack_from(mv, pos)
+            f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S121_unpack_from(mv, pos)
             _r72 = pos
             pos += 48
             f_id = int.from_bytes(f_id, 'little', signed=False)
@@ -15824,7 +15826,7 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             _required_ref___obj.block_version = _required_ref__f_block_version
             f_protected = _required_ref___obj
             pos += 8
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S121_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S122_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15914,8 +15916,8 @@ def _em_zgw_reclaim_intent(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S120_pack = _S120.pack
     _S121_pack = _S121.pack
+    _S122_pack = _S122.pack
     _S66_pack = _S66.pack
     for v in values:
         if len(_all) >= 512:
@@ -15923,10 +15925,10 @@ def _em_zgw_reclaim_intent(values):
             _all.clear()
         _required_ref__v = v.protected
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        _a(_S120_pack(v.id.to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00', _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.protected_digest))
+        _a(_S121_pack(v.id.to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00', _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.protected_digest))
         _required_ref__v = v.completed_mark
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        _a(_S121_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.mark_digest, len(v.candidates), 0))
+        _a(_S122_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.mark_digest, len(v.candidates), 0))
         if len(v.candidates) != len(v.candidates):
             raise EncodeError('expected ' + str(len(v.candidates)) + ' items, found ' + str(len(v.candidates)), path='candidates')
         for _x in v.candidates:
@@ -16202,7 +16204,7 @@ def _d_zgw_reclaim_complete(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_reclaim_complete(mv, pos, end):
-    f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S122.unpack_from(mv, pos)
+    f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S123.unpack_from(mv, pos)
     pos += 16
     f_id = int.from_bytes(f_id, 'little', signed=False)
     pos += 64
@@ -16303,7 +16305,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S122_unpack_from = _S122.unpack_from
+    _S123_unpack_from = _S123.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
@@ -16311,7 +16313,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S122_unpack_from(mv, pos)
+            f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S123_unpack_from(mv, pos)
             pos += 16
             f_id = int.from_bytes(f_id, 'little', signed=False)
             pos += 64
@@ -16438,7 +16440,7 @@ def _em_zgw_reclaim_complete(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S122_pack = _S122.pack
+    _S123_pack = _S123.pack
     _S41_pack = _S41.pack
     _S66_pack = _S66.pack
     for v in values:
@@ -16448,7 +16450,7 @@ def _em_zgw_reclaim_complete(values):
         _required_ref__v = v.intent
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
         _descriptor_list__v = v.completed
-        _a(_S122_pack(v.id.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00', len(_descriptor_list__v.rows), 0))
+        _a(_S123_pack(v.id.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00', len(_descriptor_list__v.rows), 0))
         if len(_descriptor_list__v.rows) != len(_descriptor_list__v.rows):
             raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
         for _descriptor_list___x in _descriptor_list__v.rows:
@@ -16464,7 +16466,7 @@ def _em_zgw_reclaim_complete(values):
 
 def _d_spill_binding(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T144)
+        raise _short(pos, end, _T146)
     f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence = _S43.unpack_from(mv, pos)
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
@@ -16665,12 +16667,12 @@ def _em_zgcp_prepared_inventory(values):
 
 def _d_zgcp_captured_base(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T146)
-    f_unpinned, = _S145.unpack_from(mv, pos)
+        raise _short(pos, end, _T148)
+    f_unpinned, = _S147.unpack_from(mv, pos)
     pos += 8
     try:
         if pos + 64 > end:
-            raise _short(pos, end, _T144)
+            raise _short(pos, end, _T146)
         _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
         pos += 64
         _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
@@ -16686,12 +16688,12 @@ def _d_zgcp_captured_base(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 24 > end:
-        raise _short(pos, end, _T148)
-    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S147.unpack_from(mv, pos)
-    _r147 = pos
+        raise _short(pos, end, _T150)
+    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S149.unpack_from(mv, pos)
+    _r149 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r147 + 20, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r149 + 20, path='reserved', expected=0, found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -16716,7 +16718,7 @@ def _d_zgcp_captured_base(mv, pos, end):
     return _obj, pos
 
 def _u_zgcp_captured_base(mv, pos, end):
-    f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S149.unpack_from(mv, pos)
+    f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S151.unpack_from(mv, pos)
     pos += 8
     pos += 64
     _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
@@ -16728,10 +16730,10 @@ def _u_zgcp_captured_base(mv, pos, end):
     _spill_binding___obj.target_generation = _spill_binding__f_target_generation
     _spill_binding___obj.sequence = _spill_binding__f_sequence
     _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-    _r147 = pos
+    _r149 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r147 + 20, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r149 + 20, path='reserved', expected=0, found=f_reserved)
     if f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
     if pos + f_state_len > end:
@@ -16758,13 +16760,13 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S149_unpack_from = _S149.unpack_from
+    _S151_unpack_from = _S151.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S149_unpack_from(mv, pos)
+            f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S151_unpack_from(mv, pos)
             pos += 8
             pos += 64
             _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
@@ -16776,10 +16778,10 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
             _spill_binding___obj.target_generation = _spill_binding__f_target_generation
             _spill_binding___obj.sequence = _spill_binding__f_sequence
             _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-            _r147 = pos
+            _r149 = pos
             pos += 24
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r147 + 20, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r149 + 20, path='reserved', expected=0, found=f_reserved)
             if f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
             if pos + f_state_len > end:
@@ -16809,11 +16811,11 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_zgcp_captured_base(out, v):
-    out += _S145.pack(v.unpinned)
+    out += _S147.pack(v.unpinned)
     _spill_binding__v = v.binding
     out += _S43.pack(_spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
     _at_state_len = len(out) + 16
-    out += _S147.pack(v.absorbed_through, v.manifest_generation, 0, 0)
+    out += _S149.pack(v.absorbed_through, v.manifest_generation, 0, 0)
     _ps = len(out)
     _commit_state__v = v.state
     out += _S82.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -16875,21 +16877,21 @@ def _e_zgcp_captured_base(out, v):
 
 def _em_zgcp_captured_base(values):
     out = bytearray()
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
-    _S147_pack = _S147.pack
-    _S150_pack = _S150.pack
+    _S127_pack = _S127.pack
+    _S130_pack = _S130.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
+    _S149_pack = _S149.pack
+    _S152_pack = _S152.pack
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
     _S82_pack = _S82.pack
     for v in values:
         _spill_binding__v = v.binding
-        out += _S150_pack(v.unpinned, _spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
+        out += _S152_pack(v.unpinned, _spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
         _at_state_len = len(out) + 16
-        out += _S147_pack(v.absorbed_through, v.manifest_generation, 0, 0)
+        out += _S149_pack(v.absorbed_through, v.manifest_generation, 0, 0)
         _ps = len(out)
         _commit_state__v = v.state
         out += _S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -16903,7 +16905,7 @@ def _em_zgcp_captured_base(values):
             if _commit_state___x.present == 1:
                 _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
                 _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _commit_state___x.ref is not None:
@@ -16914,16 +16916,16 @@ def _em_zgcp_captured_base(values):
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S136_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            out += _S137_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
         else:
-            out += _S134_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            out += _S135_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _commit_state___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___optional_ref__v = _commit_state__v.text
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            out += _S127_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
         else:
             out += _S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _commit_state___optional_ref__v.ref is not None:
@@ -16932,7 +16934,7 @@ def _em_zgcp_captured_base(values):
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            out += _S127_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
         else:
             out += _S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _commit_state___optional_ref__v.ref is not None:
@@ -16942,26 +16944,26 @@ def _em_zgcp_captured_base(values):
             raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
         for _commit_state___x in _commit_state__v.prepared:
             _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
-            out += _S129_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
+            out += _S130_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
         _size_state = len(out) - _ps
         _S13.pack_into(out, _at_state_len, _size_state)
     return bytes(out)
 
 def _d_zgcp_participant(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T152)
-    f_magic, f_role, f_version = _S151.unpack_from(mv, pos)
-    _r151 = pos
+        raise _short(pos, end, _T154)
+    f_magic, f_role, f_version = _S153.unpack_from(mv, pos)
+    _r153 = pos
     pos += 8
-    _s_magic = _r151
+    _s_magic = _r153
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r151, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r153, path='magic', expected=b'ZGCP', found=f_magic)
     _v = _ZGCPROLE_BY_VALUE.get(f_role)
     if _v is None:
-        raise ConstraintError('unknown zgcp_role value', offset=_r151 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
+        raise ConstraintError('unknown zgcp_role value', offset=_r153 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
     f_role = _v
     if not (f_version == 1):
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r151 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version', offset=_r153 + 6, path='version', expected='version == 1', found=f_version)
     _tag = f_role
     if _tag == 2:
         try:
@@ -17005,12 +17007,12 @@ def _d_zgcp_participant(mv, pos, end):
     elif _tag == 7:
         try:
             if pos + 8 > end:
-                raise _short(pos, end, _T146)
-            _zgcp_captured_base__f_unpinned, = _S145.unpack_from(mv, pos)
+                raise _short(pos, end, _T148)
+            _zgcp_captured_base__f_unpinned, = _S147.unpack_from(mv, pos)
             pos += 8
             try:
                 if pos + 64 > end:
-                    raise _short(pos, end, _T144)
+                    raise _short(pos, end, _T146)
                 _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
                 pos += 64
                 _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -17026,12 +17028,12 @@ def _d_zgcp_participant(mv, pos, end):
             except DecodeError as _exc:
                 raise _exc.prefixed('binding') from None
             if pos + 24 > end:
-                raise _short(pos, end, _T148)
-            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S147.unpack_from(mv, pos)
-            _zgcp_captured_base___r147 = pos
+                raise _short(pos, end, _T150)
+            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S149.unpack_from(mv, pos)
+            _zgcp_captured_base___r149 = pos
             pos += 24
             if _zgcp_captured_base__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r147 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r149 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
             _zgcp_captured_base___n = _zgcp_captured_base__f_state_len
             if _zgcp_captured_base___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base___n)
@@ -17079,15 +17081,15 @@ def _d_zgcp_participant(mv, pos, end):
 
 def _u_zgcp_participant(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S153.unpack_from(mv, pos)
-    _r151 = pos
+    f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S155.unpack_from(mv, pos)
+    _r153 = pos
     pos += 8
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r151, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r153, path='magic', expected=b'ZGCP', found=f_magic)
     _tag = f_role
     f_role = _ZGCPROLE_BY_VALUE[f_role]
     if not f_version == 1:
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r151 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version', offset=_r153 + 6, path='version', expected='version == 1', found=f_version)
     if _tag == 2:
         _zgcp_prepared_inventory___r41 = pos
         pos += 8
@@ -17115,7 +17117,7 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
         f_body = _zgcp_prepared_inventory___obj
     elif _tag == 7:
-        _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S149.unpack_from(mv, pos)
+        _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S151.unpack_from(mv, pos)
         pos += 8
         pos += 64
         _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -17127,10 +17129,10 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
         _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
         _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-        _zgcp_captured_base___r147 = pos
+        _zgcp_captured_base___r149 = pos
         pos += 24
         if _zgcp_captured_base__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r147 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r149 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
         if _zgcp_captured_base__f_state_len < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
         if pos + _zgcp_captured_base__f_state_len > end:
@@ -17163,7 +17165,7 @@ def _u_zgcp_participant(mv, pos, end):
     else:
         f_checksum = None
     if f_checksum is not None:
-        _ck = _ck_xxh3_64(mv[_r151:_e_body])
+        _ck = _ck_xxh3_64(mv[_r153:_e_body])
         if f_checksum != _ck:
             raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(ZgcpParticipant)
@@ -17177,8 +17179,8 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S149_unpack_from = _S149.unpack_from
-    _S153_unpack_from = _S153.unpack_from
+    _S151_unpack_from = _S151.unpack_from
+    _S155_unpack_from = _S155.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
@@ -17186,15 +17188,15 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S153_unpack_from(mv, pos)
-            _r151 = pos
+            f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S155_unpack_from(mv, pos)
+            _r153 = pos
             pos += 8
             if f_magic != b'ZGCP':
-                raise ConstraintError('bad magic', offset=_r151, path='magic', expected=b'ZGCP', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r153, path='magic', expected=b'ZGCP', found=f_magic)
             _tag = f_role
             f_role = _ZGCPROLE_BY_VALUE[f_role]
             if not f_version == 1:
-                raise UnsupportedError('unsupported ZGCP participant version', offset=_r151 + 6, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported ZGCP participant version', offset=_r153 + 6, path='version', expected='version == 1', found=f_version)
             if _tag == 2:
                 _zgcp_prepared_inventory___r41 = pos
                 pos += 8
@@ -17222,7 +17224,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
                 f_body = _zgcp_prepared_inventory___obj
             elif _tag == 7:
-                _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S149_unpack_from(mv, pos)
+                _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S151_unpack_from(mv, pos)
                 pos += 8
                 pos += 64
                 _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -17234,10 +17236,10 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
                 _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
                 _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-                _zgcp_captured_base___r147 = pos
+                _zgcp_captured_base___r149 = pos
                 pos += 24
                 if _zgcp_captured_base__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r147 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r149 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
                 if _zgcp_captured_base__f_state_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
                 if pos + _zgcp_captured_base__f_state_len > end:
@@ -17270,7 +17272,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             else:
                 f_checksum = None
             if f_checksum is not None:
-                _ck = _ck_xxh3_64(mv[_r151:_e_body])
+                _ck = _ck_xxh3_64(mv[_r153:_e_body])
                 if f_checksum != _ck:
                     raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_ck, found=f_checksum)
             _obj = _new(ZgcpParticipant)
@@ -17287,7 +17289,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
 
 def _e_zgcp_participant(out, v):
     _s_magic = len(out)
-    out += _S151.pack(b'ZGCP', v.role, 1)
+    out += _S153.pack(b'ZGCP', v.role, 1)
     _tag = v.role
     if _tag == 2:
         _zgcp_prepared_inventory__v = v.body
@@ -17298,11 +17300,11 @@ def _e_zgcp_participant(out, v):
             out += _S66.pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
     elif _tag == 7:
         _zgcp_captured_base__v = v.body
-        out += _S145.pack(_zgcp_captured_base__v.unpinned)
+        out += _S147.pack(_zgcp_captured_base__v.unpinned)
         _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
         out += _S43.pack(_zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
         _zgcp_captured_base___at_state_len = len(out) + 16
-        out += _S147.pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
+        out += _S149.pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
         _zgcp_captured_base___ps = len(out)
         _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
         out += _S82.pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -17370,14 +17372,14 @@ def _e_zgcp_participant(out, v):
 
 def _em_zgcp_participant(values):
     out = bytearray()
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
-    _S147_pack = _S147.pack
-    _S151_pack = _S151.pack
+    _S127_pack = _S127.pack
+    _S130_pack = _S130.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
+    _S149_pack = _S149.pack
     _S153_pack = _S153.pack
     _S155_pack = _S155.pack
+    _S157_pack = _S157.pack
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
@@ -17388,7 +17390,7 @@ def _em_zgcp_participant(values):
         _tag = v.role
         if _tag == 2:
             _zgcp_prepared_inventory__v = v.body
-            out += _S153_pack(b'ZGCP', v.role, 1, len(_zgcp_prepared_inventory__v.descriptors), 0)
+            out += _S155_pack(b'ZGCP', v.role, 1, len(_zgcp_prepared_inventory__v.descriptors), 0)
             if len(_zgcp_prepared_inventory__v.descriptors) != len(_zgcp_prepared_inventory__v.descriptors):
                 raise EncodeError('expected ' + str(len(_zgcp_prepared_inventory__v.descriptors)) + ' items, found ' + str(len(_zgcp_prepared_inventory__v.descriptors)), path='descriptors')
             for _zgcp_prepared_inventory___x in _zgcp_prepared_inventory__v.descriptors:
@@ -17396,9 +17398,9 @@ def _em_zgcp_participant(values):
         elif _tag == 7:
             _zgcp_captured_base__v = v.body
             _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
-            out += _S155_pack(b'ZGCP', v.role, 1, _zgcp_captured_base__v.unpinned, _zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
+            out += _S157_pack(b'ZGCP', v.role, 1, _zgcp_captured_base__v.unpinned, _zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
             _zgcp_captured_base___at_state_len = len(out) + 16
-            out += _S147_pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
+            out += _S149_pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
             _zgcp_captured_base___ps = len(out)
             _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
             out += _S82_pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -17412,7 +17414,7 @@ def _em_zgcp_participant(values):
                 if _zgcp_captured_base___commit_state___x.present == 1:
                     _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___x.ref
                     _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S126_pack(_zgcp_captured_base___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+                    out += _S127_pack(_zgcp_captured_base___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
                 else:
                     out += _S64_pack(_zgcp_captured_base___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                     if _zgcp_captured_base___commit_state___x.ref is not None:
@@ -17423,16 +17425,16 @@ def _em_zgcp_participant(values):
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S136_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+                out += _S137_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
             else:
-                out += _S134_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+                out += _S135_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version, _zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
                     raise EncodeError('field is present but its condition is false', path='ref')
             _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.text
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
@@ -17441,7 +17443,7 @@ def _em_zgcp_participant(values):
             if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
                 _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
                 _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
@@ -17451,11 +17453,11 @@ def _em_zgcp_participant(values):
                 raise EncodeError('expected ' + str(len(_zgcp_captured_base___commit_state__v.prepared)) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.prepared)), path='prepared')
             for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.prepared:
                 _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___x.descriptor
-                out += _S129_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___x.offset, _zgcp_captured_base___commit_state___x.length, _zgcp_captured_base___commit_state___x.block_kind, _zgcp_captured_base___commit_state___x.block_version)
+                out += _S130_pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgcp_captured_base___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___x.offset, _zgcp_captured_base___commit_state___x.length, _zgcp_captured_base___commit_state___x.block_kind, _zgcp_captured_base___commit_state___x.block_version)
             _zgcp_captured_base___size_state = len(out) - _zgcp_captured_base___ps
             _S13.pack_into(out, _zgcp_captured_base___at_state_len, _zgcp_captured_base___size_state)
         else:
-            out += _S151_pack(b'ZGCP', v.role, 1)
+            out += _S153_pack(b'ZGCP', v.role, 1)
             out += v.body
         _e_body = len(out)
         if v.role == 7:
@@ -17466,20 +17468,20 @@ def _d_fold_authority(mv, pos, end):
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-    _st = _RC156.get(_c)
+    _st = _RC158.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC156) < 64:
-            _RC156[_c] = _st
+        if len(_RC158) < 64:
+            _RC158[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + 72 > end:
-        raise _short(pos, end, _T158)
-    f_reserved, = _S157.unpack_from(mv, pos)
-    _r157 = pos
+        raise _short(pos, end, _T160)
+    f_reserved, = _S159.unpack_from(mv, pos)
+    _r159 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r157, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r159, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return _obj, pos
@@ -17488,18 +17490,18 @@ def _u_fold_authority(mv, pos, end):
     _c = 4
     if _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-    _st = _RC156.get(_c)
+    _st = _RC158.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC156) < 64:
-            _RC156[_c] = _st
+        if len(_RC158) < 64:
+            _RC158[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
-    f_reserved, = _S157.unpack_from(mv, pos)
-    _r157 = pos
+    f_reserved, = _S159.unpack_from(mv, pos)
+    _r159 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r157, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r159, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return (_obj, pos)
@@ -17509,7 +17511,7 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S157_unpack_from = _S157.unpack_from
+    _S159_unpack_from = _S159.unpack_from
     try:
         while True:
             if pos >= end:
@@ -17518,18 +17520,18 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
             _c = 4
             if _c * 8 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-            _st = _RC156.get(_c)
+            _st = _RC158.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
-                if len(_RC156) < 64:
-                    _RC156[_c] = _st
+                if len(_RC158) < 64:
+                    _RC158[_c] = _st
             f_values = list(_st.unpack_from(mv, pos))
             pos += _c * 8
-            f_reserved, = _S157_unpack_from(mv, pos)
-            _r157 = pos
+            f_reserved, = _S159_unpack_from(mv, pos)
+            _r159 = pos
             pos += 72
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r157, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r159, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             _obj = _new(FoldAuthority)
             _obj.values = f_values
             _append(_obj)
@@ -17545,16 +17547,16 @@ def _e_fold_authority(out, v):
     if len(v.values) != 4:
         raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.values)), path='values')
     out += struct.pack('<' + str(len(v.values)) + 'Q', *v.values)
-    out += _S157.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S159.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_fold_authority(values):
     out = bytearray()
-    _S157_pack = _S157.pack
+    _S159_pack = _S159.pack
     for v in values:
         if len(v.values) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.values)), path='values')
         out += struct.pack('<' + str(len(v.values)) + 'Q', *v.values)
-        out += _S157_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S159_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     return bytes(out)
 
 def _d_captured_base_value(mv, pos, end):
@@ -17597,7 +17599,7 @@ def _d_captured_base_value(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('ref') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T159)
+        raise _short(pos, end, _T161)
     f_sequence, = _S6.unpack_from(mv, pos)
     pos += 8
     _obj = _new(CapturedBaseValue)
@@ -17606,7 +17608,7 @@ def _d_captured_base_value(mv, pos, end):
     return _obj, pos
 
 def _u_captured_base_value(mv, pos, end):
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S160.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S162.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17642,13 +17644,13 @@ def _m_captured_base_value(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S160_unpack_from = _S160.unpack_from
+    _S162_unpack_from = _S162.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S160_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S162_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17695,16 +17697,16 @@ def _e_captured_base_value(out, v):
 
 def _em_captured_base_value(values):
     out = bytearray()
-    _S160_pack = _S160.pack
+    _S162_pack = _S162.pack
     for v in values:
         _required_ref__v = v.ref
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        out += _S160_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.sequence)
+        out += _S162_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.sequence)
     return bytes(out)
 
 def _d_protected_value(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T161)
+        raise _short(pos, end, _T163)
     f_tag, f_reserved = _S64.unpack_from(mv, pos)
     _r64 = pos
     pos += 8
@@ -17728,20 +17730,20 @@ def _d_protected_value(mv, pos, end):
             _fold_authority___c = 4
             if _fold_authority___c < 0 or _fold_authority___c * 8 > end - pos:
                 raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-            _fold_authority___st = _RC156.get(_fold_authority___c)
+            _fold_authority___st = _RC158.get(_fold_authority___c)
             if _fold_authority___st is None:
                 _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-                if len(_RC156) < 64:
-                    _RC156[_fold_authority___c] = _fold_authority___st
+                if len(_RC158) < 64:
+                    _RC158[_fold_authority___c] = _fold_authority___st
             _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
             pos += _fold_authority___c * 8
             if pos + 72 > end:
-                raise _short(pos, end, _T158)
-            _fold_authority__f_reserved, = _S157.unpack_from(mv, pos)
-            _fold_authority___r157 = pos
+                raise _short(pos, end, _T160)
+            _fold_authority__f_reserved, = _S159.unpack_from(mv, pos)
+            _fold_authority___r159 = pos
             pos += 72
             if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r157, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r159, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
             _fold_authority___obj = _new(FoldAuthority)
             _fold_authority___obj.values = _fold_authority__f_values
             f_value = _fold_authority___obj
@@ -17788,7 +17790,7 @@ def _d_protected_value(mv, pos, end):
             except DecodeError as _exc:
                 raise _exc.prefixed('ref') from None
             if pos + 8 > end:
-                raise _short(pos, end, _T159)
+                raise _short(pos, end, _T161)
             _captured_base_value__f_sequence, = _S6.unpack_from(mv, pos)
             pos += 8
             _captured_base_value___obj = _new(CapturedBaseValue)
@@ -17829,23 +17831,23 @@ def _u_protected_value(mv, pos, end):
         _fold_authority___c = 4
         if _fold_authority___c * 8 > end - pos:
             raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-        _fold_authority___st = _RC156.get(_fold_authority___c)
+        _fold_authority___st = _RC158.get(_fold_authority___c)
         if _fold_authority___st is None:
             _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-            if len(_RC156) < 64:
-                _RC156[_fold_authority___c] = _fold_authority___st
+            if len(_RC158) < 64:
+                _RC158[_fold_authority___c] = _fold_authority___st
         _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
         pos += _fold_authority___c * 8
-        _fold_authority__f_reserved, = _S157.unpack_from(mv, pos)
-        _fold_authority___r157 = pos
+        _fold_authority__f_reserved, = _S159.unpack_from(mv, pos)
+        _fold_authority___r159 = pos
         pos += 72
         if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r157, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r159, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
         _fold_authority___obj = _new(FoldAuthority)
         _fold_authority___obj.values = _fold_authority__f_values
         f_value = _fold_authority___obj
     elif f_tag == 6:
-        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S160.unpack_from(mv, pos)
+        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S162.unpack_from(mv, pos)
         pos += 64
         _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17890,8 +17892,8 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S157_unpack_from = _S157.unpack_from
-    _S160_unpack_from = _S160.unpack_from
+    _S159_unpack_from = _S159.unpack_from
+    _S162_unpack_from = _S162.unpack_from
     _S64_unpack_from = _S64.unpack_from
     try:
         while True:
@@ -17919,23 +17921,23 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _fold_authority___c = 4
                 if _fold_authority___c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-                _fold_authority___st = _RC156.get(_fold_authority___c)
+                _fold_authority___st = _RC158.get(_fold_authority___c)
                 if _fold_authority___st is None:
                     _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-                    if len(_RC156) < 64:
-                        _RC156[_fold_authority___c] = _fold_authority___st
+                    if len(_RC158) < 64:
+                        _RC158[_fold_authority___c] = _fold_authority___st
                 _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
                 pos += _fold_authority___c * 8
-                _fold_authority__f_reserved, = _S157_unpack_from(mv, pos)
-                _fold_authority___r157 = pos
+                _fold_authority__f_reserved, = _S159_unpack_from(mv, pos)
+                _fold_authority___r159 = pos
                 pos += 72
                 if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r157, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r159, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
                 _fold_authority___obj = _new(FoldAuthority)
                 _fold_authority___obj.values = _fold_authority__f_values
                 f_value = _fold_authority___obj
             elif f_tag == 6:
-                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S160_unpack_from(mv, pos)
+                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S162_unpack_from(mv, pos)
                 pos += 64
                 _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17990,7 +17992,7 @@ def _e_protected_value(out, v):
         if len(_fold_authority__v.values) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
         out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
-        out += _S157.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S159.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     elif _tag == 6:
         _captured_base_value__v = v.value
         _captured_base_value___required_ref__v = _captured_base_value__v.ref
@@ -18005,8 +18007,8 @@ def _em_protected_value(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S157_pack = _S157.pack
-    _S160_pack = _S160.pack
+    _S159_pack = _S159.pack
+    _S162_pack = _S162.pack
     _S64_pack = _S64.pack
     for v in values:
         if len(_all) >= 512:
@@ -18019,12 +18021,12 @@ def _em_protected_value(values):
             if len(_fold_authority__v.values) != 4:
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
             _a(struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values))
-            _a(_S157_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S159_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 6:
             _captured_base_value__v = v.value
             _captured_base_value___required_ref__v = _captured_base_value__v.ref
             _captured_base_value___required_ref___artifact_descriptor__v = _captured_base_value___required_ref__v.descriptor
-            _a(_S160_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum, _captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version, _captured_base_value__v.sequence))
+            _a(_S162_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum, _captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version, _captured_base_value__v.sequence))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='value')
     _chunks.append(b''.join(_all))
@@ -18032,7 +18034,7 @@ def _em_protected_value(values):
 
 def _d_frame_block(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T162)
+        raise _short(pos, end, _T164)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -18045,7 +18047,7 @@ def _d_frame_block(mv, pos, end):
     pos += _n
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T163)
+        raise _short(pos, end, _T165)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -18165,7 +18167,7 @@ def _d_frame_file(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T162)
+            raise _short(pos, end, _T164)
         _frame_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _frame_block___s_payload = pos
@@ -18178,7 +18180,7 @@ def _d_frame_file(mv, pos, end):
         pos += _frame_block___n
         _frame_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T163)
+            raise _short(pos, end, _T165)
         _frame_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _frame_block___r6 = pos
         pos += 8
@@ -18373,7 +18375,7 @@ def _em_frame_file(values):
 
 def _d_manifest_block(mv, pos, end, p_version):
     if pos + 8 > end:
-        raise _short(pos, end, _T162)
+        raise _short(pos, end, _T164)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -18394,7 +18396,7 @@ def _d_manifest_block(mv, pos, end, p_version):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T163)
+        raise _short(pos, end, _T165)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -18528,7 +18530,7 @@ def _d_manifest_file_v2(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T162)
+            raise _short(pos, end, _T164)
         _manifest_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _manifest_block___s_payload = pos
@@ -18549,7 +18551,7 @@ def _d_manifest_file_v2(mv, pos, end):
         end = _manifest_block___outer_end_payload
         _manifest_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T163)
+            raise _short(pos, end, _T165)
         _manifest_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _manifest_block___r6 = pos
         pos += 8
@@ -18615,16 +18617,16 @@ def _e_manifest_file(out, v):
 
 def _d_epoch_alias(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T167)
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S166.unpack_from(mv, pos)
-    _r166 = pos
+        raise _short(pos, end, _T169)
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S168.unpack_from(mv, pos)
+    _r168 = pos
     pos += 24
     if not ((f_present == 0) or (f_present == 1)):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r166, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r168, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r166 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_present == 1) or ((f_embedding_epoch_id == 0) and (f_tokenizer_epoch_id == 0))):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r166 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r168 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18632,15 +18634,15 @@ def _d_epoch_alias(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_alias(mv, pos, end):
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S166.unpack_from(mv, pos)
-    _r166 = pos
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S168.unpack_from(mv, pos)
+    _r168 = pos
     pos += 24
     if not (f_present == 0 or f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r166, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r168, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r166 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r166 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r168 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18652,21 +18654,21 @@ def _m_epoch_alias(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S166_unpack_from = _S166.unpack_from
+    _S168_unpack_from = _S168.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S166_unpack_from(mv, pos)
-            _r166 = pos
+            f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S168_unpack_from(mv, pos)
+            _r168 = pos
             pos += 24
             if not (f_present == 0 or f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_r166, path='present', expected='present == 0 or present == 1', found=f_present)
+                raise ConstraintError('unknown presence tag (alias)', offset=_r168, path='present', expected='present == 0 or present == 1', found=f_present)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r166 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r168 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_r166 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids', offset=_r168 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
             _obj = _new(EpochAlias)
             _obj.present = f_present
             _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18681,35 +18683,35 @@ def _m_epoch_alias(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_alias(out, v):
-    out += _S166.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+    out += _S168.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
 
 def _em_epoch_alias(values):
     out = bytearray()
-    _S166_pack = _S166.pack
+    _S168_pack = _S168.pack
     for v in values:
-        out += _S166_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+        out += _S168_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
     return bytes(out)
 
 def _d_manifest_segment(mv, pos, end):
     if pos + 52 > end:
-        raise _short(pos, end, _T169)
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S168.unpack_from(mv, pos)
-    _r168 = pos
+        raise _short(pos, end, _T171)
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S170.unpack_from(mv, pos)
+    _r170 = pos
     pos += 52
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r168 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r168 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r170 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r170 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r170 + 22, path='reserved', expected=0, found=f_reserved)
     if not ((f_epoch_present == 0) or (f_epoch_present == 1)):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r168 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r170 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r170 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not ((f_epoch_present == 1) or (f_embedding_epoch_id == 0)):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r168 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r170 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -18721,18 +18723,18 @@ def _d_manifest_segment(mv, pos, end):
     return _obj, pos
 
 def _u_manifest_segment(mv, pos, end):
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S168.unpack_from(mv, pos)
-    _r168 = pos
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S170.unpack_from(mv, pos)
+    _r170 = pos
     pos += 52
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r170 + 22, path='reserved', expected=0, found=f_reserved)
     if not (f_epoch_present == 0 or f_epoch_present == 1):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r168 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r170 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r170 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r168 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r170 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -18748,24 +18750,24 @@ def _m_manifest_segment(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S168_unpack_from = _S168.unpack_from
+    _S170_unpack_from = _S170.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S168_unpack_from(mv, pos)
-            _r168 = pos
+            f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S170_unpack_from(mv, pos)
+            _r170 = pos
             pos += 52
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r168 + 22, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r170 + 22, path='reserved', expected=0, found=f_reserved)
             if not (f_epoch_present == 0 or f_epoch_present == 1):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r168 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r170 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r168 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r170 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
             if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r168 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r170 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
             _obj = _new(ManifestSegment)
             _obj.segment_id = f_segment_id
             _obj.row_count = f_row_count
@@ -18784,18 +18786,18 @@ def _m_manifest_segment(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_manifest_segment(out, v):
-    out += _S168.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+    out += _S170.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
 
 def _em_manifest_segment(values):
     out = bytearray()
-    _S168_pack = _S168.pack
+    _S170_pack = _S170.pack
     for v in values:
-        out += _S168_pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+        out += _S170_pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
     return bytes(out)
 
 def _d_embedding_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T171)
+        raise _short(pos, end, _T173)
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_id > end:
@@ -18806,7 +18808,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T172)
+        raise _short(pos, end, _T174)
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_version > end:
@@ -18817,7 +18819,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T173)
+        raise _short(pos, end, _T175)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_weights_digest > end:
@@ -18825,13 +18827,13 @@ def _d_embedding_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T175)
-    f_dims, f_normalization, n_prompt_prefix = _S174.unpack_from(mv, pos)
-    _r174 = pos
+        raise _short(pos, end, _T177)
+    f_dims, f_normalization, n_prompt_prefix = _S176.unpack_from(mv, pos)
+    _r176 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r174 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r176 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -18841,22 +18843,22 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 12 > end:
-        raise _short(pos, end, _T177)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S176.unpack_from(mv, pos)
-    _r176 = pos
+        raise _short(pos, end, _T179)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S178.unpack_from(mv, pos)
+    _r178 = pos
     pos += 12
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r176 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r178 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r176 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r178 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -18899,20 +18901,20 @@ def _u_embedding_tower(mv, pos, end):
     pos += 4
     f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
-    f_dims, f_normalization, n_prompt_prefix = _S174.unpack_from(mv, pos)
+    f_dims, f_normalization, n_prompt_prefix = _S176.unpack_from(mv, pos)
     pos += 10
     f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
     f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S176.unpack_from(mv, pos)
-    _r176 = pos
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S178.unpack_from(mv, pos)
+    _r178 = pos
     pos += 12
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -18941,8 +18943,8 @@ def _m_embedding_tower(mv, pos, end, _rest=_decode_many):
     _end = end
     _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S174_unpack_from = _S174.unpack_from
     _S176_unpack_from = _S176.unpack_from
+    _S178_unpack_from = _S178.unpack_from
     try:
         while True:
             if pos >= end:
@@ -18960,20 +18962,20 @@ def _m_embedding_tower(mv, pos, end, _rest=_decode_many):
             pos += 4
             f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
             pos += n_weights_digest
-            f_dims, f_normalization, n_prompt_prefix = _S174_unpack_from(mv, pos)
+            f_dims, f_normalization, n_prompt_prefix = _S176_unpack_from(mv, pos)
             pos += 10
             f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
             f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
-            f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S176_unpack_from(mv, pos)
-            _r176 = pos
+            f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S178_unpack_from(mv, pos)
+            _r178 = pos
             pos += 12
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -19013,9 +19015,9 @@ def _e_embedding_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode()
-    out += _S174.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S176.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S176.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
+    out += _S178.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
     if (v.os_build_present == 1):
         _b = v.os_build.encode()
         out += _S13.pack(len(_b))
@@ -19028,28 +19030,28 @@ def _em_embedding_tower(values):
     _a = _all.append
     _chunks = []
     _S13_pack = _S13.pack
-    _S174_pack = _S174.pack
     _S176_pack = _S176.pack
+    _S178_pack = _S178.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_model_id = v.model_id.encode()
-        _a(_S13_pack(len(_b_model_id)))
+        _a(_L105[_ln] if (_ln := len(_b_model_id)) < 256 else _S13_pack(_ln))
         _a(_b_model_id)
         _b_model_version = v.model_version.encode()
-        _a(_S13_pack(len(_b_model_version)))
+        _a(_L105[_ln] if (_ln := len(_b_model_version)) < 256 else _S13_pack(_ln))
         _a(_b_model_version)
         _b_weights_digest = v.weights_digest
-        _a(_S13_pack(len(_b_weights_digest)))
+        _a(_L105[_ln] if (_ln := len(_b_weights_digest)) < 256 else _S13_pack(_ln))
         _a(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        _a(_S174_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _a(_S176_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
         _a(_b_prompt_prefix)
-        _a(_S176_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00'))
+        _a(_S178_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00'))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
-            _a(_S13_pack(len(_b)))
+            _a(_L105[_ln] if (_ln := len(_b)) < 256 else _S13_pack(_ln))
             _a(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
@@ -19058,12 +19060,12 @@ def _em_embedding_tower(values):
 
 def _d_embedding_epoch(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T170)
+        raise _short(pos, end, _T172)
     f_embedding_epoch_id, f_tokenizer_epoch_id = _S59.unpack_from(mv, pos)
     pos += 16
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T171)
+            raise _short(pos, end, _T173)
         _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_id > end:
@@ -19074,7 +19076,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _embedding_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T172)
+            raise _short(pos, end, _T174)
         _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_version > end:
@@ -19085,7 +19087,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _embedding_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T173)
+            raise _short(pos, end, _T175)
         _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_weights_digest > end:
@@ -19093,13 +19095,13 @@ def _d_embedding_epoch(mv, pos, end):
         _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
         pos += _embedding_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T175)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-        _embedding_tower___r174 = pos
+            raise _short(pos, end, _T177)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+        _embedding_tower___r176 = pos
         pos += 10
         _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r174 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r176 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
         _embedding_tower__f_normalization = _embedding_tower___v
         if pos + _embedding_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
@@ -19109,22 +19111,22 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _embedding_tower__n_prompt_prefix
         if pos + 12 > end:
-            raise _short(pos, end, _T177)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S176.unpack_from(mv, pos)
-        _embedding_tower___r176 = pos
+            raise _short(pos, end, _T179)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S178.unpack_from(mv, pos)
+        _embedding_tower___r178 = pos
         pos += 12
         _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r176 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r178 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
         _embedding_tower__f_runtime = _embedding_tower___v
         _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r176 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r178 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
         _embedding_tower__f_compute_units = _embedding_tower___v
         if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
         if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
         if _embedding_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -19156,7 +19158,7 @@ def _d_embedding_epoch(mv, pos, end):
         raise _exc.prefixed('document') from None
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T171)
+            raise _short(pos, end, _T173)
         _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_id > end:
@@ -19167,7 +19169,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _embedding_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T172)
+            raise _short(pos, end, _T174)
         _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_version > end:
@@ -19178,7 +19180,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _embedding_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T173)
+            raise _short(pos, end, _T175)
         _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_weights_digest > end:
@@ -19186,13 +19188,13 @@ def _d_embedding_epoch(mv, pos, end):
         _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
         pos += _embedding_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T175)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-        _embedding_tower___r174 = pos
+            raise _short(pos, end, _T177)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+        _embedding_tower___r176 = pos
         pos += 10
         _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r174 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r176 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
         _embedding_tower__f_normalization = _embedding_tower___v
         if pos + _embedding_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
@@ -19202,22 +19204,22 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _embedding_tower__n_prompt_prefix
         if pos + 12 > end:
-            raise _short(pos, end, _T177)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S176.unpack_from(mv, pos)
-        _embedding_tower___r176 = pos
+            raise _short(pos, end, _T179)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S178.unpack_from(mv, pos)
+        _embedding_tower___r178 = pos
         pos += 12
         _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r176 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r178 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
         _embedding_tower__f_runtime = _embedding_tower___v
         _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r176 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r178 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
         _embedding_tower__f_compute_units = _embedding_tower___v
         if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
         if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
         if _embedding_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -19248,7 +19250,7 @@ def _d_embedding_epoch(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T178)
+        raise _short(pos, end, _T180)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_alignment_digest > end:
@@ -19265,7 +19267,7 @@ def _d_embedding_epoch(mv, pos, end):
 
 def _u_embedding_epoch(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S192.unpack_from(mv, pos)
+    f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S194.unpack_from(mv, pos)
     pos += 16
     pos += 4
     _embedding_tower__f_model_id = _BD96(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
@@ -19278,30 +19280,30 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 4
     _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
-    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-    _embedding_tower___r174 = pos
+    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+    _embedding_tower___r176 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r174 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r176 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
-    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S176.unpack_from(mv, pos)
-    _embedding_tower___r176 = pos
+    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S178.unpack_from(mv, pos)
+    _embedding_tower___r178 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r176 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r178 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r176 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r178 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -19334,30 +19336,30 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 4
     _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
-    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-    _embedding_tower___r174 = pos
+    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+    _embedding_tower___r176 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r174 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r176 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
-    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S176.unpack_from(mv, pos)
-    _embedding_tower___r176 = pos
+    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S178.unpack_from(mv, pos)
+    _embedding_tower___r178 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r176 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r178 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r176 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r178 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -19397,15 +19399,15 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
     _end = end
     _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S174_unpack_from = _S174.unpack_from
     _S176_unpack_from = _S176.unpack_from
-    _S192_unpack_from = _S192.unpack_from
+    _S178_unpack_from = _S178.unpack_from
+    _S194_unpack_from = _S194.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S192_unpack_from(mv, pos)
+            f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S194_unpack_from(mv, pos)
             pos += 16
             pos += 4
             _embedding_tower__f_model_id = _BD96(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
@@ -19418,30 +19420,30 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             pos += 4
             _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
-            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S174_unpack_from(mv, pos)
-            _embedding_tower___r174 = pos
+            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S176_unpack_from(mv, pos)
+            _embedding_tower___r176 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r174 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r176 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
-            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S176_unpack_from(mv, pos)
-            _embedding_tower___r176 = pos
+            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S178_unpack_from(mv, pos)
+            _embedding_tower___r178 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r176 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r178 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r176 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r178 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -19474,30 +19476,30 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             pos += 4
             _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
-            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S174_unpack_from(mv, pos)
-            _embedding_tower___r174 = pos
+            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S176_unpack_from(mv, pos)
+            _embedding_tower___r176 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r174 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r176 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
-            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S176_unpack_from(mv, pos)
-            _embedding_tower___r176 = pos
+            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S178_unpack_from(mv, pos)
+            _embedding_tower___r178 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r176 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r178 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r176 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r178 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r176 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r178 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r176 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r178 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -19550,9 +19552,9 @@ def _e_embedding_epoch(out, v):
     out += _S13.pack(len(_embedding_tower___b_weights_digest))
     out += _embedding_tower___b_weights_digest
     _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-    out += _S174.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _S176.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
     out += _embedding_tower___b_prompt_prefix
-    out += _S176.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    out += _S178.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
     if _embedding_tower__v.os_build_present == 1:
         _embedding_tower___b = _embedding_tower__v.os_build.encode()
         out += _S13.pack(len(_embedding_tower___b))
@@ -19570,9 +19572,9 @@ def _e_embedding_epoch(out, v):
     out += _S13.pack(len(_embedding_tower___b_weights_digest))
     out += _embedding_tower___b_weights_digest
     _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-    out += _S174.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _S176.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
     out += _embedding_tower___b_prompt_prefix
-    out += _S176.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    out += _S178.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
     if _embedding_tower__v.os_build_present == 1:
         _embedding_tower___b = _embedding_tower__v.os_build.encode()
         out += _S13.pack(len(_embedding_tower___b))
@@ -19588,8 +19590,8 @@ def _em_embedding_epoch(values):
     _a = _all.append
     _chunks = []
     _S13_pack = _S13.pack
-    _S174_pack = _S174.pack
     _S176_pack = _S176.pack
+    _S178_pack = _S178.pack
     _S59_pack = _S59.pack
     for v in values:
         if len(_all) >= 512:
@@ -19598,62 +19600,62 @@ def _em_embedding_epoch(values):
         _a(_S59_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
         _embedding_tower__v = v.document
         _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _a(_S13_pack(len(_embedding_tower___b_model_id)))
+        _a(_L105[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S13_pack(_ln))
         _a(_embedding_tower___b_model_id)
         _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _a(_S13_pack(len(_embedding_tower___b_model_version)))
+        _a(_L105[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S13_pack(_ln))
         _a(_embedding_tower___b_model_version)
         _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _a(_S13_pack(len(_embedding_tower___b_weights_digest)))
+        _a(_L105[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S13_pack(_ln))
         _a(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _a(_S174_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _a(_S176_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
         _a(_embedding_tower___b_prompt_prefix)
-        _a(_S176_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
+        _a(_S178_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _a(_S13_pack(len(_embedding_tower___b)))
+            _a(_L105[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S13_pack(_ln))
             _a(_embedding_tower___b)
         elif _embedding_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _embedding_tower__v = v.query
         _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _a(_S13_pack(len(_embedding_tower___b_model_id)))
+        _a(_L105[_ln] if (_ln := len(_embedding_tower___b_model_id)) < 256 else _S13_pack(_ln))
         _a(_embedding_tower___b_model_id)
         _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _a(_S13_pack(len(_embedding_tower___b_model_version)))
+        _a(_L105[_ln] if (_ln := len(_embedding_tower___b_model_version)) < 256 else _S13_pack(_ln))
         _a(_embedding_tower___b_model_version)
         _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _a(_S13_pack(len(_embedding_tower___b_weights_digest)))
+        _a(_L105[_ln] if (_ln := len(_embedding_tower___b_weights_digest)) < 256 else _S13_pack(_ln))
         _a(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _a(_S174_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _a(_S176_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
         _a(_embedding_tower___b_prompt_prefix)
-        _a(_S176_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
+        _a(_S178_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _a(_S13_pack(len(_embedding_tower___b)))
+            _a(_L105[_ln] if (_ln := len(_embedding_tower___b)) < 256 else _S13_pack(_ln))
             _a(_embedding_tower___b)
         elif _embedding_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _b_alignment_digest = v.alignment_digest
-        _a(_S13_pack(len(_b_alignment_digest)))
+        _a(_L105[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S13_pack(_ln))
         _a(_b_alignment_digest)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
 def _d_column_def(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T180)
-    f_column_id, f_type, f_nullable, n_name = _S179.unpack_from(mv, pos)
-    _r179 = pos
+        raise _short(pos, end, _T182)
+    f_column_id, f_type, f_nullable, n_name = _S181.unpack_from(mv, pos)
+    _r181 = pos
     pos += 12
     _v = _COLUMNTYPE_BY_VALUE.get(f_type)
     if _v is None:
-        raise ConstraintError('unknown column_type value', offset=_r179 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
+        raise ConstraintError('unknown column_type value', offset=_r181 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
     f_type = _v
     if not ((f_nullable == 0) or (f_nullable == 1)):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
     if pos + n_name > end:
         raise TruncatedError('str truncated', offset=pos, path='name', expected=n_name, found=end - pos)
     try:
@@ -19670,12 +19672,12 @@ def _d_column_def(mv, pos, end):
 
 def _u_column_def(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_column_id, f_type, f_nullable, n_name = _S179.unpack_from(mv, pos)
-    _r179 = pos
+    f_column_id, f_type, f_nullable, n_name = _S181.unpack_from(mv, pos)
+    _r181 = pos
     pos += 12
     f_type = _COLUMNTYPE_BY_VALUE[f_type]
     if not (f_nullable == 0 or f_nullable == 1):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
     f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
     pos += n_name
     _obj = _new(ColumnDef)
@@ -19691,18 +19693,18 @@ def _m_column_def(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S179_unpack_from = _S179.unpack_from
+    _S181_unpack_from = _S181.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_column_id, f_type, f_nullable, n_name = _S179_unpack_from(mv, pos)
-            _r179 = pos
+            f_column_id, f_type, f_nullable, n_name = _S181_unpack_from(mv, pos)
+            _r181 = pos
             pos += 12
             f_type = _COLUMNTYPE_BY_VALUE[f_type]
             if not (f_nullable == 0 or f_nullable == 1):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
             f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
             pos += n_name
             _obj = _new(ColumnDef)
@@ -19721,34 +19723,34 @@ def _m_column_def(mv, pos, end, _rest=_decode_many):
 
 def _e_column_def(out, v):
     _b_name = v.name.encode()
-    out += _S179.pack(v.column_id, v.type, v.nullable, len(_b_name))
+    out += _S181.pack(v.column_id, v.type, v.nullable, len(_b_name))
     out += _b_name
 
 def _em_column_def(values):
     out = bytearray()
-    _S179_pack = _S179.pack
+    _S181_pack = _S181.pack
     for v in values:
         _b_name = v.name.encode()
-        out += _S179_pack(v.column_id, v.type, v.nullable, len(_b_name))
+        out += _S181_pack(v.column_id, v.type, v.nullable, len(_b_name))
         out += _b_name
     return bytes(out)
 
 def _d_clustering_range(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T183)
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S182.unpack_from(mv, pos)
-    _r182 = pos
+        raise _short(pos, end, _T185)
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S184.unpack_from(mv, pos)
+    _r184 = pos
     pos += 24
     _v = _RANGETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown range_tag value', offset=_r182, path='tag', expected=[0, 1, 2], found=f_tag)
+        raise ConstraintError('unknown range_tag value', offset=_r184, path='tag', expected=[0, 1, 2], found=f_tag)
     f_tag = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_tag == 2) or ((f_min_ts == 0) and (f_max_ts == 0))):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not ((f_tag != 2) or (f_min_ts <= f_max_ts)):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -19756,16 +19758,16 @@ def _d_clustering_range(mv, pos, end):
     return _obj, pos
 
 def _u_clustering_range(mv, pos, end):
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S182.unpack_from(mv, pos)
-    _r182 = pos
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S184.unpack_from(mv, pos)
+    _r184 = pos
     pos += 24
     f_tag = _RANGETAG_BY_VALUE[f_tag]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not (f_tag != 2 or f_min_ts <= f_max_ts):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -19777,22 +19779,22 @@ def _m_clustering_range(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S182_unpack_from = _S182.unpack_from
+    _S184_unpack_from = _S184.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_tag, f_reserved, f_min_ts, f_max_ts = _S182_unpack_from(mv, pos)
-            _r182 = pos
+            f_tag, f_reserved, f_min_ts, f_max_ts = _S184_unpack_from(mv, pos)
+            _r184 = pos
             pos += 24
             f_tag = _RANGETAG_BY_VALUE[f_tag]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
             if not (f_tag != 2 or f_min_ts <= f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
             _obj = _new(ClusteringRange)
             _obj.tag = f_tag
             _obj.min_ts = f_min_ts
@@ -19807,13 +19809,13 @@ def _m_clustering_range(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_clustering_range(out, v):
-    out += _S182.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+    out += _S184.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
 
 def _em_clustering_range(values):
     out = bytearray()
-    _S182_pack = _S182.pack
+    _S184_pack = _S184.pack
     for v in values:
-        out += _S182_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+        out += _S184_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
     return bytes(out)
 
 def _d_tsr1_body(mv, pos, end, p_segment_count):
@@ -19831,20 +19833,20 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
     try:
         for _i in range(_c):
             if pos + 24 > end:
-                raise _short(pos, end, _T183)
-            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S182.unpack_from(mv, pos)
-            _r182 = pos
+                raise _short(pos, end, _T185)
+            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S184.unpack_from(mv, pos)
+            _r184 = pos
             pos += 24
             _v = _RANGETAG_BY_VALUE.get(_clustering_range_f_tag)
             if _v is None:
-                raise ConstraintError('unknown range_tag value', offset=_r182, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_r184, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
             _clustering_range_f_tag = _v
             if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
             if not ((_clustering_range_f_tag == 2) or ((_clustering_range_f_min_ts == 0) and (_clustering_range_f_max_ts == 0))):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
             if not ((_clustering_range_f_tag != 2) or (_clustering_range_f_min_ts <= _clustering_range_f_max_ts)):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
             _clustering_range__obj = _new(ClusteringRange)
             _clustering_range__obj.tag = _clustering_range_f_tag
             _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19867,16 +19869,16 @@ def _u_tsr1_body(mv, pos, end, p_segment_count):
         raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
     f_ranges = []
     for _i in range(f_count):
-        _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S182.unpack_from(mv, pos)
-        _r182 = pos
+        _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S184.unpack_from(mv, pos)
+        _r184 = pos
         pos += 24
         _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
         if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
         if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
         if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
         _clustering_range__obj = _new(ClusteringRange)
         _clustering_range__obj.tag = _clustering_range_f_tag
         _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19892,7 +19894,7 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S182_unpack_from = _S182.unpack_from
+    _S184_unpack_from = _S184.unpack_from
     try:
         while True:
             if pos >= end:
@@ -19907,16 +19909,16 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
             f_ranges = []
             for _i in range(f_count):
-                _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S182_unpack_from(mv, pos)
-                _r182 = pos
+                _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S184_unpack_from(mv, pos)
+                _r184 = pos
                 pos += 24
                 _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
                 if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
                 if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
                 if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
                 _clustering_range__obj = _new(ClusteringRange)
                 _clustering_range__obj.tag = _clustering_range_f_tag
                 _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19938,29 +19940,29 @@ def _e_tsr1_body(out, v, p_segment_count):
     if len(v.ranges) != len(v.ranges):
         raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
     for _x in v.ranges:
-        out += _S182.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
+        out += _S184.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
 
 def _em_tsr1_body(values, p_segment_count):
     out = bytearray()
     _S13_pack = _S13.pack
-    _S182_pack = _S182.pack
+    _S184_pack = _S184.pack
     for v in values:
-        out += _S13_pack(len(v.ranges))
+        out += _L105[_ln] if (_ln := len(v.ranges)) < 256 else _S13_pack(_ln)
         if len(v.ranges) != len(v.ranges):
             raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
         for _x in v.ranges:
-            out += _S182_pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
+            out += _S184_pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
     return bytes(out)
 
 def _d_graph_object(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T189)
-    f_artifact_id, f_length, f_checksum = _S188.unpack_from(mv, pos)
-    _r188 = pos
+        raise _short(pos, end, _T191)
+    f_artifact_id, f_length, f_checksum = _S190.unpack_from(mv, pos)
+    _r190 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not (f_artifact_id != 0):
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r188, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r190, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -19968,12 +19970,12 @@ def _d_graph_object(mv, pos, end):
     return _obj, pos
 
 def _u_graph_object(mv, pos, end):
-    f_artifact_id, f_length, f_checksum = _S188.unpack_from(mv, pos)
-    _r188 = pos
+    f_artifact_id, f_length, f_checksum = _S190.unpack_from(mv, pos)
+    _r190 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not f_artifact_id != 0:
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r188, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r190, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -19985,18 +19987,18 @@ def _m_graph_object(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S188_unpack_from = _S188.unpack_from
+    _S190_unpack_from = _S190.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_artifact_id, f_length, f_checksum = _S188_unpack_from(mv, pos)
-            _r188 = pos
+            f_artifact_id, f_length, f_checksum = _S190_unpack_from(mv, pos)
+            _r190 = pos
             pos += 32
             f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
             if not f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r188, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r190, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
             _obj = _new(GraphObject)
             _obj.artifact_id = f_artifact_id
             _obj.length = f_length
@@ -20011,18 +20013,18 @@ def _m_graph_object(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_graph_object(out, v):
-    out += _S188.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
+    out += _S190.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
 
 def _em_graph_object(values):
     out = bytearray()
-    _S188_pack = _S188.pack
+    _S190_pack = _S190.pack
     for v in values:
-        out += _S188_pack(v.artifact_id.to_bytes(16, 'little', signed=False), v.length, v.checksum)
+        out += _S190_pack(v.artifact_id.to_bytes(16, 'little', signed=False), v.length, v.checksum)
     return bytes(out)
 
 def _d_zgen_row(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T191)
+        raise _short(pos, end, _T193)
     f_after_sequence, f_increment_count = _S59.unpack_from(mv, pos)
     _r59 = pos
     pos += 16
@@ -20084,7 +20086,7 @@ def _em_zgen_row(values):
 
 def _d_zgen_extension(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T190)
+        raise _short(pos, end, _T192)
     f_magic, f_version, f_counted_through = _S80.unpack_from(mv, pos)
     _r80 = pos
     pos += 16
@@ -20122,7 +20124,7 @@ def _d_zgen_extension(mv, pos, end):
         try:
             for _i in range(_c):
                 if pos + 16 > end:
-                    raise _short(pos, end, _T191)
+                    raise _short(pos, end, _T193)
                 _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                 _r59 = pos
                 pos += 16
@@ -20279,7 +20281,7 @@ def _em_zgen_extension(values):
     _a = _all.append
     _chunks = []
     _S13_pack = _S13.pack
-    _S193_pack = _S193.pack
+    _S195_pack = _S195.pack
     _S59_pack = _S59.pack
     _S80_pack = _S80.pack
     for v in values:
@@ -20287,7 +20289,7 @@ def _em_zgen_extension(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         if v.version == 2:
-            _a(_S193_pack(1313163098, v.version, v.counted_through, len(v.rows)))
+            _a(_S195_pack(1313163098, v.version, v.counted_through, len(v.rows)))
         else:
             _a(_S80_pack(1313163098, v.version, v.counted_through))
         if v.version == 2:
@@ -20304,14 +20306,14 @@ def _em_zgen_extension(values):
 
 def _d_graph_section(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T186)
-    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S185.unpack_from(mv, pos)
-    _r185 = pos
+        raise _short(pos, end, _T188)
+    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S187.unpack_from(mv, pos)
+    _r187 = pos
     pos += 20
     if not (f_graph_present == 1):
-        raise ConstraintError('graph_present must be 1', offset=_r185, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_r187, path='graph_present', expected='graph_present == 1', found=f_graph_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -20328,7 +20330,7 @@ def _d_graph_section(mv, pos, end):
         raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
     end = _outer_end_state
     if pos + 4 > end:
-        raise _short(pos, end, _T187)
+        raise _short(pos, end, _T189)
     f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     _c = f_object_count
@@ -20338,13 +20340,13 @@ def _d_graph_section(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T189)
-            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S188.unpack_from(mv, pos)
-            _r188 = pos
+                raise _short(pos, end, _T191)
+            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S190.unpack_from(mv, pos)
+            _r190 = pos
             pos += 32
             _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
             if not (_graph_object_f_artifact_id != 0):
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r188, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r190, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
             _graph_object__obj = _new(GraphObject)
             _graph_object__obj.artifact_id = _graph_object_f_artifact_id
             _graph_object__obj.length = _graph_object_f_length
@@ -20362,7 +20364,7 @@ def _d_graph_section(mv, pos, end):
             _ip = pos
             try:
                 if pos + 16 > end:
-                    raise _short(pos, end, _T190)
+                    raise _short(pos, end, _T192)
                 _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                 _zgen_extension___r80 = pos
                 pos += 16
@@ -20400,7 +20402,7 @@ def _d_graph_section(mv, pos, end):
                     try:
                         for _zgen_extension___i in range(_zgen_extension___c):
                             if pos + 16 > end:
-                                raise _short(pos, end, _T191)
+                                raise _short(pos, end, _T193)
                             _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                             _zgen_extension___r59 = pos
                             pos += 16
@@ -20437,13 +20439,13 @@ def _d_graph_section(mv, pos, end):
     return _obj, pos
 
 def _u_graph_section(mv, pos, end):
-    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S185.unpack_from(mv, pos)
-    _r185 = pos
+    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S187.unpack_from(mv, pos)
+    _r187 = pos
     pos += 20
     if not f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_r185, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_r187, path='graph_present', expected='graph_present == 1', found=f_graph_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
     if pos + f_state_len > end:
@@ -20463,12 +20465,12 @@ def _u_graph_section(mv, pos, end):
         raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
     f_objects = []
     for _i in range(f_object_count):
-        _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S188.unpack_from(mv, pos)
-        _r188 = pos
+        _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S190.unpack_from(mv, pos)
+        _r190 = pos
         pos += 32
         _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_r188, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces', offset=_r190, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
         _graph_object__obj = _new(GraphObject)
         _graph_object__obj.artifact_id = _graph_object_f_artifact_id
         _graph_object__obj.length = _graph_object_f_length
@@ -20544,8 +20546,8 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S185_unpack_from = _S185.unpack_from
-    _S188_unpack_from = _S188.unpack_from
+    _S187_unpack_from = _S187.unpack_from
+    _S190_unpack_from = _S190.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -20553,13 +20555,13 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S185_unpack_from(mv, pos)
-            _r185 = pos
+            f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S187_unpack_from(mv, pos)
+            _r187 = pos
             pos += 20
             if not f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_r185, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+                raise ConstraintError('graph_present must be 1', offset=_r187, path='graph_present', expected='graph_present == 1', found=f_graph_present)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
             if pos + f_state_len > end:
@@ -20579,12 +20581,12 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
             f_objects = []
             for _i in range(f_object_count):
-                _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S188_unpack_from(mv, pos)
-                _r188 = pos
+                _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S190_unpack_from(mv, pos)
+                _r190 = pos
                 pos += 32
                 _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_r188, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_r190, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
                 _graph_object__obj = _new(GraphObject)
                 _graph_object__obj.artifact_id = _graph_object_f_artifact_id
                 _graph_object__obj.length = _graph_object_f_length
@@ -20663,7 +20665,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
 
 def _e_graph_section(out, v):
     _at_state_len = len(out) + 16
-    out += _S185.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
+    out += _S187.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
     _ps = len(out)
     _commit_state__v = v.state
     out += _S82.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20726,7 +20728,7 @@ def _e_graph_section(out, v):
     if len(v.objects) != len(v.objects):
         raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
     for _x in v.objects:
-        out += _S188.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
+        out += _S190.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
     for _x in v.zgen:
         out += _S80.pack(1313163098, _x.version, _x.counted_through)
         if _x.version == 2:
@@ -20743,14 +20745,14 @@ def _e_graph_section(out, v):
 
 def _em_graph_section(values):
     out = bytearray()
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
+    _S127_pack = _S127.pack
     _S13_pack = _S13.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
-    _S185_pack = _S185.pack
-    _S188_pack = _S188.pack
-    _S193_pack = _S193.pack
+    _S130_pack = _S130.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
+    _S187_pack = _S187.pack
+    _S190_pack = _S190.pack
+    _S195_pack = _S195.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -20759,7 +20761,7 @@ def _em_graph_section(values):
     _S82_pack = _S82.pack
     for v in values:
         _at_state_len = len(out) + 16
-        out += _S185_pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
+        out += _S187_pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
         _ps = len(out)
         _commit_state__v = v.state
         out += _S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20773,7 +20775,7 @@ def _em_graph_section(values):
             if _commit_state___x.present == 1:
                 _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
                 _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _commit_state___x.ref is not None:
@@ -20784,16 +20786,16 @@ def _em_graph_section(values):
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S136_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            out += _S137_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
         else:
-            out += _S134_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            out += _S135_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _commit_state___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___optional_ref__v = _commit_state__v.text
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            out += _S127_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
         else:
             out += _S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _commit_state___optional_ref__v.ref is not None:
@@ -20802,7 +20804,7 @@ def _em_graph_section(values):
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            out += _S127_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
         else:
             out += _S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _commit_state___optional_ref__v.ref is not None:
@@ -20812,17 +20814,17 @@ def _em_graph_section(values):
             raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
         for _commit_state___x in _commit_state__v.prepared:
             _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
-            out += _S129_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
+            out += _S130_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
         _size_state = len(out) - _ps
         _S13.pack_into(out, _at_state_len, _size_state)
-        out += _S13_pack(len(v.objects))
+        out += _L105[_ln] if (_ln := len(v.objects)) < 256 else _S13_pack(_ln)
         if len(v.objects) != len(v.objects):
             raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
         for _x in v.objects:
-            out += _S188_pack(_x.artifact_id.to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
+            out += _S190_pack(_x.artifact_id.to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
         for _x in v.zgen:
             if _x.version == 2:
-                out += _S193_pack(1313163098, _x.version, _x.counted_through, len(_x.rows))
+                out += _S195_pack(1313163098, _x.version, _x.counted_through, len(_x.rows))
             else:
                 out += _S80_pack(1313163098, _x.version, _x.counted_through)
             if _x.version == 2:
@@ -20838,7 +20840,7 @@ def _em_graph_section(values):
 
 def _d_zgr3_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T184)
+        raise _short(pos, end, _T186)
     f_section_len, = _S13.unpack_from(mv, pos)
     pos += 4
     _n = f_section_len
@@ -20851,14 +20853,14 @@ def _d_zgr3_body(mv, pos, end):
     _sec_graph = pos
     try:
         if pos + 20 > end:
-            raise _short(pos, end, _T186)
-        _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S185.unpack_from(mv, pos)
-        _graph_section___r185 = pos
+            raise _short(pos, end, _T188)
+        _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S187.unpack_from(mv, pos)
+        _graph_section___r187 = pos
         pos += 20
         if not _graph_section__f_graph_present == 1:
-            raise ConstraintError('graph_present must be 1', offset=_graph_section___r185, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+            raise ConstraintError('graph_present must be 1', offset=_graph_section___r187, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
         if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
         _graph_section___n = _graph_section__f_state_len
         if _graph_section___n < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section___n)
@@ -20875,7 +20877,7 @@ def _d_zgr3_body(mv, pos, end):
             raise ConstraintError('section size mismatch', offset=_graph_section___sec_state, path='state', expected=end - _graph_section___sec_state, found=pos - _graph_section___sec_state)
         end = _graph_section___outer_end_state
         if pos + 4 > end:
-            raise _short(pos, end, _T187)
+            raise _short(pos, end, _T189)
         _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
         pos += 4
         _graph_section___c = _graph_section__f_object_count
@@ -20885,13 +20887,13 @@ def _d_zgr3_body(mv, pos, end):
         try:
             for _graph_section___i in range(_graph_section___c):
                 if pos + 32 > end:
-                    raise _short(pos, end, _T189)
-                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S188.unpack_from(mv, pos)
-                _graph_section___r188 = pos
+                    raise _short(pos, end, _T191)
+                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S190.unpack_from(mv, pos)
+                _graph_section___r190 = pos
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r188, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r190, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -20909,7 +20911,7 @@ def _d_zgr3_body(mv, pos, end):
                 _graph_section___ip = pos
                 try:
                     if pos + 16 > end:
-                        raise _short(pos, end, _T190)
+                        raise _short(pos, end, _T192)
                     _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                     _graph_section___zgen_extension___r80 = pos
                     pos += 16
@@ -20947,7 +20949,7 @@ def _d_zgr3_body(mv, pos, end):
                         try:
                             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                                 if pos + 16 > end:
-                                    raise _short(pos, end, _T191)
+                                    raise _short(pos, end, _T193)
                                 _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                                 _graph_section___zgen_extension___r59 = pos
                                 pos += 16
@@ -20992,7 +20994,7 @@ def _d_zgr3_body(mv, pos, end):
     return _obj, pos
 
 def _u_zgr3_body(mv, pos, end):
-    f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S194.unpack_from(mv, pos)
+    f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S196.unpack_from(mv, pos)
     pos += 4
     if f_section_len < 0:
         raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
@@ -21001,12 +21003,12 @@ def _u_zgr3_body(mv, pos, end):
     _outer_end_graph = end
     end = pos + f_section_len
     _sec_graph = pos
-    _graph_section___r185 = pos
+    _graph_section___r187 = pos
     pos += 20
     if not _graph_section__f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_graph_section___r185, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_graph_section___r187, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
     if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
     if _graph_section__f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
     if pos + _graph_section__f_state_len > end:
@@ -21026,12 +21028,12 @@ def _u_zgr3_body(mv, pos, end):
         raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
     _graph_section__f_objects = []
     for _graph_section___i in range(_graph_section__f_object_count):
-        _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S188.unpack_from(mv, pos)
-        _graph_section___r188 = pos
+        _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S190.unpack_from(mv, pos)
+        _graph_section___r190 = pos
         pos += 32
         _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_section___graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r188, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r190, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
         _graph_section___graph_object__obj = _new(GraphObject)
         _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
         _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -21112,8 +21114,8 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S188_unpack_from = _S188.unpack_from
-    _S194_unpack_from = _S194.unpack_from
+    _S190_unpack_from = _S190.unpack_from
+    _S196_unpack_from = _S196.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -21121,7 +21123,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S194_unpack_from(mv, pos)
+            f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S196_unpack_from(mv, pos)
             pos += 4
             if f_section_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
@@ -21130,12 +21132,12 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _outer_end_graph = end
             end = pos + f_section_len
             _sec_graph = pos
-            _graph_section___r185 = pos
+            _graph_section___r187 = pos
             pos += 20
             if not _graph_section__f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_graph_section___r185, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+                raise ConstraintError('graph_present must be 1', offset=_graph_section___r187, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
             if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
             if _graph_section__f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
             if pos + _graph_section__f_state_len > end:
@@ -21155,12 +21157,12 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
             _graph_section__f_objects = []
             for _graph_section___i in range(_graph_section__f_object_count):
-                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S188_unpack_from(mv, pos)
-                _graph_section___r188 = pos
+                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S190_unpack_from(mv, pos)
+                _graph_section___r190 = pos
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r188, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r190, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -21248,7 +21250,7 @@ def _e_zgr3_body(out, v):
     _ps = len(out)
     _graph_section__v = v.graph
     _graph_section___at_state_len = len(out) + 16
-    out += _S185.pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
+    out += _S187.pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
     _graph_section___ps = len(out)
     _graph_section___commit_state__v = _graph_section__v.state
     out += _S82.pack(_graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.generation, _graph_section___commit_state__v.sequence, _graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -21311,7 +21313,7 @@ def _e_zgr3_body(out, v):
     if len(_graph_section__v.objects) != len(_graph_section__v.objects):
         raise EncodeError('expected ' + str(len(_graph_section__v.objects)) + ' items, found ' + str(len(_graph_section__v.objects)), path='objects')
     for _graph_section___x in _graph_section__v.objects:
-        out += _S188.pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
+        out += _S190.pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
     for _graph_section___x in _graph_section__v.zgen:
         out += _S80.pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through)
         if _graph_section___x.version == 2:
@@ -21330,14 +21332,14 @@ def _e_zgr3_body(out, v):
 
 def _em_zgr3_body(values):
     out = bytearray()
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
+    _S127_pack = _S127.pack
     _S13_pack = _S13.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
-    _S185_pack = _S185.pack
-    _S188_pack = _S188.pack
-    _S193_pack = _S193.pack
+    _S130_pack = _S130.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
+    _S187_pack = _S187.pack
+    _S190_pack = _S190.pack
+    _S195_pack = _S195.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -21350,7 +21352,7 @@ def _em_zgr3_body(values):
         _ps = len(out)
         _graph_section__v = v.graph
         _graph_section___at_state_len = len(out) + 16
-        out += _S185_pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
+        out += _S187_pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
         _graph_section___ps = len(out)
         _graph_section___commit_state__v = _graph_section__v.state
         out += _S82_pack(_graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.generation, _graph_section___commit_state__v.sequence, _graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -21364,7 +21366,7 @@ def _em_zgr3_body(values):
             if _graph_section___commit_state___x.present == 1:
                 _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___x.ref
                 _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                out += _S126_pack(_graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                out += _S127_pack(_graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
             else:
                 out += _S64_pack(_graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                 if _graph_section___commit_state___x.ref is not None:
@@ -21375,16 +21377,16 @@ def _em_zgr3_body(values):
         if _graph_section___commit_state___optional_ref__v.present == 1:
             _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___optional_ref__v.ref
             _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
-            out += _S136_pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref__v.offset, _graph_section___commit_state___required_ref__v.length, _graph_section___commit_state___required_ref__v.block_kind, _graph_section___commit_state___required_ref__v.block_version, _graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            out += _S137_pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref__v.offset, _graph_section___commit_state___required_ref__v.length, _graph_section___commit_state___required_ref__v.block_kind, _graph_section___commit_state___required_ref__v.block_version, _graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
         else:
-            out += _S134_pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref__v.offset, _graph_section___commit_state___required_ref__v.length, _graph_section___commit_state___required_ref__v.block_kind, _graph_section___commit_state___required_ref__v.block_version, _graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            out += _S135_pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref__v.offset, _graph_section___commit_state___required_ref__v.length, _graph_section___commit_state___required_ref__v.block_kind, _graph_section___commit_state___required_ref__v.block_version, _graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _graph_section___commit_state___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _graph_section___commit_state___optional_ref__v = _graph_section___commit_state__v.text
         if _graph_section___commit_state___optional_ref__v.present == 1:
             _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___optional_ref__v.ref
             _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
-            out += _S126_pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            out += _S127_pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
         else:
             out += _S64_pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _graph_section___commit_state___optional_ref__v.ref is not None:
@@ -21393,7 +21395,7 @@ def _em_zgr3_body(values):
         if _graph_section___commit_state___optional_ref__v.present == 1:
             _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___optional_ref__v.ref
             _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
-            out += _S126_pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            out += _S127_pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
         else:
             out += _S64_pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
             if _graph_section___commit_state___optional_ref__v.ref is not None:
@@ -21403,17 +21405,17 @@ def _em_zgr3_body(values):
             raise EncodeError('expected ' + str(len(_graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_graph_section___commit_state__v.prepared)), path='prepared')
         for _graph_section___commit_state___x in _graph_section___commit_state__v.prepared:
             _graph_section___commit_state___required_ref___artifact_descriptor__v = _graph_section___commit_state___x.descriptor
-            out += _S129_pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___x.offset, _graph_section___commit_state___x.length, _graph_section___commit_state___x.block_kind, _graph_section___commit_state___x.block_version)
+            out += _S130_pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___x.offset, _graph_section___commit_state___x.length, _graph_section___commit_state___x.block_kind, _graph_section___commit_state___x.block_version)
         _graph_section___size_state = len(out) - _graph_section___ps
         _S13.pack_into(out, _graph_section___at_state_len, _graph_section___size_state)
-        out += _S13_pack(len(_graph_section__v.objects))
+        out += _L105[_ln] if (_ln := len(_graph_section__v.objects)) < 256 else _S13_pack(_ln)
         if len(_graph_section__v.objects) != len(_graph_section__v.objects):
             raise EncodeError('expected ' + str(len(_graph_section__v.objects)) + ' items, found ' + str(len(_graph_section__v.objects)), path='objects')
         for _graph_section___x in _graph_section__v.objects:
-            out += _S188_pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
+            out += _S190_pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
         for _graph_section___x in _graph_section__v.zgen:
             if _graph_section___x.version == 2:
-                out += _S193_pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through, len(_graph_section___x.rows))
+                out += _S195_pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through, len(_graph_section___x.rows))
             else:
                 out += _S80_pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through)
             if _graph_section___x.version == 2:
@@ -21431,7 +21433,7 @@ def _em_zgr3_body(values):
 
 def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     if pos + 4 > end:
-        raise _short(pos, end, _T181)
+        raise _short(pos, end, _T183)
     f_tag, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -21457,20 +21459,20 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
             try:
                 for _tsr1_body___i in range(_tsr1_body___c):
                     if pos + 24 > end:
-                        raise _short(pos, end, _T183)
-                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S182.unpack_from(mv, pos)
-                    _tsr1_body___r182 = pos
+                        raise _short(pos, end, _T185)
+                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S184.unpack_from(mv, pos)
+                    _tsr1_body___r184 = pos
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r182, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r184, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21487,7 +21489,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     elif _tag == 861030234:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T184)
+                raise _short(pos, end, _T186)
             _zgr3_body__f_section_len, = _S13.unpack_from(mv, pos)
             pos += 4
             _zgr3_body___n = _zgr3_body__f_section_len
@@ -21500,14 +21502,14 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _zgr3_body___sec_graph = pos
             try:
                 if pos + 20 > end:
-                    raise _short(pos, end, _T186)
-                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S185.unpack_from(mv, pos)
-                _zgr3_body___graph_section___r185 = pos
+                    raise _short(pos, end, _T188)
+                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S187.unpack_from(mv, pos)
+                _zgr3_body___graph_section___r187 = pos
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r185, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r187, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
                 _zgr3_body___graph_section___n = _zgr3_body___graph_section__f_state_len
                 if _zgr3_body___graph_section___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section___n)
@@ -21524,7 +21526,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                     raise ConstraintError('section size mismatch', offset=_zgr3_body___graph_section___sec_state, path='state', expected=end - _zgr3_body___graph_section___sec_state, found=pos - _zgr3_body___graph_section___sec_state)
                 end = _zgr3_body___graph_section___outer_end_state
                 if pos + 4 > end:
-                    raise _short(pos, end, _T187)
+                    raise _short(pos, end, _T189)
                 _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
                 pos += 4
                 _zgr3_body___graph_section___c = _zgr3_body___graph_section__f_object_count
@@ -21534,13 +21536,13 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 try:
                     for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section___c):
                         if pos + 32 > end:
-                            raise _short(pos, end, _T189)
-                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S188.unpack_from(mv, pos)
-                        _zgr3_body___graph_section___r188 = pos
+                            raise _short(pos, end, _T191)
+                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S190.unpack_from(mv, pos)
+                        _zgr3_body___graph_section___r190 = pos
                         pos += 32
                         _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                         if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r188, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r190, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
                         _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                         _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                         _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -21558,7 +21560,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                         _zgr3_body___graph_section___ip = pos
                         try:
                             if pos + 16 > end:
-                                raise _short(pos, end, _T190)
+                                raise _short(pos, end, _T192)
                             _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                             _zgr3_body___graph_section___zgen_extension___r80 = pos
                             pos += 16
@@ -21596,7 +21598,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                                 try:
                                     for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                                         if pos + 16 > end:
-                                            raise _short(pos, end, _T191)
+                                            raise _short(pos, end, _T193)
                                         _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                                         _zgr3_body___graph_section___zgen_extension___r59 = pos
                                         pos += 16
@@ -21678,19 +21680,19 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
         _tsr1_body__f_ranges = []
         for _tsr1_body___i in range(_tsr1_body__f_count):
-            _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S182.unpack_from(mv, pos)
-            _tsr1_body___r182 = pos
+            _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S184.unpack_from(mv, pos)
+            _tsr1_body___r184 = pos
             pos += 24
             _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
             if _tsr1_body___v is None:
-                raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r182, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r184, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
             _tsr1_body___clustering_range_f_tag = _tsr1_body___v
             if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
             if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
             if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
             _tsr1_body___clustering_range__obj = _new(ClusteringRange)
             _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
             _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21700,7 +21702,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _tsr1_body___obj.ranges = _tsr1_body__f_ranges
         f_body = _tsr1_body___obj
     elif f_tag == 861030234:
-        _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S194.unpack_from(mv, pos)
+        _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S196.unpack_from(mv, pos)
         pos += 4
         if _zgr3_body__f_section_len < 0:
             raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
@@ -21709,12 +21711,12 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body___outer_end_graph = end
         end = pos + _zgr3_body__f_section_len
         _zgr3_body___sec_graph = pos
-        _zgr3_body___graph_section___r185 = pos
+        _zgr3_body___graph_section___r187 = pos
         pos += 20
         if not _zgr3_body___graph_section__f_graph_present == 1:
-            raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r185, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+            raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r187, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
         if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
         if _zgr3_body___graph_section__f_state_len < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
         if pos + _zgr3_body___graph_section__f_state_len > end:
@@ -21734,12 +21736,12 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
         _zgr3_body___graph_section__f_objects = []
         for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
-            _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S188.unpack_from(mv, pos)
-            _zgr3_body___graph_section___r188 = pos
+            _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S190.unpack_from(mv, pos)
+            _zgr3_body___graph_section___r190 = pos
             pos += 32
             _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
             if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r188, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r190, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
             _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
             _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
             _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -21836,9 +21838,9 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S182_unpack_from = _S182.unpack_from
-    _S188_unpack_from = _S188.unpack_from
-    _S194_unpack_from = _S194.unpack_from
+    _S184_unpack_from = _S184.unpack_from
+    _S190_unpack_from = _S190.unpack_from
+    _S196_unpack_from = _S196.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S6_unpack_from = _S6.unpack_from
@@ -21864,19 +21866,19 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
                 _tsr1_body__f_ranges = []
                 for _tsr1_body___i in range(_tsr1_body__f_count):
-                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S182_unpack_from(mv, pos)
-                    _tsr1_body___r182 = pos
+                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S184_unpack_from(mv, pos)
+                    _tsr1_body___r184 = pos
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r182, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r184, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21886,7 +21888,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _tsr1_body___obj.ranges = _tsr1_body__f_ranges
                 f_body = _tsr1_body___obj
             elif f_tag == 861030234:
-                _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S194_unpack_from(mv, pos)
+                _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S196_unpack_from(mv, pos)
                 pos += 4
                 if _zgr3_body__f_section_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
@@ -21895,12 +21897,12 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body___outer_end_graph = end
                 end = pos + _zgr3_body__f_section_len
                 _zgr3_body___sec_graph = pos
-                _zgr3_body___graph_section___r185 = pos
+                _zgr3_body___graph_section___r187 = pos
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r185, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r187, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r185 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r187 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
                 if _zgr3_body___graph_section__f_state_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
                 if pos + _zgr3_body___graph_section__f_state_len > end:
@@ -21920,12 +21922,12 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
-                    _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S188_unpack_from(mv, pos)
-                    _zgr3_body___graph_section___r188 = pos
+                    _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S190_unpack_from(mv, pos)
+                    _zgr3_body___graph_section___r190 = pos
                     pos += 32
                     _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                     if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                        raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r188, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                        raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r190, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
                     _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                     _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                     _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -22033,7 +22035,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
             raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
         for _tsr1_body___x in _tsr1_body__v.ranges:
-            out += _S182.pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
+            out += _S184.pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
     elif _tag == 861030234:
         _zgr3_body__v = v.body
         _zgr3_body___at_section_len = len(out) + 0
@@ -22041,7 +22043,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         _zgr3_body___ps = len(out)
         _zgr3_body___graph_section__v = _zgr3_body__v.graph
         _zgr3_body___graph_section___at_state_len = len(out) + 16
-        out += _S185.pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
+        out += _S187.pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
         _zgr3_body___graph_section___ps = len(out)
         _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
         out += _S82.pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22104,7 +22106,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
             raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
         for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
-            out += _S188.pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
+            out += _S190.pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
         for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.zgen:
             out += _S80.pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
             if _zgr3_body___graph_section___x.version == 2:
@@ -22129,15 +22131,15 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
 
 def _em_manifest_extension(values, p_version, p_segment_count):
     out = bytearray()
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
+    _S127_pack = _S127.pack
     _S13_pack = _S13.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
-    _S182_pack = _S182.pack
-    _S185_pack = _S185.pack
-    _S188_pack = _S188.pack
-    _S193_pack = _S193.pack
+    _S130_pack = _S130.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
+    _S184_pack = _S184.pack
+    _S187_pack = _S187.pack
+    _S190_pack = _S190.pack
+    _S195_pack = _S195.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -22153,7 +22155,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
                 raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
             for _tsr1_body___x in _tsr1_body__v.ranges:
-                out += _S182_pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
+                out += _S184_pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
         else:
             out += _S13_pack(v.tag)
             if _tag == 861030234:
@@ -22163,7 +22165,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 _zgr3_body___ps = len(out)
                 _zgr3_body___graph_section__v = _zgr3_body__v.graph
                 _zgr3_body___graph_section___at_state_len = len(out) + 16
-                out += _S185_pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
+                out += _S187_pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
                 _zgr3_body___graph_section___ps = len(out)
                 _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
                 out += _S82_pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22177,7 +22179,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                     if _zgr3_body___graph_section___commit_state___x.present == 1:
                         _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___x.ref
                         _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                        out += _S126_pack(_zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                        out += _S127_pack(_zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                     else:
                         out += _S64_pack(_zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                         if _zgr3_body___graph_section___commit_state___x.ref is not None:
@@ -22188,16 +22190,16 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S136_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                    out += _S137_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                 else:
-                    out += _S134_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+                    out += _S135_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version, _zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                     if _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
                         raise EncodeError('field is present but its condition is false', path='ref')
                 _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.text
                 if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S126_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                    out += _S127_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                 else:
                     out += _S64_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                     if _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
@@ -22206,7 +22208,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                 if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
                     _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                    out += _S126_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                    out += _S127_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                 else:
                     out += _S64_pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                     if _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
@@ -22216,17 +22218,17 @@ def _em_manifest_extension(values, p_version, p_segment_count):
                     raise EncodeError('expected ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)), path='prepared')
                 for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.prepared:
                     _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___x.descriptor
-                    out += _S129_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___x.offset, _zgr3_body___graph_section___commit_state___x.length, _zgr3_body___graph_section___commit_state___x.block_kind, _zgr3_body___graph_section___commit_state___x.block_version)
+                    out += _S130_pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___x.offset, _zgr3_body___graph_section___commit_state___x.length, _zgr3_body___graph_section___commit_state___x.block_kind, _zgr3_body___graph_section___commit_state___x.block_version)
                 _zgr3_body___graph_section___size_state = len(out) - _zgr3_body___graph_section___ps
                 _S13.pack_into(out, _zgr3_body___graph_section___at_state_len, _zgr3_body___graph_section___size_state)
-                out += _S13_pack(len(_zgr3_body___graph_section__v.objects))
+                out += _L105[_ln] if (_ln := len(_zgr3_body___graph_section__v.objects)) < 256 else _S13_pack(_ln)
                 if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
                     raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
                 for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
-                    out += _S188_pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
+                    out += _S190_pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
                 for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.zgen:
                     if _zgr3_body___graph_section___x.version == 2:
-                        out += _S193_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, len(_zgr3_body___graph_section___x.rows))
+                        out += _S195_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through, len(_zgr3_body___graph_section___x.rows))
                     else:
                         out += _S80_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
                     if _zgr3_body___graph_section___x.version == 2:
@@ -22249,24 +22251,24 @@ def _em_manifest_extension(values, p_version, p_segment_count):
 
 def _d_manifest_payload(mv, pos, end, p_version):
     if pos + 32 > end:
-        raise _short(pos, end, _T165)
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S164.unpack_from(mv, pos)
-    _r164 = pos
+        raise _short(pos, end, _T167)
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S166.unpack_from(mv, pos)
+    _r166 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r164 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r166 + 28, path='reserved', expected=0, found=f_reserved)
     try:
         if pos + 24 > end:
-            raise _short(pos, end, _T167)
-        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S166.unpack_from(mv, pos)
-        _epoch_alias___r166 = pos
+            raise _short(pos, end, _T169)
+        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S168.unpack_from(mv, pos)
+        _epoch_alias___r168 = pos
         pos += 24
         if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r166, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r168, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
         if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r166 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r168 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
         if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r166 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r168 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
         _epoch_alias___obj = _new(EpochAlias)
         _epoch_alias___obj.present = _epoch_alias__f_present
         _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -22281,24 +22283,24 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 52 > end:
-                raise _short(pos, end, _T169)
-            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S168.unpack_from(mv, pos)
-            _r168 = pos
+                raise _short(pos, end, _T171)
+            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S170.unpack_from(mv, pos)
+            _r170 = pos
             pos += 52
             _v = _QUANTSCHEME_BY_VALUE.get(_manifest_segment_f_scheme)
             if _v is None:
                 if _manifest_segment_f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r168 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_r168 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r170 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_r170 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
             _manifest_segment_f_scheme = _v
             if _manifest_segment_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r168 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r170 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
             if not ((_manifest_segment_f_epoch_present == 0) or (_manifest_segment_f_epoch_present == 1)):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r168 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r170 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
             if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r168 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r170 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
             if not ((_manifest_segment_f_epoch_present == 1) or (_manifest_segment_f_embedding_epoch_id == 0)):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r168 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r170 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
             _manifest_segment__obj = _new(ManifestSegment)
             _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
             _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -22331,16 +22333,16 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T180)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S179.unpack_from(mv, pos)
-            _r179 = pos
+                raise _short(pos, end, _T182)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S181.unpack_from(mv, pos)
+            _r181 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r179 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r181 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -22367,7 +22369,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
             try:
                 _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
                 if pos + 4 > end:
-                    raise _short(pos, end, _T181)
+                    raise _short(pos, end, _T183)
                 _manifest_extension__f_tag, = _S13.unpack_from(mv, pos)
                 _manifest_extension___r13 = pos
                 pos += 4
@@ -22393,20 +22395,20 @@ def _d_manifest_payload(mv, pos, end, p_version):
                         try:
                             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body___c):
                                 if pos + 24 > end:
-                                    raise _short(pos, end, _T183)
-                                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S182.unpack_from(mv, pos)
-                                _manifest_extension___tsr1_body___r182 = pos
+                                    raise _short(pos, end, _T185)
+                                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S184.unpack_from(mv, pos)
+                                _manifest_extension___tsr1_body___r184 = pos
                                 pos += 24
                                 _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                                 if _manifest_extension___tsr1_body___v is None:
-                                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r182, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r184, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
                                 _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                                 if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
                                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                                 _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                                 _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                                 _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -22460,19 +22462,19 @@ def _d_manifest_payload(mv, pos, end, p_version):
 
 def _u_manifest_payload(mv, pos, end, p_version):
     _isb = mv.__class__ is bytes
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S195.unpack_from(mv, pos)
-    _r164 = pos
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S197.unpack_from(mv, pos)
+    _r166 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r164 + 28, path='reserved', expected=0, found=f_reserved)
-    _epoch_alias___r166 = pos
+        raise ConstraintError('reserved bytes must be zero', offset=_r166 + 28, path='reserved', expected=0, found=f_reserved)
+    _epoch_alias___r168 = pos
     pos += 24
     if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r166, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r168, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
     if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r166 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r168 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
     if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r166 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r168 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
     _epoch_alias___obj = _new(EpochAlias)
     _epoch_alias___obj.present = _epoch_alias__f_present
     _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -22482,18 +22484,18 @@ def _u_manifest_payload(mv, pos, end, p_version):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
     f_segments = []
     for _i in range(_c):
-        _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S168.unpack_from(mv, pos)
-        _r168 = pos
+        _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S170.unpack_from(mv, pos)
+        _r170 = pos
         pos += 52
         _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
         if _manifest_segment_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r168 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r170 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
         if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-            raise ConstraintError('unknown presence tag (segment epoch)', offset=_r168 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+            raise ConstraintError('unknown presence tag (segment epoch)', offset=_r170 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
         if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r168 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+            raise ConstraintError('reserved bytes must be zero', offset=_r170 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
         if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-            raise ConstraintError('absent segment epoch must be zero', offset=_r168 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+            raise ConstraintError('absent segment epoch must be zero', offset=_r170 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
         _manifest_segment__obj = _new(ManifestSegment)
         _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
         _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -22518,12 +22520,12 @@ def _u_manifest_payload(mv, pos, end, p_version):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
     f_columns = []
     for _i in range(_c):
-        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S179.unpack_from(mv, pos)
-        _r179 = pos
+        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S181.unpack_from(mv, pos)
+        _r181 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+            raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
         _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -22555,19 +22557,19 @@ def _u_manifest_payload(mv, pos, end, p_version):
                 raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
             _manifest_extension___tsr1_body__f_ranges = []
             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
-                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S182.unpack_from(mv, pos)
-                _manifest_extension___tsr1_body___r182 = pos
+                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S184.unpack_from(mv, pos)
+                _manifest_extension___tsr1_body___r184 = pos
                 pos += 24
                 _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                 if _manifest_extension___tsr1_body___v is None:
-                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r182, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r184, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
                 _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                 if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                 _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                 _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                 _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -22615,10 +22617,10 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S168_unpack_from = _S168.unpack_from
-    _S179_unpack_from = _S179.unpack_from
-    _S182_unpack_from = _S182.unpack_from
-    _S195_unpack_from = _S195.unpack_from
+    _S170_unpack_from = _S170.unpack_from
+    _S181_unpack_from = _S181.unpack_from
+    _S184_unpack_from = _S184.unpack_from
+    _S197_unpack_from = _S197.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -22626,19 +22628,19 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S195_unpack_from(mv, pos)
-            _r164 = pos
+            f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S197_unpack_from(mv, pos)
+            _r166 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r164 + 28, path='reserved', expected=0, found=f_reserved)
-            _epoch_alias___r166 = pos
+                raise ConstraintError('reserved bytes must be zero', offset=_r166 + 28, path='reserved', expected=0, found=f_reserved)
+            _epoch_alias___r168 = pos
             pos += 24
             if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r166, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+                raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r168, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
             if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r166 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r168 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
             if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r166 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r168 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
             _epoch_alias___obj = _new(EpochAlias)
             _epoch_alias___obj.present = _epoch_alias__f_present
             _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -22648,18 +22650,18 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
             f_segments = []
             for _i in range(_c):
-                _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S168_unpack_from(mv, pos)
-                _r168 = pos
+                _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S170_unpack_from(mv, pos)
+                _r170 = pos
                 pos += 52
                 _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
                 if _manifest_segment_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r168 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r170 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
                 if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_r168 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_r170 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
                 if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r168 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r170 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
                 if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-                    raise ConstraintError('absent segment epoch must be zero', offset=_r168 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                    raise ConstraintError('absent segment epoch must be zero', offset=_r170 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
                 _manifest_segment__obj = _new(ManifestSegment)
                 _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
                 _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -22684,12 +22686,12 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
             f_columns = []
             for _i in range(_c):
-                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S179_unpack_from(mv, pos)
-                _r179 = pos
+                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S181_unpack_from(mv, pos)
+                _r181 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                    raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
                 _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -22721,19 +22723,19 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                         raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
                     _manifest_extension___tsr1_body__f_ranges = []
                     for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
-                        _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S182_unpack_from(mv, pos)
-                        _manifest_extension___tsr1_body___r182 = pos
+                        _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S184_unpack_from(mv, pos)
+                        _manifest_extension___tsr1_body___r184 = pos
                         pos += 24
                         _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                         if _manifest_extension___tsr1_body___v is None:
-                            raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r182, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                            raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r184, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
                         _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                         if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r182 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                            raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r184 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r182 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r184 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r182 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r184 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                         _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                         _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                         _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -22783,13 +22785,13 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
     return _out
 
 def _e_manifest_payload(out, v, p_version):
-    out += _S164.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
+    out += _S166.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
     _epoch_alias__v = v.alias
-    out += _S166.pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
+    out += _S168.pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
     if len(v.segments) != len(v.segments):
         raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
     for _x in v.segments:
-        out += _S168.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
+        out += _S170.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
     if len(v.epochs) != len(v.epochs):
         raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
     for _x in v.epochs:
@@ -22805,9 +22807,9 @@ def _e_manifest_payload(out, v, p_version):
         out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
         out += _embedding_epoch___embedding_tower___b_weights_digest
         _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-        out += _S174.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _S176.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
         out += _embedding_epoch___embedding_tower___b_prompt_prefix
-        out += _S176.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S178.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_epoch___embedding_tower__v.os_build_present == 1:
             _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
             out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
@@ -22825,9 +22827,9 @@ def _e_manifest_payload(out, v, p_version):
         out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
         out += _embedding_epoch___embedding_tower___b_weights_digest
         _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-        out += _S174.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _S176.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
         out += _embedding_epoch___embedding_tower___b_prompt_prefix
-        out += _S176.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S178.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_epoch___embedding_tower__v.os_build_present == 1:
             _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
             out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
@@ -22841,7 +22843,7 @@ def _e_manifest_payload(out, v, p_version):
         raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
     for _x in v.columns:
         _column_def_b_name = _x.name.encode()
-        out += _S179.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S181.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     for _x in v.extensions:
         _manifest_extension__p_segment_count = len(v.segments)
@@ -22854,7 +22856,7 @@ def _e_manifest_payload(out, v, p_version):
             if len(_manifest_extension___tsr1_body__v.ranges) != len(_manifest_extension___tsr1_body__v.ranges):
                 raise EncodeError('expected ' + str(len(_manifest_extension___tsr1_body__v.ranges)) + ' items, found ' + str(len(_manifest_extension___tsr1_body__v.ranges)), path='ranges')
             for _manifest_extension___tsr1_body___x in _manifest_extension___tsr1_body__v.ranges:
-                out += _S182.pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
+                out += _S184.pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
         elif _manifest_extension___tag == 861030234:
             _manifest_extension___zgr3_body__v = _x.body
             _manifest_extension___zgr3_body___at_section_len = len(out) + 0
@@ -22862,7 +22864,7 @@ def _e_manifest_payload(out, v, p_version):
             _manifest_extension___zgr3_body___ps = len(out)
             _manifest_extension___zgr3_body___graph_section__v = _manifest_extension___zgr3_body__v.graph
             _manifest_extension___zgr3_body___graph_section___at_state_len = len(out) + 16
-            out += _S185.pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
+            out += _S187.pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
             _manifest_extension___zgr3_body___graph_section___ps = len(out)
             _manifest_extension___zgr3_body___graph_section___commit_state__v = _manifest_extension___zgr3_body___graph_section__v.state
             out += _S82.pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.generation, _manifest_extension___zgr3_body___graph_section___commit_state__v.sequence, _manifest_extension___zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22925,7 +22927,7 @@ def _e_manifest_payload(out, v, p_version):
             if len(_manifest_extension___zgr3_body___graph_section__v.objects) != len(_manifest_extension___zgr3_body___graph_section__v.objects):
                 raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)), path='objects')
             for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.objects:
-                out += _S188.pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
+                out += _S190.pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
             for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.zgen:
                 out += _S80.pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through)
                 if _manifest_extension___zgr3_body___graph_section___x.version == 2:
@@ -22950,20 +22952,20 @@ def _e_manifest_payload(out, v, p_version):
 
 def _em_manifest_payload(values, p_version):
     out = bytearray()
-    _S126_pack = _S126.pack
-    _S129_pack = _S129.pack
+    _S127_pack = _S127.pack
     _S13_pack = _S13.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
-    _S168_pack = _S168.pack
-    _S174_pack = _S174.pack
+    _S130_pack = _S130.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
+    _S170_pack = _S170.pack
     _S176_pack = _S176.pack
-    _S179_pack = _S179.pack
-    _S182_pack = _S182.pack
-    _S185_pack = _S185.pack
-    _S188_pack = _S188.pack
-    _S193_pack = _S193.pack
+    _S178_pack = _S178.pack
+    _S181_pack = _S181.pack
+    _S184_pack = _S184.pack
+    _S187_pack = _S187.pack
+    _S190_pack = _S190.pack
     _S195_pack = _S195.pack
+    _S197_pack = _S197.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -22972,63 +22974,63 @@ def _em_manifest_payload(values, p_version):
     _S82_pack = _S82.pack
     for v in values:
         _epoch_alias__v = v.alias
-        out += _S195_pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0, _epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
+        out += _S197_pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0, _epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
         if len(v.segments) != len(v.segments):
             raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
         for _x in v.segments:
-            out += _S168_pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
+            out += _S170_pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
         if len(v.epochs) != len(v.epochs):
             raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
         for _x in v.epochs:
             out += _S59_pack(_x.embedding_epoch_id, _x.tokenizer_epoch_id)
             _embedding_epoch___embedding_tower__v = _x.document
             _embedding_epoch___embedding_tower___b_model_id = _embedding_epoch___embedding_tower__v.model_id.encode()
-            out += _S13_pack(len(_embedding_epoch___embedding_tower___b_model_id))
+            out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b_model_id)) < 256 else _S13_pack(_ln)
             out += _embedding_epoch___embedding_tower___b_model_id
             _embedding_epoch___embedding_tower___b_model_version = _embedding_epoch___embedding_tower__v.model_version.encode()
-            out += _S13_pack(len(_embedding_epoch___embedding_tower___b_model_version))
+            out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b_model_version)) < 256 else _S13_pack(_ln)
             out += _embedding_epoch___embedding_tower___b_model_version
             _embedding_epoch___embedding_tower___b_weights_digest = _embedding_epoch___embedding_tower__v.weights_digest
-            out += _S13_pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
+            out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b_weights_digest)) < 256 else _S13_pack(_ln)
             out += _embedding_epoch___embedding_tower___b_weights_digest
             _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-            out += _S174_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+            out += _S176_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
             out += _embedding_epoch___embedding_tower___b_prompt_prefix
-            out += _S176_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+            out += _S178_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
             if _embedding_epoch___embedding_tower__v.os_build_present == 1:
                 _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
-                out += _S13_pack(len(_embedding_epoch___embedding_tower___b))
+                out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b)) < 256 else _S13_pack(_ln)
                 out += _embedding_epoch___embedding_tower___b
             elif _embedding_epoch___embedding_tower__v.os_build is not None:
                 raise EncodeError('field is present but its condition is false', path='os_build')
             _embedding_epoch___embedding_tower__v = _x.query
             _embedding_epoch___embedding_tower___b_model_id = _embedding_epoch___embedding_tower__v.model_id.encode()
-            out += _S13_pack(len(_embedding_epoch___embedding_tower___b_model_id))
+            out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b_model_id)) < 256 else _S13_pack(_ln)
             out += _embedding_epoch___embedding_tower___b_model_id
             _embedding_epoch___embedding_tower___b_model_version = _embedding_epoch___embedding_tower__v.model_version.encode()
-            out += _S13_pack(len(_embedding_epoch___embedding_tower___b_model_version))
+            out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b_model_version)) < 256 else _S13_pack(_ln)
             out += _embedding_epoch___embedding_tower___b_model_version
             _embedding_epoch___embedding_tower___b_weights_digest = _embedding_epoch___embedding_tower__v.weights_digest
-            out += _S13_pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
+            out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b_weights_digest)) < 256 else _S13_pack(_ln)
             out += _embedding_epoch___embedding_tower___b_weights_digest
             _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-            out += _S174_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+            out += _S176_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
             out += _embedding_epoch___embedding_tower___b_prompt_prefix
-            out += _S176_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+            out += _S178_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
             if _embedding_epoch___embedding_tower__v.os_build_present == 1:
                 _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
-                out += _S13_pack(len(_embedding_epoch___embedding_tower___b))
+                out += _L105[_ln] if (_ln := len(_embedding_epoch___embedding_tower___b)) < 256 else _S13_pack(_ln)
                 out += _embedding_epoch___embedding_tower___b
             elif _embedding_epoch___embedding_tower__v.os_build is not None:
                 raise EncodeError('field is present but its condition is false', path='os_build')
             _embedding_epoch___b_alignment_digest = _x.alignment_digest
-            out += _S13_pack(len(_embedding_epoch___b_alignment_digest))
+            out += _L105[_ln] if (_ln := len(_embedding_epoch___b_alignment_digest)) < 256 else _S13_pack(_ln)
             out += _embedding_epoch___b_alignment_digest
         if len(v.columns) != len(v.columns):
             raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
         for _x in v.columns:
             _column_def_b_name = _x.name.encode()
-            out += _S179_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+            out += _S181_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
             out += _column_def_b_name
         for _x in v.extensions:
             _manifest_extension__p_segment_count = len(v.segments)
@@ -23040,7 +23042,7 @@ def _em_manifest_payload(values, p_version):
                 if len(_manifest_extension___tsr1_body__v.ranges) != len(_manifest_extension___tsr1_body__v.ranges):
                     raise EncodeError('expected ' + str(len(_manifest_extension___tsr1_body__v.ranges)) + ' items, found ' + str(len(_manifest_extension___tsr1_body__v.ranges)), path='ranges')
                 for _manifest_extension___tsr1_body___x in _manifest_extension___tsr1_body__v.ranges:
-                    out += _S182_pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
+                    out += _S184_pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
             else:
                 out += _S13_pack(_x.tag)
                 if _manifest_extension___tag == 861030234:
@@ -23050,7 +23052,7 @@ def _em_manifest_payload(values, p_version):
                     _manifest_extension___zgr3_body___ps = len(out)
                     _manifest_extension___zgr3_body___graph_section__v = _manifest_extension___zgr3_body__v.graph
                     _manifest_extension___zgr3_body___graph_section___at_state_len = len(out) + 16
-                    out += _S185_pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
+                    out += _S187_pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
                     _manifest_extension___zgr3_body___graph_section___ps = len(out)
                     _manifest_extension___zgr3_body___graph_section___commit_state__v = _manifest_extension___zgr3_body___graph_section__v.state
                     out += _S82_pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.generation, _manifest_extension___zgr3_body___graph_section___commit_state__v.sequence, _manifest_extension___zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -23064,7 +23066,7 @@ def _em_manifest_payload(values, p_version):
                         if _manifest_extension___zgr3_body___graph_section___commit_state___x.present == 1:
                             _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___x.ref
                             _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                            out += _S126_pack(_manifest_extension___zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                            out += _S127_pack(_manifest_extension___zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                         else:
                             out += _S64_pack(_manifest_extension___zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
                             if _manifest_extension___zgr3_body___graph_section___commit_state___x.ref is not None:
@@ -23075,16 +23077,16 @@ def _em_manifest_payload(values, p_version):
                     if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                         _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref
                         _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                        out += _S136_pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                        out += _S137_pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                     else:
-                        out += _S134_pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+                        out += _S135_pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                         if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
                             raise EncodeError('field is present but its condition is false', path='ref')
                     _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state__v.text
                     if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                         _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref
                         _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                        out += _S126_pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                        out += _S127_pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                     else:
                         out += _S64_pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                         if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
@@ -23093,7 +23095,7 @@ def _em_manifest_payload(values, p_version):
                     if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
                         _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref
                         _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
-                        out += _S126_pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                        out += _S127_pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
                     else:
                         out += _S64_pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
                         if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
@@ -23103,17 +23105,17 @@ def _em_manifest_payload(values, p_version):
                         raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.prepared)), path='prepared')
                     for _manifest_extension___zgr3_body___graph_section___commit_state___x in _manifest_extension___zgr3_body___graph_section___commit_state__v.prepared:
                         _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___x.descriptor
-                        out += _S129_pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___x.offset, _manifest_extension___zgr3_body___graph_section___commit_state___x.length, _manifest_extension___zgr3_body___graph_section___commit_state___x.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___x.block_version)
+                        out += _S130_pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _manifest_extension___zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___x.offset, _manifest_extension___zgr3_body___graph_section___commit_state___x.length, _manifest_extension___zgr3_body___graph_section___commit_state___x.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___x.block_version)
                     _manifest_extension___zgr3_body___graph_section___size_state = len(out) - _manifest_extension___zgr3_body___graph_section___ps
                     _S13.pack_into(out, _manifest_extension___zgr3_body___graph_section___at_state_len, _manifest_extension___zgr3_body___graph_section___size_state)
-                    out += _S13_pack(len(_manifest_extension___zgr3_body___graph_section__v.objects))
+                    out += _L105[_ln] if (_ln := len(_manifest_extension___zgr3_body___graph_section__v.objects)) < 256 else _S13_pack(_ln)
                     if len(_manifest_extension___zgr3_body___graph_section__v.objects) != len(_manifest_extension___zgr3_body___graph_section__v.objects):
                         raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)), path='objects')
                     for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.objects:
-                        out += _S188_pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
+                        out += _S190_pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
                     for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.zgen:
                         if _manifest_extension___zgr3_body___graph_section___x.version == 2:
-                            out += _S193_pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through, len(_manifest_extension___zgr3_body___graph_section___x.rows))
+                            out += _S195_pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through, len(_manifest_extension___zgr3_body___graph_section___x.rows))
                         else:
                             out += _S80_pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through)
                         if _manifest_extension___zgr3_body___graph_section___x.version == 2:
@@ -23137,7 +23139,7 @@ def _em_manifest_payload(values, p_version):
 
 def _d_purge_token_input(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T196)
+        raise _short(pos, end, _T198)
     f_generation, = _S6.unpack_from(mv, pos)
     pos += 8
     f_doc_ids = []
@@ -23234,7 +23236,7 @@ def _em_purge_token_input(values):
 
 def _d_purge_payload(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T197)
+        raise _short(pos, end, _T199)
     f_token_id, f_id_count, f_reserved = _S75.unpack_from(mv, pos)
     _r75 = pos
     pos += 16
@@ -23243,11 +23245,11 @@ def _d_purge_payload(mv, pos, end):
     _c = f_id_count
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
-    _st = _RC198.get(_c)
+    _st = _RC200.get(_c)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * _c)
-        if len(_RC198) < 64:
-            _RC198[_c] = _st
+        if len(_RC200) < 64:
+            _RC200[_c] = _st
     _it = iter(_st.unpack_from(mv, pos))
     f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += _c * 16
@@ -23264,11 +23266,11 @@ def _u_purge_payload(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
     if f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
-    _st = _RC198.get(f_id_count)
+    _st = _RC200.get(f_id_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_id_count)
-        if len(_RC198) < 64:
-            _RC198[f_id_count] = _st
+        if len(_RC200) < 64:
+            _RC200[f_id_count] = _st
     _it = iter(_st.unpack_from(mv, pos))
     f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += f_id_count * 16
@@ -23295,11 +23297,11 @@ def _m_purge_payload(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
             if f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
-            _st = _RC198.get(f_id_count)
+            _st = _RC200.get(f_id_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_id_count)
-                if len(_RC198) < 64:
-                    _RC198[f_id_count] = _st
+                if len(_RC200) < 64:
+                    _RC200[f_id_count] = _st
             _it = iter(_st.unpack_from(mv, pos))
             f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
             pos += f_id_count * 16
@@ -23333,7 +23335,7 @@ def _em_purge_payload(values):
 
 def _d_purge_block(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T162)
+        raise _short(pos, end, _T164)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -23347,7 +23349,7 @@ def _d_purge_block(mv, pos, end):
     _sec_payload = pos
     try:
         if pos + 16 > end:
-            raise _short(pos, end, _T197)
+            raise _short(pos, end, _T199)
         _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S75.unpack_from(mv, pos)
         _purge_payload___r75 = pos
         pos += 16
@@ -23356,11 +23358,11 @@ def _d_purge_block(mv, pos, end):
         _purge_payload___c = _purge_payload__f_id_count
         if _purge_payload___c < 0 or _purge_payload___c * 16 > end - pos:
             raise TruncatedError('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
-        _purge_payload___st = _RC198.get(_purge_payload___c)
+        _purge_payload___st = _RC200.get(_purge_payload___c)
         if _purge_payload___st is None:
             _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload___c)
-            if len(_RC198) < 64:
-                _RC198[_purge_payload___c] = _purge_payload___st
+            if len(_RC200) < 64:
+                _RC200[_purge_payload___c] = _purge_payload___st
         _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
         _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
         pos += _purge_payload___c * 16
@@ -23375,7 +23377,7 @@ def _d_purge_block(mv, pos, end):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T163)
+        raise _short(pos, end, _T165)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -23387,7 +23389,7 @@ def _d_purge_block(mv, pos, end):
     return _obj, pos
 
 def _u_purge_block(mv, pos, end):
-    f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S147.unpack_from(mv, pos)
+    f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S149.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
     if f_block_len < 0:
@@ -23403,11 +23405,11 @@ def _u_purge_block(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
     if _purge_payload__f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
-    _purge_payload___st = _RC198.get(_purge_payload__f_id_count)
+    _purge_payload___st = _RC200.get(_purge_payload__f_id_count)
     if _purge_payload___st is None:
         _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
-        if len(_RC198) < 64:
-            _RC198[_purge_payload__f_id_count] = _purge_payload___st
+        if len(_RC200) < 64:
+            _RC200[_purge_payload__f_id_count] = _purge_payload___st
     _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
     _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
     pos += _purge_payload__f_id_count * 16
@@ -23433,14 +23435,14 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S147_unpack_from = _S147.unpack_from
+    _S149_unpack_from = _S149.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S147_unpack_from(mv, pos)
+            f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S149_unpack_from(mv, pos)
             pos += 8
             _s_payload = pos
             if f_block_len < 0:
@@ -23456,11 +23458,11 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
             if _purge_payload__f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
-            _purge_payload___st = _RC198.get(_purge_payload__f_id_count)
+            _purge_payload___st = _RC200.get(_purge_payload__f_id_count)
             if _purge_payload___st is None:
                 _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
-                if len(_RC198) < 64:
-                    _RC198[_purge_payload__f_id_count] = _purge_payload___st
+                if len(_RC200) < 64:
+                    _RC200[_purge_payload__f_id_count] = _purge_payload___st
             _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
             _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
             pos += _purge_payload__f_id_count * 16
@@ -23549,7 +23551,7 @@ def _d_purge_file(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T162)
+            raise _short(pos, end, _T164)
         _purge_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _purge_block___s_payload = pos
@@ -23563,7 +23565,7 @@ def _d_purge_file(mv, pos, end):
         _purge_block___sec_payload = pos
         try:
             if pos + 16 > end:
-                raise _short(pos, end, _T197)
+                raise _short(pos, end, _T199)
             _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S75.unpack_from(mv, pos)
             _purge_block___purge_payload___r75 = pos
             pos += 16
@@ -23572,11 +23574,11 @@ def _d_purge_file(mv, pos, end):
             _purge_block___purge_payload___c = _purge_block___purge_payload__f_id_count
             if _purge_block___purge_payload___c < 0 or _purge_block___purge_payload___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
-            _purge_block___purge_payload___st = _RC198.get(_purge_block___purge_payload___c)
+            _purge_block___purge_payload___st = _RC200.get(_purge_block___purge_payload___c)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload___c)
-                if len(_RC198) < 64:
-                    _RC198[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
+                if len(_RC200) < 64:
+                    _RC200[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
             _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
             _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
             pos += _purge_block___purge_payload___c * 16
@@ -23591,7 +23593,7 @@ def _d_purge_file(mv, pos, end):
         end = _purge_block___outer_end_payload
         _purge_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T163)
+            raise _short(pos, end, _T165)
         _purge_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _purge_block___r6 = pos
         pos += 8
@@ -23620,7 +23622,7 @@ def _d_purge_file(mv, pos, end):
     return _obj, pos
 
 def _u_purge_file(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S199.unpack_from(mv, pos)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S201.unpack_from(mv, pos)
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
@@ -23656,11 +23658,11 @@ def _u_purge_file(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
     if _purge_block___purge_payload__f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
-    _purge_block___purge_payload___st = _RC198.get(_purge_block___purge_payload__f_id_count)
+    _purge_block___purge_payload___st = _RC200.get(_purge_block___purge_payload__f_id_count)
     if _purge_block___purge_payload___st is None:
         _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
-        if len(_RC198) < 64:
-            _RC198[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
+        if len(_RC200) < 64:
+            _RC200[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
     _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
     _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
     pos += _purge_block___purge_payload__f_id_count * 16
@@ -23697,14 +23699,14 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S199_unpack_from = _S199.unpack_from
+    _S201_unpack_from = _S201.unpack_from
     _S59_unpack_from = _S59.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S199_unpack_from(mv, pos)
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S201_unpack_from(mv, pos)
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
@@ -23740,11 +23742,11 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
             if _purge_block___purge_payload__f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
-            _purge_block___purge_payload___st = _RC198.get(_purge_block___purge_payload__f_id_count)
+            _purge_block___purge_payload___st = _RC200.get(_purge_block___purge_payload__f_id_count)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
-                if len(_RC198) < 64:
-                    _RC198[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
+                if len(_RC200) < 64:
+                    _RC200[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
             _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
             _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
             pos += _purge_block___purge_payload__f_id_count * 16
@@ -23838,15 +23840,15 @@ def _em_purge_file(values):
 
 def _d_epoch_digest_input(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T200)
-    f_magic, = _S145.unpack_from(mv, pos)
-    _r145 = pos
+        raise _short(pos, end, _T202)
+    f_magic, = _S147.unpack_from(mv, pos)
+    _r147 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r145, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r147, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T171)
+            raise _short(pos, end, _T173)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -23857,7 +23859,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T172)
+            raise _short(pos, end, _T174)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -23868,7 +23870,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T173)
+            raise _short(pos, end, _T175)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -23876,13 +23878,13 @@ def _d_epoch_digest_input(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T175)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-        _digest_tower___r174 = pos
+            raise _short(pos, end, _T177)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+        _digest_tower___r176 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -23892,20 +23894,20 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T202)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201.unpack_from(mv, pos)
-        _digest_tower___r201 = pos
+            raise _short(pos, end, _T204)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203.unpack_from(mv, pos)
+        _digest_tower___r203 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -23937,7 +23939,7 @@ def _d_epoch_digest_input(mv, pos, end):
         raise _exc.prefixed('document') from None
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T171)
+            raise _short(pos, end, _T173)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -23948,7 +23950,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T172)
+            raise _short(pos, end, _T174)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -23959,7 +23961,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T173)
+            raise _short(pos, end, _T175)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -23967,13 +23969,13 @@ def _d_epoch_digest_input(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T175)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-        _digest_tower___r174 = pos
+            raise _short(pos, end, _T177)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+        _digest_tower___r176 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -23983,20 +23985,20 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T202)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201.unpack_from(mv, pos)
-        _digest_tower___r201 = pos
+            raise _short(pos, end, _T204)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203.unpack_from(mv, pos)
+        _digest_tower___r203 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -24027,7 +24029,7 @@ def _d_epoch_digest_input(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T178)
+        raise _short(pos, end, _T180)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_alignment_digest > end:
@@ -24042,11 +24044,11 @@ def _d_epoch_digest_input(mv, pos, end):
 
 def _u_epoch_digest_input(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, _digest_tower__n_model_id = _S203.unpack_from(mv, pos)
-    _r145 = pos
+    f_magic, _digest_tower__n_model_id = _S205.unpack_from(mv, pos)
+    _r147 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r145, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r147, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     pos += 4
     _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -24058,28 +24060,28 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 4
     _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-    _digest_tower___r174 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+    _digest_tower___r176 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201.unpack_from(mv, pos)
-    _digest_tower___r201 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203.unpack_from(mv, pos)
+    _digest_tower___r203 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -24112,28 +24114,28 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 4
     _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-    _digest_tower___r174 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+    _digest_tower___r176 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201.unpack_from(mv, pos)
-    _digest_tower___r201 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203.unpack_from(mv, pos)
+    _digest_tower___r203 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -24171,19 +24173,19 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
     _end = end
     _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S174_unpack_from = _S174.unpack_from
-    _S201_unpack_from = _S201.unpack_from
+    _S176_unpack_from = _S176.unpack_from
     _S203_unpack_from = _S203.unpack_from
+    _S205_unpack_from = _S205.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, _digest_tower__n_model_id = _S203_unpack_from(mv, pos)
-            _r145 = pos
+            f_magic, _digest_tower__n_model_id = _S205_unpack_from(mv, pos)
+            _r147 = pos
             pos += 8
             if f_magic != b'ZEEMBEP2':
-                raise ConstraintError('bad magic', offset=_r145, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r147, path='magic', expected=b'ZEEMBEP2', found=f_magic)
             pos += 4
             _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -24195,28 +24197,28 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             pos += 4
             _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174_unpack_from(mv, pos)
-            _digest_tower___r174 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176_unpack_from(mv, pos)
+            _digest_tower___r176 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201_unpack_from(mv, pos)
-            _digest_tower___r201 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203_unpack_from(mv, pos)
+            _digest_tower___r203 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -24249,28 +24251,28 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             pos += 4
             _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174_unpack_from(mv, pos)
-            _digest_tower___r174 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176_unpack_from(mv, pos)
+            _digest_tower___r176 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201_unpack_from(mv, pos)
-            _digest_tower___r201 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203_unpack_from(mv, pos)
+            _digest_tower___r203 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -24309,7 +24311,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_digest_input(out, v):
-    out += _S145.pack(b'ZEEMBEP2')
+    out += _S147.pack(b'ZEEMBEP2')
     _digest_tower__v = v.document
     _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
     out += _S13.pack(len(_digest_tower___b_model_id))
@@ -24321,9 +24323,9 @@ def _e_epoch_digest_input(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S174.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S176.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S201.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S203.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -24341,9 +24343,9 @@ def _e_epoch_digest_input(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S174.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S176.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S201.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S203.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -24359,71 +24361,71 @@ def _em_epoch_digest_input(values):
     _a = _all.append
     _chunks = []
     _S13_pack = _S13.pack
-    _S145_pack = _S145.pack
-    _S174_pack = _S174.pack
-    _S201_pack = _S201.pack
+    _S147_pack = _S147.pack
+    _S176_pack = _S176.pack
+    _S203_pack = _S203.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S145_pack(b'ZEEMBEP2'))
+        _a(_S147_pack(b'ZEEMBEP2'))
         _digest_tower__v = v.document
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_S13_pack(len(_digest_tower___b_model_id)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_S13_pack(len(_digest_tower___b_model_version)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _a(_S176_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
         _a(_digest_tower___b_prompt_prefix)
-        _a(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _a(_S203_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_S13_pack(len(_digest_tower___b)))
+            _a(_L105[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S13_pack(_ln))
             _a(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _digest_tower__v = v.query
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_S13_pack(len(_digest_tower___b_model_id)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_S13_pack(len(_digest_tower___b_model_version)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _a(_S176_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
         _a(_digest_tower___b_prompt_prefix)
-        _a(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _a(_S203_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_S13_pack(len(_digest_tower___b)))
+            _a(_L105[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S13_pack(_ln))
             _a(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _b_alignment_digest = v.alignment_digest
-        _a(_S13_pack(len(_b_alignment_digest)))
+        _a(_L105[_ln] if (_ln := len(_b_alignment_digest)) < 256 else _S13_pack(_ln))
         _a(_b_alignment_digest)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
 def _d_epoch_digest_input_v1(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T200)
-    f_magic, = _S145.unpack_from(mv, pos)
-    _r145 = pos
+        raise _short(pos, end, _T202)
+    f_magic, = _S147.unpack_from(mv, pos)
+    _r147 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r145, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r147, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T171)
+            raise _short(pos, end, _T173)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -24434,7 +24436,7 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T172)
+            raise _short(pos, end, _T174)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -24445,7 +24447,7 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T173)
+            raise _short(pos, end, _T175)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -24453,13 +24455,13 @@ def _d_epoch_digest_input_v1(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T175)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-        _digest_tower___r174 = pos
+            raise _short(pos, end, _T177)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+        _digest_tower___r176 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -24469,20 +24471,20 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T202)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201.unpack_from(mv, pos)
-        _digest_tower___r201 = pos
+            raise _short(pos, end, _T204)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203.unpack_from(mv, pos)
+        _digest_tower___r203 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -24518,11 +24520,11 @@ def _d_epoch_digest_input_v1(mv, pos, end):
 
 def _u_epoch_digest_input_v1(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, _digest_tower__n_model_id = _S203.unpack_from(mv, pos)
-    _r145 = pos
+    f_magic, _digest_tower__n_model_id = _S205.unpack_from(mv, pos)
+    _r147 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r145, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r147, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     pos += 4
     _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -24534,28 +24536,28 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     pos += 4
     _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174.unpack_from(mv, pos)
-    _digest_tower___r174 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176.unpack_from(mv, pos)
+    _digest_tower___r176 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201.unpack_from(mv, pos)
-    _digest_tower___r201 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203.unpack_from(mv, pos)
+    _digest_tower___r203 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -24586,19 +24588,19 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
     _end = end
     _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S174_unpack_from = _S174.unpack_from
-    _S201_unpack_from = _S201.unpack_from
+    _S176_unpack_from = _S176.unpack_from
     _S203_unpack_from = _S203.unpack_from
+    _S205_unpack_from = _S205.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, _digest_tower__n_model_id = _S203_unpack_from(mv, pos)
-            _r145 = pos
+            f_magic, _digest_tower__n_model_id = _S205_unpack_from(mv, pos)
+            _r147 = pos
             pos += 8
             if f_magic != b'ZEEMBEP1':
-                raise ConstraintError('bad magic', offset=_r145, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r147, path='magic', expected=b'ZEEMBEP1', found=f_magic)
             pos += 4
             _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -24610,28 +24612,28 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
             pos += 4
             _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S174_unpack_from(mv, pos)
-            _digest_tower___r174 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S176_unpack_from(mv, pos)
+            _digest_tower___r176 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r174 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r176 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S201_unpack_from(mv, pos)
-            _digest_tower___r201 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S203_unpack_from(mv, pos)
+            _digest_tower___r203 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r201 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r203 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -24663,7 +24665,7 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_digest_input_v1(out, v):
-    out += _S145.pack(b'ZEEMBEP1')
+    out += _S147.pack(b'ZEEMBEP1')
     _digest_tower__v = v.tower
     _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
     out += _S13.pack(len(_digest_tower___b_model_id))
@@ -24675,9 +24677,9 @@ def _e_epoch_digest_input_v1(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S174.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S176.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S201.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S203.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -24690,31 +24692,31 @@ def _em_epoch_digest_input_v1(values):
     _a = _all.append
     _chunks = []
     _S13_pack = _S13.pack
-    _S145_pack = _S145.pack
-    _S174_pack = _S174.pack
-    _S201_pack = _S201.pack
+    _S147_pack = _S147.pack
+    _S176_pack = _S176.pack
+    _S203_pack = _S203.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S145_pack(b'ZEEMBEP1'))
+        _a(_S147_pack(b'ZEEMBEP1'))
         _digest_tower__v = v.tower
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _a(_S13_pack(len(_digest_tower___b_model_id)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_model_id)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _a(_S13_pack(len(_digest_tower___b_model_version)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_model_version)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _a(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _a(_L105[_ln] if (_ln := len(_digest_tower___b_weights_digest)) < 256 else _S13_pack(_ln))
         _a(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _a(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _a(_S176_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
         _a(_digest_tower___b_prompt_prefix)
-        _a(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _a(_S203_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            _a(_S13_pack(len(_digest_tower___b)))
+            _a(_L105[_ln] if (_ln := len(_digest_tower___b)) < 256 else _S13_pack(_ln))
             _a(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
@@ -24723,7 +24725,7 @@ def _em_epoch_digest_input_v1(values):
 
 def _d_digest_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T171)
+        raise _short(pos, end, _T173)
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_id > end:
@@ -24734,7 +24736,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T172)
+        raise _short(pos, end, _T174)
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_version > end:
@@ -24745,7 +24747,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T173)
+        raise _short(pos, end, _T175)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_weights_digest > end:
@@ -24753,13 +24755,13 @@ def _d_digest_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T175)
-    f_dims, f_normalization, n_prompt_prefix = _S174.unpack_from(mv, pos)
-    _r174 = pos
+        raise _short(pos, end, _T177)
+    f_dims, f_normalization, n_prompt_prefix = _S176.unpack_from(mv, pos)
+    _r176 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r174 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r176 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -24769,20 +24771,20 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 9 > end:
-        raise _short(pos, end, _T202)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S201.unpack_from(mv, pos)
-    _r201 = pos
+        raise _short(pos, end, _T204)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S203.unpack_from(mv, pos)
+    _r203 = pos
     pos += 9
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r201 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r203 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r201 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r203 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -24825,18 +24827,18 @@ def _u_digest_tower(mv, pos, end):
     pos += 4
     f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
-    f_dims, f_normalization, n_prompt_prefix = _S174.unpack_from(mv, pos)
+    f_dims, f_normalization, n_prompt_prefix = _S176.unpack_from(mv, pos)
     pos += 10
     f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
     f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S201.unpack_from(mv, pos)
-    _r201 = pos
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S203.unpack_from(mv, pos)
+    _r203 = pos
     pos += 9
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -24865,8 +24867,8 @@ def _m_digest_tower(mv, pos, end, _rest=_decode_many):
     _end = end
     _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S174_unpack_from = _S174.unpack_from
-    _S201_unpack_from = _S201.unpack_from
+    _S176_unpack_from = _S176.unpack_from
+    _S203_unpack_from = _S203.unpack_from
     try:
         while True:
             if pos >= end:
@@ -24884,18 +24886,18 @@ def _m_digest_tower(mv, pos, end, _rest=_decode_many):
             pos += 4
             f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
             pos += n_weights_digest
-            f_dims, f_normalization, n_prompt_prefix = _S174_unpack_from(mv, pos)
+            f_dims, f_normalization, n_prompt_prefix = _S176_unpack_from(mv, pos)
             pos += 10
             f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
             f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
-            f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S201_unpack_from(mv, pos)
-            _r201 = pos
+            f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S203_unpack_from(mv, pos)
+            _r203 = pos
             pos += 9
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r201 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_r203 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -24935,9 +24937,9 @@ def _e_digest_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode()
-    out += _S174.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S176.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S201.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
+    out += _S203.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
     if (v.os_build_present == 1):
         _b = v.os_build.encode()
         out += _S13.pack(len(_b))
@@ -24950,28 +24952,28 @@ def _em_digest_tower(values):
     _a = _all.append
     _chunks = []
     _S13_pack = _S13.pack
-    _S174_pack = _S174.pack
-    _S201_pack = _S201.pack
+    _S176_pack = _S176.pack
+    _S203_pack = _S203.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_model_id = v.model_id.encode()
-        _a(_S13_pack(len(_b_model_id)))
+        _a(_L105[_ln] if (_ln := len(_b_model_id)) < 256 else _S13_pack(_ln))
         _a(_b_model_id)
         _b_model_version = v.model_version.encode()
-        _a(_S13_pack(len(_b_model_version)))
+        _a(_L105[_ln] if (_ln := len(_b_model_version)) < 256 else _S13_pack(_ln))
         _a(_b_model_version)
         _b_weights_digest = v.weights_digest
-        _a(_S13_pack(len(_b_weights_digest)))
+        _a(_L105[_ln] if (_ln := len(_b_weights_digest)) < 256 else _S13_pack(_ln))
         _a(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        _a(_S174_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _a(_S176_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
         _a(_b_prompt_prefix)
-        _a(_S201_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present))
+        _a(_S203_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
-            _a(_S13_pack(len(_b)))
+            _a(_L105[_ln] if (_ln := len(_b)) < 256 else _S13_pack(_ln))
             _a(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
@@ -24980,14 +24982,14 @@ def _em_digest_tower(values):
 
 def _d_region_entry(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T205)
-    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S204.unpack_from(mv, pos)
-    _r204 = pos
+        raise _short(pos, end, _T207)
+    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S206.unpack_from(mv, pos)
+    _r206 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r204 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 4, path='reserved', expected=0, found=f_reserved)
     if not ((f_offset % 16384) == 0):
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r204 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r206 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -24997,13 +24999,13 @@ def _d_region_entry(mv, pos, end):
     return _obj, pos
 
 def _u_region_entry(mv, pos, end):
-    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S204.unpack_from(mv, pos)
-    _r204 = pos
+    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S206.unpack_from(mv, pos)
+    _r206 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r204 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 4, path='reserved', expected=0, found=f_reserved)
     if not f_offset % 16384 == 0:
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r204 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r206 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -25017,19 +25019,19 @@ def _m_region_entry(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S204_unpack_from = _S204.unpack_from
+    _S206_unpack_from = _S206.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S204_unpack_from(mv, pos)
-            _r204 = pos
+            f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S206_unpack_from(mv, pos)
+            _r206 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r204 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r206 + 4, path='reserved', expected=0, found=f_reserved)
             if not f_offset % 16384 == 0:
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r204 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r206 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
             _obj = _new(RegionEntry)
             _obj.kind = f_kind
             _obj.version = f_version
@@ -25046,44 +25048,44 @@ def _m_region_entry(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_region_entry(out, v):
-    out += _S204.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
+    out += _S206.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
 
 def _em_region_entry(values):
     out = bytearray()
-    _S204_pack = _S204.pack
+    _S206_pack = _S206.pack
     for v in values:
-        out += _S204_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
+        out += _S206_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
     return bytes(out)
 
 def _d_segment_header(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T207)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S206.unpack_from(mv, pos)
-    _r206 = pos
+        raise _short(pos, end, _T209)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S208.unpack_from(mv, pos)
+    _r208 = pos
     pos += 64
-    _s_magic = _r206
+    _s_magic = _r208
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r206, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r208, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 2):
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r206 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r208 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r206 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r208 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('segment header flags must be zero', offset=_r206 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero', offset=_r208 + 12, path='flags', expected='flags == 0', found=f_flags)
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r206 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range', offset=_r208 + 16, path='header_length', expected='72..1048576', found=f_header_length)
     if not (f_header_length == (72 + (32 * f_region_count))):
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r206 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r208 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 54, path='reserved', expected=0, found=f_reserved)
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r206 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r206 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r208 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r208 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 58, path='reserved2', expected=0, found=f_reserved2)
     _c = f_region_count
     if _c < 0 or _c * 32 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos)
@@ -25091,14 +25093,14 @@ def _d_segment_header(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T205)
-            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S204.unpack_from(mv, pos)
-            _r204 = pos
+                raise _short(pos, end, _T207)
+            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S206.unpack_from(mv, pos)
+            _r206 = pos
             pos += 32
             if _region_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r204 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r206 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
             if not ((_region_entry_f_offset % 16384) == 0):
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r204 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r206 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
             _region_entry__obj = _new(RegionEntry)
             _region_entry__obj.kind = _region_entry_f_kind
             _region_entry__obj.version = _region_entry_f_version
@@ -25128,37 +25130,37 @@ def _d_segment_header(mv, pos, end):
     return _obj, pos
 
 def _u_segment_header(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S206.unpack_from(mv, pos)
-    _r206 = pos
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S208.unpack_from(mv, pos)
+    _r208 = pos
     pos += 64
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r206, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r208, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not f_family_id == 2:
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r206 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r208 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r206 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r208 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not f_flags == 0:
-        raise ConstraintError('segment header flags must be zero', offset=_r206 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero', offset=_r208 + 12, path='flags', expected='flags == 0', found=f_flags)
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r206 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range', offset=_r208 + 16, path='header_length', expected='72..1048576', found=f_header_length)
     if not f_header_length == 72 + 32 * f_region_count:
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r206 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r208 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 54, path='reserved', expected=0, found=f_reserved)
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 58, path='reserved2', expected=0, found=f_reserved2)
     if f_region_count * 32 > end - pos:
         raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
     f_regions = []
     for _i in range(f_region_count):
-        _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S204.unpack_from(mv, pos)
-        _r204 = pos
+        _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S206.unpack_from(mv, pos)
+        _r206 = pos
         pos += 32
         if _region_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r204 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r206 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
         if not _region_entry_f_offset % 16384 == 0:
-            raise ConstraintError('region offset must be 16 KiB aligned', offset=_r204 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+            raise ConstraintError('region offset must be 16 KiB aligned', offset=_r206 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
         _region_entry__obj = _new(RegionEntry)
         _region_entry__obj.kind = _region_entry_f_kind
         _region_entry__obj.version = _region_entry_f_version
@@ -25170,7 +25172,7 @@ def _u_segment_header(mv, pos, end):
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
-    _ck = _ck_xxh3_64(mv[_r206:_e_regions])
+    _ck = _ck_xxh3_64(mv[_r208:_e_regions])
     if f_header_checksum != _ck:
         raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
     _obj = _new(SegmentHeader)
@@ -25187,45 +25189,45 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S204_unpack_from = _S204.unpack_from
     _S206_unpack_from = _S206.unpack_from
+    _S208_unpack_from = _S208.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S206_unpack_from(mv, pos)
-            _r206 = pos
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S208_unpack_from(mv, pos)
+            _r208 = pos
             pos += 64
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r206, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r208, path='magic', expected=b'ZEPEMBED', found=f_magic)
             if not f_family_id == 2:
-                raise ConstraintError('wrong family id (expected 2, segment)', offset=_r206 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 2, segment)', offset=_r208 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r206 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r208 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
             if not f_flags == 0:
-                raise ConstraintError('segment header flags must be zero', offset=_r206 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('segment header flags must be zero', offset=_r208 + 12, path='flags', expected='flags == 0', found=f_flags)
             if f_header_length < 72 or f_header_length > 1048576:
-                raise ConstraintError('value out of range', offset=_r206 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+                raise ConstraintError('value out of range', offset=_r208 + 16, path='header_length', expected='72..1048576', found=f_header_length)
             if not f_header_length == 72 + 32 * f_region_count:
-                raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r206 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+                raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r208 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r206 + 54, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r208 + 54, path='reserved', expected=0, found=f_reserved)
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r206 + 58, path='reserved2', expected=0, found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r208 + 58, path='reserved2', expected=0, found=f_reserved2)
             if f_region_count * 32 > end - pos:
                 raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
             f_regions = []
             for _i in range(f_region_count):
-                _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S204_unpack_from(mv, pos)
-                _r204 = pos
+                _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S206_unpack_from(mv, pos)
+                _r206 = pos
                 pos += 32
                 if _region_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r204 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r206 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
                 if not _region_entry_f_offset % 16384 == 0:
-                    raise ConstraintError('region offset must be 16 KiB aligned', offset=_r204 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                    raise ConstraintError('region offset must be 16 KiB aligned', offset=_r206 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
                 _region_entry__obj = _new(RegionEntry)
                 _region_entry__obj.kind = _region_entry_f_kind
                 _region_entry__obj.version = _region_entry_f_version
@@ -25237,7 +25239,7 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
             f_header_checksum, = _S6_unpack_from(mv, pos)
             _r6 = pos
             pos += 8
-            _ck = _ck_xxh3_64(mv[_r206:_e_regions])
+            _ck = _ck_xxh3_64(mv[_r208:_e_regions])
             if f_header_checksum != _ck:
                 raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
             _obj = _new(SegmentHeader)
@@ -25258,49 +25260,49 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
 
 def _e_segment_header(out, v):
     _s_magic = len(out)
-    out += _S206.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
+    out += _S208.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
     if len(v.regions) != len(v.regions):
         raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
     for _x in v.regions:
-        out += _S204.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
+        out += _S206.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
     f_header_checksum = _ck_xxh3_64((out if _s_magic == 0 else memoryview(out)[_s_magic:]))
     out += _S6.pack(f_header_checksum)
 
 def _em_segment_header(values):
     out = bytearray()
-    _S204_pack = _S204.pack
     _S206_pack = _S206.pack
+    _S208_pack = _S208.pack
     _S6_pack = _S6.pack
     for v in values:
         _s_magic = len(out)
-        out += _S206_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
+        out += _S208_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
         if len(v.regions) != len(v.regions):
             raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
         for _x in v.regions:
-            out += _S204_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
+            out += _S206_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
         out += _S6_pack(_ck_xxh3_64(memoryview(out)[_s_magic:]))
     return bytes(out)
 
 def _d_vector_header(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T209)
-    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S208.unpack_from(mv, pos)
-    _r208 = pos
+        raise _short(pos, end, _T211)
+    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S210.unpack_from(mv, pos)
+    _r210 = pos
     pos += 32
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r208, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r208, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r210, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r210, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 14, path='transform_kind', expected=0, found=f_transform_kind)
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 16, path='transform_seed', expected=0, found=f_transform_seed)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 28, path='reserved', expected=0, found=f_reserved)
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -25310,18 +25312,18 @@ def _d_vector_header(mv, pos, end):
     return _obj, pos
 
 def _u_vector_header(mv, pos, end):
-    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S208.unpack_from(mv, pos)
-    _r208 = pos
+    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S210.unpack_from(mv, pos)
+    _r210 = pos
     pos += 32
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 14, path='transform_kind', expected=0, found=f_transform_kind)
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 16, path='transform_seed', expected=0, found=f_transform_seed)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r210 + 28, path='reserved', expected=0, found=f_reserved)
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -25335,24 +25337,24 @@ def _m_vector_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S208_unpack_from = _S208.unpack_from
+    _S210_unpack_from = _S210.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S208_unpack_from(mv, pos)
-            _r208 = pos
+            f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S210_unpack_from(mv, pos)
+            _r210 = pos
             pos += 32
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r208 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_r210 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
             if f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r208 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_r210 + 14, path='transform_kind', expected=0, found=f_transform_kind)
             if f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r208 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_r210 + 16, path='transform_seed', expected=0, found=f_transform_seed)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r208 + 28, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r210 + 28, path='reserved', expected=0, found=f_reserved)
             _obj = _new(VectorHeader)
             _obj.scheme = f_scheme
             _obj.dims = f_dims
@@ -25369,36 +25371,36 @@ def _m_vector_header(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_vector_header(out, v):
-    out += _S208.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
+    out += _S210.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
 
 def _em_vector_header(values):
     out = bytearray()
-    _S208_pack = _S208.pack
+    _S210_pack = _S210.pack
     for v in values:
-        out += _S208_pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
+        out += _S210_pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
     return bytes(out)
 
 def _d_vector_codes_region(mv, pos, end):
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T209)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208.unpack_from(mv, pos)
-        _vector_header___r208 = pos
+            raise _short(pos, end, _T211)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210.unpack_from(mv, pos)
+        _vector_header___r210 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -25411,7 +25413,7 @@ def _d_vector_codes_region(mv, pos, end):
     _c = (f_header.row_stride * f_header.row_count)
     if _c < 0 or _c * 1 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-    f_codes = numpy.frombuffer(mv, _DT210, _c, pos)
+    f_codes = numpy.frombuffer(mv, _DT212, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
     _obj.header = f_header
@@ -25419,23 +25421,23 @@ def _d_vector_codes_region(mv, pos, end):
     return _obj, pos
 
 def _u_vector_codes_region(mv, pos, end):
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208.unpack_from(mv, pos)
-    _vector_header___r208 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210.unpack_from(mv, pos)
+    _vector_header___r210 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -25445,7 +25447,7 @@ def _u_vector_codes_region(mv, pos, end):
     _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
     if _c < 0 or _c * 1 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-    f_codes = numpy.frombuffer(mv, _DT210, _c, pos)
+    f_codes = numpy.frombuffer(mv, _DT212, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
     _obj.header = _vector_header___obj
@@ -25457,29 +25459,29 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S208_unpack_from = _S208.unpack_from
+    _S210_unpack_from = _S210.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208_unpack_from(mv, pos)
-            _vector_header___r208 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210_unpack_from(mv, pos)
+            _vector_header___r210 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -25489,7 +25491,7 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
             _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
             if _c < 0 or _c * 1 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-            f_codes = numpy.frombuffer(mv, _DT210, _c, pos)
+            f_codes = numpy.frombuffer(mv, _DT212, _c, pos)
             pos += _c * 1
             _obj = _new(VectorCodesRegion)
             _obj.header = _vector_header___obj
@@ -25505,17 +25507,17 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
 
 def _e_vector_codes_region(out, v):
     _vector_header__v = v.header
-    out += _S208.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S210.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.codes) != (v.header.row_stride * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.row_stride * v.header.row_count)) + ' items, found ' + str(len(v.codes)), path='codes')
     out += numpy.asarray(v.codes, dtype='<u1').tobytes()
 
 def _em_vector_codes_region(values):
     out = bytearray()
-    _S208_pack = _S208.pack
+    _S210_pack = _S210.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S208_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        out += _S210_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
         if len(v.codes) != v.header.row_stride * v.header.row_count:
             raise EncodeError('expected ' + str(v.header.row_stride * v.header.row_count) + ' items, found ' + str(len(v.codes)), path='codes')
         out += numpy.asarray(v.codes, dtype='<u1').tobytes()
@@ -25523,8 +25525,8 @@ def _em_vector_codes_region(values):
 
 def _d_bit4_factors(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T212)
-    f_scale, f_normalized_norm, f_normalized_correction = _S211.unpack_from(mv, pos)
+        raise _short(pos, end, _T214)
+    f_scale, f_normalized_norm, f_normalized_correction = _S213.unpack_from(mv, pos)
     pos += 12
     _obj = _new(Bit4Factors)
     _obj.scale = f_scale
@@ -25533,7 +25535,7 @@ def _d_bit4_factors(mv, pos, end):
     return _obj, pos
 
 def _u_bit4_factors(mv, pos, end):
-    f_scale, f_normalized_norm, f_normalized_correction = _S211.unpack_from(mv, pos)
+    f_scale, f_normalized_norm, f_normalized_correction = _S213.unpack_from(mv, pos)
     pos += 12
     _obj = _new(Bit4Factors)
     _obj.scale = f_scale
@@ -25546,13 +25548,13 @@ def _m_bit4_factors(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S211_unpack_from = _S211.unpack_from
+    _S213_unpack_from = _S213.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scale, f_normalized_norm, f_normalized_correction = _S211_unpack_from(mv, pos)
+            f_scale, f_normalized_norm, f_normalized_correction = _S213_unpack_from(mv, pos)
             pos += 12
             _obj = _new(Bit4Factors)
             _obj.scale = f_scale
@@ -25568,19 +25570,19 @@ def _m_bit4_factors(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_bit4_factors(out, v):
-    out += _S211.pack(v.scale, v.normalized_norm, v.normalized_correction)
+    out += _S213.pack(v.scale, v.normalized_norm, v.normalized_correction)
 
 def _em_bit4_factors(values):
     out = bytearray()
-    _S211_pack = _S211.pack
+    _S213_pack = _S213.pack
     for v in values:
-        out += _S211_pack(v.scale, v.normalized_norm, v.normalized_correction)
+        out += _S213_pack(v.scale, v.normalized_norm, v.normalized_correction)
     return bytes(out)
 
 def _d_int8_factors(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T214)
-    f_scale, f_offset = _S213.unpack_from(mv, pos)
+        raise _short(pos, end, _T216)
+    f_scale, f_offset = _S215.unpack_from(mv, pos)
     pos += 8
     _obj = _new(Int8Factors)
     _obj.scale = f_scale
@@ -25588,7 +25590,7 @@ def _d_int8_factors(mv, pos, end):
     return _obj, pos
 
 def _u_int8_factors(mv, pos, end):
-    f_scale, f_offset = _S213.unpack_from(mv, pos)
+    f_scale, f_offset = _S215.unpack_from(mv, pos)
     pos += 8
     _obj = _new(Int8Factors)
     _obj.scale = f_scale
@@ -25600,13 +25602,13 @@ def _m_int8_factors(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S213_unpack_from = _S213.unpack_from
+    _S215_unpack_from = _S215.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scale, f_offset = _S213_unpack_from(mv, pos)
+            f_scale, f_offset = _S215_unpack_from(mv, pos)
             pos += 8
             _obj = _new(Int8Factors)
             _obj.scale = f_scale
@@ -25621,36 +25623,36 @@ def _m_int8_factors(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_int8_factors(out, v):
-    out += _S213.pack(v.scale, v.offset)
+    out += _S215.pack(v.scale, v.offset)
 
 def _em_int8_factors(values):
     out = bytearray()
-    _S213_pack = _S213.pack
+    _S215_pack = _S215.pack
     for v in values:
-        out += _S213_pack(v.scale, v.offset)
+        out += _S215_pack(v.scale, v.offset)
     return bytes(out)
 
 def _d_vector_factors_region(mv, pos, end):
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T209)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208.unpack_from(mv, pos)
-        _vector_header___r208 = pos
+            raise _short(pos, end, _T211)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210.unpack_from(mv, pos)
+        _vector_header___r210 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -25695,23 +25697,23 @@ def _d_vector_factors_region(mv, pos, end):
 
 def _u_vector_factors_region(mv, pos, end):
     _isb = mv.__class__ is bytes
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208.unpack_from(mv, pos)
-    _vector_header___r208 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210.unpack_from(mv, pos)
+    _vector_header___r210 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -25755,29 +25757,29 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S208_unpack_from = _S208.unpack_from
+    _S210_unpack_from = _S210.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208_unpack_from(mv, pos)
-            _vector_header___r208 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210_unpack_from(mv, pos)
+            _vector_header___r210 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -25824,7 +25826,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
 
 def _e_vector_factors_region(out, v):
     _vector_header__v = v.header
-    out += _S208.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S210.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if ((v.header.scheme == 4) and (v.header.factor_stride == 12)):
         if len(v.bit4) != v.header.row_count:
             raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
@@ -25849,13 +25851,13 @@ def _em_vector_factors_region(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S208_pack = _S208.pack
+    _S210_pack = _S210.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
         _vector_header__v = v.header
-        _a(_S208_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
+        _a(_S210_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
         if v.header.scheme == 4 and v.header.factor_stride == 12:
             if len(v.bit4) != v.header.row_count:
                 raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
@@ -25882,24 +25884,24 @@ def _d_vector_rescore_region(mv, pos, end):
     _a_header = pos
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T209)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208.unpack_from(mv, pos)
-        _vector_header___r208 = pos
+            raise _short(pos, end, _T211)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210.unpack_from(mv, pos)
+        _vector_header___r210 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -25914,7 +25916,7 @@ def _d_vector_rescore_region(mv, pos, end):
     _c = (f_header.dims * f_header.row_count)
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    f_values = numpy.frombuffer(mv, _DT215, _c, pos)
+    f_values = numpy.frombuffer(mv, _DT217, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
     _obj.header = f_header
@@ -25923,23 +25925,23 @@ def _d_vector_rescore_region(mv, pos, end):
 
 def _u_vector_rescore_region(mv, pos, end):
     _a_header = pos
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208.unpack_from(mv, pos)
-    _vector_header___r208 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210.unpack_from(mv, pos)
+    _vector_header___r210 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -25951,7 +25953,7 @@ def _u_vector_rescore_region(mv, pos, end):
     _c = _vector_header___obj.dims * _vector_header___obj.row_count
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    f_values = numpy.frombuffer(mv, _DT215, _c, pos)
+    f_values = numpy.frombuffer(mv, _DT217, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
     _obj.header = _vector_header___obj
@@ -25963,30 +25965,30 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S208_unpack_from = _S208.unpack_from
+    _S210_unpack_from = _S210.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
             _a_header = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S208_unpack_from(mv, pos)
-            _vector_header___r208 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S210_unpack_from(mv, pos)
+            _vector_header___r210 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r208, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r210, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r208 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r210 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -25998,7 +26000,7 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
             _c = _vector_header___obj.dims * _vector_header___obj.row_count
             if _c < 0 or _c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-            f_values = numpy.frombuffer(mv, _DT215, _c, pos)
+            f_values = numpy.frombuffer(mv, _DT217, _c, pos)
             pos += _c * 4
             _obj = _new(VectorRescoreRegion)
             _obj.header = _vector_header___obj
@@ -26014,17 +26016,17 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
 
 def _e_vector_rescore_region(out, v):
     _vector_header__v = v.header
-    out += _S208.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S210.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.values) != (v.header.dims * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.dims * v.header.row_count)) + ' items, found ' + str(len(v.values)), path='values')
     out += numpy.asarray(v.values, dtype='<f4').tobytes()
 
 def _em_vector_rescore_region(values):
     out = bytearray()
-    _S208_pack = _S208.pack
+    _S210_pack = _S210.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S208_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        out += _S210_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
         if len(v.values) != v.header.dims * v.header.row_count:
             raise EncodeError('expected ' + str(v.header.dims * v.header.row_count) + ' items, found ' + str(len(v.values)), path='values')
         out += numpy.asarray(v.values, dtype='<f4').tobytes()
@@ -26032,7 +26034,7 @@ def _em_vector_rescore_region(values):
 
 def _d_columns_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T216)
+        raise _short(pos, end, _T218)
     f_row_count, f_column_count = _S41.unpack_from(mv, pos)
     pos += 8
     _c = f_column_count
@@ -26042,16 +26044,16 @@ def _d_columns_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T180)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S179.unpack_from(mv, pos)
-            _r179 = pos
+                raise _short(pos, end, _T182)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S181.unpack_from(mv, pos)
+            _r181 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r179 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r181 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -26086,12 +26088,12 @@ def _u_columns_region(mv, pos, end):
         raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
     f_defs = []
     for _i in range(f_column_count):
-        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S179.unpack_from(mv, pos)
-        _r179 = pos
+        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S181.unpack_from(mv, pos)
+        _r181 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+            raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
         _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -26118,7 +26120,7 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S179_unpack_from = _S179.unpack_from
+    _S181_unpack_from = _S181.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -26131,12 +26133,12 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
             f_defs = []
             for _i in range(f_column_count):
-                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S179_unpack_from(mv, pos)
-                _r179 = pos
+                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S181_unpack_from(mv, pos)
+                _r181 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r179 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                    raise ConstraintError('nullable must be 0 or 1', offset=_r181 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
                 _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -26170,7 +26172,7 @@ def _e_columns_region(out, v):
         raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
     for _x in v.defs:
         _column_def_b_name = _x.name.encode()
-        out += _S179.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S181.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     _b = v.data
     out += _b
@@ -26179,7 +26181,7 @@ def _em_columns_region(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S179_pack = _S179.pack
+    _S181_pack = _S181.pack
     _S41_pack = _S41.pack
     for v in values:
         if len(_all) >= 512:
@@ -26190,7 +26192,7 @@ def _em_columns_region(values):
             raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
         for _x in v.defs:
             _column_def_b_name = _x.name.encode()
-            _a(_S179_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name)))
+            _a(_S181_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name)))
             _a(_column_def_b_name)
         _b = v.data
         _a(_b)
@@ -26199,7 +26201,7 @@ def _em_columns_region(values):
 
 def _d_dictionary_column(mv, pos, end, p_rows):
     if pos + 4 > end:
-        raise _short(pos, end, _T217)
+        raise _short(pos, end, _T219)
     f_dict_count, = _S13.unpack_from(mv, pos)
     pos += 4
     _c = f_dict_count
@@ -26223,7 +26225,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('strings') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T218)
+        raise _short(pos, end, _T220)
     f_code_width, f_reserved = _S14.unpack_from(mv, pos)
     _r14 = pos
     pos += 4
@@ -26235,11 +26237,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-        _st = _RC219.get(_c)
+        _st = _RC221.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
-            if len(_RC219) < 64:
-                _RC219[_c] = _st
+            if len(_RC221) < 64:
+                _RC221[_c] = _st
         f_codes16 = list(_st.unpack_from(mv, pos))
         pos += _c * 2
     else:
@@ -26248,11 +26250,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-        _st = _RC220.get(_c)
+        _st = _RC222.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
-            if len(_RC220) < 64:
-                _RC220[_c] = _st
+            if len(_RC222) < 64:
+                _RC222[_c] = _st
         f_codes32 = list(_st.unpack_from(mv, pos))
         pos += _c * 4
     else:
@@ -26289,11 +26291,11 @@ def _u_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-        _st = _RC219.get(_c)
+        _st = _RC221.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
-            if len(_RC219) < 64:
-                _RC219[_c] = _st
+            if len(_RC221) < 64:
+                _RC221[_c] = _st
         f_codes16 = list(_st.unpack_from(mv, pos))
         pos += _c * 2
     else:
@@ -26302,11 +26304,11 @@ def _u_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-        _st = _RC220.get(_c)
+        _st = _RC222.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
-            if len(_RC220) < 64:
-                _RC220[_c] = _st
+            if len(_RC222) < 64:
+                _RC222[_c] = _st
         f_codes32 = list(_st.unpack_from(mv, pos))
         pos += _c * 4
     else:
@@ -26354,11 +26356,11 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-                _st = _RC219.get(_c)
+                _st = _RC221.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'H')
-                    if len(_RC219) < 64:
-                        _RC219[_c] = _st
+                    if len(_RC221) < 64:
+                        _RC221[_c] = _st
                 f_codes16 = list(_st.unpack_from(mv, pos))
                 pos += _c * 2
             else:
@@ -26367,11 +26369,11 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-                _st = _RC220.get(_c)
+                _st = _RC222.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'I')
-                    if len(_RC220) < 64:
-                        _RC220[_c] = _st
+                    if len(_RC222) < 64:
+                        _RC222[_c] = _st
                 f_codes32 = list(_st.unpack_from(mv, pos))
                 pos += _c * 4
             else:
@@ -26422,12 +26424,12 @@ def _em_dictionary_column(values, p_rows):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S13_pack(len(v.strings)))
+        _a(_L105[_ln] if (_ln := len(v.strings)) < 256 else _S13_pack(_ln))
         if len(v.strings) != len(v.strings):
             raise EncodeError('expected ' + str(len(v.strings)) + ' items, found ' + str(len(v.strings)), path='strings')
         for _x in v.strings:
             _b = _x.encode()
-            _a(_S13_pack(len(_b)))
+            _a(_L105[_ln] if (_ln := len(_b)) < 256 else _S13_pack(_ln))
             _a(_b)
         _a(_S14_pack(v.code_width, 0))
         if v.code_width == 2:
@@ -26447,7 +26449,7 @@ def _em_dictionary_column(values, p_rows):
 
 def _d_column_data(mv, pos, end, p_type, p_rows):
     if pos + 4 > end:
-        raise _short(pos, end, _T221)
+        raise _short(pos, end, _T223)
     f_presence_len, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -26464,11 +26466,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-        _st = _RC222.get(_c)
+        _st = _RC224.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
-            if len(_RC222) < 64:
-                _RC222[_c] = _st
+            if len(_RC224) < 64:
+                _RC224[_c] = _st
         f_u64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26477,11 +26479,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-        _st = _RC223.get(_c)
+        _st = _RC225.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
-            if len(_RC223) < 64:
-                _RC223[_c] = _st
+            if len(_RC225) < 64:
+                _RC225[_c] = _st
         f_i64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26490,11 +26492,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-        _st = _RC224.get(_c)
+        _st = _RC226.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
-            if len(_RC224) < 64:
-                _RC224[_c] = _st
+            if len(_RC226) < 64:
+                _RC226[_c] = _st
         f_f64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26503,11 +26505,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-        _st = _RC225.get(_c)
+        _st = _RC227.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
-            if len(_RC225) < 64:
-                _RC225[_c] = _st
+            if len(_RC227) < 64:
+                _RC227[_c] = _st
         f_bools = list(_st.unpack_from(mv, pos))
         pos += _c * 1
     else:
@@ -26515,7 +26517,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 5):
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T217)
+                raise _short(pos, end, _T219)
             _dictionary_column__f_dict_count, = _S13.unpack_from(mv, pos)
             pos += 4
             _dictionary_column___c = _dictionary_column__f_dict_count
@@ -26539,7 +26541,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             except DecodeError as _exc:
                 raise _exc.prefixed('[' + str(_dictionary_column___i) + ']').prefixed('strings') from None
             if pos + 4 > end:
-                raise _short(pos, end, _T218)
+                raise _short(pos, end, _T220)
             _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14.unpack_from(mv, pos)
             _dictionary_column___r14 = pos
             pos += 4
@@ -26551,11 +26553,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-                _dictionary_column___st = _RC219.get(_dictionary_column___c)
+                _dictionary_column___st = _RC221.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                    if len(_RC219) < 64:
-                        _RC219[_dictionary_column___c] = _dictionary_column___st
+                    if len(_RC221) < 64:
+                        _RC221[_dictionary_column___c] = _dictionary_column___st
                 _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
                 pos += _dictionary_column___c * 2
             else:
@@ -26564,11 +26566,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                     raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-                _dictionary_column___st = _RC220.get(_dictionary_column___c)
+                _dictionary_column___st = _RC222.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                    if len(_RC220) < 64:
-                        _RC220[_dictionary_column___c] = _dictionary_column___st
+                    if len(_RC222) < 64:
+                        _RC222[_dictionary_column___c] = _dictionary_column___st
                 _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
                 pos += _dictionary_column___c * 4
             else:
@@ -26632,11 +26634,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-        _st = _RC222.get(_c)
+        _st = _RC224.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
-            if len(_RC222) < 64:
-                _RC222[_c] = _st
+            if len(_RC224) < 64:
+                _RC224[_c] = _st
         f_u64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26645,11 +26647,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-        _st = _RC223.get(_c)
+        _st = _RC225.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
-            if len(_RC223) < 64:
-                _RC223[_c] = _st
+            if len(_RC225) < 64:
+                _RC225[_c] = _st
         f_i64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26658,11 +26660,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-        _st = _RC224.get(_c)
+        _st = _RC226.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
-            if len(_RC224) < 64:
-                _RC224[_c] = _st
+            if len(_RC226) < 64:
+                _RC226[_c] = _st
         f_f64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26671,11 +26673,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-        _st = _RC225.get(_c)
+        _st = _RC227.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
-            if len(_RC225) < 64:
-                _RC225[_c] = _st
+            if len(_RC227) < 64:
+                _RC227[_c] = _st
         f_bools = list(_st.unpack_from(mv, pos))
         pos += _c * 1
     else:
@@ -26704,11 +26706,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-            _dictionary_column___st = _RC219.get(_dictionary_column___c)
+            _dictionary_column___st = _RC221.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                if len(_RC219) < 64:
-                    _RC219[_dictionary_column___c] = _dictionary_column___st
+                if len(_RC221) < 64:
+                    _RC221[_dictionary_column___c] = _dictionary_column___st
             _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
             pos += _dictionary_column___c * 2
         else:
@@ -26717,11 +26719,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-            _dictionary_column___st = _RC220.get(_dictionary_column___c)
+            _dictionary_column___st = _RC222.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                if len(_RC220) < 64:
-                    _RC220[_dictionary_column___c] = _dictionary_column___st
+                if len(_RC222) < 64:
+                    _RC222[_dictionary_column___c] = _dictionary_column___st
             _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
             pos += _dictionary_column___c * 4
         else:
@@ -26784,11 +26786,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-                _st = _RC222.get(_c)
+                _st = _RC224.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'Q')
-                    if len(_RC222) < 64:
-                        _RC222[_c] = _st
+                    if len(_RC224) < 64:
+                        _RC224[_c] = _st
                 f_u64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -26797,11 +26799,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-                _st = _RC223.get(_c)
+                _st = _RC225.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'q')
-                    if len(_RC223) < 64:
-                        _RC223[_c] = _st
+                    if len(_RC225) < 64:
+                        _RC225[_c] = _st
                 f_i64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -26810,11 +26812,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-                _st = _RC224.get(_c)
+                _st = _RC226.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'd')
-                    if len(_RC224) < 64:
-                        _RC224[_c] = _st
+                    if len(_RC226) < 64:
+                        _RC226[_c] = _st
                 f_f64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -26823,11 +26825,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 1 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-                _st = _RC225.get(_c)
+                _st = _RC227.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'B')
-                    if len(_RC225) < 64:
-                        _RC225[_c] = _st
+                    if len(_RC227) < 64:
+                        _RC227[_c] = _st
                 f_bools = list(_st.unpack_from(mv, pos))
                 pos += _c * 1
             else:
@@ -26856,11 +26858,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-                    _dictionary_column___st = _RC219.get(_dictionary_column___c)
+                    _dictionary_column___st = _RC221.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                        if len(_RC219) < 64:
-                            _RC219[_dictionary_column___c] = _dictionary_column___st
+                        if len(_RC221) < 64:
+                            _RC221[_dictionary_column___c] = _dictionary_column___st
                     _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
                     pos += _dictionary_column___c * 2
                 else:
@@ -26869,11 +26871,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                         raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-                    _dictionary_column___st = _RC220.get(_dictionary_column___c)
+                    _dictionary_column___st = _RC222.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                        if len(_RC220) < 64:
-                            _RC220[_dictionary_column___c] = _dictionary_column___st
+                        if len(_RC222) < 64:
+                            _RC222[_dictionary_column___c] = _dictionary_column___st
                     _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
                     pos += _dictionary_column___c * 4
                 else:
@@ -27020,12 +27022,12 @@ def _em_column_data(values, p_type, p_rows):
             raise EncodeError('field is present but its condition is false', path='bools')
         if p_type == 5:
             _dictionary_column__v = v.dictionary
-            out += _S13_pack(len(_dictionary_column__v.strings))
+            out += _L105[_ln] if (_ln := len(_dictionary_column__v.strings)) < 256 else _S13_pack(_ln)
             if len(_dictionary_column__v.strings) != len(_dictionary_column__v.strings):
                 raise EncodeError('expected ' + str(len(_dictionary_column__v.strings)) + ' items, found ' + str(len(_dictionary_column__v.strings)), path='strings')
             for _dictionary_column___x in _dictionary_column__v.strings:
                 _dictionary_column___b = _dictionary_column___x.encode()
-                out += _S13_pack(len(_dictionary_column___b))
+                out += _L105[_ln] if (_ln := len(_dictionary_column___b)) < 256 else _S13_pack(_ln)
                 out += _dictionary_column___b
             out += _S14_pack(_dictionary_column__v.code_width, 0)
             if _dictionary_column__v.code_width == 2:
@@ -27047,7 +27049,7 @@ def _em_column_data(values, p_type, p_rows):
                 raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.raw_strings)), path='raw_strings')
             for _x in v.raw_strings:
                 _b = _x.encode()
-                out += _S13_pack(len(_b))
+                out += _L105[_ln] if (_ln := len(_b)) < 256 else _S13_pack(_ln)
                 out += _b
         elif v.raw_strings is not None:
             raise EncodeError('field is present but its condition is false', path='raw_strings')
@@ -27055,7 +27057,7 @@ def _em_column_data(values, p_type, p_rows):
 
 def _d_alive_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T226)
+        raise _short(pos, end, _T228)
     f_row_count, f_bitmap_len = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -27146,12 +27148,12 @@ def _em_alive_region(values):
 
 def _d_checksum_entry(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T228)
-    f_kind, f_reserved, f_chunk_index, f_checksum = _S227.unpack_from(mv, pos)
-    _r227 = pos
+        raise _short(pos, end, _T230)
+    f_kind, f_reserved, f_chunk_index, f_checksum = _S229.unpack_from(mv, pos)
+    _r229 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r227 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r229 + 2, path='reserved', expected=0, found=f_reserved)
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -27159,11 +27161,11 @@ def _d_checksum_entry(mv, pos, end):
     return _obj, pos
 
 def _u_checksum_entry(mv, pos, end):
-    f_kind, f_reserved, f_chunk_index, f_checksum = _S227.unpack_from(mv, pos)
-    _r227 = pos
+    f_kind, f_reserved, f_chunk_index, f_checksum = _S229.unpack_from(mv, pos)
+    _r229 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r227 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r229 + 2, path='reserved', expected=0, found=f_reserved)
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -27175,17 +27177,17 @@ def _m_checksum_entry(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S227_unpack_from = _S227.unpack_from
+    _S229_unpack_from = _S229.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_kind, f_reserved, f_chunk_index, f_checksum = _S227_unpack_from(mv, pos)
-            _r227 = pos
+            f_kind, f_reserved, f_chunk_index, f_checksum = _S229_unpack_from(mv, pos)
+            _r229 = pos
             pos += 16
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r227 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r229 + 2, path='reserved', expected=0, found=f_reserved)
             _obj = _new(ChecksumEntry)
             _obj.kind = f_kind
             _obj.chunk_index = f_chunk_index
@@ -27200,18 +27202,18 @@ def _m_checksum_entry(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_checksum_entry(out, v):
-    out += _S227.pack(v.kind, 0, v.chunk_index, v.checksum)
+    out += _S229.pack(v.kind, 0, v.chunk_index, v.checksum)
 
 def _em_checksum_entry(values):
     out = bytearray()
-    _S227_pack = _S227.pack
+    _S229_pack = _S229.pack
     for v in values:
-        out += _S227_pack(v.kind, 0, v.chunk_index, v.checksum)
+        out += _S229_pack(v.kind, 0, v.chunk_index, v.checksum)
     return bytes(out)
 
 def _d_checksum_table_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T229)
+        raise _short(pos, end, _T231)
     f_entry_count, f_chunk_size = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -27224,12 +27226,12 @@ def _d_checksum_table_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 16 > end:
-                raise _short(pos, end, _T228)
-            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S227.unpack_from(mv, pos)
-            _r227 = pos
+                raise _short(pos, end, _T230)
+            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S229.unpack_from(mv, pos)
+            _r229 = pos
             pos += 16
             if _checksum_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r227 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r229 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
             _checksum_entry__obj = _new(ChecksumEntry)
             _checksum_entry__obj.kind = _checksum_entry_f_kind
             _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -27252,11 +27254,11 @@ def _u_checksum_table_region(mv, pos, end):
         raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
     f_entries = []
     for _i in range(f_entry_count):
-        _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S227.unpack_from(mv, pos)
-        _r227 = pos
+        _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S229.unpack_from(mv, pos)
+        _r229 = pos
         pos += 16
         if _checksum_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r227 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r229 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
         _checksum_entry__obj = _new(ChecksumEntry)
         _checksum_entry__obj.kind = _checksum_entry_f_kind
         _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -27271,7 +27273,7 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S227_unpack_from = _S227.unpack_from
+    _S229_unpack_from = _S229.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -27287,11 +27289,11 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
             f_entries = []
             for _i in range(f_entry_count):
-                _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S227_unpack_from(mv, pos)
-                _r227 = pos
+                _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S229_unpack_from(mv, pos)
+                _r229 = pos
                 pos += 16
                 if _checksum_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r227 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r229 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
                 _checksum_entry__obj = _new(ChecksumEntry)
                 _checksum_entry__obj.kind = _checksum_entry_f_kind
                 _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -27313,18 +27315,18 @@ def _e_checksum_table_region(out, v):
     if len(v.entries) != len(v.entries):
         raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
     for _x in v.entries:
-        out += _S227.pack(_x.kind, 0, _x.chunk_index, _x.checksum)
+        out += _S229.pack(_x.kind, 0, _x.chunk_index, _x.checksum)
 
 def _em_checksum_table_region(values):
     out = bytearray()
-    _S227_pack = _S227.pack
+    _S229_pack = _S229.pack
     _S41_pack = _S41.pack
     for v in values:
         out += _S41_pack(len(v.entries), 65536)
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            out += _S227_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
+            out += _S229_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
     return bytes(out)
 
 def _d_document_version(mv, pos, end):
@@ -27482,7 +27484,7 @@ def _em_document_versions_region(values):
 def _d_stored_metadata_region(mv, pos, end):
     start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T230)
+        raise _short(pos, end, _T232)
     f_row_count, f_reserved, f_start = _S80.unpack_from(mv, pos)
     _r80 = pos
     pos += 16
@@ -27493,11 +27495,11 @@ def _d_stored_metadata_region(mv, pos, end):
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
-    _st = _RC231.get(_c)
+    _st = _RC233.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC231) < 64:
-            _RC231[_c] = _st
+        if len(_RC233) < 64:
+            _RC233[_c] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + (end - pos) > end:
@@ -27520,11 +27522,11 @@ def _u_stored_metadata_region(mv, pos, end):
         raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
     if f_row_count * 8 > end - pos:
         raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-    _st = _RC231.get(f_row_count)
+    _st = _RC233.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
-        if len(_RC231) < 64:
-            _RC231[f_row_count] = _st
+        if len(_RC233) < 64:
+            _RC233[f_row_count] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
@@ -27559,11 +27561,11 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
             if f_row_count * 8 > end - pos:
                 raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-            _st = _RC231.get(f_row_count)
+            _st = _RC233.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
-                if len(_RC231) < 64:
-                    _RC231[f_row_count] = _st
+                if len(_RC233) < 64:
+                    _RC233[f_row_count] = _st
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
@@ -27612,7 +27614,7 @@ def _em_stored_metadata_region(values):
 
 def _d_stored_text_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T232)
+        raise _short(pos, end, _T234)
     f_row_count, f_reserved = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -27628,11 +27630,11 @@ def _d_stored_text_region(mv, pos, end):
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
-    _st = _RC233.get(_c)
+    _st = _RC235.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC233) < 64:
-            _RC233[_c] = _st
+        if len(_RC235) < 64:
+            _RC235[_c] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + (end - pos) > end:
@@ -27659,11 +27661,11 @@ def _u_stored_text_region(mv, pos, end):
     pos += _n
     if f_row_count * 8 > end - pos:
         raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-    _st = _RC233.get(f_row_count)
+    _st = _RC235.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
-        if len(_RC233) < 64:
-            _RC233[f_row_count] = _st
+        if len(_RC235) < 64:
+            _RC235[f_row_count] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
@@ -27702,11 +27704,11 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
             pos += _n
             if f_row_count * 8 > end - pos:
                 raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-            _st = _RC233.get(f_row_count)
+            _st = _RC235.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
-                if len(_RC233) < 64:
-                    _RC233[f_row_count] = _st
+                if len(_RC235) < 64:
+                    _RC235[f_row_count] = _st
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
@@ -27773,8 +27775,8 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     pos += _n
     try:
         if pos + 12 > end:
-            raise _short(pos, end, _T212)
-        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S211.unpack_from(mv, pos)
+            raise _short(pos, end, _T214)
+        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S213.unpack_from(mv, pos)
         pos += 12
         _bit4_factors___obj = _new(Bit4Factors)
         _bit4_factors___obj.scale = _bit4_factors__f_scale
@@ -27784,21 +27786,21 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     except DecodeError as _exc:
         raise _exc.prefixed('factors') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T235)
-    f_degree, f_flags, f_reserved = _S234.unpack_from(mv, pos)
-    _r234 = pos
+        raise _short(pos, end, _T237)
+    f_degree, f_flags, f_reserved = _S236.unpack_from(mv, pos)
+    _r236 = pos
     pos += 4
     if not (f_degree <= p_max_degree):
-        raise ConstraintError('degree exceeds max_degree', offset=_r234, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree', offset=_r236, path='degree', expected='degree <= max_degree', found=f_degree)
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r234 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set', offset=_r236 + 1, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r234 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r236 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK236)
+    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK238)
     pos += _c * 4
     _n = (-(pos - start)) % 128
     if pos + _n > end:
@@ -27822,25 +27824,25 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
         raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
     f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
-    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S237.unpack_from(mv, pos)
+    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S239.unpack_from(mv, pos)
     pos += 12
     _bit4_factors___obj = _new(Bit4Factors)
     _bit4_factors___obj.scale = _bit4_factors__f_scale
     _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
     _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-    _r234 = pos
+    _r236 = pos
     pos += 4
     if not f_degree <= p_max_degree:
-        raise ConstraintError('degree exceeds max_degree', offset=_r234, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree', offset=_r236, path='degree', expected='degree <= max_degree', found=f_degree)
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r234 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set', offset=_r236 + 1, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r234 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r236 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-    f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK236)
+    f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK238)
     pos += _c * 4
     _n = -(pos - start) % 128
     if any(mv[pos:pos + _n]):
@@ -27860,7 +27862,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S237_unpack_from = _S237.unpack_from
+    _S239_unpack_from = _S239.unpack_from
     try:
         while True:
             if pos >= end:
@@ -27872,25 +27874,25 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
                 raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
             f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
-            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S237_unpack_from(mv, pos)
+            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S239_unpack_from(mv, pos)
             pos += 12
             _bit4_factors___obj = _new(Bit4Factors)
             _bit4_factors___obj.scale = _bit4_factors__f_scale
             _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
             _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-            _r234 = pos
+            _r236 = pos
             pos += 4
             if not f_degree <= p_max_degree:
-                raise ConstraintError('degree exceeds max_degree', offset=_r234, path='degree', expected='degree <= max_degree', found=f_degree)
+                raise ConstraintError('degree exceeds max_degree', offset=_r236, path='degree', expected='degree <= max_degree', found=f_degree)
             if f_flags & 252:
-                raise ConstraintError('undefined graph_block_flags bits set', offset=_r234 + 1, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined graph_block_flags bits set', offset=_r236 + 1, path='flags', expected='mask 0x3', found=f_flags)
             f_flags = GraphBlockFlags.from_int(f_flags)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r234 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r236 + 2, path='reserved', expected=0, found=f_reserved)
             _c = p_max_degree
             if _c < 0 or _c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-            f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK236)
+            f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK238)
             pos += _c * 4
             _n = -(pos - start) % 128
             if any(mv[pos:pos + _n]):
@@ -27918,19 +27920,19 @@ def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
         raise EncodeError('wrong length ' + str(len(_b)), path='codes')
     out += _b
     _bit4_factors__v = v.factors
-    out += _S211.pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
-    out += _S234.pack(v.degree, v.flags.to_int(), 0)
+    out += _S213.pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
+    out += _S236.pack(v.degree, v.flags.to_int(), 0)
     if len(v.neighbours) != p_max_degree:
         raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
-    if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK236:
+    if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK238:
         out += v.neighbours.raw
     else:
-        out += _PK236.encode_all(v.neighbours)
+        out += _PK238.encode_all(v.neighbours)
     out += bytes((-(len(out) - start)) % 128)
 
 def _em_graph_node_block(values, p_code_bytes, p_max_degree):
     out = bytearray()
-    _S237_pack = _S237.pack
+    _S239_pack = _S239.pack
     for v in values:
         start = len(out)
         _b = v.codes
@@ -27938,13 +27940,13 @@ def _em_graph_node_block(values, p_code_bytes, p_max_degree):
             raise EncodeError('wrong length ' + str(len(_b)), path='codes')
         out += _b
         _bit4_factors__v = v.factors
-        out += _S237_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction, v.degree, v.flags.to_int(), 0)
+        out += _S239_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction, v.degree, v.flags.to_int(), 0)
         if len(v.neighbours) != p_max_degree:
             raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
-        if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK236:
+        if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK238:
             out += v.neighbours.raw
         else:
-            out += _PK236.encode_all(v.neighbours)
+            out += _PK238.encode_all(v.neighbours)
         out += bytes(-(len(out) - start) % 128)
     return bytes(out)
 
@@ -27958,37 +27960,37 @@ def _d_graph_node_blocks_region(mv, pos, end, p_region_len):
     f_blocks = bytes(mv[pos:pos + _n])
     pos += _n
     if pos + 32 > end:
-        raise _short(pos, end, _T239)
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S238.unpack_from(mv, pos)
-    _r238 = pos
+        raise _short(pos, end, _T241)
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S240.unpack_from(mv, pos)
+    _r240 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r238, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r240, path='magic', expected=b'ZEGRNB01', found=f_magic)
     if not (f_version == 1):
-        raise UnsupportedError('unsupported graph node block version', offset=_r238 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version', offset=_r240 + 8, path='version', expected='version == 1', found=f_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph trailer flags must be zero', offset=_r238 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero', offset=_r240 + 10, path='flags', expected='flags == 0', found=f_flags)
     if not (f_dims > 0):
-        raise ConstraintError('graph dims must be positive', offset=_r238 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive', offset=_r240 + 12, path='dims', expected='dims > 0', found=f_dims)
     if not (((f_padded_dims % 128) == 0) and (f_padded_dims >= f_dims)):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r238 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r240 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r238 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r240 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if not (f_stride == (((((((f_padded_dims + 1) // 2) + 16) + (4 * f_max_degree)) + 127) // 128) * 128)):
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r238 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-    _e_node_count = _r238 + 32
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r240 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+    _e_node_count = _r240 + 32
     if not (len(f_blocks) == (f_stride * f_node_count)):
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r238 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+        raise ConstraintError('region length must be stride x node_count + 128', offset=_r240 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
     if pos + 96 > end:
-        raise _short(pos, end, _T241)
-    f_checksum, f_reserved_tail = _S240.unpack_from(mv, pos)
-    _r240 = pos
+        raise _short(pos, end, _T243)
+    f_checksum, f_reserved_tail = _S242.unpack_from(mv, pos)
+    _r242 = pos
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r240, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch', offset=_r242, path='checksum', expected=_ck, found=f_checksum)
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r240 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero', offset=_r242 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -28006,33 +28008,33 @@ def _u_graph_node_blocks_region(mv, pos, end, p_region_len):
         raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
     f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S242.unpack_from(mv, pos)
-    _r238 = pos
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S244.unpack_from(mv, pos)
+    _r240 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r238, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r240, path='magic', expected=b'ZEGRNB01', found=f_magic)
     if not f_version == 1:
-        raise UnsupportedError('unsupported graph node block version', offset=_r238 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version', offset=_r240 + 8, path='version', expected='version == 1', found=f_version)
     if not f_flags == 0:
-        raise ConstraintError('graph trailer flags must be zero', offset=_r238 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero', offset=_r240 + 10, path='flags', expected='flags == 0', found=f_flags)
     if not f_dims > 0:
-        raise ConstraintError('graph dims must be positive', offset=_r238 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive', offset=_r240 + 12, path='dims', expected='dims > 0', found=f_dims)
     if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r238 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r240 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r238 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r240 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r238 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-    _e_node_count = _r238 + 32
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r240 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+    _e_node_count = _r240 + 32
     if not len(f_blocks) == f_stride * f_node_count:
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r238 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-    _r240 = pos
+        raise ConstraintError('region length must be stride x node_count + 128', offset=_r240 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+    _r242 = pos
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r240, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch', offset=_r242, path='checksum', expected=_ck, found=f_checksum)
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r240 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero', offset=_r242 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -28048,7 +28050,7 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S242_unpack_from = _S242.unpack_from
+    _S244_unpack_from = _S244.unpack_from
     try:
         while True:
             if pos >= end:
@@ -28060,33 +28062,33 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
                 raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
             f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
-            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S242_unpack_from(mv, pos)
-            _r238 = pos
+            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S244_unpack_from(mv, pos)
+            _r240 = pos
             pos += 32
             if f_magic != b'ZEGRNB01':
-                raise ConstraintError('bad magic', offset=_r238, path='magic', expected=b'ZEGRNB01', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r240, path='magic', expected=b'ZEGRNB01', found=f_magic)
             if not f_version == 1:
-                raise UnsupportedError('unsupported graph node block version', offset=_r238 + 8, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported graph node block version', offset=_r240 + 8, path='version', expected='version == 1', found=f_version)
             if not f_flags == 0:
-                raise ConstraintError('graph trailer flags must be zero', offset=_r238 + 10, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph trailer flags must be zero', offset=_r240 + 10, path='flags', expected='flags == 0', found=f_flags)
             if not f_dims > 0:
-                raise ConstraintError('graph dims must be positive', offset=_r238 + 12, path='dims', expected='dims > 0', found=f_dims)
+                raise ConstraintError('graph dims must be positive', offset=_r240 + 12, path='dims', expected='dims > 0', found=f_dims)
             if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r238 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r240 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r238 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r240 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
             if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r238 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-            _e_node_count = _r238 + 32
+                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r240 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+            _e_node_count = _r240 + 32
             if not len(f_blocks) == f_stride * f_node_count:
-                raise ConstraintError('region length must be stride x node_count + 128', offset=_r238 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-            _r240 = pos
+                raise ConstraintError('region length must be stride x node_count + 128', offset=_r240 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+            _r242 = pos
             pos += 96
             _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r240, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch', offset=_r242, path='checksum', expected=_ck, found=f_checksum)
             if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r240 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+                raise ConstraintError('reserved bytes must be zero', offset=_r242 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
             _obj = _new(GraphNodeBlocksRegion)
             _obj.blocks = f_blocks
             _obj.dims = f_dims
@@ -28110,15 +28112,15 @@ def _e_graph_node_blocks_region(out, v, p_region_len):
         raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
     out += _b
     _e_node_count = len(out) + 32
-    out += _S238.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
+    out += _S240.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
     f_checksum = _ck_xxh3_64((out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
     out += _S6.pack(f_checksum)
-    out += _S243.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S245.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_graph_node_blocks_region(values, p_region_len):
     out = bytearray()
-    _S238_pack = _S238.pack
     _S240_pack = _S240.pack
+    _S242_pack = _S242.pack
     for v in values:
         _s_blocks = len(out)
         _b = v.blocks
@@ -28126,9 +28128,9 @@ def _em_graph_node_blocks_region(values, p_region_len):
             raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
         out += _b
         _e_node_count = len(out) + 32
-        out += _S238_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
+        out += _S240_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
         f_checksum = _ck_xxh3_64(out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count])
-        out += _S240_pack(f_checksum, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S242_pack(f_checksum, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------

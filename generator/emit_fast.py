@@ -1467,6 +1467,9 @@ class FastEmitter:
         static_padding(fn.body, formats)
         drop_len_marks(fn)
         fuse_packs(fn.body, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
+        if "_ln" not in {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}:
+            small_length_packs(fn, formats, lambda fmt: self.const(
+                "L", f"tuple(struct.pack({fmt!r}, _i) for _i in range({SMALL_LENGTHS}))"))
         nodes = list(ast.walk(fn))
         params = [a.arg for a in fn.args.args[2:]]
         hoisted: set[str] = set()
@@ -2875,3 +2878,43 @@ def fuse_packs(stmts: list[ast.stmt], formats: dict[str, str], new_struct) -> No
     for st in stmts:
         for sub in _sub_lists(st):
             fuse_packs(sub, formats, new_struct)
+
+
+SMALL_LENGTHS = 256  # lengths below this are written from a prebuilt table
+
+
+def small_length_packs(fn: ast.FunctionDef, formats: dict[str, str], new_table) -> int:
+    """``A.pack(len(x))``, ``A`` one unsigned integer (a length prefix), becomes
+    ``T[_ln] if (_ln := len(x)) < 256 else A.pack(_ln)``: the bytes of a short length
+    from a prebuilt tuple, with no call (a length is an exact int >= 0, so the index is
+    its value); longer ones, and one too large for ``A``, go to ``pack`` and its error
+    as before. Only for the many-record encoders. ``new_table(fmt)`` names the tuple of
+    ``pack(0) .. pack(255)``. Returns how many writes were rewritten."""
+    done = 0
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal done
+            self.generic_visit(node)
+            name = _pack_call(node, formats)
+            fmt = formats.get(name or "", "")
+            if name is None or len(node.args) != 1 or fmt[:1] not in "<>" \
+                    or fmt[1:] not in tuple(_UNSIGNED_CODES - {"N"}):
+                return node
+            arg = node.args[0]
+            if not (isinstance(arg, ast.Call) and _is_name(arg.func, "len")
+                    and len(arg.args) == 1 and not arg.keywords):
+                return node
+            done += 1
+            table = new_table(fmt)
+            fallback = ast.Call(node.func, [ast.Name("_ln", ast.Load())], [])
+            return ast.IfExp(
+                test=ast.Compare(ast.NamedExpr(ast.Name("_ln", ast.Store()), arg),
+                                 [ast.Lt()], [ast.Constant(SMALL_LENGTHS)]),
+                body=ast.Subscript(ast.Name(table, ast.Load()), ast.Name("_ln", ast.Load()),
+                                   ast.Load()),
+                orelse=fallback)
+
+    fn.body = [Rewrite().visit(st) for st in fn.body]
+    ast.fix_missing_locations(fn)
+    return done

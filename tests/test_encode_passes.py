@@ -1,7 +1,8 @@
 """The many-record encoders' passes (generator/emit_fast.py): ``static_padding`` (a
 padding's length from the lengths of the pieces before it, not from ``len(out)``),
-``drop_len_marks`` and ``fuse_packs`` (consecutive fixed writes, and a switch tag with
-each case's first fixed run, in one ``pack``). Each is checked on small functions: the
+``drop_len_marks``, ``fuse_packs`` (consecutive fixed writes, and a switch tag with
+each case's first fixed run, in one ``pack``) and ``small_length_packs`` (a short length
+prefix from a prebuilt table). Each is checked on small functions: the
 rewritten source, and that it writes exactly the bytes the original did."""
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ import textwrap
 
 import pytest
 
-from bytewright.generator.emit_fast import drop_len_marks, fuse_packs, static_padding
+from bytewright.generator.emit_fast import (
+    SMALL_LENGTHS,
+    drop_len_marks,
+    fuse_packs,
+    small_length_packs,
+    static_padding,
+)
 
 FORMATS = {"_S1": "<I", "_S2": "<H", "_S3": "<16s", "_S4": "<12sI", "_S5": "<QQ", "_S6": "I"}
 
@@ -168,3 +175,67 @@ def test_a_write_is_not_copied_into_cases_where_it_would_not_fuse():
     fn = _fn(src)
     assert _passes(fn, dict(FORMATS)) == {}
     assert ast.unparse(fn) == ast.unparse(_fn(src))  # untouched
+
+
+LENGTHS = """
+def enc(out, k, items):
+    out += _S2.pack(len(k))
+    out += k
+    out += _S1.pack(len(items))
+    out += _S5.pack(len(k), 1)
+    out += _S6.pack(len(k))
+    out += _S1.pack(len(k) + 1)
+"""
+
+
+def _lengths() -> tuple[ast.FunctionDef, dict[str, str], dict[str, str], int]:
+    formats = dict(FORMATS)
+    fn = _fn(LENGTHS)
+    tables: dict[str, str] = {}
+
+    def new(fmt: str) -> str:
+        name = f"_L{len(tables)}"
+        tables[name] = fmt
+        return name
+
+    n = small_length_packs(fn, formats, new)
+    return fn, formats, tables, n
+
+
+@pytest.mark.parametrize("k", [0, 1, 255, 256, 1000, 65535])
+def test_a_short_length_prefix_comes_from_a_table_and_the_bytes_are_the_same(k):
+    fn, formats, tables, n = _lengths()
+    src = ast.unparse(fn)
+    # one unsigned integer of len(...) only: not a pair, not native order, not a sum
+    assert n == 2 and list(tables.values()) == ["<H", "<I"]
+    assert "_L0[_ln] if (_ln := len(k)) < 256 else _S2.pack(_ln)" in src
+    assert "_L1[_ln] if (_ln := len(items)) < 256 else _S1.pack(_ln)" in src
+    for kept in ("_S5.pack(len(k), 1)", "_S6.pack(len(k))", "_S1.pack(len(k) + 1)"):
+        assert kept in src
+    ns = _structs(formats)
+    for name, fmt in tables.items():
+        ns[name] = tuple(struct.pack(fmt, i) for i in range(SMALL_LENGTHS))
+    exec(compile(fn_module(fn), "<t>", "exec"), ns)
+    key, items = bytes(k), list(range(k))
+    got = bytearray()
+    ns["enc"](got, key, items)
+    assert bytes(got) == _run(_fn(LENGTHS), formats, key, items)
+
+
+def test_a_length_too_large_for_its_prefix_still_raises_struct_error():
+    formats = dict(FORMATS, _S7="<B", _S8="<b")
+    fn = _fn("def enc(out, k):\n    out += _S7.pack(len(k))\n    out += _S8.pack(len(k))\n")
+    assert small_length_packs(fn, formats, lambda fmt: "_L0") == 1  # not the signed byte
+    assert "_S8.pack(len(k))" in ast.unparse(fn)
+    ns = _structs(formats)
+    ns["_L0"] = tuple(struct.pack("<B", i) for i in range(SMALL_LENGTHS))
+    exec(compile(fn_module(fn), "<t>", "exec"), ns)
+    out = bytearray()
+    ns["enc"](out, b"x" * 127)
+    assert bytes(out) == b"\x7f\x7f"
+    with pytest.raises(struct.error):
+        ns["enc"](bytearray(), b"x" * 256)  # the table's fallback: pack's own error
+
+
+def fn_module(fn: ast.FunctionDef) -> ast.Module:
+    return ast.fix_missing_locations(ast.Module([fn], []))
