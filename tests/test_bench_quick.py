@@ -155,7 +155,8 @@ def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
     for row in m["htt_replay"]["by_size"].values():
         rounds = row["replay_vs_decode_only_cpu_rounds"]
         assert row["rounds"] == len(rounds) == measure.REPLAY_ROUNDS
-        assert min(rounds) <= row["replay_vs_decode_only_cpu"] <= max(rounds)
+        # the rounds are kept to 3 decimals (rounding keeps order: compare rounded)
+        assert min(rounds) <= round(row["replay_vs_decode_only_cpu"], 3) <= max(rounds)
         assert row["replay_minor_faults"] > 0 and row["replay_fault_cpu_s"] > 0
     assert m["htt_replay"]["minor_fault_us"] > 0
     # the scaling row carries the machine's floor: bare node loops into a dict and a list
