@@ -13,7 +13,9 @@ Method: every contender's output is checked against the fast path's before timin
 (``agree``; that run is also the warm-up) and called WARM_CALLS times on a short prefix, so
 that CPython has specialized its bytecode. Timing runs in ``repeat`` interleaved rounds,
 each running every contender once (so a slow spell of a shared machine lands on a whole
-round, not on one contender); a timing is the median of its rounds; the cyclic GC is
+round, not on one contender); outside ``--quick`` a contender's run repeats its call back
+to back until it lasts MIN_RUN_S and counts the mean per call (``_loops``: runs of a few
+tens of milliseconds swung by a fifth between rounds); a timing is the median of its rounds; the cyclic GC is
 collected before and disabled during every run of every contender alike. Slow
 contenders (Construct) run on a prefix of the corpus and are scaled per item.
 Ratios are the median over rounds of ``time(hand) / time(contender)`` within a round
@@ -31,6 +33,7 @@ import dataclasses
 import gc
 import io
 import json
+import math
 import random
 import statistics
 import sys
@@ -64,6 +67,10 @@ CONSTRUCT_SHARE = 10  # Construct contenders time 1/10 of the corpus (and at mos
 # one is measured in the state a long-running program sees.
 WARM_CALLS = 10
 WARM_ITEMS = 20
+# a timed run of the fast path, hand or the floor lasts at least this long (back-to-back
+# calls on the same corpus, see ``_loops``); slow contenders run once per round anyway
+MIN_RUN_S = 0.1
+MAX_LOOPS = 20
 
 
 @dataclass
@@ -324,29 +331,45 @@ def kladde_case(n: int) -> Case:
 
 # -- running -------------------------------------------------------------------------------
 
-def _once(fn: Callable, arg: Any) -> float:
-    """CPU time of one run, the cyclic GC collected before and paused during it."""
+def _once(fn: Callable, arg: Any, loops: int = 1) -> float:
+    """CPU time of one call (the mean of ``loops`` back-to-back calls), the cyclic GC
+    collected before and paused during them."""
     gc.collect()
     gc.disable()
     try:
         # CPU time of this process: every contender is single-threaded and CPU-bound, and
         # on a shared machine wall time mostly measures the other programs
         t0 = time.process_time()
-        fn(arg)
-        return time.process_time() - t0
+        for _ in range(loops):
+            fn(arg)
+        return (time.process_time() - t0) / loops
     finally:
         gc.enable()
 
 
-def _rounds(timers: dict[str, tuple[Callable, Any, int]], repeat: int) -> dict[str, list]:
-    """Every timer's CPU times, interleaved: round r runs each contender once (those with
-    fewer runs than r are skipped), so a slow spell of the machine lands on every
-    contender of a round rather than on whichever was being timed alone."""
+def _loops(one_call_s: float, min_s: float) -> int:
+    """How many back-to-back calls make one timed run last at least ``min_s`` (at most
+    MAX_LOOPS): a run of a few tens of milliseconds on a shared machine swings by a fifth
+    from one round to the next, and a median of five such rounds is not a measurement."""
+    if min_s <= 0 or one_call_s >= min_s:
+        return 1
+    return min(MAX_LOOPS, math.ceil(min_s / max(one_call_s, 1e-9)))
+
+
+def _rounds(timers: dict[str, tuple[Callable, Any, int]], repeat: int,
+            min_s: float = 0.0) -> dict[str, list]:
+    """Every timer's CPU time per call, interleaved: round r runs each contender once
+    (those with fewer runs than r are skipped), so a slow spell of the machine lands on
+    every contender of a round rather than on whichever was being timed alone. With
+    ``min_s``, a contender timed in every round is first called once more to size its
+    runs (``_loops``), so that each of its timed runs lasts at least ``min_s``."""
+    loops = {k: _loops(_once(fn, arg), min_s) if min_s > 0 and runs > 1 else 1
+             for k, (fn, arg, runs) in timers.items()}
     times: dict[str, list] = {k: [] for k in timers}
     for r in range(repeat):
         for k, (fn, arg, runs) in timers.items():
             if r < runs:
-                times[k].append(_once(fn, arg))
+                times[k].append(_once(fn, arg, loops[k]))
     return times
 
 
@@ -367,7 +390,7 @@ def _encode_input(case: Case, name: str) -> Any:
     return dec(case.data) if dec is not None else case.values  # type: ignore[attr-defined]
 
 
-def floor_ratios(case: Case, repeat: int) -> dict:
+def floor_ratios(case: Case, repeat: int, min_s: float = 0.0) -> dict:
     """The fast path, hand and the case's floor decoder (``Case.floor``) timed side by side
     as ``run_case`` times contenders (checked against the fast path, specialized, then
     interleaved rounds): how far the fast path is from the least any decoder of the same
@@ -381,13 +404,13 @@ def floor_ratios(case: Case, repeat: int) -> dict:
     for name, fn in fns.items():
         agree[name] = bool(fn(case.data) == ref)
         _specialize(fn, warm_in)
-    times = _rounds({k: (fn, case.data, repeat) for k, fn in fns.items()}, repeat)
+    times = _rounds({k: (fn, case.data, repeat) for k, fn in fns.items()}, repeat, min_s)
     return {"items": case.n, "rounds": repeat, "agree": agree,
             "ratio_vs_hand": {k: _ratio(times["hand"], times[k]) for k in fns},
             "fast_vs_floor": _ratio(times["floor"], times["fast"])}
 
 
-def run_case(case: Case, repeat: int) -> dict:
+def run_case(case: Case, repeat: int, min_s: float = 0.0) -> dict:
     ref = case.decoders["fast"](case.data)
     res: dict[str, Any] = {"items": case.n, "unit": case.unit, "bytes": len(case.data),
                            "decode": {}, "encode": {}, "agree": {}, "skipped": dict(case.skipped),
@@ -420,7 +443,7 @@ def run_case(case: Case, repeat: int) -> dict:
         any(items[k] == small_n for k in items if k != "hand")
     if on_prefix:
         timers["hand@prefix"] = (timers["hand"][0], small, repeat)
-    times = _rounds(timers, repeat)
+    times = _rounds(timers, repeat, min_s)
     for name, k in items.items():
         t = statistics.median(times[name])
         res["decode"][name] = {"seconds_per_item": t / k, "items_timed": k,
@@ -459,7 +482,7 @@ def run_case(case: Case, repeat: int) -> dict:
             _specialize(fn, ins[k][0][:WARM_ITEMS])
         copies = {f"{k}@{i}": (fn, ins[k][i], repeat)
                   for i in (0, 1) for k, fn in case.encoders.items()}
-        t2 = _rounds(copies, repeat)
+        t2 = _rounds(copies, repeat, min_s)
         # a round's time for an encoder: its two copies, each timed as one call
         times = {k: [a + b for a, b in zip(t2[f"{k}@0"], t2[f"{k}@1"], strict=True)]
                  for k in case.encoders}
@@ -513,11 +536,13 @@ def run(quick: bool = False, repeat: int | None = None, only: list[str] | None =
         log: Callable[[str], None] | None = None) -> dict:
     """Every case (or ``only``), one after the other; the JSON-able report."""
     repeat = repeat or (3 if quick else 5)
+    min_s = 0.0 if quick else MIN_RUN_S  # --quick checks the machinery, not the figures
     t0 = time.perf_counter()
     report: dict[str, Any] = {"quick": quick, "repeat": repeat, "python": sys.version.split()[0],
                               "method": "median CPU time (time.process_time) of repeat "
-                                        "interleaved rounds (each runs every contender once) "
-                                        "after one warm-up on the corpus and "
+                                        "interleaved rounds (each runs every contender once; "
+                                        f"a run lasts >= {min_s} s: back-to-back calls, "
+                                        "their mean per call) after one warm-up on the corpus and "
                                         f"{WARM_CALLS} calls on a {WARM_ITEMS}-item prefix "
                                         "(bytecode specialized); gc collected then disabled "
                                         "in every run of every contender; ratio = median "
@@ -528,7 +553,7 @@ def run(quick: bool = False, repeat: int | None = None, only: list[str] | None =
             continue
         n = SIZES[name][1 if quick else 0]
         case = build(n)
-        report["cases"][name] = run_case(case, repeat)
+        report["cases"][name] = run_case(case, repeat, min_s)
         if log:
             log(format_case(name, report["cases"][name]))
     report["seconds"] = round(time.perf_counter() - t0, 1)

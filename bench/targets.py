@@ -664,7 +664,8 @@ class Profiler:
         from . import harness
 
         c = harness.BUILDERS[name](harness.SIZES[name][1 if self.quick else 0])
-        r = harness.floor_ratios(c, 3 if self.quick else 9)
+        r = harness.floor_ratios(c, 3 if self.quick else 9,
+                                 0.0 if self.quick else harness.MIN_RUN_S)
         return {"label": f"{name}: floor, {c.n:,} {c.unit}", "kind": "floor",
                 "floor_fn": f"bench/hand.py::{c.floor.__name__}", **r, "rows": []}
 

@@ -205,6 +205,38 @@ def test_contenders_are_timed_in_interleaved_rounds_and_ratios_pair_rounds():
     assert harness._ratio([2.0, 2.0, 2.0], [1.0]) == 2.0
 
 
+def test_a_short_run_is_repeated_until_it_lasts_the_minimum():
+    assert harness._loops(0.02, 0.1) == 5
+    assert harness._loops(0.03, 0.1) == 4  # rounded up: never shorter than the minimum
+    assert harness._loops(0.2, 0.1) == 1
+    assert harness._loops(0.0, 0.1) == harness.MAX_LOOPS  # a call too quick to time
+    assert harness._loops(0.01, 0.0) == 1  # no minimum: one call, as --quick runs
+
+
+def test_rounds_give_the_time_per_call_of_the_back_to_back_calls(monkeypatch):
+    now = [0.0]
+    calls = {"fast": 0, "hand": 0, "slow": 0}
+
+    def contender(name, cost):
+        def run(_arg):
+            calls[name] += 1
+            now[0] += cost
+        return run
+
+    monkeypatch.setattr(harness.time, "process_time", lambda: now[0])
+    timers = {"fast": (contender("fast", 0.02), None, 3),
+              "hand": (contender("hand", 0.25), None, 3),
+              "slow": (contender("slow", 0.01), None, 1)}
+    times = harness._rounds(timers, 3, 0.1)
+    # one call sizes the runs; then five calls a round for fast, one for hand; a contender
+    # timed in one round only is not sized (it is the slow, sampled kind)
+    assert calls == {"fast": 1 + 3 * 5, "hand": 1 + 3, "slow": 1}
+    assert times["fast"] == pytest.approx([0.02] * 3)
+    assert times["hand"] == pytest.approx([0.25] * 3)
+    assert times["slow"] == pytest.approx([0.01])
+    assert harness._ratio(times["hand"], times["fast"]) == pytest.approx(12.5)
+
+
 def test_every_contender_is_specialized_before_it_is_timed():
     calls = []
     harness._specialize(calls.append, b"x")
