@@ -51,9 +51,9 @@ from bytewright.generated import ze as z
 
 from . import hand
 
-# items per case: default, quick (CI). The default sizes keep each timed run of the fast
-# path and hand at 0.1-0.5 s (enough for stable medians) so that the whole
-# `bench --baselines` run (with bench/measure.py) stays under 5 minutes on 2 cores
+# items per case: default, quick (CI). One call of the fast path or hand takes 9-165 ms at
+# the default sizes (each timed run is stretched to MIN_RUN_S by back-to-back calls), and
+# the whole `bench --baselines` run (with bench/measure.py) stays under 5 minutes on 2 cores
 SIZES = {
     "htt_wal": (30_000, 3_000), "htt_wal_tail20": (20_000, 1_000),
     "ze_op7_768": (3_000, 200), "ze_graph_nodes": (20_000, 2_000),
