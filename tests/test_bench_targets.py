@@ -248,6 +248,44 @@ def test_replay_scaling_names_the_machines_dict_floor():
     assert "dict" not in plain["values"][0]["note"] and "dict" not in (plain["why"] or "")
 
 
+def test_replay_scaling_says_where_the_cost_grows_and_does_not_blame_a_dict_that_scales():
+    """The why splits replay's CPU time beyond decode-only per entry at both sizes (and
+    the page faults'), and when the bare dict loop itself meets 0.9x it says the dict is
+    not the reason instead of blaming it."""
+    rep = _report(replay_sizes=(10_000, 1_000_000))
+    rows = rep["measure"]["htt_replay"]["by_size"]
+    for n, replay, decode, faults in ((10_000, 0.043, 0.041, 0.0073),
+                                      (1_000_000, 5.71, 4.21, 0.77)):
+        rows[str(n)].update({"entries": n, "replay_cpu_s": replay, "decode_only_cpu_s": decode,
+                             "replay_fault_cpu_s": faults,
+                             "replay_entries_per_cpu_s": n / replay})
+    # user time scales; system time (the state's page faults) grows per entry
+    rows["10000"].update({"replay_user_s": 0.035, "replay_sys_s": 0.008,
+                          "replay_minor_faults": 3_700})
+    rows["1000000"].update({"replay_user_s": 3.6, "replay_sys_s": 2.1,
+                            "replay_minor_faults": 370_000})
+    rep["measure"]["htt_replay"]["state_floor"] = {
+        "sizes": [10_000, 1_000_000], "dict": 0.91, "list": 1.42,
+        "dict_entries_per_cpu_s": [900_000.0, 819_000.0],
+        "list_entries_per_cpu_s": [1_000_000.0, 1_420_000.0]}
+    sc = _by_id(rep)["replay_scaling"]
+    assert sc["met"] is False
+    assert "costs 0.20 us at 10,000 and 1.50 us at 1,000,000" in sc["why"]
+    assert "decode-only 4.10 -> 4.21 us" in sc["why"]
+    assert "page faults at the probe's rate 0.73 -> 0.77 us" in sc["why"]
+    assert "user time 3.50 -> 3.60 us per entry (alone it scales 0.97x)" in sc["why"]
+    assert "system time 0.80 -> 2.10 us" in sc["why"]
+    assert "2.2 -> 5.7 us of system time per first-touch page fault" in sc["why"]
+    assert "In user time replay scales 0.97x: the loss is the kernel's" in sc["why"]
+    assert "meets 0.9x by itself: the dict of 1,000,000 paths is not what is missing" in sc["why"]
+    assert "no dict-keyed state avoids" not in sc["why"]
+    # the missed replay-vs-decode-only value at 1M gets the same split, 10k against 1M
+    rv = _by_id(rep)["replay_vs_decode_only"]
+    assert rv["met"] is False
+    assert "costs 0.20 us at 10,000 and 1.50 us at 1,000,000" in rv["why"]
+    assert "In user time replay scales 0.97x" in rv["why"]
+
+
 def test_replay_targets_are_judged_on_cpu_time_when_the_report_has_it():
     """Wall figures move with whatever else runs on the machine; the children also
     record CPU time (user + system), and the replay targets are read from it."""
