@@ -158,6 +158,10 @@ def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
         # the rounds are kept to 3 decimals (rounding keeps order: compare rounded)
         assert min(rounds) <= round(row["replay_vs_decode_only_cpu"], 3) <= max(rounds)
         assert row["replay_minor_faults"] > 0 and row["replay_fault_cpu_s"] > 0
+        # the replay child's CPU time, split into user and system (getrusage), adds up
+        # to no more than its process time (both clocks count the same CPU)
+        assert row["replay_user_s"] > 0 and row["replay_sys_s"] >= 0
+        assert row["replay_user_s"] + row["replay_sys_s"] <= row["replay_cpu_s"] * 1.5 + 0.02
     assert m["htt_replay"]["minor_fault_us"] > 0
     # the scaling row carries the machine's floor: bare node loops into a dict and a list
     floor = m["htt_replay"]["state_floor"]
