@@ -398,16 +398,15 @@ def _replay_split(lo: dict, hi: dict) -> str:
                  f" -> {per(hi, 'replay_fault_cpu_s'):.2f} us")
     if all(r.get(k) is not None for r in (lo, hi) for k in ("replay_user_s", "replay_sys_s")):
         # the replay child's own user / system split: where the loss is, CPU or kernel
+        user = per(lo, "replay_user_s") / per(hi, "replay_user_s")  # user-time scaling
         text += (f"; replay's user time {per(lo, 'replay_user_s'):.2f} -> "
-                 f"{per(hi, 'replay_user_s'):.2f} us per entry (alone it scales "
-                 f"{lo['replay_user_s'] / lo['entries'] / (hi['replay_user_s'] / hi['entries']):.2f}x)"
+                 f"{per(hi, 'replay_user_s'):.2f} us per entry (alone it scales {user:.2f}x)"
                  f", system time {per(lo, 'replay_sys_s'):.2f} -> {per(hi, 'replay_sys_s'):.2f} us")
         faults = lo.get("replay_minor_faults"), hi.get("replay_minor_faults")
         if all(faults):
             text += (f" ({lo['replay_sys_s'] / faults[0] * 1e6:.1f} -> "
                      f"{hi['replay_sys_s'] / faults[1] * 1e6:.1f} us of system time per "
                      f"first-touch page fault: {faults[0]:,} -> {faults[1]:,} faults)")
-        user = lo["replay_user_s"] / lo["entries"] / (hi["replay_user_s"] / hi["entries"])
         if user >= 0.9 and per(hi, "replay_sys_s") > per(lo, "replay_sys_s"):
             text += (f". In user time replay scales {user:.2f}x: the loss is the kernel's, "
                      "the live state's fresh pages costing more each as the process grows "
