@@ -8,7 +8,9 @@ with its child refs and statements (absolute ids and offsets, after the cursor r
 as hex (``--current``: the journal replayed over the committed state); ``fold`` opens the
 file for writing, which replays the journal into a new epoch, and refuses when
 valid-looking transactions follow damage unless ``--discard-after OFFSET`` names the
-offset ``info`` reported (the cut bytes still go to ``FILE.discarded-OFFSET``);
+offset ``info`` reported (the cut bytes still go to ``FILE.discarded-OFFSET``, as a
+torn tail's do), and when the governing header is the older slot because the newer one
+is damaged while a journal of the newer epoch still verifies;
 ``salvage FILE OUT`` writes every transaction that still verifies, before and after the
 damage, into a new kladde file for a human to judge. Errors are one line: exit 1 for
 corrupt data or a refusal, 2 for usage, 3 for I/O (see docs/recovery.md).
@@ -106,7 +108,7 @@ def _fold(kf, args) -> int:
                        f"first, or pass --discard-after {j.stop_offset} to cut there")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below, in one line
-        with Store.open(args.file) as store:
+        with Store.open(args.file, discard_after=args.discard_after) as store:
             out = {"epoch": store.epoch, "folded_transactions": len(j.transactions),
                    "discarded": store.discarded}
     if args.json:

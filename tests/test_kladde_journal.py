@@ -338,8 +338,13 @@ def test_damage_in_the_middle_is_kept_in_a_side_file_on_open(tmp_path):
     j = jn.journal_of(open_file(path))
     assert j.stop == "checksum mismatch" and j.valid_after == 3 and j.damaged
     assert "3 valid-looking transactions follow" in j.describe()
+    # valid-looking transactions follow the damage: the writer open refuses unless
+    # discard_after repeats the offset of the damage (nothing is dropped silently)
+    with pytest.raises(Corrupt, match="discard_after"):
+        Store.open(path)
+    assert path.read_bytes() == bytes(data)
     with pytest.warns(UserWarning, match="valid-looking"):
-        s = Store.open(path)
+        s = Store.open(path, discard_after=t.offset)
     with s:
         side = s.discarded
         assert side == f"{path}.discarded-{t.offset}"

@@ -14,6 +14,7 @@ from .errors import (
     KladdeError,
     NotKladde,
     OutOfBounds,
+    Poisoned,
     UnsupportedVersion,
 )
 from .journal import CurrentState, Journal, ReplayLimit, Transaction, recover, salvage
@@ -34,7 +35,7 @@ from .writer import Store, empty_file, encode_table, pack_tables
 __all__ = [
     "Allocation", "Conflict", "Corrupt", "CurrentState", "DanglingPointer", "Journal",
     "KladdeError", "KladdeFile", "Limits", "NotKladde", "OutOfBounds", "PAGE_SIZE",
-    "ReplayLimit", "Stmt", "Store", "Transaction", "UnsupportedVersion",
+    "Poisoned", "ReplayLimit", "Stmt", "Store", "Transaction", "UnsupportedVersion",
     "check_no_conflicts", "conflicts", "empty_file", "encode_table", "load", "open_file",
     "pack_tables", "pick_header", "recover", "resolve_statements", "salvage", "statements_of",
 ]

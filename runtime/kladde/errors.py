@@ -52,3 +52,17 @@ class DanglingPointer(BytewrightError, KeyError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+class Poisoned(BytewrightError):
+    """An earlier write to the file failed, so the store's memory may no longer match the
+    file (a transaction half written, or written but not known to be durable). Every later
+    operation raises this; reopening the file recovers its durable state."""
+
+    def __init__(self, file: str | None, cause: BaseException) -> None:
+        what = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        super().__init__(f"{file or 'kladde store'}: an earlier write failed ({what}); the "
+                         "store may no longer match the file: close it and reopen the file "
+                         "(reopening recovers the durable state)")
+        self.file = file
+        self.cause = cause

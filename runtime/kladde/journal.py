@@ -35,6 +35,7 @@ import google_crc32c
 import numpy as np
 
 from ...generated import kladde as g
+from .. import cut as _cut
 from ..errors import DecodeError
 from ..varint import decode_uleb128
 from . import limits as _limits
@@ -47,6 +48,9 @@ STREAM_BYTES = _field("journal_page", "next")["offset"]
 TRAILER_CRC_AT = _field("journal_page", "crc")["offset"]
 #: the stored transaction CRC's width
 CRC_SIZE = _field("journal_transaction", "crc")["size"]
+#: the unit a disk loses or zeroes at once: zeros from such a boundary to the end of a
+#: page may be damage rather than the journal's clean end
+SECTOR = 512
 
 Tag = g.JournalTag
 
@@ -233,12 +237,35 @@ def _map(spans: list, rel: int) -> int:
 def recover(data, header_epoch: int, journal_pointer: int, *,
             limits: _limits.Limits = _limits.DEFAULT, name: str | None = None) -> Journal:
     """Read the valid prefix of segment ``header_epoch + 1`` starting at ``journal_pointer``."""
+    return _read(data, header_epoch, journal_pointer, limits=limits, name=name, classify=True)
+
+
+def committed_at(data, header_epoch: int, page: int) -> int:
+    """How many transactions of segment ``header_epoch + 1`` verify when its stream is read
+    from the start of ``page`` (0 when none does). Nothing past them is looked at: a cheap
+    probe for a segment whose header is no longer readable."""
+    try:
+        return len(_read(data, header_epoch, page, limits=_limits.DEFAULT, name=None,
+                         classify=False).transactions)
+    except Corrupt:  # a CRC match whose records do not decode: still a verifying stream
+        return 1
+
+
+def _read(data, header_epoch: int, journal_pointer: int, *, limits: _limits.Limits,
+          name: str | None, classify: bool) -> Journal:
     mv = memoryview(data)
     npages = len(mv) // PAGE_SIZE
     seg = header_epoch + 1
     j = Journal(seg, journal_pointer)
     if journal_pointer < 2 or journal_pointer >= npages:
         return j
+
+    def stopped(at: int, kind: str, detail: str) -> None:
+        if classify:
+            _stopped(j, s, at, kind, detail, limits)
+        else:
+            j.stop, j.stop_offset, j.detail = kind, at, detail
+
     s = _Stream(mv, npages, journal_pointer, chain_seed(seg))
     while True:
         start = s.offset()
@@ -256,30 +283,29 @@ def recover(data, header_epoch: int, journal_pointer: int, *,
         if spans:
             start = spans[0][1]  # the prefix may begin on the next page
         if not ok:
-            _stopped(j, s, start, "trailer", s.why, limits)
+            stopped(start, "trailer", s.why)
             break
         if prefix[-1] >= 0x80:
-            _stopped(j, s, start, "length", "the length prefix runs past 5 bytes", limits)
+            stopped(start, "length", "the length prefix runs past 5 bytes")
             break
         length, _ = decode_uleb128(prefix)
         if length > _limits.TRANSACTION_BYTES or length > len(mv):
-            _stopped(j, s, start, "length",
-                     f"a transaction length of {length} bytes runs past the file", limits)
+            stopped(start, "length", f"a transaction length of {length} bytes runs past the file")
             break
         payload = s.read(length, spans_p := [])
         if payload is None:
-            _stopped(j, s, start, "trailer", s.why, limits)
+            stopped(start, "trailer", s.why)
             break
         expected = s.chain
         crc_bytes = s.read(CRC_SIZE, [], feed=False)
         if crc_bytes is None:
-            _stopped(j, s, start, "trailer", s.why, limits)
+            stopped(start, "trailer", s.why)
             break
         raw = bytes(prefix) + payload + crc_bytes
         txn, _ = g.decode_journal_transaction(raw)
         if txn.crc != expected:
-            _stopped(j, s, start, "checksum mismatch",
-                     f"transaction {len(j.transactions)} fails its chain CRC", limits)
+            stopped(start, "checksum mismatch",
+                    f"transaction {len(j.transactions)} fails its chain CRC")
             break
         index = len(j.transactions)
         try:
@@ -303,8 +329,19 @@ def _stopped(j: Journal, s: _Stream, at: int, kind: str, detail: str,
     j.stop_offset = at
     j.detail = detail
     if _all_zero_rest(s, at):  # no trailer either, so the stream cannot go on
-        j.stop = "end"
-        j.detail = "only zero bytes follow"
+        # a zeroed sector over the end of a page looks the same from inside the page;
+        # when the zeros start on a sector boundary, look at the page after it too
+        after = _scan(s, at, limits) if at % SECTOR == 0 else []
+        if not after:
+            j.stop = "end"
+            j.detail = "only zero bytes follow"
+            return
+        j.stop = kind
+        j.detail = (f"{detail}; only zero bytes follow on page {at // PAGE_SIZE} (its "
+                    "trailer too), yet the journal goes on after it")
+        j.valid_after = len(after)
+        j.valid_after_offsets = after
+        j.scan_complete = s.scan_complete
         return
     after = _scan(s, at, limits)
     j.scan_complete = s.scan_complete
@@ -326,11 +363,31 @@ def _all_zero_rest(s: _Stream, at: int) -> bool:
     return not any(rest)
 
 
+def _framed(mv: memoryview, page: int) -> bool:
+    """Whether ``page`` is a framed (data or address-table) page whose CRC verifies."""
+    try:
+        g.decode_page(mv, page * PAGE_SIZE)
+    except DecodeError:
+        return False
+    return True
+
+
+def _guess_next(s: _Stream, page: int, seen: set) -> int | None:
+    """Where the stream most likely went on when ``page``'s trailer cannot be used (zeroed
+    or damaged): the next page of the file, where journal pages are appended, unless
+    that page is outside the file, already read, or a framed page (not journal)."""
+    nxt = page + 1
+    if nxt < 2 or nxt >= s.npages or nxt in seen or _framed(s.mv, nxt):
+        return None
+    return nxt
+
+
 def _raw_stream(s: _Stream, at: int, limits: _limits.Limits):
     """The stream bytes from file offset ``at`` on, following trailers by range only.
 
     Returns ``(bytes, file_offsets, boundaries)``; ``boundaries`` maps a stream index
-    where a page ended to that trailer's next bytes.
+    where a page ended to that trailer's next bytes. A trailer that cannot be used is
+    taken to name the next page of the file (:func:`_guess_next`).
     """
     mv = s.mv
     out = bytearray()
@@ -340,7 +397,12 @@ def _raw_stream(s: _Stream, at: int, limits: _limits.Limits):
     pos = at - page * PAGE_SIZE
     if pos >= STREAM_BYTES:
         pos = STREAM_BYTES
-    seen = set(s.pages)
+    # only the pages read before the damage: a transaction that failed may already have
+    # crossed into the next page, and that page must still be scanned
+    if page in s.pages:
+        seen = set(s.pages[:s.pages.index(page) + 1])
+    else:
+        seen = set(s.pages) | {page}
     s.scan_complete = True
     while True:
         if len(out) >= limits.scan_bytes:
@@ -351,7 +413,9 @@ def _raw_stream(s: _Stream, at: int, limits: _limits.Limits):
         jp, _ = g.decode_journal_page(mv, page * PAGE_SIZE)
         nxt = jp.next
         if nxt < 2 or nxt >= s.npages or nxt in seen:
-            break
+            nxt = _guess_next(s, page, seen)
+            if nxt is None:
+                break
         seen.add(nxt)
         bounds[len(out)] = _next_bytes(nxt)
         page, pos = nxt, 0
@@ -489,13 +553,16 @@ def apply_record(t, rec: g.JournalRecord) -> None:
 
 def splice_into(t, alloc_id: int, offset: int, old_len: int, data: bytes) -> None:
     """Replace ``[offset, offset+old_len)`` with ``data`` (growing first if needed)."""
-    cur = bytearray(t.read(alloc_id)) if t.exists(alloc_id) else bytearray()
+    size = t.size(alloc_id) if t.exists(alloc_id) else 0
     end = offset + old_len
-    if len(cur) < end:
-        cur.extend(bytes(end - len(cur)))
-    new_size = len(cur) - old_len + len(data)
+    grown = max(size, end)
+    new_size = grown - old_len + len(data)
     if new_size > U32_MAX:
         raise OutOfBounds(f"a Splice makes allocation {alloc_id} larger than 2**32 - 1 bytes")
+    t._limit(alloc_id, max(grown, new_size))  # before a byte of it is materialised
+    cur = bytearray(t.read(alloc_id)) if t.exists(alloc_id) else bytearray()
+    if len(cur) < end:
+        cur.extend(bytes(end - len(cur)))
     tail = bytes(data) + bytes(cur[end:])
     t.write(alloc_id, offset, tail)
     t.resize(alloc_id, new_size)
@@ -504,9 +571,13 @@ def splice_into(t, alloc_id: int, offset: int, old_len: int, data: bytes) -> Non
 def copy_into(t, src: int, src_offset: int, length: int, dst: int, dst_offset: int, *,
               move: bool = False) -> None:
     """Copy (or Move) ``length`` bytes; unwritten or missing source bytes read as zero."""
+    if dst_offset + length > U32_MAX:
+        raise OutOfBounds(f"range {dst_offset}+{length} past 2**32 - 1")
+    t._limit(dst, dst_offset + length)  # before the copied bytes are materialised
     if t.exists(src):
-        have = t.read(src)
-        piece = bytes(have[src_offset:src_offset + length])
+        have = t.size(src)
+        lo = min(src_offset, have)
+        piece = t.read(src, lo, min(src_offset + length, have) - lo)
         piece += bytes(length - len(piece))
     else:
         piece = bytes(length)
@@ -647,8 +718,9 @@ def _slice(buf, alloc_id: int, offset: int, length: int | None):
 class SegmentWriter:
     """Appends transactions to one segment: the stream across pages, trailers, the chain.
 
-    ``io`` provides ``pwrite(fd, data, offset)``, ``ftruncate(fd, size)`` and
-    ``fsync(fd)`` (the store's write steps, so tests can inject a crash at each).
+    ``io`` provides ``pwrite(fd, data, offset)``, ``fsync(fd)`` and the ``ftruncate``
+    step :func:`bytewright.runtime.cut.grow` extends the file with (the store's write
+    steps, so tests can inject a crash at each).
     """
 
     def __init__(self, segment_epoch: int, first_page: int, *, chain: int | None = None,
@@ -685,7 +757,7 @@ class SegmentWriter:
     def _ensure(io, fd: int, page: int) -> None:
         # the file always ends on a page boundary: extend it before writing into a new page
         if os.fstat(fd).st_size < (page + 1) * PAGE_SIZE:
-            io.ftruncate(fd, (page + 1) * PAGE_SIZE)
+            _cut.grow(fd, (page + 1) * PAGE_SIZE, io=io)
 
     def _stream(self, data: bytes, feed: bool, io, fd: int, next_page) -> None:
         view = memoryview(data)

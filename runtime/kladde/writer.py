@@ -26,10 +26,12 @@ import warnings
 from dataclasses import dataclass, field
 
 from ...generated import kladde as g
+from .. import cut as _cut
 from ..atomic import fsync_dir, write_all
-from ..errors import EncodeError
+from ..errors import ChecksumError, DecodeError, EncodeError
 from . import journal as jn
-from .errors import DanglingPointer, OutOfBounds
+from . import limits as _limits
+from .errors import Corrupt, DanglingPointer, OutOfBounds, Poisoned
 from .model import (
     CONTENT_OFFSET,
     GROW,
@@ -50,17 +52,13 @@ from .model import (
 from .reader import KladdeFile, load
 
 
-class OsIO:
-    """The store's write steps; tests substitute one that crashes after step k."""
+class OsIO(_cut.OsSteps):
+    """The store's write steps; tests substitute one that crashes after step k. Its
+    ``ftruncate`` and ``fsync`` are the steps of ``runtime.cut`` (the file only changes
+    length through :func:`bytewright.runtime.cut.grow` and ``cut``)."""
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> None:
         write_all(fd, data, offset)
-
-    def ftruncate(self, fd: int, size: int) -> None:
-        os.ftruncate(fd, size)
-
-    def fsync(self, fd: int) -> None:
-        os.fsync(fd)
 
 
 HEADER_FANOUT = 256
@@ -236,10 +234,13 @@ class Store:
     """A kladde file opened for writing: read committed state, edit, flush epochs."""
 
     def __init__(self, path: str | os.PathLike, fd: int, table: KladdeFile, *,
-                 io: OsIO | None = None) -> None:
+                 io: OsIO | None = None, limits: _limits.Limits = _limits.DEFAULT) -> None:
         self.path = os.fspath(path)
         self.fd = fd
         self.io = io or OsIO()
+        self.limits = limits
+        self.poisoned: Poisoned | None = None  # set by a failed write: the store is unusable
+        self._replaying = False  # replay at open materialises under limits.replay_*
         self.table = table
         self.dirty: dict[int, _Dirty] = {}
         self.fields = {k: getattr(table.header, k) for k in
@@ -248,7 +249,7 @@ class Store:
         self.pending: list = []  # journal records of the open transaction
         self._journaling = True
         self.recovered: jn.Journal | None = None  # what open() found in the journal
-        self.discarded: str | None = None  # side file of journal bytes cut at open
+        self.discarded: str | None = None  # side file of the journal bytes a fold dropped
         self.segment = jn.SegmentWriter(table.epoch + 1, table.header.journal_pointer)
 
     # -- lifecycle -----------------------------------------------------------------
@@ -265,33 +266,53 @@ class Store:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, io: OsIO | None = None) -> Store:
+    def open(cls, path: str | os.PathLike, *, io: OsIO | None = None,
+             discard_after: int | None = None,
+             limits: _limits.Limits = _limits.DEFAULT) -> Store:
         """Open for writing: replay the journal and fold it into a new epoch (facts.md §8).
 
-        A non-empty recovered journal is folded (flushed) before any new append. When
-        valid-looking transactions follow damage in the journal, the segment's bytes from
-        the damage on are first copied to ``FILE.discarded-OFFSET`` (fsynced) and a
-        warning is issued: the fold moves the journal pointer past them.
+        A non-empty recovered journal is folded (flushed) before any new append; replaying
+        it is bounded by ``limits`` as the read-only replay is (:class:`jn.ReplayLimit`).
+        The fold moves the journal pointer past the segment, so every byte it leaves
+        behind (a torn tail, or damage and what follows it) is first kept in
+        ``FILE.discarded-OFFSET`` (fsynced, never overwriting an earlier side file).
+
+        Refused (``Corrupt``, the file untouched) when valid-looking transactions follow
+        damage in the journal, unless ``discard_after`` repeats the offset of the damage
+        (``Journal.stop_offset``); then a warning names the side file. Refused too when
+        the newer header slot is damaged and a journal of its epoch still verifies: the
+        older slot governs, and folding its journal would overwrite the damaged slot and
+        lose those committed transactions.
         """
+        name = os.fspath(path)
         fd = os.open(path, os.O_RDWR)
         try:
             os.fsync(fd)  # retires the older header's world (facts.md §7.1, reuse rule)
             data = _read_all(fd)
-            table = load(data, name=os.fspath(path))
+            table = load(data, name=name, limits=limits)
+            _check_other_slot(data, table, name)
             journal = jn.recover(data, table.epoch, table.header.journal_pointer,
-                                 name=os.fspath(path))
+                                 limits=limits, name=name)
+            if journal.damaged and discard_after != journal.stop_offset:
+                at = journal.stop_offset
+                raise Corrupt(f"{journal.describe()}; folding would drop the transactions "
+                              f"from offset {at} on: salvage them first (`bytewright kladde "
+                              f"salvage`), or pass discard_after={at} (`kladde fold "
+                              f"--discard-after {at}`) to cut there", offset=at,
+                              path=f"journal[{len(journal.transactions)}]", file=name)
         except BaseException:
             os.close(fd)
             raise
-        store = cls(path, fd, table, io=io)
+        store = cls(path, fd, table, io=io, limits=limits)
         store.recovered = journal
-        if journal.transactions or journal.damaged:
+        if journal.transactions or journal.stop not in ("empty", "end"):
             try:
-                if journal.damaged:
-                    store.discarded = _keep_discarded(path, data, journal)
-                    warnings.warn(f"{os.fspath(path)}: {journal.describe()}; the bytes from "
-                                  f"offset {journal.stop_offset} were copied to "
-                                  f"{store.discarded}", stacklevel=2)
+                if journal.stop not in ("empty", "end") and journal.stop_offset is not None:
+                    at = journal.stop_offset
+                    store.discarded = _cut.keep(path, memoryview(data)[at:], at)
+                    if journal.damaged:
+                        warnings.warn(f"{name}: {journal.describe()}; the bytes from offset "
+                                      f"{at} were copied to {store.discarded}", stacklevel=2)
                 store._replay(journal)
                 store.flush()
             except BaseException:
@@ -301,18 +322,45 @@ class Store:
 
     def _replay(self, journal: jn.Journal) -> None:
         self._journaling = False
+        self._replaying = True
         try:
             for txn in journal.transactions:
                 for i, rec in enumerate(txn.records):
                     try:
                         jn.apply_record(self, rec)
+                    except jn.ReplayLimit:
+                        raise
                     except OutOfBounds as exc:
-                        from .errors import Corrupt
                         raise Corrupt(f"journal transaction {txn.index} record {i} breaks a "
                                       f"bound: {exc}", offset=txn.offset,
                                       path=f"journal[{txn.index}].records[{i}]") from None
         finally:
             self._journaling = True
+            self._replaying = False
+
+    def _limit(self, alloc_id: int, size: int) -> None:
+        """The read-only replay's bound on one materialised allocation, at open."""
+        if self._replaying and size > self.limits.replay_allocation_bytes:
+            raise jn.ReplayLimit(
+                f"replaying the journal would materialise allocation {alloc_id} at {size} "
+                f"bytes (limit {self.limits.replay_allocation_bytes}; raise "
+                "limits.replay_allocation_bytes)")
+
+    def _usable(self) -> None:
+        if self.poisoned is not None:
+            raise self.poisoned
+        if self.fd < 0:
+            raise EncodeError("store is closed")
+
+    @contextlib.contextmanager
+    def _writing(self):
+        # a failed write leaves memory and file out of step (a transaction half written,
+        # or written and retried): nothing may run on this store after it
+        try:
+            yield
+        except BaseException as exc:
+            self.poisoned = Poisoned(self.path, exc)
+            raise
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -331,6 +379,7 @@ class Store:
 
     # -- reading (current state, edits included) -------------------------------------
     def exists(self, alloc_id: int) -> bool:
+        self._usable()
         d = self.dirty.get(alloc_id)
         if d is not None:
             return d.exists
@@ -338,6 +387,7 @@ class Store:
 
     def read(self, alloc_id: int, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes ``[offset, offset+length)`` of the current state (``length`` None: to the end)."""
+        self._usable()
         d = self.dirty.get(alloc_id)
         if d is not None:
             if not d.exists:
@@ -346,6 +396,7 @@ class Store:
         return self.table.read(alloc_id, offset, length)
 
     def size(self, alloc_id: int) -> int:
+        self._usable()
         d = self.dirty.get(alloc_id)
         if d is not None:
             if not d.exists:
@@ -357,6 +408,7 @@ class Store:
         return alloc.size
 
     def ids(self) -> list[int]:
+        self._usable()
         out = set(self.table.ids())
         for i, d in self.dirty.items():
             (out.add if d.exists else out.discard)(i)
@@ -364,6 +416,7 @@ class Store:
 
     # -- edits ---------------------------------------------------------------------------
     def _touch(self, alloc_id: int) -> _Dirty:
+        self._usable()
         if not 1 <= alloc_id <= U32_MAX:
             raise OutOfBounds(f"allocation id {alloc_id} outside 1..2**32-1")
         d = self.dirty.get(alloc_id)
@@ -372,6 +425,7 @@ class Store:
             if alloc is None:
                 d = _Dirty(False, 0, False, bytearray(), 0)
             else:
+                self._limit(alloc_id, alloc.size)
                 content = bytearray(alloc.content(self.table.mv))
                 d = _Dirty(True, alloc.size, True, content, alloc.size)
             self.dirty[alloc_id] = d
@@ -405,6 +459,7 @@ class Store:
         d = self._live(alloc_id)
         end = offset + len(data)
         if end > len(d.content):
+            self._limit(alloc_id, end)
             d.content.extend(bytes(end - len(d.content)))
         d.content[offset:end] = data
         d.mark(offset, end)
@@ -416,6 +471,7 @@ class Store:
         d = self._live(alloc_id)
         end = offset + length
         if end > len(d.content):
+            self._limit(alloc_id, end)
             d.content.extend(bytes(end - len(d.content)))
         d.content[offset:end] = bytes(length)
         d.mark(offset, end)
@@ -430,6 +486,7 @@ class Store:
             d.clip(n)
             d.low = min(d.low, n)
         else:
+            self._limit(alloc_id, n)
             d.content.extend(bytes(n - len(d.content)))
         self._log(jn.resize(alloc_id, n))
 
@@ -445,6 +502,7 @@ class Store:
 
     def splice(self, alloc_id: int, offset: int, old_len: int, data: bytes) -> None:
         """Replace ``[offset, offset+old_len)`` with ``data``, shifting the tail."""
+        self._usable()
         self._bound(offset, old_len)
         self._bound(offset, len(data))
         with self._quiet():
@@ -460,6 +518,7 @@ class Store:
         self._copy(src, src_offset, length, dst, dst_offset, True)
 
     def _copy(self, src, src_offset, length, dst, dst_offset, move: bool) -> None:
+        self._usable()
         self._bound(src_offset, length)
         self._bound(dst_offset, length)
         for i in (src, dst):
@@ -489,8 +548,7 @@ class Store:
         Durable once this returns (fsynced); a crash before that loses the whole
         transaction and nothing else. Returns the number of records written.
         """
-        if self.fd < 0:
-            raise EncodeError("store is closed")
+        self._usable()
         if not self.pending:
             return 0
         if self.segment.page < 2:
@@ -500,17 +558,39 @@ class Store:
             self.flush()
             return n
         payload = jn.check_records(self.pending)
-        self.segment.append(payload, self.io, self.fd, self._next_journal_page)
-        self.io.fsync(self.fd)
+        with self._writing():
+            self.segment.append(payload, self.io, self.fd, self._next_journal_page)
+            self.io.fsync(self.fd)
         n = len(self.pending)
         self.pending = []
         return n
+
+    def _commit_epoch(self, epoch: int, file_pages: int, pages: list[bytes],
+                      header: bytes) -> None:
+        io = self.io
+        # 1. data and table pages, appended past the end of the file
+        base = max(file_pages, 2) * PAGE_SIZE
+        if file_pages < 2:
+            _cut.grow(self.fd, 2 * PAGE_SIZE, io=io)
+        for i, page in enumerate(pages):
+            io.pwrite(self.fd, page, base + i * PAGE_SIZE)
+        # 2. fsync: everything the new header references is durable before the header
+        io.fsync(self.fd)
+        # 3. the commit: header into slot E mod 2 (the older slot), then fsync
+        slot_at = (epoch % 2) * PAGE_SIZE
+        old = os.pread(self.fd, PAGE_SIZE, slot_at)
+        if any(old) and _slot_problem(old, epoch % 2) is not None:
+            _cut.keep_overwritten(self.path, old, slot_at,
+                                  reason=f"header slot {epoch % 2} does not verify")
+        io.pwrite(self.fd, header, slot_at)
+        io.fsync(self.fd)
 
     def _next_journal_page(self) -> int:
         return max(os.fstat(self.fd).st_size // PAGE_SIZE, self.segment.page + 1)
 
     def set_header(self, **fields) -> None:
         """Set root_allocation, schema_table, consolidator_state or root_fingerprint."""
+        self._usable()
         for k, v in fields.items():
             if k not in self.fields:
                 raise EncodeError(f"unknown header field {k!r}")
@@ -519,15 +599,18 @@ class Store:
     # -- flush ---------------------------------------------------------------------------
     def statements_for_flush(self, data_alloc) -> list[Stmt]:
         """The next epoch's statements (sorted); ``data_alloc(bytes) -> address``."""
+        self._usable()
         out: list[Stmt] = []
         for alloc_id in sorted(self.dirty):
             out.extend(_emit(alloc_id, self.dirty[alloc_id], data_alloc))
         return out
 
     def flush(self) -> int:
-        """Write the edits as epoch ``E = committed + 1``; return ``E``."""
-        if self.fd < 0:
-            raise EncodeError("store is closed")
+        """Write the edits as epoch ``E = committed + 1``; return ``E``.
+
+        A header slot that does not verify is kept (``FILE.overwritten-OFFSET``) before
+        the commit overwrites it: it may be a newer header damaged after it committed."""
+        self._usable()
         t = self.table
         epoch = t.epoch + 1
         # past every page in the file: the current journal segment must survive until the
@@ -566,19 +649,9 @@ class Store:
         if len(g.encode_table_content(root)) > MAX_HEADER_CONTENT:
             raise OutOfBounds("header children do not fit the header page")
         header = frame_header(fields, epoch, root)
-        io = self.io
-        # 1. data and table pages, appended past the end of the file
-        base = max(file_pages, 2) * PAGE_SIZE
-        if file_pages < 2:
-            io.ftruncate(self.fd, 2 * PAGE_SIZE)
-        for i, page in enumerate(pages):
-            io.pwrite(self.fd, page, base + i * PAGE_SIZE)
-        # 2. fsync: everything the new header references is durable before the header
-        io.fsync(self.fd)
-        # 3. the commit: header into slot E mod 2 (the older slot), then fsync
-        io.pwrite(self.fd, header, (epoch % 2) * PAGE_SIZE)
-        io.fsync(self.fd)
-        self.table = load(_read_all(self.fd), name=self.path)
+        with self._writing():
+            self._commit_epoch(epoch, file_pages, pages, header)
+        self.table = load(_read_all(self.fd), name=self.path, limits=self.limits)
         self.dirty.clear()
         self.pending = []  # folded into this epoch
         self.segment = jn.SegmentWriter(epoch + 1, self.table.header.journal_pointer)
@@ -704,19 +777,55 @@ __all__ = ["OsIO", "Store", "encode_table", "pack_tables", "empty_file", "frame_
            "frame_data", "frame_header", "header_fields", "KIND_DATA", "KIND_TABLE"]
 
 
-def _keep_discarded(path, data: bytes, journal: jn.Journal) -> str:
-    """Copy every byte from the journal damage to the end of the file into a side file.
-
-    The fold moves the journal pointer past these bytes; the valid-looking transactions
-    among them stay for a human (``bytewright kladde salvage``) instead of being lost.
-    """
-    at = journal.stop_offset or 0
-    side = f"{os.fspath(path)}.discarded-{at}"
-    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _slot_problem(page: bytes, slot: int) -> str | None:
+    """Why one header slot's page does not verify as that slot's header, or None."""
     try:
-        write_all(fd, bytes(data[at:]), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(side)
-    return side
+        hs, _ = g.decode_header_slot(page, 0)
+    except DecodeError as exc:
+        return "CRC mismatch" if isinstance(exc, ChecksumError) else exc.message
+    if hs.kind != KIND_TABLE:
+        return f"kind {int(hs.kind)}"
+    if hs.epoch % 2 != slot:
+        return f"epoch {hs.epoch} has the wrong parity"
+    return None
+
+
+def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> None:
+    """Refuse when the slot that does not govern is a newer header damaged after it
+    committed: a journal of the segment that header would have named still verifies.
+
+    A torn write of that slot (a crash during a commit) leaves no such journal, since a
+    segment is only appended to after its header is durable; a journal of segment
+    ``E + 2`` (``E`` the governing epoch) therefore proves header ``E + 1`` committed.
+    """
+    npages = len(data) // PAGE_SIZE
+    if npages < 2:
+        return
+    other = 1 - table.slot
+    page = bytes(data[other * PAGE_SIZE:(other + 1) * PAGE_SIZE])
+    if not any(page):
+        return  # never written (a new file's slot 1)
+    why = _slot_problem(page, other)
+    if why is None:
+        return  # the older header: overwriting it is the commit protocol
+    candidates: list[int] = []
+    try:  # the damaged header's own journal pointer first, though nothing vouches for it
+        fields, _ = g.decode_header_fields(page, 0)
+        candidates.append(fields.journal_pointer)
+    except DecodeError:
+        pass
+    candidates += range(2, npages)
+    for p in candidates:
+        if not 2 <= p < npages:
+            continue
+        n = jn.committed_at(data, table.epoch + 1, p)
+        if n:
+            raise Corrupt(
+                f"header slot {other} does not verify ({why}), so the older slot "
+                f"{table.slot} (epoch {table.epoch}) governs; but page {p} holds {n} "
+                f"committed journal transactions of segment {table.epoch + 2}, which only a "
+                f"committed header of epoch {table.epoch + 1} names: the damaged slot was "
+                "that header. Writing would overwrite it and lose them and that epoch; the "
+                "file is left as it is (`bytewright kladde info` shows both slots)",
+                offset=other * PAGE_SIZE, path=f"header_slot[{other}]",
+                file=name)

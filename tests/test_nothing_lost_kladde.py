@@ -1,0 +1,450 @@
+"""Nothing lost in kladde: damage in the journal or a header slot never makes a fold drop
+committed transactions silently, a failed commit is never written twice, replay at open
+is bounded, and every byte a fold leaves behind is kept in a side file
+(runtime/cut.py, docs/recovery.md "kladde address table")."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bytewright.runtime import cut
+from bytewright.runtime.errors import BytewrightError
+from bytewright.runtime.kladde import Store, load, open_file
+from bytewright.runtime.kladde import journal as jn
+from bytewright.runtime.kladde.writer import OsIO
+
+PAGE = 4096
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fold(path, *extra) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from bytewright.cli.main import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["kladde", "fold", *extra, str(path)])
+    return code, err.getvalue()
+
+
+def _straddling(path) -> bytes:
+    """14 journal transactions of 900 bytes each, several of them crossing a page."""
+    s = Store.create(path)
+    s.write(1, 0, b"committed")
+    s.flush()
+    for k in range(14):
+        s.write(2 + k, 0, bytes([65 + k]) * 900)
+        s.commit()
+    s.close()
+    return Path(path).read_bytes()
+
+
+def _expected_contents() -> dict[int, bytes]:
+    out = {1: b"committed"}
+    out.update({2 + k: bytes([65 + k]) * 900 for k in range(14)})
+    return out
+
+
+def _journal_pages(data: bytes) -> list[int]:
+    return jn.journal_of(load(data)).pages
+
+
+# -- 1. a flip in the next-page part of a straddling transaction ---------------------------
+
+def test_flip_in_the_next_page_part_of_a_straddling_transaction_is_damage(tmp_path):
+    good = _straddling(tmp_path / "good.kladde")
+    txns = jn.journal_of(load(good)).transactions
+    pages = _journal_pages(good)
+    assert len(pages) >= 3
+    straddlers = [t for t in txns if t.offset // PAGE != (t.end - 1) // PAGE]
+    tested = 0
+    for t in straddlers:
+        # a flip in the part of its records that lies on the page it continues on
+        start = ((t.end - 1) // PAGE) * PAGE
+        if t.end - 4 - start < 1:
+            continue
+        at = start + (t.end - 4 - start) // 2
+        d = bytearray(good)
+        d[at] ^= 0x02
+        j = jn.journal_of(load(bytes(d)))
+        after = [x for x in txns if x.offset >= t.end]
+        assert j.stop_offset == t.offset
+        if not after:  # the last transaction: nothing follows, a torn tail
+            assert j.stop == "torn tail"
+            continue
+        # every transaction after the damaged one verifies on its own (the first one
+        # needs the damaged one's stored CRC, which is intact)
+        assert j.valid_after == len(after), (t.offset, j.describe())
+        assert j.stop != "torn tail" and j.damaged
+        tested += 1
+    assert tested >= 2
+
+
+def test_fold_never_drops_committed_transactions_after_a_flip_in_any_journal_page(tmp_path):
+    good = _straddling(tmp_path / "good.kladde")
+    want = _expected_contents()
+    for page in range(2, len(good) // PAGE):
+        p = tmp_path / f"flip-{page}.kladde"
+        d = bytearray(good)
+        d[page * PAGE + 20] ^= 0x02
+        p.write_bytes(bytes(d))
+        code, err = _fold(p)
+        if code != 0:  # refused (valid-looking transactions follow, or a table page is bad)
+            assert p.read_bytes() == bytes(d), err
+            continue
+        # folded: either nothing committed was lost, or what was cut is in a side file
+        state = jn.current_state(open_file(p)).contents()
+        if state != want:
+            assert cut.side_files(p), (page, sorted(set(want) - set(state)))
+
+
+# -- 2. the last sector of a journal page zeroed -------------------------------------------
+
+def test_zeroed_last_sector_of_a_journal_page_is_damage_not_a_torn_tail(tmp_path):
+    good = _straddling(tmp_path / "good.kladde")
+    txns = jn.journal_of(load(good)).transactions
+    pages = _journal_pages(good)
+    tested = 0
+    for page in pages[:-1]:
+        later = [t for t in txns if t.offset >= (page + 1) * PAGE]
+        if len(later) < 2:
+            continue
+        tested += 1
+        d = bytearray(good)
+        d[page * PAGE + PAGE - 512:(page + 1) * PAGE] = bytes(512)
+        j = jn.journal_of(load(bytes(d)))
+        assert j.damaged and j.stop != "torn tail" and j.valid_after >= len(later) - 1, (
+            page, j.describe())
+        p = tmp_path / f"zero-{page}.kladde"
+        p.write_bytes(bytes(d))
+        code, err = _fold(p)
+        assert code == 1 and "valid-looking" in err, err
+        assert p.read_bytes() == bytes(d)
+    assert tested >= 1
+
+
+def test_a_zeroed_sector_that_begins_with_a_transaction_is_not_a_clean_end(tmp_path):
+    """The same damage when a transaction starts exactly on the zeroed sector: only zero
+    bytes follow on that page, as at the journal's clean end, yet the journal goes on."""
+    p = tmp_path / "aligned.kladde"
+    s = Store.create(p)
+    s.write(1, 0, b"committed")
+    s.flush()
+    # 2 (length) + 5 (Write id, offset, 2-byte len) + n + 4 (crc) = 3584 bytes
+    s.write(2, 0, b"a" * (3584 - 11))
+    s.commit()
+    for k in range(6):
+        s.write(3 + k, 0, bytes([66 + k]) * 900)
+        s.commit()
+    s.close()
+    good = p.read_bytes()
+    txns = jn.journal_of(load(good)).transactions
+    t = txns[1]
+    assert t.offset % PAGE == 3584
+    page = t.offset // PAGE
+    d = bytearray(good)
+    d[t.offset:(page + 1) * PAGE] = bytes((page + 1) * PAGE - t.offset)
+    j = jn.journal_of(load(bytes(d)))
+    later = [x for x in txns if x.offset >= (page + 1) * PAGE]
+    assert j.stop_offset == t.offset and len(later) >= 2
+    assert j.stop != "end" and j.damaged and j.valid_after >= len(later) - 1, j.describe()
+    p.write_bytes(bytes(d))
+    code, err = _fold(p)
+    assert code == 1 and p.read_bytes() == bytes(d), err
+
+
+def test_a_clean_end_on_a_sector_boundary_stays_a_clean_end(tmp_path):
+    p = tmp_path / "end.kladde"
+    s = Store.create(p)
+    s.write(1, 0, b"committed")
+    s.flush()
+    s.write(2, 0, b"a" * (3584 - 11))
+    s.commit()
+    s.close()
+    j = jn.journal_of(open_file(p))
+    assert j.stop == "end" and j.stop_offset % 512 == 0 and not j.damaged
+
+
+def test_a_crash_torn_tail_over_a_page_boundary_is_still_a_torn_tail(tmp_path):
+    """The look past a trailer that does not verify must not take a crash for damage: a
+    transaction whose second page never landed is a torn tail, nothing follows it."""
+    good = _straddling(tmp_path / "good.kladde")
+    txns = jn.journal_of(load(good)).transactions
+    t = [x for x in txns if x.offset // PAGE != (x.end - 1) // PAGE][-1]
+    page = t.offset // PAGE
+    # the first page's trailer and everything from the second page on never reached disk
+    d = bytearray(good[:(page + 1) * PAGE]) + bytes(len(good) - (page + 1) * PAGE)
+    d[(page + 1) * PAGE - 8:(page + 1) * PAGE] = bytes(8)
+    j = jn.journal_of(load(bytes(d)))
+    assert j.stop == "torn tail" and j.stop_offset == t.offset and not j.damaged
+
+
+# -- 3. a flipped bit in the governing header slot -----------------------------------------
+
+def _two_journals(path) -> bytes:
+    s = Store.create(path)
+    s.write(1, 0, b"epoch-one data")
+    s.flush()
+    s.write(2, 0, b"journaled A")
+    s.commit()
+    s.close()
+    s = Store.open(path)
+    s.write(3, 0, b"journaled after the fold: B" * 3)
+    s.commit()
+    s.write(4, 0, b"C" * 5000)
+    s.commit()
+    s.close()
+    return Path(path).read_bytes()
+
+
+def test_fold_refuses_when_the_damaged_header_slot_had_a_journal(tmp_path):
+    p = tmp_path / "hdr.kladde"
+    good = _two_journals(p)
+    assert set(jn.current_state(load(good)).ids()) == {1, 2, 3, 4}
+    d = bytearray(good)
+    d[20] ^= 0x02
+    p.write_bytes(bytes(d))
+    f = open_file(p)
+    assert f.slot == 1  # readers fall back to the older slot
+    code, err = _fold(p)
+    assert code == 1 and "header slot 0" in err and len(err.strip().splitlines()) == 1, err
+    assert p.read_bytes() == bytes(d)
+    with pytest.raises(BytewrightError, match="header slot 0"):
+        Store.open(p)
+    assert p.read_bytes() == bytes(d)
+
+
+def test_a_damaged_header_slot_is_kept_before_a_flush_overwrites_it(tmp_path):
+    p = tmp_path / "hdr2.kladde"
+    with Store.create(p) as s:
+        s.write(1, 0, b"one")
+        s.flush()  # epoch 1, slot 1
+        s.write(2, 0, b"two")
+        s.flush()  # epoch 2, slot 0
+    d = bytearray(p.read_bytes())
+    d[20] ^= 0x02  # slot 0 damaged; slot 1 (epoch 1) governs
+    p.write_bytes(bytes(d))
+    with Store.open(p) as s:
+        s.write(5, 0, b"five")
+        s.flush()  # epoch 2 again, into slot 0
+    assert f"{p}.overwritten-0" in cut.side_files(p)
+    assert Path(f"{p}.overwritten-0").read_bytes() == bytes(d[:PAGE])
+
+
+def test_a_torn_header_write_during_a_fold_still_reopens(tmp_path):
+    """A crash while writing the newer slot: no journal of that epoch exists, so the older
+    slot governs and the writer open proceeds (keeping the torn slot)."""
+    p = tmp_path / "torn.kladde"
+    with Store.create(p) as s:
+        s.write(1, 0, b"one")
+        s.flush()
+        s.write(2, 0, b"j")
+        s.commit()
+    d = bytearray(p.read_bytes())
+    d[10:PAGE] = bytes(PAGE - 10)  # a header write into slot 0 that landed 10 bytes
+    p.write_bytes(bytes(d))
+    with Store.open(p) as s:
+        assert s.read(2) == b"j"
+    assert Path(f"{p}.overwritten-0").read_bytes() == bytes(d[:PAGE])
+
+
+# -- 4. a failed commit is never written twice -------------------------------------------
+
+class _Fail(OsIO):
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.armed = False
+
+    def pwrite(self, fd, data, offset):
+        if self.armed and self.kind == "torn":
+            self.armed = False
+            super().pwrite(fd, data[:max(1, len(data) // 2)], offset)
+            raise OSError(5, "injected write error")
+        super().pwrite(fd, data, offset)
+
+    def fsync(self, fd):
+        if self.armed and self.kind == "fsync":
+            self.armed = False
+            raise OSError(5, "injected fsync error")
+        super().fsync(fd)
+
+
+@pytest.mark.parametrize("kind", ["fsync", "torn"])
+def test_a_failed_commit_poisons_the_store(tmp_path, kind):
+    p = tmp_path / f"poison-{kind}.kladde"
+    with Store.create(p) as s:
+        s.write(1, 0, b"abcdef")
+        s.flush()
+    io = _Fail(kind)
+    s = Store.open(p, io=io)
+    s.splice(1, 2, 0, b"XY")
+    io.armed = True
+    with pytest.raises(OSError):
+        s.commit()
+    for op in (lambda: s.commit(), lambda: s.read(1), lambda: s.flush(),
+               lambda: s.write(1, 0, b"z"), lambda: s.splice(1, 0, 0, b"q"), lambda: s.ids()):
+        with pytest.raises(BytewrightError, match="reopen") as exc:
+            op()
+        assert type(exc.value).__name__ == "Poisoned"
+    s.close()
+    with Store.open(p) as s2:
+        assert s2.read(1) in (b"abXYcdef", b"abcdef")
+    assert jn.current_state(open_file(p)).read(1) in (b"abXYcdef", b"abcdef")
+
+
+def test_a_failed_flush_poisons_the_store(tmp_path):
+    p = tmp_path / "poison-flush.kladde"
+    with Store.create(p) as s:
+        s.write(1, 0, b"abcdef")
+        s.flush()
+    io = _Fail("fsync")
+    s = Store.open(p, io=io)
+    s.write(2, 0, b"new")
+    io.armed = True
+    with pytest.raises(OSError):
+        s.flush()
+    with pytest.raises(BytewrightError, match="reopen"):
+        s.flush()
+    s.close()
+    assert open_file(p).read(1) == b"abcdef"
+
+
+# -- 5. replay at open is bounded like the read-only replay ----------------------------------
+
+_CHILD = textwrap.dedent("""
+    import resource, sys
+    from bytewright.runtime.kladde import Store, ReplayLimit
+    def vm():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    limit = vm() + (512 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        Store.open(sys.argv[1])
+    except ReplayLimit as exc:
+        print("limit", exc)
+    except MemoryError:
+        print("memory")
+    else:
+        print("opened")
+""")
+
+
+@pytest.mark.parametrize("records", [
+    [jn.resize(2, 1 << 31)],
+    [jn.resize(2, (1 << 32) - 1), jn.splice(2, 5, 0, b"xy")],
+    [jn.splice(2, 0, (1 << 32) - 2, b"")],
+    [jn.copy(7, 0, (1 << 32) - 2, 2, 0)],
+], ids=["resize", "resize-splice", "splice", "copy"])
+def test_store_open_replay_is_bounded(tmp_path, records):
+    p = tmp_path / "big.kladde"
+    with Store.create(p) as s:
+        s.write(1, 0, b"x")
+        s.flush()
+        s.pending = list(records)  # journaled without materialising it here
+        s.commit()
+    with pytest.raises(jn.ReplayLimit):
+        jn.current_state(open_file(p))  # the read-only path refuses it
+    r = subprocess.run([sys.executable, "-c", _CHILD, str(p)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.stdout.startswith("limit"), (r.stdout, r.stderr[-2000:])
+    assert "replay" in r.stdout
+
+
+# -- 6. every truncation and every kept byte goes through runtime.cut ---------------------
+
+def test_no_ftruncate_call_in_the_kladde_runtime():
+    found = []
+    for path in sorted((ROOT / "runtime" / "kladde").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if name in {"ftruncate", "truncate"}:
+                    found.append(f"{path.name}:{node.lineno}")
+    assert found == []
+
+
+def _journaled(tmp_path, name):
+    """A committed allocation, then six small journal transactions on one page; returns
+    the path and the current state after each transaction (states[0]: none)."""
+    path = tmp_path / name
+    with Store.create(path) as s:
+        s.write(1, 0, b"hello world " * 20)
+        s.flush()
+    with Store.open(path) as s:
+        states = [{i: s.read(i) for i in s.ids()}]
+        for i in range(6):
+            s.write(1, i, bytes([65 + i]) * (3 + i))
+            s.commit()
+            states.append({i: s.read(i) for i in s.ids()})
+    return path, states
+
+
+def _damaged_middle(tmp_path, name):
+    path, states = _journaled(tmp_path, name)
+    data = bytearray(path.read_bytes())
+    t = jn.journal_of(load(bytes(data))).transactions[2]
+    data[t.offset + 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    return path, bytes(data), t, states
+
+
+def test_the_writer_open_refuses_damage_without_discard_after(tmp_path):
+    path, data, t, states = _damaged_middle(tmp_path, "mid.kladde")
+    with pytest.raises(BytewrightError, match=f"offset {t.offset}.*discard_after"):
+        Store.open(path)
+    assert path.read_bytes() == data and cut.side_files(path) == []
+    with pytest.raises(BytewrightError):
+        Store.open(path, discard_after=t.offset + 1)
+    with pytest.warns(UserWarning, match="valid-looking"):
+        s = Store.open(path, discard_after=t.offset)
+    with s:
+        assert {i: s.read(i) for i in s.ids()} == states[2]
+    assert Path(f"{path}.discarded-{t.offset}").read_bytes() == data[t.offset:]
+
+
+def test_an_earlier_side_file_is_never_overwritten(tmp_path):
+    path, data, t, _ = _damaged_middle(tmp_path, "twice.kladde")
+    earlier = Path(f"{path}.discarded-{t.offset}")
+    earlier.write_bytes(b"an earlier cut at the same offset")
+    code, err = _fold(path, "--discard-after", str(t.offset))
+    assert code == 0, err
+    assert earlier.read_bytes() == b"an earlier cut at the same offset"
+    assert Path(f"{earlier}.2").read_bytes() == data[t.offset:]
+
+
+def test_a_torn_tail_folded_at_open_is_kept(tmp_path):
+    path, states = _journaled(tmp_path, "tail.kladde")
+    data = path.read_bytes()
+    t = jn.journal_of(load(data)).transactions[-1]
+    torn = data[:t.offset + 3] + bytes(len(data) - t.offset - 3)
+    path.write_bytes(torn)
+    assert jn.journal_of(load(torn)).stop == "torn tail"
+    with Store.open(path) as s:
+        assert {i: s.read(i) for i in s.ids()} == states[-2]
+    assert Path(f"{path}.discarded-{t.offset}").read_bytes() == torn[t.offset:]
+
+
+def test_journal_pages_grow_the_file_through_cut(tmp_path, monkeypatch):
+    grown = []
+    real = cut.grow
+
+    def spy(fd, size, io=None):
+        grown.append(size)
+        real(fd, size, io)
+
+    monkeypatch.setattr(cut, "grow", spy)
+    _straddling(tmp_path / "g.kladde")
+    assert grown and all(n % PAGE == 0 for n in grown)
+    assert os.path.getsize(tmp_path / "g.kladde") == max(grown)
