@@ -3,8 +3,8 @@
 amputate cuts only a ``CorruptPile`` tail, under the exclusive lock, after re-validating;
 an ``UnsupportedRecord`` is never cut. Damage followed by valid-looking records (bit rot in
 the middle, not a torn append) is refused unless the caller names the offset in
-``discard_after``. Whatever is cut is first copied to ``FILE.discarded-OFFSET`` and
-fsynced. reframe rewrites a pile with legacy records into current framing in a new file
+``discard_after``. Whatever is cut goes through ``runtime/cut.py``: it is first copied to
+``FILE.discarded-OFFSET`` and fsynced, torn tails included. reframe rewrites a pile with legacy records into current framing in a new file
 (tmp + fsync + rename), refusing before writing anything if an opaque record is present.
 """
 
@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...generated import pile as g
-from ..atomic import AtomicFile, fsync_dir, write_all
+from .. import cut as _cut
+from ..atomic import AtomicFile
 from ..errors import DecodeError
 from ..mapped import RELEASE_EVERY, mapped_file, released_as_walked
 from . import kinds
@@ -62,29 +63,20 @@ def _end(rec: Record) -> int:
     return rec.end
 
 
-def discarded_path(path: str, offset: int) -> str:
-    return f"{path}.discarded-{offset}"
-
-
-def _keep(path: str, data: bytes, offset: int, crash_at: str | None) -> str:
-    side = discarded_path(path, offset)
-    n = 0
-    while os.path.exists(side):  # an earlier cut at the same offset is never overwritten
-        n += 1
-        side = f"{discarded_path(path, offset)}.{n}"
-    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        write_all(fd, data)  # every byte: one write() may take only part of a large cut
-        _crash(crash_at, "side-written")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(side)
-    return side
-
-
 def _crash(crash_at: str | None, step: str) -> None:
     if crash_at == step:  # crash-point tests: die exactly here
+        os._exit(70)
+
+
+class _DieBeforeCutting:
+    """Write steps for the crash-point tests of the steps before the cut. ``cut`` shortens
+    the file only once the side file is written and fsynced, so dying at its first step is
+    a crash after the cut bytes are kept and before the file is shortened."""
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os._exit(70)
+
+    def fsync(self, fd: int) -> None:
         os._exit(70)
 
 
@@ -108,8 +100,7 @@ def amputate(path: str, *, expected: int | None = None, discard_after: int | Non
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        # read through a map (only the records' heads and the cut bytes are touched), and
-        # the map closed before the file is cut
+        # read through a map (only the records' heads are touched)
         with mapped_file(path) as (data, release):
             damage = find_damage(data, release)
             if damage is None:
@@ -124,13 +115,12 @@ def amputate(path: str, *, expected: int | None = None, discard_after: int | Non
                     f"{path}: damage at offset {offset} is followed by {damage.valid_after} "
                     f"valid-looking record(s); refusing to cut them (pass --discard-after "
                     f"{offset} to cut them anyway; they are copied to "
-                    f"{discarded_path(path, offset)} first)")
-            side = _keep(path, data[offset:], offset, crash_at)
-        _crash(crash_at, "side-synced")
-        os.ftruncate(fd, offset)
+                    f"{_cut.side_path(path, offset)} first)")
+        # the map is closed before the file is cut: the cut bytes are read from the file
+        steps = _DieBeforeCutting() if crash_at in ("side-written", "side-synced") else None
+        done = _cut.cut(path, fd, offset, reason=f"pile amputate: {damage.reason}", io=steps)
         _crash(crash_at, "truncated")
-        os.fsync(fd)
-        return AmputateResult(True, offset, size, side, damage.valid_after)
+        return AmputateResult(True, offset, size, done.side, damage.valid_after)
     finally:
         os.close(fd)
 

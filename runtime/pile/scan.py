@@ -18,7 +18,7 @@ from ...generated import pile as g
 from ..errors import DecodeError, TruncatedError
 from . import crypto
 from .errors import CorruptPile, UnsupportedRecord
-from .kinds import BLOCK, KIND_PROOF_V5, MAGIC_HEAD
+from .kinds import BLOCK, FRAME_MAGIC, KIND_PROOF_V5, MAGIC_HEAD
 
 _FORM = {"frame_rest": "current", "envelope36_rest": "envelope36"}
 _CLASS_NAME = {getattr(g, "".join(p.capitalize() for p in name.split("_"))): name
@@ -74,6 +74,12 @@ def read_record(mv: memoryview, offset: int, *, heads_only: bool = True) -> Reco
     try:
         value, rec_end = g.decode_pile_record(mv, offset)
     except TruncatedError as exc:
+        head = bytes(mv[offset:offset + len(FRAME_MAGIC)])
+        if head.startswith(MAGIC_HEAD) and not FRAME_MAGIC.startswith(head):
+            # facts.md §5 step 1: fewer than 28 bytes that are not a prefix of the magic
+            # are no torn frame; the 16-byte marker (the magic's first half, which no
+            # legacy form uses) is unknown, as it is when more bytes follow
+            raise UnsupportedRecord(offset, MAGIC_HEAD) from None
         raise CorruptPile(offset, f"torn record ({exc.message})", path=exc.path,
                           cause=exc) from None
     except DecodeError as exc:

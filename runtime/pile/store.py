@@ -4,6 +4,12 @@ Refresh scans only the bytes past the applied length, under a shared ``flock``, 
 the scanner in ``scan.py`` (heads only: blob payloads are neither read nor hashed).
 Writers take the exclusive lock, catch up, append one complete record with a single
 ``write`` on an ``O_APPEND`` descriptor, and feed the new bytes back through the scanner.
+
+One handle may be shared by threads. ``flock`` belongs to the open file description, so
+it cannot keep two threads of one handle apart (one thread's unlock would drop the other's
+lock); every operation that touches the descriptor, the map or the indexes therefore also
+holds the handle's ``threading.RLock``. Lookups (``get``, ``in``, ``members``, ``wants``,
+``pins``) refresh first when the file grew, so records other handles appended are seen.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -81,7 +88,8 @@ class OpaqueRecord:
     @property
     def raw(self) -> bytes:
         """The record's exact bytes (read from the mapped file on demand)."""
-        return bytes(self.pile._map()[self.offset:self.offset + self.length])
+        with self.pile._lock:
+            return bytes(self.pile._map()[self.offset:self.offset + self.length])
 
 
 class Pile:
@@ -94,6 +102,9 @@ class Pile:
         self.sync = sync
         self._mm: mmap.mmap | None = None
         self._mm_size = 0
+        self._lock = threading.RLock()
+        self._flocked = False  # this handle holds its flock (nested calls must not re-take it)
+        self._examined = -1    # file size the last refresh looked at
         self.crash_at: str | None = None  # test hook: os._exit at a named write step
         self.applied = 0
         self.records = 0
@@ -102,8 +113,8 @@ class Pile:
         self.collection: dict[bytes, CollectionRecord] = {}
         self.by_collection: dict[bytes, dict[bytes, list[int]]] = {}
         self.proofs: dict[bytes, ProofRecord] = {}
-        self.wants: set[bytes] = set()
-        self.pins: dict[bytes, bytes] = {}
+        self._wants: set[bytes] = set()
+        self._pins: dict[bytes, bytes] = {}
         self.pin_log: list[tuple[int, bytes, bytes | None]] = []
         self.opaque: list[OpaqueRecord] = []
 
@@ -129,10 +140,11 @@ class Pile:
         return cls(path, fd, writable=True, sync=sync)
 
     def close(self) -> None:
-        self._unmap()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._lock:
+            self._unmap()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def __enter__(self) -> Pile:
         return self
@@ -143,11 +155,20 @@ class Pile:
     # -- locking and mapping --------------------------------------------------------------
     @contextmanager
     def _locked(self, op: int):
-        fcntl.flock(self._fd, op)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        """The thread lock, then the file lock. A nested call (a read inside a write) keeps
+        the file lock already held: a second ``flock`` on the same descriptor would convert
+        it, and its unlock would release the outer caller's lock."""
+        with self._lock:
+            if self._flocked:
+                yield
+                return
+            fcntl.flock(self._fd, op)
+            self._flocked = True
+            try:
+                yield
+            finally:
+                self._flocked = False
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     @classmethod
     def load(cls, data: bytes, name: str = "<bytes>", *, strict: bool = True) -> Pile:
@@ -167,18 +188,21 @@ class Pile:
     def refresh_or_error(self) -> CorruptPile | UnsupportedRecord | None:
         """``refresh``, keeping the first bad record's error in ``error`` (and returning it)
         instead of raising; what was applied before it stays applied."""
-        try:
-            self.refresh()
-            self.error = None
-        except (CorruptPile, UnsupportedRecord) as exc:
-            self.error = exc
-        return self.error
+        with self._lock:
+            try:
+                self.refresh()
+                self.error = None
+            except (CorruptPile, UnsupportedRecord) as exc:
+                self.error = exc
+            return self.error
 
     error: CorruptPile | UnsupportedRecord | None = None
 
     _data: bytes | None = None
 
     def _map(self) -> mmap.mmap | bytes:
+        """The file's map (callers hold ``_lock``: a map one thread reads must not be
+        replaced and closed by another)."""
         if self._data is not None:
             return self._data
         size = os.fstat(self._fd).st_size
@@ -205,17 +229,27 @@ class Pile:
 
         A parse failure under the shared lock is re-checked once under the exclusive lock
         with a fresh file length (a writer could have been between steps)."""
-        try:
-            with self._locked(fcntl.LOCK_SH):
-                return self._refresh_locked()
-        except (CorruptPile, UnsupportedRecord):
-            with self._locked(fcntl.LOCK_EX):
-                return self._refresh_locked()
+        with self._lock:
+            try:
+                with self._locked(fcntl.LOCK_SH):
+                    return self._refresh_locked()
+            except (CorruptPile, UnsupportedRecord):
+                with self._locked(fcntl.LOCK_EX):
+                    return self._refresh_locked()
+
+    def _fresh(self) -> None:
+        """Refresh before a lookup, only if the file's size changed since the last refresh
+        looked at it (one ``fstat`` otherwise). A damaged tail raises here once; later
+        lookups at the same size answer from the records applied before it (``refresh``
+        reports it again)."""
+        if self._fd >= 0 and os.fstat(self._fd).st_size != self._examined:
+            self.refresh()
 
     def _refresh_locked(self) -> int:
         size = os.fstat(self._fd).st_size
         if size < self.applied:
             raise PileShrunk(self.applied, size)
+        self._examined = size
         if size == self.applied:
             return 0
         mv = memoryview(self._map())
@@ -247,9 +281,10 @@ class Pile:
         """Drop the resident pages of the file's map. They are clean pages of a read-only
         file mapping: a later read refaults them from the file, so nothing changes but
         memory. A reader walking a large pile (``pile verify``) calls it as it goes."""
-        release = self._releaser()
-        if release is not None:
-            release(self._mm_size)
+        with self._lock:
+            release = self._releaser()
+            if release is not None:
+                release(self._mm_size)
 
     def _apply(self, rec: Record) -> None:
         self.records += 1
@@ -275,15 +310,15 @@ class Pile:
             else:
                 old.offsets.append(rec.offset)
         elif name == "want_v3_body":
-            self.wants.add(g.encode_want_request(g.WantRequest(v.tag, v.request)))
+            self._wants.add(g.encode_want_request(g.WantRequest(v.tag, v.request)))
         elif name in _PIN_HEADS or name in _PIN_TOMBSTONES:
             pin = getattr(v, "pin", None) or v.branch
             head = v.head if name in _PIN_HEADS else None
             self.pin_log.append((rec.offset, pin, head))
             if head is None:
-                self.pins.pop(pin, None)
+                self._pins.pop(pin, None)
             else:
-                self.pins[pin] = head
+                self._pins[pin] = head
         elif name == "opaque":
             self.opaque.append(OpaqueRecord(rec.offset, rec.form, rec.kind, rec.span,
                                             rec.length, self))
@@ -299,48 +334,71 @@ class Pile:
     # -- reads ----------------------------------------------------------------------------
     def members(self, collection: bytes) -> list[bytes]:
         """Distinct members of a collection (repeats collapse), in first-seen order."""
-        return list(self.by_collection.get(collection, {}))
+        with self._lock:
+            self._fresh()
+            return list(self.by_collection.get(collection, {}))
+
+    @property
+    def wants(self) -> frozenset[bytes]:
+        """The WANT set (97-byte keys), including WANTs other handles appended."""
+        with self._lock:
+            self._fresh()
+            return frozenset(self._wants)
+
+    @property
+    def pins(self) -> dict[bytes, bytes]:
+        """Pin -> head after last-writer-wins replay (a copy), including other handles' pins."""
+        with self._lock:
+            self._fresh()
+            return dict(self._pins)
 
     def get(self, handle: bytes) -> bytes:
         """A blob's payload; verified with BLAKE3 now, falling back to later occurrences."""
-        offsets = self.blobs.get(handle)
-        if not offsets:
-            raise KeyError(handle.hex())
-        mv = memoryview(self._map())
-        try:
-            for off in offsets:
-                try:
-                    rec = read_record(mv, off, heads_only=False)
-                except (CorruptPile, UnsupportedRecord):
-                    continue
-                parts = blob_parts(rec)
-                if parts and crypto.blake3(parts[1]) == handle:
-                    return parts[1]
-        finally:
-            mv.release()
-        raise BlobUnavailable.none_of(handle, len(offsets))
+        with self._lock:
+            self._fresh()
+            offsets = self.blobs.get(handle)
+            if not offsets:
+                raise KeyError(handle.hex())
+            mv = memoryview(self._map())
+            try:
+                for off in offsets:
+                    try:
+                        rec = read_record(mv, off, heads_only=False)
+                    except (CorruptPile, UnsupportedRecord):
+                        continue
+                    parts = blob_parts(rec)
+                    if parts and crypto.blake3(parts[1]) == handle:
+                        return parts[1]
+            finally:
+                mv.release()
+            raise BlobUnavailable.none_of(handle, len(offsets))
 
     def __contains__(self, handle: bytes) -> bool:
-        return handle in self.blobs
+        with self._lock:
+            self._fresh()
+            return handle in self.blobs
 
     def size(self) -> int:
         """The current length of the file (or of the loaded bytes)."""
-        return len(self._data) if self._data is not None else os.fstat(self._fd).st_size
+        with self._lock:
+            return len(self._data) if self._data is not None else os.fstat(self._fd).st_size
 
     def valid_after(self, offset: int) -> int:
         """How many valid-looking records follow damage at ``offset`` (see ``scan.valid_after``)."""
-        mv = memoryview(self._map())
-        try:
-            return valid_after(mv, offset)
-        finally:
-            mv.release()
+        with self._lock:
+            mv = memoryview(self._map())
+            try:
+                return valid_after(mv, offset)
+            finally:
+                mv.release()
 
     def record_at(self, offset: int) -> Record:
-        mv = memoryview(self._map())
-        try:
-            return read_record(mv, offset, heads_only=False)
-        finally:
-            mv.release()
+        with self._lock:
+            mv = memoryview(self._map())
+            try:
+                return read_record(mv, offset, heads_only=False)
+            finally:
+                mv.release()
 
     # -- writes ---------------------------------------------------------------------------
     def _step(self, name: str) -> None:
@@ -462,7 +520,7 @@ class Pile:
             return pid, lambda: pid in self.proofs
         if name == "want_v3_body":
             key = g.encode_want_request(g.WantRequest(v.tag, v.request))
-            return key, lambda: key in self.wants
+            return key, lambda: key in self._wants
         raise InvalidRecord(f"{name} records have no writer (legacy or opaque)")
 
 
