@@ -133,7 +133,13 @@ def _info(args) -> int:
                   f"{damage['records_after']} valid-looking record(s) follow; `htt compact` "
                   f"refuses; `htt salvage` copies them out")
         elif damage:
-            print(f"  torn tail at offset {damage['offset']}: a writer open cuts it")
+            print(f"  {damage['reason']} at offset {damage['offset']}, nothing valid after "
+                  f"it: a writer open cuts it, keeping the bytes in "
+                  f"{args.file}.discarded-{damage['offset']}")
+        suspect = store.scan.damage.suspect if store.scan.damage is not None else None
+        if suspect:
+            print(f"  the first WAL entry does not carry {suspect} (no checksum covers "
+                  f"that field): a writer open refuses; `htt salvage` copies the records")
     for side in info["discarded_files"]:
         print(f"  bytes cut by an earlier recovery kept in {side}")
     if info["sidecars"]:
@@ -248,7 +254,8 @@ def _compact(args) -> int:
     if store.discarded and not args.json:
         d = store.discarded
         print(f"{args.file}: cut {d['bytes']} byte(s) at offset {d['offset']} "
-              f"({d['records_after']} valid-looking record(s)); kept in {d['path']}")
+              f"({d['reason']}; {d['records_after']} valid-looking record(s)); kept in "
+              f"{d['path']}")
     try:
         result = store.compact()
     except (OSError, StoreError) as exc:

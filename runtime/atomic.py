@@ -21,6 +21,8 @@ def write_all(fd: int, data, offset: int | None = None) -> None:
     view = memoryview(data).cast("B")
     while view:
         n = os.write(fd, view) if offset is None else os.pwrite(fd, view, offset)
+        if n <= 0:  # a device that takes nothing would loop for ever
+            raise OSError(28, "write took no bytes (no space left on device?)")
         view = view[n:]
         if offset is not None:
             offset += n

@@ -174,13 +174,15 @@ def test_writer_open_keeps_discarded_bytes_warns_and_reports(tmp_path, caplog, c
     assert [s.entry.key for s in found] == [f"/k{i}" for i in range(4, 10)]
 
 
-def test_torn_tail_is_cut_without_a_side_file_and_compact_proceeds(tmp_path, capsys):
+def test_torn_tail_is_cut_into_a_side_file_and_compact_proceeds(tmp_path, capsys):
     p = str(tmp_path / "s.htt")
     good = build(p, 5)
     starts = entry_starts(good)
     write(p, good[:starts[4] + 20])
     assert main(["htt", "compact", p]) == 0
-    assert recovery.discarded_paths(p) == []
+    # torn tails are kept too (runtime.cut): a tail that looked torn sometimes is not
+    assert recovery.discarded_paths(p) == [recovery.discarded_path(p, starts[4])]
+    assert read(recovery.discarded_path(p, starts[4])) == good[starts[4]:starts[4] + 20]
     assert keys(p) == [f"/k{i}" for i in range(4)]
 
 
@@ -328,7 +330,10 @@ def test_bit_flip_sweep_recovers_exactly_the_records_before_and_counts_the_rest(
                         assert d.records_after == n - i, (off, bit)
                     else:
                         assert d.records_after == n - i - 1, (off, bit)
-                        expect = "torn tail" if i == n - 1 else d.cause
+                        # a whole last record whose CRC fails is damage, not a torn
+                        # (partial) write: only a record short of bytes is torn
+                        torn = i == n - 1 and d.cause != "checksum mismatch"
+                        expect = "torn tail" if torn else d.cause
                         assert d.reason == expect and d.reason != "", (off, bit)
 
 
@@ -372,4 +377,7 @@ def test_bit_flip_sweep_of_a_block_wal(tmp_path):
                     kept = len(s.keys())
                     # the later blocks, plus this block's entry when it was not kept
                     assert d.records_after in (n - i - 1, n - kept), (i, off, bit)
-                    assert (d.reason == "torn tail") == (d.records_after == 0), (i, off, bit)
+                    # a whole entry whose CRC fails inside a frame that decompresses
+                    # is damage, not a torn (partial) write
+                    torn = d.records_after == 0 and d.cause != "checksum mismatch"
+                    assert (d.reason == "torn tail") == torn, (i, off, bit)

@@ -217,6 +217,7 @@ def test_auto_compact_threshold(tmp_path):
             s.put(f"/k{i}", b"x")
         assert s.base_seq == 1  # 4 entries: below the threshold
         s.put("/k4", b"x")
+        s.wait_for_compaction()  # §6: it runs on a background thread off the writer
         assert s.base_seq == 6 and s.info()["wal_entries"] == 0  # compacted
         s.put("/k5", b"x")
     with Store.open(p, readonly=True) as r:

@@ -1,6 +1,7 @@
 """Compaction (§6): fold snapshot + WAL into a new snapshot, atomically.
 
-The new file is written to ``<path>.compact-<pid>.tmp``, fsynced and locked
+The new file is written to ``<path>.compact-<pid>.tmp`` (a new name, ``O_EXCL``, when
+a file by that name is already there), fsynced and locked
 (``LOCK_EX``, so the session keeps the writer lock across the rename), history is
 archived first when retention asks for it, then ``os.replace`` swaps it in and the
 directory is fsynced. Any failure before the rename removes the temp file and leaves
@@ -32,7 +33,7 @@ from ...generated.htt import (
     encode_wal_entry,
     encode_wal_header,
 )
-from .durability import _unlink, fsync_dir, write_all
+from .durability import _unlink, create_new, fsync_dir, write_all
 from .layout import FileLayout, version_for
 from .locking import lock_exclusive
 from .ordering import snapshot_order
@@ -47,6 +48,7 @@ class CompactedFile:
     base_seq: int
     wal_count: int
     node_count: int
+    entries: list[WalEntry]  # the fresh WAL's entries (the RESTAMP, when there is one)
 
 
 def build(state: State, header: FileHeader, layout: FileLayout,
@@ -77,15 +79,14 @@ def build(state: State, header: FileHeader, layout: FileLayout,
         else:
             out += encode_wal_entry(wal[0], **new_layout.entry_params())
     return CompactedFile(bytes(out), new_header, wal_offset, next_seq, len(wal),
-                         len(entries))
+                         len(entries), wal)
 
 
 def replace(path: str, compacted: CompactedFile, before_rename=None) -> int:
     """Write ``compacted`` next to ``path`` and swap it in; returns the new file's fd,
     already holding ``LOCK_EX``. ``before_rename()`` runs after the temp file is
     durable (history archiving goes there)."""
-    tmp = f"{path}.compact-{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    tmp, fd = create_new(f"{path}.compact-{os.getpid()}", ".tmp")
     try:
         lock_exclusive(fd, tmp)
         write_all(fd, compacted.data, 0)

@@ -16,14 +16,23 @@ MAX_BLOCK_ENTRIES = 64
 
 @dataclass(frozen=True)
 class Durability:
-    """When staged WAL entries are written and fsynced (§6 Write).
+    """When staged WAL entries are written and fsynced (§6 Write), and so when a write
+    is *acknowledged*: durable, and kept by every later open.
 
     * ``per_op``: every API call is written (one flush: one block in compressed files)
-      and fsynced before it returns. The default.
+      and fsynced before it returns: a call that returns is acknowledged. The default.
     * ``batched``: entries are buffered and written + fsynced as one flush once
       ``batch_size`` (1-64) are pending, and on ``flush()``/``close()``/``compact()``.
+      A call that returns is *not* acknowledged yet (readers of this session see it);
+      it is when the flush that writes it returns, whichever call runs that flush.
     * ``manual``: every API call is written, but fsync happens only on ``flush()``,
-      ``close()`` or ``compact()``: the caller decides when data is durable.
+      ``close()`` or ``compact()``: the caller decides when data is durable, and only
+      those calls acknowledge.
+
+    Under every policy a failed write or fsync raises ``Poisoned`` from the call that
+    ran it, and the session writes nothing more: entries not acknowledged by then may or
+    may not be in the file (whole, or cut off as a torn tail by the next writer open),
+    each at most once. Close the session and reopen the file to go on.
     """
 
     mode: str = PER_OP
@@ -44,8 +53,7 @@ class Durability:
 
 def atomic_write(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` crash-safely: a reader sees the old file or the new."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    tmp, fd = create_new(f"{path}.tmp-{os.getpid()}")
     try:
         write_all(fd, data, 0)
         os.fsync(fd)
@@ -60,6 +68,20 @@ def atomic_write(path: str, data: bytes) -> None:
         _unlink(tmp)
         raise
     fsync_dir(path)
+
+
+def create_new(base: str, suffix: str = "") -> tuple[str, int]:
+    """Create a file that did not exist (``O_EXCL``), named ``base + suffix`` or, when
+    that name is taken, ``base.N + suffix``; returns its path and a read-write fd. A file
+    already there (left by an earlier crash, possibly the only copy of something) is
+    never truncated or replaced."""
+    n = 1
+    while True:
+        name = f"{base}{suffix}" if n == 1 else f"{base}.{n}{suffix}"
+        try:
+            return name, os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            n += 1
 
 
 def _unlink(path: str) -> None:

@@ -74,3 +74,19 @@ class WalDamaged(StoreError):
 
 class TooLarge(StoreError, ValueError):
     """A value over one of the session's limits (runtime/htt/limits.py)."""
+
+
+class Poisoned(StoreError):
+    """An earlier write or fsync of the WAL failed, so the session's memory may no longer
+    match the file (entries half written, or written but not known to be durable: after a
+    failed fsync the kernel may have dropped the dirty pages). Every later mutating or
+    flushing call raises this; ``close()`` writes nothing more. Reopening the file
+    recovers its durable state. ``__cause__`` and ``cause`` are the original error."""
+
+    def __init__(self, file: str, cause: BaseException) -> None:
+        what = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        super().__init__(f"{file}: a WAL write failed ({what}); the session may no longer "
+                         "match the file and writes nothing more: close it and reopen the "
+                         "file (reopening recovers the durable state)")
+        self.file = file
+        self.cause = cause

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 from dataclasses import dataclass
 
 from ...generated.htt import (
@@ -97,13 +98,19 @@ class HistoryReader:
     def _check(self, seg_path: str) -> SidecarSegment | str:
         """The decoded segment, or why it cannot belong to this file. The sidecar CRC
         covers the entries only, so the header fields get the semantic checks here."""
+        too_big = f"larger than {limits.MAX_SIDECAR_BYTES} bytes (limits.MAX_SIDECAR_BYTES)"
         try:
             with open(seg_path, "rb") as fh:
-                buf = fh.read(limits.MAX_SIDECAR_BYTES + 1)
+                # sized by the file, not by the limit: ``read(n)`` allocates n bytes up
+                # front, and a limit-sized buffer per sidecar exhausts memory
+                size = os.fstat(fh.fileno()).st_size
+                if size > limits.MAX_SIDECAR_BYTES:
+                    return too_big
+                buf = fh.read(size + 1)  # one byte more: a file that grew since fstat
         except OSError as exc:  # a directory, a permission problem, a vanished file
             return f"unreadable ({exc.strerror or exc})"
         if len(buf) > limits.MAX_SIDECAR_BYTES:
-            return f"larger than {limits.MAX_SIDECAR_BYTES} bytes (limits.MAX_SIDECAR_BYTES)"
+            return too_big
         try:
             seg, _ = decode_sidecar_segment(buf)
         except DecodeError as exc:

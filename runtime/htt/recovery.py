@@ -7,8 +7,10 @@ it is false of bit rot in the middle of the log, where intact records follow. So
 * ``scan_after`` looks past the damage for *valid-looking* records (a record that
   parses and whose CRC matches), so callers can tell a torn tail (none follow) from
   mid-log damage (some do);
-* ``keep_discarded`` copies every byte a writer is about to cut into
-  ``FILE.discarded-OFFSET`` (fsynced, directory fsynced) before the cut;
+* a writer cuts only through ``runtime.cut``, which copies every byte it removes
+  into ``FILE.discarded-OFFSET`` (fsynced, directory fsynced) first, torn tails too;
+  a damaged block's intact entries are kept in ``FILE.reappend-OFFSET`` before the
+  cut, so a crash before they are appended again loses none (``reappends``);
 * ``salvage`` (module :mod:`.salvage`) copies every record that still verifies, before
   and after the damage, into a new file for a human to judge.
 
@@ -16,7 +18,9 @@ Recovery modes (named after RocksDB's WAL recovery modes):
 
 * ``point_in_time`` (kPointInTimeRecovery): the spec's automatic rule, the default.
   Replay stops at the first damage; a writer cuts there, first keeping the cut bytes
-  in a side file when valid-looking records follow.
+  in a side file. A first entry that breaks the sequence while every record verifies
+  and runs on from it points at ``wal_base_seq`` (no checksum covers it): a writer
+  open refuses that instead of cutting the whole WAL.
 * ``tolerate_corrupted_tail`` (kTolerateCorruptedTailRecords): a torn tail is cut as
   above; damage followed by valid-looking records refuses the open (``WalDamaged``).
   Maintenance commands (``htt compact``) use this unless told ``discard_after``.
@@ -28,21 +32,27 @@ a new file.
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import re
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...generated.htt import (
+    WalBlock,
     WalEntry,
     WalOp,
+    decode_wal_block,
     decode_wal_block_plain,
     decode_wal_entry,
+    encode_wal_block,
 )
+from ..atomic import fsync_dir
+from ..cut import DISCARDED, keep, side_files, side_path
 from ..errors import DecodeError
 from ..mapped import RELEASE_EVERY, releaser
-from .durability import MAX_BLOCK_ENTRIES, fsync_dir, write_all
+from .durability import MAX_BLOCK_ENTRIES
 from .layout import FileLayout, field_offset
 
 log = logging.getLogger("bytewright.htt")
@@ -51,6 +61,10 @@ POINT_IN_TIME = "point_in_time"
 TOLERATE_CORRUPTED_TAIL = "tolerate_corrupted_tail"
 ABSOLUTE_CONSISTENCY = "absolute_consistency"
 MODES = (POINT_IN_TIME, TOLERATE_CORRUPTED_TAIL, ABSOLUTE_CONSISTENCY)
+CHECKSUM_MISMATCH = "checksum mismatch"
+SEQUENCE_BREAK = "sequence break"
+BASE_SEQ_FIELD = "wal_header.wal_base_seq"
+REAPPEND = "reappend"  # side-file label of a damaged block's intact entries (intent)
 
 # smallest WAL entry: seq u32, op u8, key_len u16, entry_crc u32 (DELETE, empty key)
 MIN_ENTRY_SIZE = 11
@@ -90,11 +104,15 @@ class Damage:
     # block-compressed WALs: where the kept entries end in the damaged block's plain
     # bytes (scan_after's argument, so all_survivors can search again)
     block_plain_from: int | None = None
+    # the header field no checksum covers that this damage points at (None: none)
+    suspect: str | None = None
 
     @property
     def torn_tail(self) -> bool:
-        """Nothing valid follows: the crash's partial write the spec's rule is for."""
-        return not self.records_after
+        """Nothing valid follows and the last record is not whole: the crash's partial
+        write the spec's rule is for. A record whose every byte is there but whose CRC
+        fails was written whole and changed since: damage, reported by its cause."""
+        return not self.records_after and self.cause != CHECKSUM_MISMATCH
 
     @property
     def reason(self) -> str:
@@ -106,7 +124,7 @@ def cause_of(exc: Exception) -> str:
     from ..errors import ChecksumError, TruncatedError
 
     if isinstance(exc, ChecksumError):
-        return "checksum mismatch"
+        return CHECKSUM_MISMATCH
     if isinstance(exc, TruncatedError):
         return "truncated record"
     return "undecodable record"
@@ -214,41 +232,136 @@ def all_survivors(buf, damage: Damage, layout: FileLayout) -> list[Survivor]:
                       keep=None)[1]
 
 
-# -- keeping what a writer cuts -------------------------------------------------------
+def suspect_header(damage: Damage, entries_offset: int) -> str | None:
+    """``wal_header.wal_base_seq`` when the very first entry breaks the sequence while
+    it and the records after it verify and carry consecutive seqs: a crash's partial
+    write (what §6 recovers) cannot produce that, a damaged header field can, and no
+    checksum covers the field (§4). Only the records a ``Damage`` holds are checked: a
+    caller refuses on this, and refusing too often loses nothing."""
+    kept = damage.survivors
+    if (damage.cause != SEQUENCE_BREAK or damage.offset != entries_offset or not kept
+            or kept[0].offset != damage.offset):
+        return None
+    first = kept[0].entry.seq
+    if [s.entry.seq for s in kept] != list(range(first, first + len(kept))):
+        return None
+    return BASE_SEQ_FIELD
+
+
+# -- side files (runtime.cut keeps them) ----------------------------------------------
 
 def discarded_path(path: str, offset: int) -> str:
-    return f"{path}.discarded-{offset}"
+    """The side file a cut at ``offset`` keeps its bytes in (``runtime.cut.side_path``)."""
+    return side_path(path, offset, DISCARDED)
 
 
 def discarded_paths(path: str) -> list[str]:
     """Side files left by earlier cuts of ``path``, in offset order."""
-    found = []
-    for p in glob.glob(glob.escape(path) + ".discarded-*"):
-        tail = p[len(path) + len(".discarded-"):].split(".")[0]
-        if tail.isdigit():
-            found.append((int(tail), p))
-    return [p for _, p in sorted(found)]
+    return side_files(path, DISCARDED)
 
 
-def keep_discarded(path: str, buf, offset: int) -> str:
-    """Copy ``buf[offset:]`` (the bytes about to be cut) next to ``path`` and make it
-    durable before the caller truncates. Never overwrites an earlier side file."""
-    target = discarded_path(path, offset)
-    n = 1
-    while True:
+def _offset_of(side: str, label: str) -> int | None:
+    tail = side.rsplit(f".{label}-", 1)[-1].split(".")[0]
+    return int(tail) if tail.isdigit() else None
+
+
+def _fingerprint(buf, wal_offset: int, end: int) -> bytes:
+    """CRC-32 of ``buf[:end]`` without the advisory ``wal_entry_count`` (every flush
+    rewrites it, §6): which file, and which state of it, an intent file belongs to."""
+    count_end = wal_offset + 4
+    crc = zlib.crc32(memoryview(buf)[:min(wal_offset, end)])
+    return zlib.crc32(memoryview(buf)[count_end:max(end, count_end)], crc).to_bytes(4, "little")
+
+
+def keep_reappend(path: str, buf, wal_offset: int, offset: int, entries: list[WalEntry],
+                  layout: FileLayout) -> str:
+    """Before a writer cuts a damaged block at ``offset``, make the block's intact
+    ``entries`` durable in ``FILE.reappend-OFFSET`` (the fingerprint of the file the cut
+    leaves, then the fresh blocks to append), so a crash between the cut and the append
+    loses none of them (``reappends`` finds them). Returns the intent file's path."""
+    blocks = b"".join(
+        encode_wal_block(WalBlock(entries[i:i + MAX_BLOCK_ENTRIES]), **layout.block_params())
+        for i in range(0, len(entries), MAX_BLOCK_ENTRIES))
+    return keep(path, _fingerprint(buf, wal_offset, offset) + blocks, offset, REAPPEND)
+
+
+def reappends(path: str, buf, wal_offset: int, end: int, next_seq: int,
+              layout: FileLayout, block_limit: int,
+              apply: Callable[[WalEntry], None]) -> tuple[list[WalEntry], list[str]]:
+    """Intact entries of a damaged block that a crashed repair cut and had not yet
+    appended again: those of the intent file kept for a cut at ``end`` (where the file
+    now ends) whose fingerprint matches ``buf[:end]`` and whose first seq is
+    ``next_seq``; ``apply`` is called on each, stopping before one it refuses (as replay
+    stops there). Also returns the intent files that are done with: this one, and any
+    whose entries the file already holds (a crash after the append). Intent files of
+    another file or state (no matching fingerprint) are left alone."""
+    entries: list[WalEntry] = []
+    done: list[str] = []
+    for side in side_files(path, REAPPEND):
+        off = _offset_of(side, REAPPEND)
+        if off is None or off > end or os.path.getsize(side) > 4 + 2 * block_limit:
+            continue
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            break
-        except FileExistsError:
-            with open(target, "rb") as fh:
-                if fh.read() == bytes(buf[offset:]):
-                    return target  # the same cut was kept already (a crash in between)
-            n += 1
-            target = f"{discarded_path(path, offset)}.{n}"
+            with open(side, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        if data[:4] != _fingerprint(buf, wal_offset, off):
+            continue
+        found: list[WalEntry] = []
+        pos = 4
+        try:
+            while pos < len(data):
+                block, pos = decode_wal_block(data, pos, block_limit=block_limit,
+                                              **layout.block_params())
+                found.extend(block.entries)
+        except (DecodeError, ValueError):
+            continue  # a torn intent file: it was never acted on (the cut follows it)
+        if not found:
+            continue
+        if off == end and not entries and found[0].seq == next_seq:
+            for entry in found:
+                if entry.seq != next_seq + len(entries):
+                    break
+                try:
+                    apply(entry)
+                except (DecodeError, ValueError):
+                    break
+                entries.append(entry)
+            done.append(side)
+        elif found[-1].seq < next_seq:
+            done.append(side)  # appended before a crash: the file holds them
+    return entries, done
+
+
+def torn_copies(intent: str) -> list[str]:
+    """Other intent files at ``intent``'s offset holding a proper prefix of its bytes:
+    copies a crash interrupted while they were written (never acted on: the cut comes
+    only after an intent file is whole and fsynced)."""
     try:
-        write_all(fd, bytes(buf[offset:]), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(target)
-    return target
+        with open(intent, "rb") as fh:
+            whole = fh.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for side in side_files(intent.rsplit(f".{REAPPEND}-", 1)[0], REAPPEND):
+        if side != intent and _offset_of(side, REAPPEND) == _offset_of(intent, REAPPEND) \
+                and os.path.getsize(side) < len(whole):
+            with open(side, "rb") as fh:
+                if whole.startswith(fh.read()):
+                    out.append(side)
+    return out
+
+
+def forget(intents: list[str]) -> None:
+    """Remove intent files whose entries the file now holds, and their torn copies,
+    fsynced (nothing else holds only them: the cut bytes are in
+    ``FILE.discarded-OFFSET``)."""
+    intents = intents + [t for i in intents for t in torn_copies(i)]
+    for side in intents:
+        try:
+            os.unlink(side)
+        except FileNotFoundError:
+            pass
+    if intents:
+        fsync_dir(intents[0])

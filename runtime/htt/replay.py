@@ -42,7 +42,7 @@ from ..errors import ConstraintError, DecodeError, UnsupportedError
 from . import layout as _layout
 from . import limits as _limits
 from .layout import FileLayout
-from .recovery import Damage, cause_of, scan_after
+from .recovery import Damage, cause_of, scan_after, suspect_header
 from .state import Node, State, depth_of
 
 log = logging.getLogger("bytewright.htt")
@@ -304,6 +304,7 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
     if scan.problem is not None:
         after, kept = scan_after(buf, scan.problem_offset, layout, block_plain_from=plain_from)
         scan.damage = Damage(scan.problem_offset, cause, kept, after, plain_from)
+        scan.damage.suspect = suspect_header(scan.damage, scan.entries_offset)
     _report(scan, path)
     return scan
 

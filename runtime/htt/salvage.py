@@ -17,7 +17,7 @@ from ...generated.htt import (
 )
 from .durability import MAX_BLOCK_ENTRIES, fsync_dir, write_all
 from .errors import StoreError
-from .recovery import all_survivors
+from .recovery import BASE_SEQ_FIELD, all_survivors
 from .store import Store
 
 
@@ -57,6 +57,10 @@ def salvage(source: str, dest: str) -> SalvageReport:
     after = all_survivors(whole, damage, layout) if damage is not None else []
     del whole
     base = scan.base_seq
+    if damage is not None and damage.suspect == BASE_SEQ_FIELD and not before and after:
+        # the header's base is the damaged field: the entries' own (CRC-covered) seqs
+        # are the ones to keep, so a replica's positions stay valid
+        base = after[0].entry.seq
     records: list[tuple[int | None, int, int, str, str]] = []
     out_entries: list[WalEntry] = []
     for e in before:

@@ -105,12 +105,19 @@ def pack_meta(pairs, strings: dict[str, str] | None = None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def decimal_index(value: str) -> int:
+    """A ``_child_index`` value as a number, or -1 when it is not plain ASCII decimal
+    digits. Such a value is still the node's own reserved pair: it is kept as stored
+    (§3: preserved byte for byte), it just says nothing about the sibling counter."""
+    return int(value) if value.isdigit() and value.isascii() else -1
+
+
 def flat_meta(pairs, share) -> tuple[tuple[str, ...], int]:
     """A replayed INSERT's metadata held flat, equal strings shared through ``share``
     (``strings.get`` or ``strings.setdefault``), and its decimal ``_child_index`` (-1
-    when there is none or ``int()`` refuses it). ``pairs`` are ``(key, value)`` rows
-    (``decode_rows_wal_entry``) or ``MetaPair`` objects. The usual two pairs take no
-    loop."""
+    when there is none or it is not decimal, ``decimal_index``). ``pairs`` are
+    ``(key, value)`` rows (``decode_rows_wal_entry``) or ``MetaPair`` objects. The usual
+    two pairs take no loop."""
     index = -1
     if pairs and pairs[0].__class__ is not tuple:
         pairs = [(p.key, p.value) for p in pairs]
@@ -119,7 +126,7 @@ def flat_meta(pairs, share) -> tuple[tuple[str, ...], int]:
         meta = (share(ak, ak), share(av, av), share(bk, bk), share(bv, bv))
         digits = av if ak == CHILD_INDEX else bv if bk == CHILD_INDEX else None
         if digits is not None and digits.isdigit() and digits.isascii():
-            index = int(digits)
+            index = int(digits)  # decimal_index inline: the hot path of a replay
         return meta, index
     flat = []
     for k, v in pairs:
@@ -128,8 +135,8 @@ def flat_meta(pairs, share) -> tuple[tuple[str, ...], int]:
     meta = tuple(flat)
     try:
         i = meta.index(CHILD_INDEX)
-        index = -1 if i & 1 else int(meta[i + 1])
-    except ValueError:  # no _child_index, or one int() refuses
+        index = -1 if i & 1 else decimal_index(meta[i + 1])
+    except ValueError:  # no _child_index
         pass
     return meta, index
 
@@ -200,6 +207,8 @@ class Node:
 
 
 def _child_index(meta: tuple[str, ...]) -> int | None:
+    """None when the node has no ``_child_index``; -1 when it has one that is not
+    decimal (kept as it is); else its value."""
     try:
         i = meta.index(CHILD_INDEX)  # C-speed scan; a value spelled the same is rare
     except ValueError:
@@ -210,10 +219,7 @@ def _child_index(meta: tuple[str, ...]) -> int | None:
                 break
         else:
             return None
-    try:
-        return int(meta[i + 1])
-    except ValueError:
-        return None
+    return decimal_index(meta[i + 1])
 
 
 _INSERT = WalOp.INSERT
@@ -281,7 +287,7 @@ class State:
                 kids[key] = None
         counters = self.counters
         index = _child_index(node._meta)
-        if index is None:
+        if index is None:  # none stored (a synthesized or older node): assign the next
             index = counters.get(parent, 0)
             node.meta = sort_meta(node.meta + [MetaPair(CHILD_INDEX, str(index))])
         if index >= counters.get(parent, 0):

@@ -7,9 +7,12 @@ sibling modules (``state``: what ops do, ``replay``: recovery, ``wal_writer``: a
 
 from __future__ import annotations
 
+import errno
+import functools
 import logging
 import mmap
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +37,7 @@ from ...generated.htt import (
     encode_snapshot_section,
     encode_wal_header,
 )
+from ..cut import cut
 from ..fixedpoint import q64_from_float, q64_to_float
 from . import compaction, gacl, recovery, replay, sidecars
 from .durability import Durability, fsync_dir, write_all
@@ -42,6 +46,7 @@ from .errors import (
     InvalidKeyError,
     KeyExistsError,
     KeyMissingError,
+    Poisoned,
     ReadOnlyError,
     ReservedKeyError,
     SemanticError,
@@ -52,7 +57,7 @@ from .errors import (
 )
 from .layout import USER_DIM_START, FileLayout, version_for
 from .limits import MAX_KEY_BYTES, Limits
-from .locking import lock_exclusive, lock_shared, read_all, unlock
+from .locking import lock_shared, open_locked, read_all, unlock
 from .quantized import TailCodec, raw_from_floats
 from .state import (
     CHILD_INDEX,
@@ -72,6 +77,17 @@ log = logging.getLogger("bytewright.htt")
 DEFAULT_BOUNDS = (0.0, 1.0)
 _ALGORITHMS = {"zstd": CompressionAlgorithm.zstd, "zlib": CompressionAlgorithm.zlib,
                "lz4": CompressionAlgorithm.lz4}
+
+
+def _serialized(method):
+    """Run a method holding the session's mutex: the background auto-compaction (§6)
+    swaps the file, the writer and the sequence counter, so nothing that reads or moves
+    them may interleave with it."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._mutex:
+            return method(self, *args, **kwargs)
+    return run
 
 
 @dataclass(frozen=True)
@@ -179,13 +195,18 @@ class Store:
         self.next_seq = self.scan.next_seq
         self.writer: WalWriter | None = None
         self.closed = False
-        # the cut a writer open made, when valid-looking records followed the damage
+        # the cut a writer open made (a torn tail included): its side file, offset, size
         self.discarded: dict | None = None
         self.auto_compact_threshold = auto_compact_threshold
         if auto_compact_threshold < 0:
             raise ValueError("auto_compact_threshold must be >= 0 (0 disables)")
         self._subscribers: list[WalSubscription] = []
         self._undelivered: list[WalEntry] = []  # committed, not yet fsynced
+        self._mutex = threading.RLock()
+        self._compactor: threading.Thread | None = None
+        # outcome of the background auto-compactions (info()["auto_compaction"])
+        self._auto: dict = {"runs": 0, "failures": 0, "error": None, "last": None}
+        self._auto_wait_until = 0  # after a failure: WAL length of the next attempt
         self._check_recovery(recovery_mode, discard_after)
         if not readonly:
             self._repair_tail(buf)
@@ -206,6 +227,21 @@ class Store:
                 f"at {discard_after}; {damage.records_after} valid-looking record(s) follow "
                 f"it; nothing changed", path=self.path, offset=damage.offset,
                 reason=damage.reason, records_after=damage.records_after)
+        if damage.suspect and not self.readonly and discard_after is None:
+            # §6 recovers a crash's partial write; no partial write makes the first entry
+            # break the sequence while it and every record after it verify and run on:
+            # a damaged header field does, and cutting there would cut the whole WAL
+            first = damage.survivors[0].entry.seq
+            exc = WalDamaged(
+                f"{self.path}: the first WAL entry (offset {damage.offset}) carries seq "
+                f"{first} but {damage.suspect} says {self.scan.base_seq}; it and "
+                f"{damage.records_after - 1} record(s) after it verify and run on from "
+                f"{first}, so the damage is likely that header field (no checksum covers "
+                f"it); refusing to cut the whole WAL: {how}", path=self.path,
+                offset=damage.offset, reason=damage.reason,
+                records_after=damage.records_after)
+            exc.field = damage.suspect
+            raise exc
         if mode == recovery.ABSOLUTE_CONSISTENCY or (
                 mode == recovery.TOLERATE_CORRUPTED_TAIL and damage.records_after
                 and discard_after is None):
@@ -216,34 +252,52 @@ class Store:
                 reason=damage.reason, records_after=damage.records_after)
 
     def _repair_tail(self, buf: bytes) -> None:
-        """Cut a torn/corrupt tail off before appending, and restore a torn header.
-        When valid-looking records follow the damage, the cut bytes go to a side file
-        (``FILE.discarded-OFFSET``, fsynced) first."""
+        """Cut a torn/damaged tail off before appending, and restore a torn header. Every
+        cut byte goes to a side file (``FILE.discarded-OFFSET``, fsynced) first
+        (``runtime.cut``), torn tails too. The intact entries of a damaged block are
+        appended again as a fresh block (§5: the written block is never rewritten);
+        they are made durable in ``FILE.reappend-OFFSET`` before the cut, and a writer
+        open after a crash in between appends them from there."""
         scan = self.scan
-        if scan.header_count is None or scan.valid_end < len(buf):
-            damage = scan.damage
-            if damage is not None and damage.records_after and scan.valid_end < len(buf):
-                side = recovery.keep_discarded(self.path, buf, scan.valid_end)
-                self.discarded = {"path": side, "offset": scan.valid_end,
-                                  "bytes": len(buf) - scan.valid_end,
-                                  "reason": damage.reason,
-                                  "records_after": damage.records_after}
+        damage = scan.damage
+        again = list(scan.salvaged)  # applied while scanning, counted in scan.count
+        intents: list[str] = []
+        cutting = scan.header_count is None or scan.valid_end < len(buf)
+        if again and cutting:
+            intents.append(recovery.keep_reappend(self.path, buf, scan.wal_offset,
+                                                  scan.valid_end, again, self.layout))
+        if cutting:
+            reason = damage.reason if damage is not None else "bytes past the WAL"
+            after = damage.records_after if damage is not None else 0
+            done = cut(self.path, self.fd, scan.valid_end, reason=reason, data=buf)
+            if done.side is not None:
+                self.discarded = {"path": done.side, "offset": done.offset,
+                                  "bytes": done.length, "reason": reason,
+                                  "records_after": after}
                 log.warning("%s: WAL damaged at offset %d (%s) with %d valid-looking "
-                            "record(s) after it; cut %d byte(s), kept in %s",
-                            self.path, damage.offset, damage.reason, damage.records_after,
-                            len(buf) - scan.valid_end, side)
-            os.ftruncate(self.fd, scan.valid_end)
+                            "record(s) after it; cut %d byte(s), kept in %s", self.path,
+                            done.offset, reason, after, done.length, done.side)
             if scan.header_count is None:
                 write_all(self.fd, encode_wal_header(WalHeader(0, scan.base_seq)),
                           scan.wal_offset)
                 scan.valid_end = scan.entries_offset = scan.wal_offset + replay.WAL_HEADER_SIZE
-            os.fsync(self.fd)
-        on_disk = scan.count - len(scan.salvaged)
+                os.fsync(self.fd)
+        on_disk = scan.count - len(again)
         self.writer = WalWriter(self.fd, self.layout, scan.wal_offset, scan.valid_end,
-                                scan.base_seq, on_disk, self.durability)
-        if scan.salvaged:
-            # intact entries of a damaged block: write them back as one fresh block
-            self.writer.pending = [(e, b"") for e in scan.salvaged]
+                                scan.base_seq, on_disk, self.durability, self.path)
+        if not again and self.layout.block_compressed:
+            again, intents = recovery.reappends(
+                self.path, buf, scan.wal_offset, scan.valid_end, scan.next_seq, self.layout,
+                self.limits.max_block_bytes, self.state.apply)
+            if again:
+                scan.count += len(again)
+                scan.next_seq = self.next_seq = scan.next_seq + len(again)
+                log.warning("%s: %d intact WAL entr(y/ies) of a damaged block, kept aside "
+                            "by a repair a crash interrupted, appended at offset %d",
+                            self.path, len(again), scan.valid_end)
+        if again:
+            # intact entries of a damaged block: written back as one fresh block
+            self.writer.pending = [(e, b"") for e in again]
             self.writer.write(fsync=True)
             scan.valid_end = self.writer.end
             scan.salvaged = []
@@ -251,6 +305,7 @@ class Store:
             self.writer.count = scan.count
             write_all(self.fd, encode_wal_header(WalHeader(scan.count, scan.base_seq)),
                       scan.wal_offset)
+        recovery.forget(intents)  # their entries are in the file, fsynced
         self.writer.synced_end = scan.next_seq
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -295,11 +350,22 @@ class Store:
                 semantic_dims=semantic_dims)
         data += encode_snapshot_section(SnapshotSection([]), **layout.snapshot_params())
         data += encode_wal_header(WalHeader(0, 1))
-        mode = os.O_RDWR | os.O_CREAT | (0 if overwrite else os.O_EXCL)
-        fd = os.open(path, mode, 0o644)
+
+        def open_fd() -> int:
+            try:
+                return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                if not overwrite:
+                    raise
+                return os.open(path, os.O_RDWR)
+
+        fd = open_locked(path, open_fd)
         try:
-            lock_exclusive(fd, path)
-            os.ftruncate(fd, 0)
+            if os.fstat(fd).st_size:
+                # overwrite=True replaces a file: its bytes are kept (FILE.discarded-0)
+                kept = cut(path, fd, 0, reason="replaced by create(overwrite=True)")
+                log.warning("%s: replaced a file of %d byte(s); they are kept in %s",
+                            path, kept.length, kept.side)
             write_all(fd, bytes(data), 0)
             os.fsync(fd)
             fsync_dir(path)
@@ -325,8 +391,8 @@ class Store:
         writer is active and ``lock_wait`` is false (CRC recovery covers torn tails).
 
         ``recovery`` (docs/recovery.md): ``point_in_time`` (the spec's automatic rule: a
-        writer cuts at the first damage, keeping the cut bytes in
-        ``FILE.discarded-OFFSET`` when valid-looking records follow),
+        writer cuts at the first damage, keeping every cut byte, a torn tail's too, in
+        ``FILE.discarded-OFFSET``),
         ``tolerate_corrupted_tail`` (cut a torn tail only; ``WalDamaged`` when valid
         records follow the damage, unless ``discard_after`` repeats the damage offset)
         or ``absolute_consistency`` (``WalDamaged`` on any damage)."""
@@ -358,9 +424,8 @@ class Store:
                     _unmap(mapped)
                 unlock(fd)
                 os.close(fd)
-        fd = os.open(path, os.O_RDWR)
+        fd = open_locked(path, lambda: os.open(path, os.O_RDWR))
         try:
-            lock_exclusive(fd, path)
             buf = read_all(fd)
             return cls(path, buf, fd=fd, readonly=False, durability=dur,
                        gacl_fail_closed=gacl_fail_closed, history_retention=history_retention,
@@ -369,8 +434,13 @@ class Store:
             os.close(fd)
             raise
 
+    @_serialized
     def flush(self) -> None:
-        """Write every pending entry and fsync (the durability point of every policy)."""
+        """Write every pending entry and fsync (the durability point of every policy):
+        when it returns, every entry committed so far is acknowledged. A failed write or
+        fsync raises ``Poisoned`` and the session writes nothing more."""
+        if self.writer is not None:
+            self.writer.check()
         if self.writer is not None and not self.closed:
             self.writer.write(fsync=True)
             self.writer.synced_end = self.next_seq
@@ -379,16 +449,26 @@ class Store:
     sync = flush
 
     def close(self) -> None:
+        """Flush and release the file; a background auto-compaction is waited for first,
+        so the session never ends halfway through swapping the file. A poisoned session
+        (a write or fsync failed) only releases the file: nothing more is written, and
+        reopening recovers the durable state. Raises ``Poisoned`` if the final flush
+        fails (the file is released all the same)."""
         if self.closed:
             return
-        try:
-            self.flush()
-        finally:
-            self.closed = True
-            if self.fd is not None:
-                unlock(self.fd)
-                os.close(self.fd)
-                self.fd = None
+        self.wait_for_compaction()
+        with self._mutex:
+            if self.closed:
+                return
+            try:
+                if self.writer is None or self.writer.poisoned is None:
+                    self.flush()
+            finally:
+                self.closed = True
+                if self.fd is not None:
+                    unlock(self.fd)
+                    os.close(self.fd)
+                    self.fd = None
 
     def __enter__(self) -> Store:
         return self
@@ -429,6 +509,8 @@ class Store:
     # -- writing -----------------------------------------------------------------------
 
     def _writable(self) -> WalWriter:
+        if self.writer is not None:
+            self.writer.check()  # a poisoned session refuses first, closed or not
         if self.closed:
             raise StoreError(f"{self.path}: store is closed")
         if self.readonly or self.writer is None:
@@ -439,26 +521,82 @@ class Store:
         return WalEntry(self.next_seq + offset, op, key, body)
 
     def _commit(self, entries: list[WalEntry]) -> None:
+        """Log ``entries`` and apply them. The memory changes only after ``add`` has
+        written them (when the policy writes now): a failed write leaves the state and
+        the sequence counter as they were, and poisons the session."""
         writer = self._writable()
         encoded = writer.stage(entries)  # a bad value fails here, before any change
-        for e in entries:
-            self.state.apply(e)
-        self.next_seq += len(entries)
         writer.add(entries, encoded)
+        try:
+            for e in entries:
+                self.state.apply(e)
+        except BaseException as exc:
+            # logged (or queued) but not in memory: the session no longer matches its file
+            raise writer.poison(exc) from exc
+        self.next_seq += len(entries)
         if self._subscribers:
             self._undelivered.extend(entries)
         if not writer.pending and not writer.dirty:
             writer.synced_end = self.next_seq
             self._deliver()
         threshold = self.auto_compact_threshold
-        if threshold and self.next_seq - writer.base_seq >= threshold:
-            # §6: "WAL entry count >= auto_compact_threshold". Upstream runs it on a
-            # background thread; here it runs before the call returns (same file
-            # outcome, no second thread touching the session's state).
-            self.compact()
+        if threshold and self.next_seq - writer.base_seq >= max(threshold,
+                                                                self._auto_wait_until):
+            # §6: "WAL entry count >= auto_compact_threshold ... runs on a background
+            # thread off the writer": the entries are committed; how the compaction
+            # goes is no concern of this call
+            self._start_auto_compaction()
+
+    def _start_auto_compaction(self) -> None:
+        running = self._compactor
+        if running is not None and running.is_alive():
+            return  # it re-reads the WAL length once it holds the mutex
+        # not a daemon: an interpreter exiting without close() lets it finish the swap
+        self._compactor = threading.Thread(target=self._auto_compact,
+                                           name=f"htt-compact {self.path}")
+        self._compactor.start()
+
+    def _auto_compact(self) -> None:
+        with self._mutex:
+            writer = self.writer
+            if self.closed or writer is None or writer.poisoned is not None \
+                    or self.next_seq - writer.base_seq < max(
+                    self.auto_compact_threshold, self._auto_wait_until):
+                return  # compacted (or closed) since it was asked for
+            try:
+                result = self.compact()
+            except Exception as exc:  # reported in info(), never to the writer's caller
+                wal = self.next_seq - self.writer.base_seq
+                # the next attempt once the WAL has grown by another threshold
+                self._auto_wait_until = wal + self.auto_compact_threshold
+                self._auto["failures"] += 1
+                self._auto["error"] = {"type": type(exc).__name__, "message": str(exc),
+                                       "errno": getattr(exc, "errno", None),
+                                       "wal_entries": wal}
+                log.error("%s: background compaction failed (%s); the file is unchanged "
+                          "and every committed entry is in its WAL", self.path, exc)
+            else:
+                self._auto_wait_until = 0
+                self._auto["runs"] += 1
+                self._auto["error"] = None
+                self._auto["last"] = result
+
+    def wait_for_compaction(self, timeout: float | None = None) -> dict:
+        """Wait for a running background auto-compaction; returns
+        ``info()["auto_compaction"]``."""
+        running = self._compactor
+        if running is not None and running is not threading.current_thread():
+            running.join(timeout)
+        return self._auto_info()
+
+    def _auto_info(self) -> dict:
+        running = self._compactor
+        return {"threshold": self.auto_compact_threshold,
+                "running": running is not None and running.is_alive()} | self._auto
 
     # -- subscription (§8) --------------------------------------------------------------
 
+    @_serialized
     def subscribe_wal(self, callback: Callable[[WalEntry], None]) -> WalSubscription:
         """Deliver every entry committed from now on to ``callback``, in sequence order,
         once it is fsynced (§8). ``subscription.from_seq`` is the first seq delivered:
@@ -512,6 +650,7 @@ class Store:
                                 "set' (§7, §7.3); pass None to clear or use larger values")
         return tail
 
+    @_serialized
     def put(self, key: str, data=b"", meta: Mapping[str, str] | None = None,
             semantic: Sequence[float] | None = None, *,
             semantic_raw: Sequence[int] | None = None) -> None:
@@ -552,6 +691,7 @@ class Store:
         self._check(key, action)
         return node
 
+    @_serialized
     def update(self, key: str, data, meta: Mapping[str, str] | None = None) -> None:
         """UPDATE: replace data and user metadata (``meta=None`` keeps the user
         metadata); reserved ``_`` pairs are carried over byte for byte."""
@@ -565,6 +705,7 @@ class Store:
         payload = _as_bytes(data, self.limits.max_entry_data)
         self._commit([self._entry(0, WalOp.UPDATE, key, UpdateBody(payload, pairs))])
 
+    @_serialized
     def delete(self, key: str) -> None:
         """DELETE ``key`` and its subtree (one explicit DELETE per node, children
         first, so any replay model converges)."""
@@ -573,12 +714,14 @@ class Store:
         doomed = list(reversed(self.state.descendants(key))) + [key]
         self._commit([self._entry(i, WalOp.DELETE, k, None) for i, k in enumerate(doomed)])
 
+    @_serialized
     def set_meta(self, key: str, name: str, value: str) -> None:
         self._writable()
         (pair,) = _user_meta({name: value})
         self._existing(key)
         self._commit([self._entry(0, WalOp.SET_META, key, pair)])
 
+    @_serialized
     def set_semantic(self, key: str, semantic: Sequence[float] | None = None, *,
                      semantic_raw: Sequence[int] | None = None) -> None:
         """SET_SEMANTIC; ``None`` clears the placement (the all-zero tail, §7)."""
@@ -589,6 +732,7 @@ class Store:
         tail = self._tail(semantic, semantic_raw)
         self._commit([self._entry(0, WalOp.SET_SEMANTIC, key, SetSemanticBody(tail))])
 
+    @_serialized
     def seal_epoch(self, *, speculative: bool = False) -> int:
         """Append an EPOCH marker; returns the new epoch id (1-based)."""
         self._writable()
@@ -597,14 +741,15 @@ class Store:
                                   EpochBody(epoch, EpochFlags(speculative, False)))])
         return epoch
 
+    @_serialized
     def replicate(self, entries: Sequence[WalEntry]) -> None:
         """Apply entries shipped from a primary (§8), keeping their sequence numbers."""
         if not entries:
             return
+        self._writable()
         want = list(range(self.next_seq, self.next_seq + len(entries)))
         if [e.seq for e in entries] != want:
             raise StoreError(f"replicated entries must continue at seq {self.next_seq}")
-        self._writable()
         self._commit([WalEntry(e.seq, e.op, e.key, e.body) for e in entries])
 
     # -- reading -----------------------------------------------------------------------
@@ -660,6 +805,7 @@ class Store:
         with open(self.path, "rb") as fh:
             return fh.read()
 
+    @_serialized
     def committed_entries(self) -> list[WalEntry]:
         """The entries of the current WAL that are on disk (intact prefix)."""
         buf = self._file_bytes()
@@ -674,6 +820,7 @@ class Store:
     def base_seq(self) -> int:
         return self.writer.base_seq if self.writer is not None else self.scan.base_seq
 
+    @_serialized
     def wal_entries_since(self, from_seq: int) -> list[WalEntry]:
         """Committed (fsynced) entries with ``seq >= from_seq``, in order (§8);
         ``SnapshotRequired(base_seq)`` if compaction folded ``from_seq`` away."""
@@ -685,6 +832,7 @@ class Store:
 
     # -- compaction --------------------------------------------------------------------
 
+    @_serialized
     def compact(self) -> dict:
         """Fold the WAL into a new snapshot; atomic replace (see ``compaction``)."""
         writer = self._writable()
@@ -710,17 +858,23 @@ class Store:
         self.layout = FileLayout.of(built.header)
         self.next_seq = built.base_seq + built.wal_count
         self.writer = WalWriter(new_fd, self.layout, built.wal_offset, len(built.data),
-                                built.base_seq, built.wal_count, self.durability)
+                                built.base_seq, built.wal_count, self.durability, self.path)
         self.writer.synced_end = self.next_seq
         self.scan = replay.WalScan(built.wal_offset, built.base_seq, built.wal_count,
                                    built.wal_offset + replay.WAL_HEADER_SIZE, len(built.data),
                                    built.wal_count, self.next_seq)
+        if self._subscribers:
+            # the RESTAMP is a committed, fsynced entry with its own seq: a subscriber
+            # missing it could not continue the sequence (§8)
+            self._undelivered.extend(built.entries)
+            self._deliver()
         return {"node_count": built.node_count, "file_bytes": len(built.data),
                 "wal_base_seq": built.base_seq, "restamp": built.wal_count == 1,
                 "archived": archived}
 
     # -- description -------------------------------------------------------------------
 
+    @_serialized
     def info(self) -> dict:
         h = self.header
         return {
@@ -746,11 +900,23 @@ class Store:
                 "offset": self.scan.damage.offset, "reason": self.scan.damage.reason,
                 "records_after": self.scan.damage.records_after},
             "discarded": self.discarded,
+            "poisoned": self._poison_info(),
             "discarded_files": [os.path.basename(p)
                                 for p in recovery.discarded_paths(self.path)],
             "bounds": self.bounds if h.flags.meaning_addressed else None,
             "sidecars": [os.path.basename(p) for p in sidecars.sidecar_paths(self.path)],
+            "auto_compaction": self._auto_info(),
         }
+
+
+    def _poison_info(self) -> dict | None:
+        cause = None if self.writer is None else self.writer.poisoned
+        if cause is None:
+            return None
+        code = getattr(cause, "errno", None)
+        return {"error": type(cause).__name__,
+                "errno": errno.errorcode.get(code, str(code)) if code is not None else None,
+                "message": str(Poisoned(self.path, cause))}
 
 
 class WalSubscription:

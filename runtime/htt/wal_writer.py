@@ -1,6 +1,12 @@
 """Appending WAL entries: encode early (so a bad value fails before state changes),
 write per the durability policy, never touch bytes already written except the
-advisory ``wal_entry_count`` (rewritten in place, §6)."""
+advisory ``wal_entry_count`` (rewritten in place, §6).
+
+A write or fsync that fails poisons the writer for good: the bytes on disk are then
+unknown (part of a flush may be there, and after a failed fsync the kernel may have
+dropped dirty pages while reporting later fsyncs as clean), so writing on or retrying
+could put acknowledged entries on top of a hole. Only a reopen, whose replay verifies
+every entry, knows the durable state again."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from ...generated.htt import (
     encode_wal_header,
 )
 from .durability import MAX_BLOCK_ENTRIES, Durability, write_all
+from .errors import Poisoned
 from .layout import FileLayout
 
 
@@ -22,8 +29,9 @@ class WalWriter:
     """Owns the append position of one open file descriptor."""
 
     def __init__(self, fd: int, layout: FileLayout, wal_offset: int, end: int,
-                 base_seq: int, count: int, durability: Durability) -> None:
+                 base_seq: int, count: int, durability: Durability, path: str = "") -> None:
         self.fd = fd
+        self.path = path
         self.layout = layout
         self.wal_offset = wal_offset
         self.end = end
@@ -34,6 +42,18 @@ class WalWriter:
         self.dirty = False  # written but not fsynced
         self.flushes = 0
         self.synced_end = base_seq + count  # entries below this seq are fsynced
+        self.poisoned: BaseException | None = None  # the failure that ended this writer
+
+    def check(self) -> None:
+        """Raise ``Poisoned`` once a write or fsync has failed."""
+        if self.poisoned is not None:
+            raise Poisoned(self.path, self.poisoned) from self.poisoned
+
+    def poison(self, exc: BaseException) -> Poisoned:
+        """Mark the writer unusable; returns the error the failing call raises."""
+        if self.poisoned is None:
+            self.poisoned = exc
+        return Poisoned(self.path, self.poisoned)
 
     def encode(self, entry: WalEntry) -> bytes:
         return encode_wal_entry(entry, **self.layout.entry_params())
@@ -43,12 +63,26 @@ class WalWriter:
         return [self.encode(e) for e in entries]
 
     def add(self, entries: list[WalEntry], encoded: list[bytes]) -> None:
+        """Queue entries; write (and fsync) them now if the policy says so. Raises
+        ``Poisoned`` if that write fails, or failed before."""
+        self.check()
         self.pending.extend(zip(entries, encoded, strict=True))
         if self.durability.write_now(len(self.pending)):
             self.write(fsync=self.durability.fsync_now())
 
     def write(self, *, fsync: bool = True) -> None:
-        """One flush: append the pending entries (blocks of <= 64 when compressed)."""
+        """One flush: append the pending entries (blocks of <= 64 when compressed). Any
+        failure poisons the writer (``Poisoned``, caused by the ``OSError``)."""
+        self.check()
+        try:
+            self._write(fsync)
+        except Exception as exc:
+            raise self.poison(exc) from exc
+        except BaseException as exc:  # an interrupt mid-write: unknown bytes on disk too
+            self.poison(exc)
+            raise
+
+    def _write(self, fsync: bool) -> None:
         if self.pending:
             if self.layout.block_compressed:
                 params = self.layout.block_params()
