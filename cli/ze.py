@@ -5,8 +5,8 @@ segment, manifest, frame and purge files; ``ze repair FILE [--discard-after OFFS
 The file kind is taken from the shared header's family id (bare WAL records and region
 payloads have no header; use ``bytewright inspect`` for those). ``repair`` cuts a WAL at
 its first bad record (what the appender's open does): a torn tail is cut, damage with
-valid-looking records after it is refused in one line unless ``--discard-after`` repeats
-the reported offset, and the cut bytes then go to ``FILE.discarded-OFFSET`` first.
+valid-looking records (any op) after it is refused in one line unless ``--discard-after``
+repeats the reported offset; every cut keeps its bytes in ``FILE.discarded-OFFSET``.
 ``salvage`` writes every record that still verifies, before and after the damage, into a
 new WAL for a human to judge (see docs/recovery.md).
 """
@@ -178,8 +178,11 @@ def _run(args: argparse.Namespace, data, release) -> int:
             return 0
         if args.action == "dump":
             if fam == "segment":
+                # opaque kinds (no codec) are shown by size only: skipped, not rejected
                 out = {"header": _plain(obj.header),
-                       "regions": {k: _plain(obj.region(k)) for k in obj.entries if k != 7}}
+                       "regions": {k: _plain(obj.region(k)) if obj.decodable(k) else
+                                   {"opaque": True, "length": e.length}
+                                   for k, e in obj.entries.items() if k != 7}}
             elif fam == "wal":
                 out = {"first_seq": obj.first_seq, "terminator": obj.terminator,
                        "records": [{"seq": r.seq, "op": r.op,
@@ -190,9 +193,10 @@ def _run(args: argparse.Namespace, data, release) -> int:
             return 0
         # verify
         if fam == "segment":
-            obj.validate_all()
+            obj.validate_all()  # every region checksum, opaque and unknown kinds included
             for k in obj.entries:
-                obj.region(k)
+                if obj.decodable(k):
+                    obj.region(k)
         if fam == "wal" and obj.terminator != "clean":
             print(f"{args.file}: WAL ends with {obj.terminator} at {obj.offset}: {obj.error}")
             return 1

@@ -404,6 +404,39 @@ def check_retired_version_reused(fp: FamilyPair) -> Iterator[Hit]:
 
 # -- enums and registries -----------------------------------------------------------------
 
+def _member_ranges(tp: TablePair) -> Iterator[tuple[ir.EnumMember, ir.EnumMember]]:
+    """Entries present on both sides (by name) whose accepted version range is declared."""
+    if not _pairs_present(tp):
+        return
+    old = {m.name: m for m in tp.old.members}
+    for m in tp.new.members:
+        o = old.get(m.name)
+        if o is not None and o.accepted is not None and m.accepted is not None:
+            yield o, m
+
+
+def check_entry_versions_narrowed(tp: TablePair) -> Iterator[Hit]:
+    for o, n in _member_ranges(tp):
+        (olo, ohi), (nlo, nhi) = o.accepted, n.accepted
+        if nlo > olo or nhi < ohi:
+            sub = f".values.{n.name}"
+            yield Hit(f"{tp.subject}.{n.name}", f"accepted versions narrowed [{olo}, {ohi}] -> "
+                      f"[{nlo}, {nhi}]: files of dropped versions no longer open",
+                      tp.loc_old(sub), tp.loc_new(sub))
+
+
+def check_entry_versions_widened(tp: TablePair) -> Iterator[Hit]:
+    for o, n in _member_ranges(tp):
+        (olo, ohi), (nlo, nhi) = o.accepted, n.accepted
+        sub = f".values.{n.name}"
+        if nhi > ohi or nlo < olo:
+            yield Hit(f"{tp.subject}.{n.name}", f"accepted versions widened [{olo}, {ohi}] -> "
+                      f"[{nlo}, {nhi}]", tp.loc_old(sub), tp.loc_new(sub))
+        if n.current != o.current:
+            yield Hit(f"{tp.subject}.{n.name}", f"current (written) version {o.current} -> "
+                      f"{n.current}", tp.loc_old(sub), tp.loc_new(sub))
+
+
 def check_table_removed(tp: TablePair) -> Iterator[Hit]:
     if tp.old is not None and tp.new is None:
         yield Hit(tp.subject, f"{tp.kind[:-1] if tp.kind != 'flags' else 'flags'} "
@@ -970,6 +1003,9 @@ RULES: tuple[Rule, ...] = (
          "An open enum stays open (unknown values keep decoding).", check_enum_openness),
     Rule("W018", "family-removed", WIRE, "family",
          "A shipped format family stays decodable.", check_family_removed),
+    Rule("W019", "entry-versions-narrowed", WIRE, "table",
+         "A registry entry's accepted version range never shrinks: old files keep opening.",
+         check_entry_versions_narrowed),
     # API-BREAKING
     Rule("P001", "field-renamed", API, "layout",
          "A rename keeps every byte but changes the generated attribute name.",
@@ -1033,6 +1069,8 @@ RULES: tuple[Rule, ...] = (
     Rule("A009", "range-widened", ADDITIVE, "field",
          "A valid range that accepts more values (old files stay valid).",
          check_range_widened),
+    Rule("A011", "entry-versions-widened", ADDITIVE, "table",
+         "A registry entry accepts or writes a new version.", check_entry_versions_widened),
     # DOC
     Rule("D001", "table-doc-changed", DOC, "table",
          "Documentation of enums, flags and registries.", check_table_doc),

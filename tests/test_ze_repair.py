@@ -66,10 +66,14 @@ def test_sequence_break_counts_the_out_of_sequence_record():
 
 def test_appender_cuts_a_torn_tail_and_continues(tmp_path):
     path = tmp_path / "w.wal"
-    path.write_bytes(_wal()[:-5])
+    whole = _wal()
+    path.write_bytes(whole[:-5])
+    torn_at = _offsets(whole)[-1][0]
     with files.WalAppender(path) as app:
-        assert app.discarded is None and app.next_seq == N
+        # a torn tail is kept too (runtime.cut): its bytes are in the side file
+        assert app.discarded == f"{path}.discarded-{torn_at}" and app.next_seq == N
         assert app.append(2, DELETE) == N
+    assert (tmp_path / f"w.wal.discarded-{torn_at}").read_bytes() == whole[torn_at:-5]
     r = wal.replay(path.read_bytes())
     assert r.terminator == "clean" and [x.seq for x in r.records] == list(range(1, N + 1))
 
@@ -304,8 +308,10 @@ def test_a_scan_cut_short_by_its_limit_counts_as_damage():
     short = wal.replay(bytes(data), scan_bytes=30)
     assert not short.scan_complete and short.damaged and short.valid_after == 0
     assert "stopped at its limit" in short.describe() and "torn tail" not in short.describe()
-    # the candidate cap too: adversarial bytes that put a known op at every other offset
-    adversarial = wal.wal_bytes(1, [(2, DELETE)]) + bytes([2, 0]) * 5000
+    # the candidate cap too: adversarial bytes whose declared length fits at every other
+    # u32, each candidate different (any op counts, so the length is the prefilter)
+    adversarial = wal.wal_bytes(1, [(2, DELETE)]) + b"".join(
+        i.to_bytes(4, "little") + (1).to_bytes(4, "little") for i in range(2500))
     r = wal.replay(adversarial)
     assert r.terminator == "corrupt"
     assert wal.scan_after(memoryview(adversarial), 40, candidates=10**6) == [40]

@@ -11,7 +11,8 @@
                     CommitState ref and transition rules, the envelope writer
 - :mod:`.graphwal`  family-19 graph WAL files: writer, multi-envelope replay, torn tails
 - :mod:`.files`     files on disk: atomic artifact writes, the WAL appender (torn tail
-                    cut, damage in the middle refused unless discard_after, side files),
-                    WAL salvage
+                    cut, damage in the middle refused unless discard_after; every cut
+                    through runtime.cut, so its bytes are kept), WAL salvage
+- :mod:`.seals`     covering checksums verified before the fields they cover
 - :mod:`.limits`    resource limits and format bounds as named constants
 """

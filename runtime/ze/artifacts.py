@@ -6,17 +6,20 @@ real file length, the manifest's extension order per version, and derives purge 
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...generated import ze
 from ..checksums import xxh3_64
 from ..errors import ConstraintError, UnsupportedError
-from . import limits, registry
+from . import limits, registry, seals
 
 TSR1, ZGR3 = 0x31525354, 0x3352475A
 
 
-def _file_length(buf, hdr) -> None:
+def _file_length(buf, hdr, what: str) -> None:
     """facts §2.2 decode order after the header: file_length equals the real length,
-    header_length == 32, then the whole-file checksum, all before the block is read."""
+    header_length == 32, then the whole-file checksum, then the block checksum, all
+    before a payload field is read."""
     if hdr.file_length != len(buf):
         raise ConstraintError("file_length must equal the real file length", offset=24,
                               path="file_length", expected=len(buf), found=hdr.file_length)
@@ -24,6 +27,7 @@ def _file_length(buf, hdr) -> None:
         raise ConstraintError("framed artifact header_length must be 32", offset=16,
                               path="header_length", expected=32, found=hdr.header_length)
     ze.decode_framed_trailer_check(buf)  # whole-file checksum before the block checksum
+    seals.framed_block(buf, what)
 
 
 def _exact(buf, end: int, what: str) -> None:
@@ -34,7 +38,7 @@ def _exact(buf, end: int, what: str) -> None:
 
 def read_frame(buf) -> ze.FrameFile:
     hdr = registry.read_header(buf, expected_family=1)
-    _file_length(buf, hdr)
+    _file_length(buf, hdr, "frame_file")
     value, end = ze.decode_frame_file(buf)
     _exact(buf, end, "frame")
     return value
@@ -42,7 +46,7 @@ def read_frame(buf) -> ze.FrameFile:
 
 def read_purge(buf) -> ze.PurgeFile:
     hdr = registry.read_header(buf, expected_family=15)
-    _file_length(buf, hdr)
+    _file_length(buf, hdr, "purge_file")
     value, end = ze.decode_purge_file(buf)
     _exact(buf, end, "purge intent")
     return value
@@ -72,7 +76,9 @@ def read_manifest(buf, *, strict: bool = True, graph: bool = True) -> ze.Manifes
         raise UnsupportedError("manifest v3 carries a graph section; this build is graph-free",
                                offset=10, path="manifest_file.family_version", expected=2,
                                found=3)
-    _file_length(buf, hdr)
+    _file_length(buf, hdr, "manifest_file")
+    if hdr.family_version == 3:
+        seals.zgr3_section(buf)  # the section checksum before its body is parsed
     value, end = ze.decode_manifest_file(buf)
     _exact(buf, end, "manifest")
     tags = [x.tag for x in value.block.payload.extensions]
@@ -196,7 +202,13 @@ def check_epochs(p: ze.ManifestPayload) -> None:
 
 
 def manifest_file(payload: ze.ManifestPayload) -> bytes:
-    """Writers emit v3 only when the graph section is present, else v2."""
+    """Writers emit v3 only when the graph section is present, else v2. A TSR1 whose
+    ranges are all Unstamped is left out (rules: "When every segment range is
+    `Unstamped`, writers append no range bytes"); ``payload`` itself is not changed."""
+    kept = [x for x in payload.extensions
+            if not (x.tag == TSR1 and all(int(r.tag) == 0 for r in x.body.ranges))]
+    if len(kept) != len(payload.extensions):
+        payload = dataclasses.replace(payload, extensions=kept)
     version = 3 if any(x.tag == ZGR3 for x in payload.extensions) else 2
     return ze.encode_manifest_file(ze.ManifestFile(version, ze.ManifestBlock(payload)))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...generated import ze
 from ..checksums import xxh3_64
 from ..errors import ConstraintError
-from . import limits
+from . import limits, seals
 
 LIMIT = limits.ENVELOPE_BYTES
 FRAME_HEADER = ze.LAYOUT["zgw_frame_header"]["layouts"][0]["fixed_size"]  # 64
@@ -25,6 +25,7 @@ def validate(payload, *, expected_sequence: int | None = None) -> ze.GraphEnvelo
     if len(mv) > LIMIT:
         raise ConstraintError("envelope exceeds 16 MiB", path="envelope", expected=LIMIT,
                               found=len(mv))
+    seals.zgw_frames(mv)  # every frame's checksums before any field is read
     env, end = ze.decode_graph_envelope(mv)
     if end != len(mv):
         raise ConstraintError("trailing bytes after the envelope", offset=end, path="envelope")

@@ -5,10 +5,11 @@
   one, never a mixture.
 * :class:`WalAppender` appends records to a WAL (family 11) and fsyncs each append. Its
   open follows RocksDB's ``kTolerateCorruptedTailRecords``: a torn tail (damage with no
-  valid-looking record after it) is cut and the append continues; damage followed by
-  valid-looking records refuses the open (:class:`WalDamaged`) unless the caller repeats
-  the reported offset in ``discard_after``. Whatever is cut with valid-looking records
-  after it is first copied to ``FILE.discarded-OFFSET`` and fsynced.
+  valid-looking record, of any op, after it) is cut and the append continues; damage
+  followed by valid-looking records refuses the open (:class:`WalDamaged`) unless the
+  caller repeats the reported offset in ``discard_after``. Every cut, a torn tail's
+  included, goes through :func:`bytewright.runtime.cut.cut`: the removed bytes are kept
+  in ``FILE.discarded-OFFSET`` (fsynced) before the file is shortened.
 * :func:`salvage_wal` copies every record that still verifies, before and after the
   damage, into a new WAL file for a human to judge.
 
@@ -20,14 +21,17 @@ from __future__ import annotations
 import os
 
 from ...generated import ze
+from .. import cut
 from ..atomic import AtomicFile
 from ..errors import ConstraintError, DecodeError
 from ..mapped import RELEASE_EVERY, mapped_file
 from . import wal
 
 
-class OsIO:
-    """The write steps (tests substitute one that crashes after step k)."""
+class OsIO(cut.OsSteps):
+    """The write steps (tests substitute one that crashes after step k). The truncate step
+    is the shared one of ``runtime.cut``, which alone shortens files (after keeping the
+    bytes)."""
 
     def write(self, fd: int, data: bytes, offset: int) -> None:
         view = memoryview(data)
@@ -37,9 +41,6 @@ class OsIO:
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
-
-    def ftruncate(self, fd: int, size: int) -> None:
-        os.ftruncate(fd, size)
 
     def rename(self, src: str, dst: str) -> None:
         os.replace(src, dst)
@@ -69,19 +70,6 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, io: OsIO | None = None
         os.close(fd)
     io.rename(tmp, path)
     fsync_dir(path)
-
-
-def keep_discarded(path: str | os.PathLike, data: bytes, offset: int) -> str:
-    """Copy ``data[offset:]`` to ``FILE.discarded-OFFSET``, fsynced; returns its path."""
-    side = f"{os.fspath(path)}.discarded-{offset}"
-    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        OsIO().write(fd, bytes(data[offset:]), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(side)
-    return side
 
 
 class WalDamaged(ConstraintError):
@@ -128,10 +116,11 @@ class WalAppender:
                              f"{r.valid_after} valid-looking records after it{more}; salvage "
                              f"first, or pass discard_after={r.offset} to cut there",
                              offset=r.offset, path="wal", found=r.valid_after)
-        if r.damaged:
-            self.discarded = keep_discarded(self.path, data, r.offset)
-        self.io.ftruncate(self.fd, r.offset)  # a torn tail, or a cut the caller asked for
-        self.io.fsync(self.fd)
+        # a torn tail, or a cut the caller asked for: either way the bytes are kept
+        reason = (f"WAL damage at {r.offset} ({r.reason}), cut by discard_after"
+                  if r.damaged else f"torn WAL tail at {r.offset} ({r.reason})")
+        done = cut.cut(self.path, self.fd, r.offset, reason=reason, data=data, io=self.io)
+        self.discarded = done.side
         self.end = r.offset
 
     def append(self, op: int, payload: bytes) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...generated import ze
 from ..errors import ConstraintError
+from . import seals
 
 UNUSED = 0xFFFFFFFF
 
@@ -63,6 +64,7 @@ class GraphBlocks:
 def open_blocks(region, *, dims: int | None = None, rows: int | None = None,
                 check: bool = True) -> GraphBlocks:
     mv = region if isinstance(region, memoryview) else memoryview(region)
+    seals.graph_trailer(mv)  # the trailer checksum before the trailer and block fields
     tr, _ = ze.decode_graph_node_blocks_region(mv, region_len=len(mv))
     if dims is not None and tr.dims != dims:
         raise ConstraintError("graph dims must equal the segment dims", path="dims",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ...generated import ze
 from ..errors import ConstraintError, DecodeError, TruncatedError
-from . import envelope
+from . import envelope, registry, seals
 
 
 def _layout(record: str) -> dict[str, dict]:
@@ -92,13 +92,10 @@ def _check_torn(mv: memoryview, pos: int, seq: int) -> None:
         if n - at < FRAME_HEADER:
             _torn_frame_header(mv, at, index, seq, batch, kind)
             return
+        # a complete header is checked against its checksum before its bytes are compared
+        seals.zgw_frame(mv, at, f"frame[{index}]")
         _torn_frame_header(mv, at, index, seq, batch, kind)
-        try:
-            head, _ = ze.decode_zgw_frame_header(mv, at)
-        except DecodeError:
-            raise ConstraintError("complete frame header fails its checksum (corruption)",
-                                  offset=at + _FH["header_checksum"]["offset"],
-                                  path=f"frame[{index}].header_checksum") from None
+        head, _ = ze.decode_zgw_frame_header(mv, at)
         end = at + FRAME_HEADER + head.payload_len + envelope.FRAME_CHECKSUM
         if index == 0:
             batch = head.batch_id
@@ -125,6 +122,10 @@ def replay(buf, *, expected_store: int | None = None) -> GraphWalReplay:
     if len(mv) == 0:
         raise TruncatedError("graph WAL file is missing (0 bytes)", offset=0,
                              path="zgw_file_header")
+    # the shared header as the registry reads it (magic, family, the accepted version
+    # range), then the header checksum before the fields it covers
+    registry.read_header(mv, expected_family=19)
+    seals.zgw_file_header(mv)
     header, pos = ze.decode_zgw_file_header(mv)
     if expected_store is not None and header.store != expected_store:
         raise ConstraintError("graph WAL store does not match", offset=32, path="store",
@@ -133,6 +134,9 @@ def replay(buf, *, expected_store: int | None = None) -> GraphWalReplay:
     n, seq, prev = len(mv), header.first_commit_sequence, None
     while pos < n:
         size = None
+        # a complete Begin frame is verified before its envelope size is trusted: a flip
+        # there must not make the envelope look like a torn final append
+        seals.zgw_frame(mv, pos, f"envelopes[{len(out.envelopes)}].begin")
         if n - pos >= ENVELOPE_SIZE_AT + 8 + envelope.FRAME_CHECKSUM:
             size = ze.decode_zgw_envelope_size(mv, pos + ENVELOPE_SIZE_AT)[0].size
         if size is None or size < 72 * 2 or pos + size > n:

@@ -24,3 +24,7 @@ SCAN_BYTES = 16 * 1024 * 1024  # about 0.15 s of vectorised prefilter per 16 MiB
 #: frame decodes the scan past WAL damage may attempt (adversarial bytes can make every
 #: offset a candidate); a scan cut short counts as damage, never as a torn tail
 SCAN_CANDIDATES = 100_000
+#: bytes the scan past WAL damage may hash while checking candidates (random bytes declare
+#: long frames that fit: about 4.5 MiB of them reach this), beyond which the scan is cut
+#: short and counts as damage
+SCAN_HASHED_BYTES = 4 * 1024 * 1024 * 1024

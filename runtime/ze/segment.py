@@ -13,7 +13,7 @@ import numpy as np
 from ...generated import ze
 from ..checksums import xxh3_64
 from ..errors import ChecksumError, ConstraintError, DecodeError, TruncatedError
-from . import registry
+from . import registry, seals
 
 ALIGN = 16384
 CHUNK = 65536
@@ -58,6 +58,13 @@ class Segment:
                                     found=got)
             self._verified.add(kind)
         return data
+
+    @staticmethod
+    def decodable(kind: int) -> bool:
+        """Whether :meth:`region` decodes ``kind``. Registered kinds without a codec here
+        (postings 6, reserved 8, 9, 10 and 4096) are opaque: their checksum is verified
+        and their bytes are skipped, as unknown kinds are (rules: "bounded and skipped")."""
+        return kind == 7 or kind in DECODERS
 
     def region(self, kind: int):
         """A known region decoded with its generated codec (exact length, no trailing bytes)."""
@@ -326,6 +333,7 @@ def open_segment(buf, expected_id: bytes | None = None) -> Segment:
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     n = len(mv)
     registry.read_header(mv, expected_family=2)
+    seals.segment_header(mv)  # the header checksum before the fields it covers
     header, hend = ze.decode_segment_header(mv)
     header_length = hend  # the generated codec asserts header_length == 72 + 32 x regions
     if header_length > n - 8:

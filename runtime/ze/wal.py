@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...generated import ze
+from ..checksums import xxh3_64
 from ..errors import ChecksumError, ConstraintError, DecodeError, EncodeError, TruncatedError
 from ..mapped import RELEASE_EVERY
-from . import envelope, limits
+from . import envelope, limits, registry, seals
 
 HEADER_LEN = ze.LAYOUT["wal_file_header"]["layouts"][0]["fixed_size"]  # 40
 RECORD_HEADER = ze.LAYOUT["wal_record_header"]["layouts"][0]["fixed_size"]  # 14
 OP_AT = next(f["offset"] for f in ze.LAYOUT["wal_record_header"]["layouts"][0]["fields"]
              if f["name"] == "op")  # 12
-_KNOWN_OPS = np.array([int(o) for o in ze.WalOp], dtype=np.uint32)
 FRAME_OVERHEAD = RECORD_HEADER + 8  # 22: header plus the trailing xxh3-64
 U64_MAX = (1 << 64) - 1
 Op = ze.WalOp
@@ -180,8 +180,8 @@ class Replay:
     reason: str = ""  # HeaderTruncated, BodyTruncated, ChecksumMismatch, SequenceGap...
     corruption: str | None = None  # "tail" | "middle" (facts §3.3: a successor at the end)
     error: DecodeError | None = None
-    #: valid-looking records (checksum-valid frames) at or after the damage, found by
-    #: scanning every offset past it (issue 14): their offsets
+    #: valid-looking records (frames whose framing and checksum verify, whatever their
+    #: op) at or after the damage, found by scanning every offset past it: their offsets
     valid_after_offsets: list[int] = field(default_factory=list)
     scan_complete: bool = True  # False: a scan limit stopped the look past the damage
 
@@ -191,9 +191,11 @@ class Replay:
 
     @property
     def damaged(self) -> bool:
-        """Valid-looking records follow the damage, or the scan could not rule them out."""
+        """Valid-looking records follow the damage, or the scan could not rule them out
+        (a checksum-valid successor at the declared end, "middle", is one of them)."""
         return self.terminator == "corrupt" and (bool(self.valid_after_offsets)
-                                                 or not self.scan_complete)
+                                                 or not self.scan_complete
+                                                 or self.corruption == "middle")
 
     def describe(self) -> str:
         """One line: where the trusted prefix ends and why."""
@@ -215,11 +217,15 @@ class Replay:
 
 
 def scan_after(mv: memoryview, start: int, *, scan_bytes: int = limits.SCAN_BYTES,
-               candidates: int = limits.SCAN_CANDIDATES) -> list[int]:
+               candidates: int = limits.SCAN_CANDIDATES,
+               hashed_bytes: int = limits.SCAN_HASHED_BYTES) -> list[int]:
     """Offsets of checksum-valid frames from ``start`` on (at most ``scan_bytes`` scanned).
 
-    Every offset is tried (a damaged length field gives no reliable successor); after a hit
-    the scan continues at that frame's end.
+    Every offset is tried (a damaged length field gives no reliable successor), whatever
+    the op field holds: a record is valid-looking when its framing and checksum verify, so
+    a newer writer's additive op counts too. After a hit the scan continues at that
+    frame's end. A scan that reaches a limit (bytes, candidates, or bytes hashed: random
+    bytes declare long frames) raises :class:`_ScanCut` with what it found so far.
     """
     out: list[int] = []
     n = min(len(mv), start + scan_bytes)
@@ -227,20 +233,29 @@ def scan_after(mv: memoryview, start: int, *, scan_bytes: int = limits.SCAN_BYTE
         return out
     pos = start
     last = n - FRAME_OVERHEAD  # the last offset a frame can start at
-    tried = 0
+    tried = hashed = 0
+    window = mv[:n]
+    seen: set[bytes] = set()  # short candidates already refused, by their exact bytes
     for chunk in range(start, last + 1, _SCAN_CHUNK):
         for c in _candidates(mv, chunk, min(chunk + _SCAN_CHUNK, last + 1), n):
             if c < pos:
                 continue  # inside a record already found
+            body = RECORD_HEADER + int.from_bytes(window[c:c + 4], "little")
+            key = bytes(window[c:c + body + 8]) if body + 8 <= _SHORT else None
+            if key is not None and key in seen:
+                continue  # the same bytes fail the same way
             tried += 1
-            if tried > candidates:
+            hashed += body
+            if tried > candidates or hashed > hashed_bytes:
                 raise _ScanCut(out)
-            try:
-                _, end = ze.decode_wal_frame(mv[:n], c)
-            except DecodeError:
+            # the frame's only rule is its checksum (any op, any seq): checked in place
+            if xxh3_64(window[c:c + body]) != int.from_bytes(window[c + body:c + body + 8],
+                                                             "little"):
+                if key is not None and len(seen) < _SEEN_MAX:
+                    seen.add(key)
                 continue
             out.append(c)
-            pos = end
+            pos = c + body + 8
     if n < len(mv):
         raise _ScanCut(out)
     return out
@@ -253,19 +268,39 @@ class _ScanCut(Exception):
         self.found = found
 
 
-_SCAN_CHUNK = 1 << 18  # bytes per vectorised step (bounded temporary arrays)
+_SCAN_CHUNK = 1 << 14  # offsets per vectorised step (bounded temporary arrays)
+_SHORT = 64  # candidates up to this many bytes are remembered once refused
+_SEEN_MAX = 4096
 
 
 def _candidates(mv: memoryview, lo: int, hi: int, n: int) -> list[int]:
-    """Offsets in ``[lo, hi)`` whose op field (u16 LE at ``OP_AT``, read as numpy views)
-    holds a known WAL op: a vectorised prefilter, so only candidates pay for a decode."""
+    """Offsets in ``[lo, hi)`` whose declared frame (``payload_len`` read as numpy views of
+    the u32 at every offset, plus the 22 framing bytes) fits in the ``n`` scanned bytes: a
+    vectorised prefilter that drops no frame that could verify, so only candidates pay for
+    a checksum. The op field is not consulted: any op may follow. A short candidate whose
+    bytes equal those of the candidate one offset before (inside a run of one repeated
+    byte, such as a zero-filled tail) is dropped: it verifies exactly when that one does."""
     m = hi - lo
-    ops = np.zeros(m, dtype=np.uint16)
-    for k in range(2):  # the u16 at every offset, from two aligned views
-        count = (m + 1 - k) // 2
-        view = np.frombuffer(mv[lo + OP_AT + k:lo + OP_AT + k + 2 * count], dtype="<u2")
-        ops[k::2][:len(view)] = view
-    return (lo + np.flatnonzero(np.isin(ops, _KNOWN_OPS))).tolist()
+    ends = np.zeros(m, dtype=np.int64)
+    for k in range(4):  # the u32 at every offset, from four aligned views
+        count = (m - k + 3) // 4
+        view = np.frombuffer(mv[lo + k:lo + k + 4 * count], dtype="<u4")
+        ends[k::4][:len(view)] = view
+    offsets = np.arange(lo, hi, dtype=np.int64)
+    ends += offsets + FRAME_OVERHEAD  # where each declared frame would end
+    fits = ends <= n
+    cand = offsets[fits]
+    if cand.size == 0:
+        return []
+    ends = ends[fits]
+    base = max(lo - 1, 0)
+    raw = np.frombuffer(mv[base:min(n, hi + _SHORT)], dtype=np.uint8)
+    changes = np.flatnonzero(raw[1:] != raw[:-1]) + base  # i where byte i != byte i + 1
+    changes = np.append(changes, np.iinfo(np.int64).max)  # no change up to the window end
+    first_change = changes[np.searchsorted(changes, cand - 1)]
+    # bytes cand - 1 .. end - 1 all equal: the same frame as one offset earlier
+    repeat = (cand > 0) & (ends - cand <= _SHORT) & (first_change >= ends - 1)
+    return cand[~repeat].tolist()
 
 
 def _valid_frame_at(mv: memoryview, pos: int) -> bool:
@@ -298,6 +333,9 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES,
     try:
         if len(mv) == 0:
             raise TruncatedError("WAL file is missing (0 bytes)", offset=0, path="wal_file_header")
+        # magic, family and the registry's accepted version range first (facts §2.1
+        # order), then the WAL's own header rules
+        registry.read_header(mv, expected_family=11)
         header, pos = ze.decode_wal_file_header(mv)
     except DecodeError as exc:
         return Replay(None, terminator="invalid_header", offset=0, reason="InvalidHeader",
@@ -496,6 +534,13 @@ def decode_body(rec: Record):
                               path="payload", expected=len(rec.payload), found=end)
     check_body(rec.op, value.body, rec.payload)
     return value.body
+
+
+def decode_record(buf, offset: int = 0) -> tuple[ze.WalRecord, int]:
+    """One bare WAL record with its payload decoded by op (``ze.decode_wal_record``), its
+    checksum verified before any payload field is read."""
+    seals.wal_record(buf, offset)
+    return ze.decode_wal_record(buf, offset)
 
 
 def _field_offset(record: str, name: str) -> int:
