@@ -448,3 +448,111 @@ def test_journal_pages_grow_the_file_through_cut(tmp_path, monkeypatch):
     _straddling(tmp_path / "g.kladde")
     assert grown and all(n % PAGE == 0 for n in grown)
     assert os.path.getsize(tmp_path / "g.kladde") == max(grown)
+
+
+# -- 6. a file cut short inside a journal page ---------------------------------------------
+
+def _two_commits(path) -> tuple[bytes, list[jn.Transaction]]:
+    """Epoch 0 with two committed transactions on journal page 2 (a few hundred bytes)."""
+    with Store.create(path) as s:
+        s.write(5, 0, b"A" * 100)
+        s.commit()
+        s.write(6, 0, b"B" * 100)
+        s.commit()
+    data = Path(path).read_bytes()
+    txns = jn.journal_of(load(data)).transactions
+    assert len(txns) == 2 and txns[-1].end < 3 * PAGE
+    return data, txns
+
+
+def test_a_journal_page_cut_short_still_yields_its_complete_transactions(tmp_path):
+    """facts.md §8: recovery replays the complete transactions before the first failure; a
+    file that ends inside a journal page after them still holds them whole."""
+    p = tmp_path / "short.kladde"
+    data, txns = _two_commits(p)
+    short = data[:txns[-1].end + 200]
+    assert len(short) % PAGE
+    j = jn.journal_of(load(short))
+    assert [t.offset for t in j.transactions] == [t.offset for t in txns]
+    assert {i: jn.current_state(load(short)).read(i) for i in (5, 6)} == {
+        5: b"A" * 100, 6: b"B" * 100}
+
+
+def test_the_writer_open_keeps_transactions_of_a_journal_page_cut_short(tmp_path):
+    p = tmp_path / "short2.kladde"
+    data, txns = _two_commits(p)
+    short = data[:txns[-1].end + 200]
+    p.write_bytes(short)
+    with Store.open(p) as s:
+        assert {i: s.read(i) for i in s.ids()} == {5: b"A" * 100, 6: b"B" * 100}
+    # the fold committed them, and the bytes that held them were not overwritten unkept
+    assert {i: open_file(p).read(i) for i in open_file(p).ids()} == {
+        5: b"A" * 100, 6: b"B" * 100}
+    after = p.read_bytes()
+    kept = b"".join(Path(f).read_bytes() for f in cut.side_files(p))
+    assert after[2 * PAGE:len(short)] == short[2 * PAGE:] or short[2 * PAGE:] in kept
+    assert len(after) % PAGE == 0  # the file ends on a page boundary again
+
+
+def test_a_torn_transaction_in_a_journal_page_cut_short_is_kept(tmp_path):
+    p = tmp_path / "short3.kladde"
+    data, txns = _two_commits(p)
+    short = data[:txns[-1].offset + 50]  # inside the second transaction
+    p.write_bytes(short)
+    j = jn.journal_of(load(short))
+    assert len(j.transactions) == 1 and j.stop_offset == txns[-1].offset
+    with Store.open(p) as s:
+        assert {i: s.read(i) for i in s.ids()} == {5: b"A" * 100}
+    assert Path(f"{p}.discarded-{txns[-1].offset}").read_bytes() == short[txns[-1].offset:]
+
+
+# -- 7. a header slot zeroed whole --------------------------------------------------------
+
+def test_fold_refuses_when_the_zeroed_header_slot_had_a_journal(tmp_path):
+    """A slot of zeros looks never written; a journal of the segment only its header could
+    name says it was written, exactly as for a slot whose CRC fails."""
+    p = tmp_path / "zslot.kladde"
+    good = _two_journals(p)
+    d = bytearray(good)
+    d[0:512] = bytes(512)  # a zeroed sector: the header's bytes all sit in it
+    assert not any(d[:PAGE])
+    p.write_bytes(bytes(d))
+    assert open_file(p).slot == 1
+    with pytest.raises(BytewrightError, match="header slot 0") as exc:
+        Store.open(p)
+    assert exc.value.offset == 0
+    assert p.read_bytes() == bytes(d) and not cut.side_files(p)
+
+
+def test_a_never_written_slot_of_a_new_file_opens(tmp_path):
+    p = tmp_path / "fresh.kladde"
+    with Store.create(p) as s:
+        s.write(1, 0, b"x")
+        s.commit()
+    assert not any(p.read_bytes()[PAGE:2 * PAGE])  # slot 1 never written
+    with Store.open(p) as s:
+        assert s.read(1) == b"x"
+
+
+def test_a_file_cut_short_inside_header_slot_1_never_revives_that_slot(tmp_path):
+    """Readers skip a slot the file ends inside (facts.md §2.2: both slots must be whole
+    pages). Extending the file again (padding at open, a journal page) must not bring back
+    a header whose pages the cut removed; its bytes are kept before they are zeroed."""
+    p = tmp_path / "slot1.kladde"
+    with Store.create(p) as s:
+        s.write(1, 0, b"epoch one")
+        s.flush()  # epoch 1 in slot 1, naming pages past it
+        s.write(2, 0, b"journaled")
+        s.commit()
+    data = p.read_bytes()
+    short = data[:PAGE + 2675]  # the header's bytes all survive the cut
+    p.write_bytes(short)
+    assert open_file(p).slot == 0
+    with Store.open(p) as s:
+        assert s.ids() == []
+        s.write(3, 0, b"after the cut")
+        s.commit()
+    assert jn.current_state(open_file(p)).read(3) == b"after the cut"
+    with Store.open(p) as s:
+        assert s.read(3) == b"after the cut"
+    assert Path(f"{p}.overwritten-{PAGE}").read_bytes() == short[PAGE:]

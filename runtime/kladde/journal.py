@@ -198,6 +198,11 @@ class _Stream:
                 return None
             k = min(n - len(out), STREAM_BYTES - self.pos)
             at = self.page * PAGE_SIZE + self.pos
+            if at + k > len(self.mv):  # the file ends inside this page: cut short
+                self.why = (f"the file ends at offset {len(self.mv)}, inside journal page "
+                            f"{self.page}")
+                self.why_at = len(self.mv)
+                return None
             chunk = self.mv[at:at + k]
             spans.append((len(out), at))
             out += chunk
@@ -208,6 +213,11 @@ class _Stream:
 
     def _cross(self) -> bool:
         base = self.page * PAGE_SIZE
+        if base + PAGE_SIZE > len(self.mv):
+            self.why = (f"the file ends at offset {len(self.mv)}, before the trailer of "
+                        f"journal page {self.page}")
+            self.why_at = len(self.mv)
+            return False
         page, _ = g.decode_journal_page(self.mv, base)
         chained = _extend(self.chain, _next_bytes(page.next))
         if chained != page.crc:
@@ -254,7 +264,9 @@ def committed_at(data, header_epoch: int, page: int) -> int:
 def _read(data, header_epoch: int, journal_pointer: int, *, limits: _limits.Limits,
           name: str | None, classify: bool) -> Journal:
     mv = memoryview(data)
-    npages = len(mv) // PAGE_SIZE
+    # a page the file ends inside counts: a truncation after the last transaction leaves
+    # them whole, and recovery keeps every complete transaction before the first failure
+    npages = -(-len(mv) // PAGE_SIZE)
     seg = header_epoch + 1
     j = Journal(seg, journal_pointer)
     if journal_pointer < 2 or journal_pointer >= npages:
@@ -328,6 +340,10 @@ def _stopped(j: Journal, s: _Stream, at: int, kind: str, detail: str,
     """Classify where reading stopped: clean end, torn tail, or damage in the middle."""
     j.stop_offset = at
     j.detail = detail
+    if at >= len(s.mv):  # the file ends right after the last transaction: nothing to keep
+        j.stop = "end"
+        j.detail = f"the file ends at offset {at}"
+        return
     if _all_zero_rest(s, at):  # no trailer either, so the stream cannot go on
         # a zeroed sector over the end of a page looks the same from inside the page;
         # when the zeros start on a sector boundary, look at the page after it too
@@ -365,6 +381,8 @@ def _all_zero_rest(s: _Stream, at: int) -> bool:
 
 def _framed(mv: memoryview, page: int) -> bool:
     """Whether ``page`` is a framed (data or address-table) page whose CRC verifies."""
+    if (page + 1) * PAGE_SIZE > len(mv):
+        return False  # the file ends inside it
     try:
         g.decode_page(mv, page * PAGE_SIZE)
     except DecodeError:
@@ -410,6 +428,8 @@ def _raw_stream(s: _Stream, at: int, limits: _limits.Limits):
             break
         offs.append((len(out), page * PAGE_SIZE + pos))
         out += mv[page * PAGE_SIZE + pos:page * PAGE_SIZE + STREAM_BYTES]
+        if (page + 1) * PAGE_SIZE > len(mv):
+            break  # the file ends inside this page: no trailer
         jp, _ = g.decode_journal_page(mv, page * PAGE_SIZE)
         nxt = jp.next
         if nxt < 2 or nxt >= s.npages or nxt in seen:
@@ -510,7 +530,7 @@ def salvage(data, *, limits: _limits.Limits = _limits.DEFAULT) -> list[Transacti
     j = recover(mv, table.epoch, table.header.journal_pointer, limits=limits)
     out = list(j.transactions)
     if j.valid_after and j.stop_offset is not None:
-        s = _Stream(mv, len(mv) // PAGE_SIZE, j.first_page, 0)
+        s = _Stream(mv, -(-len(mv) // PAGE_SIZE), j.first_page, 0)
         s.pages = list(j.pages)
         out += _scan_transactions(s, j.stop_offset, limits)
     for i, t in enumerate(out):

@@ -300,6 +300,8 @@ class Store:
                               f"salvage`), or pass discard_after={at} (`kladde fold "
                               f"--discard-after {at}`) to cut there", offset=at,
                               path=f"journal[{len(journal.transactions)}]", file=name)
+            if len(data) % PAGE_SIZE:
+                _pad_short_page(name, fd, data, io or OsIO())
         except BaseException:
             os.close(fd)
             raise
@@ -777,6 +779,23 @@ __all__ = ["OsIO", "Store", "encode_table", "pack_tables", "empty_file", "frame_
            "frame_data", "frame_header", "header_fields", "KIND_DATA", "KIND_TABLE"]
 
 
+def _pad_short_page(name: str, fd: int, data: bytes, io: OsIO) -> None:
+    """The file ends inside a page (cut short): pad that page to its end, so the file ends
+    on a page boundary and the fold appends after it, never over the journal transactions
+    it may still hold.
+
+    A file that ends inside header slot 1 is read as having no slot 1; made whole again, a
+    header whose bytes survived the cut would govern with the pages the cut removed. Its
+    bytes are kept (``FILE.overwritten-4096``) and zeroed first: a never-written slot.
+    """
+    if len(data) < 2 * PAGE_SIZE and any(data[PAGE_SIZE:]):
+        _cut.keep_overwritten(name, bytes(data[PAGE_SIZE:]), PAGE_SIZE,
+                              reason="the file ends inside header slot 1")
+        io.pwrite(fd, bytes(len(data) - PAGE_SIZE), PAGE_SIZE)
+    _cut.grow(fd, -(-len(data) // PAGE_SIZE) * PAGE_SIZE, io=io)
+    io.fsync(fd)
+
+
 def _slot_problem(page: bytes, slot: int) -> str | None:
     """Why one header slot's page does not verify as that slot's header, or None."""
     try:
@@ -798,14 +817,14 @@ def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> None:
     segment is only appended to after its header is durable; a journal of segment
     ``E + 2`` (``E`` the governing epoch) therefore proves header ``E + 1`` committed.
     """
-    npages = len(data) // PAGE_SIZE
-    if npages < 2:
+    if len(data) < 2 * PAGE_SIZE:
         return
+    npages = -(-len(data) // PAGE_SIZE)  # a page the file ends inside may hold the journal
     other = 1 - table.slot
     page = bytes(data[other * PAGE_SIZE:(other + 1) * PAGE_SIZE])
-    if not any(page):
-        return  # never written (a new file's slot 1)
-    why = _slot_problem(page, other)
+    # all zeros is a new file's never-written slot 1, or a newer header zeroed whole (a
+    # zeroed sector holds all of its bytes): only a journal of its segment tells them apart
+    why = _slot_problem(page, other) if any(page) else "all zero bytes"
     if why is None:
         return  # the older header: overwriting it is the commit protocol
     candidates: list[int] = []
