@@ -6,6 +6,7 @@ Never a speed assertion: whether a target is met is not tested here, only that i
 from __future__ import annotations
 
 import json
+import os
 import statistics
 
 import pytest
@@ -72,11 +73,18 @@ def test_ratios_against_hand(report):
 
 
 def test_every_target_is_evaluated(full):
+    from bytewright.bench import kaitai
+
     got = {t["id"]: t for t in full["targets"]}
     assert list(got) == [t.id for t in targets.TARGETS]
+    no_kaitai = kaitai._build()[1]  # the reason the Kaitai baseline is absent, or None
+    if no_kaitai and os.environ.get("CI"):
+        pytest.fail(f"CI must measure the Kaitai baseline: {no_kaitai}")
     for tid, t in got.items():
         assert t["statement"] and t["how"] and t["threshold"], tid
         assert t["values"], f"{tid} measured nothing in the quick run"
+        if tid == "vs_kaitai" and no_kaitai:
+            continue  # judged only where the Kaitai compiler is installed (.ci/run installs it)
         assert t["met"] in (True, False), tid
         for v in t["values"]:
             assert v["value"] is not None or v["note"], (tid, v)
