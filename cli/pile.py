@@ -195,7 +195,9 @@ def _blob_check(pile, offset: int, handle: bytes) -> tuple[bool, int]:
 
 
 def _amputate(args) -> int:
-    from ..runtime.pile import amputate
+    import shlex
+
+    from ..runtime.pile import UnsupportedRecord, amputate
     from ..runtime.pile.repair import find_damage
     from .common import UsageError, mapped_input
     expected = args.truncate_to if args.truncate_to is not None else args.discard_after
@@ -205,8 +207,17 @@ def _amputate(args) -> int:
         if damage is None:
             print(f"{args.file}: no damage; nothing to cut")
             return 0
-        raise UsageError(f"pile amputate: {args.file} is damaged at offset {damage.offset}; "
-                         f"pass --truncate-to {damage.offset} to cut there")
+        if isinstance(damage.error, UnsupportedRecord):
+            raise damage.error  # never cut: a newer reader may know the marker
+        # the command suggested is one amputate accepts: with valid-looking records after
+        # the damage it needs --discard-after as well
+        at = damage.offset
+        cmd = f"bytewright pile amputate {shlex.quote(args.file)} --truncate-to {at}"
+        if damage.valid_after:
+            cmd += f" --discard-after {at}"
+        raise UsageError(f"pile amputate: {args.file} is damaged at offset {at}"
+                         + (f", followed by {damage.valid_after} valid-looking record(s)"
+                            if damage.valid_after else "") + f"; to cut there: {cmd}")
     res = amputate(args.file, expected=expected, discard_after=args.discard_after)
     data = {"truncated": res.truncated, "valid_length": res.valid_length,
             "old_length": res.old_length, "discarded": res.discarded,
@@ -221,11 +232,16 @@ def _reframe(args) -> int:
     from ..runtime.pile import reframe
     res = reframe(args.file, args.into)
     data = {"written": res.written, "copied": res.copied, "blobs_restamped": res.blobs,
-            "pins_replayed": res.pins, "dropped": dict(res.dropped), "bad_blobs": res.bad_blobs}
+            "pins_replayed": res.pins, "preserved": res.preserved, "wants": res.wants,
+            "retired_wants_resolved": res.retired_wants, "duplicates": res.duplicates,
+            "dropped": dict(res.dropped), "bad_blobs": res.bad_blobs}
     dropped = sum(res.dropped.values())
-    _emit(args, data, [f"{args.into}: {res.written} records ({res.copied} copied, {res.blobs} "
-                       f"blobs re-stamped, {res.pins} pins replayed); {dropped} retired record(s) "
-                       f"dropped, {res.bad_blobs} blob(s) failing their hash dropped"])
+    _emit(args, data, [f"{args.into}: {res.written} records ({res.blobs} blobs re-stamped, "
+                       f"{res.copied} collection records and proofs, {res.wants} wants from "
+                       f"{res.retired_wants} retired WANT frame(s) and current ones, "
+                       f"{res.pins} pins replayed, {res.preserved} frames kept byte for byte); "
+                       f"{res.duplicates} duplicate(s) written once, {dropped} retired "
+                       f"record(s) dropped, {res.bad_blobs} blob(s) failing their hash dropped"])
     return 0
 
 
@@ -245,7 +261,9 @@ def _diagnose(args) -> int:
     if args.file == "-":
         raise InputError("pile diagnose: needs a file path")
     out = diagnose(args.file, args.offset)
-    _emit(args, out, [f"{k}: {v}" for k, v in out.items()])
+    lines = [f"{k}: {v}" for k, v in out.items() if k != "fields"]
+    lines += [f"  {k}: {v}" for k, v in (out.get("fields") or {}).items()]
+    _emit(args, out, lines)
     return 0 if out["status"] == "ok" else 1
 
 

@@ -87,11 +87,13 @@ def test_reframe_and_diagnose_cli(capsys, tmp_path):
     src.write_bytes(g.encode_pile_record(C.v1_blob(b"v1 data")) + g.encode_pile_record(C.blob(b"cur")))
     dest = tmp_path / "new.pile"
     code, out, _ = run(capsys, "pile", "reframe", str(src), "--into", str(dest), "--json")
-    assert code == 0 and json.loads(out)["blobs_restamped"] == 1 and dest.exists()
+    # spec: every blob's "insertion timestamps are stamped afresh", the current one too
+    assert code == 0 and json.loads(out)["blobs_restamped"] == 2 and dest.exists()
     code, out, _ = run(capsys, "pile", "diagnose", "record-at", "0", str(dest), "--json")
     assert code == 0 and json.loads(out)["record"] == "blob_body"
+    # spec: diagnose "rejects offsets that land inside a record"
     code, out, _ = run(capsys, "pile", "diagnose", "record-at", "7", str(dest))
-    assert code == 1 and ("CorruptPile" in out or "UnsupportedRecord" in out)
+    assert code == 1 and "inside_record" in out and "next_offset: 512" in out
 
 
 @pytest.mark.parametrize("verb", ["info", "records", "verify", "amputate", "reframe", "salvage",

@@ -46,3 +46,12 @@ class InvalidRecord(BytewrightError):
 
 class RepairRefused(BytewrightError):
     """amputate / reframe refused to touch the file (the message says why, in one line)."""
+
+
+class RecordRefused(InvalidRecord, DecodeError):
+    """Dense or framed record bytes refused at a checked boundary: unknown or retired
+    kind, wrong length, non-canonical order, invalid key or signature. Carries the offset
+    (within the bytes given) and the field path."""
+
+    def __init__(self, message: str, *, offset: int | None = None, path: str = "") -> None:
+        DecodeError.__init__(self, message, offset=offset, path=path)

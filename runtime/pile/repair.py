@@ -1,18 +1,23 @@
-"""amputate, reframe and diagnose (facts.md §7; issue 14's safe-repair rules).
+"""amputate, reframe, salvage and diagnose (facts.md §7; spec.txt "Recovery").
 
 amputate cuts only a ``CorruptPile`` tail, under the exclusive lock, after re-validating;
 an ``UnsupportedRecord`` is never cut. Damage followed by valid-looking records (bit rot in
 the middle, not a torn append) is refused unless the caller names the offset in
 ``discard_after``. Whatever is cut goes through ``runtime/cut.py``: it is first copied to
-``FILE.discarded-OFFSET`` and fsynced, torn tails included. reframe rewrites a pile with legacy records into current framing in a new file
-(tmp + fsync + rename), refusing before writing anything if an opaque record is present.
+``FILE.discarded-OFFSET`` and fsynced, torn tails included. reframe is the spec's semantic
+re-encode into a new file (tmp + fsync + rename), refusing before writing anything if an
+opaque record is present; salvage copies what still verifies into a new file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import fcntl
 import mmap
 import os
+import shlex
+import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,9 +27,19 @@ from .. import cut as _cut
 from ..atomic import AtomicFile
 from ..errors import DecodeError
 from ..mapped import RELEASE_EVERY, mapped_file, released_as_walked
-from . import kinds
+from . import crypto, kinds
 from .errors import CorruptPile, RepairRefused, UnsupportedRecord
-from .scan import Record, blob_hash_ok, blob_parts, iter_records, read_record, valid_after
+from .scan import (
+    Record,
+    Resume,
+    blob_hash_ok,
+    blob_parts,
+    good_record,
+    iter_records,
+    opaque_label,
+    read_record,
+    valid_after,
+)
 from .store import blob_span, encode_blob, frame
 
 
@@ -128,41 +143,98 @@ def amputate(path: str, *, expected: int | None = None, discard_after: int | Non
 @dataclass
 class ReframeResult:
     written: int = 0
-    copied: int = 0
-    blobs: int = 0
+    copied: int = 0          # collection records and proofs, each written once
+    blobs: int = 0           # blobs re-inserted once, with a fresh timestamp
     pins: int = 0
+    preserved: int = 0       # frames kept byte for byte (unsigned equations, V3 collection)
+    wants: int = 0           # current WANTs written (kept, or resolved from retired frames)
+    duplicates: int = 0      # repeats of something already written, not written again
+    retired_wants: int = 0   # retired WANT frames resolved into ``wants``
     dropped: Counter = field(default_factory=Counter)
     bad_blobs: int = 0
 
 
-_CURRENT = {"blob_body", "commit_body", "merge_v6_body", "derive_v7_body", "want_v3_body",
-            "proof_v5_body", "pin_head_body", "pin_tombstone_body"}
+# Frames that survive byte for byte: "Retired unsigned equations stay inert but retain their
+# exact source frames" (all five forms), "Earlier V3 definition-ID collection frames also
+# survive byte-for-byte", and current MERGE / DERIVE / proofs, "preserved exactly".
+_EXACT = {"unsigned_merge_body", "unsigned_derive_body", "v4_merge", "env_merge_body",
+          "env_derive_v5_body", "v3_collection_definition", "v3_commit", "v3_merge",
+          "v3_derive", "merge_v6_body", "derive_v7_body", "proof_v5_body"}
+# "Records that no longer carry retained evidence are dropped and counted": PEER,
+# STORE_SCOPE, artifact offer, the older derivation generations, and the retired proofs
+# ("semantic rewrites may drop them").
+_DROP = {"peer_body", "store_scope_body", "artifact_offer_body", "v4_derive",
+         "env_derive_v4_body", "proof_v1_body", "proof_v2_body", "proof_v3_body"}
+_COMMITS = {"commit_body", "v4_commit", "env_commit_body"}
+_PIN_HEADS = {"pin_head_body", "v1_branch", "v3_branch", "env_branch_body"}
+_PIN_TOMBSTONES = {"pin_tombstone_body", "v1_tombstone", "v3_tombstone", "env_tombstone_body"}
+_BLOBS = {"blob_body", "env_blob_body", "v3_blob", "v1_blob"}
+_RETIRED_WANTS = {"retired_blob_want_body", "retired_typed_want_body", "v3_blob_want",
+                  "env_blob_want_body", "env_typed_want_body"}
+
+
+def reframe_rule(name: str) -> str | None:
+    """Which of reframe's rules a record kind (its schema body name) falls under; None
+    for a kind reframe has no rule for, which it refuses before writing."""
+    for rule, names in (("blob", _BLOBS), ("pin", _PIN_HEADS | _PIN_TOMBSTONES),
+                        ("commit", _COMMITS), ("want", {"want_v3_body"}),
+                        ("retired want", _RETIRED_WANTS), ("exact", _EXACT),
+                        ("drop", _DROP)):
+        if name in names:
+            return rule
+    return None
 
 
 def reframe(src: str, dest: str) -> ReframeResult:
-    """Re-encode ``src`` into current framing at ``dest`` (which must not exist).
+    """Re-encode ``src`` into current framing at ``dest`` (which must not exist), as the
+    spec's semantic reframe does, in source order: blobs re-inserted once with a fresh
+    timestamp; pins replayed in order; collection records, proofs and WANTs written once
+    each; the retired WANT log resolved once and its active set emitted as current WANTs;
+    unsigned equations and V3 collection frames kept byte for byte; PEER, STORE_SCOPE,
+    artifact offers, retired derivations and retired proofs dropped and counted.
 
     Two passes over a map of ``src`` under its shared lock, neither holding more than a
-    record: the first refuses a damaged pile or one with opaque records before anything
-    is written; the second writes ``dest`` through a temporary file, piece by piece."""
+    record (plus one 32-byte digest per distinct record written): the first refuses a
+    damaged pile or one with opaque records before anything is written; the second
+    writes ``dest`` through a temporary file, piece by piece."""
+    from .migrate import resolve_retired_wants, retired_want
+
     res = ReframeResult()
     with _mapped_locked(src) as (buf, release):
-        opaque, first = 0, None
+        opaque: Counter = Counter()
+        first = None
         for rec in released_as_walked(iter_records(buf), release, _end):  # a damaged pile raises here
             if rec.opaque:
-                opaque += 1
+                opaque[opaque_label(rec)] += 1
                 first = rec.offset if first is None else first
+            elif reframe_rule(rec.name) is None:
+                raise RepairRefused(f"{src}: offset {rec.offset}: reframe has no rule for "
+                                    f"{rec.name} records; nothing written")
         if opaque:
-            raise RepairRefused(f"{src}: {opaque} opaque record(s) of unknown kind (first at "
-                                f"offset {first}); reframe refuses to drop them")
+            what = ", ".join(f"{n} {label}" for label, n in sorted(opaque.items()))
+            raise RepairRefused(f"{src}: {sum(opaque.values())} opaque record(s) ({what}; "
+                                f"first at offset {first}); reframe refuses to drop them")
         if os.path.exists(dest):
             raise RepairRefused(f"{dest}: already exists; reframe writes a new file")
+        seen: set[bytes] = set()    # digests of what was written (blob handles, frames)
+        log: list[tuple[int, bool, bytes]] = []
         with AtomicFile(dest) as out:
             for rec in released_as_walked(iter_records(buf), release, _end):
-                piece = _reframed(rec, buf, res)
+                rw = retired_want(rec.name, bytes(rec.kind), rec.value)
+                if rw is not None:  # resolved once, after the whole log is read
+                    log.append((rec.offset, *rw))
+                    res.retired_wants += 1
+                    continue
+                piece = _reframed(rec, buf, res, seen)
                 if piece:
                     out.write(piece)
                     res.written += 1
+            for req in resolve_retired_wants(log):
+                piece = frame(kinds.KIND_WANT_V3, g.WantV3Body(req.tag, req.request))
+                if _once(piece, seen, res):  # "already-current markers union with that projection"
+                    out.write(piece)
+                    res.written += 1
+                    res.wants += 1
             out.commit()
     return res
 
@@ -177,34 +249,66 @@ def _mapped_locked(path: str):
             yield mapped
 
 
+def _once(piece: bytes, seen: set[bytes], res: ReframeResult) -> bool:
+    """Whether ``piece`` (a whole frame) is new; grow-only sets take each record once."""
+    digest = crypto.blake3(piece)
+    if digest in seen:
+        res.duplicates += 1
+        return False
+    seen.add(digest)
+    return True
 
-def _reframed(rec: Record, data: bytes, res: ReframeResult) -> bytes | None:
-    v = rec.value
-    if rec.form == "current" and rec.name in _CURRENT:
-        if rec.name == "blob_body" and blob_hash_ok(rec) is False:
-            res.bad_blobs += 1
-            return None
-        res.copied += 1
-        return data[rec.offset:rec.end]  # current records are copied byte for byte
+
+def _reframed(rec: Record, data, res: ReframeResult, seen: set[bytes]) -> bytes | None:
+    v, name = rec.value, rec.name
     parts = blob_parts(rec)
     if parts is not None:
-        if blob_hash_ok(rec) is False:
+        handle, payload = parts
+        if crypto.blake3(payload) != handle:
             res.bad_blobs += 1
             return None
+        if b"blob" + handle in seen:  # content addressing: one copy per handle
+            res.duplicates += 1
+            return None
+        seen.add(b"blob" + handle)
         res.blobs += 1
-        return encode_blob(parts[1], v.timestamp, parts[0])
-    if rec.name in ("v1_branch", "v3_branch", "env_branch_body"):
+        # "their insertion timestamps are stamped afresh"
+        return encode_blob(bytes(payload), int(time.time() * 1000), handle)
+    if name in _PIN_HEADS:  # "Legacy pins are replayed in order"
         res.pins += 1
-        return frame(kinds.KIND_PIN_HEAD, g.PinHeadBody(v.branch, v.head))
-    if rec.name in ("v1_tombstone", "v3_tombstone", "env_tombstone_body"):
+        return frame(kinds.KIND_PIN_HEAD, g.PinHeadBody(getattr(v, "pin", None) or v.branch,
+                                                       v.head))
+    if name in _PIN_TOMBSTONES:
         res.pins += 1
-        return frame(kinds.KIND_PIN_TOMBSTONE, g.PinTombstoneBody(v.branch))
-    if rec.name in ("v4_commit", "env_commit_body"):
-        res.copied += 1  # a V4 commit is a current COMMIT in older framing
-        return frame(kinds.KIND_COMMIT, g.CommitBody(v.collection, v.data, v.metadata,
-                                                     v.author, v.sig_r, v.sig_s))
-    res.dropped[rec.name] += 1  # retired, inert records have no replay effect
-    return None
+        return frame(kinds.KIND_PIN_TOMBSTONE,
+                     g.PinTombstoneBody(getattr(v, "pin", None) or v.branch))
+    if name in _COMMITS:  # a V4 or enveloped commit is a current COMMIT in older framing
+        piece = frame(kinds.KIND_COMMIT, g.CommitBody(v.collection, v.data, v.metadata,
+                                                      v.author, v.sig_r, v.sig_s))
+        if not _once(piece, seen, res):
+            return None
+        res.copied += 1
+        return piece
+    if name == "want_v3_body":
+        piece = bytes(data[rec.offset:rec.end])
+        if not _once(piece, seen, res):
+            return None
+        res.wants += 1
+        return piece
+    if name in _EXACT:
+        piece = bytes(data[rec.offset:rec.end])
+        if not _once(piece, seen, res):
+            return None
+        if name in ("merge_v6_body", "derive_v7_body", "proof_v5_body"):
+            res.copied += 1
+        else:
+            res.preserved += 1
+        return piece
+    if name in _DROP:
+        res.dropped[name] += 1
+        return None
+    # unreachable: the preflight refused every record without a rule
+    raise RepairRefused(f"offset {rec.offset}: reframe has no rule for {name} records")
 
 
 @dataclass
@@ -214,36 +318,39 @@ class SalvageResult:
     skipped: list[tuple[int, int]] = field(default_factory=list)  # [start, end) not copied
 
 
-def salvage(src: str, dest: str, step: int = 64) -> SalvageResult:
+def salvage(src: str, dest: str) -> SalvageResult:
     """Copy every record that still verifies, before and after any damage, byte for byte
     into a new file ``dest`` for a human to judge. A record verifies when it decodes and,
-    for a blob, its payload hashes to its handle; the search after damage moves in 64-byte
-    steps (every record start in a pile is 64-aligned). ``src`` is read through a map and
-    ``dest`` written piece by piece, so neither has to fit in memory."""
+    for a blob, its payload hashes to its handle.
+
+    Reading resumes only where a record may start (``scan.Resume``): a blob whose header
+    decodes at a known boundary owns its payload, so when the payload fails its hash the
+    whole record is skipped, never read inside; after bytes that do not decode, a V1
+    record may start at any 64-byte step, any other form only at whole 256-byte blocks
+    from the damage. ``src`` is read through a map and ``dest`` written piece by piece."""
     if os.path.exists(dest):
         raise RepairRefused(f"{dest}: already exists; salvage writes a new file")
     res = SalvageResult()
     with _mapped_locked(src) as (mv, release), AtomicFile(dest) as out:
         size = len(mv)
-        pos, gap, mark = 0, None, RELEASE_EVERY
+        pos, mark = 0, RELEASE_EVERY
+        gap: int | None = None     # start of the bytes not copied
+        resume = Resume()
         while pos < size:
             if pos >= mark:
                 release(pos)
                 mark = pos + RELEASE_EVERY
-            try:
-                rec = read_record(mv, pos, heads_only=False)
-                good = blob_hash_ok(rec) is not False
-            except DecodeError:
-                good = False
+            rec, good = good_record(mv, pos, resume)
             if not good:
                 gap = pos if gap is None else gap
-                pos += step - pos % step
+                pos = resume.failed(mv, pos, rec)
                 continue
             if gap is not None:
                 res.skipped.append((gap, pos))
                 gap = None
             out.write(mv[rec.offset:rec.end])
             res.kept += 1
+            resume.found()
             pos = rec.end
         if gap is not None:
             res.skipped.append((gap, size))
@@ -253,11 +360,14 @@ def salvage(src: str, dest: str, step: int = 64) -> SalvageResult:
 
 
 def diagnose(path: str, offset: int) -> dict:
-    """What the reader sees at ``offset``: the record, or the error it raises there.
+    """What the reader sees at ``offset``, walking the canonical decoder from byte zero.
 
-    The file is mapped, not read: only the pages of the record (and, after damage, of
-    the search for the next valid one) are touched, so memory does not grow with the
-    file."""
+    An offset inside a record is rejected, naming that record and the next boundary. At a
+    boundary: the marker, classification, span, next offset and decoded fields; at damage,
+    the error, and - only for a malformed or torn record (``CorruptPile``) - the repair
+    command ``pile amputate`` accepts for it. An unsupported marker asks for a newer reader.
+    The file is mapped, not read: the walk touches record heads and the record at
+    ``offset``, so memory does not grow with the file."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         # the mapping stays valid after the file is closed; it is unmapped when the
@@ -265,16 +375,75 @@ def diagnose(path: str, offset: int) -> dict:
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     if not 0 <= offset <= len(data):
         raise RepairRefused(f"{path}: offset {offset} is outside the file (0..{len(data)})")
+    mv = memoryview(data)
+    pos = 0
+    while pos < offset:
+        try:
+            rec = read_record(mv, pos, heads_only=True)
+        except (CorruptPile, UnsupportedRecord) as exc:
+            return {"offset": offset, "status": "unreachable",
+                    "error": f"reading stops at offset {pos}, before {offset}: {exc}",
+                    "stops_at": pos, "repair": _repair_command(path, mv, exc)}
+        if rec.end > offset:
+            return {"offset": offset, "status": "inside_record",
+                    "error": f"offset {offset} is inside the {rec.name} record at {rec.offset} "
+                             f"(bytes {rec.offset}..{rec.end}); not a record boundary",
+                    "inside": {"offset": rec.offset, "record": rec.name, "end": rec.end},
+                    "next_offset": rec.end}
+        pos = rec.end
+    marker = bytes(mv[offset:offset + 16]).hex().upper()
+    if offset == len(mv):
+        return {"offset": offset, "status": "end_of_file", "marker": marker,
+                "error": f"offset {offset} is the end of the file: no record starts there"}
     try:
-        rec = read_record(memoryview(data), offset, heads_only=False)
+        rec = read_record(mv, offset, heads_only=False)
     except (CorruptPile, UnsupportedRecord) as exc:
-        return {"offset": offset, "status": type(exc).__name__, "error": str(exc),
-                "valid_after": valid_after(memoryview(data), offset)}
-    out = {"offset": offset, "status": "ok", "form": rec.form, "record": rec.name,
-           "kind": rec.kind.hex(), "length": rec.length, "span": rec.span}
+        out = {"offset": offset, "status": type(exc).__name__, "error": str(exc),
+               "marker": marker, "valid_after": valid_after(mv, offset)}
+        repair = _repair_command(path, mv, exc)
+        if repair:
+            out["repair"] = repair
+        else:
+            out["advice"] = ("an unknown marker: a newer reader may know it; amputate never "
+                             "cuts it")
+        return out
+    out = {"offset": offset, "status": "ok", "marker": marker, "form": rec.form,
+           "record": rec.name if not rec.opaque else f"opaque: {opaque_label(rec)}",
+           "kind": bytes(rec.kind).hex(), "length": rec.length, "span": rec.span,
+           "next_offset": rec.end}
     ok = blob_hash_ok(rec)
     if ok is not None:
         out["blob_hash_ok"] = ok
         out["payload_length"] = len(blob_parts(rec)[1])
         out["span_expected"] = blob_span(len(blob_parts(rec)[1])) if rec.form == "current" else None
+    out["fields"] = _fields(rec.value)
     return out
+
+
+def _repair_command(path: str, mv: memoryview, exc: DecodeError) -> str | None:
+    """The ``pile amputate`` command that cuts this damage, as amputate accepts it; None
+    for an unsupported record, which amputate never cuts."""
+    if not isinstance(exc, CorruptPile):
+        return None
+    at = exc.offset
+    cmd = f"bytewright pile amputate {shlex.quote(path)} --truncate-to {at}"
+    if valid_after(mv, at):  # valid-looking records follow: amputate wants both flags
+        cmd += f" --discard-after {at}"
+    return cmd
+
+
+_FIELD_BYTES = 64  # longer byte fields (payloads, opaque bodies) are shown by length only
+
+
+def _fields(value) -> object:
+    """A decoded record as plain data: bytes in hex, enums by name, payloads by length."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: _fields(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value) if len(value) <= _FIELD_BYTES else None
+        return raw.hex() if raw is not None else f"<{len(value)} bytes>"
+    if isinstance(value, list):
+        return [_fields(x) for x in value]
+    return value

@@ -18,7 +18,7 @@ from ...generated import pile as g
 from ..errors import DecodeError, TruncatedError
 from . import crypto
 from .errors import CorruptPile, UnsupportedRecord
-from .kinds import BLOCK, FRAME_MAGIC, KIND_PROOF_V5, MAGIC_HEAD
+from .kinds import BLOCK, FRAME_MAGIC, KIND_PROOF_V5, LEGACY_MARKERS, MAGIC_HEAD
 
 _FORM = {"frame_rest": "current", "envelope36_rest": "envelope36"}
 _CLASS_NAME = {getattr(g, "".join(p.capitalize() for p in name.split("_"))): name
@@ -87,7 +87,7 @@ def read_record(mv: memoryview, offset: int, *, heads_only: bool = True) -> Reco
             raise UnsupportedRecord(offset, bytes(exc.found)) from None
         if exc.path == "pile_record.record.magic_tail":
             raise UnsupportedRecord(offset, MAGIC_HEAD) from None  # not the 28-byte magic
-        raise CorruptPile(offset, str(exc), path=exc.path, cause=exc) from None
+        raise CorruptPile(offset, short_reason(exc), path=exc.path, cause=exc) from None
     rec = value.record
     rname = record_name(rec)
     if rname in _FORM:
@@ -101,6 +101,55 @@ def read_record(mv: memoryview, offset: int, *, heads_only: bool = True) -> Reco
     elif out.name in ("proof_v1_body", "proof_v2_body"):
         check_retired_proof_keys(out)
     return out
+
+
+_SHOW = 16  # bytes of an expected/found value an error text shows
+
+
+def short_reason(exc: DecodeError) -> str:
+    """One short line for a decode failure: a reserved field's first non-zero byte and
+    where it is, not two dumps of the whole field (up to 224 bytes each)."""
+    found = exc.found
+    if exc.message.startswith("reserved bytes") and isinstance(found, (bytes, bytearray,
+                                                                       memoryview)):
+        found = bytes(found)
+        i = next((i for i, x in enumerate(found) if x), 0)
+        at = exc.offset + i if exc.offset is not None else i
+        return f"reserved bytes must be zero; byte at offset {at} is 0x{found[i]:02x}"
+    text = exc.message
+    if exc.offset is not None:
+        text += f" at offset {exc.offset}"
+    if exc.expected is not None or exc.found is not None:
+        text += f" (expected {_clip(exc.expected)}, found {_clip(found)})"
+    return text
+
+
+def _clip(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        more = f"... ({len(raw)} bytes)" if len(raw) > _SHOW else ""
+        return raw[:_SHOW].hex() + more
+    text = str(value)
+    return text if len(text) <= 2 * _SHOW else text[:2 * _SHOW] + "..."
+
+
+# Opaque records whose kind this reader does know (spec: retired local cells, the signed
+# payload-only equations): a refusal names them instead of calling them unknown.
+_KNOWN_OPAQUE = {
+    bytes.fromhex("24264FA9EE46A1ACC0E024AE69774B09"): "retired local cell (replace)",
+    bytes.fromhex("4FE372AE868D22A44DED7A60D579B651"): "retired local cell (clear)",
+    bytes.fromhex("9D9B962D46FA42168AB3A11FB367AC14692D4F51B5190196F2BDB08D5BC2BA07"):
+        "retired signed payload-only MERGE (merge v5)",
+    bytes.fromhex("B2EE8382C70161379E387D692B822946A60B602A909EED66B7D6DA2A62F36232"):
+        "retired signed payload-only DERIVE (derive v6)",
+}
+
+
+def opaque_label(rec: Record) -> str:
+    """What an opaque record is, as far as this reader knows: a named retired kind or
+    "unknown kind KIND"."""
+    known = _KNOWN_OPAQUE.get(bytes(rec.kind))  # a legacy record's kind is its marker
+    return known or f"unknown kind {bytes(rec.kind).hex().upper()}"
 
 
 def check_retired_proof_keys(rec: Record) -> None:
@@ -158,21 +207,64 @@ def iter_records(buf, start: int = 0, *, heads_only: bool = False) -> Iterator[R
         pos = rec.end
 
 
-def valid_after(mv: memoryview, offset: int, step: int = 64) -> int:
-    """How many valid-looking records follow damage at ``offset``: records that decode and,
-    for blobs, whose payload hash matches. Record starts in any pile are 64-aligned."""
+V1_STEP = 64      # facts §5.1: V1 records have 64-byte granularity
+FRAME_STEP = 256  # every other form occupies whole 256-byte blocks
+_V1_MARKERS = frozenset(LEGACY_MARKERS[n] for n in ("v1_blob", "v1_branch", "v1_tombstone"))
+
+
+class Resume:
+    """Where a record may start after bytes that do not decode. Any record starts where
+    the one before it ended; after undecodable bytes at ``anchor`` a V1 record may start
+    at any 64-byte step, any other form only whole 256-byte blocks from ``anchor`` -
+    unless the damaged record was itself V1, whose length is then unknown. A blob whose
+    header decodes at a known boundary owns its payload: nothing inside it is a record."""
+
+    def __init__(self) -> None:
+        self.anchor: int | None = None
+        self.step = FRAME_STEP
+
+    def allows(self, pos: int, rec: Record) -> bool:
+        return self.anchor is None or rec.form == "v1" or (pos - self.anchor) % self.step == 0
+
+    def failed(self, mv: memoryview, pos: int, rec: Record | None) -> int:
+        """The next position to try after ``pos`` did not give a good record (``rec``:
+        what decoded there, if anything)."""
+        if rec is not None and self.anchor is None:
+            return rec.end  # an intact header at a known boundary: skip the record whole
+        if self.anchor is None:
+            self.anchor = pos
+            self.step = V1_STEP if bytes(mv[pos:pos + 16]) in _V1_MARKERS else FRAME_STEP
+        return pos + V1_STEP - pos % V1_STEP
+
+    def found(self) -> None:
+        self.anchor = None
+
+
+def good_record(mv: memoryview, pos: int, resume: Resume) -> tuple[Record | None, bool]:
+    """``(record decoded at pos or None, whether it is a good record there)``: it decodes,
+    it may start there, and a blob's payload hashes to its handle."""
+    try:
+        rec = read_record(mv, pos, heads_only=False)
+    except DecodeError:
+        return None, False
+    if not resume.allows(pos, rec):
+        return None, False
+    return rec, blob_hash_ok(rec) is not False
+
+
+def valid_after(mv: memoryview, offset: int) -> int:
+    """How many valid-looking records follow damage at ``offset``: good records (see
+    ``good_record``) found where a record may start after it (see ``Resume``)."""
     count = 0
-    pos = offset + step
+    resume = Resume()
+    pos = resume.failed(mv, offset, None)
     while pos < len(mv):
-        try:
-            rec = read_record(mv, pos, heads_only=False)
-        except DecodeError:
-            pos += step
-            continue
-        if blob_hash_ok(rec) is False:
-            pos += step
+        rec, good = good_record(mv, pos, resume)
+        if not good:
+            pos = resume.failed(mv, pos, rec)
             continue
         count += 1
+        resume.found()
         pos = rec.end
     return count
 

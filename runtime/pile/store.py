@@ -32,6 +32,8 @@ from ..mapped import RELEASE_EVERY, releaser
 from . import crypto, kinds
 from .errors import CorruptPile, InvalidRecord, PileShrunk, UnsupportedRecord
 from .index import BlobIndex
+from .migrate import retired_want
+from .records import LegacyUnsignedEquation, legacy_unsigned_from_record
 from .scan import (
     Record,
     blob_parts,
@@ -110,13 +112,31 @@ class Pile:
         self.records = 0
         self.counts: Counter[tuple[str, str]] = Counter()
         self.blobs = BlobIndex()  # handle -> offsets (a Mapping; compact: index.py)
-        self.collection: dict[bytes, CollectionRecord] = {}
+        # Replay indexes each collection frame by collection | member | offset and keeps
+        # its decoded fields; fingerprints are computed on demand (``collection``), never
+        # at replay (spec: "The pile computes none at replay").
         self.by_collection: dict[bytes, dict[bytes, list[int]]] = {}
+        self.frames: dict[int, tuple[str, Any]] = {}  # collection frame offset -> (name, value)
+        self._frame_order: list[int] = []
+        self._folded = 0
+        self._by_fp: dict[bytes, CollectionRecord] = {}
+        self._fp_at: dict[int, bytes] = {}
         self.proofs: dict[bytes, ProofRecord] = {}
         self._wants: set[bytes] = set()
         self._pins: dict[bytes, bytes] = {}
         self.pin_log: list[tuple[int, bytes, bytes | None]] = []
         self.opaque: list[OpaqueRecord] = []
+        # Retired unsigned equations (offset, equation): inert evidence for migration.
+        self.unsigned_equations: list[tuple[int, LegacyUnsignedEquation]] = []
+        # Retired WANT frames (offset, asserts, historical key): monotone-wants input only.
+        self.retired_wants: list[tuple[int, bool, bytes]] = []
+        # Component versions for snapshots: blob occurrences, collection frames, proof frames.
+        self.versions: dict[str, int] = {"blobs": 0, "collection": 0, "proofs": 0}
+        # Blob validation verdicts by record offset ("Each record's validation state is
+        # cached for the lifetime of the process"), dropped whenever the file changed in
+        # a way this handle did not make itself (see ``_check_verdicts``).
+        self._verdicts: dict[int, bool] = {}
+        self._verdict_stamp: tuple[int, int, int, int] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -293,15 +313,17 @@ class Pile:
         if name in _BLOBS:
             handle = v.hash
             self.blobs.add(handle, rec.offset)
+            self.versions["blobs"] += 1
         elif name in _COMMITS:
-            self._add_collection(rec, crypto.commit_fingerprint(v), v.collection, v.data)
+            self._add_collection(rec, v.collection, v.data)
         elif name == "merge_v6_body":
-            self._add_collection(rec, crypto.merge_fingerprint(v), v.collection, v.result)
+            self._add_collection(rec, v.collection, v.result)
         elif name == "derive_v7_body":
-            self._add_collection(rec, crypto.derive_fingerprint(v), v.target, v.output)
+            self._add_collection(rec, v.target, v.output)
         elif name == "proof_v5_body":
             body = proof_body_bytes(v)
             pid = crypto.blake3(body)
+            self.versions["proofs"] += 1
             old = self.proofs.get(pid)
             if old is None:
                 self.proofs[pid] = ProofRecord(pid, body, v, [rec.offset])
@@ -319,17 +341,52 @@ class Pile:
                 self._pins.pop(pin, None)
             else:
                 self._pins[pin] = head
+        elif (eq := legacy_unsigned_from_record(name, v)) is not None:
+            self.unsigned_equations.append((rec.offset, eq))
+        elif (rw := retired_want(name, rec.kind, v)) is not None:
+            self.retired_wants.append((rec.offset, *rw))
         elif name == "opaque":
             self.opaque.append(OpaqueRecord(rec.offset, rec.form, rec.kind, rec.span,
                                             rec.length, self))
 
-    def _add_collection(self, rec: Record, fp: bytes, collection: bytes, member: bytes) -> None:
-        entry = self.collection.get(fp)
-        if entry is None:
-            entry = self.collection[fp] = CollectionRecord(fp, rec.name, collection, member,
-                                                           rec.value)
-        entry.offsets.append(rec.offset)
+    def _add_collection(self, rec: Record, collection: bytes, member: bytes) -> None:
+        self.frames[rec.offset] = (rec.name, rec.value)
+        self._frame_order.append(rec.offset)
+        self.versions["collection"] += 1
         self.by_collection.setdefault(collection, {}).setdefault(member, []).append(rec.offset)
+
+    @property
+    def collection(self) -> dict[bytes, CollectionRecord]:
+        """Fingerprint -> record over the frames applied so far, computed on first use and
+        then only for frames applied since (repeats of a record share one entry)."""
+        with self._lock:
+            order = self._frame_order
+            while self._folded < len(order):
+                off = order[self._folded]
+                name, v = self.frames[off]
+                fp = _fingerprint(name, v)
+                entry = self._by_fp.get(fp)
+                if entry is None:
+                    c, m = _collection_member(name, v)
+                    entry = self._by_fp[fp] = CollectionRecord(fp, name, c, m, v)
+                entry.offsets.append(off)
+                self._fp_at[off] = fp
+                self._folded += 1
+            return self._by_fp
+
+    def collection_record_at(self, offset: int) -> CollectionRecord:
+        """The collection record whose frame starts at ``offset``."""
+        with self._lock:
+            records = self.collection  # folds any frame not yet fingerprinted
+            return records[self._fp_at[offset]]
+
+    def _holds_record(self, name: str, v: Any) -> bool:
+        """Whether the file already holds this record: only the producers of the same
+        collection member can be it, and they are compared as records (dense bytes)."""
+        c, m = _collection_member(name, v)
+        want = _dense(name, v)
+        return any(_dense(*self.frames[off]) == want
+                   for off in self.by_collection.get(c, {}).get(m, ()))
 
     # -- reads ----------------------------------------------------------------------------
     def members(self, collection: bytes) -> list[bytes]:
@@ -353,25 +410,74 @@ class Pile:
             return dict(self._pins)
 
     def get(self, handle: bytes) -> bytes:
-        """A blob's payload; verified with BLAKE3 now, falling back to later occurrences."""
+        """A blob's payload; verified with BLAKE3 once per occurrence (the verdict is
+        cached), falling back to later occurrences."""
         with self._lock:
             self._fresh()
+            return self._get(handle, None)
+
+    def _get(self, handle: bytes, limit: int | None) -> bytes:
+        """``get`` over the occurrences before ``limit`` (a snapshot's length)."""
+        with self._lock:
             offsets = self.blobs.get(handle)
+            if offsets and limit is not None:
+                offsets = [o for o in offsets if o < limit]
             if not offsets:
                 raise KeyError(handle.hex())
+            self._check_verdicts()
+            verdicts = self._verdicts
             mv = memoryview(self._map())
             try:
                 for off in offsets:
+                    if verdicts.get(off) is False:
+                        continue
                     try:
                         rec = read_record(mv, off, heads_only=False)
                     except (CorruptPile, UnsupportedRecord):
+                        verdicts[off] = False
                         continue
                     parts = blob_parts(rec)
-                    if parts and crypto.blake3(parts[1]) == handle:
+                    if not parts:
+                        verdicts[off] = False
+                        continue
+                    ok = verdicts.get(off)
+                    if ok is None:
+                        ok = verdicts[off] = crypto.blake3(parts[1]) == handle
+                    if ok:
                         return parts[1]
             finally:
                 mv.release()
             raise BlobUnavailable.none_of(handle, len(offsets))
+
+    def _stamp(self) -> tuple[int, int, int, int]:
+        st = os.fstat(self._fd)
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+    def _check_verdicts(self) -> None:
+        """Drop cached blob verdicts when the file changed since they were made, other
+        than by this handle's own appends (which never touch old bytes). Another writer's
+        append costs a re-hash; a replaced, shrunk or rewritten file cannot go unseen."""
+        if self._fd < 0:
+            return
+        stamp = self._stamp()
+        if self._verdict_stamp != stamp:
+            self._verdicts.clear()
+        self._verdict_stamp = stamp
+
+    def snapshot(self):
+        """Refresh, then freeze the observed prefix as a :class:`PileSnapshot`."""
+        from .snapshot import PileSnapshot
+        with self._lock:
+            if self._fd >= 0:
+                self.refresh()
+            return PileSnapshot(self)
+
+    def legacy_unsigned_collection_equations(self) -> list[LegacyUnsignedEquation]:
+        """The retired unsigned MERGE/DERIVE equations in file order (exact evidence for an
+        explicit endorsement migration; never part of the collection index)."""
+        with self._lock:
+            self._fresh()
+            return [eq for _, eq in self.unsigned_equations]
 
     def __contains__(self, handle: bytes) -> bool:
         with self._lock:
@@ -410,6 +516,7 @@ class Pile:
         if not self.writable:
             raise BytewrightError(f"{self.path}: opened read-only")
         self._step("before-write")
+        ours = self._verdict_stamp is not None and self._verdict_stamp == self._stamp()
         if self.crash_at == "mid-write":
             os.write(self._fd, data[:len(data) // 2])
             os._exit(70)
@@ -420,6 +527,8 @@ class Pile:
         if self.sync:
             os.fsync(self._fd)
         self._step("after-fsync")
+        if ours:  # only this append happened since the verdicts were made: keep them
+            self._verdict_stamp = self._stamp()
 
     def _write_record(self, data: bytes) -> None:
         with self._locked(fcntl.LOCK_EX):
@@ -513,7 +622,7 @@ class Pile:
             if not ok(v):
                 raise InvalidRecord(f"{name}: signature does not verify")
             fp = fp_of(v)
-            return fp, lambda: fp in self.collection
+            return fp, lambda: self._holds_record(name, v)
         if name == "proof_v5_body":
             verify_proof(v)
             pid = crypto.blake3(proof_body_bytes(v))
@@ -522,6 +631,37 @@ class Pile:
             key = g.encode_want_request(g.WantRequest(v.tag, v.request))
             return key, lambda: key in self._wants
         raise InvalidRecord(f"{name} records have no writer (legacy or opaque)")
+
+
+# -- collection record helpers --------------------------------------------------------------
+
+def _collection_member(name: str, v: Any) -> tuple[bytes, bytes]:
+    if name == "merge_v6_body":
+        return v.collection, v.result
+    if name == "derive_v7_body":
+        return v.target, v.output
+    return v.collection, v.data
+
+
+def _dense(name: str, v: Any) -> bytes:
+    """The record's canonical dense payload (what a fingerprint hashes after the kind)."""
+    if name == "merge_v6_body":
+        return g.encode_dense_witness_merge(g.DenseWitnessMerge(
+            v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author,
+            v.sig_r, v.sig_s))
+    if name == "derive_v7_body":
+        return g.encode_dense_witness_derive(g.DenseWitnessDerive(
+            v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s))
+    return g.encode_dense_commit(g.DenseCommit(v.collection, v.data, v.metadata, v.author,
+                                               v.sig_r, v.sig_s))
+
+
+def _fingerprint(name: str, v: Any) -> bytes:
+    if name == "merge_v6_body":
+        return crypto.merge_fingerprint(v)
+    if name == "derive_v7_body":
+        return crypto.derive_fingerprint(v)
+    return crypto.commit_fingerprint(v)
 
 
 # -- encoders shared with reframe and the tests ---------------------------------------------

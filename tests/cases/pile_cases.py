@@ -115,6 +115,15 @@ def proof_v2() -> g.PileRecord:
                g.ProofV2Body(225, g.ProofV2Data(content, bytes(span * 256 - 96 - 225))), span)
 
 
+def proof_v3() -> g.PileRecord:
+    """Retired proof v3 (161-byte edges): one edge, 80 + 161 = 241-byte body, span 2."""
+    edge = g.ProofV3Edge(b(4), 3, 0, 0, crypto.public_key(b(2)), bytes(64))
+    content = g.ProofV3Content(h16(0x0C), b(9), crypto.public_key(b(1)), [edge])
+    span = (96 + 241 + 255) // 256
+    return cur(kind_of("proof_v3_body"),
+               g.ProofV3Body(241, g.ProofV3Data(content, bytes(span * 256 - 96 - 241))), span)
+
+
 def env_blob(payload: bytes) -> g.PileRecord:
     n = len(payload)
     return env(M["v3_blob"], g.EnvBlobBody(TS, n, crypto.blake3(payload), g.BlobData(payload)),
@@ -153,6 +162,7 @@ def record_cases():
     yield "artifact_offer", cur(kind_of("artifact_offer_body"), g.ArtifactOfferBody(bytes(range(192)))), "retired artifact offer: body never inspected"
     yield "proof_v1", proof_v1(), "retired proof v1: root + one 128-byte edge (160-byte body)"
     yield "proof_v2", proof_v2(), "retired proof v2: 225-byte body (one 145-byte edge), span 2"
+    yield "proof_v3", proof_v3(), "retired proof v3: 241-byte body (one 161-byte edge), span 2; inert"
     yield "opaque_unknown_kind", cur(UNKNOWN_KIND, bytes(range(256)) + bytes(192), 2), "an unknown kind: opaque, crossed at its span (2)"
     yield "opaque_merge_v5", cur(MERGE_V5_SIGNED, b(1) * 7 + bytes(224), 2), "signed MERGE v5 (payload-only): not matched, opaque"
     yield "v1_blob", v1_blob(b"hello, v1"), "V1 blob (v0.46.4): 64-byte granularity, payload at 64"
