@@ -1,4 +1,4 @@
-"""``bytewright pile info|records|verify|amputate|reframe|diagnose``: Pile (triblespace) files.
+"""``bytewright pile info|records|verify|amputate|reframe|salvage|diagnose|compact|migrate``.
 
 ``info`` counts records by form and kind and summarizes the indexes; ``records`` lists every
 record in file order; ``verify`` also hashes every blob and checks every signature;
@@ -6,7 +6,10 @@ record in file order; ``verify`` also hashes every blob and checks every signatu
 reports; damage with valid-looking records after it also needs ``--discard-after``; the cut
 bytes go to ``FILE.discarded-OFFSET`` first); ``reframe --into DEST`` rewrites legacy records
 in current framing; ``salvage --into DEST`` copies every record that still verifies, before
-and after damage; ``diagnose record-at OFFSET`` shows what the reader sees at an offset.
+and after damage; ``diagnose record-at OFFSET`` shows what the reader sees at an offset;
+``compact --into DEST`` is the conservative retained rewrite (every resident blob, opaque
+frames carried); ``migrate FILE run record-kind-descriptions|monotone-wants`` appends what
+the named migration owes (``--dry-run`` only counts).
 Errors are one line; exit 1 on corrupt data or findings.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -28,21 +32,32 @@ def register(sub: argparse._SubParsersAction) -> None:
                         ("reframe", "rewrite legacy records in current framing into a new file"),
                         ("salvage", "copy every record that still verifies, before and after "
                                     "damage, into a new file"),
-                        ("diagnose", "what the reader sees at an offset: diagnose record-at OFFSET FILE")):
+                        ("diagnose", "what the reader sees at an offset: diagnose record-at OFFSET FILE"),
+                        ("compact", "conservative rewrite into a new file: every resident blob "
+                                    "and opaque frame kept, retired PEER/STORE_SCOPE dropped"),
+                        ("migrate", "append what a migration owes: migrate FILE run "
+                                    "record-kind-descriptions|monotone-wants")):
         v = verbs.add_parser(name, help=help_)
         if name == "diagnose":
             v.add_argument("what", choices=["record-at"])
             v.add_argument("offset", type=_offset)
         v.add_argument("file", help="the pile ('-' reads standard input where nothing is written)")
+        if name == "migrate":
+            v.add_argument("what", choices=["run"])
+            v.add_argument("migration", choices=list(MIGRATIONS))
+            v.add_argument("--dry-run", action="store_true", help="count, append nothing")
         if name == "amputate":
             v.add_argument("--truncate-to", type=_offset, metavar="OFFSET",
                            help="the boundary the reader reports (see `pile info`)")
             v.add_argument("--discard-after", type=_offset, metavar="OFFSET",
                            help="cut even though valid-looking records follow the damage")
-        if name in ("reframe", "salvage"):
+        if name in ("reframe", "salvage", "compact"):
             v.add_argument("--into", required=True, metavar="DEST", help="the new pile")
         v.add_argument("--json", action="store_true", help="machine-readable output")
         v.set_defaults(func=run)
+
+
+MIGRATIONS = ("record-kind-descriptions", "monotone-wants")
 
 
 def _offset(text: str) -> int:
@@ -54,17 +69,16 @@ def _offset(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     verb = args.pile_verb
-    if verb in ("amputate", "reframe", "salvage") and args.file == "-":
+    if verb in ("amputate", "reframe", "salvage", "compact", "migrate") and args.file == "-":
         from .common import UsageError
         raise UsageError(f"pile {verb}: needs a file path, not standard input")
     return {"info": _info, "records": _records, "verify": _verify, "amputate": _amputate,
-            "reframe": _reframe, "salvage": _salvage, "diagnose": _diagnose}[verb](args)
+            "reframe": _reframe, "salvage": _salvage, "diagnose": _diagnose,
+            "compact": _compact, "migrate": _migrate}[verb](args)
 
 
 def _load(path: str):
     """A read-only pile: memory-mapped from a path, or the bytes of standard input."""
-    import os
-
     from ..runtime.pile import Pile
     from .common import InputError, read_input
     if path == "-":
@@ -265,6 +279,46 @@ def _diagnose(args) -> int:
     lines += [f"  {k}: {v}" for k, v in (out.get("fields") or {}).items()]
     _emit(args, out, lines)
     return 0 if out["status"] == "ok" else 1
+
+
+def _compact(args) -> int:
+    from ..runtime.pile import Pile
+    from ..runtime.pile.rewrite import rewrite_retained_into
+    from .common import InputError
+    if os.path.exists(args.into):
+        raise InputError(f"{args.into}: already exists; compact writes a new file")
+    with Pile.open(args.file, writable=False) as pile:
+        res = rewrite_retained_into(pile, args.into)
+    data = {"blobs": res.blobs, "records": res.records, "opaque": res.opaque,
+            "repeats": res.repeats, "dropped_blobs": res.dropped_blobs,
+            "dropped": dict(res.dropped)}
+    _emit(args, data, [f"{args.into}: {res.blobs} blob(s), {res.records} other record(s), "
+                       f"{res.opaque} opaque frame(s) carried unchanged; {res.repeats} "
+                       f"repeat(s) and {sum(res.dropped.values())} retired record(s) left "
+                       f"behind"])
+    return 0
+
+
+def _migrate(args) -> int:
+    from ..runtime.pile import Pile
+    from ..runtime.pile.descriptions import publish_record_kind_descriptions
+    from ..runtime.pile.migrate import monotone_wants
+    with Pile.open(args.file, writable=not args.dry_run) as pile:
+        if args.migration == "record-kind-descriptions":
+            c = publish_record_kind_descriptions(pile, dry_run=args.dry_run)
+            data = {"already_resident": c.already_resident, "left_to_store": c.left_to_store,
+                    "stored": c.stored}
+            line = (f"{args.file}: {c.already_resident} description blob(s) already resident, "
+                    f"{c.left_to_store} left to store, {c.stored} stored")
+        else:
+            w = monotone_wants(pile, dry_run=args.dry_run)
+            data = {"retired_frames": w.retired_frames, "active": w.active,
+                    "already_current": w.already_current, "appended": w.appended}
+            line = (f"{args.file}: {w.retired_frames} retired WANT frame(s) resolve to "
+                    f"{w.active} active request(s); {w.already_current} already current, "
+                    f"{w.appended} appended")
+    _emit(args, data, [line])
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

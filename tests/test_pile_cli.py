@@ -97,11 +97,13 @@ def test_reframe_and_diagnose_cli(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("verb", ["info", "records", "verify", "amputate", "reframe", "salvage",
-                                  "diagnose"])
+                                  "diagnose", "compact", "migrate"])
 def test_every_verb_fails_in_one_line(capsys, tmp_path, verb):
     def extra(i: int) -> list[str]:
         return {"reframe": ["--into", str(tmp_path / f"out{i}.pile")],
                 "salvage": ["--into", str(tmp_path / f"salvaged{i}.pile")],
+                "compact": ["--into", str(tmp_path / f"compact{i}.pile")],
+                "migrate": ["run", "monotone-wants"],
                 "amputate": ["--truncate-to", "0"]}.get(verb, [])
     pre = ["record-at", "0"] if verb == "diagnose" else []
     empty = tmp_path / "empty.pile"

@@ -250,12 +250,14 @@ class Pile:
         A parse failure under the shared lock is re-checked once under the exclusive lock
         with a fresh file length (a writer could have been between steps)."""
         with self._lock:
+            before = self.records  # the shared pass may apply records before it fails
             try:
                 with self._locked(fcntl.LOCK_SH):
-                    return self._refresh_locked()
+                    self._refresh_locked()
             except (CorruptPile, UnsupportedRecord):
                 with self._locked(fcntl.LOCK_EX):
-                    return self._refresh_locked()
+                    self._refresh_locked()
+            return self.records - before
 
     def _fresh(self) -> None:
         """Refresh before a lookup, only if the file's size changed since the last refresh
