@@ -221,3 +221,14 @@ def schema_side(target: str | os.PathLike[str] | None, args: argparse.Namespace,
     else:
         read_input(path)  # unreadable -> exit 3 before the schema pipeline sees it
     return diff.load_path(path, label or str(path))
+
+
+def kept_lines(path: str) -> list[str]:
+    """One line per side file an earlier cut or overwrite of ``path`` left beside it
+    (``bytewright.runtime.cut``), for the format verbs' ``info``."""
+    from ..runtime.cut import side_files
+
+    if path == "-":
+        return []
+    return [f"  bytes an earlier repair removed are kept in {p} ({os.path.getsize(p)} bytes)"
+            for p in side_files(path)]

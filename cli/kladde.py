@@ -177,6 +177,9 @@ def _info(kf, args) -> int:
     for line in data["header_slots"]:
         print(f"  {line}")
     print(f"  {jn.journal_of(kf).describe()}")
+    from .common import kept_lines
+    for line in kept_lines(args.file):
+        print(line)
     return 0
 
 

@@ -123,6 +123,8 @@ def _info(args) -> int:
     lines.append(f"  blobs {s['blobs']}, collection records {s['collection_records']} in "
                  f"{s['collections']} collection(s), proofs {s['proofs']}, wants {s['wants']}, "
                  f"pins {s['pins']}, opaque {s['opaque']}")
+    from .common import kept_lines
+    lines += kept_lines(args.file)
     _emit(args, s, lines)
     return 0 if pile.error is None else 1
 

@@ -175,6 +175,9 @@ def _run(args: argparse.Namespace, data, release) -> int:
                 h = obj.header
                 print(f"  rows {h.row_count}, dims {h.dims}, scheme {h.scheme.name}, regions "
                       f"{sorted(obj.entries)}, unknown {[e.kind for e in obj.unknown]}")
+            from .common import kept_lines
+            for line in kept_lines(args.file):
+                print(line)
             return 0
         if args.action == "dump":
             if fam == "segment":

@@ -169,3 +169,25 @@ def test_a_side_file_appears_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert cut.side_files(p) == []
     assert os.listdir(tmp_path) == []
+
+
+def test_format_info_verbs_list_the_side_files(tmp_path):
+    """After a repair cut, `info` names the side file that holds the removed bytes."""
+    import subprocess
+    import sys
+
+    from bytewright.runtime.ze.files import WalAppender
+
+    p = tmp_path / "w.wal"
+    app = WalAppender(p)
+    app.append(1, b"x" * 10)
+    app.append(1, b"y" * 10)
+    os.close(app.fd)
+    data = p.read_bytes()
+    p.write_bytes(data[:-5])  # a torn tail
+    bw = [sys.executable, "-m", "bytewright"]
+    subprocess.run(bw + ["ze", "repair", str(p)], check=True, capture_output=True)
+    sides = cut.side_files(p)
+    assert len(sides) == 1
+    out = subprocess.run(bw + ["ze", "info", str(p)], capture_output=True, text=True).stdout
+    assert sides[0] in out and f"({os.path.getsize(sides[0])} bytes)" in out
