@@ -556,3 +556,78 @@ def test_a_file_cut_short_inside_header_slot_1_never_revives_that_slot(tmp_path)
     with Store.open(p) as s:
         assert s.read(3) == b"after the cut"
     assert Path(f"{p}.overwritten-{PAGE}").read_bytes() == short[PAGE:]
+
+
+# -- 8. a zeroed newer header slot with no journal after it ------------------------------
+
+def _flushed_twice(path) -> bytes:
+    with Store.create(path) as s:
+        s.write(1, 0, b"epoch one")
+        s.flush()  # epoch 1, slot 1
+        s.write(2, 0, b"acknowledged by the flush of epoch two")
+        s.flush()  # epoch 2, slot 0: its pages and header fsynced, no journal after it
+    return Path(path).read_bytes()
+
+
+def test_fold_refuses_when_a_zeroed_header_slot_names_pages_of_its_epoch(tmp_path):
+    """A header write starts with the magic and the slot it overwrites held a header (page
+    0 from the start, facts.md §2.3), so a slot of zeros is damage, never a torn commit.
+    When pages of the epoch that slot would hold verify, that header committed: folding
+    under the older slot would overwrite it and lose the epoch's writes."""
+    p = tmp_path / "zflush.kladde"
+    good = _flushed_twice(p)
+    d = bytearray(good)
+    d[0:512] = bytes(512)  # a zeroed sector: the header's bytes all sit in it
+    assert not any(d[:PAGE])
+    p.write_bytes(bytes(d))
+    assert open_file(p).slot == 1  # readers fall back to the older slot
+    with pytest.raises(BytewrightError, match="header slot 0") as exc:
+        Store.open(p)
+    assert exc.value.offset == 0
+    assert p.read_bytes() == bytes(d) and not cut.side_files(p)
+
+
+def test_a_zeroed_older_header_slot_still_opens(tmp_path):
+    """The zeroed slot held the older header: no page of the epoch after the governing
+    one exists, so the writer open proceeds."""
+    p = tmp_path / "zold.kladde"
+    _flushed_twice(p)
+    with Store.open(p) as s:
+        s.write(3, 0, b"epoch three")
+        s.flush()  # epoch 3, slot 1 governs; slot 0 holds epoch 2
+    d = bytearray(p.read_bytes())
+    d[0:512] = bytes(512)
+    p.write_bytes(bytes(d))
+    with Store.open(p) as s:
+        assert s.read(3) == b"epoch three"
+        assert s.read(2) == b"acknowledged by the flush of epoch two"
+
+
+def test_kladde_fold_refuses_a_zeroed_newer_header_slot_in_one_line(tmp_path):
+    p = tmp_path / "zfold.kladde"
+    d = bytearray(_flushed_twice(p))
+    d[0:512] = bytes(512)
+    p.write_bytes(bytes(d))
+    code, err = _fold(p)
+    assert code == 1 and "header slot 0" in err and len(err.strip().splitlines()) == 1, err
+    assert p.read_bytes() == bytes(d) and not cut.side_files(p)
+
+
+def test_pages_of_the_epoch_a_damaged_slot_may_have_held_are_kept(tmp_path):
+    """A damaged slot that is not all zero may be a crash's torn commit, so the writer
+    open proceeds under the older slot; but it may as well be a committed header damaged
+    afterwards, so the pages of its epoch, which no header names any more, are kept in a
+    side file before anything is written."""
+    p = tmp_path / "flip.kladde"
+    d = bytearray(_flushed_twice(p))
+    d[20] ^= 0x02  # slot 0 (epoch 2) fails its CRC; slot 1 (epoch 1) governs
+    p.write_bytes(bytes(d))
+    with pytest.warns(UserWarning, match="header slot 0"):
+        s = Store.open(p)
+    with s:
+        assert not s.exists(2)
+        s.write(3, 0, b"after the open")
+        s.flush()
+    kept = b"".join(Path(f).read_bytes() for f in cut.side_files(p))
+    assert b"acknowledged by the flush of epoch two" in kept
+    assert p.read_bytes()[:2 * PAGE] != bytes(d[:2 * PAGE])  # slot 0 rewritten

@@ -282,7 +282,8 @@ class Store:
         (``Journal.stop_offset``); then a warning names the side file. Refused too when
         the newer header slot is damaged and a journal of its epoch still verifies: the
         older slot governs, and folding its journal would overwrite the damaged slot and
-        lose those committed transactions.
+        lose those committed transactions; and when that slot is all zero bytes (damage,
+        never a torn commit) while pages of its epoch verify.
         """
         name = os.fspath(path)
         fd = os.open(path, os.O_RDWR)
@@ -290,7 +291,7 @@ class Store:
             os.fsync(fd)  # retires the older header's world (facts.md §7.1, reuse rule)
             data = _read_all(fd)
             table = load(data, name=name, limits=limits)
-            _check_other_slot(data, table, name)
+            orphans = _check_other_slot(data, table, name)
             journal = jn.recover(data, table.epoch, table.header.journal_pointer,
                                  limits=limits, name=name)
             if journal.damaged and discard_after != journal.stop_offset:
@@ -300,6 +301,15 @@ class Store:
                               f"salvage`), or pass discard_after={at} (`kladde fold "
                               f"--discard-after {at}`) to cut there", offset=at,
                               path=f"journal[{len(journal.transactions)}]", file=name)
+            if orphans is not None:
+                # the damaged slot may be a committed header whose pages no header names
+                # now: a later fold or cut must not be the first to drop them
+                a, b = orphans
+                kept = _cut.keep(path, memoryview(data)[a:b], a)
+                warnings.warn(f"{name}: header slot {1 - table.slot} does not verify and "
+                              f"pages of its epoch {table.epoch + 1} remain; the older slot "
+                              f"governs, and the bytes from offset {a} to {b} were copied "
+                              f"to {kept}", stacklevel=2)
             if len(data) % PAGE_SIZE:
                 _pad_short_page(name, fd, data, io or OsIO())
         except BaseException:
@@ -809,16 +819,20 @@ def _slot_problem(page: bytes, slot: int) -> str | None:
     return None
 
 
-def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> None:
+def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> tuple[int, int] | None:
     """Refuse when the slot that does not govern is a newer header damaged after it
     committed: a journal of the segment that header would have named still verifies.
 
     A torn write of that slot (a crash during a commit) leaves no such journal, since a
     segment is only appended to after its header is durable; a journal of segment
     ``E + 2`` (``E`` the governing epoch) therefore proves header ``E + 1`` committed.
+    Refused too when that slot is all zero bytes where a header stood and pages of epoch
+    ``E + 1`` verify: no torn write zeroes a slot. Any other damaged slot may be a torn
+    commit; then the byte range from the first to the last page of epoch ``E + 1`` that
+    verifies is returned (None when there is none), for the caller to keep.
     """
     if len(data) < 2 * PAGE_SIZE:
-        return
+        return None
     npages = -(-len(data) // PAGE_SIZE)  # a page the file ends inside may hold the journal
     other = 1 - table.slot
     page = bytes(data[other * PAGE_SIZE:(other + 1) * PAGE_SIZE])
@@ -826,7 +840,7 @@ def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> None:
     # zeroed sector holds all of its bytes): only a journal of its segment tells them apart
     why = _slot_problem(page, other) if any(page) else "all zero bytes"
     if why is None:
-        return  # the older header: overwriting it is the commit protocol
+        return None  # the older header: overwriting it is the commit protocol
     candidates: list[int] = []
     try:  # the damaged header's own journal pointer first, though nothing vouches for it
         fields, _ = g.decode_header_fields(page, 0)
@@ -848,3 +862,33 @@ def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> None:
                 "file is left as it is (`bytewright kladde info` shows both slots)",
                 offset=other * PAGE_SIZE, path=f"header_slot[{other}]",
                 file=name)
+    # A header write starts with the magic, and the slot it overwrites held a header (page
+    # 0 from creation, page 1 once epoch 1 committed), so a slot of zeros is damage, never
+    # a torn commit. Pages of epoch E + 1 that verify were fsynced for a header of that
+    # epoch in this slot (step 2 of a commit): it may have committed, and nothing tells.
+    written = other == 0 or table.epoch >= 2
+    if not any(page) and not written:
+        return None
+    mv = memoryview(data)
+    found: list[int] = []
+    for p in range(2, len(data) // PAGE_SIZE):
+        try:
+            raw, _ = g.decode_page(mv[p * PAGE_SIZE:(p + 1) * PAGE_SIZE])
+        except DecodeError:
+            continue
+        if raw.epoch != table.epoch + 1 or raw.kind not in (KIND_DATA, KIND_TABLE):
+            continue
+        found.append(p)
+        if not any(page):
+            raise Corrupt(
+                f"header slot {other} is all zero bytes, so the older slot {table.slot} "
+                f"(epoch {table.epoch}) governs; but page {p} verifies as a page of epoch "
+                f"{table.epoch + 1}, written only for a header in slot {other}, and a "
+                "torn commit never leaves zeros: the slot may have been that header, "
+                "damaged after it committed. Writing would overwrite it and lose that "
+                "epoch; the file is left as it is (`bytewright kladde info` shows both "
+                "slots)",
+                offset=other * PAGE_SIZE, path=f"header_slot[{other}]", file=name)
+    if not found:
+        return None
+    return found[0] * PAGE_SIZE, (found[-1] + 1) * PAGE_SIZE
