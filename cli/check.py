@@ -19,6 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-compiled", action="store_true",
                    help="skip the compiled-Construct comparison (faster)")
     p.add_argument("--family", help="only this family's fixtures (a family of the project)")
+    p.add_argument("--properties", action="store_true",
+                   help="instead: run the codec-truth property on every record "
+                        "(docs/properties.md)")
+    p.add_argument("--examples", type=int, default=20, metavar="N",
+                   help="with --properties: values drawn per record (default 20)")
     common.add_project_arg(p)
     p.set_defaults(func=run)
 
@@ -26,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     proj = common.project(args)
     common.announce(proj)
+    if args.properties:
+        return run_properties(proj, args)
     try:
         proj.activate()
         result = pipeline.run(proj.schema_files(), base=proj.root)
@@ -96,3 +103,20 @@ def print_table(rows: list[checks.FixtureResult]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
         if r.error:
             print(f"    error: {r.error}")
+
+
+def run_properties(proj: project_mod.Project, args: argparse.Namespace) -> int:
+    """``--properties``: one line per record and property, a summary, exit 1 on a failure."""
+    from ..properties import check_project  # noqa: PLC0415 - needs hypothesis (test extra)
+
+    if args.examples < 1:
+        raise common.UsageError("--examples must be at least 1")
+    try:
+        report = check_project(proj, max_examples=args.examples,
+                               family=args.family, progress=lambda r: print(r.line()))
+    except project_mod.ProjectError as exc:
+        raise common.project_error(exc) from exc
+    if args.family is not None and not report.results:
+        raise common.UsageError(f"no family {args.family!r} with records in this project")
+    print(report.summary())
+    return common.EXIT_OK if report.ok else common.EXIT_FINDINGS

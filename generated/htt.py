@@ -51,6 +51,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
+from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -453,6 +454,8 @@ def _m_file_header(mv, pos, end, _rest=_decode_many):
 def _e_file_header(out, v):
     _s_magic = len(out)
     _e_node_count = len(out) + 28
+    if v.version < 1 or v.version > 4:
+        raise EncodeError('value ' + repr(v.version) + ' out of range 1..4', path='version')
     out += _S0.pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, (v.tau).to_bytes(16, 'little', signed=True), v.node_count)
     f_header_crc = _ck_crc32((out if _s_magic == 0 and _e_node_count == len(out) else memoryview(out)[_s_magic:_e_node_count]))
     out += _S2.pack(f_header_crc)
@@ -464,6 +467,8 @@ def _em_file_header(values):
     for v in values:
         _s_magic = len(out)
         _e_node_count = len(out) + 28
+        if v.version < 1 or v.version > 4:
+            raise EncodeError('value ' + repr(v.version) + ' out of range 1..4', path='version')
         out += _S0_pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, v.tau.to_bytes(16, 'little', signed=True), v.node_count)
         out += _S2_pack(_ck_crc32(out if _s_magic == 0 and _e_node_count == len(out) else memoryview(out)[_s_magic:_e_node_count]))
     return bytes(out)
@@ -524,7 +529,7 @@ def _em_bound_pair(values):
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
     f_bounds = []
     try:
         for _i in range(_c):
@@ -546,7 +551,7 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
 def _u_bounds_section(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 16 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
     f_bounds = []
     for _i in range(_c):
         _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -572,7 +577,7 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
             f_bounds = []
             for _i in range(_c):
                 _bound_pair_f_min, _bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -613,7 +618,7 @@ def _em_bounds_section(values, p_semantic_dims):
 def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
     f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -624,7 +629,7 @@ def _u_tail_full(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
     f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -644,7 +649,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
             f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _obj = _new(TailFull)
@@ -682,7 +687,7 @@ def _em_tail_full(values, p_semantic_dims):
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -697,7 +702,7 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
 def _u_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -721,7 +726,7 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC8.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -758,12 +763,12 @@ def _em_tail_quantized(values, p_semantic_dims):
 def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
     f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -780,12 +785,12 @@ def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
     f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -811,12 +816,12 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
             f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC9.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -995,7 +1000,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -1034,7 +1039,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -1046,7 +1051,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1063,12 +1068,12 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1106,7 +1111,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -1126,7 +1131,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -1135,7 +1140,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1149,12 +1154,12 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1201,7 +1206,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -1221,7 +1226,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -1230,7 +1235,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1244,12 +1249,12 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1297,6 +1302,8 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
+            if v.tail.__class__ is not TailFull:
+                raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
@@ -1305,11 +1312,15 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
             else:
                 out += _PK7.encode_all(_tail_full__v.dims)
         elif _tag == 1:
+            if v.tail.__class__ is not TailQuantized:
+                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
             _tail_quantized__v = v.tail
             if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
         elif _tag == 2:
+            if v.tail.__class__ is not TailQuantizedGacl:
+                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
@@ -1352,6 +1363,8 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
+                if v.tail.__class__ is not TailFull:
+                    raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
                 _tail_full__v = v.tail
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
@@ -1360,11 +1373,15 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 else:
                     _a(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
+                if v.tail.__class__ is not TailQuantized:
+                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
                 _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
+                if v.tail.__class__ is not TailQuantizedGacl:
+                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
@@ -1403,7 +1420,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1432,7 +1449,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1471,7 +1488,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1483,7 +1500,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1500,12 +1517,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1552,7 +1569,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
         f_entries = []
         try:
             for _i in range(_c):
@@ -1581,7 +1598,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1620,7 +1637,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1632,7 +1649,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1649,12 +1666,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1716,6 +1733,8 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
                 if _snapshot_entry___tag == 0:
+                    if _x.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
@@ -1724,11 +1743,15 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     else:
                         out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
+                    if _x.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
                 elif _snapshot_entry___tag == 2:
+                    if _x.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -1771,6 +1794,8 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
                 if _snapshot_entry___tag == 0:
+                    if _x.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
@@ -1779,11 +1804,15 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     else:
                         out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
+                    if _x.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
                 elif _snapshot_entry___tag == 2:
+                    if _x.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -1822,7 +1851,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1851,7 +1880,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1890,7 +1919,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1902,7 +1931,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1919,12 +1948,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1973,7 +2002,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
         f_entries = []
         try:
             for _i in range(_c):
@@ -2002,7 +2031,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -2041,7 +2070,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -2053,7 +2082,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -2070,12 +2099,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -2146,6 +2175,8 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
                 if _snapshot_entry___tag == 0:
+                    if _x.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
@@ -2154,11 +2185,15 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     else:
                         out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
+                    if _x.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
                 elif _snapshot_entry___tag == 2:
+                    if _x.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -2202,6 +2237,8 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
                 if _snapshot_entry___tag == 0:
+                    if _x.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
@@ -2210,11 +2247,15 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     else:
                         out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
+                    if _x.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
                 elif _snapshot_entry___tag == 2:
+                    if _x.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_x.tail).__name__, path='tail')
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -2265,7 +2306,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2304,7 +2345,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -2316,7 +2357,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2333,12 +2374,12 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2371,7 +2412,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2391,7 +2432,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2400,7 +2441,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2414,12 +2455,12 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2461,7 +2502,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2481,7 +2522,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -2490,7 +2531,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2504,12 +2545,12 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2553,6 +2594,8 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
+            if v.tail.__class__ is not TailFull:
+                raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
@@ -2561,11 +2604,15 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
             else:
                 out += _PK7.encode_all(_tail_full__v.dims)
         elif _tag == 1:
+            if v.tail.__class__ is not TailQuantized:
+                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
             _tail_quantized__v = v.tail
             if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
         elif _tag == 2:
+            if v.tail.__class__ is not TailQuantizedGacl:
+                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
@@ -2605,6 +2652,8 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
+                if v.tail.__class__ is not TailFull:
+                    raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
                 _tail_full__v = v.tail
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
@@ -2613,11 +2662,15 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
                 else:
                     _a(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
+                if v.tail.__class__ is not TailQuantized:
+                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
                 _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
+                if v.tail.__class__ is not TailQuantizedGacl:
+                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
@@ -2649,7 +2702,7 @@ def _d_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2696,7 +2749,7 @@ def _u_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2736,7 +2789,7 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2807,7 +2860,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -2819,7 +2872,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2836,12 +2889,12 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2870,7 +2923,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2879,7 +2932,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2893,12 +2946,12 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2934,7 +2987,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -2943,7 +2996,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2957,12 +3010,12 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2995,6 +3048,8 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
+            if v.tail.__class__ is not TailFull:
+                raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
@@ -3003,11 +3058,15 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
             else:
                 out += _PK7.encode_all(_tail_full__v.dims)
         elif _tag == 1:
+            if v.tail.__class__ is not TailQuantized:
+                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
             _tail_quantized__v = v.tail
             if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
         elif _tag == 2:
+            if v.tail.__class__ is not TailQuantizedGacl:
+                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
@@ -3034,6 +3093,8 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
+                if v.tail.__class__ is not TailFull:
+                    raise EncodeError('tag full takes a TailFull, not ' + type(v.tail).__name__, path='tail')
                 _tail_full__v = v.tail
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
@@ -3042,11 +3103,15 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
                 else:
                     _a(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
+                if v.tail.__class__ is not TailQuantized:
+                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(v.tail).__name__, path='tail')
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
                 _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
+                if v.tail.__class__ is not TailQuantizedGacl:
+                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(v.tail).__name__, path='tail')
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
@@ -3163,7 +3228,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
-                raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
             _insert_body__f_meta = []
             try:
                 for _insert_body___i in range(_insert_body__n_meta):
@@ -3202,7 +3267,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3214,7 +3279,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3231,12 +3296,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3276,7 +3341,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
-                raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
             _update_body__f_meta = []
             try:
                 for _update_body___i in range(_update_body__n_meta):
@@ -3355,7 +3420,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3367,7 +3432,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3384,12 +3449,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3463,7 +3528,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _insert_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _insert_body__n_meta * 4 > end - pos:
-            raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+            raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
         _insert_body__f_meta = []
         for _insert_body___i in range(_insert_body__n_meta):
             _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3483,7 +3548,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _insert_body___tag == 0:
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                    raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                 _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
@@ -3492,7 +3557,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 1:
                 _insert_body___tail_quantized___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                    raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                 _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                 if _insert_body___tail_quantized___st is None:
                     _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3506,12 +3571,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 2:
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                 if _insert_body___tail_quantized_gacl___st is None:
                     _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3540,7 +3605,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _update_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _update_body__n_meta * 4 > end - pos:
-            raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+            raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
         _update_body__f_meta = []
         for _update_body___i in range(_update_body__n_meta):
             _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3580,7 +3645,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _set_semantic_body___tag == 0:
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                    raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                 _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3589,7 +3654,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 1:
                 _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                    raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                 if _set_semantic_body___tail_quantized___st is None:
                     _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3603,12 +3668,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 2:
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                 if _set_semantic_body___tail_quantized_gacl___st is None:
                     _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3684,7 +3749,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3704,7 +3769,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3713,7 +3778,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3727,12 +3792,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3761,7 +3826,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3801,7 +3866,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3810,7 +3875,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3824,12 +3889,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3914,7 +3979,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3932,7 +3997,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16])
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = (_insert_body___tail_full__f_dims,)
@@ -3940,7 +4005,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3953,12 +4018,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16])
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3982,7 +4047,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4016,7 +4081,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16])
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = (_set_semantic_body___tail_full__f_dims,)
@@ -4024,7 +4089,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -4037,12 +4102,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16])
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -4090,10 +4155,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     _b_key = v.key.encode()
     _s_seq = len(out)
-    out += _S24.pack(v.seq, v.op, len(_b_key))
+    out += _S24.pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key))
     out += _b_key
     _tag = v.op
     if _tag == 1:
+        if v.body.__class__ is not InsertBody:
+            raise EncodeError('tag INSERT takes a InsertBody, not ' + type(v.body).__name__, path='body')
         _insert_body__v = v.body
         _insert_body___b_data = _insert_body__v.data
         out += _S2.pack(len(_insert_body___b_data))
@@ -4109,6 +4176,8 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         if p_semantic_dims > 0:
             _insert_body___tag = p_tail_layout
             if _insert_body___tag == 0:
+                if _insert_body__v.tail.__class__ is not TailFull:
+                    raise EncodeError('tag full takes a TailFull, not ' + type(_insert_body__v.tail).__name__, path='tail')
                 _insert_body___tail_full__v = _insert_body__v.tail
                 if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
@@ -4117,11 +4186,15 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 else:
                     out += _PK7.encode_all(_insert_body___tail_full__v.dims)
             elif _insert_body___tag == 1:
+                if _insert_body__v.tail.__class__ is not TailQuantized:
+                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_insert_body__v.tail).__name__, path='tail')
                 _insert_body___tail_quantized__v = _insert_body__v.tail
                 if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized__v.user)), path='user')
                 out += struct.pack('<' + str(len(_insert_body___tail_quantized__v.user)) + 'h', *_insert_body___tail_quantized__v.user)
             elif _insert_body___tag == 2:
+                if _insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_insert_body__v.tail).__name__, path='tail')
                 _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                 if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4137,6 +4210,8 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         elif _insert_body__v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
     elif _tag == 2:
+        if v.body.__class__ is not UpdateBody:
+            raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(v.body).__name__, path='body')
         _update_body__v = v.body
         _update_body___b_data = _update_body__v.data
         out += _S2.pack(len(_update_body___b_data))
@@ -4153,6 +4228,8 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         if v.body is not None:
             raise EncodeError('case DELETE carries no body', path='body')
     elif _tag == 4:
+        if v.body.__class__ is not MetaPair:
+            raise EncodeError('tag SET_META takes a MetaPair, not ' + type(v.body).__name__, path='body')
         _meta_pair__v = v.body
         _meta_pair___b_key = _meta_pair__v.key.encode()
         out += _S10.pack(len(_meta_pair___b_key))
@@ -4161,10 +4238,14 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         out += _S10.pack(len(_meta_pair___b_value))
         out += _meta_pair___b_value
     elif _tag == 5:
+        if v.body.__class__ is not SetSemanticBody:
+            raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(v.body).__name__, path='body')
         _set_semantic_body__v = v.body
         if p_semantic_dims > 0:
             _set_semantic_body___tag = p_tail_layout
             if _set_semantic_body___tag == 0:
+                if _set_semantic_body__v.tail.__class__ is not TailFull:
+                    raise EncodeError('tag full takes a TailFull, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
                 _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
@@ -4173,11 +4254,15 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 else:
                     out += _PK7.encode_all(_set_semantic_body___tail_full__v.dims)
             elif _set_semantic_body___tag == 1:
+                if _set_semantic_body__v.tail.__class__ is not TailQuantized:
+                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
                 _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized__v.user)), path='user')
                 out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized__v.user)) + 'h', *_set_semantic_body___tail_quantized__v.user)
             elif _set_semantic_body___tag == 2:
+                if _set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
                 _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4193,6 +4278,8 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         elif _set_semantic_body__v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
     elif _tag == 6:
+        if v.body.__class__ is not EpochBody:
+            raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(v.body).__name__, path='body')
         _epoch_body__v = v.body
         out += _S22.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
     else:
@@ -4214,10 +4301,12 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             _all.clear()
         _b_key = v.key.encode()
         _p = []
-        _p.append(_S24_pack(v.seq, v.op, len(_b_key)))
+        _p.append(_S24_pack(v.seq, _WALOP_BY_VALUE[v.op], len(_b_key)))
         _p.append(_b_key)
         _tag = v.op
         if _tag == 1:
+            if v.body.__class__ is not InsertBody:
+                raise EncodeError('tag INSERT takes a InsertBody, not ' + type(v.body).__name__, path='body')
             _insert_body__v = v.body
             _insert_body___b_data = _insert_body__v.data
             _p.append(_L17[_ln] if (_ln := len(_insert_body___b_data)) < 256 else _S2_pack(_ln))
@@ -4233,6 +4322,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             if p_semantic_dims > 0:
                 _insert_body___tag = p_tail_layout
                 if _insert_body___tag == 0:
+                    if _insert_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_insert_body__v.tail).__name__, path='tail')
                     _insert_body___tail_full__v = _insert_body__v.tail
                     if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
@@ -4241,11 +4332,15 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     else:
                         _p.append(_PK7.encode_all(_insert_body___tail_full__v.dims))
                 elif _insert_body___tag == 1:
+                    if _insert_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_insert_body__v.tail).__name__, path='tail')
                     _insert_body___tail_quantized__v = _insert_body__v.tail
                     if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized__v.user)), path='user')
                     _p.append(struct.pack('<' + str(len(_insert_body___tail_quantized__v.user)) + 'h', *_insert_body___tail_quantized__v.user))
                 elif _insert_body___tag == 2:
+                    if _insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_insert_body__v.tail).__name__, path='tail')
                     _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                     if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4261,6 +4356,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             elif _insert_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _tag == 2:
+            if v.body.__class__ is not UpdateBody:
+                raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(v.body).__name__, path='body')
             _update_body__v = v.body
             _update_body___b_data = _update_body__v.data
             _p.append(_L17[_ln] if (_ln := len(_update_body___b_data)) < 256 else _S2_pack(_ln))
@@ -4277,6 +4374,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             if v.body is not None:
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _tag == 4:
+            if v.body.__class__ is not MetaPair:
+                raise EncodeError('tag SET_META takes a MetaPair, not ' + type(v.body).__name__, path='body')
             _meta_pair__v = v.body
             _meta_pair___b_key = _meta_pair__v.key.encode()
             _p.append(_L14[_ln] if (_ln := len(_meta_pair___b_key)) < 256 else _S10_pack(_ln))
@@ -4285,10 +4384,14 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             _p.append(_L14[_ln] if (_ln := len(_meta_pair___b_value)) < 256 else _S10_pack(_ln))
             _p.append(_meta_pair___b_value)
         elif _tag == 5:
+            if v.body.__class__ is not SetSemanticBody:
+                raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(v.body).__name__, path='body')
             _set_semantic_body__v = v.body
             if p_semantic_dims > 0:
                 _set_semantic_body___tag = p_tail_layout
                 if _set_semantic_body___tag == 0:
+                    if _set_semantic_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
                     _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
@@ -4297,11 +4400,15 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     else:
                         _p.append(_PK7.encode_all(_set_semantic_body___tail_full__v.dims))
                 elif _set_semantic_body___tag == 1:
+                    if _set_semantic_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
                     _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized__v.user)), path='user')
                     _p.append(struct.pack('<' + str(len(_set_semantic_body___tail_quantized__v.user)) + 'h', *_set_semantic_body___tail_quantized__v.user))
                 elif _set_semantic_body___tag == 2:
+                    if _set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_set_semantic_body__v.tail).__name__, path='tail')
                     _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4317,6 +4424,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _tag == 6:
+            if v.body.__class__ is not EpochBody:
+                raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(v.body).__name__, path='body')
             _epoch_body__v = v.body
             _p.append(_S22_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
         else:
@@ -4403,7 +4512,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     try:
         _c = f_block_entry_count
         if _c < 0 or _c * 11 > end - pos:
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos)
+            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos)
         f_entries = []
         try:
             for _i in range(_c):
@@ -4442,7 +4551,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -4481,7 +4590,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -4493,7 +4602,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -4510,12 +4619,12 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -4575,6 +4684,8 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     return _obj, pos
 
 def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
+    if len(v.entries) < 1 or len(v.entries) > 64:
+        raise EncodeError('value ' + repr(len(v.entries)) + ' out of range 1..64', path='block_entry_count')
     out += _S10.pack(len(v.entries))
     _outer = out
     out = bytearray()
@@ -4583,10 +4694,12 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
     for _x in v.entries:
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
+            if _x.body.__class__ is not InsertBody:
+                raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___insert_body__v = _x.body
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
@@ -4602,6 +4715,8 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             if p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = p_tail_layout
                 if _wal_entry___insert_body___tag == 0:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -4610,11 +4725,15 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     else:
                         out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
                 elif _wal_entry___insert_body___tag == 2:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4630,6 +4749,8 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             elif _wal_entry___insert_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 2:
+            if _x.body.__class__ is not UpdateBody:
+                raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___update_body__v = _x.body
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
@@ -4646,6 +4767,8 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             if _x.body is not None:
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _wal_entry___tag == 4:
+            if _x.body.__class__ is not MetaPair:
+                raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
             out += _S10.pack(len(_wal_entry___meta_pair___b_key))
@@ -4654,10 +4777,14 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             out += _S10.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
+            if _x.body.__class__ is not SetSemanticBody:
+                raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___set_semantic_body__v = _x.body
             if p_semantic_dims > 0:
                 _wal_entry___set_semantic_body___tag = p_tail_layout
                 if _wal_entry___set_semantic_body___tag == 0:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -4666,11 +4793,15 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     else:
                         out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
                 elif _wal_entry___set_semantic_body___tag == 2:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4686,6 +4817,8 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             elif _wal_entry___set_semantic_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
+            if _x.body.__class__ is not EpochBody:
+                raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___epoch_body__v = _x.body
             out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
@@ -4705,6 +4838,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
     _S22_pack = _S22.pack
     _S24_pack = _S24.pack
     for v in values:
+        if len(v.entries) < 1 or len(v.entries) > 64:
+            raise EncodeError('value ' + repr(len(v.entries)) + ' out of range 1..64', path='block_entry_count')
         out += _L14[_ln] if (_ln := len(v.entries)) < 256 else _S10_pack(_ln)
         _outer = out
         out = bytearray()
@@ -4713,10 +4848,12 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S24_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S24_pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
+                if _x.body.__class__ is not InsertBody:
+                    raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___insert_body__v = _x.body
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                 out += _L17[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
@@ -4732,6 +4869,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
                     if _wal_entry___insert_body___tag == 0:
+                        if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -4740,11 +4879,15 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         else:
                             out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                     elif _wal_entry___insert_body___tag == 1:
+                        if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
                     elif _wal_entry___insert_body___tag == 2:
+                        if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4760,6 +4903,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 elif _wal_entry___insert_body__v.tail is not None:
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 2:
+                if _x.body.__class__ is not UpdateBody:
+                    raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___update_body__v = _x.body
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                 out += _L17[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
@@ -4776,6 +4921,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 if _x.body is not None:
                     raise EncodeError('case DELETE carries no body', path='body')
             elif _wal_entry___tag == 4:
+                if _x.body.__class__ is not MetaPair:
+                    raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___meta_pair__v = _x.body
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
                 out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
@@ -4784,10 +4931,14 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
+                if _x.body.__class__ is not SetSemanticBody:
+                    raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___set_semantic_body__v = _x.body
                 if p_semantic_dims > 0:
                     _wal_entry___set_semantic_body___tag = p_tail_layout
                     if _wal_entry___set_semantic_body___tag == 0:
+                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -4796,11 +4947,15 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         else:
                             out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                     elif _wal_entry___set_semantic_body___tag == 1:
+                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
                     elif _wal_entry___set_semantic_body___tag == 2:
+                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -4816,6 +4971,8 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 elif _wal_entry___set_semantic_body__v.tail is not None:
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
+                if _x.body.__class__ is not EpochBody:
+                    raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___epoch_body__v = _x.body
                 out += _S22_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
@@ -4947,7 +5104,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -4986,7 +5143,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -4998,7 +5155,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5015,12 +5172,12 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5131,7 +5288,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                 pos += 2
                 if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                    raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                    raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                 _wal_entry___insert_body__f_meta = []
                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                     _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -5151,7 +5308,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     if _wal_entry___insert_body___tag == 0:
                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_full___c * 16
                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5160,7 +5317,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 1:
                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                         if _wal_entry___insert_body___tail_quantized___st is None:
                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5174,12 +5331,12 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 2:
                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5289,7 +5446,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
                         pos += 2
                         if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                            raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                         _wal_entry___insert_body__f_meta = []
                         for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                             _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -5309,7 +5466,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             if _wal_entry___insert_body___tag == 0:
                                 _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                 if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                    raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_full___c * 16
                                 _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5318,7 +5475,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 1:
                                 _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                 if _wal_entry___insert_body___tail_quantized___st is None:
                                     _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5332,12 +5489,12 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 2:
                                 _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                 _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                 if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                     _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5416,10 +5573,12 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
+                if _x.body.__class__ is not InsertBody:
+                    raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___insert_body__v = _x.body
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                 out += _S2.pack(len(_wal_entry___insert_body___b_data))
@@ -5435,6 +5594,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
                     if _wal_entry___insert_body___tag == 0:
+                        if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -5443,11 +5604,15 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         else:
                             out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                     elif _wal_entry___insert_body___tag == 1:
+                        if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
                     elif _wal_entry___insert_body___tag == 2:
+                        if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5463,6 +5628,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 elif _wal_entry___insert_body__v.tail is not None:
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 2:
+                if _x.body.__class__ is not UpdateBody:
+                    raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___update_body__v = _x.body
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                 out += _S2.pack(len(_wal_entry___update_body___b_data))
@@ -5479,6 +5646,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 if _x.body is not None:
                     raise EncodeError('case DELETE carries no body', path='body')
             elif _wal_entry___tag == 4:
+                if _x.body.__class__ is not MetaPair:
+                    raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___meta_pair__v = _x.body
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
                 out += _S10.pack(len(_wal_entry___meta_pair___b_key))
@@ -5487,10 +5656,14 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 out += _S10.pack(len(_wal_entry___meta_pair___b_value))
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
+                if _x.body.__class__ is not SetSemanticBody:
+                    raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___set_semantic_body__v = _x.body
                 if p_semantic_dims > 0:
                     _wal_entry___set_semantic_body___tag = p_tail_layout
                     if _wal_entry___set_semantic_body___tag == 0:
+                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                            raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -5499,11 +5672,15 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         else:
                             out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                     elif _wal_entry___set_semantic_body___tag == 1:
+                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                            raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
                     elif _wal_entry___set_semantic_body___tag == 2:
+                        if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                            raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5519,6 +5696,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 elif _wal_entry___set_semantic_body__v.tail is not None:
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
+                if _x.body.__class__ is not EpochBody:
+                    raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
                 _wal_entry___epoch_body__v = _x.body
                 out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
@@ -5529,6 +5708,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
         raise EncodeError('field is present but its condition is false', path='entries')
     if p_block_compressed:
         for _x in v.blocks:
+            if len(_x.entries) < 1 or len(_x.entries) > 64:
+                raise EncodeError('value ' + repr(len(_x.entries)) + ' out of range 1..64', path='block_entry_count')
             out += _S10.pack(len(_x.entries))
             _wal_block___outer = out
             out = bytearray()
@@ -5537,10 +5718,12 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             for _wal_block___x in _x.entries:
                 _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                 _wal_block___wal_entry___s_seq = len(out)
-                out += _S24.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                out += _S24.pack(_wal_block___x.seq, _WALOP_BY_VALUE[_wal_block___x.op], len(_wal_block___wal_entry___b_key))
                 out += _wal_block___wal_entry___b_key
                 _wal_block___wal_entry___tag = _wal_block___x.op
                 if _wal_block___wal_entry___tag == 1:
+                    if _wal_block___x.body.__class__ is not InsertBody:
+                        raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_wal_block___x.body).__name__, path='body')
                     _wal_block___wal_entry___insert_body__v = _wal_block___x.body
                     _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
                     out += _S2.pack(len(_wal_block___wal_entry___insert_body___b_data))
@@ -5556,6 +5739,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     if p_semantic_dims > 0:
                         _wal_block___wal_entry___insert_body___tag = p_tail_layout
                         if _wal_block___wal_entry___insert_body___tag == 0:
+                            if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                                raise EncodeError('tag full takes a TailFull, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
                             _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -5564,11 +5749,15 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             else:
                                 out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
                         elif _wal_block___wal_entry___insert_body___tag == 1:
+                            if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
                             _wal_block___wal_entry___insert_body___tail_quantized__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized__v.user)
                         elif _wal_block___wal_entry___insert_body___tag == 2:
+                            if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
                             _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5584,6 +5773,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     elif _wal_block___wal_entry___insert_body__v.tail is not None:
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_block___wal_entry___tag == 2:
+                    if _wal_block___x.body.__class__ is not UpdateBody:
+                        raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_wal_block___x.body).__name__, path='body')
                     _wal_block___wal_entry___update_body__v = _wal_block___x.body
                     _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
                     out += _S2.pack(len(_wal_block___wal_entry___update_body___b_data))
@@ -5600,6 +5791,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     if _wal_block___x.body is not None:
                         raise EncodeError('case DELETE carries no body', path='body')
                 elif _wal_block___wal_entry___tag == 4:
+                    if _wal_block___x.body.__class__ is not MetaPair:
+                        raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_wal_block___x.body).__name__, path='body')
                     _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
                     _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
                     out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_key))
@@ -5608,10 +5801,14 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_value))
                     out += _wal_block___wal_entry___meta_pair___b_value
                 elif _wal_block___wal_entry___tag == 5:
+                    if _wal_block___x.body.__class__ is not SetSemanticBody:
+                        raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_wal_block___x.body).__name__, path='body')
                     _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
                     if p_semantic_dims > 0:
                         _wal_block___wal_entry___set_semantic_body___tag = p_tail_layout
                         if _wal_block___wal_entry___set_semantic_body___tag == 0:
+                            if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                                raise EncodeError('tag full takes a TailFull, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                             _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -5620,11 +5817,15 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             else:
                                 out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
                         elif _wal_block___wal_entry___set_semantic_body___tag == 1:
+                            if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                             _wal_block___wal_entry___set_semantic_body___tail_quantized__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)
                         elif _wal_block___wal_entry___set_semantic_body___tag == 2:
+                            if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                             _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5640,6 +5841,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     elif _wal_block___wal_entry___set_semantic_body__v.tail is not None:
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_block___wal_entry___tag == 6:
+                    if _wal_block___x.body.__class__ is not EpochBody:
+                        raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_wal_block___x.body).__name__, path='body')
                     _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
                     out += _S22.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                 else:
@@ -5668,10 +5871,12 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
             for _x in v.entries:
                 _wal_entry___b_key = _x.key.encode()
                 _wal_entry___s_seq = len(out)
-                out += _S24_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+                out += _S24_pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
                 out += _wal_entry___b_key
                 _wal_entry___tag = _x.op
                 if _wal_entry___tag == 1:
+                    if _x.body.__class__ is not InsertBody:
+                        raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
                     _wal_entry___insert_body__v = _x.body
                     _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                     out += _L17[_ln] if (_ln := len(_wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
@@ -5687,6 +5892,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     if p_semantic_dims > 0:
                         _wal_entry___insert_body___tag = p_tail_layout
                         if _wal_entry___insert_body___tag == 0:
+                            if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                                raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                             _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                             if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -5695,11 +5902,15 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             else:
                                 out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                         elif _wal_entry___insert_body___tag == 1:
+                            if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                             _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                             if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
                         elif _wal_entry___insert_body___tag == 2:
+                            if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                             _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                             if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5715,6 +5926,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     elif _wal_entry___insert_body__v.tail is not None:
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_entry___tag == 2:
+                    if _x.body.__class__ is not UpdateBody:
+                        raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
                     _wal_entry___update_body__v = _x.body
                     _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                     out += _L17[_ln] if (_ln := len(_wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
@@ -5731,6 +5944,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     if _x.body is not None:
                         raise EncodeError('case DELETE carries no body', path='body')
                 elif _wal_entry___tag == 4:
+                    if _x.body.__class__ is not MetaPair:
+                        raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
                     _wal_entry___meta_pair__v = _x.body
                     _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
                     out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
@@ -5739,10 +5954,14 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     out += _L14[_ln] if (_ln := len(_wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
                     out += _wal_entry___meta_pair___b_value
                 elif _wal_entry___tag == 5:
+                    if _x.body.__class__ is not SetSemanticBody:
+                        raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
                     _wal_entry___set_semantic_body__v = _x.body
                     if p_semantic_dims > 0:
                         _wal_entry___set_semantic_body___tag = p_tail_layout
                         if _wal_entry___set_semantic_body___tag == 0:
+                            if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                                raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                             _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                             if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -5751,11 +5970,15 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             else:
                                 out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                         elif _wal_entry___set_semantic_body___tag == 1:
+                            if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                                raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                             _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                             if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
                         elif _wal_entry___set_semantic_body___tag == 2:
+                            if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                                raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                             _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                             if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5771,6 +5994,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     elif _wal_entry___set_semantic_body__v.tail is not None:
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_entry___tag == 6:
+                    if _x.body.__class__ is not EpochBody:
+                        raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
                     _wal_entry___epoch_body__v = _x.body
                     out += _S22_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
                 else:
@@ -5781,6 +6006,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
             raise EncodeError('field is present but its condition is false', path='entries')
         if p_block_compressed:
             for _x in v.blocks:
+                if len(_x.entries) < 1 or len(_x.entries) > 64:
+                    raise EncodeError('value ' + repr(len(_x.entries)) + ' out of range 1..64', path='block_entry_count')
                 out += _L14[_ln] if (_ln := len(_x.entries)) < 256 else _S10_pack(_ln)
                 _wal_block___outer = out
                 out = bytearray()
@@ -5789,10 +6016,12 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                 for _wal_block___x in _x.entries:
                     _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                     _wal_block___wal_entry___s_seq = len(out)
-                    out += _S24_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                    out += _S24_pack(_wal_block___x.seq, _WALOP_BY_VALUE[_wal_block___x.op], len(_wal_block___wal_entry___b_key))
                     out += _wal_block___wal_entry___b_key
                     _wal_block___wal_entry___tag = _wal_block___x.op
                     if _wal_block___wal_entry___tag == 1:
+                        if _wal_block___x.body.__class__ is not InsertBody:
+                            raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_wal_block___x.body).__name__, path='body')
                         _wal_block___wal_entry___insert_body__v = _wal_block___x.body
                         _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
                         out += _L17[_ln] if (_ln := len(_wal_block___wal_entry___insert_body___b_data)) < 256 else _S2_pack(_ln)
@@ -5808,6 +6037,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         if p_semantic_dims > 0:
                             _wal_block___wal_entry___insert_body___tag = p_tail_layout
                             if _wal_block___wal_entry___insert_body___tag == 0:
+                                if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                                    raise EncodeError('tag full takes a TailFull, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
                                 _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
                                 if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -5816,11 +6047,15 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                                 else:
                                     out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
                             elif _wal_block___wal_entry___insert_body___tag == 1:
+                                if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
                                 _wal_block___wal_entry___insert_body___tail_quantized__v = _wal_block___wal_entry___insert_body__v.tail
                                 if len(_wal_block___wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)), path='user')
                                 out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized__v.user)
                             elif _wal_block___wal_entry___insert_body___tag == 2:
+                                if _wal_block___wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_block___wal_entry___insert_body__v.tail).__name__, path='tail')
                                 _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
                                 if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5836,6 +6071,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         elif _wal_block___wal_entry___insert_body__v.tail is not None:
                             raise EncodeError('field is present but its condition is false', path='tail')
                     elif _wal_block___wal_entry___tag == 2:
+                        if _wal_block___x.body.__class__ is not UpdateBody:
+                            raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_wal_block___x.body).__name__, path='body')
                         _wal_block___wal_entry___update_body__v = _wal_block___x.body
                         _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
                         out += _L17[_ln] if (_ln := len(_wal_block___wal_entry___update_body___b_data)) < 256 else _S2_pack(_ln)
@@ -5852,6 +6089,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         if _wal_block___x.body is not None:
                             raise EncodeError('case DELETE carries no body', path='body')
                     elif _wal_block___wal_entry___tag == 4:
+                        if _wal_block___x.body.__class__ is not MetaPair:
+                            raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_wal_block___x.body).__name__, path='body')
                         _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
                         _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
                         out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___meta_pair___b_key)) < 256 else _S10_pack(_ln)
@@ -5860,10 +6099,14 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         out += _L14[_ln] if (_ln := len(_wal_block___wal_entry___meta_pair___b_value)) < 256 else _S10_pack(_ln)
                         out += _wal_block___wal_entry___meta_pair___b_value
                     elif _wal_block___wal_entry___tag == 5:
+                        if _wal_block___x.body.__class__ is not SetSemanticBody:
+                            raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_wal_block___x.body).__name__, path='body')
                         _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
                         if p_semantic_dims > 0:
                             _wal_block___wal_entry___set_semantic_body___tag = p_tail_layout
                             if _wal_block___wal_entry___set_semantic_body___tag == 0:
+                                if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                                    raise EncodeError('tag full takes a TailFull, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                                 _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
                                 if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -5872,11 +6115,15 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                                 else:
                                     out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
                             elif _wal_block___wal_entry___set_semantic_body___tag == 1:
+                                if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                                    raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                                 _wal_block___wal_entry___set_semantic_body___tail_quantized__v = _wal_block___wal_entry___set_semantic_body__v.tail
                                 if len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                                 out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)
                             elif _wal_block___wal_entry___set_semantic_body___tag == 2:
+                                if _wal_block___wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                                    raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_block___wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                                 _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
                                 if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -5892,6 +6139,8 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         elif _wal_block___wal_entry___set_semantic_body__v.tail is not None:
                             raise EncodeError('field is present but its condition is false', path='tail')
                     elif _wal_block___wal_entry___tag == 6:
+                        if _wal_block___x.body.__class__ is not EpochBody:
+                            raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_wal_block___x.body).__name__, path='body')
                         _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
                         out += _S22_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                     else:
@@ -5947,7 +6196,7 @@ def _d_htt_file(mv, pos, end):
             _bounds_section__p_semantic_dims = f_header.semantic_dims
             _bounds_section___c = _bounds_section__p_semantic_dims - 16
             if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                raise TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
             _bounds_section__f_bounds = []
             try:
                 for _bounds_section___i in range(_bounds_section___c):
@@ -6013,7 +6262,7 @@ def _u_htt_file(mv, pos, end):
         _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
         _bounds_section___c = _bounds_section__p_semantic_dims - 16
         if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-            raise TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+            raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
         _bounds_section__f_bounds = []
         for _bounds_section___i in range(_bounds_section___c):
             _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -6080,7 +6329,7 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
                 _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
                 _bounds_section___c = _bounds_section__p_semantic_dims - 16
                 if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                    raise TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                    raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
                 _bounds_section__f_bounds = []
                 for _bounds_section___i in range(_bounds_section___c):
                     _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -6118,6 +6367,8 @@ def _e_htt_file(out, v):
     _file_header__v = v.header
     _file_header___s_magic = len(out)
     _file_header___e_node_count = len(out) + 28
+    if _file_header__v.version < 1 or _file_header__v.version > 4:
+        raise EncodeError('value ' + repr(_file_header__v.version) + ' out of range 1..4', path='version')
     out += _S0.pack(b'HTT\x00', _file_header__v.version, _file_header__v.flags.to_int(), _file_header__v.dimension, _file_header__v.semantic_dims, _file_header__v.tau.to_bytes(16, 'little', signed=True), _file_header__v.node_count)
     _file_header__f_header_crc = _ck_crc32(out if _file_header___s_magic == 0 and _file_header___e_node_count == len(out) else memoryview(out)[_file_header___s_magic:_file_header___e_node_count])
     out += _S2.pack(_file_header__f_header_crc)
@@ -6142,6 +6393,8 @@ def _em_htt_file(values):
         _file_header__v = v.header
         _file_header___s_magic = len(out)
         _file_header___e_node_count = len(out) + 28
+        if _file_header__v.version < 1 or _file_header__v.version > 4:
+            raise EncodeError('value ' + repr(_file_header__v.version) + ' out of range 1..4', path='version')
         out += _S0_pack(b'HTT\x00', _file_header__v.version, _file_header__v.flags.to_int(), _file_header__v.dimension, _file_header__v.semantic_dims, _file_header__v.tau.to_bytes(16, 'little', signed=True), _file_header__v.node_count)
         _file_header__f_header_crc = _ck_crc32(out if _file_header___s_magic == 0 and _file_header___e_node_count == len(out) else memoryview(out)[_file_header___s_magic:_file_header___e_node_count])
         out += _S2_pack(_file_header__f_header_crc)
@@ -6226,7 +6479,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -6265,7 +6518,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -6277,7 +6530,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -6294,12 +6547,12 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -6385,10 +6638,12 @@ def _e_sidecar_segment_v1(out, v):
         _wal_entry__p_tail_layout = (2 if None.gacl else 1) if v.version >= 2 and None.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
+            if _x.body.__class__ is not InsertBody:
+                raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___insert_body__v = _x.body
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
@@ -6404,6 +6659,8 @@ def _e_sidecar_segment_v1(out, v):
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
                 if _wal_entry___insert_body___tag == 0:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -6412,11 +6669,15 @@ def _e_sidecar_segment_v1(out, v):
                     else:
                         out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
                 elif _wal_entry___insert_body___tag == 2:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -6432,6 +6693,8 @@ def _e_sidecar_segment_v1(out, v):
             elif _wal_entry___insert_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 2:
+            if _x.body.__class__ is not UpdateBody:
+                raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___update_body__v = _x.body
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
@@ -6448,6 +6711,8 @@ def _e_sidecar_segment_v1(out, v):
             if _x.body is not None:
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _wal_entry___tag == 4:
+            if _x.body.__class__ is not MetaPair:
+                raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
             out += _S10.pack(len(_wal_entry___meta_pair___b_key))
@@ -6456,10 +6721,14 @@ def _e_sidecar_segment_v1(out, v):
             out += _S10.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
+            if _x.body.__class__ is not SetSemanticBody:
+                raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___set_semantic_body__v = _x.body
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___set_semantic_body___tag = _wal_entry__p_tail_layout
                 if _wal_entry___set_semantic_body___tag == 0:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -6468,11 +6737,15 @@ def _e_sidecar_segment_v1(out, v):
                     else:
                         out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
                 elif _wal_entry___set_semantic_body___tag == 2:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -6488,6 +6761,8 @@ def _e_sidecar_segment_v1(out, v):
             elif _wal_entry___set_semantic_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
+            if _x.body.__class__ is not EpochBody:
+                raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___epoch_body__v = _x.body
             out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
@@ -6574,7 +6849,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -6613,7 +6888,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -6625,7 +6900,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -6642,12 +6917,12 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -6733,10 +7008,12 @@ def _e_sidecar_segment_v2(out, v):
         _wal_entry__p_tail_layout = (2 if v.layout.gacl else 1) if v.version >= 2 and v.layout.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S24.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S24.pack(_x.seq, _WALOP_BY_VALUE[_x.op], len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
+            if _x.body.__class__ is not InsertBody:
+                raise EncodeError('tag INSERT takes a InsertBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___insert_body__v = _x.body
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
@@ -6752,6 +7029,8 @@ def _e_sidecar_segment_v2(out, v):
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
                 if _wal_entry___insert_body___tag == 0:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
@@ -6760,11 +7039,15 @@ def _e_sidecar_segment_v2(out, v):
                     else:
                         out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
                 elif _wal_entry___insert_body___tag == 2:
+                    if _wal_entry___insert_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___insert_body__v.tail).__name__, path='tail')
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -6780,6 +7063,8 @@ def _e_sidecar_segment_v2(out, v):
             elif _wal_entry___insert_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 2:
+            if _x.body.__class__ is not UpdateBody:
+                raise EncodeError('tag UPDATE takes a UpdateBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___update_body__v = _x.body
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
@@ -6796,6 +7081,8 @@ def _e_sidecar_segment_v2(out, v):
             if _x.body is not None:
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _wal_entry___tag == 4:
+            if _x.body.__class__ is not MetaPair:
+                raise EncodeError('tag SET_META takes a MetaPair, not ' + type(_x.body).__name__, path='body')
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
             out += _S10.pack(len(_wal_entry___meta_pair___b_key))
@@ -6804,10 +7091,14 @@ def _e_sidecar_segment_v2(out, v):
             out += _S10.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
+            if _x.body.__class__ is not SetSemanticBody:
+                raise EncodeError('tag SET_SEMANTIC takes a SetSemanticBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___set_semantic_body__v = _x.body
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___set_semantic_body___tag = _wal_entry__p_tail_layout
                 if _wal_entry___set_semantic_body___tag == 0:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailFull:
+                        raise EncodeError('tag full takes a TailFull, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
@@ -6816,11 +7107,15 @@ def _e_sidecar_segment_v2(out, v):
                     else:
                         out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantized:
+                        raise EncodeError('tag quantized takes a TailQuantized, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
                 elif _wal_entry___set_semantic_body___tag == 2:
+                    if _wal_entry___set_semantic_body__v.tail.__class__ is not TailQuantizedGacl:
+                        raise EncodeError('tag quantized_gacl takes a TailQuantizedGacl, not ' + type(_wal_entry___set_semantic_body__v.tail).__name__, path='tail')
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
@@ -6836,6 +7131,8 @@ def _e_sidecar_segment_v2(out, v):
             elif _wal_entry___set_semantic_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
+            if _x.body.__class__ is not EpochBody:
+                raise EncodeError('tag EPOCH takes a EpochBody, not ' + type(_x.body).__name__, path='body')
             _wal_entry___epoch_body__v = _x.body
             out += _S22.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
@@ -6950,10 +7247,8 @@ def encode_file_header(value: FileHeader) -> bytes:
     out = bytearray()
     try:
         _e_file_header(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="file_header" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="file_header") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "file_header", construct_encode_file_header, value) from None
     return bytes(out)
 
 def decode_bound_pair(buf, offset: int = 0) -> tuple[BoundPair, int]:
@@ -7033,10 +7328,8 @@ def encode_bound_pair(value: BoundPair) -> bytes:
     out = bytearray()
     try:
         _e_bound_pair(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="bound_pair" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="bound_pair") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "bound_pair", construct_encode_bound_pair, value) from None
     return bytes(out)
 
 def decode_bounds_section(buf, offset: int = 0, *, semantic_dims: int) -> tuple[BoundsSection, int]:
@@ -7116,10 +7409,8 @@ def encode_bounds_section(value: BoundsSection, *, semantic_dims: int) -> bytes:
     out = bytearray()
     try:
         _e_bounds_section(out, value, semantic_dims)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="bounds_section" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="bounds_section") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "bounds_section", construct_encode_bounds_section, value, semantic_dims=semantic_dims) from None
     return bytes(out)
 
 def decode_tail_full(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailFull, int]:
@@ -7199,10 +7490,8 @@ def encode_tail_full(value: TailFull, *, semantic_dims: int) -> bytes:
     out = bytearray()
     try:
         _e_tail_full(out, value, semantic_dims)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="tail_full" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="tail_full") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "tail_full", construct_encode_tail_full, value, semantic_dims=semantic_dims) from None
     return bytes(out)
 
 def decode_tail_quantized(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailQuantized, int]:
@@ -7282,10 +7571,8 @@ def encode_tail_quantized(value: TailQuantized, *, semantic_dims: int) -> bytes:
     out = bytearray()
     try:
         _e_tail_quantized(out, value, semantic_dims)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="tail_quantized" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="tail_quantized") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "tail_quantized", construct_encode_tail_quantized, value, semantic_dims=semantic_dims) from None
     return bytes(out)
 
 def decode_tail_quantized_gacl(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailQuantizedGacl, int]:
@@ -7365,10 +7652,8 @@ def encode_tail_quantized_gacl(value: TailQuantizedGacl, *, semantic_dims: int) 
     out = bytearray()
     try:
         _e_tail_quantized_gacl(out, value, semantic_dims)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="tail_quantized_gacl" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="tail_quantized_gacl") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "tail_quantized_gacl", construct_encode_tail_quantized_gacl, value, semantic_dims=semantic_dims) from None
     return bytes(out)
 
 def decode_meta_pair(buf, offset: int = 0) -> tuple[MetaPair, int]:
@@ -7448,10 +7733,8 @@ def encode_meta_pair(value: MetaPair) -> bytes:
     out = bytearray()
     try:
         _e_meta_pair(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="meta_pair" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="meta_pair") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "meta_pair", construct_encode_meta_pair, value) from None
     return bytes(out)
 
 def decode_snapshot_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SnapshotEntry, int]:
@@ -7543,10 +7826,8 @@ def encode_snapshot_entry(value: SnapshotEntry, *, semantic_dims: int, tail_layo
     out = bytearray()
     try:
         _e_snapshot_entry(out, value, semantic_dims, tail_layout)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="snapshot_entry" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="snapshot_entry") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "snapshot_entry", construct_encode_snapshot_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
     return bytes(out)
 
 def decode_snapshot_section(buf, offset: int = 0, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SnapshotSection, int]:
@@ -7633,10 +7914,8 @@ def encode_snapshot_section(value: SnapshotSection, *, version: int, compressed:
     out = bytearray()
     try:
         _e_snapshot_section(out, value, version, compressed, algorithm, semantic_dims, tail_layout)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="snapshot_section" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="snapshot_section") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "snapshot_section", construct_encode_snapshot_section, value, version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
     return bytes(out)
 
 def decode_insert_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[InsertBody, int]:
@@ -7728,10 +8007,8 @@ def encode_insert_body(value: InsertBody, *, semantic_dims: int, tail_layout: Se
     out = bytearray()
     try:
         _e_insert_body(out, value, semantic_dims, tail_layout)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="insert_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="insert_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "insert_body", construct_encode_insert_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
     return bytes(out)
 
 def decode_update_body(buf, offset: int = 0) -> tuple[UpdateBody, int]:
@@ -7811,10 +8088,8 @@ def encode_update_body(value: UpdateBody) -> bytes:
     out = bytearray()
     try:
         _e_update_body(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="update_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="update_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "update_body", construct_encode_update_body, value) from None
     return bytes(out)
 
 def decode_set_semantic_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SetSemanticBody, int]:
@@ -7906,10 +8181,8 @@ def encode_set_semantic_body(value: SetSemanticBody, *, semantic_dims: int, tail
     out = bytearray()
     try:
         _e_set_semantic_body(out, value, semantic_dims, tail_layout)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="set_semantic_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="set_semantic_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "set_semantic_body", construct_encode_set_semantic_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
     return bytes(out)
 
 def decode_epoch_body(buf, offset: int = 0) -> tuple[EpochBody, int]:
@@ -7989,10 +8262,8 @@ def encode_epoch_body(value: EpochBody) -> bytes:
     out = bytearray()
     try:
         _e_epoch_body(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="epoch_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="epoch_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "epoch_body", construct_encode_epoch_body, value) from None
     return bytes(out)
 
 def decode_wal_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[WalEntry, int]:
@@ -8098,10 +8369,8 @@ def encode_wal_entry(value: WalEntry, *, semantic_dims: int, tail_layout: SemTai
     out = bytearray()
     try:
         _e_wal_entry(out, value, semantic_dims, tail_layout)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="wal_entry" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="wal_entry") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "wal_entry", construct_encode_wal_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
     return bytes(out)
 
 def decode_wal_header(buf, offset: int = 0) -> tuple[WalHeader, int]:
@@ -8181,10 +8450,8 @@ def encode_wal_header(value: WalHeader) -> bytes:
     out = bytearray()
     try:
         _e_wal_header(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="wal_header" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="wal_header") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "wal_header", construct_encode_wal_header, value) from None
     return bytes(out)
 
 def decode_wal_block(buf, offset: int = 0, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> tuple[WalBlock, int]:
@@ -8276,10 +8543,8 @@ def encode_wal_block(value: WalBlock, *, algorithm: CompressionAlgorithm, semant
     out = bytearray()
     try:
         _e_wal_block(out, value, algorithm, semantic_dims, tail_layout, block_limit)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="wal_block" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="wal_block") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "wal_block", construct_encode_wal_block, value, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit) from None
     return bytes(out)
 
 def decode_wal_block_plain(buf, offset: int = 0, *, algorithm: CompressionAlgorithm, block_limit: int = 67108864) -> tuple[WalBlockPlain, int]:
@@ -8359,10 +8624,8 @@ def encode_wal_block_plain(value: WalBlockPlain, *, algorithm: CompressionAlgori
     out = bytearray()
     try:
         _e_wal_block_plain(out, value, algorithm, block_limit)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="wal_block_plain" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="wal_block_plain") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "wal_block_plain", construct_encode_wal_block_plain, value, algorithm=algorithm, block_limit=block_limit) from None
     return bytes(out)
 
 def decode_wal_section(buf, offset: int = 0, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[WalSection, int]:
@@ -8466,10 +8729,8 @@ def encode_wal_section(value: WalSection, *, block_compressed: bool, algorithm: 
     out = bytearray()
     try:
         _e_wal_section(out, value, block_compressed, algorithm, semantic_dims, tail_layout)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="wal_section" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="wal_section") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "wal_section", construct_encode_wal_section, value, block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
     return bytes(out)
 
 def decode_htt_file(buf, offset: int = 0) -> tuple[HttFile, int]:
@@ -8549,10 +8810,8 @@ def encode_htt_file(value: HttFile) -> bytes:
     out = bytearray()
     try:
         _e_htt_file(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="htt_file" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="htt_file") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "htt_file", construct_encode_htt_file, value) from None
     return bytes(out)
 
 def decode_sidecar_segment(buf, offset: int = 0) -> tuple[SidecarSegment, int]:
@@ -8615,10 +8874,8 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
     out = bytearray()
     try:
         _e_sidecar_segment(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="sidecar_segment" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="sidecar_segment") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "sidecar_segment", construct_encode_sidecar_segment, value) from None
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
@@ -8626,6 +8883,7 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import FieldCheck, VersionCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_file_header = Struct(
@@ -8636,7 +8894,7 @@ C_file_header = Struct(
     '_s_version' / Tell,
     'version' / Int8ul,
     '_e_version' / Tell,
-    Check(Code("not this['_parsing'] or (1 <= this['version'] and this['version'] <= 4)", lambda this: not this['_parsing'] or (1 <= this['version'] and this['version'] <= 4))),
+    Check(Code("(1 <= this['version'] and this['version'] <= 4)", lambda this: (1 <= this['version'] and this['version'] <= 4))),
     '_s_flags' / Tell,
     'flags' / BitFlags(Int8ul, (('quantized', 7, 1, True), ('meaning_addressed', 6, 1, True), ('gacl', 5, 1, True), ('wal_block_compressed', 4, 1, True), ('has_semantic', 3, 1, True), ('algorithm', 1, 2, False), ('compressed', 0, 1, True))),
     '_e_flags' / Tell,
@@ -8654,56 +8912,65 @@ C_file_header = Struct(
     '_e_node_count' / Tell,
     'header_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_magic', '_e_node_count')", lambda this: _span_range(this, '_s_magic', '_e_node_count'))),
 )
+C_file_header._bw_fast_runs = {'magic': (28, (('magic', 0, 4), ('version', 4, 1), ('flags', 5, 1), ('dimension', 6, 1), ('semantic_dims', 7, 1), ('tau', 8, 16), ('node_count', 24, 4))), 'header_crc': (4, (('header_crc', 0, 4),))}
 
 C_bound_pair = Struct(
     '_o_start' / Tell,
     'min' / Float64l,
     'max' / Float64l,
 )
+C_bound_pair._bw_fast_runs = {'min': (16, (('min', 0, 8), ('max', 8, 8)))}
 
 C_bounds_section = Struct(
     '_o_start' / Tell,
-    'bounds' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), C_bound_pair),
+    'bounds' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), C_bound_pair, min_size=16),
 )
+C_bounds_section._bw_fast_runs = {}
 
 C_tail_full = Struct(
     '_o_start' / Tell,
-    'dims' / PackedView(Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True)), _packed_kind('<', '', 16, True)),
+    'dims' / PackedView(Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
 )
+C_tail_full._bw_fast_runs = {}
 
 C_tail_quantized = Struct(
     '_o_start' / Tell,
-    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl),
+    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
 )
+C_tail_quantized._bw_fast_runs = {}
 
 C_tail_quantized_gacl = Struct(
     '_o_start' / Tell,
-    'reserved' / PackedView(Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True)), _packed_kind('<', '', 16, True)),
-    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl),
+    'reserved' / PackedView(Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
+    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
 )
+C_tail_quantized_gacl._bw_fast_runs = {}
 
 C_meta_pair = Struct(
     '_o_start' / Tell,
     'key' / PascalString(Int16ul, 'utf8'),
     'value' / PascalString(Int16ul, 'utf8'),
 )
+C_meta_pair._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'value': (2, (('value.length', 0, 2),))}
 
 C_snapshot_entry = Struct(
     '_o_start' / Tell,
     'key' / PascalString(Int16ul, 'utf8'),
     'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair),
+    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
     'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
 )
+C_snapshot_entry._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
 
 C_snapshot_section = Struct(
     '_o_start' / Tell,
-    Check(Code("not this['_parsing'] or 1 <= this['_params']['version'] <= 4", lambda this: not this['_parsing'] or 1 <= this['_params']['version'] <= 4)),
+    VersionCheck(Code("not this['_parsing'] or 1 <= this['_params']['version'] <= 4", lambda this: not this['_parsing'] or 1 <= this['_params']['version'] <= 4), 'snapshot_section', 'version', '1..4'),
     '_o_snap_byte_len' / Tell,
     'snap_byte_len' / Rebuild(Int32ul, 0),
     'snap_node_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
     '_s_entries' / Tell,
-    'entries' / IfThenElse(Code("(this['_params']['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this['_params']['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry)), name='entries')),
+    'entries' / IfThenElse(Code("(this['_params']['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this['_params']['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), name='entries')),
     '_e_entries' / Tell,
     '_patch_snap_byte_len' / Pointer(Code("this['_o_snap_byte_len']", lambda this: this['_o_snap_byte_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
     'snapshot_crc' / If(Code("(this['_params']['version'] >= 2)", lambda this: (this['_params']['version'] >= 2)), Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')])))),
@@ -8712,26 +8979,32 @@ C_snapshot_section = Struct(
 C_insert_body = Struct(
     '_o_start' / Tell,
     'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair),
+    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
     'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
 )
+C_insert_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
 
 C_update_body = Struct(
     '_o_start' / Tell,
     'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair),
+    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
 )
+C_update_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
 
 C_set_semantic_body = Struct(
     '_o_start' / Tell,
+    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
     'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
 )
+C_set_semantic_body._bw_fast_runs = {}
 
 C_epoch_body = Struct(
     '_o_start' / Tell,
     'epoch_id' / Int64ul,
     'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True)), model=EpochFlags),
 )
+C_epoch_body._bw_fast_runs = {'epoch_id': (9, (('epoch_id', 0, 8), ('flags', 8, 1)))}
 
 C_wal_entry = Struct(
     '_o_start' / Tell,
@@ -8749,46 +9022,55 @@ C_wal_entry = Struct(
     '_e_body' / Tell,
     'entry_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_seq', '_e_body')", lambda this: _span_range(this, '_s_seq', '_e_body'))),
 )
+C_wal_entry._bw_fast_runs = {'seq': (7, (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))), 'entry_crc': (4, (('entry_crc', 0, 4),))}
 
 C_wal_header = Struct(
     '_o_start' / Tell,
     'wal_entry_count' / Int32ul,
     'wal_base_seq' / Int32ul,
 )
+C_wal_header._bw_fast_runs = {'wal_entry_count': (8, (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4)))}
 
 C_wal_block = Struct(
     '_o_start' / Tell,
     'block_entry_count' / Rebuild(Int16ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    Check(Code("not this['_parsing'] or (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: not this['_parsing'] or (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
-    'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
+    Check(Code("(1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
+    'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry, min_size=11), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
 )
+C_wal_block._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
 
 C_wal_block_plain = Struct(
     '_o_start' / Tell,
     'block_entry_count' / Int16ul,
     'plain' / Compressed(GreedyBytes, Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='plain', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
 )
+C_wal_block_plain._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
 
 C_wal_section = Struct(
     '_o_start' / Tell,
     'header' / C_wal_header,
+    FieldCheck(Code("this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None", lambda this: this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None), 'entries'),
     'entries' / If(Code("((not this['_params']['block_compressed']))", lambda this: ((not this['_params']['block_compressed']))), RepeatToEnd(C_wal_entry)),
+    FieldCheck(Code("this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None", lambda this: this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None), 'blocks'),
     'blocks' / If(Code("(this['_params']['block_compressed'])", lambda this: (this['_params']['block_compressed'])), RepeatToEnd(WithParams(C_wal_block, {'block_limit': Code('67108864', lambda this: 67108864)}))),
 )
+C_wal_section._bw_fast_runs = {}
 
 C_htt_file = Struct(
     '_o_start' / Tell,
     'header' / C_file_header,
+    FieldCheck(Code("this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None", lambda this: this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None), 'bounds'),
     'bounds' / If(Code("(this['header']['flags']['meaning_addressed'])", lambda this: (this['header']['flags']['meaning_addressed'])), WithParams(C_bounds_section, {'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims'])})),
     'snapshot' / WithParams(C_snapshot_section, {'version': Code("this['header']['version']", lambda this: this['header']['version']), 'compressed': Code("this['header']['flags']['compressed']", lambda this: this['header']['flags']['compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
     'wal' / WithParams(C_wal_section, {'block_compressed': Code("this['header']['flags']['wal_block_compressed']", lambda this: this['header']['flags']['wal_block_compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
 )
+C_htt_file._bw_fast_runs = {}
 
 C_sidecar_segment = Struct(
     '_o_start' / Tell,
     'magic' / Const(b'HTTH'),
     'version' / Int8ul,
-    Check(Code("not this['_parsing'] or 1 <= this['version'] <= 2", lambda this: not this['_parsing'] or 1 <= this['version'] <= 2)),
+    VersionCheck(Code("1 <= this['version'] <= 2", lambda this: 1 <= this['version'] <= 2), 'sidecar_segment', 'version', '1..2'),
     'semantic_dims' / Int8ul,
     'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)), model=SidecarLayout)),
     'reserved6' / If(Code("(this['version'] <= 1)", lambda this: (this['version'] <= 1)), Const(0, Int8ul)),
@@ -8803,6 +9085,7 @@ C_sidecar_segment = Struct(
     '_patch_raw_len' / Pointer(Code("this['_o_raw_len']", lambda this: this['_o_raw_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
     'crc32' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')]))),
 )
+C_sidecar_segment._bw_version_at = ('version', 4, 1, '<B', (1, 2), '1..2', 'sidecar_segment')
 
 def _c2m_flags_header_flags(c):
     return HeaderFlags(compressed=bool(c['compressed']), algorithm=CompressionAlgorithm(c['algorithm']), has_semantic=bool(c['has_semantic']), wal_block_compressed=bool(c['wal_block_compressed']), gacl=bool(c['gacl']), meaning_addressed=bool(c['meaning_addressed']), quantized=bool(c['quantized']))
@@ -9126,7 +9409,7 @@ def _m2c_wal_entry(v):
         'seq': v.seq,
         'op': None if v.op is None else int(v.op),
         'key': v.key,
-        'body': None if v.body is None else _m2c_any(v.body),
+        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.op, {1: InsertBody, 2: UpdateBody, 3: None, 4: MetaPair, 5: SetSemanticBody, 6: EpochBody}, None, 'body')),
     }
 
 def _c2m_wal_header(c):
@@ -9300,7 +9583,11 @@ def construct_decode_file_header(buf, offset: int = 0, *, compiled: bool = False
 def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("file_header") if compiled else C_file_header
-    return con.build(_m2c_file_header(value))
+    try:
+        data = con.build(_m2c_file_header(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "file_header") from None
+    return data
 
 
 def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False) -> BoundPair:
@@ -9318,7 +9605,11 @@ def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False)
 def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("bound_pair") if compiled else C_bound_pair
-    return con.build(_m2c_bound_pair(value))
+    try:
+        data = con.build(_m2c_bound_pair(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "bound_pair") from None
+    return data
 
 
 def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> BoundsSection:
@@ -9336,7 +9627,11 @@ def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = Fa
 def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("bounds_section") if compiled else C_bounds_section
-    return con.build(_m2c_bounds_section(value), semantic_dims=semantic_dims)
+    try:
+        data = con.build(_m2c_bounds_section(value), semantic_dims=semantic_dims)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "bounds_section") from None
+    return data
 
 
 def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailFull:
@@ -9354,7 +9649,11 @@ def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, 
 def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("tail_full") if compiled else C_tail_full
-    return con.build(_m2c_tail_full(value), semantic_dims=semantic_dims)
+    try:
+        data = con.build(_m2c_tail_full(value), semantic_dims=semantic_dims)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "tail_full") from None
+    return data
 
 
 def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailQuantized:
@@ -9372,7 +9671,11 @@ def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = Fa
 def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("tail_quantized") if compiled else C_tail_quantized
-    return con.build(_m2c_tail_quantized(value), semantic_dims=semantic_dims)
+    try:
+        data = con.build(_m2c_tail_quantized(value), semantic_dims=semantic_dims)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "tail_quantized") from None
+    return data
 
 
 def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailQuantizedGacl:
@@ -9390,7 +9693,11 @@ def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool
 def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("tail_quantized_gacl") if compiled else C_tail_quantized_gacl
-    return con.build(_m2c_tail_quantized_gacl(value), semantic_dims=semantic_dims)
+    try:
+        data = con.build(_m2c_tail_quantized_gacl(value), semantic_dims=semantic_dims)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "tail_quantized_gacl") from None
+    return data
 
 
 def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) -> MetaPair:
@@ -9408,7 +9715,11 @@ def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) 
 def construct_encode_meta_pair(value: MetaPair, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("meta_pair") if compiled else C_meta_pair
-    return con.build(_m2c_meta_pair(value))
+    try:
+        data = con.build(_m2c_meta_pair(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "meta_pair") from None
+    return data
 
 
 def construct_decode_snapshot_entry(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> SnapshotEntry:
@@ -9430,7 +9741,11 @@ def construct_encode_snapshot_entry(value: SnapshotEntry, *, compiled: bool = Fa
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
-    return con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    try:
+        data = con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "snapshot_entry") from None
+    return data
 
 
 def construct_decode_snapshot_section(buf, offset: int = 0, *, compiled: bool = False, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> SnapshotSection:
@@ -9456,7 +9771,11 @@ def construct_encode_snapshot_section(value: SnapshotSection, *, compiled: bool 
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
-    return con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
+    try:
+        data = con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "snapshot_section") from None
+    return data
 
 
 def construct_decode_insert_body(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> InsertBody:
@@ -9478,7 +9797,11 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     con = _compiled("insert_body") if compiled else C_insert_body
-    return con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    try:
+        data = con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "insert_body") from None
+    return data
 
 
 def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False) -> UpdateBody:
@@ -9496,7 +9819,11 @@ def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False
 def construct_encode_update_body(value: UpdateBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("update_body") if compiled else C_update_body
-    return con.build(_m2c_update_body(value))
+    try:
+        data = con.build(_m2c_update_body(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "update_body") from None
+    return data
 
 
 def construct_decode_set_semantic_body(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> SetSemanticBody:
@@ -9518,7 +9845,11 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
-    return con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    try:
+        data = con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "set_semantic_body") from None
+    return data
 
 
 def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False) -> EpochBody:
@@ -9536,7 +9867,11 @@ def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False)
 def construct_encode_epoch_body(value: EpochBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("epoch_body") if compiled else C_epoch_body
-    return con.build(_m2c_epoch_body(value))
+    try:
+        data = con.build(_m2c_epoch_body(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "epoch_body") from None
+    return data
 
 
 def construct_decode_wal_entry(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> WalEntry:
@@ -9558,7 +9893,11 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_entry") if compiled else C_wal_entry
-    return con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    try:
+        data = con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "wal_entry") from None
+    return data
 
 
 def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False) -> WalHeader:
@@ -9576,7 +9915,11 @@ def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False)
 def construct_encode_wal_header(value: WalHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("wal_header") if compiled else C_wal_header
-    return con.build(_m2c_wal_header(value))
+    try:
+        data = con.build(_m2c_wal_header(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "wal_header") from None
+    return data
 
 
 def construct_decode_wal_block(buf, offset: int = 0, *, compiled: bool = False, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> WalBlock:
@@ -9602,7 +9945,11 @@ def construct_encode_wal_block(value: WalBlock, *, compiled: bool = False, algor
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_block") if compiled else C_wal_block
-    return con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
+    try:
+        data = con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "wal_block") from None
+    return data
 
 
 def construct_decode_wal_block_plain(buf, offset: int = 0, *, compiled: bool = False, algorithm: CompressionAlgorithm, block_limit: int = 67108864) -> WalBlockPlain:
@@ -9624,7 +9971,11 @@ def construct_encode_wal_block_plain(value: WalBlockPlain, *, compiled: bool = F
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
     con = _compiled("wal_block_plain") if compiled else C_wal_block_plain
-    return con.build(_m2c_wal_block_plain(value), algorithm=algorithm, block_limit=block_limit)
+    try:
+        data = con.build(_m2c_wal_block_plain(value), algorithm=algorithm, block_limit=block_limit)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "wal_block_plain") from None
+    return data
 
 
 def construct_decode_wal_section(buf, offset: int = 0, *, compiled: bool = False, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> WalSection:
@@ -9650,7 +10001,11 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_section") if compiled else C_wal_section
-    return con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
+    try:
+        data = con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "wal_section") from None
+    return data
 
 
 def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -> HttFile:
@@ -9668,7 +10023,11 @@ def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -
 def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("htt_file") if compiled else C_htt_file
-    return con.build(_m2c_htt_file(value))
+    try:
+        data = con.build(_m2c_htt_file(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "htt_file") from None
+    return data
 
 
 def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = False) -> SidecarSegment:
@@ -9686,7 +10045,11 @@ def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = F
 def construct_encode_sidecar_segment(value: SidecarSegment, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("sidecar_segment") if compiled else C_sidecar_segment
-    return con.build(_m2c_sidecar_segment(value))
+    try:
+        data = con.build(_m2c_sidecar_segment(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "sidecar_segment") from None
+    return data
 
 _COMPILED: dict = {}
 

@@ -54,6 +54,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
+from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -372,12 +373,16 @@ def _m_header_fields(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_header_fields(out, v):
+    if len(v.root_fingerprint) != 16:
+        raise EncodeError('expected 16 bytes, found ' + str(len(v.root_fingerprint)), path='root_fingerprint')
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
 
 def _em_header_fields(values):
     out = bytearray()
     _S0_pack = _S0.pack
     for v in values:
+        if len(v.root_fingerprint) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(v.root_fingerprint)), path='root_fingerprint')
         out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
     return bytes(out)
 
@@ -1293,18 +1298,26 @@ def _e_statement(out, v):
     out += _S2.pack(v.tag)
     _tag = v.tag
     if _tag == 0:
+        if v.body.__class__ is not RefBody:
+            raise EncodeError('tag Ref takes a RefBody, not ' + type(v.body).__name__, path='body')
         _ref_body__v = v.body
         out += _uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.offset_delta).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7))
         out += _uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.size).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7))
         out += _uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.address).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7))
     elif _tag == 1:
+        if v.body.__class__ is not ZeroBody:
+            raise EncodeError('tag Zero takes a ZeroBody, not ' + type(v.body).__name__, path='body')
         _zero_body__v = v.body
         out += _uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.offset_delta).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7))
         out += _uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.size).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7))
     elif _tag == 2:
+        if v.body.__class__ is not ShrinkBody:
+            raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(v.body).__name__, path='body')
         _shrink_body__v = v.body
         out += _uleb128_encode(_shrink_body___w) if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is not int or not -1 < _shrink_body___w < 16384 else _uleb128_one[_shrink_body___w] if _shrink_body___w < 128 else bytes((_shrink_body___w & 127 | 128, _shrink_body___w >> 7))
     elif _tag == 3:
+        if v.body.__class__ is not GrowBody:
+            raise EncodeError('tag Grow takes a GrowBody, not ' + type(v.body).__name__, path='body')
         _grow_body__v = v.body
         out += _uleb128_encode(_grow_body___w) if (_grow_body___w := _grow_body__v.offset_delta).__class__ is not int or not -1 < _grow_body___w < 16384 else _uleb128_one[_grow_body___w] if _grow_body___w < 128 else bytes((_grow_body___w & 127 | 128, _grow_body___w >> 7))
     elif _tag == 4:
@@ -1332,18 +1345,26 @@ def _em_statement(values):
         _a(_S2_pack(v.tag))
         _tag = v.tag
         if _tag == 0:
+            if v.body.__class__ is not RefBody:
+                raise EncodeError('tag Ref takes a RefBody, not ' + type(v.body).__name__, path='body')
             _ref_body__v = v.body
             _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.offset_delta).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
             _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.size).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
             _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.address).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
         elif _tag == 1:
+            if v.body.__class__ is not ZeroBody:
+                raise EncodeError('tag Zero takes a ZeroBody, not ' + type(v.body).__name__, path='body')
             _zero_body__v = v.body
             _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.offset_delta).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
             _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.size).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
         elif _tag == 2:
+            if v.body.__class__ is not ShrinkBody:
+                raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(v.body).__name__, path='body')
             _shrink_body__v = v.body
             _a(_uleb128_encode(_shrink_body___w) if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is not int or not -1 < _shrink_body___w < 16384 else _uleb128_one[_shrink_body___w] if _shrink_body___w < 128 else bytes((_shrink_body___w & 127 | 128, _shrink_body___w >> 7)))
         elif _tag == 3:
+            if v.body.__class__ is not GrowBody:
+                raise EncodeError('tag Grow takes a GrowBody, not ' + type(v.body).__name__, path='body')
             _grow_body__v = v.body
             _a(_uleb128_encode(_grow_body___w) if (_grow_body___w := _grow_body__v.offset_delta).__class__ is not int or not -1 < _grow_body___w < 16384 else _uleb128_one[_grow_body___w] if _grow_body___w < 128 else bytes((_grow_body___w & 127 | 128, _grow_body___w >> 7)))
         elif _tag == 4:
@@ -1959,18 +1980,26 @@ def _e_table_content(out, v):
         out += _S2.pack(_x.tag)
         _statement___tag = _x.tag
         if _statement___tag == 0:
+            if _x.body.__class__ is not RefBody:
+                raise EncodeError('tag Ref takes a RefBody, not ' + type(_x.body).__name__, path='body')
             _statement___ref_body__v = _x.body
             out += _uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7))
             out += _uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7))
             out += _uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7))
         elif _statement___tag == 1:
+            if _x.body.__class__ is not ZeroBody:
+                raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_x.body).__name__, path='body')
             _statement___zero_body__v = _x.body
             out += _uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7))
             out += _uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7))
         elif _statement___tag == 2:
+            if _x.body.__class__ is not ShrinkBody:
+                raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_x.body).__name__, path='body')
             _statement___shrink_body__v = _x.body
             out += _uleb128_encode(_statement___shrink_body___w) if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _statement___shrink_body___w < 16384 else _uleb128_one[_statement___shrink_body___w] if _statement___shrink_body___w < 128 else bytes((_statement___shrink_body___w & 127 | 128, _statement___shrink_body___w >> 7))
         elif _statement___tag == 3:
+            if _x.body.__class__ is not GrowBody:
+                raise EncodeError('tag Grow takes a GrowBody, not ' + type(_x.body).__name__, path='body')
             _statement___grow_body__v = _x.body
             out += _uleb128_encode(_statement___grow_body___w) if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _statement___grow_body___w < 16384 else _uleb128_one[_statement___grow_body___w] if _statement___grow_body___w < 128 else bytes((_statement___grow_body___w & 127 | 128, _statement___grow_body___w >> 7))
         elif _statement___tag == 4:
@@ -2004,18 +2033,26 @@ def _em_table_content(values):
             _a(_S2_pack(_x.tag))
             _statement___tag = _x.tag
             if _statement___tag == 0:
+                if _x.body.__class__ is not RefBody:
+                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_x.body).__name__, path='body')
                 _statement___ref_body__v = _x.body
                 _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
                 _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
                 _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
             elif _statement___tag == 1:
+                if _x.body.__class__ is not ZeroBody:
+                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_x.body).__name__, path='body')
                 _statement___zero_body__v = _x.body
                 _a(_uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7)))
                 _a(_uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7)))
             elif _statement___tag == 2:
+                if _x.body.__class__ is not ShrinkBody:
+                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_x.body).__name__, path='body')
                 _statement___shrink_body__v = _x.body
                 _a(_uleb128_encode(_statement___shrink_body___w) if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _statement___shrink_body___w < 16384 else _uleb128_one[_statement___shrink_body___w] if _statement___shrink_body___w < 128 else bytes((_statement___shrink_body___w & 127 | 128, _statement___shrink_body___w >> 7)))
             elif _statement___tag == 3:
+                if _x.body.__class__ is not GrowBody:
+                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_x.body).__name__, path='body')
                 _statement___grow_body__v = _x.body
                 _a(_uleb128_encode(_statement___grow_body___w) if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _statement___grow_body___w < 16384 else _uleb128_one[_statement___grow_body___w] if _statement___grow_body___w < 128 else bytes((_statement___grow_body___w & 127 | 128, _statement___grow_body___w >> 7)))
             elif _statement___tag == 4:
@@ -2366,6 +2403,8 @@ def _e_header_slot(out, v):
     start = len(out)
     _s_header = len(out)
     _header_fields__v = v.header
+    if len(_header_fields__v.root_fingerprint) != 16:
+        raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
@@ -2390,6 +2429,8 @@ def _em_header_slot(values):
         start = len(out)
         _s_header = len(out)
         _header_fields__v = v.header
+        if len(_header_fields__v.root_fingerprint) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
         out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
         _e_epoch = len(out) + 9
         _at_content_size = len(out) + 9
@@ -2567,18 +2608,26 @@ def _e_table_page(out, v):
         out += _S2.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
+            if _table_content___x.body.__class__ is not RefBody:
+                raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___ref_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
         elif _table_content___statement___tag == 1:
+            if _table_content___x.body.__class__ is not ZeroBody:
+                raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___zero_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
         elif _table_content___statement___tag == 2:
+            if _table_content___x.body.__class__ is not ShrinkBody:
+                raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___shrink_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
         elif _table_content___statement___tag == 3:
+            if _table_content___x.body.__class__ is not GrowBody:
+                raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___grow_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
         elif _table_content___statement___tag == 4:
@@ -2623,18 +2672,26 @@ def _em_table_page(values):
             out += _S2_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
+                if _table_content___x.body.__class__ is not RefBody:
+                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___ref_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             elif _table_content___statement___tag == 1:
+                if _table_content___x.body.__class__ is not ZeroBody:
+                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___zero_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             elif _table_content___statement___tag == 2:
+                if _table_content___x.body.__class__ is not ShrinkBody:
+                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___shrink_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
             elif _table_content___statement___tag == 3:
+                if _table_content___x.body.__class__ is not GrowBody:
+                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___grow_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
             elif _table_content___statement___tag == 4:
@@ -2856,6 +2913,8 @@ def _e_header_page(out, v):
     start = len(out)
     _s_header = len(out)
     _header_fields__v = v.header
+    if len(_header_fields__v.root_fingerprint) != 16:
+        raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
@@ -2873,18 +2932,26 @@ def _e_header_page(out, v):
         out += _S2.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
+            if _table_content___x.body.__class__ is not RefBody:
+                raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___ref_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
         elif _table_content___statement___tag == 1:
+            if _table_content___x.body.__class__ is not ZeroBody:
+                raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___zero_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
         elif _table_content___statement___tag == 2:
+            if _table_content___x.body.__class__ is not ShrinkBody:
+                raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___shrink_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
         elif _table_content___statement___tag == 3:
+            if _table_content___x.body.__class__ is not GrowBody:
+                raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___x.body).__name__, path='body')
             _table_content___statement___grow_body__v = _table_content___x.body
             out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
         elif _table_content___statement___tag == 4:
@@ -2915,6 +2982,8 @@ def _em_header_page(values):
         start = len(out)
         _s_header = len(out)
         _header_fields__v = v.header
+        if len(_header_fields__v.root_fingerprint) != 16:
+            raise EncodeError('expected 16 bytes, found ' + str(len(_header_fields__v.root_fingerprint)), path='root_fingerprint')
         out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
         _e_epoch = len(out) + 9
         _at_content_size = len(out) + 9
@@ -2932,18 +3001,26 @@ def _em_header_page(values):
             out += _S2_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
+                if _table_content___x.body.__class__ is not RefBody:
+                    raise EncodeError('tag Ref takes a RefBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___ref_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             elif _table_content___statement___tag == 1:
+                if _table_content___x.body.__class__ is not ZeroBody:
+                    raise EncodeError('tag Zero takes a ZeroBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___zero_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
                 out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             elif _table_content___statement___tag == 2:
+                if _table_content___x.body.__class__ is not ShrinkBody:
+                    raise EncodeError('tag Shrink takes a ShrinkBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___shrink_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
             elif _table_content___statement___tag == 3:
+                if _table_content___x.body.__class__ is not GrowBody:
+                    raise EncodeError('tag Grow takes a GrowBody, not ' + type(_table_content___x.body).__name__, path='body')
                 _table_content___statement___grow_body__v = _table_content___x.body
                 out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
             elif _table_content___statement___tag == 4:
@@ -3034,11 +3111,15 @@ def _m_journal_free(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_free(out, v):
+    if not (((v.id >= 1) and (v.id <= 4294967295))):
+        raise EncodeError('a journal record names an invalid id', path='id')
     out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_journal_free(values):
     out = bytearray()
     for v in values:
+        if not (v.id >= 1 and v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
         out += _uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
 
@@ -3153,12 +3234,20 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_resize(out, v):
+    if not (((v.id >= 1) and (v.id <= 4294967295))):
+        raise EncodeError('a journal record names an invalid id', path='id')
+    if not ((v.size <= 4294967295)):
+        raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
     out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_journal_resize(values):
     out = bytearray()
     for v in values:
+        if not (v.id >= 1 and v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
+        if not v.size <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
         out += _uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
         out += _uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
@@ -3325,6 +3414,10 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_write(out, v):
+    if not (((v.id >= 1) and (v.id <= 4294967295))):
+        raise EncodeError('a journal record names an invalid id', path='id')
+    if not (((v.offset + len(v.data)) <= 4294967295)):
+        raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
     out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -3341,6 +3434,10 @@ def _em_journal_write(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
+        if not (v.id >= 1 and v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
+        if not v.offset + len(v.data) <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
         _a(_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -3554,6 +3651,12 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_splice(out, v):
+    if not (((v.id >= 1) and (v.id <= 4294967295))):
+        raise EncodeError('a journal record names an invalid id', path='id')
+    if not (((v.offset + v.old_len) <= 4294967295)):
+        raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+    if not (((v.offset + len(v.data)) <= 4294967295)):
+        raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
     out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.old_len).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -3571,6 +3674,12 @@ def _em_journal_splice(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
+        if not (v.id >= 1 and v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
+        if not v.offset + v.old_len <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+        if not v.offset + len(v.data) <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
         _a(_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_uleb128_encode(_w) if (_w := v.old_len).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -3807,6 +3916,14 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_copy(out, v):
+    if not (((v.src >= 1) and (v.src <= 4294967295))):
+        raise EncodeError('a journal record names an invalid id', path='src')
+    if not (((v.src_offset + v.length) <= 4294967295)):
+        raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+    if not (((v.dst >= 1) and (v.dst <= 4294967295))):
+        raise EncodeError('a journal record names an invalid id', path='dst')
+    if not (((v.dst_offset + v.length) <= 4294967295)):
+        raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
     out += (_uleb128_encode(_w) if (_w := v.src).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.src_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += (_uleb128_encode(_w) if (_w := v.length).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -3821,6 +3938,14 @@ def _em_journal_copy(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
+        if not (v.src >= 1 and v.src <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='src')
+        if not v.src_offset + v.length <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+        if not (v.dst >= 1 and v.dst <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='dst')
+        if not v.dst_offset + v.length <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
         _a(_uleb128_encode(_w) if (_w := v.src).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_uleb128_encode(_w) if (_w := v.src_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_uleb128_encode(_w) if (_w := v.length).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -4780,17 +4905,33 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_record(out, v):
-    out += _S2.pack(v.tag)
+    out += _S2.pack(_JOURNALTAG_BY_VALUE[v.tag])
     _tag = v.tag
     if _tag == 1:
+        if v.body.__class__ is not JournalFree:
+            raise EncodeError('tag Free takes a JournalFree, not ' + type(v.body).__name__, path='body')
         _journal_free__v = v.body
+        if not (_journal_free__v.id >= 1 and _journal_free__v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
         out += _uleb128_encode(_journal_free___w) if (_journal_free___w := _journal_free__v.id).__class__ is not int or not -1 < _journal_free___w < 16384 else _uleb128_one[_journal_free___w] if _journal_free___w < 128 else bytes((_journal_free___w & 127 | 128, _journal_free___w >> 7))
     elif _tag == 2:
+        if v.body.__class__ is not JournalResize:
+            raise EncodeError('tag Resize takes a JournalResize, not ' + type(v.body).__name__, path='body')
         _journal_resize__v = v.body
+        if not (_journal_resize__v.id >= 1 and _journal_resize__v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
+        if not _journal_resize__v.size <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
         out += _uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.id).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7))
         out += _uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.size).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7))
     elif _tag == 3:
+        if v.body.__class__ is not JournalWrite:
+            raise EncodeError('tag Write takes a JournalWrite, not ' + type(v.body).__name__, path='body')
         _journal_write__v = v.body
+        if not (_journal_write__v.id >= 1 and _journal_write__v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
+        if not _journal_write__v.offset + len(_journal_write__v.data) <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
         out += _uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.id).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7))
         out += _uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.offset).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7))
         out += _uleb128_encode(_journal_write___w) if (_journal_write___w := len(_journal_write__v.data)).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7))
@@ -4799,7 +4940,15 @@ def _e_journal_record(out, v):
             raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
         out += _journal_write___b
     elif _tag == 4:
+        if v.body.__class__ is not JournalSplice:
+            raise EncodeError('tag Splice takes a JournalSplice, not ' + type(v.body).__name__, path='body')
         _journal_splice__v = v.body
+        if not (_journal_splice__v.id >= 1 and _journal_splice__v.id <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='id')
+        if not _journal_splice__v.offset + _journal_splice__v.old_len <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+        if not _journal_splice__v.offset + len(_journal_splice__v.data) <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
         out += _uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.id).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7))
         out += _uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.offset).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7))
         out += _uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.old_len).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7))
@@ -4809,14 +4958,34 @@ def _e_journal_record(out, v):
             raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
         out += _journal_splice___b
     elif _tag == 5:
+        if v.body.__class__ is not JournalCopy:
+            raise EncodeError('tag Copy takes a JournalCopy, not ' + type(v.body).__name__, path='body')
         _journal_copy__v = v.body
+        if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='src')
+        if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+        if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='dst')
+        if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
     elif _tag == 6:
+        if v.body.__class__ is not JournalCopy:
+            raise EncodeError('tag Move takes a JournalCopy, not ' + type(v.body).__name__, path='body')
         _journal_copy__v = v.body
+        if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='src')
+        if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+        if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
+            raise EncodeError('a journal record names an invalid id', path='dst')
+        if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
+            raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
         out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
@@ -4834,17 +5003,33 @@ def _em_journal_record(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_S2_pack(v.tag))
+        _a(_S2_pack(_JOURNALTAG_BY_VALUE[v.tag]))
         _tag = v.tag
         if _tag == 1:
+            if v.body.__class__ is not JournalFree:
+                raise EncodeError('tag Free takes a JournalFree, not ' + type(v.body).__name__, path='body')
             _journal_free__v = v.body
+            if not (_journal_free__v.id >= 1 and _journal_free__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
             _a(_uleb128_encode(_journal_free___w) if (_journal_free___w := _journal_free__v.id).__class__ is not int or not -1 < _journal_free___w < 16384 else _uleb128_one[_journal_free___w] if _journal_free___w < 128 else bytes((_journal_free___w & 127 | 128, _journal_free___w >> 7)))
         elif _tag == 2:
+            if v.body.__class__ is not JournalResize:
+                raise EncodeError('tag Resize takes a JournalResize, not ' + type(v.body).__name__, path='body')
             _journal_resize__v = v.body
+            if not (_journal_resize__v.id >= 1 and _journal_resize__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
+            if not _journal_resize__v.size <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
             _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.id).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
             _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.size).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
         elif _tag == 3:
+            if v.body.__class__ is not JournalWrite:
+                raise EncodeError('tag Write takes a JournalWrite, not ' + type(v.body).__name__, path='body')
             _journal_write__v = v.body
+            if not (_journal_write__v.id >= 1 and _journal_write__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
+            if not _journal_write__v.offset + len(_journal_write__v.data) <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
             _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.id).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
             _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.offset).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
             _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := len(_journal_write__v.data)).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
@@ -4853,7 +5038,15 @@ def _em_journal_record(values):
                 raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
             _a(_journal_write___b)
         elif _tag == 4:
+            if v.body.__class__ is not JournalSplice:
+                raise EncodeError('tag Splice takes a JournalSplice, not ' + type(v.body).__name__, path='body')
             _journal_splice__v = v.body
+            if not (_journal_splice__v.id >= 1 and _journal_splice__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
+            if not _journal_splice__v.offset + _journal_splice__v.old_len <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+            if not _journal_splice__v.offset + len(_journal_splice__v.data) <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
             _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.id).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
             _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.offset).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
             _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.old_len).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
@@ -4863,14 +5056,34 @@ def _em_journal_record(values):
                 raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
             _a(_journal_splice___b)
         elif _tag == 5:
+            if v.body.__class__ is not JournalCopy:
+                raise EncodeError('tag Copy takes a JournalCopy, not ' + type(v.body).__name__, path='body')
             _journal_copy__v = v.body
+            if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='src')
+            if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+            if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='dst')
+            if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
         elif _tag == 6:
+            if v.body.__class__ is not JournalCopy:
+                raise EncodeError('tag Move takes a JournalCopy, not ' + type(v.body).__name__, path='body')
             _journal_copy__v = v.body
+            if not (_journal_copy__v.src >= 1 and _journal_copy__v.src <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='src')
+            if not _journal_copy__v.src_offset + _journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+            if not (_journal_copy__v.dst >= 1 and _journal_copy__v.dst <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='dst')
+            if not _journal_copy__v.dst_offset + _journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
             _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
@@ -5057,17 +5270,33 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
 
 def _e_journal_records(out, v):
     for _x in v.records:
-        out += _S2.pack(_x.tag)
+        out += _S2.pack(_JOURNALTAG_BY_VALUE[_x.tag])
         _journal_record___tag = _x.tag
         if _journal_record___tag == 1:
+            if _x.body.__class__ is not JournalFree:
+                raise EncodeError('tag Free takes a JournalFree, not ' + type(_x.body).__name__, path='body')
             _journal_record___journal_free__v = _x.body
+            if not (_journal_record___journal_free__v.id >= 1 and _journal_record___journal_free__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
             out += _uleb128_encode(_journal_record___journal_free___w) if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is not int or not -1 < _journal_record___journal_free___w < 16384 else _uleb128_one[_journal_record___journal_free___w] if _journal_record___journal_free___w < 128 else bytes((_journal_record___journal_free___w & 127 | 128, _journal_record___journal_free___w >> 7))
         elif _journal_record___tag == 2:
+            if _x.body.__class__ is not JournalResize:
+                raise EncodeError('tag Resize takes a JournalResize, not ' + type(_x.body).__name__, path='body')
             _journal_record___journal_resize__v = _x.body
+            if not (_journal_record___journal_resize__v.id >= 1 and _journal_record___journal_resize__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
+            if not _journal_record___journal_resize__v.size <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
             out += _uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7))
             out += _uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7))
         elif _journal_record___tag == 3:
+            if _x.body.__class__ is not JournalWrite:
+                raise EncodeError('tag Write takes a JournalWrite, not ' + type(_x.body).__name__, path='body')
             _journal_record___journal_write__v = _x.body
+            if not (_journal_record___journal_write__v.id >= 1 and _journal_record___journal_write__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
+            if not _journal_record___journal_write__v.offset + len(_journal_record___journal_write__v.data) <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
             out += _uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7))
             out += _uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7))
             out += _uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7))
@@ -5076,7 +5305,15 @@ def _e_journal_records(out, v):
                 raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
             out += _journal_record___journal_write___b
         elif _journal_record___tag == 4:
+            if _x.body.__class__ is not JournalSplice:
+                raise EncodeError('tag Splice takes a JournalSplice, not ' + type(_x.body).__name__, path='body')
             _journal_record___journal_splice__v = _x.body
+            if not (_journal_record___journal_splice__v.id >= 1 and _journal_record___journal_splice__v.id <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='id')
+            if not _journal_record___journal_splice__v.offset + _journal_record___journal_splice__v.old_len <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+            if not _journal_record___journal_splice__v.offset + len(_journal_record___journal_splice__v.data) <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
             out += _uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7))
             out += _uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7))
             out += _uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7))
@@ -5086,14 +5323,34 @@ def _e_journal_records(out, v):
                 raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
             out += _journal_record___journal_splice___b
         elif _journal_record___tag == 5:
+            if _x.body.__class__ is not JournalCopy:
+                raise EncodeError('tag Copy takes a JournalCopy, not ' + type(_x.body).__name__, path='body')
             _journal_record___journal_copy__v = _x.body
+            if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='src')
+            if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+            if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='dst')
+            if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
         elif _journal_record___tag == 6:
+            if _x.body.__class__ is not JournalCopy:
+                raise EncodeError('tag Move takes a JournalCopy, not ' + type(_x.body).__name__, path='body')
             _journal_record___journal_copy__v = _x.body
+            if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='src')
+            if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+            if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
+                raise EncodeError('a journal record names an invalid id', path='dst')
+            if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
             out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
@@ -5112,17 +5369,33 @@ def _em_journal_records(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         for _x in v.records:
-            _a(_S2_pack(_x.tag))
+            _a(_S2_pack(_JOURNALTAG_BY_VALUE[_x.tag]))
             _journal_record___tag = _x.tag
             if _journal_record___tag == 1:
+                if _x.body.__class__ is not JournalFree:
+                    raise EncodeError('tag Free takes a JournalFree, not ' + type(_x.body).__name__, path='body')
                 _journal_record___journal_free__v = _x.body
+                if not (_journal_record___journal_free__v.id >= 1 and _journal_record___journal_free__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
                 _a(_uleb128_encode(_journal_record___journal_free___w) if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is not int or not -1 < _journal_record___journal_free___w < 16384 else _uleb128_one[_journal_record___journal_free___w] if _journal_record___journal_free___w < 128 else bytes((_journal_record___journal_free___w & 127 | 128, _journal_record___journal_free___w >> 7)))
             elif _journal_record___tag == 2:
+                if _x.body.__class__ is not JournalResize:
+                    raise EncodeError('tag Resize takes a JournalResize, not ' + type(_x.body).__name__, path='body')
                 _journal_record___journal_resize__v = _x.body
+                if not (_journal_record___journal_resize__v.id >= 1 and _journal_record___journal_resize__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
+                if not _journal_record___journal_resize__v.size <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='size')
                 _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
             elif _journal_record___tag == 3:
+                if _x.body.__class__ is not JournalWrite:
+                    raise EncodeError('tag Write takes a JournalWrite, not ' + type(_x.body).__name__, path='body')
                 _journal_record___journal_write__v = _x.body
+                if not (_journal_record___journal_write__v.id >= 1 and _journal_record___journal_write__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
+                if not _journal_record___journal_write__v.offset + len(_journal_record___journal_write__v.data) <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
                 _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
@@ -5131,7 +5404,15 @@ def _em_journal_records(values):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
                 _a(_journal_record___journal_write___b)
             elif _journal_record___tag == 4:
+                if _x.body.__class__ is not JournalSplice:
+                    raise EncodeError('tag Splice takes a JournalSplice, not ' + type(_x.body).__name__, path='body')
                 _journal_record___journal_splice__v = _x.body
+                if not (_journal_record___journal_splice__v.id >= 1 and _journal_record___journal_splice__v.id <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='id')
+                if not _journal_record___journal_splice__v.offset + _journal_record___journal_splice__v.old_len <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='old_len')
+                if not _journal_record___journal_splice__v.offset + len(_journal_record___journal_splice__v.data) <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
                 _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
@@ -5141,14 +5422,34 @@ def _em_journal_records(values):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
                 _a(_journal_record___journal_splice___b)
             elif _journal_record___tag == 5:
+                if _x.body.__class__ is not JournalCopy:
+                    raise EncodeError('tag Copy takes a JournalCopy, not ' + type(_x.body).__name__, path='body')
                 _journal_record___journal_copy__v = _x.body
+                if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='src')
+                if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='dst')
+                if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
             elif _journal_record___tag == 6:
+                if _x.body.__class__ is not JournalCopy:
+                    raise EncodeError('tag Move takes a JournalCopy, not ' + type(_x.body).__name__, path='body')
                 _journal_record___journal_copy__v = _x.body
+                if not (_journal_record___journal_copy__v.src >= 1 and _journal_record___journal_copy__v.src <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='src')
+                if not _journal_record___journal_copy__v.src_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='length')
+                if not (_journal_record___journal_copy__v.dst >= 1 and _journal_record___journal_copy__v.dst <= 4294967295):
+                    raise EncodeError('a journal record names an invalid id', path='dst')
+                if not _journal_record___journal_copy__v.dst_offset + _journal_record___journal_copy__v.length <= 4294967295:
+                    raise EncodeError('a journal record reaches past 2**32 - 1', path='dst_offset')
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
                 _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
@@ -5260,6 +5561,8 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_transaction(out, v):
+    if not ((len(v.records) <= 4294967295)):
+        raise EncodeError('a transaction longer than 2**32 - 1 bytes', path='length')
     out += (_uleb128_encode(_w) if (_w := len(v.records)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _b = v.records
     if len(_b) != len(v.records):
@@ -5276,6 +5579,8 @@ def _em_journal_transaction(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
+        if not len(v.records) <= 4294967295:
+            raise EncodeError('a transaction longer than 2**32 - 1 bytes', path='length')
         _a(_uleb128_encode(_w) if (_w := len(v.records)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _b = v.records
         if len(_b) != len(v.records):
@@ -5332,12 +5637,16 @@ def _m_journal_page(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_page(out, v):
+    if len(v.stream) != 4088:
+        raise EncodeError('expected 4088 bytes, found ' + str(len(v.stream)), path='stream')
     out += _S12.pack(v.stream, v.next, v.crc)
 
 def _em_journal_page(values):
     out = bytearray()
     _S12_pack = _S12.pack
     for v in values:
+        if len(v.stream) != 4088:
+            raise EncodeError('expected 4088 bytes, found ' + str(len(v.stream)), path='stream')
         out += _S12_pack(v.stream, v.next, v.crc)
     return bytes(out)
 
@@ -5470,10 +5779,8 @@ def encode_header_fields(value: HeaderFields) -> bytes:
     out = bytearray()
     try:
         _e_header_fields(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="header_fields" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="header_fields") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "header_fields", construct_encode_header_fields, value) from None
     return bytes(out)
 
 def decode_ref_body(buf, offset: int = 0) -> tuple[RefBody, int]:
@@ -5553,10 +5860,8 @@ def encode_ref_body(value: RefBody) -> bytes:
     out = bytearray()
     try:
         _e_ref_body(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="ref_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="ref_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "ref_body", construct_encode_ref_body, value) from None
     return bytes(out)
 
 def decode_zero_body(buf, offset: int = 0) -> tuple[ZeroBody, int]:
@@ -5636,10 +5941,8 @@ def encode_zero_body(value: ZeroBody) -> bytes:
     out = bytearray()
     try:
         _e_zero_body(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="zero_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="zero_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "zero_body", construct_encode_zero_body, value) from None
     return bytes(out)
 
 def decode_shrink_body(buf, offset: int = 0) -> tuple[ShrinkBody, int]:
@@ -5719,10 +6022,8 @@ def encode_shrink_body(value: ShrinkBody) -> bytes:
     out = bytearray()
     try:
         _e_shrink_body(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="shrink_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="shrink_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "shrink_body", construct_encode_shrink_body, value) from None
     return bytes(out)
 
 def decode_grow_body(buf, offset: int = 0) -> tuple[GrowBody, int]:
@@ -5802,10 +6103,8 @@ def encode_grow_body(value: GrowBody) -> bytes:
     out = bytearray()
     try:
         _e_grow_body(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="grow_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="grow_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "grow_body", construct_encode_grow_body, value) from None
     return bytes(out)
 
 def decode_inline_body(buf, offset: int = 0, *, size_tag: int) -> tuple[InlineBody, int]:
@@ -5885,10 +6184,8 @@ def encode_inline_body(value: InlineBody, *, size_tag: int) -> bytes:
     out = bytearray()
     try:
         _e_inline_body(out, value, size_tag)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="inline_body" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="inline_body") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "inline_body", construct_encode_inline_body, value, size_tag=size_tag) from None
     return bytes(out)
 
 def decode_statement(buf, offset: int = 0) -> tuple[Statement, int]:
@@ -5968,10 +6265,8 @@ def encode_statement(value: Statement) -> bytes:
     out = bytearray()
     try:
         _e_statement(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="statement" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="statement") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "statement", construct_encode_statement, value) from None
     return bytes(out)
 
 def decode_child_ref(buf, offset: int = 0) -> tuple[ChildRef, int]:
@@ -6051,10 +6346,8 @@ def encode_child_ref(value: ChildRef) -> bytes:
     out = bytearray()
     try:
         _e_child_ref(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="child_ref" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="child_ref") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "child_ref", construct_encode_child_ref, value) from None
     return bytes(out)
 
 def decode_table_content(buf, offset: int = 0) -> tuple[TableContent, int]:
@@ -6134,10 +6427,8 @@ def encode_table_content(value: TableContent) -> bytes:
     out = bytearray()
     try:
         _e_table_content(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="table_content" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="table_content") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "table_content", construct_encode_table_content, value) from None
     return bytes(out)
 
 def decode_page(buf, offset: int = 0) -> tuple[Page, int]:
@@ -6217,10 +6508,8 @@ def encode_page(value: Page) -> bytes:
     out = bytearray()
     try:
         _e_page(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="page" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="page") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "page", construct_encode_page, value) from None
     return bytes(out)
 
 def decode_header_slot(buf, offset: int = 0) -> tuple[HeaderSlot, int]:
@@ -6300,10 +6589,8 @@ def encode_header_slot(value: HeaderSlot) -> bytes:
     out = bytearray()
     try:
         _e_header_slot(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="header_slot" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="header_slot") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "header_slot", construct_encode_header_slot, value) from None
     return bytes(out)
 
 def decode_table_page(buf, offset: int = 0) -> tuple[TablePage, int]:
@@ -6383,10 +6670,8 @@ def encode_table_page(value: TablePage) -> bytes:
     out = bytearray()
     try:
         _e_table_page(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="table_page" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="table_page") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "table_page", construct_encode_table_page, value) from None
     return bytes(out)
 
 def decode_header_page(buf, offset: int = 0) -> tuple[HeaderPage, int]:
@@ -6466,10 +6751,8 @@ def encode_header_page(value: HeaderPage) -> bytes:
     out = bytearray()
     try:
         _e_header_page(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="header_page" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="header_page") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "header_page", construct_encode_header_page, value) from None
     return bytes(out)
 
 def decode_journal_free(buf, offset: int = 0) -> tuple[JournalFree, int]:
@@ -6549,10 +6832,8 @@ def encode_journal_free(value: JournalFree) -> bytes:
     out = bytearray()
     try:
         _e_journal_free(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_free" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_free") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_free", construct_encode_journal_free, value) from None
     return bytes(out)
 
 def decode_journal_resize(buf, offset: int = 0) -> tuple[JournalResize, int]:
@@ -6632,10 +6913,8 @@ def encode_journal_resize(value: JournalResize) -> bytes:
     out = bytearray()
     try:
         _e_journal_resize(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_resize" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_resize") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_resize", construct_encode_journal_resize, value) from None
     return bytes(out)
 
 def decode_journal_write(buf, offset: int = 0) -> tuple[JournalWrite, int]:
@@ -6715,10 +6994,8 @@ def encode_journal_write(value: JournalWrite) -> bytes:
     out = bytearray()
     try:
         _e_journal_write(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_write" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_write") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_write", construct_encode_journal_write, value) from None
     return bytes(out)
 
 def decode_journal_splice(buf, offset: int = 0) -> tuple[JournalSplice, int]:
@@ -6798,10 +7075,8 @@ def encode_journal_splice(value: JournalSplice) -> bytes:
     out = bytearray()
     try:
         _e_journal_splice(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_splice" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_splice") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_splice", construct_encode_journal_splice, value) from None
     return bytes(out)
 
 def decode_journal_copy(buf, offset: int = 0) -> tuple[JournalCopy, int]:
@@ -6881,10 +7156,8 @@ def encode_journal_copy(value: JournalCopy) -> bytes:
     out = bytearray()
     try:
         _e_journal_copy(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_copy" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_copy") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_copy", construct_encode_journal_copy, value) from None
     return bytes(out)
 
 def decode_journal_record(buf, offset: int = 0) -> tuple[JournalRecord, int]:
@@ -6964,10 +7237,8 @@ def encode_journal_record(value: JournalRecord) -> bytes:
     out = bytearray()
     try:
         _e_journal_record(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_record" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_record") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_record", construct_encode_journal_record, value) from None
     return bytes(out)
 
 def decode_journal_records(buf, offset: int = 0) -> tuple[JournalRecords, int]:
@@ -7047,10 +7318,8 @@ def encode_journal_records(value: JournalRecords) -> bytes:
     out = bytearray()
     try:
         _e_journal_records(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_records" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_records") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_records", construct_encode_journal_records, value) from None
     return bytes(out)
 
 def decode_journal_transaction(buf, offset: int = 0) -> tuple[JournalTransaction, int]:
@@ -7130,10 +7399,8 @@ def encode_journal_transaction(value: JournalTransaction) -> bytes:
     out = bytearray()
     try:
         _e_journal_transaction(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_transaction" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_transaction") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_transaction", construct_encode_journal_transaction, value) from None
     return bytes(out)
 
 def decode_journal_page(buf, offset: int = 0) -> tuple[JournalPage, int]:
@@ -7213,10 +7480,8 @@ def encode_journal_page(value: JournalPage) -> bytes:
     out = bytearray()
     try:
         _e_journal_page(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_page" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_page") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_page", construct_encode_journal_page, value) from None
     return bytes(out)
 
 def decode_journal_seed(buf, offset: int = 0) -> tuple[JournalSeed, int]:
@@ -7296,10 +7561,8 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
     out = bytearray()
     try:
         _e_journal_seed(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="journal_seed" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="journal_seed") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "journal_seed", construct_encode_journal_seed, value) from None
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
@@ -7307,6 +7570,7 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import FieldCheck, VersionCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_header_fields = Struct(
@@ -7321,6 +7585,7 @@ C_header_fields = Struct(
     'root_fingerprint' / Bytes(16),
     'journal_pointer' / Int32ul,
 )
+C_header_fields._bw_fast_runs = {'magic': (48, (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4)))}
 
 C_ref_body = Struct(
     '_o_start' / Tell,
@@ -7328,28 +7593,33 @@ C_ref_body = Struct(
     'size' / Leb128('uleb128'),
     'address' / Leb128('uleb128'),
 )
+C_ref_body._bw_fast_runs = {}
 
 C_zero_body = Struct(
     '_o_start' / Tell,
     'offset_delta' / Leb128('uleb128'),
     'size' / Leb128('uleb128'),
 )
+C_zero_body._bw_fast_runs = {}
 
 C_shrink_body = Struct(
     '_o_start' / Tell,
     'offset_delta' / Leb128('uleb128'),
 )
+C_shrink_body._bw_fast_runs = {}
 
 C_grow_body = Struct(
     '_o_start' / Tell,
     'offset_delta' / Leb128('uleb128'),
 )
+C_grow_body._bw_fast_runs = {}
 
 C_inline_body = Struct(
     '_o_start' / Tell,
     'offset_delta' / Leb128('uleb128'),
     'payload' / Bytes(Code("(this['_params']['size_tag'] - 4)", lambda this: (this['_params']['size_tag'] - 4))),
 )
+C_inline_body._bw_fast_runs = {}
 
 C_statement = Struct(
     '_o_start' / Tell,
@@ -7357,17 +7627,20 @@ C_statement = Struct(
     'tag' / Int8ul,
     'body' / Switch(Code("this['tag']", lambda this: this['tag']), {0: C_ref_body, 1: C_zero_body, 2: C_shrink_body, 3: C_grow_body, 4: Pass}, default=WithParams(C_inline_body, {'size_tag': Code("this['tag']", lambda this: this['tag'])})),
 )
+C_statement._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
 
 C_child_ref = Struct(
     '_o_start' / Tell,
     'page_delta' / Leb128('uleb128'),
 )
+C_child_ref._bw_fast_runs = {}
 
 C_table_content = Struct(
     '_o_start' / Tell,
     'children' / Terminated(Leb128('uleb128'), 0),
     'statements' / RepeatToEnd(C_statement),
 )
+C_table_content._bw_fast_runs = {}
 
 C_page = Struct(
     '_o_start' / Tell,
@@ -7388,6 +7661,7 @@ C_page = Struct(
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
+C_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
 C_header_slot = Struct(
     '_o_start' / Tell,
@@ -7411,6 +7685,7 @@ C_header_slot = Struct(
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
+C_header_slot._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
 C_table_page = Struct(
     '_o_start' / Tell,
@@ -7431,6 +7706,7 @@ C_table_page = Struct(
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
+C_table_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
 C_header_page = Struct(
     '_o_start' / Tell,
@@ -7454,74 +7730,83 @@ C_header_page = Struct(
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
+C_header_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
 C_journal_free = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
 )
+C_journal_free._bw_fast_runs = {}
 
 C_journal_resize = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
     'size' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or ((this['size'] <= 4294967295))", lambda this: not this['_parsing'] or ((this['size'] <= 4294967295)))),
+    Check(Code("((this['size'] <= 4294967295))", lambda this: ((this['size'] <= 4294967295)))),
 )
+C_journal_resize._bw_fast_runs = {}
 
 C_journal_write = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
     'offset' / Leb128('uleb128'),
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    Check(Code("not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295)))),
+    Check(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295)))),
     'data' / Bytes(Code("this['length']", lambda this: this['length'])),
 )
+C_journal_write._bw_fast_runs = {}
 
 C_journal_splice = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
     'offset' / Leb128('uleb128'),
     'old_len' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['offset'] + this['old_len']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['offset'] + this['old_len']) <= 4294967295)))),
+    Check(Code("(((this['offset'] + this['old_len']) <= 4294967295))", lambda this: (((this['offset'] + this['old_len']) <= 4294967295)))),
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    Check(Code("not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295)))),
+    Check(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295)))),
     'data' / Bytes(Code("this['length']", lambda this: this['length'])),
 )
+C_journal_splice._bw_fast_runs = {}
 
 C_journal_copy = Struct(
     '_o_start' / Tell,
     'src' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['src'] >= 1) and (this['src'] <= 4294967295))))),
+    Check(Code("(((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: (((this['src'] >= 1) and (this['src'] <= 4294967295))))),
     'src_offset' / Leb128('uleb128'),
     'length' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['src_offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['src_offset'] + this['length']) <= 4294967295)))),
+    Check(Code("(((this['src_offset'] + this['length']) <= 4294967295))", lambda this: (((this['src_offset'] + this['length']) <= 4294967295)))),
     'dst' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['dst'] >= 1) and (this['dst'] <= 4294967295))))),
+    Check(Code("(((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: (((this['dst'] >= 1) and (this['dst'] <= 4294967295))))),
     'dst_offset' / Leb128('uleb128'),
-    Check(Code("not this['_parsing'] or (((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['dst_offset'] + this['length']) <= 4294967295)))),
+    Check(Code("(((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: (((this['dst_offset'] + this['length']) <= 4294967295)))),
 )
+C_journal_copy._bw_fast_runs = {}
 
 C_journal_record = Struct(
     '_o_start' / Tell,
     'tag' / ClosedEnum(Int8ul, 'JournalTag', (1, 2, 3, 4, 5, 6), ()),
     'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_journal_free, 2: C_journal_resize, 3: C_journal_write, 4: C_journal_splice, 5: C_journal_copy, 6: C_journal_copy}, default=Error),
 )
+C_journal_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
 
 C_journal_records = Struct(
     '_o_start' / Tell,
     'records' / RepeatToEnd(C_journal_record),
 )
+C_journal_records._bw_fast_runs = {}
 
 C_journal_transaction = Struct(
     '_o_start' / Tell,
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['records'])", lambda this: len(this['records']))),
-    Check(Code("not this['_parsing'] or ((this['length'] <= 4294967295))", lambda this: not this['_parsing'] or ((this['length'] <= 4294967295)))),
+    Check(Code("((this['length'] <= 4294967295))", lambda this: ((this['length'] <= 4294967295)))),
     'records' / Bytes(Code("this['length']", lambda this: this['length'])),
     'crc' / Int32ul,
 )
+C_journal_transaction._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
 
 C_journal_page = Struct(
     '_o_start' / Tell,
@@ -7529,11 +7814,13 @@ C_journal_page = Struct(
     'next' / Int32ul,
     'crc' / Int32ul,
 )
+C_journal_page._bw_fast_runs = {'stream': (4096, (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4)))}
 
 C_journal_seed = Struct(
     '_o_start' / Tell,
     'segment_epoch' / Int64ul,
 )
+C_journal_seed._bw_fast_runs = {'segment_epoch': (8, (('segment_epoch', 0, 8),))}
 
 def _c2m_header_fields(c):
     if c.__class__ is HeaderFields:  # built by a compiled parse
@@ -7679,7 +7966,7 @@ def _m2c_statement(v):
     return {
         'id_delta': v.id_delta,
         'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(v.body),
+        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {0: RefBody, 1: ZeroBody, 2: ShrinkBody, 3: GrowBody, 4: None}, InlineBody, 'body')),
     }
 
 def _c2m_child_ref(c):
@@ -7973,7 +8260,7 @@ C_journal_record._bw_model = (_f2m_journal_record, ('tag', 'body'), (), True)
 def _m2c_journal_record(v):
     return {
         'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(v.body),
+        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: JournalFree, 2: JournalResize, 3: JournalWrite, 4: JournalSplice, 5: JournalCopy, 6: JournalCopy}, None, 'body')),
     }
 
 def _c2m_journal_records(c):
@@ -8081,7 +8368,11 @@ def construct_decode_header_fields(buf, offset: int = 0, *, compiled: bool = Fal
 def construct_encode_header_fields(value: HeaderFields, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("header_fields") if compiled else C_header_fields
-    return con.build(_m2c_header_fields(value))
+    try:
+        data = con.build(_m2c_header_fields(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "header_fields") from None
+    return data
 
 
 def construct_decode_ref_body(buf, offset: int = 0, *, compiled: bool = False) -> RefBody:
@@ -8099,7 +8390,11 @@ def construct_decode_ref_body(buf, offset: int = 0, *, compiled: bool = False) -
 def construct_encode_ref_body(value: RefBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("ref_body") if compiled else C_ref_body
-    return con.build(_m2c_ref_body(value))
+    try:
+        data = con.build(_m2c_ref_body(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "ref_body") from None
+    return data
 
 
 def construct_decode_zero_body(buf, offset: int = 0, *, compiled: bool = False) -> ZeroBody:
@@ -8117,7 +8412,11 @@ def construct_decode_zero_body(buf, offset: int = 0, *, compiled: bool = False) 
 def construct_encode_zero_body(value: ZeroBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("zero_body") if compiled else C_zero_body
-    return con.build(_m2c_zero_body(value))
+    try:
+        data = con.build(_m2c_zero_body(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "zero_body") from None
+    return data
 
 
 def construct_decode_shrink_body(buf, offset: int = 0, *, compiled: bool = False) -> ShrinkBody:
@@ -8135,7 +8434,11 @@ def construct_decode_shrink_body(buf, offset: int = 0, *, compiled: bool = False
 def construct_encode_shrink_body(value: ShrinkBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("shrink_body") if compiled else C_shrink_body
-    return con.build(_m2c_shrink_body(value))
+    try:
+        data = con.build(_m2c_shrink_body(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "shrink_body") from None
+    return data
 
 
 def construct_decode_grow_body(buf, offset: int = 0, *, compiled: bool = False) -> GrowBody:
@@ -8153,7 +8456,11 @@ def construct_decode_grow_body(buf, offset: int = 0, *, compiled: bool = False) 
 def construct_encode_grow_body(value: GrowBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("grow_body") if compiled else C_grow_body
-    return con.build(_m2c_grow_body(value))
+    try:
+        data = con.build(_m2c_grow_body(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "grow_body") from None
+    return data
 
 
 def construct_decode_inline_body(buf, offset: int = 0, *, compiled: bool = False, size_tag: int) -> InlineBody:
@@ -8171,7 +8478,11 @@ def construct_decode_inline_body(buf, offset: int = 0, *, compiled: bool = False
 def construct_encode_inline_body(value: InlineBody, *, compiled: bool = False, size_tag: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("inline_body") if compiled else C_inline_body
-    return con.build(_m2c_inline_body(value), size_tag=size_tag)
+    try:
+        data = con.build(_m2c_inline_body(value), size_tag=size_tag)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "inline_body") from None
+    return data
 
 
 def construct_decode_statement(buf, offset: int = 0, *, compiled: bool = False) -> Statement:
@@ -8189,7 +8500,11 @@ def construct_decode_statement(buf, offset: int = 0, *, compiled: bool = False) 
 def construct_encode_statement(value: Statement, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("statement") if compiled else C_statement
-    return con.build(_m2c_statement(value))
+    try:
+        data = con.build(_m2c_statement(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "statement") from None
+    return data
 
 
 def construct_decode_child_ref(buf, offset: int = 0, *, compiled: bool = False) -> ChildRef:
@@ -8207,7 +8522,11 @@ def construct_decode_child_ref(buf, offset: int = 0, *, compiled: bool = False) 
 def construct_encode_child_ref(value: ChildRef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("child_ref") if compiled else C_child_ref
-    return con.build(_m2c_child_ref(value))
+    try:
+        data = con.build(_m2c_child_ref(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "child_ref") from None
+    return data
 
 
 def construct_decode_table_content(buf, offset: int = 0, *, compiled: bool = False) -> TableContent:
@@ -8225,7 +8544,11 @@ def construct_decode_table_content(buf, offset: int = 0, *, compiled: bool = Fal
 def construct_encode_table_content(value: TableContent, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("table_content") if compiled else C_table_content
-    return con.build(_m2c_table_content(value))
+    try:
+        data = con.build(_m2c_table_content(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "table_content") from None
+    return data
 
 
 def construct_decode_page(buf, offset: int = 0, *, compiled: bool = False) -> Page:
@@ -8243,7 +8566,11 @@ def construct_decode_page(buf, offset: int = 0, *, compiled: bool = False) -> Pa
 def construct_encode_page(value: Page, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("page") if compiled else C_page
-    return con.build(_m2c_page(value))
+    try:
+        data = con.build(_m2c_page(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "page") from None
+    return data
 
 
 def construct_decode_header_slot(buf, offset: int = 0, *, compiled: bool = False) -> HeaderSlot:
@@ -8261,7 +8588,11 @@ def construct_decode_header_slot(buf, offset: int = 0, *, compiled: bool = False
 def construct_encode_header_slot(value: HeaderSlot, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("header_slot") if compiled else C_header_slot
-    return con.build(_m2c_header_slot(value))
+    try:
+        data = con.build(_m2c_header_slot(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "header_slot") from None
+    return data
 
 
 def construct_decode_table_page(buf, offset: int = 0, *, compiled: bool = False) -> TablePage:
@@ -8279,7 +8610,11 @@ def construct_decode_table_page(buf, offset: int = 0, *, compiled: bool = False)
 def construct_encode_table_page(value: TablePage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("table_page") if compiled else C_table_page
-    return con.build(_m2c_table_page(value))
+    try:
+        data = con.build(_m2c_table_page(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "table_page") from None
+    return data
 
 
 def construct_decode_header_page(buf, offset: int = 0, *, compiled: bool = False) -> HeaderPage:
@@ -8297,7 +8632,11 @@ def construct_decode_header_page(buf, offset: int = 0, *, compiled: bool = False
 def construct_encode_header_page(value: HeaderPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("header_page") if compiled else C_header_page
-    return con.build(_m2c_header_page(value))
+    try:
+        data = con.build(_m2c_header_page(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "header_page") from None
+    return data
 
 
 def construct_decode_journal_free(buf, offset: int = 0, *, compiled: bool = False) -> JournalFree:
@@ -8315,7 +8654,11 @@ def construct_decode_journal_free(buf, offset: int = 0, *, compiled: bool = Fals
 def construct_encode_journal_free(value: JournalFree, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_free") if compiled else C_journal_free
-    return con.build(_m2c_journal_free(value))
+    try:
+        data = con.build(_m2c_journal_free(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_free") from None
+    return data
 
 
 def construct_decode_journal_resize(buf, offset: int = 0, *, compiled: bool = False) -> JournalResize:
@@ -8333,7 +8676,11 @@ def construct_decode_journal_resize(buf, offset: int = 0, *, compiled: bool = Fa
 def construct_encode_journal_resize(value: JournalResize, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_resize") if compiled else C_journal_resize
-    return con.build(_m2c_journal_resize(value))
+    try:
+        data = con.build(_m2c_journal_resize(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_resize") from None
+    return data
 
 
 def construct_decode_journal_write(buf, offset: int = 0, *, compiled: bool = False) -> JournalWrite:
@@ -8351,7 +8698,11 @@ def construct_decode_journal_write(buf, offset: int = 0, *, compiled: bool = Fal
 def construct_encode_journal_write(value: JournalWrite, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_write") if compiled else C_journal_write
-    return con.build(_m2c_journal_write(value))
+    try:
+        data = con.build(_m2c_journal_write(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_write") from None
+    return data
 
 
 def construct_decode_journal_splice(buf, offset: int = 0, *, compiled: bool = False) -> JournalSplice:
@@ -8369,7 +8720,11 @@ def construct_decode_journal_splice(buf, offset: int = 0, *, compiled: bool = Fa
 def construct_encode_journal_splice(value: JournalSplice, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_splice") if compiled else C_journal_splice
-    return con.build(_m2c_journal_splice(value))
+    try:
+        data = con.build(_m2c_journal_splice(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_splice") from None
+    return data
 
 
 def construct_decode_journal_copy(buf, offset: int = 0, *, compiled: bool = False) -> JournalCopy:
@@ -8387,7 +8742,11 @@ def construct_decode_journal_copy(buf, offset: int = 0, *, compiled: bool = Fals
 def construct_encode_journal_copy(value: JournalCopy, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_copy") if compiled else C_journal_copy
-    return con.build(_m2c_journal_copy(value))
+    try:
+        data = con.build(_m2c_journal_copy(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_copy") from None
+    return data
 
 
 def construct_decode_journal_record(buf, offset: int = 0, *, compiled: bool = False) -> JournalRecord:
@@ -8405,7 +8764,11 @@ def construct_decode_journal_record(buf, offset: int = 0, *, compiled: bool = Fa
 def construct_encode_journal_record(value: JournalRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_record") if compiled else C_journal_record
-    return con.build(_m2c_journal_record(value))
+    try:
+        data = con.build(_m2c_journal_record(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_record") from None
+    return data
 
 
 def construct_decode_journal_records(buf, offset: int = 0, *, compiled: bool = False) -> JournalRecords:
@@ -8423,7 +8786,11 @@ def construct_decode_journal_records(buf, offset: int = 0, *, compiled: bool = F
 def construct_encode_journal_records(value: JournalRecords, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_records") if compiled else C_journal_records
-    return con.build(_m2c_journal_records(value))
+    try:
+        data = con.build(_m2c_journal_records(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_records") from None
+    return data
 
 
 def construct_decode_journal_transaction(buf, offset: int = 0, *, compiled: bool = False) -> JournalTransaction:
@@ -8441,7 +8808,11 @@ def construct_decode_journal_transaction(buf, offset: int = 0, *, compiled: bool
 def construct_encode_journal_transaction(value: JournalTransaction, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_transaction") if compiled else C_journal_transaction
-    return con.build(_m2c_journal_transaction(value))
+    try:
+        data = con.build(_m2c_journal_transaction(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_transaction") from None
+    return data
 
 
 def construct_decode_journal_page(buf, offset: int = 0, *, compiled: bool = False) -> JournalPage:
@@ -8459,7 +8830,11 @@ def construct_decode_journal_page(buf, offset: int = 0, *, compiled: bool = Fals
 def construct_encode_journal_page(value: JournalPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_page") if compiled else C_journal_page
-    return con.build(_m2c_journal_page(value))
+    try:
+        data = con.build(_m2c_journal_page(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_page") from None
+    return data
 
 
 def construct_decode_journal_seed(buf, offset: int = 0, *, compiled: bool = False) -> JournalSeed:
@@ -8477,7 +8852,11 @@ def construct_decode_journal_seed(buf, offset: int = 0, *, compiled: bool = Fals
 def construct_encode_journal_seed(value: JournalSeed, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("journal_seed") if compiled else C_journal_seed
-    return con.build(_m2c_journal_seed(value))
+    try:
+        data = con.build(_m2c_journal_seed(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "journal_seed") from None
+    return data
 
 _COMPILED: dict = {}
 

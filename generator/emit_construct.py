@@ -18,6 +18,8 @@ import re
 
 from ..runtime.codec import _FIELD_NAMES
 from . import ir
+from .emit_fast import FastEmitter
+from .emit_fast_encode import fast_runs, late_rule, needs_roundtrip, value_rule
 from .expr import parse
 from .layout import numpy_code
 from .model import call_args, camel, enum_class, flags_class
@@ -45,6 +47,7 @@ _PRELUDE = [
     "from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, "
     "GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)",
     "from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range",
+    "from bytewright.runtime.codec import FieldCheck, VersionCheck",
     "from bytewright.runtime.codec import (" + ", ".join(sorted(_FIELD_NAMES)) + ")",
     "",
 ]
@@ -57,6 +60,7 @@ class ConstructEmitter:
         # member names the Construct expressions read from a nested value (``a.b``): a
         # record with none of them is opaque (see ``model_lines``)
         self._attrs: set[str] = set()
+        self.fast = FastEmitter(family)  # its run grouping and item sizes, never its output
 
     # -- construct expressions -------------------------------------------------------
     def int_c(self, t: ir.IntT | ir.VarintT) -> str:
@@ -110,13 +114,14 @@ class ConstructEmitter:
                 return f"GreedyString({enc!r})" if t.text else "GreedyBytes"
             c = t.size.constant()
             size = repr(c) if isinstance(c, int) else self.lam(t.size, rec)
-            if t.text:
-                return f"StringEncoded(Bytes({size}), {enc!r})"
+            sized = f"StringEncoded(Bytes({size}), {enc!r})" if t.text else f"Bytes({size})"
             if any(o.derived_from == ("size", f.name) for o in rec.fields) \
                     or "_remaining" in t.size.names:
                 # the size field is derived: parse by it, build whatever bytes are given
-                return f"IfThenElse({self.code(_PARSING)}, Bytes({size}), GreedyBytes)"
-            return f"Bytes({size})"
+                # (the size expression reads offsets that exist only once they are built)
+                rest = f"GreedyString({enc!r})" if t.text else "GreedyBytes"
+                return f"IfThenElse({self.code(_PARSING)}, {sized}, {rest})"
+            return sized
         if isinstance(t, ir.VarintT):
             return self.int_c(t)
         if isinstance(t, ir.PaddingT):
@@ -176,6 +181,9 @@ class ConstructEmitter:
                 base = f"Const({f.const!r})"
             else:
                 base = f"Const({f.const!r}, {base})"
+        elif f.reserved and isinstance(f.type, ir.BytesT) and f.type.eos:
+            # zero bytes to the end: every byte checked on parse, none written on build
+            base = f"ZeroPadding({self.code('_remaining(this)')})"
         elif f.reserved:
             zero = "0" if not isinstance(f.type, ir.BytesT) else repr(bytes(
                 f.type.size.constant()))
@@ -193,15 +201,17 @@ class ConstructEmitter:
                     f"{fmt!r}, {k}, {side == 'end'}{stop})")
         elif f.repeat is not None:
             rp = f.repeat
+            least = max(self.fast.type_min(f.type), 1)  # bytes an item takes at least
+            least = f", min_size={least}" if least > 1 else ""
             if rp.prefix is not None:
-                base = f"PrefixedArray({self.int_c(rp.prefix)}, {base})"
+                base = f"PrefixedArray({self.int_c(rp.prefix)}, {base}{least})"
                 if f.view == "packed":
                     base = f"PackedView({base}, {self.packed_kind(f)})"
             elif rp.count is not None and f.view == "numpy":
                 # bit-exact (NaN payloads kept), as the fast path's numpy.frombuffer
                 base = f"NumpyArray({self.lam(rp.count, rec)}, {self.np_dtype(f)})"
             elif rp.count is not None:
-                base = f"Array({self.lam(rp.count, rec)}, {base})"
+                base = f"Array({self.lam(rp.count, rec)}, {base}{least})"
                 if f.view == "packed":  # compiled: the bytes read kept as they are
                     base = f"PackedView({base}, {self.packed_kind(f)})"
             elif rp.until is not None:
@@ -238,10 +248,11 @@ class ConstructEmitter:
                         f"Plain({plain}, name={name!r}))")
             else:
                 base = comp
-        elif f.size is not None and not derived_size:
+        elif f.size is not None and not derived_size and "_remaining" not in f.size.names:
             base = f"FixedSized({self.lam(f.size, rec)}, {base})"
         elif f.size is not None:
             # a derived size bounds the parse; on build the size is measured and patched
+            # (bytes left are known only while parsing: the encoder checks by decoding)
             base = (f"IfThenElse({self.code(_PARSING)}, "
                     f"FixedSized({self.lam(f.size, rec)}, {base}), {base})")
         if f.derived_from:
@@ -278,6 +289,10 @@ class ConstructEmitter:
         conds = [c for c in (vcond, cond) if c]
         if conds:
             base = f"If({self.code(' and '.join(f'({c})' for c in conds))}, {base})"
+        if f.cond is not None and f.in_model and value_rule(rec, f, f.cond.names):
+            # a value the condition leaves out would be dropped silently on build
+            rule = f"this['_parsing'] or ({cond}) or this.get({name!r}) is None"
+            out.append(f"FieldCheck({self.code(rule)}, {name!r}),")
         if name in spans:
             out.append(f"'_s_{name}' / Tell,")
         out.append(f"{name!r} / {base},")
@@ -292,13 +307,25 @@ class ConstructEmitter:
             if f.repeat is not None:
                 rule = f"all({rule} for _x in this[{name!r}])"
             guard = f"this[{name!r}] is None or " if conds else ""
-            out.append(f"Check({self.code(_NOT_PARSING + f' or {guard}({rule})')}),")
+            # a given value is held to the range on build too (written, it would not decode)
+            counted = f.derived_from is not None and f.derived_from[0] == "count"
+            when = "" if f.in_model or counted else _NOT_PARSING + " or "
+            out.append(f"Check({self.code(when + f'{guard}({rule})')}),")
         if rec.version_range is not None and name == rec.version_from:
             lo, hi = rec.version_range
-            out.append(f"Check({self.code(_NOT_PARSING + f' or {lo} <= this[{name!r}] <= {hi}')}),")
+            when = "" if f.in_model else _NOT_PARSING + " or "  # a given version: on build too
+            out.append(f"VersionCheck({self.code(when + f'{lo} <= this[{name!r}] <= {hi}')}, "
+                       f"{rec.name!r}, {name!r}, '{lo}..{hi}'),")
         for a in f.asserts:
             guard = f"this[{name!r}] is None or " if conds else ""
-            out.append(f"Check({self.code(_NOT_PARSING + f' or {guard}({a.check.render(self.res(rec))})')}),")
+            # a rule on given values is held on build too (see emit_fast_encode.value_rule)
+            when = "" if value_rule(rec, f, a.check.names) else _NOT_PARSING + " or "
+            rule = self.code(when + f'{guard}({a.check.render(self.res(rec))})')
+            if a.error == "unsupported":  # the fast path's class, message and field
+                out.append(f"VersionCheck({rule}, {rec.name!r}, {name!r}, "
+                           f"{a.check.source!r}, {a.message!r}),")
+            else:
+                out.append(f"Check({rule}),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
             if f.compressed is not None:
@@ -421,10 +448,30 @@ class ConstructEmitter:
         if rec.version_range is not None and rec.version_from in rec.params:
             lo, hi = rec.version_range
             v = f"this['_params'][{rec.version_from!r}]"
-            lines.append(f"    Check({self.code(_NOT_PARSING + f' or {lo} <= {v} <= {hi}')}),")
+            lines.append(f"    VersionCheck({self.code(_NOT_PARSING + f' or {lo} <= {v} <= {hi}')}, "
+                         f"{rec.name!r}, {rec.version_from!r}, '{lo}..{hi}'),")
         for f in rec.fields:
             lines += ["    " + x for x in self.field_c(f, rec, rec.fields, spans)]
+        for f in rec.fields:  # rules on measured sizes: on build, once all is written
+            for a in f.asserts:
+                if late_rule(rec, f, a.check.names):
+                    held = f.derived_from[1] if f.derived_from else f.name
+                    guard = f"this.get({held!r}) is None or " if f.cond is not None else ""
+                    rule = f"this['_parsing'] or {guard}({a.check.render(self.res(rec))})"
+                    lines.append(f"    FieldCheck({self.code(rule)}, {f.name!r}),")
         lines.append(")")
+        runs = fast_runs(self.fast, rec)
+        if runs is not None:  # where a truncation is reported (runtime codec.Struct)
+            lines.append(f"C_{rec.name}._bw_fast_runs = {runs!r}")
+        src = rec.version_from
+        if rec.version_range is not None and src not in rec.params:
+            # the fast path reads the version first (its dispatcher)
+            f = next(x for x in rec.layouts[0].fields if x.name == src)
+            it = f.type if isinstance(f.type, ir.IntT) else None
+            size, code = (it.size, "<" + it.code) if it else (1, "<B")
+            known = tuple(v for lay in rec.layouts for v in lay.versions)
+            lo, hi = rec.version_range
+            lines.append(f"C_{rec.name}._bw_version_at = {(src, rec.layouts[0].offsets[src], size, code, known, f'{lo}..{hi}', rec.name)!r}")
         return lines
 
     def order(self) -> list[ir.Record]:
@@ -657,13 +704,31 @@ class ConstructEmitter:
                 expr = f"None if {val} is None else _array_to_rows({val})"
             elif f.repeat is not None and item != "_x":
                 expr = f"None if {val} is None else [{item} for _x in {val}]"
+            elif f.repeat is None and isinstance(f.type, ir.SwitchT) \
+                    and self.case_classes(f.type, rec) is not None:
+                classes, default, tag = self.case_classes(f.type, rec)
+                expr = (f"None if {val} is None else _m2c_any(_case_value({val}, {tag}, "
+                        f"{classes}, {default}, {f.name!r}))")
             elif f.repeat is None and item != "_x":
                 expr = f"None if {val} is None else {self.m2c_value(f.type, val)}"
             else:
                 expr = val
             lines.append(f"        {f.name!r}: {expr},")
         lines.append("    }")
+        if rec.name in needs_roundtrip(self.family):  # read by the module template
+            lines.append(f"# encoders check by decoding: {rec.name}")
         return lines
+
+    def case_classes(self, t: ir.SwitchT, rec: ir.Record) -> tuple[str, str, str] | None:
+        """(case key -> model class, the default's class, the tag read from the value)
+        when the tag reads only the record's own model fields, else None."""
+        model = {f.name for f in rec.model_fields}
+        if not set(t.on.names) <= model or not t.on.simple_name():
+            return None
+        classes = ", ".join(f"{key!r}: {camel(target) if target else None}"
+                            for key, _, target in t.cases)
+        default = camel(t.default) if t.default not in ("error", "bytes") else "None"
+        return f"{{{classes}}}", default, f"v.{t.on.simple_name()}"
 
     def packed_kind(self, f: ir.Field) -> str:
         """The element kind of a ``view: packed`` field (runtime/packed.py)."""

@@ -16,6 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 
+from . import emit_fast_encode as efe
 from . import ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
@@ -789,7 +790,7 @@ class FastEmitter:
         if name in spans.e:
             out.append(f"_e_{name} = pos")
         if f.checksum is not None:
-            check = self.checksum_check(f, "pos")
+            check = self.checksum_check(f, f"pos - {self.scalar_code(f.type)[1]}")  # its start
             out += [f"if f_{name} is not None:"] + ["    " + x for x in check] if f.cond \
                 else check
         out += self.assert_lines(rec, f, f"_a_{name}")
@@ -950,6 +951,8 @@ class FastEmitter:
                 out += self.text_lines(target, n, t.text, label)
             else:
                 out.append(f"{target} = bytes(mv[pos:pos + {n}])")
+            if f.reserved and f.repeat is None:
+                out += efe.reserved_check(target, label)
             out.append(f"pos += {n}")
             if f.const is not None and f.repeat is None:
                 out += [f"if {target} != {f.const!r}:",
@@ -1062,7 +1065,8 @@ class FastEmitter:
         elem_min = self.type_min(f.type)
         if count is not None:
             out += [f"if {count} < 0 or {count} * {max(elem_min, 1)} > end - pos:",
-                    f"    raise TruncatedError('count ' + str({count}) + ' needs at least ' + "
+                    f"    raise (ConstraintError if {count} < 0 else TruncatedError)('count ' + "
+                    f"str({count}) + ' needs at least ' + "
                     f"str({count} * {max(elem_min, 1)}) + ' bytes', offset=pos, path={name!r}, "
                     f"expected={count} * {max(elem_min, 1)}, found=end - pos)"]
         if f.view == "packed":
@@ -1234,13 +1238,14 @@ class FastEmitter:
     def inline_simple_encode(self, rec: ir.Record, val: str, res) -> list[str]:
         """Encode a simple record inline (no call per item), the mirror of
         :meth:`inline_simple`; byte-string locals are prefixed with the record name."""
-        out: list[str] = []
+        out: list[str] = efe.assert_checks(rec, rec.layouts[0], lambda n: f"{val}.{n}")
         run: list[Item] = []
         px = f"_{rec.name}_"
 
         def flush() -> None:
             if run:
                 st = self.run_struct(run)
+                out.extend(re.sub(r"\bv\.", f"{val}.", x) for x in efe.run_checks(self, run))
                 vals = ", ".join(self.scalar_value(it.field, it, res)
                                  .replace(f"v.{it.field.name}", f"{val}.{it.field.name}")
                                  .replace(f"_b_{it.field.name}", f"{px}b_{it.field.name}")
@@ -1388,7 +1393,7 @@ class FastEmitter:
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
-        body: list[str] = []
+        body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
 
         def flush() -> None:
@@ -1428,6 +1433,7 @@ class FastEmitter:
             flush()
             body.extend(self.encode_field(rec, f, res, spans))
         flush()
+        body += efe.assert_checks(rec, lay, res, late=True)  # sizes measured by now
         lines += ["    " + b for b in body] or ["    pass"]
         lines = self.drop_unused_start(lines) if body else lines
         lines = self.trailing_checksum(lines)
@@ -1436,18 +1442,7 @@ class FastEmitter:
             lines += self.encoder_many(rec, lines)
         return lines
 
-    @staticmethod
-    def trailing_checksum(lines: list[str]) -> list[str]:
-        """A checksum computed right after its covered span ends covers the buffer from
-        the span's start to its end: no end offset kept, no comparison with it."""
-        text = "\n".join(lines)
-        pat = re.compile(r"\n( +)(_e_\w+) = len\(out\)\n\1(.*)\(out if (_s_\w+) == 0 and \2 == "
-                         r"len\(out\) else memoryview\(out\)\[\4:\2\]\)")
-        for m in list(pat.finditer(text)):
-            if len(re.findall(rf"\b{m.group(2)}\b", text)) == 3:  # this pair only
-                text = text.replace(m.group(0), f"\n{m.group(1)}{m.group(3)}(out if {m.group(4)} "
-                                    f"== 0 else memoryview(out)[{m.group(4)}:])")
-        return text.split("\n")
+    trailing_checksum = staticmethod(efe.trailing_checksum)
 
     def encoder_many(self, rec: ir.Record, lines: list[str]) -> list[str]:
         """``_em_<record>(values, *params)``: the encoder's body once per value in one
@@ -1551,6 +1546,9 @@ class FastEmitter:
             val = f"v.{f.name}"
             if isinstance(f.type, ir.RefT) and f.type.kind == "flags":
                 val = f"v.{f.name}.to_int()"
+            elif isinstance(f.type, ir.RefT) and f.type.kind == "enum" \
+                    and not self.family.enums[f.type.target].open:  # a non-member: KeyError
+                val = f"_{enum_class(f.type.target).upper()}_BY_VALUE[{val}]"
         if base is not None and it.code.endswith("s"):
             order = "little" if base.endian == "le" else "big"
             val = f"({val}).to_bytes({base.size}, {order!r}, signed={base.signed})"
@@ -1576,7 +1574,7 @@ class FastEmitter:
             if it.role == "value" and f.derived_from and f.derived_from[0] == "size":
                 patches.append(f"_at_{f.name} = len(out) + {off}")
             off += it.size
-        out += patches
+        out += patches + efe.run_checks(self, run)
         vals = ", ".join(self.scalar_value(it.field, it, res) for it in run)
         out.append(f"out += {st}.pack({vals})")
         return out
@@ -1606,6 +1604,8 @@ class FastEmitter:
             inner = self.encode_compressed(f, inner, res, want_span, size_target)
         elif size_target is not None:
             inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
+        else:  # a size the encoder cannot derive: what it wrote must agree with it
+            inner = efe.size_checked(rec, f, inner, res)
         if size_target is not None and isinstance(size_target.type, ir.VarintT):
             inner += self.insert_varint_size(size_target, f, spans)
         elif size_target is not None:
@@ -1614,7 +1614,10 @@ class FastEmitter:
             inner.append(f"{st}.pack_into(out, _at_{size_target.name}, _size_{name}{k})")
         for ck in self.deferred.get(name, ()):
             inner += self.encode_checksum(rec, ck, spans, patch=True)
-        if f.cond is not None:
+        own = efe.own_size_names(f, self.lay.fields)
+        if own:  # the condition reads a size of the field itself: measured, then checked
+            out += efe.own_size_cond(f, inner, f.cond.render(res), own)
+        elif f.cond is not None:
             if "_remaining" in f.cond.names and f.in_model:
                 out.append(f"if v.{name} is not None:")  # presence is the value's, on encode
             else:
@@ -1705,12 +1708,16 @@ class FastEmitter:
                 v2 = val
                 if isinstance(t, ir.RefT) and t.kind == "flags":
                     v2 = f"{val}.to_int()"
+                elif isinstance(t, ir.RefT) and t.kind == "enum" and not self.family.enums[t.target].open:
+                    v2 = f"_{enum_class(t.target).upper()}_BY_VALUE[{val}]"  # KeyError: not one
                 base = self.base_int(t)
                 if base is not None and code.endswith("s"):
                     order = "little" if base.endian == "le" else "big"
                     v2 = f"({v2}).to_bytes({base.size}, {order!r}, signed={base.signed})"
             return [f"out += {st}.pack({v2})"]
         if isinstance(t, ir.BytesT):
+            if f.reserved and val == f"v.{f.name}":  # not in the model: zeros
+                return efe.reserved_bytes(f, t, res)
             if prefixed:
                 return [f"out += _b_{f.name}"]
             b = f"{val}{_encode_call(t.text)}" if t.text else val
@@ -1762,7 +1769,8 @@ class FastEmitter:
                 else:
                     callee = self.family.records[target_rec]
                     args = self.call_args(callee, t.args, rec, res)
-                    out += ["    " + x for x in self.call_or_inline_encode(callee, args, val)]
+                    out += ["    " + x for x in efe.case_check(val, camel(target_rec), lbl, f.name)
+                            + self.call_or_inline_encode(callee, args, val)]
             out.append("else:" if not first else "if True:")
             if t.default == "error":
                 out.append(f"    raise EncodeError('no case for tag ' + repr(_tag), "
@@ -1881,16 +1889,6 @@ class FastEmitter:
 
 _UNSIGNED_CODES = set("BHILQN")
 _HELPERS = frozenset({"_out", "_append", "_rs", "_p0"})
-
-
-def struct_items(fmt: str) -> list[str]:
-    """The struct code of each value ``unpack`` returns for ``fmt``."""
-    out: list[str] = []
-    for count, code in re.findall(r"(\d*)([xcbB?hHiIlLqQnNefdspP])", fmt.lstrip("<>!=@")):
-        if code == "x":
-            continue
-        out += [code] if code in "sp" else [code] * int(count or 1)
-    return out
 
 
 def _tail_returns(body: list[ast.stmt]) -> list[ast.Return] | None:
@@ -2012,7 +2010,7 @@ class Optimist:
         if isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute) \
                 and val.func.attr == "unpack_from" and isinstance(val.func.value, ast.Name) \
                 and val.func.value.id in self.formats:
-            return struct_items(self.formats[val.func.value.id])
+            return efe.struct_items(self.formats[val.func.value.id])
         return None
 
     def expr_nonneg(self, e: ast.expr, ok: set[str]) -> bool:

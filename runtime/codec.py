@@ -27,6 +27,7 @@ from .errors import (
     UnsupportedError,
 )
 from .packed import PackedArray
+from .truth import encode_failure, note, note_index, noted_path, pin, shift
 
 # Decompressed sections without a declared size (WAL blocks) are capped here.
 DEFAULT_LIMIT = 64 << 20
@@ -301,7 +302,15 @@ class Compressed(cs.Subconstruct):
                                             path=self.fieldname, codecs=self.codecs)
             cs.stream_seek(stream, at + used, 0, path)
         else:
-            n = self.length._parsereport(stream, context, path)
+            try:
+                n = self.length._parsereport(stream, context, path)
+            except Exception as exc:  # the fast path's name for the frame's length
+                exc.__dict__.setdefault("_bw_segs", []).insert(0, "compressed_len")
+                raise
+            at = stream.tell()  # errors are reported where the frame's bytes start
+            if n > _stream_end(stream) - at:
+                raise TruncatedError("compressed frame truncated", offset=at,
+                                     expected=n, found=_stream_end(stream) - at)
             frame = cs.stream_read(stream, n, path)
             plain = decompress(self.algorithm(context), frame, cap, expected_size=expected,
                                offset=at, path=self.fieldname, codecs=self.codecs)
@@ -319,6 +328,10 @@ class Compressed(cs.Subconstruct):
             if exc.offset is not None:
                 exc.message += f" (at +{exc.offset} in the section decompressed from offset {at})"
             exc.offset = at
+            pin(exc, at)
+            raise
+        except Exception as exc:
+            pin(exc, at)
             raise
         return value
 
@@ -497,7 +510,7 @@ class ChainedRepeat(cs.Subconstruct):
         while (len(items) < n) if n is not None else (cs.stream_tell(stream, path) < end):
             start = cs.stream_tell(stream, path)
             try:
-                item = self.subcon._parsereport(stream, context, path)
+                item = _item(self.subcon, stream, context, path, len(items))
                 stop = cs.stream_tell(stream, path)
                 if stop <= start:
                     raise ConstraintError("repeated item consumes no bytes", offset=start,
@@ -683,17 +696,24 @@ def span_range(this: cs.Container, first: str, last: str) -> bytes:
 
 
 def construct_error(exc: Exception, record: str) -> DecodeError:
-    """Map whatever the Construct path raised onto the project's error type."""
+    """Map whatever the Construct path raised onto the project's error type, at the
+    field and offset the members it left through noted (``truth.note``)."""
+    noted = noted_path(exc, record) if record else None
+    off = exc.__dict__.get("_bw_off")
     if isinstance(exc, DecodeError):
-        return exc.prefixed(record)
+        if noted is None:
+            return exc.prefixed(record)
+        exc.path, exc.offset = noted, off
+        return exc
     path = getattr(exc, "path", None) or ""
     path = path.replace("(parsing) -> ", "").replace(" -> ", ".") if path else ""
-    full = f"{record}.{path}" if path else record
+    full = noted or (f"{record}.{path}" if path else record)
+    text = str(exc).split("\n")[0]
     if isinstance(exc, (cs.StreamError, cs.core.StreamError)):
-        return TruncatedError(f"construct: {exc}", path=full)
+        return TruncatedError(f"truncated: {text}", path=full, offset=off)
     if isinstance(exc, cs.ChecksumError):
-        return ChecksumError(f"construct: {exc}", path=full)
-    return ConstraintError(f"construct: {type(exc).__name__}: {exc}", path=full)
+        return ChecksumError(f"checksum mismatch: {text}", path=full, offset=off)
+    return ConstraintError(f"{type(exc).__name__}: {text}", path=full, offset=off)
 
 
 class Terminated(cs.Subconstruct):
@@ -710,7 +730,7 @@ class Terminated(cs.Subconstruct):
     def _parse(self, stream, context, path):
         items = cs.ListContainer()
         while True:
-            item = self.subcon._parsereport(stream, context, path)
+            item = _item(self.subcon, stream, context, path, len(items))
             if item == self.terminator:
                 return items
             items.append(item)
@@ -761,6 +781,16 @@ class Terminated(cs.Subconstruct):
         return f"{fname}(obj, io, this)"
 
 
+def _item(subcon, stream, context, path, index: int) -> Any:
+    """Item ``index`` of a list: a failure names it (``items[2].x``) and where it starts."""
+    start = stream.tell()
+    try:
+        return subcon._parsereport(stream, context, path)
+    except Exception as exc:
+        note_index(exc, index, start)
+        raise
+
+
 def _cpath(path: str | None) -> str:
     """A Construct path ("(parsing) -> a -> b") as a field path ("a.b")."""
     return (path or "").replace("(parsing) -> ", "").replace("(building) -> ", "") \
@@ -791,7 +821,11 @@ class RepeatToEnd(cs.Subconstruct):
         pos = cs.stream_tell(stream, path)
         while pos < end:
             try:
-                item = self.subcon._parsereport(stream, context, path)
+                try:
+                    item = self.subcon._parsereport(stream, context, path)
+                except Exception as exc:
+                    note_index(exc, len(items), pos)
+                    raise
                 nxt = cs.stream_tell(stream, path)
                 if nxt <= pos:
                     raise ConstraintError("repeated item consumes no bytes", offset=pos,
@@ -807,8 +841,12 @@ class RepeatToEnd(cs.Subconstruct):
         return items
 
     def _build(self, obj, stream, context, path):
-        for item in obj:
-            self.subcon._build(item, stream, context, path)
+        for i, item in enumerate(obj):
+            try:
+                self.subcon._build(item, stream, context, path)
+            except Exception as exc:
+                note_index(exc, i, 0)
+                raise
         return obj
 
     def _sizeof(self, context, path):
@@ -874,7 +912,7 @@ class RepeatUntil(cs.Subconstruct):
     def _parse(self, stream, context, path):
         items = cs.ListContainer()
         while True:
-            item = self.subcon._parsereport(stream, context, path)
+            item = _item(self.subcon, stream, context, path, len(items))
             items.append(item)
             context._last = item
             if self.predicate(context):
@@ -991,6 +1029,9 @@ class NumpyArray(cs.Construct):
     def _build(self, obj, stream, context, path):
         arr = np.ascontiguousarray(obj, dtype=self.dtype) if isinstance(obj, np.ndarray) \
             else rows_to_array(obj, self.dtype)
+        n = self.count(context) if callable(self.count) else self.count
+        if len(arr) != n:  # written, another count would be read back
+            raise EncodeError(f"expected {n} items, found {len(arr)}")
         data = arr.tobytes()
         cs.stream_write(stream, data, len(data), path)
         return obj
@@ -1015,7 +1056,7 @@ class NumpyArray(cs.Construct):
     def _emitbuild(self, code):
         _bw(code)
         dtype = f"{_link(code, self)}.dtype"  # data only (see _link)
-        return f"_bw.numpy_build(obj, io, {dtype})"
+        return f"_bw.numpy_build(obj, io, {dtype}, {self.count!r})"
 
 
 
@@ -1266,6 +1307,8 @@ class ClosedEnum(cs.Subconstruct):
         return raw
 
     def _build(self, obj, stream, context, path):
+        if obj not in self.values:  # written, it would not decode
+            raise EncodeError(f"{obj!r} is not a {self.cls_name} value", path=_cpath(path))
         return self.subcon._build(obj, stream, context, path)
 
     def refuse(self, raw: int, at: int, path: str) -> ConstraintError:
@@ -1294,7 +1337,11 @@ class ClosedEnum(cs.Subconstruct):
 # below emit a checked read; generated modules import them over Construct's names.
 
     def _emitbuild(self, code):
-        return self.subcon._compilebuild(code)  # the value is the number: no check here
+        return (f"({self.subcon._compilebuild(code)} if obj in {set(self.values)!r} else "
+                f"{_link(code, self)}.refuse_build(obj))")
+
+    def refuse_build(self, obj: Any) -> Any:
+        raise EncodeError(f"{obj!r} is not a {self.cls_name} value")
 
 
 _READ_EXACT = '''
@@ -1338,6 +1385,13 @@ def _link(code, obj: Any) -> str:
 
 
 class Bytes(cs.Bytes):
+    def _parse(self, stream, context, path):
+        n = cs.evaluate(self.length, context)
+        if isinstance(n, int) and n < 0:  # as the fast path: a rule, not a truncation
+            raise ConstraintError("negative size", offset=stream.tell(), expected=">= 0",
+                                  found=n)
+        return cs.stream_read(stream, n, path)
+
     def _emitparse(self, code):
         return f"{_read_exact(code)}(io, {self.length})"
 
@@ -1418,11 +1472,29 @@ class FixedSized(cs.FixedSized):
         at = cs.stream_tell(stream, path)
         data = cs.stream_read(stream, length, path)
         sub = cs.io.BytesIO(data)
-        obj = self.subcon._parsereport(sub, context, path)
+        try:
+            obj = self.subcon._parsereport(sub, context, path)
+        except Exception as exc:
+            shift(exc, at)
+            raise
         if sub.tell() != length:
             raise ConstraintError("section size mismatch", offset=at, path=_cpath(path),
                                   expected=length, found=sub.tell())
         return obj
+
+    def _build(self, obj, stream, context, path):
+        # exactly ``length`` bytes: zeros padded on would decode as more content
+        length = cs.evaluate(self.length, context)
+        if length < 0:
+            raise cs.PaddingError("length cannot be negative", path=path)
+        sub = cs.io.BytesIO()
+        value = self.subcon._build(obj, sub, context, path)
+        data = sub.getvalue()
+        if len(data) != length:
+            raise EncodeError(f"encoded size {len(data)} differs from the section size "
+                              f"{length}", path=_cpath(path))
+        cs.stream_write(stream, data, length, path)
+        return value
 
     def _emitparse(self, code):
         _read_exact(code)
@@ -1431,18 +1503,17 @@ class FixedSized(cs.FixedSized):
 
     def _emitbuild(self, code):
         fname = f"build_fixedsized_{code.allocateId()}"
+        _bw(code)
         code.append(f"""
             def {fname}(obj, io, this):
                 length = {self.length!r}
                 if length < 0:
                     raise PaddingError("length cannot be negative")
                 {_built_aside(code, self.subcon, "data")}
-                pad = length - len(data)
-                if pad < 0:
-                    raise PaddingError("subcon build %d bytes but was allowed only %d"
-                                       % (len(data), length))
+                if len(data) != length:
+                    raise _bw.EncodeError("encoded size %d differs from the section size %d"
+                                          % (len(data), length))
                 io.write(data)
-                io.write(bytes(pad))
                 return value
         """)
         return f"{fname}(obj, io, this)"
@@ -1450,6 +1521,26 @@ class FixedSized(cs.FixedSized):
 
 
 class Prefixed(cs.Prefixed):
+    def _parse(self, stream, context, path):
+        # as the fast path: a cut prefix is the field's ``length``, a cut body is reported
+        # where the body starts
+        try:
+            n = self.lengthfield._parsereport(stream, context, path)
+        except Exception as exc:
+            exc.__dict__.setdefault("_bw_segs", []).insert(0, "length")
+            raise
+        n -= self.lengthfield.sizeof() if self.includelength else 0
+        at = stream.tell()
+        if n > _stream_end(stream) - at:
+            raise TruncatedError("prefixed data truncated", offset=at, expected=n,
+                                 found=_stream_end(stream) - at)
+        data = cs.stream_read(stream, n, path)
+        try:
+            return self.subcon._parsereport(cs.io.BytesIO(data), context, path)
+        except Exception as exc:
+            shift(exc, at)
+            raise
+
     def _emitparse(self, code):
         sub = self.lengthfield.sizeof() if self.includelength else 0
         return (f"restream({_read_exact(code)}(io, ({self.lengthfield._compileparse(code)})"
@@ -1473,6 +1564,13 @@ class Prefixed(cs.Prefixed):
 class StringEncoded(cs.StringEncoded):
     """Construct's ``StringEncoded`` whose build compiles (the text encoded, then built
     by the compiled subcon; Construct's own has no ``_emitbuild``)."""
+
+    def _parse(self, stream, context, path):
+        data = self.subcon._parsereport(stream, context, path)
+        try:
+            return data.decode(self.encoding)
+        except UnicodeDecodeError as exc:  # at the first bad byte, as the fast path
+            raise text_error(exc, stream.tell() - len(data), self.encoding, "") from None
 
     def _emitbuild(self, code):
         fname = f"build_stringencoded_{code.allocateId()}"
@@ -1499,10 +1597,12 @@ def encode_text(obj: Any, encoding: str) -> bytes:
         raise cs.StringError(f"cannot use encoding {encoding!r} to encode {obj!r}") from None
 
 
-def numpy_build(obj: Any, io: Any, dtype: Any) -> Any:
+def numpy_build(obj: Any, io: Any, dtype: Any, count: int | None = None) -> Any:
     """``NumpyArray._build`` for compiled builds."""
     arr = np.ascontiguousarray(obj, dtype=dtype) if isinstance(obj, np.ndarray) \
         else rows_to_array(obj, dtype)
+    if count is not None and len(arr) != count:
+        raise EncodeError(f"expected {count} items, found {len(arr)}")
     data = arr.tobytes()
     cs.stream_write(io, data, len(data), None)
     return obj
@@ -1541,10 +1641,36 @@ def GreedyString(encoding: str):  # noqa: N802 -- Construct's name
     return macro
 
 
-def PrefixedArray(countfield, subcon):  # noqa: N802 -- Construct's name
+class Labelled(cs.Subconstruct):
+    """``subcon`` whose failure is reported as the field's part ``label``."""
+
+    def __init__(self, subcon, label: str) -> None:
+        super().__init__(subcon)
+        self.label = label
+
+    def _parse(self, stream, context, path):
+        try:
+            return self.subcon._parsereport(stream, context, path)
+        except Exception as exc:
+            exc.__dict__.setdefault("_bw_segs", []).insert(0, self.label)
+            raise
+
+    def _emitparse(self, code):
+        return self.subcon._compileparse(code)
+
+    def _emitbuild(self, code):
+        return self.subcon._compilebuild(code)
+
+
+def PrefixedArray(countfield, subcon, min_size: int = 1):  # noqa: N802 -- Construct's name
     """Construct's ``PrefixedArray``, tagged so a compiled :class:`Struct` reads its count
     in the fixed run before it."""
     macro = cs.PrefixedArray(countfield, subcon)
+    items = next(sc for sc in macro.subcons if sc.name == "items")
+    # ours: the count bounded by the bytes left, a failing item names its index
+    items.subcon = Array(cs.this.count, subcon, min_size=min_size)
+    count = next(sc for sc in macro.subcons if sc.name == "count")
+    count.subcon = Labelled(count.subcon, "count")  # a cut count is the field's ``count``
     macro._bw_count = countfield
     macro._bw_item = subcon
     return macro
@@ -1688,6 +1814,42 @@ class Array(cs.Array):
     """Construct's ``Array``; compiled, an array of a fixed-size number is one read and
     one unpack, and a negative count is refused as interpreted (Construct's compiled
     ``range(count)`` would yield an empty list)."""
+
+    def _build(self, obj, stream, context, path):
+        count = cs.evaluate(self.count, context)
+        if count < 0 or len(obj) != count:
+            raise EncodeError(f"expected {count} items, found {len(obj)}")
+        out = cs.ListContainer()
+        for i, e in enumerate(obj):
+            context._index = i
+            try:
+                out.append(self.subcon._build(e, stream, context, path))
+            except Exception as exc:
+                note_index(exc, i, 0)
+                raise
+        return out
+
+    def __init__(self, count, subcon, discard=False, min_size: int = 1) -> None:
+        super().__init__(count, subcon, discard)
+        self.min_size = min_size  # the least bytes an item takes (the fast path's bound)
+
+    def _parse(self, stream, context, path):
+        count = cs.evaluate(self.count, context)
+        at = stream.tell()
+        if count < 0 or count * self.min_size > _stream_end(stream) - at:
+            cls = ConstraintError if count < 0 else TruncatedError
+            raise cls(f"count {count} needs at least {count * self.min_size} bytes", offset=at,
+                      expected=count * self.min_size, found=_stream_end(stream) - at)
+        obj = cs.ListContainer()
+        for i in range(count):
+            context._index = i
+            start = stream.tell()  # (see _build for the other direction)
+            try:
+                obj.append(self.subcon._parsereport(stream, context, path))
+            except Exception as exc:
+                note_index(exc, i, start)
+                raise
+        return obj
 
     def _emitparse(self, code):
         _bw(code)
@@ -2293,6 +2455,48 @@ def _bind(pending: dict, prefix: str, obj: Any) -> str:
     return name
 
 
+class VersionCheck(cs.Check):
+    """A record's version range: outside it the bytes are unsupported, not malformed
+    (the fast path's dispatcher raises the same)."""
+
+    def __init__(self, func, record: str, field: str, accepted: str,
+                 message: str | None = None) -> None:
+        super().__init__(func)
+        self.record, self._bw_field, self.accepted = record, field, accepted
+        self.message = message or f"unsupported {record} version"
+        self.dispatch = message is None  # the record's range, not a field's own rule
+
+    def error(self) -> UnsupportedError:
+        return UnsupportedError(self.message, path=self._bw_field, expected=self.accepted)
+
+    def _parse(self, stream, context, path):
+        if not cs.evaluate(self.func, context):
+            raise self.error()
+
+    def _emitparse(self, code):
+        return f"(None if {self.func!r} else {_check_raise(self, code, expr=True)})"
+
+
+class FieldCheck(cs.Check):
+    """A check that belongs to ``field`` (reported there, wherever it sits)."""
+
+    def __init__(self, func, field: str) -> None:
+        super().__init__(func)
+        self._bw_field = field
+
+
+def _check_raise(sc: cs.Check, code, expr: bool = False) -> str:
+    """Compiled source raising a failed check's error (a version check's own)."""
+    if isinstance(sc, VersionCheck):
+        _bw(code)
+        return f"{'_bw.throw(' if expr else 'raise '}{_link(code, sc)}.error(){')' if expr else ''}"
+    return "raise CheckError('check failed during parsing')"
+
+
+def throw(exc: BaseException) -> Any:
+    raise exc
+
+
 class Struct(cs.Struct):
     """Construct's ``Struct``; compiled, it is tighter than Construct's own emission.
 
@@ -2315,6 +2519,143 @@ class Struct(cs.Struct):
     # model builders its source names (bound into the compiled module afterwards).
     _bw_root: Any = None
     _bw_pending: dict | None = None
+
+    def _parse(self, stream, context, path):
+        # Construct's own loop, noting the member (and its offset) a failure leaves
+        # through; an unnamed check belongs to the named member before it
+        obj = cs.Container()
+        obj._io = stream
+        context = cs.Container(_=context, _params=context._params, _root=None,
+                               _parsing=context._parsing, _building=context._building,
+                               _sizing=context._sizing, _subcons=self._subcons, _io=stream,
+                               _index=context.get("_index", None))
+        context._root = context._.get("_root", context)
+        last, last_at = None, 0
+        fast = getattr(self, "_bw_fast_runs", None)  # set by the generated module
+        runs = self.__dict__.get("_bw_runs")
+        if runs is None:
+            runs = self._bw_runs = self._runs() if fast is None else {
+                i: fast[sc.name] for i, sc in enumerate(self.subcons) if sc.name in fast}
+        version = getattr(self, "_bw_version_at", None)  # read first by the fast path
+        if version is not None:
+            self._check_version(version, stream, context)
+        for i, sc in enumerate(self.subcons):
+            start = stream.tell()
+            name = sc.name if sc.name and not sc.name.startswith("_") else None
+            if i in runs:  # a fixed run is read whole, as on the fast path
+                self._check_run(runs[i], stream, start)
+            try:
+                subobj = sc._parsereport(stream, context, path)
+            except cs.StopFieldError:
+                break
+            except Exception as exc:
+                if isinstance(sc, VersionCheck) and sc.dispatch:
+                    # the fast path's dispatcher: at the record's start
+                    name, start = sc._bw_field, context.get("_o_start", start)
+                elif isinstance(sc, VersionCheck):  # an ``unsupported`` assert of a field
+                    name = sc._bw_field
+                    start = last_at if name == last else start
+                elif name is None and sc.name is None and last is not None:
+                    name, start = last, last_at
+                note(exc, start, name)
+                raise
+            if sc.name:
+                obj[sc.name] = subobj
+                context[sc.name] = subobj
+            if name is not None:
+                last, last_at = name, start
+        return obj
+
+    def _build(self, obj, stream, context, path):
+        # Construct's own loop, noting the member a failure leaves through (an unnamed
+        # check belongs to the named member before it), as ``_parse`` does
+        if obj is None:
+            obj = cs.Container()
+        context = cs.Container(_=context, _params=context._params, _root=None,
+                               _parsing=context._parsing, _building=context._building,
+                               _sizing=context._sizing, _subcons=self._subcons, _io=stream,
+                               _index=context.get("_index", None))
+        context._root = context._.get("_root", context)
+        context.update(obj)
+        last = None
+        for sc in self.subcons:
+            name = sc.name if sc.name and not sc.name.startswith("_") else None
+            try:
+                subobj = obj.get(sc.name, None) if sc.flagbuildnone else obj[sc.name]
+                if sc.name:
+                    context[sc.name] = subobj
+                buildret = sc._build(subobj, stream, context, path)
+                if sc.name:
+                    context[sc.name] = buildret
+            except cs.StopFieldError:
+                break
+            except Exception as exc:
+                field = getattr(sc, "_bw_field", None)
+                note(exc, 0, field or (name if name is not None or sc.name else last))
+                raise
+            if name is not None:
+                last = name
+        return context
+
+    def _runs(self) -> dict[int, tuple[int, list]]:
+        """The fixed runs the compiled parse reads in one unpack: first member -> (size,
+        [(field path, offset, size)]); a length prefix that ends a run is ``name.length``."""
+        out: dict[int, tuple[int, list]] = {}
+        subs = list(self.subcons)
+        i = 0
+        while i < len(subs):
+            first, parts, codes, off = i, [], [], 0
+            while i < len(subs):
+                part = _fixed_part(subs[i])
+                if part is None or (part[2] and _joined(codes + [part[1]]) is None):
+                    break
+                if part[2]:
+                    codes.append(part[1])
+                    name = subs[i].name or ""
+                    if part[0] in ("pascal", "prefixed", "parray"):
+                        name += ".length"
+                    parts.append((name, off, part[2]))
+                    off += part[2]
+                i += 1
+                if part[0] in ("pascal", "prefixed", "parray"):
+                    break
+            if parts:
+                out[first] = (off, parts)
+            if i == first:
+                i += 1
+        return out
+
+    def _check_version(self, version: tuple, stream, context) -> None:
+        """The version field, read and checked before the rest as the fast path's
+        dispatcher does: (field, offset, size, struct code, known versions, range,
+        record)."""
+        name, off, size, code, known, accepted, record = version
+        at = stream.tell()
+        if _stream_end(stream) - at < off + size:
+            exc = TruncatedError("version truncated", offset=at)
+        else:
+            stream.seek(at + off)
+            ver = struct.unpack(code, stream.read(size))[0]
+            stream.seek(at)
+            if ver in known:
+                return
+            exc = UnsupportedError(f"unsupported {record} version", offset=at,
+                                   expected=accepted, found=ver)
+        note(exc, at, name)
+        raise exc
+
+    @staticmethod
+    def _check_run(run: tuple[int, list], stream, start: int) -> None:
+        size, parts = run
+        have = _stream_end(stream) - start
+        if have >= size:
+            return
+        for name, off, n in parts:
+            if off + n > have:
+                exc = TruncatedError("field truncated", offset=start + off, expected=n,
+                                     found=max(have - off, 0))
+                note(exc, start + off, name)
+                raise exc
 
     def compile(self, filename=None):
         """Construct's ``compile()``; records with a model builder (``_bw_model``, set by
@@ -2384,8 +2725,7 @@ class Struct(cs.Struct):
                 sc = subs[i]
                 inline = self._inline(sc, code)
                 if isinstance(sc, cs.Check):  # inline: Check's own error, no call
-                    body += [f"if not ({sc.func!r}):",
-                             "    raise CheckError('check failed during parsing')"]
+                    body += [f"if not ({sc.func!r}):", "    " + _check_raise(sc, code)]
                 elif inline is not None:
                     body += [x.replace(_CALLER, "this") for x in inline]
                 else:
@@ -2610,8 +2950,7 @@ class Struct(cs.Struct):
             if _fixed_part(subs[i]) is None:
                 sc = subs[i]
                 if isinstance(sc, cs.Check):
-                    lines = [f"if not ({sc.func!r}):",
-                             "    raise CheckError('check failed during parsing')"]
+                    lines = [f"if not ({sc.func!r}):", "    " + _check_raise(sc, code)]
                 else:
                     child = self._flat_child(code, sc, depth)
                     if child is not None:
@@ -2801,6 +3140,6 @@ def encode_many(enc: Any, name: str, values: Any, params: tuple) -> bytes:
     except EncodeError as exc:
         raise EncodeError(exc.message, path=name + "[" + str(i) + "]"
                           + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path=name + "[" + str(i) + "]") from None
+    except Exception as exc:  # a value of the wrong type, range or shape
+        raise encode_failure(exc, name + "[" + str(i) + "]") from None
     return bytes(out)

@@ -195,7 +195,7 @@ def _wrappers() -> list[tuple[str, cs.Construct, list[dict]]]:
         ("repeat_to_end", codec.RepeatToEnd(codec.Int16ul), [[1, 2], [1, -1]]),
         ("repeat_until", codec.RepeatUntil(codec.Int8ul, _code("this._last == 9")),
          [[1, 9], [9, 1], [1, 2]]),
-        ("fixed_sized", codec.FixedSized(two, codec.Bytes(1)), [b"a", b"abc"]),
+        ("fixed_sized", codec.FixedSized(two, codec.GreedyBytes), [b"ab", b"abc", b"a"]),
         ("fixed_negative", codec.FixedSized(_code("-1"), codec.Bytes(1)), [b"a"]),
         ("prefixed", codec.Prefixed(codec.Int8ul, codec.GreedyBytes), [b"abc", b"x" * 300, "s"]),
         ("leb128", codec.Leb128("uleb128"), [0, 300, -1, "x"]),

@@ -18,7 +18,7 @@ The property, for every input:
   failure instead of a stuck test run);
 * the peak allocation (tracemalloc) stays under ``MEMORY_SLACK + MEMORY_FACTOR x len``;
 * the fast path and the Construct path accept and refuse the same inputs, with equal
-  values (the Construct path's error offsets are not checked yet: fuzz/README.md).
+  values, and refuse with the same error class, field path and offset.
 
 The long coverage-guided run is fuzz/run_atheris.py (see fuzz/README.md).
 """
@@ -307,9 +307,8 @@ def _consume(result) -> None:
 
 def check_input(fn, buf: bytes, params: dict, *, need_offset: bool = True) -> None:
     """Run one decoder call under the property; raises AssertionError on a violation.
-    ``need_offset=False`` (the Construct path, whose errors are mapped from Construct's:
-    no offset on most, an offset inside the decompressed section on some, see
-    fuzz/README.md) checks the error type, time and memory only."""
+    Both paths are held to an offset inside the input; ``need_offset=False`` checks the
+    error type, time and memory only."""
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, TIME_BOUND)
     tracemalloc.reset_peak()
@@ -375,10 +374,11 @@ CONSTRUCT_TARGETS = [t for t in TARGETS if t.record in getattr(t.module, "CONSTR
 
 
 def _outcome(fn, buf: bytes, params: dict):
+    """(True, value) or (False, (error class, field path, offset))."""
     try:
         value = fn(buf, **params)
     except BytewrightError as exc:
-        return False, type(exc).__name__
+        return False, (type(exc).__name__, getattr(exc, "path", ""), getattr(exc, "offset", None))
     return True, value[0] if isinstance(value, tuple) else value
 
 
@@ -398,15 +398,18 @@ def test_construct_path_decoders_raise_only_project_errors_and_agree(target, tra
     @given(_input(target))
     def prop(case):
         buf, params = case
-        check_input(decode, buf, params, need_offset=False)
+        check_input(decode, buf, params)
         ok_fast, v_fast = _outcome(fast, buf, params)
         ok_con, v_con = _outcome(decode, buf, params)
         assert ok_fast == ok_con, (
             f"paths disagree on {buf.hex()} {params}: fast "
-            f"{'accepts' if ok_fast else 'refuses (' + v_fast + ')'}, Construct "
-            f"{'accepts' if ok_con else 'refuses (' + v_con + ')'}")
+            f"{'accepts' if ok_fast else f'refuses {v_fast}'}, Construct "
+            f"{'accepts' if ok_con else f'refuses {v_con}'}")
         if ok_fast:
             assert _same_value(v_fast, v_con), f"values differ on {buf.hex()} {params}"
+        else:  # the same error: class, field path (list indices included) and offset
+            assert v_fast == v_con, f"errors differ on {buf.hex()} {params}: fast {v_fast}, " \
+                f"Construct {v_con}"
 
     prop()
 

@@ -52,6 +52,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
+from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -418,8 +419,20 @@ def _e_png_file(out, v):
         _chunk___ps = len(out)
         _chunk___tag = _x.chunk_type
         if _chunk___tag == 1229472850:
+            if _x.data.__class__ is not Ihdr:
+                raise EncodeError('tag IHDR takes a Ihdr, not ' + type(_x.data).__name__, path='data')
             _chunk___ihdr__v = _x.data
-            out += _S4.pack(_chunk___ihdr__v.width, _chunk___ihdr__v.height, _chunk___ihdr__v.bit_depth, _chunk___ihdr__v.color_type, _chunk___ihdr__v.compression_method, _chunk___ihdr__v.filter_method, _chunk___ihdr__v.interlace_method)
+            if _chunk___ihdr__v.width < 1 or _chunk___ihdr__v.width > 2147483647:
+                raise EncodeError('value ' + repr(_chunk___ihdr__v.width) + ' out of range 1..2147483647', path='width')
+            if _chunk___ihdr__v.height < 1 or _chunk___ihdr__v.height > 2147483647:
+                raise EncodeError('value ' + repr(_chunk___ihdr__v.height) + ' out of range 1..2147483647', path='height')
+            if _chunk___ihdr__v.compression_method < 0 or _chunk___ihdr__v.compression_method > 0:
+                raise EncodeError('value ' + repr(_chunk___ihdr__v.compression_method) + ' out of range 0..0', path='compression_method')
+            if _chunk___ihdr__v.filter_method < 0 or _chunk___ihdr__v.filter_method > 0:
+                raise EncodeError('value ' + repr(_chunk___ihdr__v.filter_method) + ' out of range 0..0', path='filter_method')
+            if _chunk___ihdr__v.interlace_method < 0 or _chunk___ihdr__v.interlace_method > 1:
+                raise EncodeError('value ' + repr(_chunk___ihdr__v.interlace_method) + ' out of range 0..1', path='interlace_method')
+            out += _S4.pack(_chunk___ihdr__v.width, _chunk___ihdr__v.height, _chunk___ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_chunk___ihdr__v.color_type], _chunk___ihdr__v.compression_method, _chunk___ihdr__v.filter_method, _chunk___ihdr__v.interlace_method)
         elif _chunk___tag == 1229278788:
             if _x.data is not None:
                 raise EncodeError('case IEND carries no body', path='data')
@@ -448,8 +461,20 @@ def _em_png_file(values):
             _chunk___ps = len(out)
             _chunk___tag = _x.chunk_type
             if _chunk___tag == 1229472850:
+                if _x.data.__class__ is not Ihdr:
+                    raise EncodeError('tag IHDR takes a Ihdr, not ' + type(_x.data).__name__, path='data')
                 _chunk___ihdr__v = _x.data
-                out += _S4_pack(_chunk___ihdr__v.width, _chunk___ihdr__v.height, _chunk___ihdr__v.bit_depth, _chunk___ihdr__v.color_type, _chunk___ihdr__v.compression_method, _chunk___ihdr__v.filter_method, _chunk___ihdr__v.interlace_method)
+                if _chunk___ihdr__v.width < 1 or _chunk___ihdr__v.width > 2147483647:
+                    raise EncodeError('value ' + repr(_chunk___ihdr__v.width) + ' out of range 1..2147483647', path='width')
+                if _chunk___ihdr__v.height < 1 or _chunk___ihdr__v.height > 2147483647:
+                    raise EncodeError('value ' + repr(_chunk___ihdr__v.height) + ' out of range 1..2147483647', path='height')
+                if _chunk___ihdr__v.compression_method < 0 or _chunk___ihdr__v.compression_method > 0:
+                    raise EncodeError('value ' + repr(_chunk___ihdr__v.compression_method) + ' out of range 0..0', path='compression_method')
+                if _chunk___ihdr__v.filter_method < 0 or _chunk___ihdr__v.filter_method > 0:
+                    raise EncodeError('value ' + repr(_chunk___ihdr__v.filter_method) + ' out of range 0..0', path='filter_method')
+                if _chunk___ihdr__v.interlace_method < 0 or _chunk___ihdr__v.interlace_method > 1:
+                    raise EncodeError('value ' + repr(_chunk___ihdr__v.interlace_method) + ' out of range 0..1', path='interlace_method')
+                out += _S4_pack(_chunk___ihdr__v.width, _chunk___ihdr__v.height, _chunk___ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_chunk___ihdr__v.color_type], _chunk___ihdr__v.compression_method, _chunk___ihdr__v.filter_method, _chunk___ihdr__v.interlace_method)
             elif _chunk___tag == 1229278788:
                 if _x.data is not None:
                     raise EncodeError('case IEND carries no body', path='data')
@@ -689,8 +714,20 @@ def _e_chunk(out, v):
     _ps = len(out)
     _tag = v.chunk_type
     if _tag == 1229472850:
+        if v.data.__class__ is not Ihdr:
+            raise EncodeError('tag IHDR takes a Ihdr, not ' + type(v.data).__name__, path='data')
         _ihdr__v = v.data
-        out += _S4.pack(_ihdr__v.width, _ihdr__v.height, _ihdr__v.bit_depth, _ihdr__v.color_type, _ihdr__v.compression_method, _ihdr__v.filter_method, _ihdr__v.interlace_method)
+        if _ihdr__v.width < 1 or _ihdr__v.width > 2147483647:
+            raise EncodeError('value ' + repr(_ihdr__v.width) + ' out of range 1..2147483647', path='width')
+        if _ihdr__v.height < 1 or _ihdr__v.height > 2147483647:
+            raise EncodeError('value ' + repr(_ihdr__v.height) + ' out of range 1..2147483647', path='height')
+        if _ihdr__v.compression_method < 0 or _ihdr__v.compression_method > 0:
+            raise EncodeError('value ' + repr(_ihdr__v.compression_method) + ' out of range 0..0', path='compression_method')
+        if _ihdr__v.filter_method < 0 or _ihdr__v.filter_method > 0:
+            raise EncodeError('value ' + repr(_ihdr__v.filter_method) + ' out of range 0..0', path='filter_method')
+        if _ihdr__v.interlace_method < 0 or _ihdr__v.interlace_method > 1:
+            raise EncodeError('value ' + repr(_ihdr__v.interlace_method) + ' out of range 0..1', path='interlace_method')
+        out += _S4.pack(_ihdr__v.width, _ihdr__v.height, _ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_ihdr__v.color_type], _ihdr__v.compression_method, _ihdr__v.filter_method, _ihdr__v.interlace_method)
     elif _tag == 1229278788:
         if v.data is not None:
             raise EncodeError('case IEND carries no body', path='data')
@@ -713,8 +750,20 @@ def _em_chunk(values):
         _ps = len(out)
         _tag = v.chunk_type
         if _tag == 1229472850:
+            if v.data.__class__ is not Ihdr:
+                raise EncodeError('tag IHDR takes a Ihdr, not ' + type(v.data).__name__, path='data')
             _ihdr__v = v.data
-            out += _S4_pack(_ihdr__v.width, _ihdr__v.height, _ihdr__v.bit_depth, _ihdr__v.color_type, _ihdr__v.compression_method, _ihdr__v.filter_method, _ihdr__v.interlace_method)
+            if _ihdr__v.width < 1 or _ihdr__v.width > 2147483647:
+                raise EncodeError('value ' + repr(_ihdr__v.width) + ' out of range 1..2147483647', path='width')
+            if _ihdr__v.height < 1 or _ihdr__v.height > 2147483647:
+                raise EncodeError('value ' + repr(_ihdr__v.height) + ' out of range 1..2147483647', path='height')
+            if _ihdr__v.compression_method < 0 or _ihdr__v.compression_method > 0:
+                raise EncodeError('value ' + repr(_ihdr__v.compression_method) + ' out of range 0..0', path='compression_method')
+            if _ihdr__v.filter_method < 0 or _ihdr__v.filter_method > 0:
+                raise EncodeError('value ' + repr(_ihdr__v.filter_method) + ' out of range 0..0', path='filter_method')
+            if _ihdr__v.interlace_method < 0 or _ihdr__v.interlace_method > 1:
+                raise EncodeError('value ' + repr(_ihdr__v.interlace_method) + ' out of range 0..1', path='interlace_method')
+            out += _S4_pack(_ihdr__v.width, _ihdr__v.height, _ihdr__v.bit_depth, _COLORTYPE_BY_VALUE[_ihdr__v.color_type], _ihdr__v.compression_method, _ihdr__v.filter_method, _ihdr__v.interlace_method)
         elif _tag == 1229278788:
             if v.data is not None:
                 raise EncodeError('case IEND carries no body', path='data')
@@ -823,13 +872,33 @@ def _m_ihdr(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_ihdr(out, v):
-    out += _S4.pack(v.width, v.height, v.bit_depth, v.color_type, v.compression_method, v.filter_method, v.interlace_method)
+    if v.width < 1 or v.width > 2147483647:
+        raise EncodeError('value ' + repr(v.width) + ' out of range 1..2147483647', path='width')
+    if v.height < 1 or v.height > 2147483647:
+        raise EncodeError('value ' + repr(v.height) + ' out of range 1..2147483647', path='height')
+    if v.compression_method < 0 or v.compression_method > 0:
+        raise EncodeError('value ' + repr(v.compression_method) + ' out of range 0..0', path='compression_method')
+    if v.filter_method < 0 or v.filter_method > 0:
+        raise EncodeError('value ' + repr(v.filter_method) + ' out of range 0..0', path='filter_method')
+    if v.interlace_method < 0 or v.interlace_method > 1:
+        raise EncodeError('value ' + repr(v.interlace_method) + ' out of range 0..1', path='interlace_method')
+    out += _S4.pack(v.width, v.height, v.bit_depth, _COLORTYPE_BY_VALUE[v.color_type], v.compression_method, v.filter_method, v.interlace_method)
 
 def _em_ihdr(values):
     out = bytearray()
     _S4_pack = _S4.pack
     for v in values:
-        out += _S4_pack(v.width, v.height, v.bit_depth, v.color_type, v.compression_method, v.filter_method, v.interlace_method)
+        if v.width < 1 or v.width > 2147483647:
+            raise EncodeError('value ' + repr(v.width) + ' out of range 1..2147483647', path='width')
+        if v.height < 1 or v.height > 2147483647:
+            raise EncodeError('value ' + repr(v.height) + ' out of range 1..2147483647', path='height')
+        if v.compression_method < 0 or v.compression_method > 0:
+            raise EncodeError('value ' + repr(v.compression_method) + ' out of range 0..0', path='compression_method')
+        if v.filter_method < 0 or v.filter_method > 0:
+            raise EncodeError('value ' + repr(v.filter_method) + ' out of range 0..0', path='filter_method')
+        if v.interlace_method < 0 or v.interlace_method > 1:
+            raise EncodeError('value ' + repr(v.interlace_method) + ' out of range 0..1', path='interlace_method')
+        out += _S4_pack(v.width, v.height, v.bit_depth, _COLORTYPE_BY_VALUE[v.color_type], v.compression_method, v.filter_method, v.interlace_method)
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
@@ -911,10 +980,8 @@ def encode_png_file(value: PngFile) -> bytes:
     out = bytearray()
     try:
         _e_png_file(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="png_file" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="png_file") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "png_file", construct_encode_png_file, value) from None
     return bytes(out)
 
 def decode_chunk(buf, offset: int = 0) -> tuple[Chunk, int]:
@@ -994,10 +1061,8 @@ def encode_chunk(value: Chunk) -> bytes:
     out = bytearray()
     try:
         _e_chunk(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="chunk" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="chunk") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "chunk", construct_encode_chunk, value) from None
     return bytes(out)
 
 def decode_ihdr(buf, offset: int = 0) -> tuple[Ihdr, int]:
@@ -1077,10 +1142,8 @@ def encode_ihdr(value: Ihdr) -> bytes:
     out = bytearray()
     try:
         _e_ihdr(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="ihdr" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="ihdr") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "ihdr", construct_encode_ihdr, value) from None
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
@@ -1088,23 +1151,25 @@ def encode_ihdr(value: Ihdr) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import FieldCheck, VersionCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_ihdr = Struct(
     '_o_start' / Tell,
     'width' / Int32ub,
-    Check(Code("not this['_parsing'] or (1 <= this['width'] and this['width'] <= 2147483647)", lambda this: not this['_parsing'] or (1 <= this['width'] and this['width'] <= 2147483647))),
+    Check(Code("(1 <= this['width'] and this['width'] <= 2147483647)", lambda this: (1 <= this['width'] and this['width'] <= 2147483647))),
     'height' / Int32ub,
-    Check(Code("not this['_parsing'] or (1 <= this['height'] and this['height'] <= 2147483647)", lambda this: not this['_parsing'] or (1 <= this['height'] and this['height'] <= 2147483647))),
+    Check(Code("(1 <= this['height'] and this['height'] <= 2147483647)", lambda this: (1 <= this['height'] and this['height'] <= 2147483647))),
     'bit_depth' / Int8ub,
     'color_type' / ClosedEnum(Int8ub, 'ColorType', (0, 2, 3, 4, 6), ()),
     'compression_method' / Int8ub,
-    Check(Code("not this['_parsing'] or (0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: not this['_parsing'] or (0 <= this['compression_method'] and this['compression_method'] <= 0))),
+    Check(Code("(0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: (0 <= this['compression_method'] and this['compression_method'] <= 0))),
     'filter_method' / Int8ub,
-    Check(Code("not this['_parsing'] or (0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: not this['_parsing'] or (0 <= this['filter_method'] and this['filter_method'] <= 0))),
+    Check(Code("(0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: (0 <= this['filter_method'] and this['filter_method'] <= 0))),
     'interlace_method' / Int8ub,
-    Check(Code("not this['_parsing'] or (0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: not this['_parsing'] or (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
+    Check(Code("(0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
 )
+C_ihdr._bw_fast_runs = {'width': (13, (('width', 0, 4), ('height', 4, 4), ('bit_depth', 8, 1), ('color_type', 9, 1), ('compression_method', 10, 1), ('filter_method', 11, 1), ('interlace_method', 12, 1)))}
 
 C_chunk = Struct(
     '_o_start' / Tell,
@@ -1121,12 +1186,14 @@ C_chunk = Struct(
     Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
     'crc' / Checksum(Int32ub, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_chunk_type', '_e_data')", lambda this: _span_range(this, '_s_chunk_type', '_e_data'))),
 )
+C_chunk._bw_fast_runs = {'length': (8, (('length', 0, 4), ('chunk_type', 4, 4))), 'crc': (4, (('crc', 0, 4),))}
 
 C_png_file = Struct(
     '_o_start' / Tell,
     'signature' / Const(b'\x89PNG\r\n\x1a\n'),
     'chunks' / RepeatUntil(C_chunk, Code('(this._last.chunk_type == 1229278788)', lambda this: (this._last.chunk_type == 1229278788))),
 )
+C_png_file._bw_fast_runs = {'signature': (8, (('signature', 0, 8),))}
 
 def _c2m_png_file(c):
     if c.__class__ is PngFile:  # built by a compiled parse
@@ -1171,7 +1238,7 @@ C_chunk._bw_model = (_f2m_chunk, ('chunk_type', 'data'), (), True)
 def _m2c_chunk(v):
     return {
         'chunk_type': None if v.chunk_type is None else int(v.chunk_type),
-        'data': None if v.data is None else _m2c_any(v.data),
+        'data': None if v.data is None else _m2c_any(_case_value(v.data, v.chunk_type, {1229472850: Ihdr, 1229278788: None}, None, 'data')),
     }
 
 def _c2m_ihdr(c):
@@ -1234,7 +1301,11 @@ def construct_decode_png_file(buf, offset: int = 0, *, compiled: bool = False) -
 def construct_encode_png_file(value: PngFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("png_file") if compiled else C_png_file
-    return con.build(_m2c_png_file(value))
+    try:
+        data = con.build(_m2c_png_file(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "png_file") from None
+    return data
 
 
 def construct_decode_chunk(buf, offset: int = 0, *, compiled: bool = False) -> Chunk:
@@ -1252,7 +1323,11 @@ def construct_decode_chunk(buf, offset: int = 0, *, compiled: bool = False) -> C
 def construct_encode_chunk(value: Chunk, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("chunk") if compiled else C_chunk
-    return con.build(_m2c_chunk(value))
+    try:
+        data = con.build(_m2c_chunk(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "chunk") from None
+    return data
 
 
 def construct_decode_ihdr(buf, offset: int = 0, *, compiled: bool = False) -> Ihdr:
@@ -1270,7 +1345,11 @@ def construct_decode_ihdr(buf, offset: int = 0, *, compiled: bool = False) -> Ih
 def construct_encode_ihdr(value: Ihdr, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("ihdr") if compiled else C_ihdr
-    return con.build(_m2c_ihdr(value))
+    try:
+        data = con.build(_m2c_ihdr(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "ihdr") from None
+    return data
 
 _COMPILED: dict = {}
 

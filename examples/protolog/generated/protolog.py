@@ -53,6 +53,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
+from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -221,7 +222,7 @@ def _d_log_file(mv, pos, end):
                     else:
                         _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                     if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                        raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+                        raise (ConstraintError if _record___event___c < 0 else TruncatedError)('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
                     _record___event__f_tags = []
                     try:
                         for _record___event___i in range(_record___event___c):
@@ -389,7 +390,7 @@ def _u_log_file(mv, pos, end):
                 raise IndexError
             _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-            raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+            raise (ConstraintError if _record___event___c < 0 else TruncatedError)('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
         _record___event__f_tags = []
         for _record___event___i in range(_record___event___c):
             _record___event___n = mv[pos]
@@ -556,7 +557,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                 if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                    raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+                    raise (ConstraintError if _record___event___c < 0 else TruncatedError)('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
                 _record___event__f_tags = []
                 for _record___event___i in range(_record___event___c):
                     _record___event___n = mv[pos]
@@ -625,6 +626,8 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_log_file(out, v):
+    if v.version < 1 or v.version > 1:
+        raise EncodeError('value ' + repr(v.version) + ' out of range 1..1', path='version')
     out += _S0.pack(b'PLOG', v.version)
     for _x in v.records:
         _record___s_body_len = len(out)
@@ -632,7 +635,7 @@ def _e_log_file(out, v):
         _record___ps = len(out)
         _record___event__v = _x.body
         out += _uleb128_encode(_record___event___w) if (_record___event___w := _record___event__v.seq).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
-        out += _S2.pack(_record___event__v.kind)
+        out += _S2.pack(_EVENTKIND_BY_VALUE[_record___event__v.kind])
         out += _zigzag_encode(_record___event__v.time_delta)
         out += _sleb128_encode(_record___event__v.value)
         out += _uleb128_encode(_record___event___w) if (_record___event___w := _convert_encode(_cv_zigzag, _record___event__v.offset, 'offset')).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
@@ -662,6 +665,8 @@ def _em_log_file(values):
     _S2_pack = _S2.pack
     _S4_pack = _S4.pack
     for v in values:
+        if v.version < 1 or v.version > 1:
+            raise EncodeError('value ' + repr(v.version) + ' out of range 1..1', path='version')
         out += _S0_pack(b'PLOG', v.version)
         for _x in v.records:
             _record___s_body_len = len(out)
@@ -669,7 +674,7 @@ def _em_log_file(values):
             _record___ps = len(out)
             _record___event__v = _x.body
             out += _uleb128_encode(_record___event___w) if (_record___event___w := _record___event__v.seq).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
-            out += _S2_pack(_record___event__v.kind)
+            out += _S2_pack(_EVENTKIND_BY_VALUE[_record___event__v.kind])
             out += _zigzag_encode(_record___event__v.time_delta)
             out += _sleb128_encode(_record___event__v.value)
             out += _uleb128_encode(_record___event___w) if (_record___event___w := _convert_encode(_cv_zigzag, _record___event__v.offset, 'offset')).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
@@ -771,7 +776,7 @@ def _d_record(mv, pos, end):
         else:
             _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _event___c < 0 or _event___c * 1 > end - pos:
-            raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+            raise (ConstraintError if _event___c < 0 else TruncatedError)('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
         _event__f_tags = []
         try:
             for _event___i in range(_event___c):
@@ -915,7 +920,7 @@ def _u_record(mv, pos, end):
             raise IndexError
         _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _event___c < 0 or _event___c * 1 > end - pos:
-        raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+        raise (ConstraintError if _event___c < 0 else TruncatedError)('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
     _event__f_tags = []
     for _event___i in range(_event___c):
         _event___n = mv[pos]
@@ -1063,7 +1068,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _event___c < 0 or _event___c * 1 > end - pos:
-                raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+                raise (ConstraintError if _event___c < 0 else TruncatedError)('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
             _event__f_tags = []
             for _event___i in range(_event___c):
                 _event___n = mv[pos]
@@ -1131,7 +1136,7 @@ def _e_record(out, v):
     _ps = len(out)
     _event__v = v.body
     out += _uleb128_encode(_event___w) if (_event___w := _event__v.seq).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
-    out += _S2.pack(_event__v.kind)
+    out += _S2.pack(_EVENTKIND_BY_VALUE[_event__v.kind])
     out += _zigzag_encode(_event__v.time_delta)
     out += _sleb128_encode(_event__v.value)
     out += _uleb128_encode(_event___w) if (_event___w := _convert_encode(_cv_zigzag, _event__v.offset, 'offset')).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
@@ -1165,7 +1170,7 @@ def _em_record(values):
         _ps = len(out)
         _event__v = v.body
         out += _uleb128_encode(_event___w) if (_event___w := _event__v.seq).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
-        out += _S2_pack(_event__v.kind)
+        out += _S2_pack(_EVENTKIND_BY_VALUE[_event__v.kind])
         out += _zigzag_encode(_event__v.time_delta)
         out += _sleb128_encode(_event__v.value)
         out += _uleb128_encode(_event___w) if (_event___w := _convert_encode(_cv_zigzag, _event__v.offset, 'offset')).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
@@ -1247,7 +1252,7 @@ def _d_event(mv, pos, end):
     else:
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
     f_tags = []
     try:
         for _i in range(_c):
@@ -1351,7 +1356,7 @@ def _u_event(mv, pos, end):
             raise IndexError
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
     f_tags = []
     for _i in range(_c):
         _n = mv[pos]
@@ -1463,7 +1468,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _c < 0 or _c * 1 > end - pos:
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
             f_tags = []
             for _i in range(_c):
                 _n = mv[pos]
@@ -1515,7 +1520,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
 
 def _e_event(out, v):
     out += (_uleb128_encode(_w) if (_w := v.seq).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-    out += _S2.pack(v.kind)
+    out += _S2.pack(_EVENTKIND_BY_VALUE[v.kind])
     out += _zigzag_encode(v.time_delta)
     out += _sleb128_encode(v.value)
     out += (_uleb128_encode(_w) if (_w := _convert_encode(_cv_zigzag, v.offset, 'offset')).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -1544,7 +1549,7 @@ def _em_event(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _a(_uleb128_encode(_w) if (_w := v.seq).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
-        _a(_S2_pack(v.kind))
+        _a(_S2_pack(_EVENTKIND_BY_VALUE[v.kind]))
         _a(_zigzag_encode(v.time_delta))
         _a(_sleb128_encode(v.value))
         _a(_uleb128_encode(_w) if (_w := _convert_encode(_cv_zigzag, v.offset, 'offset')).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
@@ -1644,10 +1649,8 @@ def encode_log_file(value: LogFile) -> bytes:
     out = bytearray()
     try:
         _e_log_file(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="log_file" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="log_file") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "log_file", construct_encode_log_file, value) from None
     return bytes(out)
 
 def decode_record(buf, offset: int = 0) -> tuple[Record, int]:
@@ -1727,10 +1730,8 @@ def encode_record(value: Record) -> bytes:
     out = bytearray()
     try:
         _e_record(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="record" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="record") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "record", construct_encode_record, value) from None
     return bytes(out)
 
 def decode_event(buf, offset: int = 0) -> tuple[Event, int]:
@@ -1810,10 +1811,8 @@ def encode_event(value: Event) -> bytes:
     out = bytearray()
     try:
         _e_event(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="event" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="event") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "event", construct_encode_event, value) from None
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
@@ -1821,6 +1820,7 @@ def encode_event(value: Event) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import FieldCheck, VersionCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_event = Struct(
@@ -1835,6 +1835,7 @@ C_event = Struct(
     'note' / TerminatedBytes(b'\x00', 'utf-8'),
     'payload' / GreedyBytes,
 )
+C_event._bw_fast_runs = {'kind': (1, (('kind', 0, 1),))}
 
 C_record = Struct(
     '_o_start' / Tell,
@@ -1847,14 +1848,16 @@ C_record = Struct(
     Check(Code("not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len']", lambda this: not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len'])),
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span_range(this, '_s_body_len', '_e_body')", lambda this: _span_range(this, '_s_body_len', '_e_body'))),
 )
+C_record._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
 
 C_log_file = Struct(
     '_o_start' / Tell,
     'magic' / Const(b'PLOG'),
     'version' / Int8ul,
-    Check(Code("not this['_parsing'] or (1 <= this['version'] and this['version'] <= 1)", lambda this: not this['_parsing'] or (1 <= this['version'] and this['version'] <= 1))),
+    Check(Code("(1 <= this['version'] and this['version'] <= 1)", lambda this: (1 <= this['version'] and this['version'] <= 1))),
     'records' / RepeatToEnd(C_record),
 )
+C_log_file._bw_fast_runs = {'magic': (5, (('magic', 0, 4), ('version', 4, 1)))}
 
 def _c2m_log_file(c):
     if c.__class__ is LogFile:  # built by a compiled parse
@@ -1964,7 +1967,11 @@ def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -
 def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("log_file") if compiled else C_log_file
-    return con.build(_m2c_log_file(value))
+    try:
+        data = con.build(_m2c_log_file(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "log_file") from None
+    return data
 
 
 def construct_decode_record(buf, offset: int = 0, *, compiled: bool = False) -> Record:
@@ -1982,7 +1989,11 @@ def construct_decode_record(buf, offset: int = 0, *, compiled: bool = False) -> 
 def construct_encode_record(value: Record, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("record") if compiled else C_record
-    return con.build(_m2c_record(value))
+    try:
+        data = con.build(_m2c_record(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "record") from None
+    return data
 
 
 def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False) -> Event:
@@ -2000,7 +2011,11 @@ def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False) -> E
 def construct_encode_event(value: Event, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("event") if compiled else C_event
-    return con.build(_m2c_event(value))
+    try:
+        data = con.build(_m2c_event(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "event") from None
+    return data
 
 _COMPILED: dict = {}
 

@@ -52,6 +52,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
+from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -204,6 +205,10 @@ def _d_wal_file(mv, pos, end):
     return _obj, pos
 
 def _e_wal_file(out, v):
+    if not (((v.magic == 931071618) or (v.magic == 931071619))):
+        raise EncodeError('bad magic (expected 0x377f0682 or 0x377f0683)', path='magic')
+    if not (((v.page_size >= 8) and ((v.page_size % 8) == 0))):
+        raise EncodeError('rule page_size >= 8 and page_size % 8 == 0 broken', path='page_size')
     _s_magic = len(out)
     _e_salt2 = len(out) + 24
     out += _S0.pack(v.magic, 3007000, v.page_size, v.checkpoint_seq, v.salt1, v.salt2)
@@ -216,6 +221,12 @@ def _e_wal_file(out, v):
         _frame__p_page_size = v.page_size
         _frame__p_hdr_salt1 = v.salt1
         _frame__p_hdr_salt2 = v.salt2
+        if not _x.page_number >= 1:
+            raise EncodeError('rule page_number >= 1 broken', path='page_number')
+        if not _x.salt1 == _frame__p_hdr_salt1:
+            raise EncodeError('salt1 differs from the header', path='salt1')
+        if not _x.salt2 == _frame__p_hdr_salt2:
+            raise EncodeError('salt2 differs from the header', path='salt2')
         _frame___s_page_number = len(out)
         out += _S4.pack(_x.page_number, _x.commit_size, _x.salt1, _x.salt2)
         _frame___b = _x.data
@@ -232,6 +243,10 @@ def _em_wal_file(values):
     _S2_pack = _S2.pack
     _S4_pack = _S4.pack
     for v in values:
+        if not (v.magic == 931071618 or v.magic == 931071619):
+            raise EncodeError('bad magic (expected 0x377f0682 or 0x377f0683)', path='magic')
+        if not (v.page_size >= 8 and v.page_size % 8 == 0):
+            raise EncodeError('rule page_size >= 8 and page_size % 8 == 0 broken', path='page_size')
         _s_magic = len(out)
         _e_salt2 = len(out) + 24
         out += _S0_pack(v.magic, 3007000, v.page_size, v.checkpoint_seq, v.salt1, v.salt2)
@@ -243,6 +258,12 @@ def _em_wal_file(values):
             _frame__p_page_size = v.page_size
             _frame__p_hdr_salt1 = v.salt1
             _frame__p_hdr_salt2 = v.salt2
+            if not _x.page_number >= 1:
+                raise EncodeError('rule page_number >= 1 broken', path='page_number')
+            if not _x.salt1 == _frame__p_hdr_salt1:
+                raise EncodeError('salt1 differs from the header', path='salt1')
+            if not _x.salt2 == _frame__p_hdr_salt2:
+                raise EncodeError('salt2 differs from the header', path='salt2')
             _frame___s_page_number = len(out)
             out += _S4_pack(_x.page_number, _x.commit_size, _x.salt1, _x.salt2)
             _frame___b = _x.data
@@ -372,6 +393,12 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     return _out
 
 def _e_frame(out, v, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+    if not ((v.page_number >= 1)):
+        raise EncodeError('rule page_number >= 1 broken', path='page_number')
+    if not ((v.salt1 == p_hdr_salt1)):
+        raise EncodeError('salt1 differs from the header', path='salt1')
+    if not ((v.salt2 == p_hdr_salt2)):
+        raise EncodeError('salt2 differs from the header', path='salt2')
     _s_page_number = len(out)
     out += _S4.pack(v.page_number, v.commit_size, v.salt1, v.salt2)
     _b = v.data
@@ -386,6 +413,12 @@ def _em_frame(values, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
     _S2_pack = _S2.pack
     _S4_pack = _S4.pack
     for v in values:
+        if not v.page_number >= 1:
+            raise EncodeError('rule page_number >= 1 broken', path='page_number')
+        if not v.salt1 == p_hdr_salt1:
+            raise EncodeError('salt1 differs from the header', path='salt1')
+        if not v.salt2 == p_hdr_salt2:
+            raise EncodeError('salt2 differs from the header', path='salt2')
         _s_page_number = len(out)
         out += _S4_pack(v.page_number, v.commit_size, v.salt1, v.salt2)
         _b = v.data
@@ -462,10 +495,8 @@ def encode_wal_file(value: WalFile) -> bytes:
     out = bytearray()
     try:
         _e_wal_file(out, value)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="wal_file" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="wal_file") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "wal_file", construct_encode_wal_file, value) from None
     return bytes(out)
 
 def decode_frame(buf, offset: int = 0, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> tuple[Frame, int]:
@@ -545,10 +576,8 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
     out = bytearray()
     try:
         _e_frame(out, value, prev, order, page_size, hdr_salt1, hdr_salt2)
-    except EncodeError as exc:
-        raise EncodeError(exc.message, path="frame" + ("." + exc.path if exc.path else "")) from None
-    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise EncodeError(f"cannot encode: {exc}", path="frame") from None
+    except Exception as exc:  # a value of the wrong type, range or shape: named by the reference path
+        raise _fast_failure(exc, "frame", construct_encode_frame, value, prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2) from None
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
@@ -556,6 +585,7 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import FieldCheck, VersionCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_frame = Struct(
@@ -563,37 +593,38 @@ C_frame = Struct(
     '_s_page_number' / Tell,
     'page_number' / Int32ub,
     '_e_page_number' / Tell,
-    Check(Code("not this['_parsing'] or ((this['page_number'] >= 1))", lambda this: not this['_parsing'] or ((this['page_number'] >= 1)))),
+    Check(Code("((this['page_number'] >= 1))", lambda this: ((this['page_number'] >= 1)))),
     '_s_commit_size' / Tell,
     'commit_size' / Int32ub,
     '_e_commit_size' / Tell,
     '_s_salt1' / Tell,
     'salt1' / Int32ub,
     '_e_salt1' / Tell,
-    Check(Code("not this['_parsing'] or ((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: not this['_parsing'] or ((this['salt1'] == this['_params']['hdr_salt1'])))),
+    Check(Code("((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: ((this['salt1'] == this['_params']['hdr_salt1'])))),
     '_s_salt2' / Tell,
     'salt2' / Int32ub,
     '_e_salt2' / Tell,
-    Check(Code("not this['_parsing'] or ((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: not this['_parsing'] or ((this['salt2'] == this['_params']['hdr_salt2'])))),
+    Check(Code("((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: ((this['salt2'] == this['_params']['hdr_salt2'])))),
     '_s_data' / Tell,
     'data' / Bytes(Code("this['_params']['page_size']", lambda this: this['_params']['page_size'])),
     '_e_data' / Tell,
     'check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order'])", lambda this: _ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order']))),
 )
+C_frame._bw_fast_runs = {'page_number': (16, (('page_number', 0, 4), ('commit_size', 4, 4), ('salt1', 8, 4), ('salt2', 12, 4))), 'check': (8, (('check', 0, 8),))}
 
 C_wal_file = Struct(
     '_o_start' / Tell,
     '_s_magic' / Tell,
     'magic' / Int32ub,
     '_e_magic' / Tell,
-    Check(Code("not this['_parsing'] or (((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: not this['_parsing'] or (((this['magic'] == 931071618) or (this['magic'] == 931071619))))),
+    Check(Code("(((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: (((this['magic'] == 931071618) or (this['magic'] == 931071619))))),
     '_s_format_version' / Tell,
     'format_version' / Const(3007000, Int32ub),
     '_e_format_version' / Tell,
     '_s_page_size' / Tell,
     'page_size' / Int32ub,
     '_e_page_size' / Tell,
-    Check(Code("not this['_parsing'] or (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: not this['_parsing'] or (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0))))),
+    Check(Code("(((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0))))),
     '_s_checkpoint_seq' / Tell,
     'checkpoint_seq' / Int32ub,
     '_e_checkpoint_seq' / Tell,
@@ -606,6 +637,7 @@ C_wal_file = Struct(
     'hdr_check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little'))", lambda this: _ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little')))),
     'frames' / ChainedRepeat(WithParams(C_frame, {'prev': Code("this['_chain']", lambda this: this['_chain']), 'order': Code("('big' if (this['magic'] == 931071619) else 'little')", lambda this: ('big' if (this['magic'] == 931071619) else 'little')), 'page_size': Code("this['page_size']", lambda this: this['page_size']), 'hdr_salt1': Code("this['salt1']", lambda this: this['salt1']), 'hdr_salt2': Code("this['salt2']", lambda this: this['salt2'])}), None, Code("this['hdr_check']", lambda this: this['hdr_check']), '>Q', 8, True, stop_on_error=True),
 )
+C_wal_file._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('format_version', 4, 4), ('page_size', 8, 4), ('checkpoint_seq', 12, 4), ('salt1', 16, 4), ('salt2', 20, 4))), 'hdr_check': (8, (('hdr_check', 0, 8),))}
 
 def _c2m_wal_file(c):
     if c.__class__ is WalFile:  # built by a compiled parse
@@ -690,7 +722,11 @@ def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -
 def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("wal_file") if compiled else C_wal_file
-    return con.build(_m2c_wal_file(value))
+    try:
+        data = con.build(_m2c_wal_file(value))
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "wal_file") from None
+    return data
 
 
 def construct_decode_frame(buf, offset: int = 0, *, compiled: bool = False, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> Frame:
@@ -708,7 +744,11 @@ def construct_decode_frame(buf, offset: int = 0, *, compiled: bool = False, prev
 def construct_encode_frame(value: Frame, *, compiled: bool = False, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
     con = _compiled("frame") if compiled else C_frame
-    return con.build(_m2c_frame(value), prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2)
+    try:
+        data = con.build(_m2c_frame(value), prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2)
+    except Exception as exc:  # Construct raises many types; map them all
+        raise _encode_failure(exc, "frame") from None
+    return data
 
 _COMPILED: dict = {}
 

@@ -1,0 +1,928 @@
+"""Hypothesis strategies of valid values, derived from a family's resolved IR.
+
+For every record (one concrete layout per version) :func:`case_strategy` draws a
+:class:`Case`: an object-model value (the generated dataclasses), the params the codecs
+need, and the *mutation sites* of that value: places where one change makes it invalid
+(an integer out of its width, a fixed-size byte string one byte too long, a counted list
+one item short...). Values are built field by field in record order, so conditions,
+switch tags, counts and sizes see the fields before them exactly as a decoder would.
+
+What the object model does not hold (derived counts and sizes, checksums, constants,
+reserved bytes, padding, ``value:`` fields) is left to the encoders, which is the point of
+the property: they must derive it consistently on both paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from ..generator import ir
+from ..generator.model import camel
+from ..runtime import registry as registry_mod
+
+MAX_ITEMS = 3  # items in a list whose length the schema leaves free: small values shrink well
+MAX_BYTES = 12  # bytes in a byte string whose length the schema leaves free
+MAX_SIZE = 1 << 14  # larger sizes asked by drawn values are thrown away (time, memory)
+MAX_COUNT = 256
+SMALL = 16  # integers are drawn small half the time: they often size or count something
+_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool}
+
+
+class Unsupported(Exception):
+    """The IR uses a construct this strategy builder cannot draw valid values for."""
+
+
+class _Unknown(Exception):
+    """An expression reads a value only the encoder knows (a derived size)."""
+
+
+@dataclass
+class Site:
+    """One way to make a drawn value invalid: ``apply()`` changes it in place."""
+
+    path: str  # field path of the change, e.g. ``header.count``
+    kind: str  # range | length | count | terminator | text | valid | assert
+    detail: str
+    apply: Callable[[], None]
+
+
+@dataclass
+class Case:
+    """A drawn value with the params its codecs take and where it can be broken."""
+
+    record: str
+    value: Any
+    params: dict[str, Any]
+    sites: list[Site] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        p = f", params={self.params!r}" if self.params else ""
+        return f"{self.value!r}{p}"
+
+
+class Scope:
+    """What expressions see of a drawn record: every field (model or derived) by name."""
+
+    def __init__(self, names: dict[str, Any], fields: frozenset[str]) -> None:
+        self.__dict__["_names"] = names
+        self.__dict__["_fields"] = fields
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._names[name]
+        except KeyError:
+            if name in self._fields:
+                raise _Unknown(name) from None  # a value only the encoder derives
+            raise _Absent(name) from None
+
+
+class _Absent(Exception):
+    """An expression reads a field the drawn record does not have (another switch case):
+    decoding such bytes is an error, so the draw is thrown away."""
+
+
+class _Env(dict):
+    def __missing__(self, key: str) -> Any:
+        raise _Unknown(key)
+
+
+class Builder:
+    """Draws values of one family's records through ``module``'s object model."""
+
+    def __init__(self, family: ir.Family, module: ModuleType) -> None:
+        self.family = family
+        self.module = module
+        self._codes: dict[str, Any] = {}
+        self.rejects: dict[str, int] = {}
+        self._last_sub: tuple[str, dict] | None = None
+        self._tags: dict[str, list] = {}
+        self._force: dict[str, Any] = {}  # field values the next record drawn must have  # why draws were thrown away (for "unsupported")
+
+    def reject(self, why: str) -> None:
+        """Throw this draw away, remembering why (a record where every draw is thrown
+        away is reported unsupported with the commonest reason)."""
+        self.rejects[why] = self.rejects.get(why, 0) + 1
+        assume(False)
+
+    # -- expressions ------------------------------------------------------------------
+    def ev(self, expr: ir.Expr, env: dict[str, Any]) -> Any:
+        code = self._codes.get(expr.source)
+        if code is None:
+            src = expr.render(lambda n: f"_e[{n!r}]")
+            code = self._codes[expr.source] = compile(src, f"<{expr.source}>", "eval")
+        try:
+            return eval(code, {"__builtins__": {}, **_FUNCS}, {"_e": env})  # noqa: S307
+        except (_Unknown, KeyError) as exc:
+            raise _Unknown(str(exc)) from None
+        except AttributeError as exc:
+            raise _Unknown(str(exc)) from None
+        except _Absent as exc:
+            self.reject(f"{expr.source!r} reads {exc}, absent from the drawn case")
+
+    # -- entry points -----------------------------------------------------------------
+    def case_strategy(self, name: str) -> st.SearchStrategy[Case]:
+        rec = self.family.records[name]
+        self._static_check(rec, set())
+
+        @st.composite
+        def draw_case(draw: Callable) -> Case:
+            params = self.draw_params(draw, rec)
+            sites: list[Site] = []
+            value, _ = self.draw_record(draw, rec, params, name, sites)
+            return Case(name, value, params, sites)
+
+        return draw_case()
+
+    def _static_check(self, rec: ir.Record, seen: set[str]) -> None:
+        """Refuse, up front and with a reason, the constructs drawn values cannot honour."""
+        if rec.name in seen:
+            return
+        seen.add(rec.name)
+        for f in rec.fields:
+            for e in (f.cond, f.size, f.repeat.count if f.repeat else None):
+                if e is not None and "_offset" in e.names:
+                    raise Unsupported(f"{rec.name}.{f.name}: an expression reads _offset")
+            if f.repeat is not None and f.repeat.until_item is not None \
+                    and not _forced_fields(f.repeat.until_item):
+                raise Unsupported(f"{rec.name}.{f.name}: repeat until_item without an "
+                                  "'_item.FIELD == CONSTANT' test to steer the last item")
+            for sub in self._subrecords(f):
+                self._static_check(self.family.records[sub], seen)
+
+    def _subrecords(self, f: ir.Field) -> list[str]:
+        t = f.type
+        if isinstance(t, ir.RefT) and t.kind == "record":
+            return [t.target]
+        if isinstance(t, ir.SwitchT):
+            out = [r for _, _, r in t.cases if r]
+            if t.default not in ("error", "bytes"):
+                out.append(t.default)
+            return out
+        return []
+
+    # -- params -----------------------------------------------------------------------
+    def _tag_keys(self, rec: ir.Record) -> dict[str, list]:
+        """Names a switch or a codec map reads, and the values that keep them valid."""
+        keys: dict[str, list] = {}
+        for f in rec.fields:
+            t = f.type
+            if isinstance(t, ir.SwitchT) and t.default == "error":
+                n = t.on.simple_name()
+                if n is not None:
+                    allowed = [k for k, _, _ in t.cases]
+                    keys[n] = [k for k in keys[n] if k in allowed] if n in keys else allowed
+            if f.compressed is not None and f.compressed.codecs:
+                n = f.compressed.algorithm.simple_name()
+                if n is not None:
+                    keys.setdefault(n, [("codec", label) for label, _ in f.compressed.codecs])
+        return keys
+
+    def draw_params(self, draw: Callable, rec: ir.Record) -> dict[str, Any]:
+        tags = self._tag_keys(rec)
+        out: dict[str, Any] = {}
+        for p in rec.params.values():
+            if p.name == rec.version_from and rec.version_range:
+                lo, hi = rec.version_range
+                out[p.name] = draw(st.integers(lo, hi))
+            elif p.name in tags:
+                out[p.name] = draw(st.sampled_from(self._resolve_keys(tags[p.name], p.type)))
+            elif p.type == "bool":
+                out[p.name] = draw(st.booleans())
+            elif p.type == "int":
+                if p.default is not None:
+                    out[p.name] = p.default
+                else:
+                    out[p.name] = draw(st.sampled_from(self._param_candidates(rec, p.name)))
+            elif p.type in self.family.enums:
+                e = self.family.enums[p.type]
+                members = [getattr(self._enum_cls(e.name), m.name) for m in e.members
+                           if m.value not in e.retired]
+                out[p.name] = draw(st.sampled_from(members))
+            elif p.default is not None:
+                out[p.name] = p.default
+            else:
+                raise Unsupported(f"{rec.name}: param {p.name!r} of type {p.type!r} "
+                                  "has no default")
+        return out
+
+    def _param_candidates(self, rec: ir.Record, name: str) -> list[int]:
+        """Small values, and values near the constants of every expression reading the
+        param (``semantic_dims - 16`` asks for at least 16)."""
+        out = list(range(0, 5))
+        for e in self._expressions(rec, set()):
+            if name in e.names:
+                for c in _constants(e):
+                    out += [c, c + 1, c + 2]
+        out += [8, 16]
+        vals = sorted({v for v in out if v >= 0})
+        rules = self._caller_rules(rec.name, name)
+        kept = []
+        for v in vals:
+            ok = True
+            for field_name, check in rules:
+                try:
+                    ok = ok and bool(self.ev(check, _Env({field_name: v})))
+                except _Unknown:
+                    pass  # the rule reads more than the forwarded field
+            if ok:
+                kept.append(v)
+        return kept or vals
+
+    def _caller_rules(self, target: str, param: str) -> list[tuple[str, ir.Expr]]:
+        """The asserts of fields that callers forward as ``param`` of ``target``: a
+        param's valid values are declared where its value is read."""
+        out = []
+        for r in self.family.records.values():
+            for f in r.fields:
+                if target not in self._subrecords(f):
+                    continue
+                args = f.type.args if isinstance(f.type, (ir.RefT, ir.SwitchT)) else ()
+                for name, e in args:
+                    src = e.simple_name()
+                    if name != param or src is None:
+                        continue
+                    for g in r.fields:
+                        if g.name == src:
+                            out += [(src, a.check) for a in g.asserts]
+        return out
+
+    def _expressions(self, rec: ir.Record, seen: set[str]) -> Iterator[ir.Expr]:
+        if rec.name in seen:
+            return
+        seen.add(rec.name)
+        for f in rec.fields:
+            t = f.type
+            yield from (e for e in (f.cond, f.size, f.value) if e is not None)
+            if f.repeat is not None and f.repeat.count is not None:
+                yield f.repeat.count
+            yield from (a.check for a in f.asserts)
+            if isinstance(t, ir.BytesT) and t.size is not None:
+                yield t.size
+            if isinstance(t, ir.SwitchT):
+                yield t.on
+            for sub in self._subrecords(f):
+                yield from self._expressions(self.family.records[sub], seen)
+
+    def _resolve_keys(self, keys: list, type_name: str | None) -> list:
+        out = []
+        for k in keys:
+            if isinstance(k, tuple) and k[0] == "codec":
+                e = self.family.enums.get(type_name or "")
+                if e is not None and e.value_of(k[1]) is not None:
+                    out.append(getattr(self._enum_cls(e.name), k[1]))
+                else:
+                    out.append(k[1])
+            else:
+                out.append(k)
+        return out
+
+    # -- records ----------------------------------------------------------------------
+    def _enum_cls(self, name: str) -> type:
+        return getattr(self.module, camel(name))
+
+    def draw_record(self, draw: Callable, rec: ir.Record, params: dict[str, Any], path: str,
+                    sites: list[Site]) -> tuple[Any, Scope]:
+        env = _Env(params)
+        force, self._force = self._force, {}  # only for this record's own fields
+        layout = rec.layouts[0]
+        version = None
+        if rec.version_range is not None:
+            if rec.version_from in params:
+                version = params[rec.version_from]
+            else:
+                version = draw(st.integers(*rec.version_range))
+            layout = next(lay for lay in rec.layouts if version in lay.versions)
+        tags = self._tag_keys(rec)
+        self._tags = tags
+        model: dict[str, Any] = {}
+        deferred: list[tuple[ir.Field, ir.Assert]] = []
+        sized: dict[str, ir.Field] = {}
+        for f in layout.fields:
+            if f.derived_from is not None and f.derived_from[0] == "size":
+                sized[f.derived_from[1]] = f
+        local_sites: list[tuple[ir.Field, Site]] = []
+        for f in layout.fields:
+            fpath = f"{path}.{f.name}"
+            if f.cond is not None:
+                if "_remaining" in f.cond.names:
+                    present = draw(st.booleans())
+                else:
+                    present = bool(self._ev_or_unsupported(f.cond, env, rec, f))
+                if not present:
+                    env[f.name] = None
+                    if f.in_model:
+                        model[f.name] = None
+                    continue
+            if not f.in_model:
+                self._derived(draw, rec, f, env, tags, deferred)
+                continue
+            if f.compressed is not None:
+                self._check_codec(rec, f, env)
+            if f.name in force:
+                val = self._coerce(f, force[f.name])
+                env[f.name] = val
+            elif f.name == rec.version_from and version is not None:
+                val = version
+            else:
+                self._last_sub = None
+                val, sval = self._draw_field(draw, rec, f, env, tags, fpath, sites, local_sites)
+                self._check_size(rec, f, env, val)
+                env[f.name] = sval
+            if f.name == rec.version_from and version is not None:
+                env[f.name] = val
+            model[f.name] = val
+            if f.name in sized:
+                s = sized[f.name]
+                n = self._measured(f, val)
+                if n is not None:
+                    env[s.name] = n + s.derived_offset
+            for a in f.asserts:
+                deferred.append((f, a))
+        for f in layout.fields:
+            if f.value is not None and f.name not in env:
+                try:
+                    env[f.name] = self.ev(f.value, env)
+                except _Unknown:
+                    pass
+        for f, a in deferred:
+            try:
+                ok = self.ev(a.check, env)
+            except _Unknown:
+                continue  # reads a value only the encoder derives: the decode will tell
+            if not ok:
+                self.reject(f"{rec.name}.{f.name}: assert {a.check.source!r} not met")
+        for f in rec.model_fields:
+            model.setdefault(f.name, None)
+        cls = getattr(self.module, camel(rec.name))
+        value = cls(**model)
+        for _f, site in local_sites:
+            sites.append(site)
+        return value, Scope(dict(env), frozenset(f.name for f in rec.fields))
+
+    def _coerce(self, f: ir.Field, raw: Any) -> Any:
+        """``raw`` as the model holds it for ``f`` (an enum member for a closed enum)."""
+        t = f.type
+        if isinstance(t, ir.RefT) and t.kind == "enum" and not self.family.enums[t.target].open:
+            e = self.family.enums[t.target]
+            for m in e.members:
+                if m.value == raw or m.name == raw:
+                    return getattr(self._enum_cls(e.name), m.name)
+        return raw
+
+    def _check_codec(self, rec: ir.Record, f: ir.Field, env: dict) -> None:
+        """Throw away values whose compression algorithm has no codec (an encode error)."""
+        c = f.compressed
+        assert c is not None
+        if c.when is not None and not self._ev_or_unsupported(c.when, env, rec, f):
+            return
+        if not c.codecs:
+            return
+        alg = self._ev_or_unsupported(c.algorithm, env, rec, f)
+        label = alg.name if isinstance(alg, enum.Enum) else alg
+        if label not in dict(c.codecs):
+            self.reject(f"{rec.name}.{f.name}: algorithm {label!r} has no codec")
+
+    def _check_size(self, rec: ir.Record, f: ir.Field, env: dict, val: Any) -> None:
+        """A record field with an exact ``size:``: keep only values that encode to it."""
+        if f.size is None or isinstance(f.type, ir.BytesT) or f.repeat is not None \
+                or "_remaining" in f.size.names or self._last_sub is None:
+            return
+        try:
+            want = self.ev(f.size, env)
+        except _Unknown:
+            return  # derived: the encoder writes the size
+        target, params = self._last_sub
+        enc = getattr(self.module, f"encode_{target}")
+        try:
+            import inspect  # noqa: PLC0415
+
+            names = set(inspect.signature(enc).parameters)
+            got = len(enc(val, **{k: v for k, v in params.items() if k in names}))
+        except Exception:  # noqa: BLE001 - the property itself reports encoder failures
+            return
+        if got != want:
+            self.reject(f"{rec.name}.{f.name}: drawn value encodes to {got} bytes, the "
+                        f"size {f.size.source!r} asks {want}")
+
+    def _ev_or_unsupported(self, expr: ir.Expr, env: dict, rec: ir.Record,
+                           f: ir.Field) -> Any:
+        try:
+            return self.ev(expr, env)
+        except _Unknown as exc:
+            raise Unsupported(f"{rec.name}.{f.name}: expression {expr.source!r} reads "
+                              f"{exc}, which only the encoder derives") from None
+
+    def _measured(self, f: ir.Field, val: Any) -> int | None:
+        if isinstance(f.type, ir.BytesT) and f.repeat is None and f.compressed is None \
+                and f.type.prefix is None and f.type.terminator is None:
+            if f.type.text:
+                return len(val.encode(f.type.text))
+            return len(val)
+        return None
+
+    def _derived(self, draw: Callable, rec: ir.Record, f: ir.Field, env: dict,
+                 tags: dict, deferred: list) -> None:
+        """A field outside the model: note what later expressions may read of it."""
+        if f.const is not None:
+            env[f.name] = f.const
+        elif f.reserved:
+            env[f.name] = 0
+        elif f.derived_from is not None and f.derived_from[0] == "count":
+            lo, hi = 0, MAX_ITEMS
+            if f.valid is not None:
+                lo = max(lo, f.valid[0] if f.valid[0] is not None else lo)
+                hi = min(hi, f.valid[1] if f.valid[1] is not None else hi)
+            cands = list(range(lo, hi + 1))
+            if not cands:
+                raise Unsupported(f"{rec.name}.{f.name}: count range {f.valid} is empty")
+            if f.name in tags:
+                cands = [c for c in cands if c in tags[f.name]] or cands
+            n = self._pick(draw, cands, f, env)
+            env[f.name] = n
+        elif f.value is not None:
+            try:
+                env[f.name] = self.ev(f.value, env)
+            except _Unknown:
+                pass  # computed from later fields: the encoder writes it
+        for a in f.asserts:
+            deferred.append((f, a))
+
+    def _pick(self, draw: Callable, cands: list, f: ir.Field, env: dict) -> Any:
+        """Draw one of ``cands`` that satisfies the field's asserts given ``env``."""
+        if not f.asserts:
+            return draw(st.sampled_from(cands))
+        good = []
+        for c in cands:
+            trial = _Env(env)
+            trial[f.name] = c
+            try:
+                if all(self.ev(a.check, trial) for a in f.asserts):
+                    good.append(c)
+            except _Unknown:
+                good.append(c)
+        if not good:
+            self.reject(f"{f.name}: no candidate meets its asserts")
+        return draw(st.sampled_from(good))
+
+    # -- fields -----------------------------------------------------------------------
+    def _draw_field(self, draw: Callable, rec: ir.Record, f: ir.Field, env: dict,
+                    tags: dict, path: str, sites: list[Site],
+                    local_sites: list) -> tuple[Any, Any]:
+        """(model value, what expressions see of it)."""
+        if f.repeat is not None:
+            return self._draw_repeat(draw, rec, f, env, path, sites, local_sites)
+        val, sval = self._draw_one(draw, rec, f, f.type, env, tags, path, sites, local_sites,
+                                   top=True)
+        return val, sval
+
+    def _draw_repeat(self, draw: Callable, rec: ir.Record, f: ir.Field, env: dict,
+                     path: str, sites: list[Site], local_sites: list) -> tuple[Any, Any]:
+        r = f.repeat
+        assert r is not None
+        fixed_count = None
+        if r.count is not None:
+            n = self._ev_or_unsupported(r.count, env, rec, f)
+            if not isinstance(n, int) or n < 0 or n > MAX_COUNT:
+                self.reject(f"{rec.name}.{f.name}: count {r.count.source!r} is {n!r}")
+            derived = r.count.simple_name() is not None and any(
+                g.name == r.count.simple_name() and g.derived_from is not None
+                for g in rec.fields)
+            fixed_count = None if derived else n
+        elif r.until_item is not None:
+            n = draw(st.integers(1, MAX_ITEMS))  # the last item ends the list
+        else:
+            n = draw(st.integers(0, MAX_ITEMS))
+        forced = _forced_fields(r.until_item) if r.until_item is not None else {}
+        items, svals = [], []
+        for i in range(n):
+            self._force = forced if i == n - 1 else {}
+            v, s = self._draw_one(draw, rec, f, f.type, env, {}, f"{path}[{i}]", sites,
+                                  local_sites, top=False)
+            self._force = {}
+            if r.until_item is not None:
+                trial = _Env(env)
+                trial["_item"] = s
+                if bool(self._ev_or_unsupported(r.until_item, trial, rec, f)) != (i == n - 1):
+                    self.reject(f"{rec.name}.{f.name}: until_item holds on an item before "
+                                "the last, or not on the last")
+            if r.until is not None and v == r.until:
+                assume(False)
+            items.append(v)
+            svals.append(s)
+        value: Any = items
+        if f.view == "numpy":
+            value = self._numpy(f, items)
+        if fixed_count is not None and f.view is None:
+            self._count_sites(f, path, items, local_sites)
+        if r.until is not None and f.view is None:
+            local_sites.append((f, Site(path, "terminator",
+                                        f"an item equal to the terminator {r.until}",
+                                        lambda items=items, u=r.until: items.append(u))))
+        return value, svals
+
+    def _count_sites(self, f: ir.Field, path: str, items: list, local_sites: list) -> None:
+        if items:
+            local_sites.append((f, Site(path, "count", f"one item fewer than the count "
+                                        f"{f.repeat.count.source!r}",
+                                        lambda items=items: items.pop())))
+            local_sites.append((f, Site(path, "count", f"one item more than the count "
+                                        f"{f.repeat.count.source!r}",
+                                        lambda items=items: items.append(
+                                            copy.deepcopy(items[-1])))))
+
+    def _numpy(self, f: ir.Field, items: list) -> Any:
+        import numpy as np  # noqa: PLC0415
+
+        from ..generator.layout import numpy_code, record_dtype  # noqa: PLC0415
+
+        code = numpy_code(f.type, self.family)
+        if code is not None:
+            return np.array(items, dtype=code)
+        t = f.type
+        if isinstance(t, ir.RefT) and t.kind == "record":
+            dt = record_dtype(self.family.records[t.target], self.family)
+            if dt is not None:
+                rows = [tuple(getattr(v, n) for n, _ in dt) for v in items]
+                return np.array(rows, dtype=dt)
+        raise Unsupported(f"{f.path or f.name}: numpy view of {t!r}")
+
+    def _draw_one(self, draw: Callable, rec: ir.Record, f: ir.Field, t: ir.Type, env: dict,
+                  tags: dict, path: str, sites: list[Site], local_sites: list,
+                  top: bool) -> tuple[Any, Any]:
+        conv = f.convert
+        if isinstance(t, ir.RefT) and t.kind == "alias":
+            alias = self.family.aliases[t.target]
+            conv = conv or alias.convert
+            t = alias.base
+        if isinstance(t, (ir.IntT, ir.VarintT)):
+            return self._draw_int(draw, rec, f, t, env, tags, path, local_sites, top, conv)
+        if isinstance(t, ir.FloatT):
+            v = draw(st.floats(width=t.bits, allow_nan=False))
+            return v, v
+        if isinstance(t, ir.BytesT):
+            self._tags = tags
+            return self._draw_bytes(draw, rec, f, t, env, path, local_sites, top)
+        if isinstance(t, ir.RefT) and t.kind == "enum":
+            return self._draw_enum(draw, f, t, tags, top, env)
+        if isinstance(t, ir.RefT) and t.kind == "flags":
+            return self._draw_flags(draw, t)
+        if isinstance(t, ir.RefT) and t.kind == "record":
+            sub = self.family.records[t.target]
+            params = self._sub_params(draw, sub, t.args, rec, env)
+            out = self.draw_record(draw, sub, params, path, sites)
+            self._last_sub = (sub.name, params)
+            return out
+        if isinstance(t, ir.SwitchT):
+            return self._draw_switch(draw, rec, f, t, env, path, sites)
+        raise Unsupported(f"{rec.name}.{f.name}: type {type(t).__name__}")
+
+    def _sub_params(self, draw: Callable, sub: ir.Record, args: tuple, caller: ir.Record,
+                    env: dict) -> dict[str, Any]:
+        given = dict(args)
+        out: dict[str, Any] = {}
+        for p in sub.params.values():
+            if p.name in given:
+                out[p.name] = self._ev_or_unsupported(given[p.name], env, caller,
+                                                      ir.Field(p.name, ir.PaddingT(1)))
+            elif p.name in caller.params and p.name in env:
+                out[p.name] = env[p.name]
+            elif p.default is not None:
+                out[p.name] = p.default
+            else:
+                out.update({k: v for k, v in self.draw_params(draw, sub).items()
+                            if k == p.name})
+        return out
+
+    def _draw_switch(self, draw: Callable, rec: ir.Record, f: ir.Field, t: ir.SwitchT,
+                     env: dict, path: str, sites: list[Site]) -> tuple[Any, Any]:
+        tag = self._ev_or_unsupported(t.on, env, rec, f)
+        target: str | None = None
+        matched = False
+        for key, _label, r in t.cases:
+            if _same_key(key, tag):
+                target, matched = r, True
+                break
+        if not matched:
+            if t.default == "error":
+                self.reject(f"{rec.name}.{f.name}: tag {t.on.source!r} = {tag!r} has no case")
+            if t.default == "bytes":
+                exact = None
+                if f.size is not None and "_remaining" not in f.size.names:
+                    try:
+                        exact = self.ev(f.size, env)
+                    except _Unknown:
+                        exact = None
+                if exact is not None:
+                    if not isinstance(exact, int) or not 0 <= exact <= MAX_SIZE:
+                        self.reject(f"{rec.name}.{f.name}: size {f.size.source!r} is {exact}")
+                    v = draw(st.binary(min_size=exact, max_size=exact))
+                else:
+                    v = draw(st.binary(max_size=MAX_BYTES))
+                return v, v
+            target = t.default
+        if target is None:
+            return None, None
+        sub = self.family.records[target]
+        params = self._sub_params(draw, sub, t.args, rec, env)
+        out = self.draw_record(draw, sub, params, path, sites)
+        self._last_sub = (sub.name, params)
+        return out
+
+    def _draw_int(self, draw: Callable, rec: ir.Record, f: ir.Field, t: Any, env: dict,
+                  tags: dict, path: str, local_sites: list, top: bool,
+                  conv: str | None) -> tuple[Any, Any]:
+        if isinstance(t, ir.VarintT):
+            lo, hi = (-(1 << 63), (1 << 63) - 1) if t.signed else (0, (1 << 64) - 1)
+        else:
+            lo, hi = t.lo, t.hi
+        if conv == "zigzag":
+            lo, hi = 0, hi  # stored unsigned; the model holds the signed value
+        vlo, vhi = lo, hi
+        if top and f.valid is not None:
+            vlo = max(lo, f.valid[0]) if f.valid[0] is not None else lo
+            vhi = min(hi, f.valid[1]) if f.valid[1] is not None else hi
+        if top and f.name in tags:
+            cands = [k for k in tags[f.name] if isinstance(k, int) and vlo <= k <= vhi]
+            if not cands:
+                raise Unsupported(f"{rec.name}.{f.name}: no case key fits the tag's range")
+            raw = self._pick(draw, cands, f, env) if f.asserts else draw(st.sampled_from(cands))
+        elif top and f.asserts:
+            raw = self._draw_asserted(draw, f, env, vlo, vhi)
+        else:
+            raw = draw(_int_strategy(vlo, vhi))
+        value = raw
+        if conv is not None:
+            spec = registry_mod.REGISTRY.numeric(conv)
+            if not spec.raw_model:
+                try:
+                    value = spec.decode(raw)
+                except Exception:  # noqa: BLE001 - a raw value outside the kind's domain
+                    assume(False)
+        if conv is None and top:
+            self._int_sites(f, path, lo, hi, local_sites)
+        return value, value
+
+    def _draw_asserted(self, draw: Callable, f: ir.Field, env: dict, lo: int, hi: int) -> int:
+        """An integer the field's asserts accept: a free draw, else a value the asserts
+        name (their constants and the fields they compare with, plus and minus one)."""
+        raw = draw(_int_strategy(lo, hi))
+        cands = [raw]
+        for a in f.asserts:
+            for c in _constants(a.check):
+                cands += [c, c - 1, c + 1]
+            for n in a.check.names:
+                v = env.get(n) if n != f.name else None
+                if isinstance(v, int) and not isinstance(v, bool):
+                    cands += [v, v - 1, v + 1]
+        for a in f.asserts:
+            for other in _equated(a.check, f.name):
+                try:
+                    v = self.ev(other, env)
+                except _Unknown:
+                    continue
+                if isinstance(v, int) and not isinstance(v, bool):
+                    cands += [v, v + 1, v - 1]
+        cands += [lo, 1, 0, hi]
+        for c in cands:
+            if not (isinstance(c, int) and lo <= c <= hi):
+                continue
+            trial = _Env(env)
+            trial[f.name] = c
+            try:
+                if all(self.ev(a.check, trial) for a in f.asserts):
+                    return c
+            except _Unknown:
+                return c
+        self.reject(f"{f.name}: no integer found that meets its asserts")
+        return raw
+
+    def _int_sites(self, f: ir.Field, path: str, lo: int, hi: int, local_sites: list) -> None:
+        bad = [hi + 1]
+        if lo == 0:
+            bad.append(-1)
+        for b in bad:
+            local_sites.append((f, _AttrSite(path, "range", f"{b} outside [{lo}, {hi}]",
+                                             f.name, b)))
+        if f.valid is not None:
+            if f.valid[1] is not None and f.valid[1] < hi:
+                local_sites.append((f, _AttrSite(path, "valid",
+                                                 f"{f.valid[1] + 1} above valid max",
+                                                 f.name, f.valid[1] + 1)))
+            if f.valid[0] is not None and f.valid[0] > lo:
+                local_sites.append((f, _AttrSite(path, "valid",
+                                                 f"{f.valid[0] - 1} below valid min",
+                                                 f.name, f.valid[0] - 1)))
+
+    def _draw_enum(self, draw: Callable, f: ir.Field, t: ir.RefT, tags: dict, top: bool,
+                   env: dict) -> tuple[Any, Any]:
+        e = self.family.enums[t.target]
+        cls = self._enum_cls(e.name)
+        members = [m for m in e.members if m.value not in e.retired]
+        if top and f.name in tags:
+            keys = tags[f.name]
+            allowed = []
+            for m in members:
+                if any(_same_key(k, m.value) or k == ("codec", m.name) for k in keys):
+                    allowed.append(m)
+            members = allowed
+        if not members:
+            assume(False)
+        vals = [getattr(cls, m.name) if not e.open else m.value for m in members]
+        v = self._pick(draw, vals, f, env) if top and f.asserts else draw(st.sampled_from(vals))
+        return v, v
+
+    def _draw_flags(self, draw: Callable, t: ir.RefT) -> tuple[Any, Any]:
+        fd = self.family.flags[t.target]
+        cls = getattr(self.module, camel(fd.name))
+        kwargs = {}
+        for b in fd.bits:
+            if b.enum is not None:
+                e = self.family.enums[b.enum]
+                ecls = self._enum_cls(e.name)
+                ms = [m for m in e.members if m.value < (1 << b.width)
+                      and m.value not in e.retired]
+                if not ms:
+                    assume(False)
+                m = draw(st.sampled_from(ms))
+                kwargs[b.name] = m.value if e.open else getattr(ecls, m.name)
+            elif b.width == 1:
+                kwargs[b.name] = draw(st.booleans())
+            else:
+                kwargs[b.name] = draw(st.integers(0, (1 << b.width) - 1))
+        v = cls(**kwargs)
+        return v, v
+
+    def _draw_bytes(self, draw: Callable, rec: ir.Record, f: ir.Field, t: ir.BytesT,
+                    env: dict, path: str, local_sites: list, top: bool) -> tuple[Any, Any]:
+        exact: int | None = None
+        if t.size is not None and t.prefix is None and not t.eos:
+            if "_remaining" in t.size.names:
+                exact = None
+            else:
+                try:
+                    exact = self.ev(t.size, env)
+                except _Unknown:
+                    exact = None  # a derived size: the encoder writes the length
+                if exact is not None and (not isinstance(exact, int) or exact < 0
+                                          or exact > MAX_SIZE):
+                    self.reject(f"{f.name}: size {t.size.source!r} is {exact!r}")
+        size_expr = f.size if top else None
+        if size_expr is not None and exact is None and "_remaining" not in size_expr.names:
+            try:
+                exact = self.ev(size_expr, env)
+            except _Unknown:
+                exact = None
+        term = t.terminator
+        keys = [k for k in self._tags.get(f.name, []) if isinstance(k, bytes)] if top else []
+        if keys and not t.text:
+            v = draw(st.sampled_from(keys))
+            return v, v
+        if t.text:
+            alphabet = st.characters(min_codepoint=32, max_codepoint=126) if (
+                t.text == "ascii" or exact is not None) else st.characters(
+                blacklist_categories=("Cs",))
+            if exact is not None:
+                v = draw(st.text(alphabet, min_size=exact, max_size=exact))
+            else:
+                v = draw(st.text(alphabet, max_size=MAX_BYTES))
+            if term is not None and term in v.encode(t.text):
+                assume(False)
+            if exact is not None and top:
+                local_sites.append((f, _AttrSite(path, "length", f"{exact + 1} characters "
+                                                 f"for a size of {exact}", f.name, v + "a")))
+            if t.text == "ascii" and top:
+                local_sites.append((f, _AttrSite(path, "text", "a non-ASCII character",
+                                                 f.name, "\u00e9" + v[1:])))
+            if term is not None and top:
+                local_sites.append((f, _AttrSite(path, "terminator", "contains its terminator",
+                                                 f.name, v + term.decode("latin-1"))))
+            return v, v
+        if exact is not None:
+            v = draw(st.binary(min_size=exact, max_size=exact))
+        else:
+            v = draw(st.binary(max_size=MAX_BYTES))
+        if term is not None and term in v:
+            assume(False)
+        if exact is not None and top:
+            local_sites.append((f, _AttrSite(path, "length", f"{exact + 1} bytes for a size "
+                                             f"of {exact}", f.name, v + b"\0")))
+            if exact > 0:
+                local_sites.append((f, _AttrSite(path, "length", f"{exact - 1} bytes for a "
+                                                 f"size of {exact}", f.name, v[:-1])))
+        if term is not None and top:
+            local_sites.append((f, _AttrSite(path, "terminator", "contains its terminator",
+                                             f.name, v + term)))
+        return v, v
+
+
+class _AttrSite(Site):
+    """A site that sets one attribute of the record value drawn around it."""
+
+    def __init__(self, path: str, kind: str, detail: str, attr: str, bad: Any) -> None:
+        self.attr = attr
+        self.bad = bad
+        self.owner: Any = None
+        super().__init__(path, kind, detail, self._set)
+
+    def _set(self) -> None:
+        setattr(self.owner, self.attr, self.bad)
+
+
+def bind_sites(value: Any, sites: list[Site]) -> None:
+    """Attach attribute sites to the record object that owns them (paths are unique)."""
+    for s in sites:
+        if isinstance(s, _AttrSite) and s.owner is None:
+            s.owner = _owner(value, s.path)
+
+
+def _owner(value: Any, path: str) -> Any:
+    parts = _split(path)[1:-1]
+    obj = value
+    for p in parts:
+        if isinstance(p, int):
+            obj = obj[p]
+        else:
+            obj = getattr(obj, p)
+    return obj
+
+
+def _split(path: str) -> list[str | int]:
+    out: list[str | int] = []
+    for seg in path.split("."):
+        name, _, rest = seg.partition("[")
+        out.append(name)
+        while rest:
+            idx, _, rest = rest.partition("]")
+            out.append(int(idx))
+            rest = rest[1:] if rest.startswith("[") else rest
+    return out
+
+
+def _same_key(key: Any, tag: Any) -> bool:
+    if isinstance(key, tuple):
+        return False
+    if isinstance(key, bytes) or isinstance(tag, bytes):
+        return isinstance(key, bytes) and isinstance(tag, bytes) and key == tag
+    if isinstance(tag, enum.Enum):
+        tag = tag.value
+    return key == tag and type(key) is not bool or (isinstance(key, bool) and key is tag)
+
+
+def _constants(expr: ir.Expr) -> list[int]:
+    import ast  # noqa: PLC0415
+
+    return [n.value for n in ast.walk(expr.tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, int)
+            and not isinstance(n.value, bool)]
+
+
+def _int_strategy(lo: int, hi: int) -> st.SearchStrategy[int]:
+    small_lo, small_hi = max(lo, 0), min(hi, SMALL)
+    if small_lo <= small_hi and (lo, hi) != (small_lo, small_hi):
+        return st.one_of(st.integers(small_lo, small_hi), st.integers(lo, hi))
+    return st.integers(lo, hi)
+
+
+def _equated(expr: ir.Expr, name: str) -> list[ir.Expr]:
+    """The sides compared with ``name`` in ``expr`` (``artifact == descriptor.artifact``
+    gives ``descriptor.artifact``): the values an assert most likely wants."""
+    import ast  # noqa: PLC0415
+
+    from ..generator.expr import parse  # noqa: PLC0415
+
+    out = []
+    for node in ast.walk(expr.tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left, right = node.left, node.comparators[0]
+            for a, b in ((left, right), (right, left)):
+                if isinstance(a, ast.Name) and a.id == name and not (
+                        isinstance(b, ast.Name) and b.id == name):
+                    try:
+                        out.append(parse(ast.unparse(b)))
+                    except Exception:  # noqa: BLE001 - not an expression of the language
+                        continue
+    return out
+
+
+def _forced_fields(expr: ir.Expr) -> dict[str, Any]:
+    """``{FIELD: CONSTANT}`` for each ``_item.FIELD == CONSTANT`` test in ``expr``: what
+    the last item of a ``repeat: {until_item: ...}`` is drawn with."""
+    import ast  # noqa: PLC0415
+
+    out: dict[str, Any] = {}
+    for node in ast.walk(expr.tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+                and isinstance(node.ops[0], ast.Eq):
+            for a, b in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
+                if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) \
+                        and a.value.id == "_item" and isinstance(b, ast.Constant):
+                    out[a.attr] = b.value
+    return out
