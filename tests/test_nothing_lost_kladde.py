@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -631,3 +632,145 @@ def test_pages_of_the_epoch_a_damaged_slot_may_have_held_are_kept(tmp_path):
     kept = b"".join(Path(f).read_bytes() for f in cut.side_files(p))
     assert b"acknowledged by the flush of epoch two" in kept
     assert p.read_bytes()[:2 * PAGE] != bytes(d[:2 * PAGE])  # slot 0 rewritten
+
+
+# -- 9. the file ends inside the last page of the epoch a damaged slot may have held ------
+
+def test_a_page_of_the_damaged_slots_epoch_that_the_file_ends_inside_is_kept(tmp_path):
+    """The damaged newer slot may be a committed header (the open proceeds under the
+    older slot, keeping the pages of its epoch). When the file ends inside the last of
+    those pages, past that page's CRC, the page still verifies once padded with zeros
+    (facts.md §1.1: padding is not checksummed), and it is kept like the others before
+    the fold rewrites the slot."""
+    p = tmp_path / "cutflip.kladde"
+    payload = b"acknowledged by the flush of epoch two, in a page the file ends inside"
+    with Store.create(p) as s:
+        s.write(1, 0, b"epoch one")
+        s.flush()  # epoch 1, slot 1; its journal segment starts after its pages
+        s.write(2, 0, b"a journal transaction of segment two")
+        s.commit()
+        s.write(3, 0, payload)
+        s.flush()  # epoch 2, slot 0: its pages follow the journal page
+    d = bytearray(p.read_bytes())
+    at = d.find(payload)
+    page = at // PAGE
+    assert d[page * PAGE] == 2 and page > 2  # a data page of epoch 2 holds the payload
+    d[20] ^= 0x02  # slot 0 (epoch 2) fails its CRC; slot 1 (epoch 1) governs
+    end = at + len(payload) + 4 + 200  # past the page's CRC, well inside the page
+    assert end < (page + 1) * PAGE
+    del d[end:]  # the rest of that page and the epoch's table page are gone
+    p.write_bytes(bytes(d))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = Store.open(p)
+    except BytewrightError as exc:  # a refusal naming the damage keeps the write too
+        assert exc.offset is not None
+        assert p.read_bytes() == bytes(d)
+        return
+    with s:
+        if s.exists(3) and s.read(3) == payload:
+            return
+        s.write(4, 0, b"after the open")
+        s.flush()
+    kept = b"".join(Path(f).read_bytes() for f in cut.side_files(p))
+    assert payload in kept
+
+
+def test_a_zeroed_slot_refuses_when_its_epoch_survives_in_a_page_the_file_ends_inside(
+        tmp_path):
+    """A zeroed slot is damage, never a torn commit; a page of its epoch that verifies
+    makes the writer open refuse. The page the file ends inside counts: cut past its CRC,
+    it verifies once padded with zeros (facts.md §1.1), and the fold would pad it and
+    rewrite the slot, losing the epoch with no side file."""
+    p = tmp_path / "zcut.kladde"
+    payload = b"acknowledged by the flush of epoch two, in a page the file ends inside"
+    with Store.create(p) as s:
+        s.write(1, 0, b"epoch one")
+        s.flush()
+        s.write(2, 0, b"a journal transaction of segment two")
+        s.commit()
+        s.write(3, 0, payload)
+        s.flush()  # epoch 2, slot 0
+    d = bytearray(p.read_bytes())
+    at = d.find(payload)
+    d[0:512] = bytes(512)  # a zeroed sector: the header's bytes all sit in it
+    assert not any(d[:PAGE])
+    del d[at + len(payload) + 4 + 200:]  # inside the data page, past its CRC
+    assert len(d) % PAGE
+    p.write_bytes(bytes(d))
+    with pytest.raises(BytewrightError, match="header slot 0") as exc:
+        Store.open(p)
+    assert exc.value.offset == 0
+    assert p.read_bytes() == bytes(d) and not cut.side_files(p)
+
+
+def test_a_page_of_the_damaged_slots_epoch_that_fails_its_crc_is_kept_too(tmp_path):
+    """Damage that fails one page's CRC touches only some of the writes in it: a page
+    whose framing names the damaged slot's epoch is kept with the pages that verify."""
+    p = tmp_path / "twoflips.kladde"
+    first = bytes(range(1, 256)) * 4  # two writes of one flush share a data page
+    second = bytes(reversed(range(1, 256))) * 4
+    with Store.create(p) as s:
+        s.write(1, 0, b"epoch one")
+        s.flush()  # epoch 1, slot 1; its journal segment starts after its pages
+        s.write(2, 0, b"a journal transaction of segment two")
+        s.commit()
+        s.write(3, 0, first)
+        s.write(4, 0, second)
+        s.flush()  # epoch 2, slot 0
+    d = bytearray(p.read_bytes())
+    a, b = d.find(first), d.find(second)
+    assert a // PAGE == b // PAGE and d[a // PAGE * PAGE] == 2
+    d[20] ^= 0x02  # slot 0 fails its CRC; slot 1 (epoch 1) governs
+    d[b + len(second) // 2] ^= 0x10  # the data page fails its CRC, far from `first`
+    assert a < b and b + len(second) // 2 - (a + len(first)) > 256
+    p.write_bytes(bytes(d))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = Store.open(p)
+    except BytewrightError as exc:
+        assert exc.offset is not None and p.read_bytes() == bytes(d)
+        return
+    with s:
+        if s.exists(3) and s.read(3) == first:
+            return
+        s.write(5, 0, b"after the open")
+        s.flush()
+    kept = b"".join(Path(f).read_bytes() for f in cut.side_files(p))
+    assert first in kept
+
+
+def test_a_zeroed_slot_1_over_the_first_epoch_keeps_that_epochs_pages(tmp_path):
+    """Slot 1 all zero bytes under epoch 0 is a new file's never-written slot, or the
+    header of epoch 1 zeroed after it committed; pages of epoch 1 that verify may be a
+    crash's first commit that never wrote its header, so the open proceeds, but those
+    pages, which no header names any more, are kept before the fold rewrites slot 1."""
+    p = tmp_path / "zslot1.kladde"
+    payload = b"acknowledged by the flush of epoch one"
+    with Store.create(p) as s:
+        s.write(1, 0, b"a journal transaction of segment one")
+        s.commit()  # the journal of epoch 0 at page 2, so epoch 1's pages follow it
+        s.write(2, 0, payload)
+        s.flush()  # epoch 1, slot 1
+    d = bytearray(p.read_bytes())
+    assert d.find(payload) >= 3 * PAGE
+    d[PAGE:PAGE + 512] = bytes(512)  # a zeroed sector: the header's bytes all sit in it
+    assert not any(d[PAGE:2 * PAGE])
+    p.write_bytes(bytes(d))
+    assert open_file(p).slot == 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = Store.open(p)
+    except BytewrightError as exc:
+        assert exc.offset is not None and p.read_bytes() == bytes(d)
+        return
+    with s:
+        if s.exists(2) and s.read(2) == payload:
+            return
+        s.write(3, 0, b"after the open")
+        s.flush()
+    kept = b"".join(Path(f).read_bytes() for f in cut.side_files(p))
+    assert payload in kept

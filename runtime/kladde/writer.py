@@ -827,9 +827,11 @@ def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> tuple[int, i
     segment is only appended to after its header is durable; a journal of segment
     ``E + 2`` (``E`` the governing epoch) therefore proves header ``E + 1`` committed.
     Refused too when that slot is all zero bytes where a header stood and pages of epoch
-    ``E + 1`` verify: no torn write zeroes a slot. Any other damaged slot may be a torn
-    commit; then the byte range from the first to the last page of epoch ``E + 1`` that
-    verifies is returned (None when there is none), for the caller to keep.
+    ``E + 1`` verify: no torn write zeroes a slot (a page the file ends inside is read
+    padded with zeros). Any other damaged slot, and a zeroed slot 1 under epoch 0, may be
+    a torn commit; then the byte range from the first to the last page whose framing
+    names epoch ``E + 1`` (verifying or not) is returned (None when there is none), for
+    the caller to keep.
     """
     if len(data) < 2 * PAGE_SIZE:
         return None
@@ -866,20 +868,27 @@ def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> tuple[int, i
     # 0 from creation, page 1 once epoch 1 committed), so a slot of zeros is damage, never
     # a torn commit. Pages of epoch E + 1 that verify were fsynced for a header of that
     # epoch in this slot (step 2 of a commit): it may have committed, and nothing tells.
+    # A never-written slot 1 (epoch 0 governs) is zeros too: pages of epoch 1 then may be
+    # a first commit that crashed before its header, so they are kept, never refused.
     written = other == 0 or table.epoch >= 2
-    if not any(page) and not written:
-        return None
-    mv = memoryview(data)
+    refuse = not any(page) and written
     found: list[int] = []
-    for p in range(2, len(data) // PAGE_SIZE):
+    for p in range(2, npages):
+        # the page the file ends inside is read padded with zeros, as the fold pads it:
+        # the padding is not checksummed, so a cut past its CRC leaves it verifying
+        head = bytes(data[p * PAGE_SIZE:p * PAGE_SIZE + 9]).ljust(9, b"\0")
+        if head[0] not in (KIND_DATA, KIND_TABLE) or \
+                int.from_bytes(head[1:9], "little") != table.epoch + 1:
+            continue
+        body = bytes(data[p * PAGE_SIZE:(p + 1) * PAGE_SIZE]).ljust(PAGE_SIZE, b"\0")
+        # a page whose framing claims the epoch is kept even when damage elsewhere in it
+        # fails its CRC: the writes in it need not be where the damage is
+        found.append(p)
         try:
-            raw, _ = g.decode_page(mv[p * PAGE_SIZE:(p + 1) * PAGE_SIZE])
+            g.decode_page(memoryview(body))
         except DecodeError:
             continue
-        if raw.epoch != table.epoch + 1 or raw.kind not in (KIND_DATA, KIND_TABLE):
-            continue
-        found.append(p)
-        if not any(page):
+        if refuse:
             raise Corrupt(
                 f"header slot {other} is all zero bytes, so the older slot {table.slot} "
                 f"(epoch {table.epoch}) governs; but page {p} verifies as a page of epoch "
@@ -891,4 +900,4 @@ def _check_other_slot(data: bytes, table: KladdeFile, name: str) -> tuple[int, i
                 offset=other * PAGE_SIZE, path=f"header_slot[{other}]", file=name)
     if not found:
         return None
-    return found[0] * PAGE_SIZE, (found[-1] + 1) * PAGE_SIZE
+    return found[0] * PAGE_SIZE, min((found[-1] + 1) * PAGE_SIZE, len(data))
