@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
             fns.append((it, True))
         cd = getattr(mod, "CONSTRUCT_DECODERS", {}).get(t.record)
         if cd is not None:
-            fns.append((cd, False))
+            fns.append((cd, True))  # offsets in the input on this path too
         calls.append((t, fns))
     # seed corpus: every fixture seed, prefixed with its record and parameter index
     corpus = [f for f in flags if not f.startswith("-")]

@@ -51,7 +51,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
-from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
+from bytewright.runtime.truth import case_value as _case_value, compiled_failure as _compiled_failure, encode_failure as _encode_failure, encode_many_checked as _encode_many_checked, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -9577,6 +9577,8 @@ def construct_decode_file_header(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_file_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "file_header"), construct_decode_file_header, buf, offset) from None
         raise _construct_error(exc, "file_header") from None
 
 
@@ -9599,6 +9601,8 @@ def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_bound_pair(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "bound_pair"), construct_decode_bound_pair, buf, offset) from None
         raise _construct_error(exc, "bound_pair") from None
 
 
@@ -9621,6 +9625,8 @@ def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_bounds_section(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "bounds_section"), construct_decode_bounds_section, buf, offset, semantic_dims=semantic_dims) from None
         raise _construct_error(exc, "bounds_section") from None
 
 
@@ -9643,6 +9649,8 @@ def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_tail_full(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "tail_full"), construct_decode_tail_full, buf, offset, semantic_dims=semantic_dims) from None
         raise _construct_error(exc, "tail_full") from None
 
 
@@ -9665,6 +9673,8 @@ def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_tail_quantized(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "tail_quantized"), construct_decode_tail_quantized, buf, offset, semantic_dims=semantic_dims) from None
         raise _construct_error(exc, "tail_quantized") from None
 
 
@@ -9687,6 +9697,8 @@ def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_tail_quantized_gacl(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "tail_quantized_gacl"), construct_decode_tail_quantized_gacl, buf, offset, semantic_dims=semantic_dims) from None
         raise _construct_error(exc, "tail_quantized_gacl") from None
 
 
@@ -9709,6 +9721,8 @@ def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_meta_pair(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "meta_pair"), construct_decode_meta_pair, buf, offset) from None
         raise _construct_error(exc, "meta_pair") from None
 
 
@@ -9733,6 +9747,8 @@ def construct_decode_snapshot_entry(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_snapshot_entry(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "snapshot_entry"), construct_decode_snapshot_entry, buf, offset, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _construct_error(exc, "snapshot_entry") from None
 
 
@@ -9761,6 +9777,8 @@ def construct_decode_snapshot_section(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream, version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_snapshot_section(c, version, compressed, algorithm, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "snapshot_section"), construct_decode_snapshot_section, buf, offset, version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _construct_error(exc, "snapshot_section") from None
 
 
@@ -9789,6 +9807,8 @@ def construct_decode_insert_body(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_insert_body(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "insert_body"), construct_decode_insert_body, buf, offset, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _construct_error(exc, "insert_body") from None
 
 
@@ -9813,6 +9833,8 @@ def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_update_body(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "update_body"), construct_decode_update_body, buf, offset) from None
         raise _construct_error(exc, "update_body") from None
 
 
@@ -9837,6 +9859,8 @@ def construct_decode_set_semantic_body(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_set_semantic_body(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "set_semantic_body"), construct_decode_set_semantic_body, buf, offset, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _construct_error(exc, "set_semantic_body") from None
 
 
@@ -9861,6 +9885,8 @@ def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_epoch_body(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "epoch_body"), construct_decode_epoch_body, buf, offset) from None
         raise _construct_error(exc, "epoch_body") from None
 
 
@@ -9885,6 +9911,8 @@ def construct_decode_wal_entry(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_wal_entry(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_entry"), construct_decode_wal_entry, buf, offset, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _construct_error(exc, "wal_entry") from None
 
 
@@ -9909,6 +9937,8 @@ def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_wal_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_header"), construct_decode_wal_header, buf, offset) from None
         raise _construct_error(exc, "wal_header") from None
 
 
@@ -9935,6 +9965,8 @@ def construct_decode_wal_block(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
         return _c2m_wal_block(c, algorithm, semantic_dims, tail_layout, block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_block"), construct_decode_wal_block, buf, offset, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit) from None
         raise _construct_error(exc, "wal_block") from None
 
 
@@ -9963,6 +9995,8 @@ def construct_decode_wal_block_plain(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream, algorithm=algorithm, block_limit=block_limit)
         return _c2m_wal_block_plain(c, algorithm, block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_block_plain"), construct_decode_wal_block_plain, buf, offset, algorithm=algorithm, block_limit=block_limit) from None
         raise _construct_error(exc, "wal_block_plain") from None
 
 
@@ -9991,6 +10025,8 @@ def construct_decode_wal_section(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream, block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_wal_section(c, block_compressed, algorithm, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_section"), construct_decode_wal_section, buf, offset, block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _construct_error(exc, "wal_section") from None
 
 
@@ -10017,6 +10053,8 @@ def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_htt_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "htt_file"), construct_decode_htt_file, buf, offset) from None
         raise _construct_error(exc, "htt_file") from None
 
 
@@ -10039,6 +10077,8 @@ def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_sidecar_segment(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "sidecar_segment"), construct_decode_sidecar_segment, buf, offset) from None
         raise _construct_error(exc, "sidecar_segment") from None
 
 

@@ -54,7 +54,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
-from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
+from bytewright.runtime.truth import case_value as _case_value, compiled_failure as _compiled_failure, encode_failure as _encode_failure, encode_many_checked as _encode_many_checked, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -2204,6 +2204,8 @@ def _e_page(out, v):
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content],)))
     out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+    if (_size_content > 4081):
+        raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
 
 def _em_page(values):
     out = bytearray()
@@ -2224,6 +2226,8 @@ def _em_page(values):
         _e_content = len(out)
         out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
+        if _size_content > 4081:
+            raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
     return bytes(out)
 
 def _d_header_slot(mv, pos, end):
@@ -2419,6 +2423,8 @@ def _e_header_slot(out, v):
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content],)))
     out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+    if (_size_content > 4033):
+        raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
 
 def _em_header_slot(values):
     out = bytearray()
@@ -2444,6 +2450,8 @@ def _em_header_slot(values):
         _e_content = len(out)
         out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
+        if _size_content > 4033:
+            raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
     return bytes(out)
 
 def _d_table_page(mv, pos, end):
@@ -2647,6 +2655,8 @@ def _e_table_page(out, v):
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content],)))
     out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+    if (_size_content > 4081):
+        raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
 
 def _em_table_page(values):
     out = bytearray()
@@ -2710,6 +2720,8 @@ def _em_table_page(values):
         _e_content = len(out)
         out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
+        if _size_content > 4081:
+            raise EncodeError('value ' + repr(_size_content) + ' out of range None..4081', path='content_size')
     return bytes(out)
 
 def _d_header_page(mv, pos, end):
@@ -2971,6 +2983,8 @@ def _e_header_page(out, v):
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content],)))
     out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+    if (_size_content > 4033):
+        raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
 
 def _em_header_page(values):
     out = bytearray()
@@ -3039,6 +3053,8 @@ def _em_header_page(values):
         _e_content = len(out)
         out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
         out += bytes(-(len(out) - start) % 4096)
+        if _size_content > 4033:
+            raise EncodeError('value ' + repr(_size_content) + ' out of range None..4033', path='content_size')
     return bytes(out)
 
 def _d_journal_free(mv, pos, end):
@@ -7660,6 +7676,7 @@ C_page = Struct(
     Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
 )
 C_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
@@ -7684,6 +7701,7 @@ C_header_slot = Struct(
     Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
 )
 C_header_slot._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
@@ -7705,6 +7723,7 @@ C_table_page = Struct(
     Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
 )
 C_table_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
@@ -7729,6 +7748,7 @@ C_header_page = Struct(
     Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
     'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
     'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
 )
 C_header_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
 
@@ -8362,6 +8382,8 @@ def construct_decode_header_fields(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_header_fields(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "header_fields"), construct_decode_header_fields, buf, offset) from None
         raise _construct_error(exc, "header_fields") from None
 
 
@@ -8384,6 +8406,8 @@ def construct_decode_ref_body(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_ref_body(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "ref_body"), construct_decode_ref_body, buf, offset) from None
         raise _construct_error(exc, "ref_body") from None
 
 
@@ -8406,6 +8430,8 @@ def construct_decode_zero_body(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_zero_body(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zero_body"), construct_decode_zero_body, buf, offset) from None
         raise _construct_error(exc, "zero_body") from None
 
 
@@ -8428,6 +8454,8 @@ def construct_decode_shrink_body(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_shrink_body(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "shrink_body"), construct_decode_shrink_body, buf, offset) from None
         raise _construct_error(exc, "shrink_body") from None
 
 
@@ -8450,6 +8478,8 @@ def construct_decode_grow_body(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_grow_body(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "grow_body"), construct_decode_grow_body, buf, offset) from None
         raise _construct_error(exc, "grow_body") from None
 
 
@@ -8472,6 +8502,8 @@ def construct_decode_inline_body(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream, size_tag=size_tag)
         return _c2m_inline_body(c, size_tag)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "inline_body"), construct_decode_inline_body, buf, offset, size_tag=size_tag) from None
         raise _construct_error(exc, "inline_body") from None
 
 
@@ -8494,6 +8526,8 @@ def construct_decode_statement(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_statement(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "statement"), construct_decode_statement, buf, offset) from None
         raise _construct_error(exc, "statement") from None
 
 
@@ -8516,6 +8550,8 @@ def construct_decode_child_ref(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_child_ref(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "child_ref"), construct_decode_child_ref, buf, offset) from None
         raise _construct_error(exc, "child_ref") from None
 
 
@@ -8538,6 +8574,8 @@ def construct_decode_table_content(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_table_content(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "table_content"), construct_decode_table_content, buf, offset) from None
         raise _construct_error(exc, "table_content") from None
 
 
@@ -8560,6 +8598,8 @@ def construct_decode_page(buf, offset: int = 0, *, compiled: bool = False) -> Pa
         c = con.parse_stream(stream)
         return _c2m_page(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "page"), construct_decode_page, buf, offset) from None
         raise _construct_error(exc, "page") from None
 
 
@@ -8582,6 +8622,8 @@ def construct_decode_header_slot(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_header_slot(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "header_slot"), construct_decode_header_slot, buf, offset) from None
         raise _construct_error(exc, "header_slot") from None
 
 
@@ -8604,6 +8646,8 @@ def construct_decode_table_page(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_table_page(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "table_page"), construct_decode_table_page, buf, offset) from None
         raise _construct_error(exc, "table_page") from None
 
 
@@ -8626,6 +8670,8 @@ def construct_decode_header_page(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_header_page(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "header_page"), construct_decode_header_page, buf, offset) from None
         raise _construct_error(exc, "header_page") from None
 
 
@@ -8648,6 +8694,8 @@ def construct_decode_journal_free(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_journal_free(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_free"), construct_decode_journal_free, buf, offset) from None
         raise _construct_error(exc, "journal_free") from None
 
 
@@ -8670,6 +8718,8 @@ def construct_decode_journal_resize(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_journal_resize(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_resize"), construct_decode_journal_resize, buf, offset) from None
         raise _construct_error(exc, "journal_resize") from None
 
 
@@ -8692,6 +8742,8 @@ def construct_decode_journal_write(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_journal_write(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_write"), construct_decode_journal_write, buf, offset) from None
         raise _construct_error(exc, "journal_write") from None
 
 
@@ -8714,6 +8766,8 @@ def construct_decode_journal_splice(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_journal_splice(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_splice"), construct_decode_journal_splice, buf, offset) from None
         raise _construct_error(exc, "journal_splice") from None
 
 
@@ -8736,6 +8790,8 @@ def construct_decode_journal_copy(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_journal_copy(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_copy"), construct_decode_journal_copy, buf, offset) from None
         raise _construct_error(exc, "journal_copy") from None
 
 
@@ -8758,6 +8814,8 @@ def construct_decode_journal_record(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_journal_record(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_record"), construct_decode_journal_record, buf, offset) from None
         raise _construct_error(exc, "journal_record") from None
 
 
@@ -8780,6 +8838,8 @@ def construct_decode_journal_records(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_journal_records(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_records"), construct_decode_journal_records, buf, offset) from None
         raise _construct_error(exc, "journal_records") from None
 
 
@@ -8802,6 +8862,8 @@ def construct_decode_journal_transaction(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_journal_transaction(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_transaction"), construct_decode_journal_transaction, buf, offset) from None
         raise _construct_error(exc, "journal_transaction") from None
 
 
@@ -8824,6 +8886,8 @@ def construct_decode_journal_page(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_journal_page(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_page"), construct_decode_journal_page, buf, offset) from None
         raise _construct_error(exc, "journal_page") from None
 
 
@@ -8846,6 +8910,8 @@ def construct_decode_journal_seed(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_journal_seed(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "journal_seed"), construct_decode_journal_seed, buf, offset) from None
         raise _construct_error(exc, "journal_seed") from None
 
 

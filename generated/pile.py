@@ -56,7 +56,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
-from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
+from bytewright.runtime.truth import case_value as _case_value, compiled_failure as _compiled_failure, encode_failure as _encode_failure, encode_many_checked as _encode_many_checked, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -24538,6 +24538,8 @@ def construct_decode_pile_record(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_pile_record(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "pile_record"), construct_decode_pile_record, buf, offset) from None
         raise _construct_error(exc, "pile_record") from None
 
 
@@ -24560,6 +24562,8 @@ def construct_decode_frame_rest(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_frame_rest(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "frame_rest"), construct_decode_frame_rest, buf, offset) from None
         raise _construct_error(exc, "frame_rest") from None
 
 
@@ -24582,6 +24586,8 @@ def construct_decode_frame_head(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_frame_head(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "frame_head"), construct_decode_frame_head, buf, offset) from None
         raise _construct_error(exc, "frame_head") from None
 
 
@@ -24604,6 +24610,8 @@ def construct_decode_blob_head(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, span=span)
         return _c2m_blob_head(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "blob_head"), construct_decode_blob_head, buf, offset, span=span) from None
         raise _construct_error(exc, "blob_head") from None
 
 
@@ -24626,6 +24634,8 @@ def construct_decode_blob_data(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, length=length)
         return _c2m_blob_data(c, length)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "blob_data"), construct_decode_blob_data, buf, offset, length=length) from None
         raise _construct_error(exc, "blob_data") from None
 
 
@@ -24648,6 +24658,8 @@ def construct_decode_blob_body(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, span=span)
         return _c2m_blob_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "blob_body"), construct_decode_blob_body, buf, offset, span=span) from None
         raise _construct_error(exc, "blob_body") from None
 
 
@@ -24670,6 +24682,8 @@ def construct_decode_pin_head_body(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, span=span)
         return _c2m_pin_head_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "pin_head_body"), construct_decode_pin_head_body, buf, offset, span=span) from None
         raise _construct_error(exc, "pin_head_body") from None
 
 
@@ -24692,6 +24706,8 @@ def construct_decode_pin_tombstone_body(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream, span=span)
         return _c2m_pin_tombstone_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "pin_tombstone_body"), construct_decode_pin_tombstone_body, buf, offset, span=span) from None
         raise _construct_error(exc, "pin_tombstone_body") from None
 
 
@@ -24714,6 +24730,8 @@ def construct_decode_want_blob(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_want_blob(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "want_blob"), construct_decode_want_blob, buf, offset) from None
         raise _construct_error(exc, "want_blob") from None
 
 
@@ -24736,6 +24754,8 @@ def construct_decode_want_merge(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_want_merge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "want_merge"), construct_decode_want_merge, buf, offset) from None
         raise _construct_error(exc, "want_merge") from None
 
 
@@ -24758,6 +24778,8 @@ def construct_decode_want_derive(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_want_derive(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "want_derive"), construct_decode_want_derive, buf, offset) from None
         raise _construct_error(exc, "want_derive") from None
 
 
@@ -24780,6 +24802,8 @@ def construct_decode_want_request(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_want_request(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "want_request"), construct_decode_want_request, buf, offset) from None
         raise _construct_error(exc, "want_request") from None
 
 
@@ -24802,6 +24826,8 @@ def construct_decode_want_v3_body(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream, span=span)
         return _c2m_want_v3_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "want_v3_body"), construct_decode_want_v3_body, buf, offset, span=span) from None
         raise _construct_error(exc, "want_v3_body") from None
 
 
@@ -24824,6 +24850,8 @@ def construct_decode_commit_body(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream, span=span)
         return _c2m_commit_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "commit_body"), construct_decode_commit_body, buf, offset, span=span) from None
         raise _construct_error(exc, "commit_body") from None
 
 
@@ -24846,6 +24874,8 @@ def construct_decode_merge_v6_body(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, span=span)
         return _c2m_merge_v6_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "merge_v6_body"), construct_decode_merge_v6_body, buf, offset, span=span) from None
         raise _construct_error(exc, "merge_v6_body") from None
 
 
@@ -24868,6 +24898,8 @@ def construct_decode_derive_v7_body(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream, span=span)
         return _c2m_derive_v7_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "derive_v7_body"), construct_decode_derive_v7_body, buf, offset, span=span) from None
         raise _construct_error(exc, "derive_v7_body") from None
 
 
@@ -24890,6 +24922,8 @@ def construct_decode_proof_edge(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_proof_edge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_edge"), construct_decode_proof_edge, buf, offset) from None
         raise _construct_error(exc, "proof_edge") from None
 
 
@@ -24912,6 +24946,8 @@ def construct_decode_proof_v5_body(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, span=span)
         return _c2m_proof_v5_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v5_body"), construct_decode_proof_v5_body, buf, offset, span=span) from None
         raise _construct_error(exc, "proof_v5_body") from None
 
 
@@ -24934,6 +24970,8 @@ def construct_decode_retired_blob_want_body(buf, offset: int = 0, *, compiled: b
         c = con.parse_stream(stream, span=span)
         return _c2m_retired_blob_want_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "retired_blob_want_body"), construct_decode_retired_blob_want_body, buf, offset, span=span) from None
         raise _construct_error(exc, "retired_blob_want_body") from None
 
 
@@ -24956,6 +24994,8 @@ def construct_decode_retired_typed_want_body(buf, offset: int = 0, *, compiled: 
         c = con.parse_stream(stream, span=span)
         return _c2m_retired_typed_want_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "retired_typed_want_body"), construct_decode_retired_typed_want_body, buf, offset, span=span) from None
         raise _construct_error(exc, "retired_typed_want_body") from None
 
 
@@ -24978,6 +25018,8 @@ def construct_decode_unsigned_merge_body(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream, span=span)
         return _c2m_unsigned_merge_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "unsigned_merge_body"), construct_decode_unsigned_merge_body, buf, offset, span=span) from None
         raise _construct_error(exc, "unsigned_merge_body") from None
 
 
@@ -25000,6 +25042,8 @@ def construct_decode_unsigned_derive_body(buf, offset: int = 0, *, compiled: boo
         c = con.parse_stream(stream, span=span)
         return _c2m_unsigned_derive_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "unsigned_derive_body"), construct_decode_unsigned_derive_body, buf, offset, span=span) from None
         raise _construct_error(exc, "unsigned_derive_body") from None
 
 
@@ -25022,6 +25066,8 @@ def construct_decode_peer_body(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, span=span)
         return _c2m_peer_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "peer_body"), construct_decode_peer_body, buf, offset, span=span) from None
         raise _construct_error(exc, "peer_body") from None
 
 
@@ -25044,6 +25090,8 @@ def construct_decode_store_scope_body(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream, span=span)
         return _c2m_store_scope_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "store_scope_body"), construct_decode_store_scope_body, buf, offset, span=span) from None
         raise _construct_error(exc, "store_scope_body") from None
 
 
@@ -25066,6 +25114,8 @@ def construct_decode_artifact_offer_body(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream, span=span)
         return _c2m_artifact_offer_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "artifact_offer_body"), construct_decode_artifact_offer_body, buf, offset, span=span) from None
         raise _construct_error(exc, "artifact_offer_body") from None
 
 
@@ -25088,6 +25138,8 @@ def construct_decode_proof_v1_edge(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_proof_v1_edge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v1_edge"), construct_decode_proof_v1_edge, buf, offset) from None
         raise _construct_error(exc, "proof_v1_edge") from None
 
 
@@ -25110,6 +25162,8 @@ def construct_decode_proof_v1_content(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_proof_v1_content(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v1_content"), construct_decode_proof_v1_content, buf, offset) from None
         raise _construct_error(exc, "proof_v1_content") from None
 
 
@@ -25132,6 +25186,8 @@ def construct_decode_proof_v2_edge(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_proof_v2_edge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v2_edge"), construct_decode_proof_v2_edge, buf, offset) from None
         raise _construct_error(exc, "proof_v2_edge") from None
 
 
@@ -25154,6 +25210,8 @@ def construct_decode_proof_v2_content(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_proof_v2_content(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v2_content"), construct_decode_proof_v2_content, buf, offset) from None
         raise _construct_error(exc, "proof_v2_content") from None
 
 
@@ -25176,6 +25234,8 @@ def construct_decode_proof_v1_data(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, body_len=body_len)
         return _c2m_proof_v1_data(c, body_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v1_data"), construct_decode_proof_v1_data, buf, offset, body_len=body_len) from None
         raise _construct_error(exc, "proof_v1_data") from None
 
 
@@ -25198,6 +25258,8 @@ def construct_decode_proof_v2_data(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, body_len=body_len)
         return _c2m_proof_v2_data(c, body_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v2_data"), construct_decode_proof_v2_data, buf, offset, body_len=body_len) from None
         raise _construct_error(exc, "proof_v2_data") from None
 
 
@@ -25220,6 +25282,8 @@ def construct_decode_proof_v1_body(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, span=span)
         return _c2m_proof_v1_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v1_body"), construct_decode_proof_v1_body, buf, offset, span=span) from None
         raise _construct_error(exc, "proof_v1_body") from None
 
 
@@ -25242,6 +25306,8 @@ def construct_decode_proof_v2_body(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, span=span)
         return _c2m_proof_v2_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v2_body"), construct_decode_proof_v2_body, buf, offset, span=span) from None
         raise _construct_error(exc, "proof_v2_body") from None
 
 
@@ -25264,6 +25330,8 @@ def construct_decode_proof_v3_edge(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_proof_v3_edge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v3_edge"), construct_decode_proof_v3_edge, buf, offset) from None
         raise _construct_error(exc, "proof_v3_edge") from None
 
 
@@ -25286,6 +25354,8 @@ def construct_decode_proof_v3_content(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_proof_v3_content(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v3_content"), construct_decode_proof_v3_content, buf, offset) from None
         raise _construct_error(exc, "proof_v3_content") from None
 
 
@@ -25308,6 +25378,8 @@ def construct_decode_proof_v3_data(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, body_len=body_len)
         return _c2m_proof_v3_data(c, body_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v3_data"), construct_decode_proof_v3_data, buf, offset, body_len=body_len) from None
         raise _construct_error(exc, "proof_v3_data") from None
 
 
@@ -25330,6 +25402,8 @@ def construct_decode_proof_v3_body(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, span=span)
         return _c2m_proof_v3_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "proof_v3_body"), construct_decode_proof_v3_body, buf, offset, span=span) from None
         raise _construct_error(exc, "proof_v3_body") from None
 
 
@@ -25352,6 +25426,8 @@ def construct_decode_v1_blob_data(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream, length=length)
         return _c2m_v1_blob_data(c, length)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v1_blob_data"), construct_decode_v1_blob_data, buf, offset, length=length) from None
         raise _construct_error(exc, "v1_blob_data") from None
 
 
@@ -25374,6 +25450,8 @@ def construct_decode_v1_blob(buf, offset: int = 0, *, compiled: bool = False) ->
         c = con.parse_stream(stream)
         return _c2m_v1_blob(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v1_blob"), construct_decode_v1_blob, buf, offset) from None
         raise _construct_error(exc, "v1_blob") from None
 
 
@@ -25396,6 +25474,8 @@ def construct_decode_v1_branch(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_v1_branch(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v1_branch"), construct_decode_v1_branch, buf, offset) from None
         raise _construct_error(exc, "v1_branch") from None
 
 
@@ -25418,6 +25498,8 @@ def construct_decode_v1_tombstone(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_v1_tombstone(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v1_tombstone"), construct_decode_v1_tombstone, buf, offset) from None
         raise _construct_error(exc, "v1_tombstone") from None
 
 
@@ -25440,6 +25522,8 @@ def construct_decode_v3_blob(buf, offset: int = 0, *, compiled: bool = False) ->
         c = con.parse_stream(stream)
         return _c2m_v3_blob(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_blob"), construct_decode_v3_blob, buf, offset) from None
         raise _construct_error(exc, "v3_blob") from None
 
 
@@ -25462,6 +25546,8 @@ def construct_decode_v3_branch(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_v3_branch(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_branch"), construct_decode_v3_branch, buf, offset) from None
         raise _construct_error(exc, "v3_branch") from None
 
 
@@ -25484,6 +25570,8 @@ def construct_decode_v3_tombstone(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_v3_tombstone(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_tombstone"), construct_decode_v3_tombstone, buf, offset) from None
         raise _construct_error(exc, "v3_tombstone") from None
 
 
@@ -25506,6 +25594,8 @@ def construct_decode_v3_blob_want(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_v3_blob_want(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_blob_want"), construct_decode_v3_blob_want, buf, offset) from None
         raise _construct_error(exc, "v3_blob_want") from None
 
 
@@ -25528,6 +25618,8 @@ def construct_decode_v3_local_cell(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_v3_local_cell(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_local_cell"), construct_decode_v3_local_cell, buf, offset) from None
         raise _construct_error(exc, "v3_local_cell") from None
 
 
@@ -25550,6 +25642,8 @@ def construct_decode_v3_collection_definition(buf, offset: int = 0, *, compiled:
         c = con.parse_stream(stream)
         return _c2m_v3_collection_definition(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_collection_definition"), construct_decode_v3_collection_definition, buf, offset) from None
         raise _construct_error(exc, "v3_collection_definition") from None
 
 
@@ -25572,6 +25666,8 @@ def construct_decode_v3_commit(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_v3_commit(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_commit"), construct_decode_v3_commit, buf, offset) from None
         raise _construct_error(exc, "v3_commit") from None
 
 
@@ -25594,6 +25690,8 @@ def construct_decode_v3_merge(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_v3_merge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_merge"), construct_decode_v3_merge, buf, offset) from None
         raise _construct_error(exc, "v3_merge") from None
 
 
@@ -25616,6 +25714,8 @@ def construct_decode_v3_derive(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_v3_derive(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v3_derive"), construct_decode_v3_derive, buf, offset) from None
         raise _construct_error(exc, "v3_derive") from None
 
 
@@ -25638,6 +25738,8 @@ def construct_decode_v4_commit(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_v4_commit(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v4_commit"), construct_decode_v4_commit, buf, offset) from None
         raise _construct_error(exc, "v4_commit") from None
 
 
@@ -25660,6 +25762,8 @@ def construct_decode_v4_merge(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_v4_merge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v4_merge"), construct_decode_v4_merge, buf, offset) from None
         raise _construct_error(exc, "v4_merge") from None
 
 
@@ -25682,6 +25786,8 @@ def construct_decode_v4_derive(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_v4_derive(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "v4_derive"), construct_decode_v4_derive, buf, offset) from None
         raise _construct_error(exc, "v4_derive") from None
 
 
@@ -25704,6 +25810,8 @@ def construct_decode_envelope36_rest(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_envelope36_rest(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "envelope36_rest"), construct_decode_envelope36_rest, buf, offset) from None
         raise _construct_error(exc, "envelope36_rest") from None
 
 
@@ -25726,6 +25834,8 @@ def construct_decode_env_blob_body(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream, span=span)
         return _c2m_env_blob_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_blob_body"), construct_decode_env_blob_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_blob_body") from None
 
 
@@ -25748,6 +25858,8 @@ def construct_decode_env_branch_body(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream, span=span)
         return _c2m_env_branch_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_branch_body"), construct_decode_env_branch_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_branch_body") from None
 
 
@@ -25770,6 +25882,8 @@ def construct_decode_env_tombstone_body(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream, span=span)
         return _c2m_env_tombstone_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_tombstone_body"), construct_decode_env_tombstone_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_tombstone_body") from None
 
 
@@ -25792,6 +25906,8 @@ def construct_decode_env_blob_want_body(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream, span=span)
         return _c2m_env_blob_want_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_blob_want_body"), construct_decode_env_blob_want_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_blob_want_body") from None
 
 
@@ -25814,6 +25930,8 @@ def construct_decode_env_typed_want_body(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream, span=span)
         return _c2m_env_typed_want_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_typed_want_body"), construct_decode_env_typed_want_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_typed_want_body") from None
 
 
@@ -25836,6 +25954,8 @@ def construct_decode_env_commit_body(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream, span=span)
         return _c2m_env_commit_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_commit_body"), construct_decode_env_commit_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_commit_body") from None
 
 
@@ -25858,6 +25978,8 @@ def construct_decode_env_merge_body(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream, span=span)
         return _c2m_env_merge_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_merge_body"), construct_decode_env_merge_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_merge_body") from None
 
 
@@ -25880,6 +26002,8 @@ def construct_decode_env_derive_v4_body(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream, span=span)
         return _c2m_env_derive_v4_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_derive_v4_body"), construct_decode_env_derive_v4_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_derive_v4_body") from None
 
 
@@ -25902,6 +26026,8 @@ def construct_decode_env_derive_v5_body(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream, span=span)
         return _c2m_env_derive_v5_body(c, span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "env_derive_v5_body"), construct_decode_env_derive_v5_body, buf, offset, span=span) from None
         raise _construct_error(exc, "env_derive_v5_body") from None
 
 
@@ -25924,6 +26050,8 @@ def construct_decode_commit_transcript(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream)
         return _c2m_commit_transcript(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "commit_transcript"), construct_decode_commit_transcript, buf, offset) from None
         raise _construct_error(exc, "commit_transcript") from None
 
 
@@ -25946,6 +26074,8 @@ def construct_decode_merge_endorsement(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream)
         return _c2m_merge_endorsement(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "merge_endorsement"), construct_decode_merge_endorsement, buf, offset) from None
         raise _construct_error(exc, "merge_endorsement") from None
 
 
@@ -25968,6 +26098,8 @@ def construct_decode_derive_endorsement(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream)
         return _c2m_derive_endorsement(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "derive_endorsement"), construct_decode_derive_endorsement, buf, offset) from None
         raise _construct_error(exc, "derive_endorsement") from None
 
 
@@ -25990,6 +26122,8 @@ def construct_decode_dense_commit(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_dense_commit(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_commit"), construct_decode_dense_commit, buf, offset) from None
         raise _construct_error(exc, "dense_commit") from None
 
 
@@ -26012,6 +26146,8 @@ def construct_decode_dense_unsigned_merge(buf, offset: int = 0, *, compiled: boo
         c = con.parse_stream(stream)
         return _c2m_dense_unsigned_merge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_unsigned_merge"), construct_decode_dense_unsigned_merge, buf, offset) from None
         raise _construct_error(exc, "dense_unsigned_merge") from None
 
 
@@ -26034,6 +26170,8 @@ def construct_decode_dense_unsigned_derive(buf, offset: int = 0, *, compiled: bo
         c = con.parse_stream(stream)
         return _c2m_dense_unsigned_derive(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_unsigned_derive"), construct_decode_dense_unsigned_derive, buf, offset) from None
         raise _construct_error(exc, "dense_unsigned_derive") from None
 
 
@@ -26056,6 +26194,8 @@ def construct_decode_dense_signed_merge(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream)
         return _c2m_dense_signed_merge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_signed_merge"), construct_decode_dense_signed_merge, buf, offset) from None
         raise _construct_error(exc, "dense_signed_merge") from None
 
 
@@ -26078,6 +26218,8 @@ def construct_decode_dense_signed_derive(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_dense_signed_derive(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_signed_derive"), construct_decode_dense_signed_derive, buf, offset) from None
         raise _construct_error(exc, "dense_signed_derive") from None
 
 
@@ -26100,6 +26242,8 @@ def construct_decode_dense_witness_merge(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_dense_witness_merge(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_witness_merge"), construct_decode_dense_witness_merge, buf, offset) from None
         raise _construct_error(exc, "dense_witness_merge") from None
 
 
@@ -26122,6 +26266,8 @@ def construct_decode_dense_witness_derive(buf, offset: int = 0, *, compiled: boo
         c = con.parse_stream(stream)
         return _c2m_dense_witness_derive(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_witness_derive"), construct_decode_dense_witness_derive, buf, offset) from None
         raise _construct_error(exc, "dense_witness_derive") from None
 
 
@@ -26144,6 +26290,8 @@ def construct_decode_dense_record(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_dense_record(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dense_record"), construct_decode_dense_record, buf, offset) from None
         raise _construct_error(exc, "dense_record") from None
 
 
@@ -26166,6 +26314,8 @@ def construct_decode_pile_file(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_pile_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "pile_file"), construct_decode_pile_file, buf, offset) from None
         raise _construct_error(exc, "pile_file") from None
 
 

@@ -53,7 +53,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
-from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
+from bytewright.runtime.truth import case_value as _case_value, compiled_failure as _compiled_failure, encode_failure as _encode_failure, encode_many_checked as _encode_many_checked, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -11867,6 +11867,8 @@ def _e_zgw_frame(out, v):
             out += _S68.pack(_zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
         elif _zgw_mutation___optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
+        if _zgw_mutation___size_zgop > 8388608:
+            raise EncodeError('value ' + repr(_zgw_mutation___size_zgop) + ' out of range None..8388608', path='zgop_len')
     elif _tag == 3:
         if v.payload.__class__ is not ZgwInventory:
             raise EncodeError('tag 3 takes a ZgwInventory, not ' + type(v.payload).__name__, path='payload')
@@ -12130,6 +12132,8 @@ def _em_zgw_frame(values):
                 out += _S113_pack(_zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
             elif _zgw_mutation___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
+            if _zgw_mutation___size_zgop > 8388608:
+                raise EncodeError('value ' + repr(_zgw_mutation___size_zgop) + ' out of range None..8388608', path='zgop_len')
         elif _tag == 3:
             if v.payload.__class__ is not ZgwInventory:
                 raise EncodeError('tag 3 takes a ZgwInventory, not ' + type(v.payload).__name__, path='payload')
@@ -16503,6 +16507,8 @@ def _e_zgw_mutation(out, v):
         out += _S68.pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
     elif _optional_ref__v.ref is not None:
         raise EncodeError('field is present but its condition is false', path='ref')
+    if (_size_zgop > 8388608):
+        raise EncodeError('value ' + repr(_size_zgop) + ' out of range None..8388608', path='zgop_len')
 
 def _em_zgw_mutation(values):
     out = bytearray()
@@ -16582,6 +16588,8 @@ def _em_zgw_mutation(values):
             out += _S113_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
         elif _optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
+        if _size_zgop > 8388608:
+            raise EncodeError('value ' + repr(_size_zgop) + ' out of range None..8388608', path='zgop_len')
     return bytes(out)
 
 def _d_zgw_inventory(mv, pos, end):
@@ -38648,6 +38656,7 @@ C_zgw_mutation = Struct(
     '_patch_zgop_len' / Pointer(Code("this['_o_zgop_len']", lambda this: this['_o_zgop_len']), Rebuild(Int64ul, Code("this['_e_zgop'] - this['_s_zgop']", lambda this: this['_e_zgop'] - this['_s_zgop']))),
     Check(Code("not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len']", lambda this: not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len'])),
     'canonical' / C_optional_ref,
+    FieldCheck(Code("this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)", lambda this: this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)), 'zgop_len'),
 )
 C_zgw_mutation._bw_fast_runs = {'live': (16, (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8)))}
 
@@ -42319,6 +42328,8 @@ def construct_decode_ze_header(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_ze_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "ze_header"), construct_decode_ze_header, buf, offset) from None
         raise _construct_error(exc, "ze_header") from None
 
 
@@ -42341,6 +42352,8 @@ def construct_decode_ze_header_ident(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_ze_header_ident(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "ze_header_ident"), construct_decode_ze_header_ident, buf, offset) from None
         raise _construct_error(exc, "ze_header_ident") from None
 
 
@@ -42363,6 +42376,8 @@ def construct_decode_framed_trailer_check(buf, offset: int = 0, *, compiled: boo
         c = con.parse_stream(stream)
         return _c2m_framed_trailer_check(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "framed_trailer_check"), construct_decode_framed_trailer_check, buf, offset) from None
         raise _construct_error(exc, "framed_trailer_check") from None
 
 
@@ -42385,6 +42400,8 @@ def construct_decode_segment_trailer(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_segment_trailer(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "segment_trailer"), construct_decode_segment_trailer, buf, offset) from None
         raise _construct_error(exc, "segment_trailer") from None
 
 
@@ -42407,6 +42424,8 @@ def construct_decode_wal_file_header(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_wal_file_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_file_header"), construct_decode_wal_file_header, buf, offset) from None
         raise _construct_error(exc, "wal_file_header") from None
 
 
@@ -42429,6 +42448,8 @@ def construct_decode_wal_record_header(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream)
         return _c2m_wal_record_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_record_header"), construct_decode_wal_record_header, buf, offset) from None
         raise _construct_error(exc, "wal_record_header") from None
 
 
@@ -42451,6 +42472,8 @@ def construct_decode_wal_frame(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_wal_frame(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_frame"), construct_decode_wal_frame, buf, offset) from None
         raise _construct_error(exc, "wal_frame") from None
 
 
@@ -42473,6 +42496,8 @@ def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_wal_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_file"), construct_decode_wal_file, buf, offset) from None
         raise _construct_error(exc, "wal_file") from None
 
 
@@ -42495,6 +42520,8 @@ def construct_decode_wal_record(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_wal_record(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_record"), construct_decode_wal_record, buf, offset) from None
         raise _construct_error(exc, "wal_record") from None
 
 
@@ -42517,6 +42544,8 @@ def construct_decode_wal_payload(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream, op=op)
         return _c2m_wal_payload(c, op)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_payload"), construct_decode_wal_payload, buf, offset, op=op) from None
         raise _construct_error(exc, "wal_payload") from None
 
 
@@ -42539,6 +42568,8 @@ def construct_decode_payload_v1_header(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream)
         return _c2m_payload_v1_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "payload_v1_header"), construct_decode_payload_v1_header, buf, offset) from None
         raise _construct_error(exc, "payload_v1_header") from None
 
 
@@ -42561,6 +42592,8 @@ def construct_decode_f32_vector(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_f32_vector(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "f32_vector"), construct_decode_f32_vector, buf, offset) from None
         raise _construct_error(exc, "f32_vector") from None
 
 
@@ -42583,6 +42616,8 @@ def construct_decode_op_upsert_v1(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_op_upsert_v1(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_upsert_v1"), construct_decode_op_upsert_v1, buf, offset) from None
         raise _construct_error(exc, "op_upsert_v1") from None
 
 
@@ -42605,6 +42640,8 @@ def construct_decode_op_delete_v1(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_op_delete_v1(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_delete_v1"), construct_decode_op_delete_v1, buf, offset) from None
         raise _construct_error(exc, "op_delete_v1") from None
 
 
@@ -42627,6 +42664,8 @@ def construct_decode_metadata_value(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_metadata_value(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "metadata_value"), construct_decode_metadata_value, buf, offset) from None
         raise _construct_error(exc, "metadata_value") from None
 
 
@@ -42649,6 +42688,8 @@ def construct_decode_value_u64(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_value_u64(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "value_u64"), construct_decode_value_u64, buf, offset) from None
         raise _construct_error(exc, "value_u64") from None
 
 
@@ -42671,6 +42712,8 @@ def construct_decode_value_i64(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_value_i64(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "value_i64"), construct_decode_value_i64, buf, offset) from None
         raise _construct_error(exc, "value_i64") from None
 
 
@@ -42693,6 +42736,8 @@ def construct_decode_value_f64(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_value_f64(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "value_f64"), construct_decode_value_f64, buf, offset) from None
         raise _construct_error(exc, "value_f64") from None
 
 
@@ -42715,6 +42760,8 @@ def construct_decode_value_bool(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_value_bool(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "value_bool"), construct_decode_value_bool, buf, offset) from None
         raise _construct_error(exc, "value_bool") from None
 
 
@@ -42737,6 +42784,8 @@ def construct_decode_value_string(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_value_string(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "value_string"), construct_decode_value_string, buf, offset) from None
         raise _construct_error(exc, "value_string") from None
 
 
@@ -42759,6 +42808,8 @@ def construct_decode_value_id128(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_value_id128(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "value_id128"), construct_decode_value_id128, buf, offset) from None
         raise _construct_error(exc, "value_id128") from None
 
 
@@ -42781,6 +42832,8 @@ def construct_decode_op_metadata_edit_v1(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_op_metadata_edit_v1(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_metadata_edit_v1"), construct_decode_op_metadata_edit_v1, buf, offset) from None
         raise _construct_error(exc, "op_metadata_edit_v1") from None
 
 
@@ -42803,6 +42856,8 @@ def construct_decode_op_timestamped_upsert_v1(buf, offset: int = 0, *, compiled:
         c = con.parse_stream(stream)
         return _c2m_op_timestamped_upsert_v1(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_timestamped_upsert_v1"), construct_decode_op_timestamped_upsert_v1, buf, offset) from None
         raise _construct_error(exc, "op_timestamped_upsert_v1") from None
 
 
@@ -42825,6 +42880,8 @@ def construct_decode_op_upsert_metadata_v1(buf, offset: int = 0, *, compiled: bo
         c = con.parse_stream(stream)
         return _c2m_op_upsert_metadata_v1(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_upsert_metadata_v1"), construct_decode_op_upsert_metadata_v1, buf, offset) from None
         raise _construct_error(exc, "op_upsert_metadata_v1") from None
 
 
@@ -42847,6 +42904,8 @@ def construct_decode_op_upsert_ts_metadata_v1(buf, offset: int = 0, *, compiled:
         c = con.parse_stream(stream)
         return _c2m_op_upsert_ts_metadata_v1(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_upsert_ts_metadata_v1"), construct_decode_op_upsert_ts_metadata_v1, buf, offset) from None
         raise _construct_error(exc, "op_upsert_ts_metadata_v1") from None
 
 
@@ -42869,6 +42928,8 @@ def construct_decode_typed_column(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_typed_column(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "typed_column"), construct_decode_typed_column, buf, offset) from None
         raise _construct_error(exc, "typed_column") from None
 
 
@@ -42891,6 +42952,8 @@ def construct_decode_op_upsert_v2(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_op_upsert_v2(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_upsert_v2"), construct_decode_op_upsert_v2, buf, offset) from None
         raise _construct_error(exc, "op_upsert_v2") from None
 
 
@@ -42913,6 +42976,8 @@ def construct_decode_op_batch_member(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_op_batch_member(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_batch_member"), construct_decode_op_batch_member, buf, offset) from None
         raise _construct_error(exc, "op_batch_member") from None
 
 
@@ -42935,6 +43000,8 @@ def construct_decode_transaction_binding(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_transaction_binding(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "transaction_binding"), construct_decode_transaction_binding, buf, offset) from None
         raise _construct_error(exc, "transaction_binding") from None
 
 
@@ -42957,6 +43024,8 @@ def construct_decode_op_prepared_mutation(buf, offset: int = 0, *, compiled: boo
         c = con.parse_stream(stream)
         return _c2m_op_prepared_mutation(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_prepared_mutation"), construct_decode_op_prepared_mutation, buf, offset) from None
         raise _construct_error(exc, "op_prepared_mutation") from None
 
 
@@ -42979,6 +43048,8 @@ def construct_decode_op_mixed_member(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_op_mixed_member(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "op_mixed_member"), construct_decode_op_mixed_member, buf, offset) from None
         raise _construct_error(exc, "op_mixed_member") from None
 
 
@@ -43001,6 +43072,8 @@ def construct_decode_zgw_file_header(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_zgw_file_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_file_header"), construct_decode_zgw_file_header, buf, offset) from None
         raise _construct_error(exc, "zgw_file_header") from None
 
 
@@ -43023,6 +43096,8 @@ def construct_decode_zgw_frame(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_zgw_frame(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_frame"), construct_decode_zgw_frame, buf, offset) from None
         raise _construct_error(exc, "zgw_frame") from None
 
 
@@ -43045,6 +43120,8 @@ def construct_decode_zgw_frame_header(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_zgw_frame_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_frame_header"), construct_decode_zgw_frame_header, buf, offset) from None
         raise _construct_error(exc, "zgw_frame_header") from None
 
 
@@ -43067,6 +43144,8 @@ def construct_decode_zgw_envelope_size(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream)
         return _c2m_zgw_envelope_size(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_envelope_size"), construct_decode_zgw_envelope_size, buf, offset) from None
         raise _construct_error(exc, "zgw_envelope_size") from None
 
 
@@ -43089,6 +43168,8 @@ def construct_decode_graph_envelope(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_graph_envelope(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "graph_envelope"), construct_decode_graph_envelope, buf, offset) from None
         raise _construct_error(exc, "graph_envelope") from None
 
 
@@ -43111,6 +43192,8 @@ def construct_decode_zgw_begin(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_zgw_begin(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_begin"), construct_decode_zgw_begin, buf, offset) from None
         raise _construct_error(exc, "zgw_begin") from None
 
 
@@ -43133,6 +43216,8 @@ def construct_decode_artifact_descriptor(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_artifact_descriptor(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "artifact_descriptor"), construct_decode_artifact_descriptor, buf, offset) from None
         raise _construct_error(exc, "artifact_descriptor") from None
 
 
@@ -43155,6 +43240,8 @@ def construct_decode_required_ref(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_required_ref(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "required_ref"), construct_decode_required_ref, buf, offset) from None
         raise _construct_error(exc, "required_ref") from None
 
 
@@ -43177,6 +43264,8 @@ def construct_decode_optional_ref(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_optional_ref(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "optional_ref"), construct_decode_optional_ref, buf, offset) from None
         raise _construct_error(exc, "optional_ref") from None
 
 
@@ -43199,6 +43288,8 @@ def construct_decode_commit_state(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_commit_state(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "commit_state"), construct_decode_commit_state, buf, offset) from None
         raise _construct_error(exc, "commit_state") from None
 
 
@@ -43221,6 +43312,8 @@ def construct_decode_zgw_commit(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_zgw_commit(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_commit"), construct_decode_zgw_commit, buf, offset) from None
         raise _construct_error(exc, "zgw_commit") from None
 
 
@@ -43243,6 +43336,8 @@ def construct_decode_zgop_key(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_zgop_key(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgop_key"), construct_decode_zgop_key, buf, offset) from None
         raise _construct_error(exc, "zgop_key") from None
 
 
@@ -43265,6 +43360,8 @@ def construct_decode_zgop_expected(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_zgop_expected(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgop_expected"), construct_decode_zgop_expected, buf, offset) from None
         raise _construct_error(exc, "zgop_expected") from None
 
 
@@ -43287,6 +43384,8 @@ def construct_decode_zgop(buf, offset: int = 0, *, compiled: bool = False) -> Zg
         c = con.parse_stream(stream)
         return _c2m_zgop(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgop"), construct_decode_zgop, buf, offset) from None
         raise _construct_error(exc, "zgop") from None
 
 
@@ -43309,6 +43408,8 @@ def construct_decode_zgw_mutation(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_zgw_mutation(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_mutation"), construct_decode_zgw_mutation, buf, offset) from None
         raise _construct_error(exc, "zgw_mutation") from None
 
 
@@ -43331,6 +43432,8 @@ def construct_decode_zgw_inventory(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_zgw_inventory(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_inventory"), construct_decode_zgw_inventory, buf, offset) from None
         raise _construct_error(exc, "zgw_inventory") from None
 
 
@@ -43353,6 +43456,8 @@ def construct_decode_zgw_reclaim_intent(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream)
         return _c2m_zgw_reclaim_intent(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_reclaim_intent"), construct_decode_zgw_reclaim_intent, buf, offset) from None
         raise _construct_error(exc, "zgw_reclaim_intent") from None
 
 
@@ -43375,6 +43480,8 @@ def construct_decode_descriptor_list(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_descriptor_list(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "descriptor_list"), construct_decode_descriptor_list, buf, offset) from None
         raise _construct_error(exc, "descriptor_list") from None
 
 
@@ -43397,6 +43504,8 @@ def construct_decode_zgw_reclaim_complete(buf, offset: int = 0, *, compiled: boo
         c = con.parse_stream(stream)
         return _c2m_zgw_reclaim_complete(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgw_reclaim_complete"), construct_decode_zgw_reclaim_complete, buf, offset) from None
         raise _construct_error(exc, "zgw_reclaim_complete") from None
 
 
@@ -43419,6 +43528,8 @@ def construct_decode_spill_binding(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_spill_binding(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "spill_binding"), construct_decode_spill_binding, buf, offset) from None
         raise _construct_error(exc, "spill_binding") from None
 
 
@@ -43441,6 +43552,8 @@ def construct_decode_zgcp_prepared_inventory(buf, offset: int = 0, *, compiled: 
         c = con.parse_stream(stream)
         return _c2m_zgcp_prepared_inventory(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgcp_prepared_inventory"), construct_decode_zgcp_prepared_inventory, buf, offset) from None
         raise _construct_error(exc, "zgcp_prepared_inventory") from None
 
 
@@ -43463,6 +43576,8 @@ def construct_decode_zgcp_captured_base(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream)
         return _c2m_zgcp_captured_base(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgcp_captured_base"), construct_decode_zgcp_captured_base, buf, offset) from None
         raise _construct_error(exc, "zgcp_captured_base") from None
 
 
@@ -43485,6 +43600,8 @@ def construct_decode_zgcp_participant(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_zgcp_participant(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgcp_participant"), construct_decode_zgcp_participant, buf, offset) from None
         raise _construct_error(exc, "zgcp_participant") from None
 
 
@@ -43507,6 +43624,8 @@ def construct_decode_fold_authority(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_fold_authority(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "fold_authority"), construct_decode_fold_authority, buf, offset) from None
         raise _construct_error(exc, "fold_authority") from None
 
 
@@ -43529,6 +43648,8 @@ def construct_decode_captured_base_value(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_captured_base_value(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "captured_base_value"), construct_decode_captured_base_value, buf, offset) from None
         raise _construct_error(exc, "captured_base_value") from None
 
 
@@ -43551,6 +43672,8 @@ def construct_decode_protected_value(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_protected_value(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "protected_value"), construct_decode_protected_value, buf, offset) from None
         raise _construct_error(exc, "protected_value") from None
 
 
@@ -43573,6 +43696,8 @@ def construct_decode_frame_block(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_frame_block(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "frame_block"), construct_decode_frame_block, buf, offset) from None
         raise _construct_error(exc, "frame_block") from None
 
 
@@ -43595,6 +43720,8 @@ def construct_decode_frame_file(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_frame_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "frame_file"), construct_decode_frame_file, buf, offset) from None
         raise _construct_error(exc, "frame_file") from None
 
 
@@ -43617,6 +43744,8 @@ def construct_decode_manifest_block(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream, version=version)
         return _c2m_manifest_block(c, version)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "manifest_block"), construct_decode_manifest_block, buf, offset, version=version) from None
         raise _construct_error(exc, "manifest_block") from None
 
 
@@ -43639,6 +43768,8 @@ def construct_decode_manifest_file(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_manifest_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "manifest_file"), construct_decode_manifest_file, buf, offset) from None
         raise _construct_error(exc, "manifest_file") from None
 
 
@@ -43661,6 +43792,8 @@ def construct_decode_epoch_alias(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_epoch_alias(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "epoch_alias"), construct_decode_epoch_alias, buf, offset) from None
         raise _construct_error(exc, "epoch_alias") from None
 
 
@@ -43683,6 +43816,8 @@ def construct_decode_manifest_segment(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_manifest_segment(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "manifest_segment"), construct_decode_manifest_segment, buf, offset) from None
         raise _construct_error(exc, "manifest_segment") from None
 
 
@@ -43705,6 +43840,8 @@ def construct_decode_embedding_tower(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_embedding_tower(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "embedding_tower"), construct_decode_embedding_tower, buf, offset) from None
         raise _construct_error(exc, "embedding_tower") from None
 
 
@@ -43727,6 +43864,8 @@ def construct_decode_embedding_epoch(buf, offset: int = 0, *, compiled: bool = F
         c = con.parse_stream(stream)
         return _c2m_embedding_epoch(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "embedding_epoch"), construct_decode_embedding_epoch, buf, offset) from None
         raise _construct_error(exc, "embedding_epoch") from None
 
 
@@ -43749,6 +43888,8 @@ def construct_decode_column_def(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_column_def(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "column_def"), construct_decode_column_def, buf, offset) from None
         raise _construct_error(exc, "column_def") from None
 
 
@@ -43771,6 +43912,8 @@ def construct_decode_clustering_range(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_clustering_range(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "clustering_range"), construct_decode_clustering_range, buf, offset) from None
         raise _construct_error(exc, "clustering_range") from None
 
 
@@ -43793,6 +43936,8 @@ def construct_decode_tsr1_body(buf, offset: int = 0, *, compiled: bool = False, 
         c = con.parse_stream(stream, segment_count=segment_count)
         return _c2m_tsr1_body(c, segment_count)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "tsr1_body"), construct_decode_tsr1_body, buf, offset, segment_count=segment_count) from None
         raise _construct_error(exc, "tsr1_body") from None
 
 
@@ -43815,6 +43960,8 @@ def construct_decode_graph_object(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_graph_object(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "graph_object"), construct_decode_graph_object, buf, offset) from None
         raise _construct_error(exc, "graph_object") from None
 
 
@@ -43837,6 +43984,8 @@ def construct_decode_zgen_row(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_zgen_row(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgen_row"), construct_decode_zgen_row, buf, offset) from None
         raise _construct_error(exc, "zgen_row") from None
 
 
@@ -43859,6 +44008,8 @@ def construct_decode_zgen_extension(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_zgen_extension(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgen_extension"), construct_decode_zgen_extension, buf, offset) from None
         raise _construct_error(exc, "zgen_extension") from None
 
 
@@ -43881,6 +44032,8 @@ def construct_decode_graph_section(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_graph_section(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "graph_section"), construct_decode_graph_section, buf, offset) from None
         raise _construct_error(exc, "graph_section") from None
 
 
@@ -43903,6 +44056,8 @@ def construct_decode_zgr3_body(buf, offset: int = 0, *, compiled: bool = False) 
         c = con.parse_stream(stream)
         return _c2m_zgr3_body(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "zgr3_body"), construct_decode_zgr3_body, buf, offset) from None
         raise _construct_error(exc, "zgr3_body") from None
 
 
@@ -43925,6 +44080,8 @@ def construct_decode_manifest_extension(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream, version=version, segment_count=segment_count)
         return _c2m_manifest_extension(c, version, segment_count)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "manifest_extension"), construct_decode_manifest_extension, buf, offset, version=version, segment_count=segment_count) from None
         raise _construct_error(exc, "manifest_extension") from None
 
 
@@ -43947,6 +44104,8 @@ def construct_decode_manifest_payload(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream, version=version)
         return _c2m_manifest_payload(c, version)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "manifest_payload"), construct_decode_manifest_payload, buf, offset, version=version) from None
         raise _construct_error(exc, "manifest_payload") from None
 
 
@@ -43969,6 +44128,8 @@ def construct_decode_purge_token_input(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream)
         return _c2m_purge_token_input(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "purge_token_input"), construct_decode_purge_token_input, buf, offset) from None
         raise _construct_error(exc, "purge_token_input") from None
 
 
@@ -43991,6 +44152,8 @@ def construct_decode_purge_payload(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_purge_payload(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "purge_payload"), construct_decode_purge_payload, buf, offset) from None
         raise _construct_error(exc, "purge_payload") from None
 
 
@@ -44013,6 +44176,8 @@ def construct_decode_purge_block(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream)
         return _c2m_purge_block(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "purge_block"), construct_decode_purge_block, buf, offset) from None
         raise _construct_error(exc, "purge_block") from None
 
 
@@ -44035,6 +44200,8 @@ def construct_decode_purge_file(buf, offset: int = 0, *, compiled: bool = False)
         c = con.parse_stream(stream)
         return _c2m_purge_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "purge_file"), construct_decode_purge_file, buf, offset) from None
         raise _construct_error(exc, "purge_file") from None
 
 
@@ -44057,6 +44224,8 @@ def construct_decode_epoch_digest_input(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream)
         return _c2m_epoch_digest_input(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "epoch_digest_input"), construct_decode_epoch_digest_input, buf, offset) from None
         raise _construct_error(exc, "epoch_digest_input") from None
 
 
@@ -44079,6 +44248,8 @@ def construct_decode_epoch_digest_input_v1(buf, offset: int = 0, *, compiled: bo
         c = con.parse_stream(stream)
         return _c2m_epoch_digest_input_v1(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "epoch_digest_input_v1"), construct_decode_epoch_digest_input_v1, buf, offset) from None
         raise _construct_error(exc, "epoch_digest_input_v1") from None
 
 
@@ -44101,6 +44272,8 @@ def construct_decode_digest_tower(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_digest_tower(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "digest_tower"), construct_decode_digest_tower, buf, offset) from None
         raise _construct_error(exc, "digest_tower") from None
 
 
@@ -44123,6 +44296,8 @@ def construct_decode_region_entry(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_region_entry(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "region_entry"), construct_decode_region_entry, buf, offset) from None
         raise _construct_error(exc, "region_entry") from None
 
 
@@ -44145,6 +44320,8 @@ def construct_decode_segment_header(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_segment_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "segment_header"), construct_decode_segment_header, buf, offset) from None
         raise _construct_error(exc, "segment_header") from None
 
 
@@ -44167,6 +44344,8 @@ def construct_decode_vector_header(buf, offset: int = 0, *, compiled: bool = Fal
         c = con.parse_stream(stream)
         return _c2m_vector_header(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "vector_header"), construct_decode_vector_header, buf, offset) from None
         raise _construct_error(exc, "vector_header") from None
 
 
@@ -44189,6 +44368,8 @@ def construct_decode_vector_codes_region(buf, offset: int = 0, *, compiled: bool
         c = con.parse_stream(stream)
         return _c2m_vector_codes_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "vector_codes_region"), construct_decode_vector_codes_region, buf, offset) from None
         raise _construct_error(exc, "vector_codes_region") from None
 
 
@@ -44211,6 +44392,8 @@ def construct_decode_bit4_factors(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_bit4_factors(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "bit4_factors"), construct_decode_bit4_factors, buf, offset) from None
         raise _construct_error(exc, "bit4_factors") from None
 
 
@@ -44233,6 +44416,8 @@ def construct_decode_int8_factors(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_int8_factors(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "int8_factors"), construct_decode_int8_factors, buf, offset) from None
         raise _construct_error(exc, "int8_factors") from None
 
 
@@ -44255,6 +44440,8 @@ def construct_decode_vector_factors_region(buf, offset: int = 0, *, compiled: bo
         c = con.parse_stream(stream)
         return _c2m_vector_factors_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "vector_factors_region"), construct_decode_vector_factors_region, buf, offset) from None
         raise _construct_error(exc, "vector_factors_region") from None
 
 
@@ -44277,6 +44464,8 @@ def construct_decode_vector_rescore_region(buf, offset: int = 0, *, compiled: bo
         c = con.parse_stream(stream)
         return _c2m_vector_rescore_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "vector_rescore_region"), construct_decode_vector_rescore_region, buf, offset) from None
         raise _construct_error(exc, "vector_rescore_region") from None
 
 
@@ -44299,6 +44488,8 @@ def construct_decode_columns_region(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_columns_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "columns_region"), construct_decode_columns_region, buf, offset) from None
         raise _construct_error(exc, "columns_region") from None
 
 
@@ -44321,6 +44512,8 @@ def construct_decode_dictionary_column(buf, offset: int = 0, *, compiled: bool =
         c = con.parse_stream(stream, rows=rows)
         return _c2m_dictionary_column(c, rows)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "dictionary_column"), construct_decode_dictionary_column, buf, offset, rows=rows) from None
         raise _construct_error(exc, "dictionary_column") from None
 
 
@@ -44343,6 +44536,8 @@ def construct_decode_column_data(buf, offset: int = 0, *, compiled: bool = False
         c = con.parse_stream(stream, type=type, rows=rows)
         return _c2m_column_data(c, type, rows)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "column_data"), construct_decode_column_data, buf, offset, type=type, rows=rows) from None
         raise _construct_error(exc, "column_data") from None
 
 
@@ -44365,6 +44560,8 @@ def construct_decode_alive_region(buf, offset: int = 0, *, compiled: bool = Fals
         c = con.parse_stream(stream)
         return _c2m_alive_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "alive_region"), construct_decode_alive_region, buf, offset) from None
         raise _construct_error(exc, "alive_region") from None
 
 
@@ -44387,6 +44584,8 @@ def construct_decode_checksum_entry(buf, offset: int = 0, *, compiled: bool = Fa
         c = con.parse_stream(stream)
         return _c2m_checksum_entry(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "checksum_entry"), construct_decode_checksum_entry, buf, offset) from None
         raise _construct_error(exc, "checksum_entry") from None
 
 
@@ -44409,6 +44608,8 @@ def construct_decode_checksum_table_region(buf, offset: int = 0, *, compiled: bo
         c = con.parse_stream(stream)
         return _c2m_checksum_table_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "checksum_table_region"), construct_decode_checksum_table_region, buf, offset) from None
         raise _construct_error(exc, "checksum_table_region") from None
 
 
@@ -44431,6 +44632,8 @@ def construct_decode_document_version(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream)
         return _c2m_document_version(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "document_version"), construct_decode_document_version, buf, offset) from None
         raise _construct_error(exc, "document_version") from None
 
 
@@ -44453,6 +44656,8 @@ def construct_decode_document_versions_region(buf, offset: int = 0, *, compiled:
         c = con.parse_stream(stream)
         return _c2m_document_versions_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "document_versions_region"), construct_decode_document_versions_region, buf, offset) from None
         raise _construct_error(exc, "document_versions_region") from None
 
 
@@ -44475,6 +44680,8 @@ def construct_decode_stored_metadata_region(buf, offset: int = 0, *, compiled: b
         c = con.parse_stream(stream)
         return _c2m_stored_metadata_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "stored_metadata_region"), construct_decode_stored_metadata_region, buf, offset) from None
         raise _construct_error(exc, "stored_metadata_region") from None
 
 
@@ -44497,6 +44704,8 @@ def construct_decode_stored_text_region(buf, offset: int = 0, *, compiled: bool 
         c = con.parse_stream(stream)
         return _c2m_stored_text_region(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "stored_text_region"), construct_decode_stored_text_region, buf, offset) from None
         raise _construct_error(exc, "stored_text_region") from None
 
 
@@ -44519,6 +44728,8 @@ def construct_decode_graph_node_block(buf, offset: int = 0, *, compiled: bool = 
         c = con.parse_stream(stream, code_bytes=code_bytes, max_degree=max_degree)
         return _c2m_graph_node_block(c, code_bytes, max_degree)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "graph_node_block"), construct_decode_graph_node_block, buf, offset, code_bytes=code_bytes, max_degree=max_degree) from None
         raise _construct_error(exc, "graph_node_block") from None
 
 
@@ -44541,6 +44752,8 @@ def construct_decode_graph_node_blocks_region(buf, offset: int = 0, *, compiled:
         c = con.parse_stream(stream, region_len=region_len)
         return _c2m_graph_node_blocks_region(c, region_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "graph_node_blocks_region"), construct_decode_graph_node_blocks_region, buf, offset, region_len=region_len) from None
         raise _construct_error(exc, "graph_node_blocks_region") from None
 
 

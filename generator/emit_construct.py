@@ -19,7 +19,7 @@ import re
 from ..runtime.codec import _FIELD_NAMES
 from . import ir
 from .emit_fast import FastEmitter
-from .emit_fast_encode import fast_runs, late_rule, needs_roundtrip, value_rule
+from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
 from .expr import parse
 from .layout import numpy_code
 from .model import call_args, camel, enum_class, flags_class
@@ -458,6 +458,17 @@ class ConstructEmitter:
                     held = f.derived_from[1] if f.derived_from else f.name
                     guard = f"this.get({held!r}) is None or " if f.cond is not None else ""
                     rule = f"this['_parsing'] or {guard}({a.check.render(self.res(rec))})"
+                    lines.append(f"    FieldCheck({self.code(rule)}, {f.name!r}),")
+            if f.valid is not None and measured(f):  # a measured size outside its range
+                lo, hi = f.valid
+                x = self.res(rec)(f.name)
+                parts = ([f"{lo} <= {x}"] if lo is not None else []) + \
+                    ([f"{x} <= {hi}"] if hi is not None else [])
+                target = next((o for o in rec.fields if o.name == f.derived_from[1]), None)
+                conds = f.cond is not None or (target is not None and target.cond is not None)
+                guard = f"this.get({f.derived_from[1]!r}) is None or " if conds else ""
+                if parts:
+                    rule = f"this['_parsing'] or {guard}({' and '.join(parts)})"
                     lines.append(f"    FieldCheck({self.code(rule)}, {f.name!r}),")
         lines.append(")")
         runs = fast_runs(self.fast, rec)

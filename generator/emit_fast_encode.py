@@ -240,4 +240,22 @@ def assert_checks(rec: ir.Record, lay: ir.Layout, res, late: bool = False) -> li
             guard = f"{res(held)} is not None and " if f.cond is not None else ""
             out += [f"if {guard}not ({a.check.render(res)}):",
                     f"    raise EncodeError({a.message!r}, path={f.name!r})"]
+        if late and f.valid is not None and measured(f):
+            # a size the encoder measured: outside the range, the decoder would refuse it
+            val = res(f.name)
+            lo, hi = f.valid
+            bad = ([f"{val} < {lo}"] if lo is not None else []) + \
+                ([f"{val} > {hi}"] if hi is not None else [])
+            target = next((x for x in lay.fields if x.name == f.derived_from[1]), None)
+            conds = f.cond is not None or (target is not None and target.cond is not None)
+            guard = f"{res(f.derived_from[1])} is not None and " if conds else ""
+            if bad:
+                out += [f"if {guard}({' or '.join(bad)}):",
+                        f"    raise EncodeError('value ' + repr({val}) + ' out of range "
+                        f"{lo}..{hi}', path={f.name!r})"]
     return out
+
+
+def measured(f: ir.Field) -> bool:
+    """A size field whose value the encoder measures while writing its target."""
+    return bool(f.derived_from) and f.derived_from[0] == "size"

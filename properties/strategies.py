@@ -805,12 +805,25 @@ class Builder:
                 local_sites.append((f, _AttrSite(path, "terminator", "contains its terminator",
                                                  f.name, v + term.decode("latin-1"))))
             return v, v
+        span = self._size_range(rec, f) if top and exact is None and not t.text else None
         if exact is not None:
             v = draw(st.binary(min_size=exact, max_size=exact))
+        elif span is not None:  # a derived size with a valid range: the content fits it
+            v = draw(st.binary(min_size=span[0], max_size=max(span[0], min(span[1],
+                                                                         MAX_BYTES))))
         else:
             v = draw(st.binary(max_size=MAX_BYTES))
         if term is not None and term in v:
             assume(False)
+        if span is not None:  # content too large (small) for its size field's valid range
+            if span[1] < MAX_SIZE:
+                local_sites.append((f, _AttrSite(path, "valid", f"{span[1] + 1} bytes, above "
+                                                 "the valid range of its size", f.name,
+                                                 bytes(span[1] + 1))))
+            if span[0] > 0:
+                local_sites.append((f, _AttrSite(path, "valid", f"{span[0] - 1} bytes, below "
+                                                 "the valid range of its size", f.name,
+                                                 bytes(span[0] - 1))))
         if exact is not None and top:
             local_sites.append((f, _AttrSite(path, "length", f"{exact + 1} bytes for a size "
                                              f"of {exact}", f.name, v + b"\0")))
@@ -821,6 +834,22 @@ class Builder:
             local_sites.append((f, _AttrSite(path, "terminator", "contains its terminator",
                                              f.name, v + term)))
         return v, v
+
+
+    @staticmethod
+    def _size_range(rec: ir.Record, f: ir.Field) -> tuple[int, int] | None:
+        """The lengths of ``f`` whose derived size field is inside its ``valid`` range."""
+        if f.repeat is not None or f.compressed is not None:
+            return None
+        size = next((g for g in rec.fields if g.derived_from == ("size", f.name)), None)
+        if size is None or size.valid is None:
+            return None
+        off = size.derived_offset or 0
+        lo = 0 if size.valid[0] is None else max(0, size.valid[0] - off)
+        hi = MAX_SIZE if size.valid[1] is None else size.valid[1] - off
+        if hi < lo:
+            raise Unsupported(f"{rec.name}.{f.name}: no length fits {size.name}'s range")
+        return lo, hi
 
 
 class _AttrSite(Site):

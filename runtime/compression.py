@@ -13,7 +13,10 @@ no codec reserves its cap up front (lz4 frames stream in :data:`CHUNK` pieces af
 declared content size is checked against the cap, zstd frames are fed one block at a
 time); and output beyond :data:`BOMB_FLOOR` bytes that exceeds :data:`MAX_RATIO` times the
 input is refused as a decompression bomb. Every failure is a :class:`DecodeError` naming
-the algorithm, the offset and the field path, never a ``MemoryError``.
+the algorithm, the offset and the field path, never a ``MemoryError``: a
+:class:`TruncatedError` when the stream just ends early, an :class:`UnsupportedError` for an
+unknown algorithm, else a :class:`ConstraintError` (damaged stream, output of another
+length than declared, over a limit), on both codec paths alike.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import zlib
 import lz4.frame
 import zstandard
 
-from .errors import DecodeError, EncodeError, TruncatedError, UnsupportedError
+from .errors import ConstraintError, DecodeError, EncodeError, TruncatedError, UnsupportedError
 
 Buffer = bytes | bytearray | memoryview
 
@@ -266,26 +269,26 @@ def register(reg) -> None:  # noqa: ANN001 - a Registry (not imported here: avoi
 
 def _fail(name: str, exc: BaseException, offset: int | None, path: str) -> DecodeError:
     if isinstance(exc, CodecFailure):
-        cls = TruncatedError if exc.truncated else DecodeError
+        cls = TruncatedError if exc.truncated else ConstraintError
         return cls(f"{name} decompression failed: {exc.why}", offset=offset, path=path)
     if isinstance(exc, MemoryError):
-        return DecodeError(f"{name} decompression failed: out of memory", offset=offset,
+        return ConstraintError(f"{name} decompression failed: out of memory", offset=offset,
                            path=path)
     # A plug-in's own exception type: still the project's error, never an escape.
-    return DecodeError(f"{name} decompression failed: {type(exc).__name__}: {exc}",
+    return ConstraintError(f"{name} decompression failed: {type(exc).__name__}: {exc}",
                        offset=offset, path=path)
 
 
 def _limit(name: str, max_size: int, expected_size: int | None, offset: int | None,
            path: str) -> int:
     if max_size < 0 or (expected_size is not None and expected_size < 0):
-        raise DecodeError(f"{name}: negative size", offset=offset, path=path,
+        raise ConstraintError(f"{name}: negative size", offset=offset, path=path,
                           expected=">= 0", found=min(max_size, expected_size or 0))
     # Decoding past the expected size is pointless: cap at whichever is smaller.
     limit = max_size if expected_size is None else min(max_size, expected_size)
     if limit > MAX_OUTPUT:
         if expected_size is not None and expected_size > MAX_OUTPUT:
-            raise DecodeError(f"{name}: declared size is over the {MAX_OUTPUT}-byte limit",
+            raise ConstraintError(f"{name}: declared size is over the {MAX_OUTPUT}-byte limit",
                               offset=offset, path=path, expected=f"<= {MAX_OUTPUT}",
                               found=expected_size)
         limit = MAX_OUTPUT
@@ -305,8 +308,8 @@ def decompress(
     ``max_size`` bytes (and never more than :data:`MAX_OUTPUT`).
 
     With ``expected_size`` the output must be exactly that long. Failures raise
-    :class:`DecodeError` (``TruncatedError`` when the input just ends early, and
-    ``UnsupportedError`` for an unknown algorithm), carrying ``offset`` and ``path``.
+    :class:`DecodeError` (``TruncatedError`` when the input just ends early,
+    ``UnsupportedError`` for an unknown algorithm, else ``ConstraintError``), carrying ``offset`` and ``path``.
     """
     spec = _registry().codec(name, offset=offset, path=path)
     limit = _limit(name, max_size, expected_size, offset, path)
@@ -340,7 +343,7 @@ def decompress_prefix(
         raise _fail(name, exc, offset, path) from None
     _check_out(name, out, limit, expected_size, offset, path)
     if not 0 < used <= len(data):
-        raise DecodeError(f"{name} codec reported {used} bytes consumed of {len(data)}",
+        raise ConstraintError(f"{name} codec reported {used} bytes consumed of {len(data)}",
                           offset=offset, path=path)
     return bytes(out), used
 
@@ -348,10 +351,10 @@ def decompress_prefix(
 def _check_out(name: str, out: bytes, limit: int, expected_size: int | None,
                offset: int | None, path: str) -> None:
     if len(out) > limit:  # a plug-in that ignored its cap
-        raise DecodeError(f"{name} decompression failed: output exceeds the limit of {limit} "
+        raise ConstraintError(f"{name} decompression failed: output exceeds the limit of {limit} "
                           "bytes", offset=offset, path=path)
     if expected_size is not None and len(out) != expected_size:
-        raise DecodeError(f"{name} output has the wrong length", offset=offset, path=path,
+        raise ConstraintError(f"{name} output has the wrong length", offset=offset, path=path,
                           expected=expected_size, found=len(out))
 
 

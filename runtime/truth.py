@@ -133,3 +133,51 @@ def case_value(value: Any, tag: Any, classes: dict, default: Any, field: str) ->
         raise EncodeError(f"tag {tag!r} takes a {want.__name__}, not "
                           f"{type(value).__name__}", path=field)
     return value
+
+
+def compiled_failure(own: DecodeError, reference: Callable[..., Any], buf: Any, offset: int,
+                     **params: Any) -> DecodeError:
+    """The compiled Construct parser's failure as the interpreted one reports it: compiled
+    code notes neither the members nor the list items a failure leaves through, so the
+    interpreted parser, run again on the failure path only, names the field and offset
+    (``own`` when it, unlike the compiled one, accepts the input)."""
+    try:
+        reference(buf, offset, **params)
+    except DecodeError as ref:
+        return ref
+    return own
+
+
+def encode_many_checked(enc: Callable[..., Any], decode: Callable[..., Any], name: str,
+                        values: Any, params: tuple, kw: dict) -> bytes:
+    """``encode_many_*`` for records whose layout depends on bytes left in a region: each
+    record is decoded back where it lies in the whole buffer (its ``_remaining`` runs to
+    the buffer's end, so a record that reads to the end would swallow the next one) and
+    must give its value and end where the next begins, else :class:`EncodeError`."""
+    values = list(values)
+    out = bytearray()
+    starts: list[int] = []
+    for i, value in enumerate(values):
+        starts.append(len(out))
+        try:
+            enc(out, value, *params)
+        except Exception as exc:  # noqa: BLE001 - every failure is the item's EncodeError
+            raise encode_failure(exc, f"{name}[{i}]") from None
+    data = bytes(out)
+    for i, (value, start) in enumerate(zip(values, starts, strict=True)):
+        stop = starts[i + 1] if i + 1 < len(starts) else len(data)
+        where = f"{name}[{i}]"
+        try:
+            got, end = decode(data, start, **kw)
+        except DecodeError as exc:
+            raise EncodeError(f"the bytes written do not decode ({exc}): the layout depends "
+                              "on what only a decoder knows", path=where) from None
+        try:
+            held = got == value
+        except (TypeError, ValueError):  # numpy members: compare by text
+            held = repr(got) == repr(value)
+        if end != stop or not held:
+            raise EncodeError("the bytes written decode to another value: the layout "
+                              "depends on what only a decoder knows (bytes left in the "
+                              "region)", path=where)
+    return data

@@ -461,3 +461,131 @@ def test_a_rule_on_a_computed_value_is_checked_on_encode(gen):
         with pytest.raises(E.EncodeError) as info:
             enc(m.Rec(offset=254, data=b"abc"))
         assert info.value.path == "rec.length"
+
+
+# -- derived values held to their rules; compiled decoding; logs; codec errors -----------------
+
+MORE = {
+    "sizevalid": """
+        records:
+          rec:
+            fields:
+              - {name: kind, type: u8}
+              - {name: epoch, type: u32}
+              - {name: n, type: u16, valid: {min: 1, max: 4}}
+              - {name: data, type: bytes, size: n}
+              - {name: tail, type: u8}
+          vrec:
+            fields:
+              - {name: n, type: uleb128, valid: {max: 3}}
+              - {name: data, type: bytes, size: n}
+          arec:
+            fields:
+              - {name: kind, type: u8}
+              - name: n
+                type: u16
+                assert: [{check: "n <= 2", message: "at most 2 bytes"}]
+              - {name: data, type: bytes, size: n}
+        """,
+    "compz": """
+        records:
+          inner:
+            fields:
+              - {name: items, type: u8, repeat: eos}
+          rec:
+            fields:
+              - {name: n, type: u8}
+              - {name: body, type: inner, size: n, compressed: {algorithm: zstd, length: u32}}
+              - {name: tail, type: u8}
+        """,
+}
+SCHEMAS.update(MORE)
+
+
+@pytest.mark.parametrize("rec, field, good, bad", [
+    ("rec", "n", {"kind": 1, "epoch": 2, "data": b"ab", "tail": 3},
+     [{"kind": 1, "epoch": 2, "data": b"abcde", "tail": 3},  # above max: 5 > 4
+      {"kind": 1, "epoch": 2, "data": b"", "tail": 3}]),  # below min: 0 < 1
+    ("vrec", "n", {"data": b"abc"}, [{"data": b"abcd"}]),  # a varint size
+    ("arec", "n", {"kind": 1, "data": b"ab"}, [{"kind": 1, "data": b"abc"}]),  # an assert
+])
+def test_a_measured_size_is_held_to_its_valid_range_and_asserts(gen, rec, field, good, bad):
+    """The decoder refuses a size outside the field's ``valid`` range (or its asserts):
+    an encoder that measured such a size refuses the value instead of writing it."""
+    m = gen("sizevalid")
+    assert truthful(m, rec, m.RECORDS[rec](**good)) == ["ok", "ok"]
+    for value in bad:
+        v = m.RECORDS[rec](**value)
+        assert truthful(m, rec, v) == ["EncodeError", "EncodeError"]
+        got = []
+        for enc in (getattr(m, f"encode_{rec}"), getattr(m, f"construct_encode_{rec}"),
+                    getattr(m, f"encode_many_{rec}")):
+            with pytest.raises(E.EncodeError) as info:
+                enc([v] if enc.__name__.startswith("encode_many") else v)
+            got.append(info.value.path)
+        assert got == [f"{rec}.{field}", f"{rec}.{field}", f"{rec}[0].{field}"]
+
+
+def test_a_shipped_page_whose_content_is_too_large_is_refused():
+    from bytewright.generated import kladde
+
+    ok = kladde.Page(kind=kladde.PageKind.Data, epoch=1, content=b"x" * 4081)
+    assert kladde.decode_page(kladde.encode_page(ok))[0] == ok
+    big = kladde.Page(kind=kladde.PageKind.Data, epoch=1, content=b"x" * 4082)
+    for enc in (kladde.encode_page, kladde.construct_encode_page):
+        with pytest.raises(E.EncodeError) as info:
+            enc(big)
+        assert info.value.path == "page.content_size"
+
+
+def test_compiled_construct_decoding_reports_as_the_other_paths(gen):
+    m = gen("typed")
+    good = m.encode_rec(m.Rec(items=[m.Item(x=m.Kind.A, y=1)] * 3, label="hi", kinds=[]))
+    bad = bytearray(good)
+    bad[2 + 3 * 2] = 9
+    for data in (bytes(bad), b"\x08" + good[1:], good[:-1], good[:5]):
+        got = []
+        for dec in (m.decode_rec, m.construct_decode_rec,
+                    lambda b: m.construct_decode_rec(b, compiled=True)):
+            with pytest.raises(E.DecodeError) as info:
+                dec(data)
+            got.append((type(info.value).__name__, info.value.path, info.value.offset))
+        assert got[0] == got[1] == got[2], got
+    # in the caller's buffer: an offset counts from its start, not the record's
+    data = b"\xff\xff" + bytes(bad)
+    with pytest.raises(E.DecodeError) as info:
+        m.construct_decode_rec(data, 2, compiled=True)
+    assert (info.value.path, info.value.offset) == ("rec.items[2].x", 10)
+
+
+def test_encode_many_decodes_back_a_log_of_remaining_records(gen):
+    m = gen("rem")
+    lie = m.AFile(blocks=[m.Blk(content=m.Inner(items=[1, 2, 3, 4, 5]))])
+    with pytest.raises(E.EncodeError) as info:
+        m.encode_many_a_file([lie])
+    assert info.value.path.startswith("a_file[0]")
+    # a block of 1 item before another reads 4 bytes (min(4, bytes left)): item 1 lies
+    four, one_item = m.Blk(content=m.Inner(items=[1, 2, 3, 4])), m.Blk(content=m.Inner(items=[5]))
+    assert m.decode_many_blk(m.encode_many_blk([four, four, one_item])) == [four, four, one_item]
+    with pytest.raises(E.EncodeError) as info:
+        m.encode_many_blk([four, one_item, four])
+    assert info.value.path == "blk[1]"
+    # a record whose last list runs to the end swallows the next one of the log
+    one = m.AFile(blocks=[m.Blk(content=m.Inner(items=[1]))])
+    assert m.encode_a_file(one)
+    with pytest.raises(E.EncodeError) as info:
+        m.encode_many_a_file([one, one])
+    assert info.value.path.startswith("a_file[0]")
+    assert m.decode_many_a_file(m.encode_many_a_file([one])) == [one]
+
+
+def test_a_decompressed_section_of_the_wrong_size_is_a_constraint_on_both_paths(gen):
+    import struct
+
+    import zstandard
+
+    m = gen("compz")
+    for n in (3, 5):  # the frame holds fewer / more bytes than the size field says
+        z = zstandard.ZstdCompressor().compress(b"x" * n)
+        data = b"\x04" + struct.pack("<I", len(z)) + z + b"\x02"
+        assert decode_errors(m, "rec", data) == [("ConstraintError", "rec.body", 5)] * 2

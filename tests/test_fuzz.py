@@ -17,8 +17,9 @@ The property, for every input:
 * the call finishes within ``TIME_BOUND`` seconds (a SIGALRM guard turns a hang into a
   failure instead of a stuck test run);
 * the peak allocation (tracemalloc) stays under ``MEMORY_SLACK + MEMORY_FACTOR x len``;
-* the fast path and the Construct path accept and refuse the same inputs, with equal
-  values, and refuse with the same error class, field path and offset.
+* the fast path and the Construct path (interpreted and compiled) accept and refuse the
+  same inputs, with equal values, and refuse with the same error class, field path and
+  offset.
 
 The long coverage-guided run is fuzz/run_atheris.py (see fuzz/README.md).
 """
@@ -410,6 +411,11 @@ def test_construct_path_decoders_raise_only_project_errors_and_agree(target, tra
         else:  # the same error: class, field path (list indices included) and offset
             assert v_fast == v_con, f"errors differ on {buf.hex()} {params}: fast {v_fast}, " \
                 f"Construct {v_con}"
+        # the compiled Construct parser too: same verdict, value and error
+        ok_cmp, v_cmp = _outcome(lambda b, **p: decode(b, compiled=True, **p), buf, params)
+        assert ok_cmp == ok_con, f"compiled and interpreted disagree on {buf.hex()} {params}"
+        assert _same_value(v_cmp, v_con) if ok_con else v_cmp == v_con, (
+            f"compiled and interpreted differ on {buf.hex()} {params}: {v_cmp} != {v_con}")
 
     prop()
 

@@ -195,3 +195,34 @@ def test_drawn_values_follow_the_rules_callers_declare() -> None:
 
     prop()
     assert seen
+
+
+def test_near_values_include_content_too_large_for_its_derived_size() -> None:
+    """kladde's page content_size has valid max 4081 and is derived from the content: a
+    content of 4082 bytes is a near-valid value both encoders must refuse at the size."""
+    from hypothesis import given, settings
+
+    from bytewright.properties.strategies import bind_sites
+    from bytewright.runtime.errors import EncodeError
+
+    b = BUILDERS["kladde"]
+    seen = []
+
+    @settings(max_examples=5, derandomize=True, deadline=None, database=None)
+    @given(b.case_strategy("page"))
+    def prop(case) -> None:
+        assert len(case.value.content) <= 4081
+        sites = [s for s in case.sites if s.path == "page.content" and s.kind == "valid"]
+        assert [s.detail for s in sites] == ["4082 bytes, above the valid range of its size"]
+        bind_sites(case.value, case.sites)
+        sites[0].apply()
+        for enc in (b.module.encode_page, b.module.construct_encode_page):
+            try:
+                enc(case.value)
+            except EncodeError as exc:
+                seen.append(exc.path)
+            else:
+                raise AssertionError(f"{enc.__name__} accepted a content of 4082 bytes")
+
+    prop()
+    assert seen and set(seen) == {"page.content_size"}

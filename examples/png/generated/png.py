@@ -52,7 +52,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
-from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
+from bytewright.runtime.truth import case_value as _case_value, compiled_failure as _compiled_failure, encode_failure as _encode_failure, encode_many_checked as _encode_many_checked, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -442,6 +442,8 @@ def _e_png_file(out, v):
         _S6.pack_into(out, _chunk___at_length, _chunk___size_data)
         _chunk__f_crc = _ck_crc32(out if _chunk___s_chunk_type == 0 else memoryview(out)[_chunk___s_chunk_type:])
         out += _S6.pack(_chunk__f_crc)
+        if _chunk___size_data > 2147483647:
+            raise EncodeError('value ' + repr(_chunk___size_data) + ' out of range None..2147483647', path='length')
 
 def _em_png_file(values):
     out = bytearray()
@@ -484,6 +486,8 @@ def _em_png_file(values):
             _S6.pack_into(out, _chunk___at_length, _chunk___size_data)
             _chunk__f_crc = _ck_crc32(out if _chunk___s_chunk_type == 0 else memoryview(out)[_chunk___s_chunk_type:])
             out += _S6_pack(_chunk__f_crc)
+            if _chunk___size_data > 2147483647:
+                raise EncodeError('value ' + repr(_chunk___size_data) + ' out of range None..2147483647', path='length')
     return bytes(out)
 
 def _d_chunk(mv, pos, end):
@@ -737,6 +741,8 @@ def _e_chunk(out, v):
     _S6.pack_into(out, _at_length, _size_data)
     f_crc = _ck_crc32((out if _s_chunk_type == 0 else memoryview(out)[_s_chunk_type:]))
     out += _S6.pack(f_crc)
+    if (_size_data > 2147483647):
+        raise EncodeError('value ' + repr(_size_data) + ' out of range None..2147483647', path='length')
 
 def _em_chunk(values):
     out = bytearray()
@@ -772,6 +778,8 @@ def _em_chunk(values):
         _size_data = len(out) - _ps
         _S6.pack_into(out, _at_length, _size_data)
         out += _S6_pack(_ck_crc32(memoryview(out)[_s_chunk_type:]))
+        if _size_data > 2147483647:
+            raise EncodeError('value ' + repr(_size_data) + ' out of range None..2147483647', path='length')
     return bytes(out)
 
 def _d_ihdr(mv, pos, end):
@@ -1185,6 +1193,7 @@ C_chunk = Struct(
     '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
     Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
     'crc' / Checksum(Int32ub, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_chunk_type', '_e_data')", lambda this: _span_range(this, '_s_chunk_type', '_e_data'))),
+    FieldCheck(Code("this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)", lambda this: this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)), 'length'),
 )
 C_chunk._bw_fast_runs = {'length': (8, (('length', 0, 4), ('chunk_type', 4, 4))), 'crc': (4, (('crc', 0, 4),))}
 
@@ -1295,6 +1304,8 @@ def construct_decode_png_file(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_png_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "png_file"), construct_decode_png_file, buf, offset) from None
         raise _construct_error(exc, "png_file") from None
 
 
@@ -1317,6 +1328,8 @@ def construct_decode_chunk(buf, offset: int = 0, *, compiled: bool = False) -> C
         c = con.parse_stream(stream)
         return _c2m_chunk(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "chunk"), construct_decode_chunk, buf, offset) from None
         raise _construct_error(exc, "chunk") from None
 
 
@@ -1339,6 +1352,8 @@ def construct_decode_ihdr(buf, offset: int = 0, *, compiled: bool = False) -> Ih
         c = con.parse_stream(stream)
         return _c2m_ihdr(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "ihdr"), construct_decode_ihdr, buf, offset) from None
         raise _construct_error(exc, "ihdr") from None
 
 

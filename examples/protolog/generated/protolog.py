@@ -53,7 +53,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
-from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
+from bytewright.runtime.truth import case_value as _case_value, compiled_failure as _compiled_failure, encode_failure as _encode_failure, encode_many_checked as _encode_many_checked, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -1961,6 +1961,8 @@ def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_log_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "log_file"), construct_decode_log_file, buf, offset) from None
         raise _construct_error(exc, "log_file") from None
 
 
@@ -1983,6 +1985,8 @@ def construct_decode_record(buf, offset: int = 0, *, compiled: bool = False) -> 
         c = con.parse_stream(stream)
         return _c2m_record(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "record"), construct_decode_record, buf, offset) from None
         raise _construct_error(exc, "record") from None
 
 
@@ -2005,6 +2009,8 @@ def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False) -> E
         c = con.parse_stream(stream)
         return _c2m_event(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "event"), construct_decode_event, buf, offset) from None
         raise _construct_error(exc, "event") from None
 
 

@@ -52,7 +52,7 @@ from bytewright.runtime.codec import convert_encode as _convert_encode
 from bytewright.runtime.codec import decompress_prefix as _decompress_prefix
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error
-from bytewright.runtime.truth import case_value as _case_value, encode_failure as _encode_failure, fast_failure as _fast_failure, roundtrip as _roundtrip
+from bytewright.runtime.truth import case_value as _case_value, compiled_failure as _compiled_failure, encode_failure as _encode_failure, encode_many_checked as _encode_many_checked, fast_failure as _fast_failure, roundtrip as _roundtrip
 from bytewright.runtime.codec import decompress as _decompress
 from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
@@ -716,6 +716,8 @@ def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -
         c = con.parse_stream(stream)
         return _c2m_wal_file(c)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "wal_file"), construct_decode_wal_file, buf, offset) from None
         raise _construct_error(exc, "wal_file") from None
 
 
@@ -738,6 +740,8 @@ def construct_decode_frame(buf, offset: int = 0, *, compiled: bool = False, prev
         c = con.parse_stream(stream, prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2)
         return _c2m_frame(c, prev, order, page_size, hdr_salt1, hdr_salt2)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # named and placed as the interpreted parser does
+            raise _compiled_failure(_construct_error(exc, "frame"), construct_decode_frame, buf, offset, prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2) from None
         raise _construct_error(exc, "frame") from None
 
 
