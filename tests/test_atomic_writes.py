@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import tracemalloc
 
+import blake3
 import pytest
 
 from bytewright.runtime import atomic
-from bytewright.runtime.pile import amputate, encode_blob, reframe, salvage
+from bytewright.runtime.pile import Pile, amputate, encode_blob, reframe, salvage
 
 
 @pytest.fixture
@@ -68,7 +69,16 @@ def test_pile_repairs_write_every_byte_through_short_writes(tmp_path, short_writ
     assert (tmp_path / "s.pile").read_bytes() == good and res.kept == 30
     src.write_bytes(good)
     reframe(str(src), str(tmp_path / "r.pile"))
-    assert (tmp_path / "r.pile").read_bytes() == good  # current records: copied as they are
+    # every blob comes through whole (reframe stamps blob timestamps afresh, so only the
+    # length and the payloads are compared, not the bytes)
+    out = Pile.open(str(tmp_path / "r.pile"), writable=False)
+    try:
+        assert (tmp_path / "r.pile").stat().st_size == len(good)
+        for i in range(30):
+            payload = i.to_bytes(4, "little") * 175
+            assert out.get(blake3.blake3(payload).digest()) == payload
+    finally:
+        out.close()
     src.write_bytes(good + good[:300])
     cut = amputate(str(src))
     assert src.read_bytes() == good and open(cut.discarded, "rb").read() == good[:300]
@@ -88,5 +98,7 @@ def test_pile_rewrites_hold_a_record_at_a_time(tmp_path):
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        assert (tmp_path / f"{name}.pile").read_bytes() == data
+        out = (tmp_path / f"{name}.pile").read_bytes()
+        # salvage copies byte for byte; reframe stamps blob timestamps afresh
+        assert out == data if name == "salvage" else len(out) == len(data)
         assert peak < len(data) / 3, (name, peak, len(data))
