@@ -23,6 +23,7 @@ from typing import Any
 
 from hypothesis import assume
 from hypothesis import strategies as st
+from hypothesis.errors import UnsatisfiedAssumption
 
 from ..generator import ir
 from ..generator.model import camel
@@ -32,6 +33,7 @@ MAX_ITEMS = 3  # items in a list whose length the schema leaves free: small valu
 MAX_BYTES = 12  # bytes in a byte string whose length the schema leaves free
 MAX_SIZE = 1 << 14  # larger sizes asked by drawn values are thrown away (time, memory)
 MAX_COUNT = 256
+RETRIES = 12  # redraws of a sub-record whose own rules a draw broke, before giving up
 SMALL = 16  # integers are drawn small half the time: they often size or count something
 _FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool}
 
@@ -104,7 +106,11 @@ class Builder:
         self.rejects: dict[str, int] = {}
         self._last_sub: tuple[str, dict] | None = None
         self._tags: dict[str, list] = {}
-        self._force: dict[str, Any] = {}  # field values the next record drawn must have  # why draws were thrown away (for "unsupported")
+        self._force: dict[str, Any] = {}  # field values the next record drawn must have
+        self._preset: dict[str, Any] = {}  # values drawn ahead, by field path
+        self._top: tuple[dict, frozenset[str]] | None = None  # the case's params, free ones
+        self._plans: dict[tuple[str, str], Any] = {}
+        self._budget = 0  # redraws of nested records left in this case
 
     def reject(self, why: str) -> None:
         """Throw this draw away, remembering why (a record where every draw is thrown
@@ -135,6 +141,9 @@ class Builder:
         @st.composite
         def draw_case(draw: Callable) -> Case:
             params = self.draw_params(draw, rec)
+            self._preset = {}
+            self._budget = 4 * RETRIES
+            self._top = (params, self._free_params(rec))
             sites: list[Site] = []
             value, _ = self.draw_record(draw, rec, params, name, sites)
             return Case(name, value, params, sites)
@@ -292,6 +301,9 @@ class Builder:
                     sites: list[Site]) -> tuple[Any, Scope]:
         env = _Env(params)
         force, self._force = self._force, {}  # only for this record's own fields
+        solved, measured = self._solvable(rec, params)
+        for p in solved | measured:
+            del env[p]  # computed from the fields below, never read before
         layout = rec.layouts[0]
         version = None
         if rec.version_range is not None:
@@ -329,12 +341,29 @@ class Builder:
             if f.name in force:
                 val = self._coerce(f, force[f.name])
                 env[f.name] = val
+            elif fpath in self._preset:
+                val = self._preset[fpath]
+                env[f.name] = val
+            elif self._size_plan(rec, f) is not None:
+                val = self._draw_measured(draw, rec, f, env, fpath, sites)
+                env[f.name] = val
+                if isinstance(f.type, ir.IntT):
+                    self._int_sites(f, fpath, f.type.lo, f.type.hi, local_sites)
             elif f.name == rec.version_from and version is not None:
                 val = version
             else:
                 self._last_sub = None
                 val, sval = self._draw_field(draw, rec, f, env, tags, fpath, sites, local_sites)
-                self._check_size(rec, f, env, val)
+                p = f.size.simple_name() if f.size is not None else None
+                if p is not None and p in measured:
+                    # the size is a free param: take it from the value, not the other way
+                    n = None if self._last_sub is None else self._encoded_len(
+                        self._last_sub[0], val, self._last_sub[1])
+                    if n is None:
+                        self.reject(f"{rec.name}.{f.name}: value does not encode")
+                    env[p] = params[p] = n
+                else:
+                    self._check_size(rec, f, env, val)
                 env[f.name] = sval
             if f.name == rec.version_from and version is not None:
                 env[f.name] = val
@@ -352,6 +381,8 @@ class Builder:
                     env[f.name] = self.ev(f.value, env)
                 except _Unknown:
                     pass
+        for p in sorted(solved):
+            self._solve_param(rec, p, deferred, env, params)
         for f, a in deferred:
             try:
                 ok = self.ev(a.check, env)
@@ -366,6 +397,169 @@ class Builder:
         for _f, site in local_sites:
             sites.append(site)
         return value, Scope(dict(env), frozenset(f.name for f in rec.fields))
+
+    def _draw_sub(self, draw: Callable, sub: ir.Record, params: dict[str, Any], path: str,
+                  sites: list[Site]) -> tuple[Any, Scope]:
+        """A nested record, redrawn (within a budget per case) when a draw breaks one of
+        its own rules: a list of items each with a rule would otherwise almost never be
+        drawn whole."""
+        n0, force, preset = len(sites), self._force, dict(self._preset)
+        while True:
+            try:
+                return self.draw_record(draw, sub, params, path, sites)
+            except UnsatisfiedAssumption:
+                if self._budget <= 0:
+                    raise
+                self._budget -= 1
+                del sites[n0:]
+                self._force, self._preset = force, dict(preset)
+
+    def _meets(self, asserts: tuple[ir.Assert, ...], env: dict) -> bool:
+        """Every assert that can be evaluated holds (one reading a value only the encoder
+        or a later solve knows is left to the final check)."""
+        for a in asserts:
+            try:
+                if not self.ev(a.check, env):
+                    return False
+            except _Unknown:
+                continue
+        return True
+
+    # -- solving instead of filtering -------------------------------------------------
+    def _free_params(self, rec: ir.Record) -> frozenset[str]:
+        """The case's integer params that are drawn from candidates, not fixed by a
+        default, a version range or a switch: these may be computed instead."""
+        tags = self._tag_keys(rec)
+        return frozenset(p.name for p in rec.params.values()
+                         if p.type == "int" and p.default is None and p.name not in tags
+                         and not (p.name == rec.version_from and rec.version_range))
+
+    def _solvable(self, rec: ir.Record, params: dict) -> tuple[set[str], set[str]]:
+        """Free params of the case's record computed after its fields: ``solved`` ones
+        are read only by ``p == EXPR`` asserts (set to EXPR), ``measured`` ones only as
+        the exact size of one record field (set to its encoded length)."""
+        solved: set[str] = set()
+        measured: set[str] = set()
+        if self._top is None or params is not self._top[0]:
+            return solved, measured
+        for p in self._top[1]:
+            reads = _reads(rec, p)
+            if not reads:
+                continue
+            if all(kind == "assert" and _eq_side(e, p) is not None for kind, _f, e in reads):
+                solved.add(p)
+            elif len(reads) == 1 and reads[0][0] == "size" and reads[0][1].repeat is None \
+                    and reads[0][2].simple_name() == p and reads[0][1].cond is None \
+                    and isinstance(reads[0][1].type, (ir.RefT, ir.SwitchT)) \
+                    and reads[0][1].in_model:
+                measured.add(p)
+        return solved, measured
+
+    def _solve_param(self, rec: ir.Record, p: str, deferred: list, env: dict,
+                     params: dict) -> None:
+        for _f, a in deferred:
+            side = _eq_side(a.check, p)
+            if side is None:
+                continue
+            try:
+                v = self.ev(side, env)
+            except _Unknown:
+                continue
+            if not self._meets(tuple(ir.Assert(check, "") for _n, check in
+                                     self._caller_rules(rec.name, p)), _Env({p: v})):
+                self.reject(f"{rec.name}: param {p} = {v!r} breaks its callers' rules")
+            env[p] = params[p] = v
+            return
+        env[p] = params[p]  # no rule read it in this draw (absent field): keep the drawn one
+
+    def _size_plan(self, rec: ir.Record, f: ir.Field) -> tuple | None:
+        """``(g, sub, b)`` when the integer field ``f`` is forwarded to the later record
+        field ``g`` as the param that is the exact size of ``sub``'s record field ``b``:
+        ``f`` is then the encoded length of a ``b`` drawn first, so they always agree."""
+        key = (rec.name, f.name)
+        if key in self._plans:
+            return self._plans[key]
+        plan = None
+        if f.in_model and f.repeat is None and f.convert is None and f.chain is None \
+                and isinstance(f.type, (ir.IntT, ir.VarintT)):
+            later = rec.fields[rec.fields.index(f) + 1:] if f in rec.fields else []
+            for g in later:
+                t = g.type
+                if not (isinstance(t, ir.RefT) and t.kind == "record") or g.repeat \
+                        or g.cond is not None:
+                    continue
+                sub = self.family.records[t.target]
+                if sub.version_range is not None:
+                    continue
+                for pname, e in t.args:
+                    if e.simple_name() != f.name or sub.params.get(pname) is None:
+                        continue
+                    reads = _reads(sub, pname)
+                    if len(reads) != 1 or reads[0][0] != "size":
+                        continue
+                    b = reads[0][1]
+                    bt = b.type
+                    if isinstance(bt, ir.RefT) and bt.kind == "record" and not bt.args \
+                            and b.repeat is None and b.cond is None and b.in_model:
+                        plan = (g, sub, b)
+                        break
+                if plan is not None:
+                    break
+        self._plans[key] = plan
+        return plan
+
+    def _draw_measured(self, draw: Callable, rec: ir.Record, f: ir.Field, env: dict,
+                       fpath: str, sites: list[Site]) -> int:
+        """Draw the record ``f`` measures (see :meth:`_size_plan`) and return its length;
+        the drawn record is kept for its place in the later field."""
+        g, sub, b = self._size_plan(rec, f)
+        bsub = self.family.records[b.type.target]
+        bpath = f"{fpath.rsplit('.', 1)[0]}.{g.name}.{b.name}"
+        t = f.type
+        lo, hi = (t.lo, t.hi) if isinstance(t, ir.IntT) else (0, (1 << 64) - 1)
+        if f.valid is not None:
+            lo = lo if f.valid[0] is None else max(lo, f.valid[0])
+            hi = hi if f.valid[1] is None else min(hi, f.valid[1])
+        for _ in range(RETRIES):
+            n0 = len(sites)
+            try:
+                bparams = self._sub_params(draw, bsub, (), sub, _Env())
+                val, _ = self.draw_record(draw, bsub, bparams, bpath, sites)
+            except UnsatisfiedAssumption:
+                del sites[n0:]
+                continue
+            n = self._encoded_len(bsub.name, val, bparams)
+            trial = _Env(env)
+            trial[f.name] = n
+            if n is not None and lo <= n <= hi and self._meets(f.asserts, trial):
+                self._preset[bpath] = val
+                return n
+            del sites[n0:]
+        self.reject(f"{rec.name}.{f.name}: no {b.name} drawn encodes to a length its "
+                    "asserts accept")
+        return 0
+
+    def _encoded_len(self, target: str, val: Any, params: dict) -> int | None:
+        import inspect  # noqa: PLC0415
+
+        enc = getattr(self.module, f"encode_{target}")
+        try:
+            names = set(inspect.signature(enc).parameters)
+            return len(enc(val, **{k: v for k, v in params.items() if k in names}))
+        except Exception:  # noqa: BLE001 - the property itself reports encoder failures
+            return None
+
+    def _forward_constants(self, rec: ir.Record, f: ir.Field, lo: int, hi: int) -> list[int]:
+        """The constants of later fields' asserts that read ``f`` (``lower == 0`` in the
+        rule of ``upper``): ``f`` drawn from them half the time can meet those rules."""
+        out: set[int] = set()
+        for g in rec.fields:
+            if g is f:
+                continue
+            for a in g.asserts:
+                if f.name in a.check.names:
+                    out.update(c for c in _constants(a.check) if lo <= c <= hi)
+        return sorted(out)
 
     def _coerce(self, f: ir.Field, raw: Any) -> Any:
         """``raw`` as the model holds it for ``f`` (an enum member for a closed enum)."""
@@ -463,10 +657,7 @@ class Builder:
         for c in cands:
             trial = _Env(env)
             trial[f.name] = c
-            try:
-                if all(self.ev(a.check, trial) for a in f.asserts):
-                    good.append(c)
-            except _Unknown:
+            if self._meets(f.asserts, trial):
                 good.append(c)
         if not good:
             self.reject(f"{f.name}: no candidate meets its asserts")
@@ -577,7 +768,7 @@ class Builder:
         if isinstance(t, ir.RefT) and t.kind == "record":
             sub = self.family.records[t.target]
             params = self._sub_params(draw, sub, t.args, rec, env)
-            out = self.draw_record(draw, sub, params, path, sites)
+            out = self._draw_sub(draw, sub, params, path, sites)
             self._last_sub = (sub.name, params)
             return out
         if isinstance(t, ir.SwitchT):
@@ -632,7 +823,7 @@ class Builder:
             return None, None
         sub = self.family.records[target]
         params = self._sub_params(draw, sub, t.args, rec, env)
-        out = self.draw_record(draw, sub, params, path, sites)
+        out = self._draw_sub(draw, sub, params, path, sites)
         self._last_sub = (sub.name, params)
         return out
 
@@ -656,6 +847,8 @@ class Builder:
             raw = self._pick(draw, cands, f, env) if f.asserts else draw(st.sampled_from(cands))
         elif top and f.asserts:
             raw = self._draw_asserted(draw, f, env, vlo, vhi)
+        elif top and (fwd := self._forward_constants(rec, f, vlo, vhi)):
+            raw = draw(st.one_of(st.sampled_from(fwd), _int_strategy(vlo, vhi)))
         else:
             raw = draw(_int_strategy(vlo, vhi))
         value = raw
@@ -696,10 +889,7 @@ class Builder:
                 continue
             trial = _Env(env)
             trial[f.name] = c
-            try:
-                if all(self.ev(a.check, trial) for a in f.asserts):
-                    return c
-            except _Unknown:
+            if self._meets(f.asserts, trial):
                 return c
         self.reject(f"{f.name}: no integer found that meets its asserts")
         return raw
@@ -813,6 +1003,13 @@ class Builder:
                                                                          MAX_BYTES))))
         else:
             v = draw(st.binary(max_size=MAX_BYTES))
+        if top and f.asserts:  # the draw, else all zeros or empty, if the rules want that
+            for c in (v, bytes(len(v)), b"" if exact is None and span is None else v):
+                trial = _Env(env)
+                trial[f.name] = c
+                if self._meets(f.asserts, trial):
+                    v = c
+                    break
         if term is not None and term in v:
             assume(False)
         if span is not None:  # content too large (small) for its size field's valid range
@@ -955,3 +1152,52 @@ def _forced_fields(expr: ir.Expr) -> dict[str, Any]:
                         and a.value.id == "_item" and isinstance(b, ast.Constant):
                     out[a.attr] = b.value
     return out
+
+
+def _reads(rec: ir.Record, name: str) -> list[tuple[str, ir.Field, ir.Expr]]:
+    """Every expression of ``rec``'s own fields that reads ``name``, with its kind
+    (``size`` for a field's exact size, ``assert``, or ``other``)."""
+    out = []
+    for f in rec.fields:
+        exprs: list[tuple[str, ir.Expr | None]] = [
+            ("other", f.cond), ("size", f.size), ("other", f.value)]
+        if f.repeat is not None:
+            exprs += [("other", f.repeat.count), ("other", f.repeat.until_item)]
+        t = f.type
+        if isinstance(t, ir.BytesT):
+            exprs.append(("other", t.size))
+        if isinstance(t, ir.SwitchT):
+            exprs.append(("other", t.on))
+        if isinstance(t, (ir.RefT, ir.SwitchT)):
+            exprs += [("other", e) for _n, e in t.args]
+        if f.compressed is not None:
+            c = f.compressed
+            exprs += [("other", c.algorithm), ("other", c.when), ("other", c.limit)]
+        if f.checksum is not None:
+            exprs.append(("other", f.checksum.seed))
+        if f.chain is not None:
+            exprs.append(("other", f.chain.first))
+        exprs += [("assert", a.check) for a in f.asserts]
+        out += [(kind, f, e) for kind, e in exprs if e is not None and name in e.names]
+    return out
+
+
+def _eq_side(expr: ir.Expr, name: str) -> ir.Expr | None:
+    """``EXPR`` when the whole of ``expr`` is ``name == EXPR`` (either way round) and
+    ``EXPR`` does not read ``name``: the rule then gives ``name``'s value."""
+    import ast  # noqa: PLC0415
+
+    from ..generator.expr import parse  # noqa: PLC0415
+
+    node = expr.tree
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Eq)):
+        return None
+    for a, b in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
+        if isinstance(a, ast.Name) and a.id == name and not any(
+                isinstance(n, ast.Name) and n.id == name for n in ast.walk(b)):
+            try:
+                return parse(ast.unparse(b))
+            except Exception:  # noqa: BLE001 - not an expression of the language
+                return None
+    return None
