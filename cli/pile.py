@@ -287,6 +287,8 @@ def _compact(args) -> int:
     from ..runtime.pile import Pile
     from ..runtime.pile.rewrite import rewrite_retained_into
     from .common import InputError
+    if os.path.isdir(args.file):
+        raise InputError(f"{args.file}: is a folder, not a pile")
     if os.path.exists(args.into):
         raise InputError(f"{args.into}: already exists; compact writes a new file")
     with Pile.open(args.file, writable=False) as pile:

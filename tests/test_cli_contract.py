@@ -265,7 +265,8 @@ def _file_verbs() -> dict[tuple[str, ...], list[tuple[str, str | None]]]:
             if a.option_strings and a.required:
                 extra.append((a.dest, a.option_strings[-1]))
             elif not a.option_strings and a.dest != "file" and a.nargs not in ("?", "*"):
-                extra.append((a.dest, None))
+                # a positional with choices (a sub-action's name) takes its first choice
+                extra.append((a.dest, None) if not a.choices else (a.dest, list(a.choices)[0]))
         found[path] = extra
 
     walk(build_parser(), ())
@@ -290,6 +291,9 @@ def test_format_verb_bad_inputs(verb, tmp_path, capsys):
         extra: list[str] = []
         for dest, opt in FILE_VERBS[verb]:
             target = str(tmp_path / f"{kind}-{dest}-out")
+            if opt and not opt.startswith("-"):
+                extra.append(opt)  # a choice, not an option
+                continue
             extra += [opt, target] if opt else [target]
         before = path.read_bytes() if path.is_file() else None
         code, out, err = run([*verb, str(path), *extra], capsys)
