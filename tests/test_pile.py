@@ -4,6 +4,7 @@ fixture (record forms, keys, dense encodings, transcripts, whole files), the §5
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -204,11 +205,36 @@ def _commit_span2() -> bytes:
     return bytes(data)
 
 
+def _patched(build, good, other, bad: bytes) -> bytes:
+    """Bytes the encoder refuses to write (it checks the layout's rules): encode build(good),
+    a valid value, and overwrite the offending field with ``bad``, its raw encoding. The
+    field is found by diffing with build(other), a valid value differing from ``good`` in
+    the field's first and last byte. Pile frames carry no checksum over these bytes."""
+    a, b = build(good), build(other)
+    assert len(a) == len(b)
+    diff = [i for i in range(len(a)) if a[i] != b[i]]
+    lo, hi = diff[0], diff[-1] + 1
+    assert hi - lo == len(bad), (lo, hi, bad)
+    out = bytearray(a)
+    out[lo:hi] = bad
+    return bytes(out)
+
+
+def _nil_pin_head() -> bytes:
+    return _patched(lambda pin: _enc(C.cur(kinds.KIND_PIN_HEAD, g.PinHeadBody(pin, C.b(2)))),
+                    C.h16(1), C.h16(2), bytes(16))
+
+
+def _nil_v1_branch() -> bytes:
+    return _patched(lambda br: _enc(C.legacy("v1_branch", g.V1Branch(br, C.b(2)))),
+                    C.h16(1), C.h16(2), bytes(16))
+
+
 @pytest.mark.parametrize("build,why", [
     (lambda: _want_raw(2, C.b(1), C.b(3), C.b(2)), "want merge high < low"),
-    (lambda: _enc(C.cur(kinds.KIND_PIN_HEAD, g.PinHeadBody(bytes(16), C.b(2)))), "nil pin id"),
+    (lambda: _nil_pin_head(), "nil pin id"),
     (_commit_span2, "commit with span 2"),
-    (lambda: _enc(C.legacy("v1_branch", g.V1Branch(bytes(16), C.b(2)))), "nil V1 branch id"),
+    (lambda: _nil_v1_branch(), "nil V1 branch id"),
 ])
 def test_rule_breaks_are_corrupt(build, why):
     with pytest.raises(CorruptPile) as exc:
@@ -236,10 +262,16 @@ def test_want_request_rules(tag, a, b, c):
 
 def test_merge_v6_canonical_order_and_proof_minimal_span():
     m = C.merge_v6().record.body
-    swapped = g.MergeV6Body(m.collection, m.high, m.low, m.result, m.high_witness,
-                            m.low_witness, m.author, m.sig_r, m.sig_s)
+    # low <-> high and low_witness <-> high_witness swapped (the encoder refuses to write
+    # this), patched into the valid frame; the signature bytes stay those of the valid one
+    good = _enc(C.cur(kinds.KIND_MERGE_V6, m, 2))
+    swapped = bytearray(good)
+    for x, y in ((m.low, m.high), (m.low_witness, m.high_witness)):
+        assert x != y and good.count(x) == 1 and good.count(y) == 1
+        i, j = good.index(x), good.index(y)
+        swapped[i:i + 32], swapped[j:j + 32] = y, x
     with pytest.raises(CorruptPile):
-        Pile.load(_enc(C.cur(kinds.KIND_MERGE_V6, swapped, 2)))
+        Pile.load(bytes(swapped))
     one = C.proof(1).record.body
     padded = g.ProofV5Body(one.resource, one.root, list(one.edges) + [C.ZERO_EDGE] * 2)
     with pytest.raises(CorruptPile, match="minimal"):
@@ -320,18 +352,39 @@ def _retired_v2(edge: g.ProofV2Edge) -> bytes:
     return _enc(C.cur(C.kind_of("proof_v2_body"), g.ProofV2Body(225, g.ProofV2Data(content, bytes(256 * 2 - 96 - 225))), 2))
 
 
-@pytest.mark.parametrize("edge,ok", [
-    (g.ProofV2Edge(C.h16(1), 1, 0, 0, crypto.public_key(C.b(2)), bytes(64)), True),
-    (g.ProofV2Edge(C.h16(1), 5, -3, 7, crypto.public_key(C.b(2)), bytes(64)), True),   # bounded
-    (g.ProofV2Edge(C.h16(1), 5, 8, 7, crypto.public_key(C.b(2)), bytes(64)), False),   # lower > upper
-    (g.ProofV2Edge(C.h16(1), 1, 0, 7, crypto.public_key(C.b(2)), bytes(64)), False),   # bounds without bit 2
-    (g.ProofV2Edge(C.h16(1), 4, 0, 0, crypto.public_key(C.b(2)), bytes(64)), False),   # bits 0..1 both zero
-    (g.ProofV2Edge(C.h16(1), 9, 0, 0, crypto.public_key(C.b(2)), bytes(64)), False),   # bit 3 set
-    (g.ProofV2Edge(bytes(16), 1, 0, 0, crypto.public_key(C.b(2)), bytes(64)), False),  # nil action
-    (g.ProofV2Edge(C.h16(1), 1, 0, 0, b"\x01" + bytes(31), bytes(64)), False),         # weak delegate
-])
-def test_retired_proof_v2_structure(edge, ok):
-    data = _retired_v2(edge)
+def _edge(action=None, flags=1, lower=0, upper=0, delegate=None) -> g.ProofV2Edge:
+    action = C.h16(1) if action is None else action
+    return g.ProofV2Edge(action, flags, lower, upper,
+                         crypto.public_key(C.b(2)) if delegate is None else delegate, bytes(64))
+
+
+def _i128(n: int) -> bytes:
+    return n.to_bytes(16, "big", signed=True)
+
+
+# (valid edge, None) or (valid edge, (field, good, other, bad bytes)): the encoder refuses
+# the bad edges, so a valid edge is encoded and the offending field patched (_patched)
+_V2_CASES = [
+    (_edge(), None, True),
+    (_edge(flags=5, lower=-3, upper=7), None, True),                               # bounded
+    (_edge(flags=5, lower=7, upper=7), ("lower", 7, -1, _i128(8)), False),         # lower > upper
+    (_edge(flags=5, upper=7), ("flags", 5, 6, bytes([1])), False),                # bounds without bit 2
+    (_edge(flags=1), ("flags", 1, 2, bytes([4])), False),                         # bits 0..1 both zero
+    (_edge(flags=1), ("flags", 1, 2, bytes([9])), False),                         # bit 3 set
+    (_edge(), ("action", C.h16(1), C.h16(2), bytes(16)), False),                  # nil action
+    (_edge(delegate=b"\x01" + bytes(31)), None, False),                           # weak delegate
+]
+
+
+@pytest.mark.parametrize("edge,bad,ok", _V2_CASES,
+                         ids=[f"edge{i}-{ok}" for i, (_, _, ok) in enumerate(_V2_CASES)])
+def test_retired_proof_v2_structure(edge, bad, ok):
+    if bad is None:
+        data = _retired_v2(edge)
+    else:
+        field, good, other, raw = bad
+        data = _patched(lambda v: _retired_v2(dataclasses.replace(edge, **{field: v})),
+                        good, other, raw)
     if ok:
         assert Pile.load(data).records == 1
     else:
