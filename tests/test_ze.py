@@ -3,6 +3,7 @@ and bad input (only project errors, each named rule with its own message)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import struct
@@ -281,6 +282,44 @@ def _payload(op, body) -> bytes:
     return wal.encode_payload(op, body)
 
 
+def _diff_at(a: bytes, b: bytes) -> int:
+    """The first offset where two same-length encodings differ: where a field lives."""
+    assert len(a) == len(b) and a != b
+    return next(i for i in range(len(a)) if a[i] != b[i])
+
+
+def _reseal_framed(b: bytearray) -> bytes:
+    """Re-seal a single-block framed artifact after a patch: a manifest's trailing ZGR3
+    section checksum (over ``ZGR3``, section_len and body; located as runtime/ze/seals.py
+    does), the block checksum (over the payload from byte 40) and then the whole-file
+    checksum (facts \u00a72.2)."""
+    body = bytes(b[40:-16])
+    at = len(body)
+    while (at := body.rfind(b"ZGR3", 0, at)) >= 0:
+        if at + 16 <= len(body) and at + 16 + struct.unpack_from("<I", body, at + 4)[0] == len(body):
+            b[40 + len(body) - 8:40 + len(body)] = xxh3_64(
+                bytes(b[40 + at:40 + len(body) - 8])).to_bytes(8, "little")
+            break
+    b[-16:-8] = xxh3_64(bytes(b[40:-16])).to_bytes(8, "little")
+    b[-8:] = xxh3_64(bytes(b[:-8])).to_bytes(8, "little")
+    return bytes(b)
+
+
+def _manifest_patch(payload, tweak, delta: int, fmt: str, old, new) -> bytes:
+    """A manifest carrying a value its encoder refuses: encode the valid ``payload``, find
+    the field by diffing against a valid copy changed by ``tweak`` (the field sits
+    ``delta`` bytes from the first differing byte), overwrite it ``old`` -> ``new`` and
+    re-seal every checksum covering it."""
+    ok = artifacts.manifest_file(payload)
+    other = copy.deepcopy(payload)
+    tweak(other)
+    at = _diff_at(ok, artifacts.manifest_file(other)) + delta
+    bad = bytearray(ok)
+    assert struct.unpack_from(fmt, bad, at)[0] == old
+    struct.pack_into(fmt, bad, at, new)
+    return _reseal_framed(bad)
+
+
 def _bad(op, data, err, msg):
     with pytest.raises(err, match=msg):
         ze.decode_wal_payload(data, op=op)
@@ -332,8 +371,13 @@ def test_payload_rules():
     bad[32], bad[33:41] = 0, b"\0" * 8  # kind Null, len 0, then 8 bytes extra
     with pytest.raises(DecodeError):
         ze.decode_wal_payload(bytes(bad[:41]), op=7)
-    member = _payload(8, ze.OpBatchMember(2, 2, _upsert2()))
-    _bad(8, member, ConstraintError, "BatchPosition")
+    # the encoder refuses index >= count: encode a valid member, then patch index to 2
+    ok = _payload(8, ze.OpBatchMember(1, 2, _upsert2()))
+    assert ze.decode_wal_payload(ok, op=8)[0].body.index == 1
+    at = _diff_at(ok, _payload(8, ze.OpBatchMember(0, 2, _upsert2())))  # the index field
+    member = bytearray(ok)
+    member[at:at + 4] = struct.pack("<I", 2)
+    _bad(8, bytes(member), ConstraintError, "BatchPosition")
     mixed = bytearray(_payload(11, ze.OpMixedMember(0, 2, 2, ze.OpDeleteV1(ze.PayloadV1Header(),
                                                                              [1]))))
     mixed[8] = 1
@@ -401,7 +445,14 @@ def test_manifest_extension_rules():
     payload = m.block.payload
     assert artifacts.manifest_file(payload) == golden("manifest_v3")
     # v2 header with a ZGR3 section: refused
-    v2 = ze.encode_manifest_file(ze.ManifestFile(2, ze.ManifestBlock(payload)))
+    # the encoder refuses ZGR3 under v2: encode the valid v3 file, patch the header's
+    # family_version (ze_header offset 10) to 2 and re-seal the block and file checksums
+    at = next(f["offset"] for f in ze.LAYOUT["ze_header"]["layouts"][0]["fields"]
+              if f["name"] == "family_version")
+    v2 = bytearray(ze.encode_manifest_file(ze.ManifestFile(3, ze.ManifestBlock(payload))))
+    assert struct.unpack_from("<H", v2, at)[0] == 3
+    v2[at:at + 2] = struct.pack("<H", 2)
+    v2 = _reseal_framed(v2)
     with pytest.raises(ConstraintError, match="requires manifest v3"):
         artifacts.read_manifest(v2)
     # ZGR3 checksum
@@ -415,34 +466,58 @@ def test_manifest_extension_rules():
     assert one.block.payload.extensions[0].body.graph.zgen[0].counted_through == 40
     g.zgen = [ze.ZgenExtension(2, 40, [ze.ZgenRow(7, 1)])]
     assert artifacts.read_manifest(artifacts.manifest_file(payload))
-    g.zgen = [ze.ZgenExtension(3, 40, None)]
+    # the encoder refuses these: patch a valid encoding (zgen_extension: version u32 at 4,
+    # counted_through u64 at 8; zgen_row: after_sequence u64 at 0, increment_count at 8)
+    g.zgen = [ze.ZgenExtension(1, 40, None)]
+    bad = _manifest_patch(payload, lambda q: setattr(
+        q.extensions[0].body.graph.zgen[0], "counted_through", 41), -4, "<I", 1, 3)
     with pytest.raises(UnsupportedError, match="unknown graph generation boundary"):
-        artifacts.read_manifest(artifacts.manifest_file(payload))
-    g.zgen = [ze.ZgenExtension(2, 40, [ze.ZgenRow(7, 0)])]
+        artifacts.read_manifest(bad)
+    g.zgen = [ze.ZgenExtension(2, 40, [ze.ZgenRow(7, 1)])]
+    bad = _manifest_patch(payload, lambda q: setattr(
+        q.extensions[0].body.graph.zgen[0].rows[0], "after_sequence", 8), 8, "<Q", 1, 0)
     with pytest.raises(ConstraintError, match="positive"):
-        artifacts.read_manifest(artifacts.manifest_file(payload))
+        artifacts.read_manifest(bad)
 
 
 def test_manifest_presence_and_ranges():
     m = artifacts.read_manifest(golden("manifest_v2"))
     p = m.block.payload
-    p.alias.present = 2
+    # the encoder refuses present=2: encode the valid file (present=1), locate the alias by
+    # diffing against one with another embedding_epoch_id (alias offset 8), patch
+    # present (alias offset 0) to 2 and re-seal the block and file checksums
+    assert p.alias.present == 1
+    ok = artifacts.manifest_file(p)
+    other = copy.deepcopy(p)
+    other.alias.embedding_epoch_id ^= 1
+    at = _diff_at(ok, artifacts.manifest_file(other)) - 8
+    bad = bytearray(ok)
+    assert bad[at] == 1
+    bad[at] = 2
     with pytest.raises(ConstraintError, match="unknown presence tag"):
-        artifacts.read_manifest(artifacts.manifest_file(p))
-    p.alias.present = 1
+        artifacts.read_manifest(_reseal_framed(bad))
     seg = p.segments[0]
     p.extensions = [ze.ManifestExtension(0x31525354, ze.Tsr1Body([ze.ClusteringRange(
         ze.RangeTag.bounded, -7, 14)]))]
     assert artifacts.read_manifest(artifacts.manifest_file(p)).family_version == 2
-    p.extensions[0].body.ranges[0] = ze.ClusteringRange(ze.RangeTag.bounded, 5, 1)
+    # the encoder refuses these: patch a valid encoding (clustering_range: tag u8 at 0,
+    # min_ts i64 at 8, max_ts i64 at 16)
+    p.extensions[0].body.ranges[0] = ze.ClusteringRange(ze.RangeTag.bounded, 5, 6)
+    bad = _manifest_patch(p, lambda q: setattr(q.extensions[0].body.ranges[0], "max_ts", 7),
+                          0, "<q", 6, 1)  # bounded 5..1
     with pytest.raises(ConstraintError, match="min_ts <= max_ts"):
-        artifacts.read_manifest(artifacts.manifest_file(p))
-    p.extensions[0].body.ranges[0] = ze.ClusteringRange(ze.RangeTag.empty, 0, 1)
+        artifacts.read_manifest(bad)
+    p.extensions[0].body.ranges[0] = ze.ClusteringRange(ze.RangeTag.empty, 0, 0)
+    bad = _manifest_patch(p, lambda q: setattr(q.extensions[0].body.ranges[0], "tag",
+                                               ze.RangeTag.bounded), 16, "<q", 0, 1)  # empty 0..1
     with pytest.raises(ConstraintError, match="zero bounds"):
-        artifacts.read_manifest(artifacts.manifest_file(p))
-    p.extensions[0].body.ranges = [ze.ClusteringRange(ze.RangeTag.empty, 0, 0)] * 2
+        artifacts.read_manifest(bad)
+    # count 2 for the one segment: patch tsr1_body.count (u32, 4 bytes before ranges[0])
+    p.extensions[0].body.ranges = [ze.ClusteringRange(ze.RangeTag.empty, 0, 0)]
+    bad = _manifest_patch(p, lambda q: setattr(q.extensions[0].body.ranges[0], "tag",
+                                               ze.RangeTag.bounded), -4, "<I", 1, 2)
     with pytest.raises(ConstraintError, match="TSR1 count"):
-        artifacts.read_manifest(artifacts.manifest_file(p))
+        artifacts.read_manifest(bad)
     assert seg.scheme == ze.QuantScheme.bit4
 
 

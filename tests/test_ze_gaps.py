@@ -5,11 +5,13 @@ op-11 mixed run, check order, the segment writer's region order, and the missing
 from __future__ import annotations
 
 import copy
+import struct
 
 import pytest
 
 from bytewright.generated import ze
 from bytewright.generator.checks import FIXTURE_DIR, parse_fixture
+from bytewright.runtime.checksums import xxh3_64
 from bytewright.runtime.errors import ConstraintError, DecodeError
 from bytewright.runtime.ze import envelope, wal
 
@@ -153,19 +155,71 @@ def _rebuild(changes, kind=1):
                                    kind=kind, base_generation=0, changes=changes, state=state)
 
 
+def _reseal_envelope(b: bytearray) -> bytes:
+    """Re-seal an envelope after a payload patch: each frame's header checksum (bytes
+    0..56) and frame checksum (header + payload), and the Commit's digest over Begin +
+    changes (zgw_commit offset 8) before the Commit frame's own checksum."""
+    pos = 0
+    while pos < len(b):
+        end = pos + 64 + struct.unpack_from("<I", b, pos + 8)[0]
+        if end + 8 == len(b):  # the Commit ends the envelope
+            struct.pack_into("<Q", b, pos + 64 + 8, xxh3_64(bytes(b[:pos])))
+        struct.pack_into("<Q", b, pos + 56, xxh3_64(bytes(b[pos:pos + 56])))
+        struct.pack_into("<Q", b, end, xxh3_64(bytes(b[pos:end])))
+        pos = end + 8
+    return bytes(b)
+
+
+def _patched_change(tweak, other, delta: int, old: int, new: int) -> bytes:
+    """ENV1 with one u8 of its first change overwritten ``old`` -> ``new``, a value the
+    encoder refuses: the byte is found by diffing two valid envelopes (``tweak`` and
+    ``other`` change a copy of the first change's payload; the byte sits ``delta`` from
+    the first differing offset), then every covering checksum is re-sealed."""
+    env, _, _ = _env1_parts()
+    changes = [(c.kind, c.payload) for c in env.changes]
+
+    def build(change):
+        mut = copy.deepcopy(env.changes[0].payload)
+        change(mut)
+        return _rebuild([(2, mut)] + changes[1:])
+    a, b = build(tweak), build(other)
+    assert len(a) == len(b)
+    envelope.validate(a)
+    envelope.validate(b)
+    at = next(i for i in range(len(a)) if a[i] != b[i]) + delta
+    bad = bytearray(a)
+    assert bad[at] == old
+    bad[at] = new
+    return _reseal_envelope(bad)
+
+
 def test_zgop_key_and_expected_kinds_must_match_the_incarnation_kind():
     env, _, _ = _env1_parts()
     changes = [(c.kind, c.payload) for c in env.changes]
     assert _rebuild(changes) == ENV1
     mut = copy.deepcopy(env.changes[0].payload)
     assert mut.zgop.key is not None and mut.zgop.incarnation_kind == ze.EntityKind.node
-    mut.zgop.key.entity = ze.EntityKind.relationship
+    # the encoder refuses a key kind other than the incarnation kind: ENV1 (node, node)
+    # against a valid (relationship, relationship) copy first differs at zgop.key.entity
+    # (the key precedes incarnation_kind); set only that byte to relationship
+    assert mut.zgop.key.entity == ze.EntityKind.node
+
+    def both(m):
+        m.zgop.key.entity = m.zgop.incarnation_kind = ze.EntityKind.relationship
+    bad = _patched_change(lambda m: None, both, 0, int(ze.EntityKind.node),
+                          int(ze.EntityKind.relationship))
     with pytest.raises(ConstraintError, match="key kind must match the incarnation kind"):
-        envelope.validate(_rebuild([(2, mut)] + changes[1:]))
-    mut = copy.deepcopy(env.changes[0].payload)
-    mut.zgop.expected = ze.ZgopExpected(2, ze.EntityKind.relationship, 5, None)
+        envelope.validate(bad)
+    # likewise expected.entity: a valid Expected(node) against one with another entity_id
+    # first differs at entity_id, which follows the 1-byte entity kind
+
+    def expect(entity_id):
+        return lambda m: setattr(m.zgop, "expected",
+                                 ze.ZgopExpected(2, ze.EntityKind.node, entity_id, None))
+    bad = _patched_change(expect(5), expect(6), -1, int(ze.EntityKind.node),
+                          int(ze.EntityKind.relationship))
     with pytest.raises(ConstraintError, match="expected entity kind must match"):
-        envelope.validate(_rebuild([(2, mut)] + changes[1:]))
+        envelope.validate(bad)
 
 
 def _desc(artifact: int, serial: int, store: int):

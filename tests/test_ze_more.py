@@ -349,9 +349,22 @@ def test_manifest_zgen_ordering_and_cutoff():
     g.zgen = [ze.ZgenExtension(1, 40, None), ze.ZgenExtension(1, 41, None)]
     with pytest.raises(ConstraintError, match="more than one ZGEN"):
         artifacts.read_manifest(artifacts.manifest_file(p))
-    g.zgen = [ze.ZgenExtension(2, 40, [])]
+    # the encoder refuses row_count 0 under v2: encode a valid one-row ZGEN v2, find
+    # counted_through (zgen_extension offset 8) by diffing against a valid copy with
+    # another cutoff, set row_count (offset 16) to 0 in place and re-seal the ZGR3
+    # section, block and file checksums; the reader refuses row_count as it reads it
+    g.zgen = [ze.ZgenExtension(2, 40, [ze.ZgenRow(7, 1)])]
+    ok = artifacts.manifest_file(p)
+    q = copy.deepcopy(p)
+    q.extensions[0].body.graph.zgen[0].counted_through = 41
+    other = artifacts.manifest_file(q)
+    assert len(ok) == len(other)
+    at = next(i for i in range(len(ok)) if ok[i] != other[i]) + 8
+    bad = bytearray(ok)
+    assert struct.unpack_from("<I", bad, at)[0] == 1
+    struct.pack_into("<I", bad, at, 0)
     with pytest.raises(ConstraintError, match="at least one row"):
-        artifacts.read_manifest(artifacts.manifest_file(p))
+        artifacts.read_manifest(_fix_framed(bad))
 
 
 def test_manifest_epoch_cross_checks():
