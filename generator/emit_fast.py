@@ -397,14 +397,7 @@ class FastEmitter:
         for f in lay.fields:
             if f.checksum is not None:
                 flush()
-            role = None
-            if self.runnable(f):
-                role = "value"
-            elif isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
-                    and self.plain(f) and f.repeat is None:
-                role = "prefix"
-            elif f.repeat is not None and isinstance(f.repeat.prefix, ir.IntT) and self.plain(f):
-                role = "count"
+            role = self.run_role(f)
             if role is not None and not self.compatible(run, f, role):
                 flush()
             if role == "value":
@@ -581,6 +574,19 @@ class FastEmitter:
             code, size, _endian = it.code or f"{it.size}s", it.size, it.endian
             local = f"n_{f.name}"
         run.append(Item(f, role, code, size, local))
+
+    def run_role(self, f: ir.Field) -> str | None:
+        """How ``f`` joins a fixed-size run: its whole value, its length prefix, its count
+        prefix, or not at all (None). Decoder, encoder and the Construct path's truncation
+        checks group runs by this one rule, so the paths report a cut input alike."""
+        if self.runnable(f):
+            return "value"
+        if isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
+                and self.plain(f) and f.repeat is None:
+            return "prefix"
+        if f.repeat is not None and isinstance(f.repeat.prefix, ir.IntT) and self.plain(f):
+            return "count"
+        return None
 
     def compatible(self, run: list[Item], f: ir.Field, role: str) -> bool:
         """A run has one byte order; byte strings fit any run."""
@@ -1406,14 +1412,7 @@ class FastEmitter:
                 flush()
                 body.extend(self.encode_checksum(rec, f, spans))
                 continue
-            role = None
-            if self.runnable(f):
-                role = "value"
-            elif isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
-                    and self.plain(f) and f.repeat is None:
-                role = "prefix"
-            elif f.repeat is not None and isinstance(f.repeat.prefix, ir.IntT) and self.plain(f):
-                role = "count"
+            role = self.run_role(f)
             if role is not None and not self.compatible(run, f, role):
                 flush()
             if role == "value":

@@ -130,14 +130,7 @@ def fast_runs(fast, rec: ir.Record) -> dict[str, tuple[int, tuple]] | None:
     for f in lay.fields:  # the grouping of FastEmitter.decoder
         if f.checksum is not None:
             flush()
-        role = None
-        if fast.runnable(f):
-            role = "value"
-        elif isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
-                and fast.plain(f) and f.repeat is None:
-            role = "prefix"
-        elif f.repeat is not None and isinstance(f.repeat.prefix, ir.IntT) and fast.plain(f):
-            role = "count"
+        role = fast.run_role(f)
         if role is not None and not fast.compatible(run, f, role):
             flush()
         if role is not None:
