@@ -138,9 +138,30 @@ def test_all_paths_agree_and_re_encode_byte_identical(ogg_bytes):
     assert ogg.construct_encode_ogg_stream(value, compiled=True) == ogg_bytes
 
 
+@pytest.mark.parametrize("encode", ["fast", "construct"])
+def test_libsndfile_reads_what_the_encoders_write(ogg_bytes, encode):
+    """Change the title (same length, so the pages keep their lacing) and encode: the
+    encoders recompute every page CRC, which libogg checks when libsndfile reads."""
+    value, _ = ogg.decode_ogg_stream(ogg_bytes)
+    comment = value.packets[1].body
+    comment.comments = [c.replace(f"TITLE={TITLE}", f"TITLE={TITLE.upper()}")
+                        for c in comment.comments]
+    out = (ogg.encode_ogg_stream if encode == "fast" else ogg.construct_encode_ogg_stream)(value)
+    assert len(out) == len(ogg_bytes) and out != ogg_bytes
+    with soundfile.SoundFile(io.BytesIO(out)) as f:
+        assert (f.title, f.samplerate, f.channels) == (TITLE.upper(), RATE, CHANNELS)
+        assert f.read().shape == (int(RATE * 0.5), CHANNELS)
+    # The same change without the encoder's CRCs is refused by libsndfile.
+    stale = bytearray(ogg_bytes)
+    at = stale.index(f"TITLE={TITLE}".encode()) + 6
+    stale[at:at + len(TITLE)] = TITLE.upper().encode()
+    with pytest.raises(RuntimeError):
+        soundfile.SoundFile(io.BytesIO(bytes(stale)))
+
+
 def test_a_flipped_byte_fails_that_pages_crc(ogg_bytes):
-    """On every page: a body byte, a header byte (the granule) and a lacing value are
-    covered; the error names the page's CRC at its offset in the file."""
+    """On every page, a body byte and a header byte (the granule) are covered: the error
+    names the page's CRC at its offset in the file."""
     for pos, _, lacing, body in pages(ogg_bytes):
         body_at = pos + 27 + len(lacing)
         for at in (body_at + len(body) // 2, pos + 6):
@@ -151,6 +172,33 @@ def test_a_flipped_byte_fails_that_pages_crc(ogg_bytes):
                     decode(bytes(bad))
                 assert info.value.offset == pos + CRC_AT, name
                 assert info.value.path.endswith("page_crc"), (name, info.value.path)
+
+
+def reseal(data: bytearray, pos: int) -> None:
+    """Recompute the CRC of the page at ``pos`` (the test's own CRC)."""
+    n = data[pos + 26]
+    end = pos + 27 + n + sum(data[pos + 27:pos + 27 + n])
+    data[pos + CRC_AT:pos + CRC_AT + 4] = bytes(4)
+    data[pos + CRC_AT:pos + CRC_AT + 4] = struct.pack("<I", ogg_crc(bytes(data[pos:end])))
+
+
+def test_an_error_in_a_packet_spanning_pages_names_its_physical_offset(ogg_bytes):
+    """The comment packet ends on page 2 with its framing flag (1). Make it 0 and re-seal
+    the page: the error is the packet's, at that byte's offset in the file."""
+    pos, flags, lacing, body = pages(ogg_bytes)[2]
+    assert flags & 1  # continues the comment packet
+    j = next(i for i, v in enumerate(lacing) if v < 255)  # the segment ending the packet
+    flag_at = pos + 27 + len(lacing) + 255 * j + lacing[j] - 1
+    bad = bytearray(ogg_bytes)
+    assert bad[flag_at] == 1
+    bad[flag_at] = 0
+    reseal(bad, pos)
+    for name, decode in decoders():
+        with pytest.raises(DecodeError) as info:
+            decode(bytes(bad))
+        assert not isinstance(info.value, ChecksumError), name
+        assert info.value.offset == flag_at, name
+        assert "packets[1].body.framing_flag" in info.value.path, (name, info.value.path)
 
 
 def test_a_cut_file_is_refused(ogg_bytes):
