@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from ..runtime.codec import _FIELD_NAMES
+from . import checksum_cover as cover
 from . import ir
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
@@ -268,7 +269,20 @@ class ConstructEmitter:
                 base = f"Rebuild({base}, 0)"
         if f.value is not None:
             base = f"Rebuild({base}, {self.lam(f.value, rec)})"
-        if f.checksum is not None:
+        late = f.checksum is not None and \
+            cover.anchor(lay_fields, lay_fields.index(f), encode=True) is not None
+        if late:
+            # read as it is; checked (and on build patched over its placeholder, the
+            # filler) by a LateChecksum member after the last field it covers
+            out.append(f"'_o_{name}' / Tell,")
+            sc = self.fast.scalar_code(f.type)
+            fill = cover.filler_bytes(f.checksum, sc[1])
+            it = self.fast.base_int(f.type)
+            if it is not None:
+                fill = int.from_bytes(fill, "little" if it.endian == "le" else "big",
+                                      signed=it.signed)
+            base = f"Rebuild({base}, {fill!r})"
+        elif f.checksum is not None:
             if any(f is c for cks in self.deferred_checksums(lay_fields).values() for c in cks):
                 out.append(f"'_o_{name}' / Tell,")
             index = lay_fields.index(f)
@@ -341,6 +355,7 @@ class ConstructEmitter:
                            f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
                 out.append(f"Check({self.code(_NOT_PARSING + f' or {measure} == this[{size_field.name!r}]')}),")
+        out += self.late_members(f, rec, lay_fields)
         # checksums over a size field patched just above are rebuilt after the patch
         for ck in self.deferred_checksums(lay_fields).get(name, ()):
             pieces = self.checksum_pieces(lay_fields, lay_fields.index(ck))
@@ -348,6 +363,34 @@ class ConstructEmitter:
             out.append(f"'_patch_{ck.name}' / If({self.code(_NOT_PARSING)}, Pointer("
                        f"{self.code(f'this[{chr(39)}_o_{ck.name}{chr(39)}]')}, "
                        f"Rebuild({ic}, {self.code(checksum_call(ck.checksum, f'_span(this, {pieces!r})', self.res(rec)))}))),")
+        return out
+
+    def late_members(self, f: ir.Field, rec: ir.Record, fields: list[ir.Field]) -> list[str]:
+        """The checks (parse) and patches (build) of the late checksums whose last
+        covered field is ``f``."""
+        out = []
+        at = fields.index(f)
+        for i, ckf in enumerate(fields):
+            if ckf.checksum is None:
+                continue
+            check = cover.anchor(fields, i) == at
+            patch = cover.anchor(fields, i, encode=True) == at
+            if not (check or patch):
+                continue
+            ck = ckf.checksum
+            if ck.files:
+                r = self.res(rec)
+                parts = [f"_cover.stream_range(this, {a.render(r)}, {b.render(r)}, "
+                         f"{ckf.name!r})" for a, b in ck.files]
+                data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
+            else:
+                fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
+                pieces = self.checksum_pieces(fields, i)
+                data = f"_cover.span(this, {pieces!r}, {fill!r})"
+            value = self.code(checksum_call(ck, data, self.res(rec)))
+            field = self.type_c(ckf.type, ckf, rec)
+            out.append(f"'_late_{ckf.name}' / LateChecksum({ckf.name!r}, {field}, {value}, "
+                       f"{ck.algorithm!r}, check={check}, patch={patch}),")
         return out
 
     @staticmethod
@@ -377,7 +420,7 @@ class ConstructEmitter:
         out: dict[str, list[ir.Field]] = {}
         names = [x.name for x in fields]
         for i, f in enumerate(fields):
-            if f.checksum is None:
+            if f.checksum is None or cover.anchor(fields, i, encode=True) is not None:
                 continue
             later = set()
             for kind, n in self.checksum_pieces(fields, i):
@@ -423,18 +466,18 @@ class ConstructEmitter:
         ck = fields[index].checksum
         if ck.ranges:  # record-relative byte ranges (from the '_o_start' Tell)
             return [("range", f"{a}:{b}") for a, b in ck.ranges]
-        before = [f for f in fields[:index]]
-        names = [f.name for f in before if (ck.covers is None or f.name in ck.covers)
-                 and f.name not in ck.excluded]
-        comp = {f.name for f in before if f.compressed is not None}
-        return [("plain", n) if n in comp else ("span", n) for n in names]
+        names = cover.covered(fields, index)
+        own = fields[index].name if cover.anchor(fields, index) is not None else None
+        comp = {f.name for f in fields if f.compressed is not None}
+        return [("fill", n) if n == own else ("plain", n) if n in comp else ("span", n)
+                for n in names]
 
     def spans(self, rec: ir.Record) -> set[str]:
         need = set()
         for i, f in enumerate(rec.fields):
             if f.checksum is not None:
                 for kind, n in self.checksum_pieces(rec.fields, i):
-                    if kind == "span":
+                    if kind in ("span", "fill"):
                         need.add(n)
             if f.derived_from and f.derived_from[0] == "size":
                 need.add(f.derived_from[1])

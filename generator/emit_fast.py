@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from . import emit_fast_encode as efe
+from . import checksum_cover as cover
 from . import ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
@@ -620,9 +621,13 @@ class FastEmitter:
         for i, f in enumerate(lay.fields):
             if f.checksum is None:
                 continue
+            late = cover.anchor(lay.fields, i) is not None
+            if late:  # checked after its place: its own offset is kept
+                spans.s.add(f.name)
             group: list[str] = []
             for n in self.covered(lay, i) + [None]:
-                contiguous = (n is not None and n not in comp and group
+                own = late and n == f.name  # read as its filler: a piece of its own
+                contiguous = (n is not None and n not in comp and group and not own
                               and order.index(n) == order.index(group[-1]) + 1)
                 if group and not contiguous:
                     spans.s.add(group[0])
@@ -632,18 +637,26 @@ class FastEmitter:
                     break
                 if n in comp:
                     spans.plain.add(n)
+                elif own:
+                    spans.e.add(n)  # the encoder reads its placeholder as a span
                 else:
                     group.append(n)
         return spans
 
     def covered(self, lay: ir.Layout, index: int) -> list[str]:
-        ck = lay.fields[index].checksum
-        before = [f.name for f in lay.fields[:index]]
-        if ck.covers is None:
-            names = before
-        else:
-            names = [n for n in before if n in ck.covers]
-        return [n for n in names if n not in ck.excluded]
+        return cover.covered(lay.fields, index)
+
+    def late_checks(self, f: ir.Field) -> list[str]:
+        """Checks of the checksums whose last covered field is ``f`` (decode)."""
+        out: list[str] = []
+        fields = self.lay.fields
+        at = next((i for i, x in enumerate(fields) if x is f), None)
+        for i, ck in enumerate(fields):
+            if ck.checksum is not None and at is not None and cover.anchor(fields, i) == at:
+                check = self.checksum_check(ck, f"_s_{ck.name}")
+                out += [f"if f_{ck.name} is not None:"] + ["    " + x for x in check] \
+                    if ck.cond else check
+        return out
 
     def decode_run(self, rec: ir.Record, run: list[Item], spans: set[str]) -> list[str]:
         endian = "<"
@@ -682,8 +695,9 @@ class FastEmitter:
                 out.append(f"_e_{f.name} = {rvar} + {off + it.size}")
             if it.role == "value":
                 out.extend(self.post_scalar(rec, f, it, at))
-                if f.checksum is not None:
+                if f.checksum is not None and not self.is_late(f):
                     out.extend(self.checksum_check(f, at))
+                out.extend(self.late_checks(f))
                 out.extend(self.assert_lines(rec, f, at, it.local[:-len(f"f_{f.name}")]))
             off += it.size
         if not any(re.search(rf"\b{rvar}\b", x) for x in out[at_rvar + 1:]):
@@ -795,12 +809,18 @@ class FastEmitter:
             out += inner
         if name in spans.e:
             out.append(f"_e_{name} = pos")
-        if f.checksum is not None:
+        if f.checksum is not None and not self.is_late(f):
             check = self.checksum_check(f, f"pos - {self.scalar_code(f.type)[1]}")  # its start
             out += [f"if f_{name} is not None:"] + ["    " + x for x in check] if f.cond \
                 else check
+        out += self.late_checks(f)
         out += self.assert_lines(rec, f, f"_a_{name}")
         return out
+
+    def is_late(self, f: ir.Field, encode: bool = False) -> bool:
+        """Whether checksum field ``f`` covers bytes at or after its own place."""
+        i = next(i for i, x in enumerate(self.lay.fields) if x is f)
+        return cover.anchor(self.lay.fields, i, encode) is not None
 
     def decode_sized(self, f: ir.Field, res, inner: list[str]) -> list[str]:
         size = f.size.render(res)
@@ -1329,9 +1349,17 @@ class FastEmitter:
             parts = [f"{buf}[{start} + {a}:{start} + {b}]" for a, b in f.checksum.ranges]
             data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
             return checksum_call(f.checksum, data, res)
+        if f.checksum.files:  # absolute ranges of the buffer decoded / the bytes encoded
+            parts = [f"_cover.file_range(mv, {a.render(res)}, {b.render(res)}, _s_{f.name}, "
+                     f"{f.name!r})" if buf == "mv" else
+                     f"_cover.file_range_out(out, {a.render(res)}, {b.render(res)}, "
+                     f"{f.name!r})" for a, b in f.checksum.files]
+            data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
+            return checksum_call(f.checksum, data, res)
         covered = self.covered(lay, index)
         order = [x.name for x in lay.fields]
         comp = {x.name for x in lay.fields if x.compressed is not None}
+        own = f.name if cover.anchor(lay.fields, index) is not None else None
         pieces: list[str] = []
         group: list[str] = []
 
@@ -1342,7 +1370,16 @@ class FastEmitter:
 
         prev = None
         for n in covered:
-            if n in comp:
+            if n == own:  # the checksum's own bytes: the filler (the encoder wrote it)
+                close()
+                if buf == "mv":
+                    fill = self.const("FB", repr(cover.filler_bytes(
+                        f.checksum, self.scalar_code(f.type)[1])))
+                    pieces.append(f"({fill} if f_{n} is not None else b'')" if f.cond
+                                  else fill)
+                else:
+                    pieces.append(f"{buf}[_atck_{n}:_e_{n}]")
+            elif n in comp:
                 close()
                 pieces.append(f"_plain_{n}")
             else:
@@ -1407,30 +1444,46 @@ class FastEmitter:
                 body.extend(self.encode_run(rec, run, spans, res))
                 run.clear()
 
-        for f in lay.fields:
+        # late checksums (covering bytes at or after their place): patched once the last
+        # byte they cover is written
+        patches: dict[int, list[ir.Field]] = {}
+        for i, f in enumerate(lay.fields):
+            if f.checksum is not None:
+                at = cover.anchor(lay.fields, i, encode=True)
+                if at is not None:
+                    patches.setdefault(at, []).append(f)
+
+        def step(f: ir.Field) -> None:
             if f.checksum is not None:
                 flush()
                 body.extend(self.encode_checksum(rec, f, spans))
-                continue
+                return
             role = self.run_role(f)
             if role is not None and not self.compatible(run, f, role):
                 flush()
             if role == "value":
                 self.add_run_item(run, f, "value")
-                continue
+                return
             if role == "prefix":
                 body.extend(self.encode_text_prep(f))
                 self.add_run_item(run, f, role)
                 flush()
                 body.extend(self.encode_field(rec, f, res, spans, prefixed=True))
-                continue
+                return
             if role == "count":
                 self.add_run_item(run, f, role)
                 flush()
                 body.extend(self.encode_field(rec, f, res, spans, prefixed=True))
-                continue
+                return
             flush()
             body.extend(self.encode_field(rec, f, res, spans))
+
+        for i, f in enumerate(lay.fields):
+            step(f)
+            if i in patches:
+                flush()
+                for ck in patches[i]:
+                    body.extend(self.encode_checksum(rec, ck, spans, patch=True))
         flush()
         body += efe.assert_checks(rec, lay, res, late=True)  # sizes measured by now
         lines += ["    " + b for b in body] or ["    pass"]
@@ -1509,7 +1562,7 @@ class FastEmitter:
         out: dict[str, list[ir.Field]] = {}
         names = [x.name for x in lay.fields]
         for i, f in enumerate(lay.fields):
-            if f.checksum is None:
+            if f.checksum is None or cover.anchor(lay.fields, i, encode=True) is not None:
                 continue
             later = set()
             for n in self.covered(lay, i):
@@ -1863,7 +1916,15 @@ class FastEmitter:
         expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start", self.enc_res)
         sc = self.scalar_code(f.type)
         st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
-        if patch:  # deferred: the covered size field has just been patched
+        late = cover.anchor(self.lay.fields, index, encode=True) is not None
+        if late and patch:  # every byte it covers is written: computed, written over
+            inner = [f"f_{f.name} = {expr}", f"{st}.pack_into(out, _atck_{f.name}, f_{f.name})"]
+        elif late:  # its place: the filler as a placeholder
+            fill = self.const("FB", repr(cover.filler_bytes(f.checksum, sc[1])))
+            inner = ([f"_s_{f.name} = len(out)"] if f.name in spans.s else []) + [
+                f"_atck_{f.name} = len(out)", f"out += {fill}"] + (
+                [f"_e_{f.name} = len(out)"] if f.name in spans.e else [])
+        elif patch:  # deferred: the covered size field has just been patched
             inner = [f"{st}.pack_into(out, _atck_{f.name}, {expr})"]
         elif any(f is c for cks in self.deferred.values() for c in cks):
             inner = [f"_atck_{f.name} = len(out)", f"out += {st}.pack(0)"]

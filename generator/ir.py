@@ -244,6 +244,11 @@ class Checksum:
     bits: int = 0  # the algorithm's full width (from the registry)
     digest: bool = False  # a byte-string digest rather than an integer
     ranges: tuple[tuple[int, int], ...] = ()  # record-relative [a, b) byte ranges, in order
+    # with ``covers`` None: "preceding" (""), "following" or "all" (the checksum included)
+    scope: str = ""
+    filler: int | bytes = 0  # what the checksum's own bytes read as when it covers itself
+    files: tuple[tuple[Expr, Expr], ...] = ()  # absolute [start, end) of the user's buffer
+    spans: tuple[tuple[str, str | None], ...] = ()  # {from, to} as written (resolve expands)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
 from .resolve import Resolver
+from .checksum_cover import any_late
 from .runtime_names import checksum_bindings, numeric_bindings
 from .yamlsource import Source, load_text
 
@@ -215,6 +216,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         consts=fast.consts, fast=blocks, construct=cblocks, dtypes=dtypes(family),
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family),
+        late_checksums=any_late(family),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -363,6 +365,13 @@ def field_data(f: ir.Field, lay: ir.Layout) -> dict:
                          **({"ranges": [list(r) for r in f.checksum.ranges]}
                             if f.checksum.ranges else {}),
                          "except": list(f.checksum.excluded)}
+        if f.checksum.scope:
+            d["checksum"]["covers"] = f.checksum.scope
+        if f.checksum.files:
+            d["checksum"]["files"] = [[a.source, b.source] for a, b in f.checksum.files]
+        if f.checksum.filler != 0:
+            d["checksum"]["filler"] = (f.checksum.filler.hex() if isinstance(
+                f.checksum.filler, bytes) else f.checksum.filler)
     if f.compressed is not None:
         c = f.compressed
         d["compressed"] = {"algorithm": c.algorithm.source,

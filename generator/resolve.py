@@ -7,6 +7,8 @@ cross-field rules checked. Every problem carries file, line and YAML path.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
 from typing import Any
 
@@ -238,20 +240,47 @@ class Resolver:
                      f"{', '.join(sorted(registry.REGISTRY.checksums))}; a plug-in adds more)")
             return None
         ranges: list[tuple[int, int]] = []
-        if c["covers"] == "preceding":
+        files: list[tuple[Expr, Expr]] = []
+        spans: list[tuple[str, str | None]] = []
+        scope = ""
+        if c["covers"] in ("preceding", "following", "all"):
             covers = None
+            scope = "" if c["covers"] == "preceding" else c["covers"]
         else:
             names = [x for x in c["covers"] if isinstance(x, str)]
             for i, x in enumerate(c["covers"]):
-                if isinstance(x, dict):
+                at = join(path, f"covers[{i}]")
+                if isinstance(x, dict) and "bytes" in x:
                     a, b = x["bytes"]
                     if not 0 <= a < b:
-                        self.err(src, join(path, f"covers[{i}]"), f"empty byte range [{a}, {b})")
+                        self.err(src, at, f"empty byte range [{a}, {b})")
                     ranges.append((a, b))
-            if names and ranges:
+                elif isinstance(x, dict) and "file" in x:
+                    a, b = (self.expr(src, join(at, "file"), e) for e in x["file"])
+                    if a is not None and b is not None:
+                        files.append((a, b))
+                elif isinstance(x, dict):
+                    spans.append((x["from"], x.get("to")))
+            if sum(map(bool, (names or spans, ranges, files))) > 1:
                 self.err(src, join(path, "covers"),
-                         "covers lists field names or byte ranges, not both")
+                         "covers lists field names and spans, record byte ranges or file "
+                         "ranges: one kind at a time")
             covers = tuple(names)
+        filler: int | bytes = 0
+        if "filler" in c:
+            fv = c["filler"]
+            if isinstance(fv, int) and not isinstance(fv, bool) and 0 <= fv <= 255:
+                filler = fv
+            elif isinstance(fv, str) and fv.startswith("hex:"):
+                try:
+                    filler = bytes.fromhex(fv[4:])
+                except ValueError:
+                    self.err(src, join(path, "filler"), f"bad hex filler {fv!r}")
+            elif isinstance(fv, str):
+                filler = fv.encode("latin-1", "replace")
+            else:
+                self.err(src, join(path, "filler"),
+                         "filler is a byte value 0..255, \"hex:...\" or a text string")
         store = c.get("store") or {}
         bits = store.get("bits")
         if bits is not None and (bits <= 0 or bits > spec.bits or (spec.digest and bits % 8)):
@@ -273,8 +302,28 @@ class Resolver:
             e = self.expr(src, join(join(path, "params"), pname), pval)
             if e is not None:
                 params.append((pname, e))
+        full = spec.bits
+        if spec.width_param is not None:
+            full = self.checksum_width(src, path, spec, dict(params))
         return ir.Checksum(spec.name, covers, tuple(c.get("except", [])), bits, seed,
-                           tuple(params), spec.bits, spec.digest, tuple(ranges))
+                           tuple(params), full, spec.digest, tuple(ranges), scope, filler,
+                           tuple(files), tuple(spans))
+
+    def checksum_width(self, src: Source, path: str, spec: registry.ChecksumSpec,
+                       params: dict[str, Expr]) -> int:
+        """A parametrised checksum's width: its width param, a constant; and every
+        keyword-only parameter without a default is given."""
+        for pname, p in inspect.signature(spec.func).parameters.items():
+            if p.kind is p.KEYWORD_ONLY and p.default is p.empty and pname not in params:
+                self.err(src, join(path, "params"), f"{spec.name} needs the param {pname!r}")
+        e = params.get(spec.width_param)
+        w = e.constant() if e is not None else None
+        if e is not None and (not isinstance(w, int) or isinstance(w, bool)
+                              or not 1 <= w <= spec.bits):
+            self.err(src, join(join(path, "params"), spec.width_param),
+                     f"{spec.width_param} must be a constant 1..{spec.bits}")
+            return spec.bits
+        return w if isinstance(w, int) else spec.bits
 
     @staticmethod
     def _fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | None:
@@ -310,6 +359,42 @@ class Resolver:
         elif None in sizes[:i] and None in sizes[i + 1:]:
             self.err(src, join(f.path, "chain.from"),
                      f"{ch.source!r} must sit at a fixed offset from the item's start or end")
+
+    def check_checksum_cover(self, src: Source, rec: ir.Record, f: ir.Field,
+                             names: list[str]) -> None:
+        """Covered names must be fields; spans expand to the fields they run over; a
+        checksum covering itself needs a fixed width its filler fills exactly."""
+        ck = f.checksum
+        me = names.index(f.name)
+        covers = list(ck.covers or ())
+        for i, (a, b) in enumerate(ck.spans):
+            at = join(f.path, f"checksum.covers[{len(covers) + i}]")
+            bad = [n for n in (a, b) if n is not None and n not in names]
+            if bad:
+                self.err(src, at, f"span names unknown field {bad[0]!r}")
+                continue
+            lo = names.index(a)
+            hi = names.index(b) if b is not None else me - 1
+            if b is None and lo >= me:
+                self.err(src, at, f"span from {a!r} to the checksum: {a!r} must come "
+                                  "before it (name its end with to:)")
+            elif hi < lo:
+                self.err(src, at, f"span ends at {b!r}, before its start {a!r}")
+            covers += [n for n in names[lo:hi + 1] if n not in covers]
+        if ck.spans:
+            ck = f.checksum = dataclasses.replace(ck, covers=tuple(covers), spans=())
+        for c in (ck.covers or ()) + ck.excluded:
+            if c not in names:
+                self.err(src, f.path, f"checksum covers unknown field {c!r}")
+        selfcover = ck.scope == "all" or (ck.covers is not None and f.name in ck.covers)
+        selfcover = selfcover and f.name not in ck.excluded
+        width = self._fixed_size(f, self.aliases, self.enums, self.flagdefs)
+        if selfcover and width is None:
+            self.err(src, f.path, "a checksum covering its own bytes needs a fixed width")
+        elif isinstance(ck.filler, bytes) and (not selfcover or len(ck.filler) != width):
+            why = (f"is {len(ck.filler)} bytes, the field {width}" if selfcover else
+                   "applies only to a checksum that covers its own bytes")
+            self.err(src, join(f.path, "checksum.filler"), f"filler {why}")
 
     def check_checksum_width(self, src: Source, f: ir.Field) -> None:
         """The stored width must hold the algorithm's value (or its declared truncation)."""
@@ -767,11 +852,7 @@ class Resolver:
                                               f"{prefix} fixed bytes before the checksum")
             if f.checksum:
                 self.check_checksum_width(src, f)
-                for c in (f.checksum.covers or ()) + f.checksum.excluded:
-                    if c not in by_name:
-                        self.err(src, f.path, f"checksum covers unknown field {c!r}")
-                    elif names.index(c) > names.index(f.name) and c not in f.checksum.excluded:
-                        self.err(src, f.path, f"checksum must come after the field {c!r} it covers")
+                self.check_checksum_cover(src, rec, f, names)
             if f.since is not None or f.until is not None:
                 if rec.version_from is None:
                     self.err(src, f.path, "since/until need the record's 'versions: {from: ...}'")
@@ -874,6 +955,9 @@ class Resolver:
                 yield "checksum.seed", f.checksum.seed
             for a, e in f.checksum.params:
                 yield f"checksum.params.{a}", e
+            for a, b in f.checksum.files:
+                yield "checksum.covers.file", a
+                yield "checksum.covers.file", b
         if f.chain is not None:
             yield "chain.first", f.chain.first
         if f.compressed:
