@@ -16,8 +16,8 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import emit_fast_encode as efe
 from . import checksum_cover as cover
+from . import emit_fast_encode as efe
 from . import ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class

@@ -23,12 +23,12 @@ import jsonschema
 import yaml
 
 from . import ir, layout, project
+from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
 from .resolve import Resolver
-from .checksum_cover import any_late
 from .runtime_names import checksum_bindings, numeric_bindings
 from .yamlsource import Source, load_text
 

@@ -263,8 +263,8 @@ class Resolver:
                     spans.append((x["from"], x.get("to")))
             if sum(map(bool, (names or spans, ranges, files))) > 1:
                 self.err(src, join(path, "covers"),
-                         "covers lists field names and spans, record byte ranges or file "
-                         "ranges: one kind at a time")
+                         "covers lists field names (with spans), record byte ranges or "
+                         "file ranges, not both kinds")
             covers = tuple(names)
         filler: int | bytes = 0
         if "filler" in c:
