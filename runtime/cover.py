@@ -57,10 +57,12 @@ def stream_range(this: Any, a: Any, b: Any, name: str) -> bytes:
     try:
         if not (isinstance(a, int) and isinstance(b, int) and 0 <= a <= b <= size):
             if this["_parsing"]:
-                at = this[f"_o_{name}"] + _root(this["_io"])[1]
-                raise TruncatedError(f"checksum range [{a}, {b}) lies outside the {size} "
+                at = this[f"_o_{name}"]  # in this stream: a sub-stream's base is added above
+                exc = TruncatedError(f"checksum range [{a}, {b}) lies outside the {size} "
                                      "bytes", offset=at, path=name,
                                      expected=f"0 <= start <= end <= {size}", found=(a, b))
+                note(exc, at, name)
+                raise exc
             raise EncodeError(f"checksum range [{a}, {b}) is not within the {size} bytes "
                               "written by the end of the record", path=name)
         root.seek(a)
