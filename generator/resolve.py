@@ -388,7 +388,9 @@ class Resolver:
                 self.err(src, f.path, f"checksum covers unknown field {c!r}")
         selfcover = ck.scope == "all" or (ck.covers is not None and f.name in ck.covers)
         selfcover = selfcover and f.name not in ck.excluded
-        width = self._fixed_size(f, self.aliases, self.enums, self.flagdefs)
+        # its own width, present or not (a condition makes the field's size unknown)
+        width = self._fixed_size(dataclasses.replace(f, cond=None, since=None, until=None),
+                                 self.aliases, self.enums, self.flagdefs)
         if selfcover and width is None:
             self.err(src, f.path, "a checksum covering its own bytes needs a fixed width")
         elif isinstance(ck.filler, bytes) and (not selfcover or len(ck.filler) != width):

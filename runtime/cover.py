@@ -42,16 +42,17 @@ def file_range_out(out: bytearray, a: Any, b: Any, path: str) -> bytes:
     return bytes(out[a:b])
 
 
-def _root(stream: Any) -> tuple[Any, int]:
-    """The outermost stream and this stream's offset in it (sized sections read from a
-    sub-stream that notes both)."""
-    return getattr(stream, "_bw_root", stream), getattr(stream, "_bw_base", 0)
+def _root(this: Any) -> Any:
+    """The outermost stream: sized sections read from sub-streams, so the generated
+    module passes the stream it parses (or builds) as the hidden param ``_bw_file``."""
+    root = this["_params"].get("_bw_file")
+    return this["_io"] if root is None else root
 
 
 def stream_range(this: Any, a: Any, b: Any, name: str) -> bytes:
     """The Construct path's :func:`file_range` / :func:`file_range_out`: absolute
     ``[a, b)`` of the outermost stream (the buffer parsed, or the bytes being built)."""
-    root, _ = _root(this["_io"])
+    root = _root(this)
     here = root.tell()
     size = root.seek(0, 2)
     try:

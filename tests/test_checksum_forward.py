@@ -405,6 +405,16 @@ records:
       - {name: magic, type: u32}
       - {name: body, type: bytes, size: 8}
       - {name: tail, type: trailer}
+  trailer4:
+    fields:
+      - {name: file_crc, type: u32, checksum: {algorithm: crc32, covers: [{file: [0, 4]}]}}
+      - {name: mark, type: u8}
+  sectioned:
+    fields:
+      - {name: magic, type: u32}
+      - {name: n, type: u8}
+      - {name: tail, type: trailer4, size: n}
+      - {name: fixed, type: trailer4, size: 5}
   bounded:
     params: {upto: {type: int}}
     fields:
@@ -429,6 +439,17 @@ def test_file_range_is_absolute_in_the_buffer(schema_module):
     # a range reaching past the buffer is a truncation at the checksum field
     got = errors(m, "bounded", struct.pack("<I", 0) + b"abcd", upto=9)
     assert {g[:3] for g in got} == {("TruncatedError", "bounded.crc", 0)}
+
+
+def test_file_range_inside_sized_sections_is_still_absolute(schema_module):
+    m = schema_module(FILE)
+    magic = struct.pack("<I", 0x0BADCAFE)
+    crc = struct.pack("<I", zlib.crc32(magic))
+    want = magic + b"\x05" + crc + b"\x01" + crc + b"\x02"
+    value = m.Sectioned(magic=0x0BADCAFE, tail=m.Trailer4(mark=1), fixed=m.Trailer4(mark=2))
+    round_trip(m, "sectioned", value, want)
+    got = errors(m, "sectioned", flip(want, 3))
+    assert {g[:3] for g in got} == {("ChecksumError", "sectioned.tail.file_crc", 5)}
 
 
 def test_file_range_on_encode_is_of_the_bytes_produced(schema_module):
@@ -559,3 +580,83 @@ def test_a_truncated_buffer_is_not_a_checksum_error(schema_module):
     got = errors(m, "frag", data[:-1])
     assert {g[0] for g in got} == {"TruncatedError"}
     assert issubclass(TruncatedError, DecodeError) and issubclass(ChecksumError, DecodeError)
+
+
+# -- with rows, conditions and versions ------------------------------------------------------
+
+MISC = """
+bytewright: 1
+family: fwdmisc
+records:
+  row:
+    rows: true
+    fields:
+      - {name: crc, type: u32, checksum: {algorithm: crc32, covers: following}}
+      - {name: a, type: u16}
+      - {name: b, type: u8}
+  maybe:
+    fields:
+      - {name: flag, type: u8}
+      - name: ck
+        type: u16be
+        if: "flag == 1"
+        checksum: {algorithm: crc, covers: all, filler: 0xff,
+                   params: {width: 16, poly: 0x1021, init: 0xffff}}
+      - {name: body, type: bytes, length: u8}
+  versioned:
+    versions: {from: v, range: [1, 2]}
+    fields:
+      - {name: v, type: u8}
+      - {name: ck, type: u32, checksum: {algorithm: crc32c, covers: following}}
+      - {name: x, type: u16, since: 2}
+      - {name: y, type: bytes, length: u8}
+"""
+
+
+def ccitt_false(data: bytes) -> int:
+    reg = 0xFFFF
+    for byte in data:
+        reg ^= byte << 8
+        for _ in range(8):
+            reg = ((reg << 1) ^ 0x1021) if reg & 0x8000 else reg << 1
+            reg &= 0xFFFF
+    return reg
+
+
+def test_rows_decoder_checks_a_forward_checksum(schema_module):
+    m = schema_module(MISC)
+    body = struct.pack("<HB", 0x1234, 9)
+    one = struct.pack("<I", zlib.crc32(body)) + body
+    round_trip(m, "row", m.Row(a=0x1234, b=9), one)
+    assert m.decode_many_row(one * 3) == [m.Row(a=0x1234, b=9)] * 3
+    rows, starts, stop = m.decode_rows_row(one * 3)
+    assert (list(rows), list(starts), stop) == ([(0x1234, 9)] * 3, [0, 7, 14], 21)
+    # rows stop before the record whose checksum fails; decoding it says why
+    bad = one * 2 + flip(one, 5)
+    rows, starts, stop = m.decode_rows_row(bad)
+    assert (len(rows), stop) == (2, 14)
+    with pytest.raises(ChecksumError) as info:
+        m.decode_row(bad, stop)
+    assert (info.value.path, info.value.offset) == ("row.crc", 14)
+    with pytest.raises(ChecksumError) as info:
+        m.decode_many_row(bad)
+    assert (info.value.path, info.value.offset) == ("row[2].crc", 14)
+
+
+def test_a_self_covering_checksum_under_a_condition(schema_module):
+    m = schema_module(MISC)
+    want = b"\x01" + struct.pack(">H", ccitt_false(b"\x01\xff\xff\x03abc")) + b"\x03abc"
+    round_trip(m, "maybe", m.Maybe(flag=1, body=b"abc"), want)
+    round_trip(m, "maybe", m.Maybe(flag=0, body=b"abc"), b"\x00\x03abc")
+    assert {g[:3] for g in errors(m, "maybe", flip(want, 5))} == {
+        ("ChecksumError", "maybe.ck", 1)}
+
+
+@pytest.mark.parametrize("v, x", [(1, None), (2, 0x0708)])
+def test_a_following_checksum_per_version(schema_module, v, x):
+    m = schema_module(MISC)
+    rest = (struct.pack("<H", x) if x is not None else b"") + b"\x01q"
+    want = bytes([v]) + struct.pack("<I", crc32c(rest)) + rest
+    round_trip(m, "versioned", m.Versioned(v=v, x=x, y=b"q"), want)
+    assert {g[:3] for g in errors(m, "versioned", flip(want, len(want) - 1))} == {
+        ("ChecksumError", "versioned.ck", 1)}
