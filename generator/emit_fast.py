@@ -16,8 +16,8 @@ import re
 import struct
 from dataclasses import dataclass
 
+from . import byteorder, ir
 from . import emit_fast_encode as efe
-from . import ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
 from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
@@ -65,6 +65,7 @@ class FastEmitter:
         self.min_sizes: dict[str, int] = {}
         self.deferred: dict[str, list[ir.Field]] = {}
         self.lay_name = ""
+        self.cur_order: str | None = None  # byte order of the layout being emitted
         self._inline_stack: frozenset[str] = frozenset()  # records being inlined (no recursion)
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
@@ -85,13 +86,8 @@ class FastEmitter:
     def base_int(self, t: ir.Type) -> ir.IntT | None:
         if isinstance(t, ir.IntT):
             return t
-        if isinstance(t, ir.RefT):
-            if t.kind == "enum":
-                return self.family.enums[t.target].base
-            if t.kind == "flags":
-                return self.family.flags[t.target].base
-            if t.kind == "alias":
-                return self.family.aliases[t.target].base
+        if isinstance(t, ir.RefT) and t.kind in ("enum", "flags", "alias"):
+            return byteorder.base_of(self.family, t)  # in the layout's byte order
         return None
 
     def scalar_code(self, t: ir.Type) -> tuple[str, int, str] | None:
@@ -337,6 +333,7 @@ class FastEmitter:
         any error's path with ``label`` exactly as the call did."""
         body = self.inline_call("d", callee, args, target)
         if body is None:
+            suffix = suffix or byteorder.callee_suffix(callee, self.cur_order)
             body = [f"{target}, pos = _d_{callee.name}{suffix}(mv, pos, end{args})"]
         return ["try:"] + ["    " + x for x in body] + [
             "except DecodeError as _exc:",
@@ -346,7 +343,8 @@ class FastEmitter:
         """Encode ``val`` as sub-record ``callee`` (inline when small)."""
         body = self.inline_call("e", callee, f", {val}{args}", "")
         if body is None:
-            return [f"_e_{callee.name}(out, {val}{args})"]
+            suffix = byteorder.callee_suffix(callee, self.cur_order)
+            return [f"_e_{callee.name}{suffix}(out, {val}{args})"]
         return body
 
     # -- decoding ------------------------------------------------------------------
@@ -354,6 +352,7 @@ class FastEmitter:
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay_name = rec.name + lay.suffix
         self.cur_rec = rec
+        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
                  "    start = pos"]
         spans = self.spans_needed(lay)
@@ -430,9 +429,9 @@ class FastEmitter:
         its checked decoder, built once more without twins)."""
         got = self._twins.get(name)
         if got is None:
-            rec = self.family.records[name]
+            rec = self.family.records.get(name)  # None: one order's layout (no twin)
             got = False
-            if len(rec.layouts) == 1 and not rec.version_from:
+            if rec is not None and len(rec.layouts) == 1 and not rec.version_from:
                 sub = FastEmitter(self.family)
                 sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
                 sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
@@ -1398,6 +1397,7 @@ class FastEmitter:
         spans = self.spans_needed(lay)
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
+        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
         body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
