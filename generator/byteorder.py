@@ -40,6 +40,15 @@ def show(e: ir.Expr | None, default: str) -> str:
     return fixed_order(e) or f"le or be: {e.source}"
 
 
+def record_text(rec: ir.Record, family: ir.Family) -> str | None:
+    """A record's byte order for docs and inspect when it is not simply the file's."""
+    if rec.endian is not None:
+        return show(rec.endian, family.endian)
+    if rec.orders:
+        return f"le or be: inherited (alone: {family.endian})"
+    return None
+
+
 # -- concrete types ---------------------------------------------------------------
 def with_order(t, order: str):
     """``t`` with its unsuffixed integer/float parts in ``order``."""
