@@ -15,8 +15,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import diff_rules as dr
 from . import byteorder, ir, pipeline
+from . import diff_rules as dr
 from .diff_rules import Loc
 from .yamlsource import Source, load_text
 
