@@ -179,15 +179,20 @@ class Resolver:
             files=[s.file for s in self.sources], digest=self.digest, versions=versions,
             enums=enums, flags=flags, aliases=aliases, records=records,
             registries=registries, plugins=list(self.plugins),
-            detect=self.detect_rules(records), endian_expr=self.file_endian(head),
+            detect=self.detect_rules(records), endian_expr=self.file_endian(head, records),
         )
 
-    def file_endian(self, head: dict) -> Any:
-        """A file-level ``endian:`` that is an expression (over params of the records)."""
+    def file_endian(self, head: dict, records: dict[str, ir.Record]) -> Any:
+        """A file-level ``endian:`` that is an expression over params of the records."""
         e = head.get("endian", "le")
         if e in ("le", "be"):
             return None
-        return self.expr(self.sources[0], "endian", e)
+        expr = self.expr(self.sources[0], "endian", e)
+        if expr is not None and not any(expr.names <= set(r.params) for r in records.values()):
+            self.err(self.sources[0], "endian", f"the byte-order expression {expr.source!r} "
+                     "names no params a record takes (write le, be, or an expression over "
+                     "params of the root records)")
+        return expr
 
     def detect_rules(self, records: dict[str, ir.Record]) -> list[ir.Detect]:
         """``detect:`` entries (how ``inspect FILE`` recognises the family's files)."""

@@ -320,6 +320,14 @@ def test_misuse_is_a_schema_problem_at_the_endian_line(tmp_path, fields, endian,
     assert p.startswith(f"{tmp_path / 'p.yaml'}:5: error: records.r.endian")
 
 
+def test_a_file_level_expression_must_name_params_of_a_record(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("bytewright: 1\nfamily: p\nendian: lee\nrecords:\n  r:\n"
+                    "    fields: [{name: a, type: u32}]\n")
+    (p,) = [str(x) for x in pipeline.run([path]).problems]
+    assert p.startswith(f"{path}:3: error: endian: the byte-order expression 'lee'")
+
+
 def test_the_json_schema_accepts_expressions_and_refuses_typos(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("bytewright: 1\nfamily: p\nendian: be\nrecords:\n  r:\n    endyan: le\n"
@@ -331,7 +339,11 @@ def test_docs_and_diff_show_the_expression(tmp_path):
     from bytewright.generator import docs
     at = tmp_path / "orders.yaml"
     side = diff.load_texts({at: SCHEMA}, "old", base=tmp_path)
+    fl = docs.build_model(diff.load_texts({tmp_path / "f.yaml": FILE_LEVEL}, "f", base=tmp_path))
+    docs.validate_json(fl)
+    assert fl["families"][0]["endian"] == "le or be: order"
     model = docs.build_model(side)
+    docs.validate_json(model)  # the published layouts schema takes the new keys
     (fam,) = model["families"]
     recs = {r["name"]: r for r in fam["records"]}
     assert recs["tiff"]["byte_order"].startswith("le or be: 'le' if order == 0x4949")
