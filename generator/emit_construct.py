@@ -193,7 +193,7 @@ class ConstructEmitter:
             base = f"Const({zero}, {base})" if zero == "0" else f"Const({zero})"
         if f.chain is not None and f.repeat is not None:
             # items get the previous item's stored value as a param (chained checksums)
-            side, k, it = chain_anchor(self.family, f)
+            side, k, it = chain_anchor(self.family, f, self.cur_order)
             fmt = ("<" if it.endian == "le" else ">") + it.code
             args = tuple(a for a in f.type.args if a[0] != f.chain.param) + (
                 (f.chain.param, parse("_chain")),)

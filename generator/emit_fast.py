@@ -829,7 +829,7 @@ class FastEmitter:
 
     def chain_read(self, f: ir.Field, buf: str, start: str, stop: str) -> str:
         """Source reading the stored chain value of the item at ``start``..``stop``."""
-        side, k, it = chain_anchor(self.family, f)
+        side, k, it = chain_anchor(self.family, f, self.cur_order)
         st = self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
         at = f"{start} + {k}" if side == "start" else f"{stop} - {k}"
         return f"{st}.unpack_from({buf}, {at})[0]"

@@ -368,3 +368,37 @@ def test_ksy_export_notes_the_choice():
         fam = pipeline.run([path], render_modules=False).families["orders"]
     exp = export_ksy.export_family(fam)
     assert any(n.startswith("pcap_file: byte order le or be: 'le' if magic") for n in exp.notes)
+
+
+CHAINED = """
+bytewright: 1
+family: chained
+records:
+  frame:
+    params: {prev: {type: int, default: 0}}
+    fields:
+      - {name: page, type: u32}
+      - {name: check, type: u32, checksum: {algorithm: crc32, covers: [page], seed: prev}}
+  log:
+    endian: "'le' if bom == 1 else 'be'"
+    fields:
+      - {name: bom, type: u8}
+      - name: frames
+        type: frame
+        repeat: eos
+        chain: {param: prev, from: check, first: 0}
+"""
+
+
+@pytest.mark.parametrize("o", ["le", "be"])
+def test_a_chain_reads_the_previous_item_in_the_inherited_order(tmp_path, o):
+    import zlib
+    mc = build_module(CHAINED, tmp_path, "chained")
+    e = ORDER[o]
+    data, prev = bytes([o == "le"]), 0
+    for page in (5, 6, 7):
+        raw = struct.pack(e + "I", page)
+        prev = zlib.crc32(raw, prev)  # each check seeded by the one before
+        data += raw + struct.pack(e + "I", prev)
+    v = every_path(mc, "log", data)
+    assert [f.page for f in v.frames] == [5, 6, 7]
