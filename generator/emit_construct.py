@@ -14,11 +14,12 @@ compiled parse calls it, building the model instead of a Container (``model_line
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
+from . import byteorder, ir
 from . import checksum_cover as cover
-from . import ir
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
 from .expr import parse
@@ -90,14 +91,14 @@ class ConstructEmitter:
             parts.append(f"{v} <= {f.until}")
         return " and ".join(parts)
 
-    def flags_c(self, fd: ir.FlagsDef) -> str:
+    def flags_c(self, fd: ir.FlagsDef, base: ir.IntT | None = None) -> str:
         # bits numbered from the integer's least significant bit; unnamed bits must be 0
         fields = tuple((b.name, b.lo, b.width, b.width == 1 and not b.enum)
                        for b in sorted(fd.bits, key=lambda b: -b.lo))
         # without enum bit ranges the model takes the parsed bits as they are: the
         # compiled parse may build it (see ``flags_conv``)
         model = "" if any(b.enum for b in fd.bits) else f", model={flags_class(fd.name)}"
-        return f"BitFlags({self.int_c(fd.base)}, {fields!r}{model})"
+        return f"BitFlags({self.int_c(base or fd.base)}, {fields!r}{model})"
 
     def type_c(self, t: ir.Type, f: ir.Field, rec: ir.Record) -> str:
         if isinstance(t, ir.IntT):
@@ -132,16 +133,17 @@ class ConstructEmitter:
         if isinstance(t, ir.RefT):
             if t.kind == "enum":
                 e = self.family.enums[t.target]
+                base = byteorder.base_of(self.family, t)  # in the layout's byte order
                 if e.open:
-                    return self.int_c(e.base)
+                    return self.int_c(base)
                 # closed: refused while parsing, as on the fast path
                 values = tuple(sorted(m.value for m in e.members))
-                return (f"ClosedEnum({self.int_c(e.base)}, {enum_class(e.name)!r}, {values!r}, "
+                return (f"ClosedEnum({self.int_c(base)}, {enum_class(e.name)!r}, {values!r}, "
                         f"{tuple(e.retired)!r})")
             if t.kind == "alias":
-                return self.int_c(self.family.aliases[t.target].base)
+                return self.int_c(byteorder.base_of(self.family, t))
             if t.kind == "flags":
-                return self.flags_c(self.family.flags[t.target])
+                return self.flags_c(self.family.flags[t.target], byteorder.base_of(self.family, t))
             return self.with_params(t.target, t.args, rec)
         if isinstance(t, ir.SwitchT):
             cases = []
@@ -167,9 +169,10 @@ class ConstructEmitter:
                 if p.type in self.family.enums:  # hand the callee the enum, as the fast path does
                     src = f"_enum_value({enum_class(p.type)}, {src}, True)"
                 items.append(f"{p.name!r}: {self.code(src)}")
+        cname = f"C_{target}{byteorder.callee_suffix(callee, self.cur_order)}"
         if not items:
-            return f"C_{target}"
-        return f"WithParams(C_{target}, {{{', '.join(items)}}})"
+            return cname
+        return f"WithParams({cname}, {{{', '.join(items)}}})"
 
     def field_c(self, f: ir.Field, rec: ir.Record, lay_fields: list[ir.Field],
                 spans: set[str]) -> list[str]:
@@ -191,7 +194,7 @@ class ConstructEmitter:
             base = f"Const({zero}, {base})" if zero == "0" else f"Const({zero})"
         if f.chain is not None and f.repeat is not None:
             # items get the previous item's stored value as a param (chained checksums)
-            side, k, it = chain_anchor(self.family, f)
+            side, k, it = chain_anchor(self.family, f, self.cur_order)
             fmt = ("<" if it.endian == "le" else ">") + it.code
             args = tuple(a for a in f.type.args if a[0] != f.chain.param) + (
                 (f.chain.param, parse("_chain")),)
@@ -483,7 +486,52 @@ class ConstructEmitter:
                 need.add(f.derived_from[1])
         return need
 
+    cur_order: str | None = None  # byte order of the definition being emitted
+
+    def ordered_c(self, rec: ir.Record) -> list[str]:
+        """A record whose byte order is data: one ``Struct`` per order
+        (``C_<record>_<order>``) and ``C_<record>`` choosing between them."""
+        lines: list[str] = []
+        for o in byteorder.ORDERS:
+            conc = dataclasses.replace(
+                rec, fields=byteorder.layout_fields(rec, rec.fields, o),
+                layouts=[lay for lay in rec.layouts if lay.order == o])
+            self.cur_order = o
+            try:
+                part = self._record_c(conc)
+            finally:
+                self.cur_order = None
+            head = f"C_{rec.name}"
+            lines += [head + f"_{o}" + x[len(head):] if x.startswith((head + " ", head + "."))
+                      else x for x in part]
+        lines.append("from bytewright.runtime.byteorder import ByteOrder as _ByteOrder")
+        if rec.endian is None:  # inherited: used on its own, the file's order
+            lines.append(f"C_{rec.name} = C_{rec.name}_{self.family.endian}")
+            return lines
+        marks, consts = [], {}
+        fields = byteorder.mark_fields(rec, self.family)
+        for n in sorted(rec.endian.names - set(rec.params)):
+            off, f = fields[n]
+            fmt, size = byteorder.mark_code(f, self.family)
+            marks.append((n, off, fmt, size))
+            if not f.in_model:
+                consts[n] = f.const
+        src = rec.endian.render(lambda n: f"p[{n!r}]" if n in rec.params else f"f[{n!r}]")
+        lines += [f"def _order_{rec.name}(f, p):", f"    return {src}", "",
+                  f"C_{rec.name} = _ByteOrder({rec.name!r}, C_{rec.name}_le, C_{rec.name}_be, "
+                  f"{tuple(marks)!r}, _order_{rec.name}, {consts!r})"]
+        return lines
+
     def record_c(self, rec: ir.Record) -> list[str]:
+        if rec.orders:
+            return self.ordered_c(rec)
+        self.cur_order = byteorder.fixed_order(rec.endian)
+        try:
+            return self._record_c(rec)
+        finally:
+            self.cur_order = None
+
+    def _record_c(self, rec: ir.Record) -> list[str]:
         spans = self.spans(rec)
         lines = [] if self._prelude_done else list(_PRELUDE)
         self._prelude_done = True
@@ -653,8 +701,10 @@ class ConstructEmitter:
         return (lines[:at + 1] + [f"    if c.__class__ is {cls}:  # built by a compiled parse",
                                   "        return c"] + lines[at + 1:]
                 + ["", f"def _f2m_{rec.name}({args}):"] + body
-                + [f"C_{rec.name}._bw_model = (_f2m_{rec.name}, {tuple(names)!r}, "
-                   f"{tuple(used)!r}, {opaque})"])
+                + [f"C_{rec.name}{sfx}._bw_model = (_f2m_{rec.name}, {tuple(names)!r}, "
+                   f"{tuple(used)!r}, {opaque})"
+                   # byte order as data: both concrete definitions build the model
+                   for sfx in ([f"_{o}" for o in byteorder.ORDERS] if rec.orders else [""])])
 
     def safe_conv(self, rec: ir.Record, seen: frozenset = frozenset()) -> bool:
         """The conversion of a parsed ``rec`` (nested records included) cannot fail:
@@ -788,7 +838,7 @@ class ConstructEmitter:
         """The element kind of a ``view: packed`` field (runtime/packed.py)."""
         t = f.type
         if isinstance(t, ir.RefT) and t.kind == "alias":
-            t = self.family.aliases[t.target].base
+            t = byteorder.base_of(self.family, t)
         if isinstance(t, ir.IntT):
             order, code, size, signed = t.endian, t.code or "", t.size, t.signed
         else:

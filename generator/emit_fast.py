@@ -16,9 +16,9 @@ import re
 import struct
 from dataclasses import dataclass
 
+from . import byteorder, ir
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
-from . import ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
 from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
@@ -66,6 +66,7 @@ class FastEmitter:
         self.min_sizes: dict[str, int] = {}
         self.deferred: dict[str, list[ir.Field]] = {}
         self.lay_name = ""
+        self.cur_order: str | None = None  # byte order of the layout being emitted
         self._inline_stack: frozenset[str] = frozenset()  # records being inlined (no recursion)
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
@@ -86,13 +87,8 @@ class FastEmitter:
     def base_int(self, t: ir.Type) -> ir.IntT | None:
         if isinstance(t, ir.IntT):
             return t
-        if isinstance(t, ir.RefT):
-            if t.kind == "enum":
-                return self.family.enums[t.target].base
-            if t.kind == "flags":
-                return self.family.flags[t.target].base
-            if t.kind == "alias":
-                return self.family.aliases[t.target].base
+        if isinstance(t, ir.RefT) and t.kind in ("enum", "flags", "alias"):
+            return byteorder.base_of(self.family, t)  # in the layout's byte order
         return None
 
     def scalar_code(self, t: ir.Type) -> tuple[str, int, str] | None:
@@ -338,6 +334,7 @@ class FastEmitter:
         any error's path with ``label`` exactly as the call did."""
         body = self.inline_call("d", callee, args, target)
         if body is None:
+            suffix = suffix or byteorder.callee_suffix(callee, self.cur_order)
             body = [f"{target}, pos = _d_{callee.name}{suffix}(mv, pos, end{args})"]
         return ["try:"] + ["    " + x for x in body] + [
             "except DecodeError as _exc:",
@@ -347,7 +344,8 @@ class FastEmitter:
         """Encode ``val`` as sub-record ``callee`` (inline when small)."""
         body = self.inline_call("e", callee, f", {val}{args}", "")
         if body is None:
-            return [f"_e_{callee.name}(out, {val}{args})"]
+            suffix = byteorder.callee_suffix(callee, self.cur_order)
+            return [f"_e_{callee.name}{suffix}(out, {val}{args})"]
         return body
 
     # -- decoding ------------------------------------------------------------------
@@ -355,6 +353,7 @@ class FastEmitter:
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay_name = rec.name + lay.suffix
         self.cur_rec = rec
+        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
                  "    start = pos"]
         spans = self.spans_needed(lay)
@@ -431,9 +430,9 @@ class FastEmitter:
         its checked decoder, built once more without twins)."""
         got = self._twins.get(name)
         if got is None:
-            rec = self.family.records[name]
+            rec = self.family.records.get(name)  # None: one order's layout (no twin)
             got = False
-            if len(rec.layouts) == 1 and not rec.version_from:
+            if rec is not None and len(rec.layouts) == 1 and not rec.version_from:
                 sub = FastEmitter(self.family)
                 sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
                 sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
@@ -850,7 +849,7 @@ class FastEmitter:
 
     def chain_read(self, f: ir.Field, buf: str, start: str, stop: str) -> str:
         """Source reading the stored chain value of the item at ``start``..``stop``."""
-        side, k, it = chain_anchor(self.family, f)
+        side, k, it = chain_anchor(self.family, f, self.cur_order)
         st = self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
         at = f"{start} + {k}" if side == "start" else f"{stop} - {k}"
         return f"{st}.unpack_from({buf}, {at})[0]"
@@ -1435,6 +1434,7 @@ class FastEmitter:
         spans = self.spans_needed(lay)
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
+        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
         body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []

@@ -22,6 +22,8 @@ class IntT:
     bits: int
     signed: bool
     endian: str = "le"
+    # written without a suffix (u32): a data-chosen byte order governs it
+    governed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -48,6 +50,7 @@ class IntT:
 class FloatT:
     bits: int
     endian: str = "le"
+    governed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -184,6 +187,7 @@ class RefT:
     kind: str  # enum | flags | alias | record
     target: str
     args: tuple[tuple[str, Expr], ...] = ()
+    order: str | None = None  # enum/flags/alias: the byte order its unsuffixed base takes
 
     @property
     def name(self) -> str:
@@ -288,6 +292,7 @@ class Field:
     convert: str | None = None  # numeric conversion (registry name) applied both ways
     chain: Chain | None = None  # repeat items get the previous item's stored value
     derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
+    endian: Expr | None = None  # field-level byte order chosen by data ('le' or 'be')
     line: int | None = None
     path: str = ""
 
@@ -323,10 +328,12 @@ class Layout:
     fixed_size: int | None = None
     offsets: dict[str, int] = field(default_factory=dict)  # fixed-offset prefix
     sizes: dict[str, int] = field(default_factory=dict)
+    order: str | None = None  # the byte order of a record whose order is data
 
     @property
     def suffix(self) -> str:
-        return f"_v{self.versions[0]}" if self.versions else ""
+        return (f"_v{self.versions[0]}" if self.versions else "") + \
+            (f"_{self.order}" if self.order else "")
 
 
 @dataclass
@@ -343,6 +350,11 @@ class Record:
     layouts: list[Layout] = field(default_factory=list)
     line: int | None = None
     file: str = ""
+    # byte order as data: the record's own ``endian:`` expression (None: fixed or
+    # inherited), and the orders it has a concrete layout for (() = the fixed order only)
+    endian: Expr | None = None
+    orders: tuple[str, ...] = ()
+    endian_scope: str = "record"  # "fields": only the fields carrying the expression
 
     @property
     def class_name(self) -> str:
@@ -396,3 +408,4 @@ class Family:
     registries: dict[str, EnumDef] = field(default_factory=dict)
     plugins: list[str] = field(default_factory=list)  # module:function, loaded on import
     detect: list[Detect] = field(default_factory=list)  # file detection (inspect FILE)
+    endian_expr: Expr | None = None  # a file-level byte order chosen by params

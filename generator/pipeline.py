@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import ir, layout, project
+from . import byteorder, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -182,7 +182,12 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         for lay in rec.layouts:
             blocks.append("\n".join(fast.decoder(rec, lay)))
             blocks.append("\n".join(fast.encoder(rec, lay)))
-        if rec.version_range is not None:
+        if rec.orders:  # byte order as data: the order first, then the version
+            if rec.version_range is not None:
+                blocks += byteorder.version_dispatchers(rec, dispatcher)
+            blocks.append(byteorder.fast_dispatcher(rec, "d", family))
+            blocks.append(byteorder.fast_dispatcher(rec, "e", family))
+        elif rec.version_range is not None:
             blocks.append(dispatcher(rec, "d"))
             blocks.append(dispatcher(rec, "e"))
     for rec in family.records.values():

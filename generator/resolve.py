@@ -77,7 +77,8 @@ def int_type(text: str, default_endian: str = "le") -> ir.IntT | None:
     m = _INT_RE.match(text)
     if not m:
         return None
-    return ir.IntT(int(m.group(2)), m.group(1) == "i", m.group(3) or default_endian)
+    return ir.IntT(int(m.group(2)), m.group(1) == "i", m.group(3) or default_endian,
+                   governed=m.group(3) is None)
 
 
 class Resolver:
@@ -90,6 +91,13 @@ class Resolver:
         self.where: dict[str, Source] = {}  # top-level item key -> its source
 
     # -- helpers -------------------------------------------------------------------
+    @property
+    def default_endian(self) -> str:
+        """The file's fixed byte order; a file-level expression reads ``le`` until the
+        byte-order pass gives its records one layout per order."""
+        e = self.sources[0].data.get("endian", "le")
+        return e if e in ("le", "be") else "le"
+
     def err(self, src: Source, path: str, message: str) -> None:
         self.problems.add(src.file, src.line(path), path, message)
 
@@ -104,7 +112,7 @@ class Resolver:
     def run(self) -> ir.Family | None:
         head = self.sources[0].data
         self.plugins = []
-        endian = head.get("endian", "le")
+        endian = self.default_endian
         enums: dict[str, ir.EnumDef] = {}
         flags: dict[str, ir.FlagsDef] = {}
         aliases: dict[str, ir.AliasDef] = {}
@@ -173,8 +181,20 @@ class Resolver:
             files=[s.file for s in self.sources], digest=self.digest, versions=versions,
             enums=enums, flags=flags, aliases=aliases, records=records,
             registries=registries, plugins=list(self.plugins),
-            detect=self.detect_rules(records),
+            detect=self.detect_rules(records), endian_expr=self.file_endian(head, records),
         )
+
+    def file_endian(self, head: dict, records: dict[str, ir.Record]) -> Any:
+        """A file-level ``endian:`` that is an expression over params of the records."""
+        e = head.get("endian", "le")
+        if e in ("le", "be"):
+            return None
+        expr = self.expr(self.sources[0], "endian", e)
+        if expr is not None and not any(expr.names <= set(r.params) for r in records.values()):
+            self.err(self.sources[0], "endian", f"the byte-order expression {expr.source!r} "
+                     "names no params a record takes (write le, be, or an expression over "
+                     "params of the root records)")
+        return expr
 
     def detect_rules(self, records: dict[str, ir.Record]) -> list[ir.Detect]:
         """``detect:`` entries (how ``inspect FILE`` recognises the family's files)."""
@@ -499,6 +519,8 @@ class Resolver:
             rec.version_from = body["versions"]["from"]
             rec.version_range = tuple(body["versions"]["range"])
         rec.rows = bool(body.get("rows", False))
+        if "endian" in body:
+            rec.endian = self.order_expr(src, join(path, "endian"), body["endian"])
         if rec.rows and rec.version_from is not None:
             self.err(src, join(path, "rows"), "rows: a versioned record has one layout per "
                      "version and no single loop to read rows with")
@@ -511,6 +533,17 @@ class Resolver:
         rec._src = src  # type: ignore[attr-defined]
         return rec
 
+    def order_expr(self, src: Source, path: str, value: Any) -> Any:
+        """An ``endian:`` of a record or field: ``le``/``be`` (a fixed order, kept as a
+        string literal) or an expression evaluating to 'le' or 'be'."""
+        if value in ("le", "be"):
+            return parse(repr(value))
+        e = self.expr(src, path, value)
+        if e is not None and isinstance(e.constant(), str) and e.constant() not in ("le", "be"):
+            self.err(src, path, f"byte order must be 'le' or 'be', not {e.constant()!r}")
+            return None
+        return e
+
     def type_of(self, src: Source, path: str, fb: dict) -> ir.Type | None:
         if "switch" in fb:
             return self.switch(src, path, fb)
@@ -518,13 +551,13 @@ class Resolver:
         if tname is None:
             self.err(src, path, "a field needs 'type' or 'switch'")
             return None
-        endian = self.sources[0].data.get("endian", "le")
+        endian = self.default_endian
         it = int_type(tname, endian)
         if it is not None:
             return it
         m = _FLOAT_RE.match(tname)
         if m:
-            return ir.FloatT(int(m.group(1)), m.group(2) or endian)
+            return ir.FloatT(int(m.group(1)), m.group(2) or endian, governed=not m.group(2))
         if tname in ("bytes", "str"):
             prefix = None
             if "length" in fb:
@@ -721,7 +754,7 @@ class Resolver:
             elif "count" in rp:
                 f.repeat = ir.Repeat(count=self.expr(src, join(path, "repeat.count"), rp["count"]))
             elif "prefix" in rp:
-                pt = prefix_type(str(rp["prefix"]), self.sources[0].data.get("endian", "le"))
+                pt = prefix_type(str(rp["prefix"]), self.default_endian)
                 if pt is None:
                     self.err(src, join(path, "repeat.prefix"),
                              f"unknown count type {rp['prefix']!r}")
@@ -741,6 +774,8 @@ class Resolver:
             else:
                 self.err(src, join(path, "repeat"), "repeat needs count, prefix, until or eos")
         f.view = fb.get("view")
+        if "endian" in fb:
+            f.endian = self.order_expr(src, join(path, "endian"), fb["endian"])
         if "chain" in fb:
             ch = fb["chain"]
             first = self.expr(src, join(path, "chain.first"), ch.get("first", 0))
@@ -784,7 +819,7 @@ class Resolver:
             raw = repr(raw)  # a bare registered codec name is that codec, not a field
         alg = self.expr(src, join(path, "algorithm"), raw)
         length = c.get("length", "none")
-        lt = None if length == "none" else int_type(length)
+        lt = None if length == "none" else int_type(length, self.default_endian)
         codecs = None
         if "codecs" in c:
             codecs = tuple((str(k), str(v)) for k, v in c["codecs"].items())
