@@ -20,6 +20,7 @@ from . import emit_fast_encode as efe
 from . import ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
+from . import emit_framing
 from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
 
 
@@ -897,6 +898,8 @@ class FastEmitter:
         """Decode one (possibly repeated) value into ``f_<name>``, advancing ``pos``."""
         name = f.name
         t = f.type
+        if f.framing is not None:
+            return emit_framing.decode_lines(self, f)
         if f.repeat is not None:
             return self.decode_repeat(rec, f, res, prefixed)
         return self.decode_one(rec, f, t, f"f_{name}", name, res, prefixed)
@@ -1690,6 +1693,8 @@ class FastEmitter:
 
     def encode_value(self, rec: ir.Record, f: ir.Field, val: str, res,
                      prefixed: bool) -> list[str]:
+        if f.framing is not None:
+            return emit_framing.encode_lines(self, f, val)
         if f.repeat is not None:
             return self.encode_repeat(rec, f, val, res, prefixed)
         return self.encode_one(rec, f, f.type, val, res, prefixed)
