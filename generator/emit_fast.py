@@ -17,10 +17,9 @@ import struct
 from dataclasses import dataclass
 
 from . import emit_fast_encode as efe
-from . import ir
+from . import emit_framing, ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
-from . import emit_framing
 from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
 
 
