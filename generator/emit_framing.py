@@ -68,7 +68,7 @@ def construct_prelude(rec: ir.Record) -> list[str]:
 def construct_member(rec: ir.Record, f: ir.Field) -> str:
     """Construct path: the adapter over the fragment's and the record's definitions."""
     return (f"_framing.Framed(C_{f.framing.fragment}, C_{f.type.target}, "
-            f"{construct_spec(rec, f)})")
+            f"{construct_spec(rec, f)}, {f.name!r})")
 
 
 def construct_bindings(rec: ir.Record) -> list[str]:

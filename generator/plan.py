@@ -61,7 +61,7 @@ def stream_plan(fam: Any, name: str) -> tuple | None:
     return defaults, tuple(fields)
 
 
-_EXPR_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool}
+_EXPR_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": sum}
 _CODE: dict[str, Any] = {}
 
 

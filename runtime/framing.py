@@ -104,12 +104,14 @@ def _placed(exc: DecodeError, offset: int | None, prefix: str) -> DecodeError:
 
 def decode(spec: Spec, data: Any, pos: int, end: int,
            read_fragment: Callable[[int, int], tuple[Any, int]],
-           read_record: Callable[[bytes], tuple[Any, int]]) -> tuple[FramedList, int]:
-    """The records of a framed field from ``data[pos:end]``. ``read_fragment(p, limit)``
-    decodes one fragment (offsets absolute, path relative); ``read_record(raw)`` decodes
-    one logical record from its reassembled bytes (offsets relative to ``raw``)."""
+           read_record: Callable[[bytes], tuple[Any, int]],
+           origin: int = 0) -> tuple[FramedList, int]:
+    """The records of a framed field from offsets ``pos`` to ``end``, ``data[0]`` being
+    offset ``origin``. ``read_fragment(p, limit)`` decodes one fragment (offsets
+    absolute, path relative); ``read_record(raw)`` decodes one logical record from its
+    reassembled bytes (offsets relative to ``raw``)."""
     if spec.block_size is not None:
-        return _decode_blocks(spec, data, pos, end, read_fragment, read_record)
+        return _decode_blocks(spec, data, pos, end, read_fragment, read_record, origin)
     return _decode_pages(spec, data, pos, end, read_fragment, read_record)
 
 
@@ -134,7 +136,7 @@ def _fragment(read_fragment: Callable, p: int, limit: int, k: int) -> tuple[Any,
 
 
 def _decode_blocks(spec: Spec, data: Any, pos: int, end: int, read_fragment: Callable,
-                   read_record: Callable) -> tuple[FramedList, int]:
+                   read_record: Callable, origin: int) -> tuple[FramedList, int]:
     full, first, middle, last = spec.kinds
     size, header = spec.block_size, spec.header
     base = pos
@@ -148,9 +150,9 @@ def _decode_blocks(spec: Spec, data: Any, pos: int, end: int, read_fragment: Cal
             stop = min(block_end, end)
             if spec.tail == "zero":
                 for i in range(pos, stop):
-                    if data[i]:
+                    if data[i - origin]:
                         raise ConstraintError("block tail is not zero padding", offset=i,
-                                              path="", expected=0, found=data[i])
+                                              path="", expected=0, found=data[i - origin])
             pos = stop
             continue
         k = len(frags)
@@ -287,7 +289,7 @@ def pages(spec: Spec, raws: list[bytes], kept: Any) -> list:
     values it holds. A kept structure that does not fit the packets is an EncodeError."""
     if kept is None:
         raise EncodeError("lacing framing keeps its pages: give the records as a FramedList "
-                          "whose fragments are the pages (as decoded)")
+                          "whose fragments are the pages (as decoded)", path="fragments")
     segs: list[tuple[int, bytes]] = []
     for raw in raws:
         n = len(raw)
@@ -355,11 +357,13 @@ class Framed(cs.Construct):
     """The Construct twin of a framed field: ``fragment`` and ``record`` are the
     fragment's and the logical record's Construct definitions."""
 
-    def __init__(self, fragment: cs.Construct, record: cs.Construct, spec: Spec) -> None:
+    def __init__(self, fragment: cs.Construct, record: cs.Construct, spec: Spec,
+                 name: str = "") -> None:
         super().__init__()
         self.fragment = fragment
         self.record = record
         self.spec = spec
+        self.fieldname = name  # compiled builds note no members: errors name the field
 
     def _run_parse(self, stream, context, frag_parse: Callable, rec_parse: Callable) -> Any:
         spec = self.spec
@@ -383,7 +387,8 @@ class Framed(cs.Construct):
             return spec.item_from_construct(value), sub.tell()
 
         try:
-            value, pos = decode(spec, data, here, here + len(data), read_fragment, read_record)
+            value, pos = decode(spec, data, here, here + len(data), read_fragment, read_record,
+                                here)
         except DecodeError as exc:
             # the enclosing members add the field's name; offsets stay the stream's
             exc.__dict__["_bw_segs"] = _SEG.findall(exc.path)
@@ -392,13 +397,30 @@ class Framed(cs.Construct):
         stream.seek(pos)
         return value
 
-    def _run_build(self, obj, stream, context, frag_build: Callable, rec_build: Callable):
+    def _run_build(self, obj, stream, context, frag_build: Callable, rec_build: Callable,
+                   compiled: bool = False):
+        try:
+            return self._framed_build(obj, stream, context, frag_build, rec_build, compiled)
+        except EncodeError as exc:
+            if compiled:  # no member notes the field: the error names it
+                inner = exc.path if not exc.path or exc.path.startswith("[") else "." + exc.path
+                raise EncodeError(exc.message, path=self.fieldname + inner) from None
+            exc.__dict__["_bw_segs"] = _SEG.findall(exc.path)
+            raise
+
+    def _framed_build(self, obj, stream, context, frag_build: Callable, rec_build: Callable,
+                      compiled: bool):
         spec = self.spec
         start = stream.tell()
 
         def record(item: Any) -> bytes:
             sub = _io.BytesIO()
-            rec_build(item, sub, context)
+            try:
+                rec_build(item, sub, context)
+            except Exception:
+                if compiled:  # the interpreted build names the member that failed
+                    self.record._build(item, _io.BytesIO(), context, "(building)")
+                raise
             return sub.getvalue()
 
         def fragment(frag: Any) -> None:
@@ -445,4 +467,4 @@ class Framed(cs.Construct):
                 return {self.record._compilebuild(code)}
         """)
         return (f"{me}._run_build(obj, io, this, build_framed_frag_{fid}, "
-                f"build_framed_rec_{fid})")
+                f"build_framed_rec_{fid}, True)")
