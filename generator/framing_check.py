@@ -62,8 +62,13 @@ def check(res: Any, src: Source, f: ir.Field, records: dict[str, ir.Record]) -> 
         res.err(src, at, "framing needs a field of a record type with repeat: eos (the "
                          "logical records)")
         return
-    if f.cond is not None or f.size is not None or f.compressed is not None or f.view:
-        res.err(src, at, "a framed field takes no if, size, compressed or view")
+    if f.cond is not None or f.size is not None or f.compressed is not None or f.view \
+            or t.args:
+        res.err(src, at, "a framed field takes no if, size, compressed, view or args")
+    logical = records[t.target]
+    if logical.params or logical.version_from is not None:
+        res.err(src, at, f"the logical record {logical.name!r} must take no params and "
+                         "have no versions (it is decoded from reassembled bytes alone)")
     frag = records.get(fr.fragment)
     if frag is None:
         res.err(src, join(at, "fragment"), f"unknown fragment record {fr.fragment!r}")

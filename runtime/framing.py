@@ -344,13 +344,31 @@ def fast_encode(spec: Spec, out: bytearray, items: Any, enc_fragment: Callable,
 _SEG = re.compile(r"\[\d+\]|[^.\[]+")
 
 
-def _as_decode_error(exc: Exception, base: int) -> DecodeError:
+def _as_decode_error(exc: Exception, base: int, default: int) -> DecodeError:
     """What a Construct parse of a sub-stream raised, as a DecodeError whose offset is
-    ``base`` + the sub-stream offset and whose path is relative to the sub-record."""
+    ``base`` + the sub-stream offset (``default`` when it has none) and whose path is
+    relative to the sub-record."""
     err = construct_error(exc, "_")
     path = err.path[1:].lstrip(".") if err.path.startswith("_") else err.path
-    return type(err)(err.message, offset=(err.offset or 0) + base, path=path,
-                     expected=err.expected, found=err.found)
+    return type(err)(err.message, offset=default if err.offset is None else err.offset + base,
+                     path=path, expected=err.expected, found=err.found)
+
+
+class _Window(_io.BytesIO):
+    """Bytes ``data`` that sit at offset ``base`` of the outer stream: positions are the
+    outer stream's, so a fragment's markers, checksum spans and errors are physical."""
+
+    def __init__(self, data: bytes, base: int) -> None:
+        super().__init__(data)
+        self.base = base
+
+    def tell(self) -> int:
+        return super().tell() + self.base
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 0:
+            offset -= self.base
+        return super().seek(offset, whence) + self.base
 
 
 class Framed(cs.Construct):
@@ -371,19 +389,19 @@ class Framed(cs.Construct):
         data = stream.read()  # the field runs to the end of its region
 
         def read_fragment(p: int, limit: int) -> tuple[Any, int]:
-            sub = _io.BytesIO(data[p - here:limit - here])
+            sub = _Window(data[p - here:limit - here], p)
             try:
                 value = frag_parse(sub, context)
             except Exception as exc:  # noqa: BLE001 -- mapped to the project's errors
-                raise _as_decode_error(exc, p) from None
-            return spec.frag_from_construct(value), p + sub.tell()
+                raise _as_decode_error(exc, 0, p) from None
+            return spec.frag_from_construct(value), sub.tell()
 
         def read_record(raw: bytes) -> tuple[Any, int]:
             sub = _io.BytesIO(raw)
             try:
                 value = rec_parse(sub, context)
             except Exception as exc:  # noqa: BLE001 -- mapped to the project's errors
-                raise _as_decode_error(exc, 0) from None
+                raise _as_decode_error(exc, 0, 0) from None
             return spec.item_from_construct(value), sub.tell()
 
         try:

@@ -413,3 +413,78 @@ def test_lacing_misuse_and_typos_are_schema_problems(tmp_path):
     assert any("lacnig" in p for p in got), got  # the JSON Schema refuses the typo
     got = problems(tmp_path, LOG.replace("          kind: kind\n", "", 1))
     assert any("block framing needs kind and kinds" in p for p in got), got
+
+
+# -- the codec-truth property on framed records ------------------------------------------
+
+@pytest.mark.parametrize("text, name, record", [
+    (LOG, "flog", "log_file"), (LOG, "flog", "batch_log"), (PAGES, "fogg", "stream")])
+def test_drawn_framed_values_hold_the_codec_truth_property(tmp_path, schema_module, text,
+                                                           name, record):
+    from bytewright.properties import Builder, run_record
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    family = pipeline.run([path]).families[name]
+    builder = Builder(family, schema_module(text, name))
+    # near-valid changes live in the records (a packet of bytes to the end has none)
+    kinds = (("valid", 25), ("near", 10)) if record != "stream" else (("valid", 25),)
+    for kind, examples in kinds:
+        result = run_record(builder, record, max_examples=examples, kind=kind, shrink=False)
+        assert result.status == "ok", result.line()
+        if kind == "valid":
+            assert result.examples >= 10, result.line()
+
+
+NESTED = """
+bytewright: 1
+family: fnest
+records:
+  frag:
+    fields:
+      - {name: length, type: u8}
+      - {name: kind, type: u8}
+      - {name: piece, type: bytes, size: length}
+  item:
+    fields:
+      - {name: a, type: u16}
+      - {name: b, type: u8}
+  log:
+    rows: true
+    fields:
+      - name: items
+        type: item
+        repeat: eos
+        framing: {blocks: {size: 16, tail: any}, fragment: frag, piece: piece, kind: kind,
+                  kinds: {full: 1, first: 2, middle: 3, last: 4}}
+  file:
+    fields:
+      - {name: version, type: u8}
+      - {name: size, type: u32}
+      - {name: log, type: log, size: size}
+      - {name: trailer, type: u16}
+"""
+
+
+def test_a_framed_log_in_a_sized_section_with_any_tail(schema_module):
+    m = schema_module(NESTED, "fnest")
+    items = [m.Item(i, i) for i in range(9)]
+    value = m.File(3, m.Log(items), 0xBEEF)
+    data = encode_all(m, "file", value)
+    # 5-byte fragments (2-byte header + 3-byte item): three per 16-byte block, then one
+    # byte of tail, written as zero; blocks count from the section's start (offset 5)
+    body = b"".join(bytes([3, 1]) + struct.pack("<HB", i, i) for i in range(9))
+    blocks = [body[k:k + 15] for k in range(0, len(body), 15)]
+    assert data == bytes([3]) + struct.pack("<I", 16 * 2 + 15) + b"\x00".join(blocks) \
+        + struct.pack("<H", 0xBEEF)
+    back = decode_all(m, "file", data)
+    assert back == value and len(back.log.items.fragments) == 9
+    # tail: any skips the tail bytes, whatever they are
+    odd = bytearray(data)
+    odd[5 + 15] = 0x7F
+    assert decode_all(m, "file", bytes(odd)) == value
+    # the many-record loop and rows give the same records
+    (log,) = m.decode_many_log(data, 5, len(data) - 2)
+    assert log.items == items and log.items.fragments == back.log.items.fragments
+    rows, starts, stop = m.decode_rows_log(data, 5, len(data) - 2)
+    assert starts == [5] and stop == len(data) - 2 and list(rows[0][0]) == items
