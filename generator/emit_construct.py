@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
-from . import byteorder, ir
+from . import byteorder, emit_framing, ir
 from . import checksum_cover as cover
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
@@ -203,6 +203,8 @@ class ConstructEmitter:
             stop = ", stop_on_error=True" if getattr(f.repeat, "stop_on_error", False) else ""
             base = (f"ChainedRepeat({elem}, {count}, {self.lam(f.chain.first, rec)}, "
                     f"{fmt!r}, {k}, {side == 'end'}{stop})")
+        elif f.framing is not None:
+            base = emit_framing.construct_member(rec, f)
         elif f.repeat is not None:
             rp = f.repeat
             least = max(self.fast.type_min(f.type), 1)  # bytes an item takes at least
@@ -535,6 +537,7 @@ class ConstructEmitter:
         spans = self.spans(rec)
         lines = [] if self._prelude_done else list(_PRELUDE)
         self._prelude_done = True
+        lines += emit_framing.construct_prelude(rec)
         lines += [f"C_{rec.name} = Struct(", "    '_o_start' / Tell,"]
         if rec.version_range is not None and rec.version_from in rec.params:
             lo, hi = rec.version_range
@@ -586,6 +589,8 @@ class ConstructEmitter:
                 t = f.type
                 if isinstance(t, ir.RefT) and t.kind == "record":
                     out.append(t.target)
+                if f.framing is not None:
+                    out.append(f.framing.fragment)
                 if isinstance(t, ir.SwitchT):
                     out += [r for _, _, r in t.cases if r]
                     if t.default not in ("error", "bytes"):
@@ -656,6 +661,8 @@ class ConstructEmitter:
                     conv = f"{v} if {v}.__class__ is PackedArray and {v}.kind is {kind} else {conv}"
                 lines.append(f"        {v} = {conv}")
                 continue
+            if f.framing is not None:
+                continue  # the adapter gives the model's FramedList
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
             if conv is None:
                 continue
@@ -800,7 +807,9 @@ class ConstructEmitter:
         for f in rec.model_fields:
             val = f"v.{f.name}"
             item = self.m2c_value(f.type, "_x")
-            if f.view == "packed":
+            if f.framing is not None:
+                expr = emit_framing.m2c_value(f, val)
+            elif f.view == "packed":
                 expr = f"None if {val} is None else list({val})"
             elif f.view == "numpy" and f.repeat is not None and f.repeat.count is not None:
                 expr = val  # NumpyArray builds from the array itself (bit-exact)
@@ -819,6 +828,7 @@ class ConstructEmitter:
                 expr = val
             lines.append(f"        {f.name!r}: {expr},")
         lines.append("    }")
+        lines += emit_framing.construct_bindings(rec)
         if rec.name in needs_roundtrip(self.family):  # read by the module template
             lines.append(f"# encoders check by decoding: {rec.name}")
         return lines

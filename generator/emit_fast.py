@@ -16,7 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import byteorder, ir
+from . import byteorder, emit_framing, ir
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
@@ -916,6 +916,8 @@ class FastEmitter:
         """Decode one (possibly repeated) value into ``f_<name>``, advancing ``pos``."""
         name = f.name
         t = f.type
+        if f.framing is not None:
+            return emit_framing.decode_lines(self, f)
         if f.repeat is not None:
             return self.decode_repeat(rec, f, res, prefixed)
         return self.decode_one(rec, f, t, f"f_{name}", name, res, prefixed)
@@ -1743,6 +1745,8 @@ class FastEmitter:
 
     def encode_value(self, rec: ir.Record, f: ir.Field, val: str, res,
                      prefixed: bool) -> list[str]:
+        if f.framing is not None:
+            return emit_framing.encode_lines(self, f, val)
         if f.repeat is not None:
             return self.encode_repeat(rec, f, val, res, prefixed)
         return self.encode_one(rec, f, f.type, val, res, prefixed)

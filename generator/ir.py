@@ -237,6 +237,25 @@ class Chain:
     first: Expr
 
 
+@dataclass
+class Framing:
+    """A repeat whose logical records are carried in physical fragments (``framing:``):
+    fixed-size ``blocks`` of fragments marked full/first/middle/last, or pages whose
+    ``lacing`` table splits their piece into packet pieces. Completed by resolve."""
+
+    fragment: str  # the fragment record
+    piece: str  # the fragment field carrying the bytes
+    block_size: int | None = None  # blocks: size of a block
+    tail: str = "zero"  # blocks: a tail shorter than a header is zero (checked) or any
+    kind: str | None = None  # blocks: the fragment field saying full/first/middle/last
+    kinds: tuple[tuple[str, int], ...] = ()  # blocks: (full|first|middle|last, value)
+    kind_enum: str | None = None  # blocks: the kind field's enum, when it has one
+    lacing: str | None = None  # pages: the u8 list splitting the piece into segments
+    continued: Expr | None = None  # pages: true when the first piece continues a packet
+    header: int = 0  # blocks: the fragment's fixed size without its piece
+    after_piece: int = 0  # bytes of the fragment after its piece (fixed)
+
+
 @dataclass(frozen=True)
 class Checksum:
     algorithm: str  # a registry name (built-in or plug-in)
@@ -291,6 +310,7 @@ class Field:
     asserts: tuple[Assert, ...] = ()
     convert: str | None = None  # numeric conversion (registry name) applied both ways
     chain: Chain | None = None  # repeat items get the previous item's stored value
+    framing: Framing | None = None  # the repeat's records travel in blocks or pages
     derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
     endian: Expr | None = None  # field-level byte order chosen by data ('le' or 'be')
     line: int | None = None

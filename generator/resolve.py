@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ..runtime import registry
-from . import ir
+from . import framing_check, ir
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -175,6 +175,10 @@ class Resolver:
             records[name] = self.record(src, name, body)
         for rec in records.values():
             self.check_record(rec, records)
+        for rec in records.values():  # after every derived field is known
+            for f in rec.fields:
+                if f.framing is not None:
+                    framing_check.check(self, rec._src, f, records)  # type: ignore[attr-defined]
         return ir.Family(
             name=head["family"], title=head.get("title", head["family"]),
             spec=head.get("spec", ""), doc=head.get("doc", ""), endian=endian,
@@ -781,6 +785,8 @@ class Resolver:
             first = self.expr(src, join(path, "chain.first"), ch.get("first", 0))
             if first is not None:
                 f.chain = ir.Chain(ch["param"], ch["from"], first)
+        if "framing" in fb:
+            f.framing = framing_check.resolve(self, src, path, fb["framing"])
         if "compressed" in fb:
             f.compressed = self.compressed(src, join(path, "compressed"), fb["compressed"])
         if "checksum" in fb:
