@@ -32,7 +32,7 @@ def walkable(plan: tuple, params: set[str]) -> bool:
         sources = ([cond] if cond else []) + [src for _, src in arg_src]
         for src in sources:
             names = {n.id for n in ast.walk(ast.parse(src, mode="eval"))
-                     if isinstance(n, ast.Name)} - {"min", "max", "len", "int", "bool"}
+                     if isinstance(n, ast.Name)} - {"min", "max", "len", "int", "bool", "sum"}
             if not names <= known:
                 return False
         if mode == "stream" and not walkable(sub, {k for k, _ in arg_src}):

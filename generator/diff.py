@@ -15,8 +15,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import byteorder, ir, pipeline
 from . import diff_rules as dr
-from . import ir, pipeline
 from .diff_rules import Loc
 from .yamlsource import Source, load_text
 
@@ -306,6 +306,8 @@ def same_version_pairs(rp: dr.RecordPair) -> list[dr.LayoutPair]:
     for i, olay in enumerate(rp.old.layouts):
         for v in (olay.versions or (None,)):
             for j, nlay in enumerate(rp.new.layouts):
+                if not _same_order(rp, olay, nlay):
+                    continue  # a layout per byte order: each against its own order
                 if (nlay.versions is None and v is None) or (
                         nlay.versions and v in nlay.versions):
                     groups.setdefault((i, j), []).append(v)
@@ -315,6 +317,17 @@ def same_version_pairs(rp: dr.RecordPair) -> list[dr.LayoutPair]:
         label = f"{label} of {rp.name}" if label else ""
         pairs.append(dr.LayoutPair(rp, rp.old.layouts[i], rp.new.layouts[j], label))
     return pairs
+
+
+def _same_order(rp: dr.RecordPair, olay: ir.Layout, nlay: ir.Layout) -> bool:
+    """Whether two layouts read the same byte order (always, when neither record has a
+    layout per order: a change of the fixed order shows in the field types)."""
+    if not (rp.old.orders or rp.new.orders):
+        return True
+
+    def order(rec: ir.Record, lay: ir.Layout, fam: ir.Family) -> str:
+        return lay.order or byteorder.fixed_order(rec.endian) or fam.endian
+    return order(rp.old, olay, rp.fam.old.family) == order(rp.new, nlay, rp.fam.new.family)
 
 
 def compare_layouts(lp: dr.LayoutPair, out: list[Finding]) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
-from . import ir
+from . import byteorder, ir
 from .pipeline import type_label
 
 WIRE = "WIRE-BREAKING"
@@ -733,6 +733,18 @@ def check_params(rp: RecordPair) -> Iterator[Hit]:
                   rp.loc_old(), rp.loc_new())
 
 
+def check_byte_order(rp: RecordPair) -> Iterator[Hit]:
+    """The byte order a record is read in -- fixed, or the expression choosing it from
+    data -- is part of its wire format."""
+    if rp.old is None or rp.new is None:
+        return
+    old = byteorder.show(rp.old.endian, rp.fam.old.family.endian)
+    new = byteorder.show(rp.new.endian, rp.fam.new.family.endian)
+    if old != new:
+        yield Hit(rp.subject, f"byte order {old} -> {new}: the same bytes read differently",
+                  rp.loc_old(), rp.loc_new())
+
+
 def check_params_renamed(rp: RecordPair) -> Iterator[Hit]:
     if rp.old is None or rp.new is None:
         return
@@ -994,6 +1006,9 @@ RULES: tuple[Rule, ...] = (
          "Every version a reader accepted stays decodable.", check_version_removed),
     Rule("W014", "record-params-changed", WIRE, "record",
          "The outside context a record is decoded with keeps its meaning.", check_params),
+    Rule("W020", "byte-order-changed", WIRE, "record",
+         "A record keeps its byte order, or the expression that chooses it from data.",
+         check_byte_order),
     Rule("W015", "enum-width-changed", WIRE, "table",
          "An enum or flags type keeps its storage width and byte order.", check_enum_base),
     Rule("W016", "versions-narrowed", WIRE, "registry",

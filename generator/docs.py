@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import diff, ir, pipeline, svg
+from . import byteorder, diff, ir, pipeline, svg
 from . import diff_rules as dr
 
 DOC_FORMAT = "bytewright-layouts"
@@ -129,7 +129,7 @@ def _type_text(f: ir.Field, fam: ir.Family) -> str:
         a = fam.aliases[f.type.target]
         label += f" ({a.base.name}" + (f", {a.fixed_point}" if a.fixed_point else "") + ")"
     elif isinstance(f.type, ir.RefT) and f.type.kind in ("enum", "flags"):
-        base = (fam.enums if f.type.kind == "enum" else fam.flags)[f.type.target].base
+        base = byteorder.base_of(fam, f.type)
         label += f" ({base.name})"
     return label
 
@@ -147,9 +147,10 @@ def _field(f: ir.Field, lay: ir.Layout, rec: ir.Record, fam: ir.Family) -> dict:
 
 def _layout_id(rec: ir.Record, lay: ir.Layout) -> str:
     vs = lay.versions
+    order = f"-{lay.order}" if lay.order else ""  # one layout per byte order
     if not vs:
-        return rec.name
-    return f"{rec.name}-v{vs[0]}" + (f"-{vs[-1]}" if len(vs) > 1 else "")
+        return rec.name + order
+    return f"{rec.name}-v{vs[0]}" + (f"-{vs[-1]}" if len(vs) > 1 else "") + order
 
 
 def _diagram(lay: ir.Layout, fields: list[dict]) -> list[list[dict]] | None:
@@ -189,7 +190,7 @@ def _record(rec: ir.Record, fam: ir.Family, side: diff.Side) -> dict:
         entry = {"id": _layout_id(rec, lay),
                  "versions": list(lay.versions) if lay.versions else None,
                  "label": ("all versions" if not lay.versions else
-                           dr._vlabel(lay.versions)),
+                           dr._vlabel(lay.versions)) + (f", {lay.order}" if lay.order else ""),
                  "fixed_size": lay.fixed_size, "fields": fields,
                  "diagram": _diagram(lay, fields), "previous": None, "changes": []}
         if id(lay) in steps:
@@ -205,6 +206,7 @@ def _record(rec: ir.Record, fam: ir.Family, side: diff.Side) -> dict:
                        for p in rec.params.values()],
             "version_from": rec.version_from,
             "versions": list(rec.version_range) if rec.version_range else None,
+            "byte_order": byteorder.record_text(rec, fam),
             "layouts": layouts}
 
 
@@ -215,7 +217,7 @@ def build_model(side: diff.Side) -> dict:
         reg = fam.versions
         families.append({
             "name": fam.name, "title": fam.title, "spec": fam.spec, "doc": fam.doc.strip(),
-            "endian": fam.endian, "files": list(fam.files), "digest": fam.digest,
+            "endian": byteorder.show(fam.endian_expr, fam.endian), "files": list(fam.files), "digest": fam.digest,
             "versions": None if reg is None else {
                 "current": reg.current, "accepted": list(reg.accepted),
                 "retired": sorted(reg.retired), "doc": reg.doc},

@@ -14,10 +14,12 @@ compiled parse calls it, building the model instead of a Container (``model_line
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
-from . import ir
+from . import byteorder, emit_framing, ir
+from . import checksum_cover as cover
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
 from .expr import parse
@@ -89,14 +91,14 @@ class ConstructEmitter:
             parts.append(f"{v} <= {f.until}")
         return " and ".join(parts)
 
-    def flags_c(self, fd: ir.FlagsDef) -> str:
+    def flags_c(self, fd: ir.FlagsDef, base: ir.IntT | None = None) -> str:
         # bits numbered from the integer's least significant bit; unnamed bits must be 0
         fields = tuple((b.name, b.lo, b.width, b.width == 1 and not b.enum)
                        for b in sorted(fd.bits, key=lambda b: -b.lo))
         # without enum bit ranges the model takes the parsed bits as they are: the
         # compiled parse may build it (see ``flags_conv``)
         model = "" if any(b.enum for b in fd.bits) else f", model={flags_class(fd.name)}"
-        return f"BitFlags({self.int_c(fd.base)}, {fields!r}{model})"
+        return f"BitFlags({self.int_c(base or fd.base)}, {fields!r}{model})"
 
     def type_c(self, t: ir.Type, f: ir.Field, rec: ir.Record) -> str:
         if isinstance(t, ir.IntT):
@@ -131,16 +133,17 @@ class ConstructEmitter:
         if isinstance(t, ir.RefT):
             if t.kind == "enum":
                 e = self.family.enums[t.target]
+                base = byteorder.base_of(self.family, t)  # in the layout's byte order
                 if e.open:
-                    return self.int_c(e.base)
+                    return self.int_c(base)
                 # closed: refused while parsing, as on the fast path
                 values = tuple(sorted(m.value for m in e.members))
-                return (f"ClosedEnum({self.int_c(e.base)}, {enum_class(e.name)!r}, {values!r}, "
+                return (f"ClosedEnum({self.int_c(base)}, {enum_class(e.name)!r}, {values!r}, "
                         f"{tuple(e.retired)!r})")
             if t.kind == "alias":
-                return self.int_c(self.family.aliases[t.target].base)
+                return self.int_c(byteorder.base_of(self.family, t))
             if t.kind == "flags":
-                return self.flags_c(self.family.flags[t.target])
+                return self.flags_c(self.family.flags[t.target], byteorder.base_of(self.family, t))
             return self.with_params(t.target, t.args, rec)
         if isinstance(t, ir.SwitchT):
             cases = []
@@ -166,9 +169,10 @@ class ConstructEmitter:
                 if p.type in self.family.enums:  # hand the callee the enum, as the fast path does
                     src = f"_enum_value({enum_class(p.type)}, {src}, True)"
                 items.append(f"{p.name!r}: {self.code(src)}")
+        cname = f"C_{target}{byteorder.callee_suffix(callee, self.cur_order)}"
         if not items:
-            return f"C_{target}"
-        return f"WithParams(C_{target}, {{{', '.join(items)}}})"
+            return cname
+        return f"WithParams({cname}, {{{', '.join(items)}}})"
 
     def field_c(self, f: ir.Field, rec: ir.Record, lay_fields: list[ir.Field],
                 spans: set[str]) -> list[str]:
@@ -190,7 +194,7 @@ class ConstructEmitter:
             base = f"Const({zero}, {base})" if zero == "0" else f"Const({zero})"
         if f.chain is not None and f.repeat is not None:
             # items get the previous item's stored value as a param (chained checksums)
-            side, k, it = chain_anchor(self.family, f)
+            side, k, it = chain_anchor(self.family, f, self.cur_order)
             fmt = ("<" if it.endian == "le" else ">") + it.code
             args = tuple(a for a in f.type.args if a[0] != f.chain.param) + (
                 (f.chain.param, parse("_chain")),)
@@ -199,6 +203,8 @@ class ConstructEmitter:
             stop = ", stop_on_error=True" if getattr(f.repeat, "stop_on_error", False) else ""
             base = (f"ChainedRepeat({elem}, {count}, {self.lam(f.chain.first, rec)}, "
                     f"{fmt!r}, {k}, {side == 'end'}{stop})")
+        elif f.framing is not None:
+            base = emit_framing.construct_member(rec, f)
         elif f.repeat is not None:
             rp = f.repeat
             least = max(self.fast.type_min(f.type), 1)  # bytes an item takes at least
@@ -268,7 +274,20 @@ class ConstructEmitter:
                 base = f"Rebuild({base}, 0)"
         if f.value is not None:
             base = f"Rebuild({base}, {self.lam(f.value, rec)})"
-        if f.checksum is not None:
+        late = f.checksum is not None and \
+            cover.anchor(lay_fields, lay_fields.index(f), encode=True) is not None
+        if late:
+            # read as it is; checked (and on build patched over its placeholder, the
+            # filler) by a LateChecksum member after the last field it covers
+            out.append(f"'_o_{name}' / Tell,")
+            sc = self.fast.scalar_code(f.type)
+            fill = cover.filler_bytes(f.checksum, sc[1])
+            it = self.fast.base_int(f.type)
+            if it is not None:
+                fill = int.from_bytes(fill, "little" if it.endian == "le" else "big",
+                                      signed=it.signed)
+            base = f"Rebuild({base}, {fill!r})"
+        elif f.checksum is not None:
             if any(f is c for cks in self.deferred_checksums(lay_fields).values() for c in cks):
                 out.append(f"'_o_{name}' / Tell,")
             index = lay_fields.index(f)
@@ -341,6 +360,7 @@ class ConstructEmitter:
                            f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
                 out.append(f"Check({self.code(_NOT_PARSING + f' or {measure} == this[{size_field.name!r}]')}),")
+        out += self.late_members(f, rec, lay_fields)
         # checksums over a size field patched just above are rebuilt after the patch
         for ck in self.deferred_checksums(lay_fields).get(name, ()):
             pieces = self.checksum_pieces(lay_fields, lay_fields.index(ck))
@@ -348,6 +368,34 @@ class ConstructEmitter:
             out.append(f"'_patch_{ck.name}' / If({self.code(_NOT_PARSING)}, Pointer("
                        f"{self.code(f'this[{chr(39)}_o_{ck.name}{chr(39)}]')}, "
                        f"Rebuild({ic}, {self.code(checksum_call(ck.checksum, f'_span(this, {pieces!r})', self.res(rec)))}))),")
+        return out
+
+    def late_members(self, f: ir.Field, rec: ir.Record, fields: list[ir.Field]) -> list[str]:
+        """The checks (parse) and patches (build) of the late checksums whose last
+        covered field is ``f``."""
+        out = []
+        at = fields.index(f)
+        for i, ckf in enumerate(fields):
+            if ckf.checksum is None:
+                continue
+            check = cover.anchor(fields, i) == at
+            patch = cover.anchor(fields, i, encode=True) == at
+            if not (check or patch):
+                continue
+            ck = ckf.checksum
+            if ck.files:
+                r = self.res(rec)
+                parts = [f"_cover.stream_range(this, {a.render(r)}, {b.render(r)}, "
+                         f"{ckf.name!r})" for a, b in ck.files]
+                data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
+            else:
+                fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
+                pieces = self.checksum_pieces(fields, i)
+                data = f"_cover.span(this, {pieces!r}, {fill!r})"
+            value = self.code(checksum_call(ck, data, self.res(rec)))
+            field = self.type_c(ckf.type, ckf, rec)
+            out.append(f"'_late_{ckf.name}' / LateChecksum({ckf.name!r}, {field}, {value}, "
+                       f"{ck.algorithm!r}, check={check}, patch={patch}),")
         return out
 
     @staticmethod
@@ -377,7 +425,7 @@ class ConstructEmitter:
         out: dict[str, list[ir.Field]] = {}
         names = [x.name for x in fields]
         for i, f in enumerate(fields):
-            if f.checksum is None:
+            if f.checksum is None or cover.anchor(fields, i, encode=True) is not None:
                 continue
             later = set()
             for kind, n in self.checksum_pieces(fields, i):
@@ -423,27 +471,73 @@ class ConstructEmitter:
         ck = fields[index].checksum
         if ck.ranges:  # record-relative byte ranges (from the '_o_start' Tell)
             return [("range", f"{a}:{b}") for a, b in ck.ranges]
-        before = [f for f in fields[:index]]
-        names = [f.name for f in before if (ck.covers is None or f.name in ck.covers)
-                 and f.name not in ck.excluded]
-        comp = {f.name for f in before if f.compressed is not None}
-        return [("plain", n) if n in comp else ("span", n) for n in names]
+        names = cover.covered(fields, index)
+        own = fields[index].name if cover.anchor(fields, index) is not None else None
+        comp = {f.name for f in fields if f.compressed is not None}
+        return [("fill", n) if n == own else ("plain", n) if n in comp else ("span", n)
+                for n in names]
 
     def spans(self, rec: ir.Record) -> set[str]:
         need = set()
         for i, f in enumerate(rec.fields):
             if f.checksum is not None:
                 for kind, n in self.checksum_pieces(rec.fields, i):
-                    if kind == "span":
+                    if kind in ("span", "fill"):
                         need.add(n)
             if f.derived_from and f.derived_from[0] == "size":
                 need.add(f.derived_from[1])
         return need
 
+    cur_order: str | None = None  # byte order of the definition being emitted
+
+    def ordered_c(self, rec: ir.Record) -> list[str]:
+        """A record whose byte order is data: one ``Struct`` per order
+        (``C_<record>_<order>``) and ``C_<record>`` choosing between them."""
+        lines: list[str] = []
+        for o in byteorder.ORDERS:
+            conc = dataclasses.replace(
+                rec, fields=byteorder.layout_fields(rec, rec.fields, o),
+                layouts=[lay for lay in rec.layouts if lay.order == o])
+            self.cur_order = o
+            try:
+                part = self._record_c(conc)
+            finally:
+                self.cur_order = None
+            head = f"C_{rec.name}"
+            lines += [head + f"_{o}" + x[len(head):] if x.startswith((head + " ", head + "."))
+                      else x for x in part]
+        lines.append("from bytewright.runtime.byteorder import ByteOrder as _ByteOrder")
+        if rec.endian is None:  # inherited: used on its own, the file's order
+            lines.append(f"C_{rec.name} = C_{rec.name}_{self.family.endian}")
+            return lines
+        marks, consts = [], {}
+        fields = byteorder.mark_fields(rec, self.family)
+        for n in sorted(rec.endian.names - set(rec.params)):
+            off, f = fields[n]
+            fmt, size = byteorder.mark_code(f, self.family)
+            marks.append((n, off, fmt, size))
+            if not f.in_model:
+                consts[n] = f.const
+        src = rec.endian.render(lambda n: f"p[{n!r}]" if n in rec.params else f"f[{n!r}]")
+        lines += [f"def _order_{rec.name}(f, p):", f"    return {src}", "",
+                  f"C_{rec.name} = _ByteOrder({rec.name!r}, C_{rec.name}_le, C_{rec.name}_be, "
+                  f"{tuple(marks)!r}, _order_{rec.name}, {consts!r})"]
+        return lines
+
     def record_c(self, rec: ir.Record) -> list[str]:
+        if rec.orders:
+            return self.ordered_c(rec)
+        self.cur_order = byteorder.fixed_order(rec.endian)
+        try:
+            return self._record_c(rec)
+        finally:
+            self.cur_order = None
+
+    def _record_c(self, rec: ir.Record) -> list[str]:
         spans = self.spans(rec)
         lines = [] if self._prelude_done else list(_PRELUDE)
         self._prelude_done = True
+        lines += emit_framing.construct_prelude(rec)
         lines += [f"C_{rec.name} = Struct(", "    '_o_start' / Tell,"]
         if rec.version_range is not None and rec.version_from in rec.params:
             lo, hi = rec.version_range
@@ -495,6 +589,8 @@ class ConstructEmitter:
                 t = f.type
                 if isinstance(t, ir.RefT) and t.kind == "record":
                     out.append(t.target)
+                if f.framing is not None:
+                    out.append(f.framing.fragment)
                 if isinstance(t, ir.SwitchT):
                     out += [r for _, _, r in t.cases if r]
                     if t.default not in ("error", "bytes"):
@@ -565,6 +661,8 @@ class ConstructEmitter:
                     conv = f"{v} if {v}.__class__ is PackedArray and {v}.kind is {kind} else {conv}"
                 lines.append(f"        {v} = {conv}")
                 continue
+            if f.framing is not None:
+                continue  # the adapter gives the model's FramedList
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
             if conv is None:
                 continue
@@ -610,8 +708,10 @@ class ConstructEmitter:
         return (lines[:at + 1] + [f"    if c.__class__ is {cls}:  # built by a compiled parse",
                                   "        return c"] + lines[at + 1:]
                 + ["", f"def _f2m_{rec.name}({args}):"] + body
-                + [f"C_{rec.name}._bw_model = (_f2m_{rec.name}, {tuple(names)!r}, "
-                   f"{tuple(used)!r}, {opaque})"])
+                + [f"C_{rec.name}{sfx}._bw_model = (_f2m_{rec.name}, {tuple(names)!r}, "
+                   f"{tuple(used)!r}, {opaque})"
+                   # byte order as data: both concrete definitions build the model
+                   for sfx in ([f"_{o}" for o in byteorder.ORDERS] if rec.orders else [""])])
 
     def safe_conv(self, rec: ir.Record, seen: frozenset = frozenset()) -> bool:
         """The conversion of a parsed ``rec`` (nested records included) cannot fail:
@@ -707,7 +807,9 @@ class ConstructEmitter:
         for f in rec.model_fields:
             val = f"v.{f.name}"
             item = self.m2c_value(f.type, "_x")
-            if f.view == "packed":
+            if f.framing is not None:
+                expr = emit_framing.m2c_value(f, val)
+            elif f.view == "packed":
                 expr = f"None if {val} is None else list({val})"
             elif f.view == "numpy" and f.repeat is not None and f.repeat.count is not None:
                 expr = val  # NumpyArray builds from the array itself (bit-exact)
@@ -726,6 +828,7 @@ class ConstructEmitter:
                 expr = val
             lines.append(f"        {f.name!r}: {expr},")
         lines.append("    }")
+        lines += emit_framing.construct_bindings(rec)
         if rec.name in needs_roundtrip(self.family):  # read by the module template
             lines.append(f"# encoders check by decoding: {rec.name}")
         return lines
@@ -745,7 +848,7 @@ class ConstructEmitter:
         """The element kind of a ``view: packed`` field (runtime/packed.py)."""
         t = f.type
         if isinstance(t, ir.RefT) and t.kind == "alias":
-            t = self.family.aliases[t.target].base
+            t = byteorder.base_of(self.family, t)
         if isinstance(t, ir.IntT):
             order, code, size, signed = t.endian, t.code or "", t.size, t.signed
         else:

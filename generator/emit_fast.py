@@ -16,8 +16,9 @@ import re
 import struct
 from dataclasses import dataclass
 
+from . import byteorder, emit_framing, ir
+from . import checksum_cover as cover
 from . import emit_fast_encode as efe
-from . import ir
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
 from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
@@ -65,6 +66,7 @@ class FastEmitter:
         self.min_sizes: dict[str, int] = {}
         self.deferred: dict[str, list[ir.Field]] = {}
         self.lay_name = ""
+        self.cur_order: str | None = None  # byte order of the layout being emitted
         self._inline_stack: frozenset[str] = frozenset()  # records being inlined (no recursion)
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
@@ -85,13 +87,8 @@ class FastEmitter:
     def base_int(self, t: ir.Type) -> ir.IntT | None:
         if isinstance(t, ir.IntT):
             return t
-        if isinstance(t, ir.RefT):
-            if t.kind == "enum":
-                return self.family.enums[t.target].base
-            if t.kind == "flags":
-                return self.family.flags[t.target].base
-            if t.kind == "alias":
-                return self.family.aliases[t.target].base
+        if isinstance(t, ir.RefT) and t.kind in ("enum", "flags", "alias"):
+            return byteorder.base_of(self.family, t)  # in the layout's byte order
         return None
 
     def scalar_code(self, t: ir.Type) -> tuple[str, int, str] | None:
@@ -337,6 +334,7 @@ class FastEmitter:
         any error's path with ``label`` exactly as the call did."""
         body = self.inline_call("d", callee, args, target)
         if body is None:
+            suffix = suffix or byteorder.callee_suffix(callee, self.cur_order)
             body = [f"{target}, pos = _d_{callee.name}{suffix}(mv, pos, end{args})"]
         return ["try:"] + ["    " + x for x in body] + [
             "except DecodeError as _exc:",
@@ -346,7 +344,8 @@ class FastEmitter:
         """Encode ``val`` as sub-record ``callee`` (inline when small)."""
         body = self.inline_call("e", callee, f", {val}{args}", "")
         if body is None:
-            return [f"_e_{callee.name}(out, {val}{args})"]
+            suffix = byteorder.callee_suffix(callee, self.cur_order)
+            return [f"_e_{callee.name}{suffix}(out, {val}{args})"]
         return body
 
     # -- decoding ------------------------------------------------------------------
@@ -354,6 +353,7 @@ class FastEmitter:
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay_name = rec.name + lay.suffix
         self.cur_rec = rec
+        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
                  "    start = pos"]
         spans = self.spans_needed(lay)
@@ -430,9 +430,9 @@ class FastEmitter:
         its checked decoder, built once more without twins)."""
         got = self._twins.get(name)
         if got is None:
-            rec = self.family.records[name]
+            rec = self.family.records.get(name)  # None: one order's layout (no twin)
             got = False
-            if len(rec.layouts) == 1 and not rec.version_from:
+            if rec is not None and len(rec.layouts) == 1 and not rec.version_from:
                 sub = FastEmitter(self.family)
                 sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
                 sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
@@ -620,9 +620,13 @@ class FastEmitter:
         for i, f in enumerate(lay.fields):
             if f.checksum is None:
                 continue
+            late = cover.anchor(lay.fields, i) is not None
+            if late:  # checked after its place: its own offset is kept
+                spans.s.add(f.name)
             group: list[str] = []
             for n in self.covered(lay, i) + [None]:
-                contiguous = (n is not None and n not in comp and group
+                own = late and n == f.name  # read as its filler: a piece of its own
+                contiguous = (n is not None and n not in comp and group and not own
                               and order.index(n) == order.index(group[-1]) + 1)
                 if group and not contiguous:
                     spans.s.add(group[0])
@@ -632,18 +636,26 @@ class FastEmitter:
                     break
                 if n in comp:
                     spans.plain.add(n)
+                elif own:
+                    spans.e.add(n)  # the encoder reads its placeholder as a span
                 else:
                     group.append(n)
         return spans
 
     def covered(self, lay: ir.Layout, index: int) -> list[str]:
-        ck = lay.fields[index].checksum
-        before = [f.name for f in lay.fields[:index]]
-        if ck.covers is None:
-            names = before
-        else:
-            names = [n for n in before if n in ck.covers]
-        return [n for n in names if n not in ck.excluded]
+        return cover.covered(lay.fields, index)
+
+    def late_checks(self, f: ir.Field) -> list[str]:
+        """Checks of the checksums whose last covered field is ``f`` (decode)."""
+        out: list[str] = []
+        fields = self.lay.fields
+        at = next((i for i, x in enumerate(fields) if x is f), None)
+        for i, ck in enumerate(fields):
+            if ck.checksum is not None and at is not None and cover.anchor(fields, i) == at:
+                check = self.checksum_check(ck, f"_s_{ck.name}")
+                out += [f"if f_{ck.name} is not None:"] + ["    " + x for x in check] \
+                    if ck.cond else check
+        return out
 
     def decode_run(self, rec: ir.Record, run: list[Item], spans: set[str]) -> list[str]:
         endian = "<"
@@ -682,8 +694,9 @@ class FastEmitter:
                 out.append(f"_e_{f.name} = {rvar} + {off + it.size}")
             if it.role == "value":
                 out.extend(self.post_scalar(rec, f, it, at))
-                if f.checksum is not None:
+                if f.checksum is not None and not self.is_late(f):
                     out.extend(self.checksum_check(f, at))
+                out.extend(self.late_checks(f))
                 out.extend(self.assert_lines(rec, f, at, it.local[:-len(f"f_{f.name}")]))
             off += it.size
         if not any(re.search(rf"\b{rvar}\b", x) for x in out[at_rvar + 1:]):
@@ -795,12 +808,18 @@ class FastEmitter:
             out += inner
         if name in spans.e:
             out.append(f"_e_{name} = pos")
-        if f.checksum is not None:
+        if f.checksum is not None and not self.is_late(f):
             check = self.checksum_check(f, f"pos - {self.scalar_code(f.type)[1]}")  # its start
             out += [f"if f_{name} is not None:"] + ["    " + x for x in check] if f.cond \
                 else check
+        out += self.late_checks(f)
         out += self.assert_lines(rec, f, f"_a_{name}")
         return out
+
+    def is_late(self, f: ir.Field, encode: bool = False) -> bool:
+        """Whether checksum field ``f`` covers bytes at or after its own place."""
+        i = next(i for i, x in enumerate(self.lay.fields) if x is f)
+        return cover.anchor(self.lay.fields, i, encode) is not None
 
     def decode_sized(self, f: ir.Field, res, inner: list[str]) -> list[str]:
         size = f.size.render(res)
@@ -830,7 +849,7 @@ class FastEmitter:
 
     def chain_read(self, f: ir.Field, buf: str, start: str, stop: str) -> str:
         """Source reading the stored chain value of the item at ``start``..``stop``."""
-        side, k, it = chain_anchor(self.family, f)
+        side, k, it = chain_anchor(self.family, f, self.cur_order)
         st = self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
         at = f"{start} + {k}" if side == "start" else f"{stop} - {k}"
         return f"{st}.unpack_from({buf}, {at})[0]"
@@ -897,6 +916,8 @@ class FastEmitter:
         """Decode one (possibly repeated) value into ``f_<name>``, advancing ``pos``."""
         name = f.name
         t = f.type
+        if f.framing is not None:
+            return emit_framing.decode_lines(self, f)
         if f.repeat is not None:
             return self.decode_repeat(rec, f, res, prefixed)
         return self.decode_one(rec, f, t, f"f_{name}", name, res, prefixed)
@@ -1329,9 +1350,17 @@ class FastEmitter:
             parts = [f"{buf}[{start} + {a}:{start} + {b}]" for a, b in f.checksum.ranges]
             data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
             return checksum_call(f.checksum, data, res)
+        if f.checksum.files:  # absolute ranges of the buffer decoded / the bytes encoded
+            parts = [f"_cover.file_range(mv, {a.render(res)}, {b.render(res)}, _s_{f.name}, "
+                     f"{f.name!r})" if buf == "mv" else
+                     f"_cover.file_range_out(out, {a.render(res)}, {b.render(res)}, "
+                     f"{f.name!r})" for a, b in f.checksum.files]
+            data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
+            return checksum_call(f.checksum, data, res)
         covered = self.covered(lay, index)
         order = [x.name for x in lay.fields]
         comp = {x.name for x in lay.fields if x.compressed is not None}
+        own = f.name if cover.anchor(lay.fields, index) is not None else None
         pieces: list[str] = []
         group: list[str] = []
 
@@ -1342,7 +1371,16 @@ class FastEmitter:
 
         prev = None
         for n in covered:
-            if n in comp:
+            if n == own:  # the checksum's own bytes: the filler (the encoder wrote it)
+                close()
+                if buf == "mv":
+                    fill = self.const("FB", repr(cover.filler_bytes(
+                        f.checksum, self.scalar_code(f.type)[1])))
+                    pieces.append(f"({fill} if f_{n} is not None else b'')" if f.cond
+                                  else fill)
+                else:
+                    pieces.append(f"{buf}[_atck_{n}:_e_{n}]")
+            elif n in comp:
                 close()
                 pieces.append(f"_plain_{n}")
             else:
@@ -1398,6 +1436,7 @@ class FastEmitter:
         spans = self.spans_needed(lay)
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
+        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
         body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
@@ -1407,30 +1446,46 @@ class FastEmitter:
                 body.extend(self.encode_run(rec, run, spans, res))
                 run.clear()
 
-        for f in lay.fields:
+        # late checksums (covering bytes at or after their place): patched once the last
+        # byte they cover is written
+        patches: dict[int, list[ir.Field]] = {}
+        for i, f in enumerate(lay.fields):
+            if f.checksum is not None:
+                at = cover.anchor(lay.fields, i, encode=True)
+                if at is not None:
+                    patches.setdefault(at, []).append(f)
+
+        def step(f: ir.Field) -> None:
             if f.checksum is not None:
                 flush()
                 body.extend(self.encode_checksum(rec, f, spans))
-                continue
+                return
             role = self.run_role(f)
             if role is not None and not self.compatible(run, f, role):
                 flush()
             if role == "value":
                 self.add_run_item(run, f, "value")
-                continue
+                return
             if role == "prefix":
                 body.extend(self.encode_text_prep(f))
                 self.add_run_item(run, f, role)
                 flush()
                 body.extend(self.encode_field(rec, f, res, spans, prefixed=True))
-                continue
+                return
             if role == "count":
                 self.add_run_item(run, f, role)
                 flush()
                 body.extend(self.encode_field(rec, f, res, spans, prefixed=True))
-                continue
+                return
             flush()
             body.extend(self.encode_field(rec, f, res, spans))
+
+        for i, f in enumerate(lay.fields):
+            step(f)
+            if i in patches:
+                flush()
+                for ck in patches[i]:
+                    body.extend(self.encode_checksum(rec, ck, spans, patch=True))
         flush()
         body += efe.assert_checks(rec, lay, res, late=True)  # sizes measured by now
         lines += ["    " + b for b in body] or ["    pass"]
@@ -1509,7 +1564,7 @@ class FastEmitter:
         out: dict[str, list[ir.Field]] = {}
         names = [x.name for x in lay.fields]
         for i, f in enumerate(lay.fields):
-            if f.checksum is None:
+            if f.checksum is None or cover.anchor(lay.fields, i, encode=True) is not None:
                 continue
             later = set()
             for n in self.covered(lay, i):
@@ -1690,6 +1745,8 @@ class FastEmitter:
 
     def encode_value(self, rec: ir.Record, f: ir.Field, val: str, res,
                      prefixed: bool) -> list[str]:
+        if f.framing is not None:
+            return emit_framing.encode_lines(self, f, val)
         if f.repeat is not None:
             return self.encode_repeat(rec, f, val, res, prefixed)
         return self.encode_one(rec, f, f.type, val, res, prefixed)
@@ -1863,7 +1920,15 @@ class FastEmitter:
         expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start", self.enc_res)
         sc = self.scalar_code(f.type)
         st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
-        if patch:  # deferred: the covered size field has just been patched
+        late = cover.anchor(self.lay.fields, index, encode=True) is not None
+        if late and patch:  # every byte it covers is written: computed, written over
+            inner = [f"f_{f.name} = {expr}", f"{st}.pack_into(out, _atck_{f.name}, f_{f.name})"]
+        elif late:  # its place: the filler as a placeholder
+            fill = self.const("FB", repr(cover.filler_bytes(f.checksum, sc[1])))
+            inner = ([f"_s_{f.name} = len(out)"] if f.name in spans.s else []) + [
+                f"_atck_{f.name} = len(out)", f"out += {fill}"] + (
+                [f"_e_{f.name} = len(out)"] if f.name in spans.e else [])
+        elif patch:  # deferred: the covered size field has just been patched
             inner = [f"{st}.pack_into(out, _atck_{f.name}, {expr})"]
         elif any(f is c for cks in self.deferred.values() for c in cks):
             inner = [f"_atck_{f.name} = len(out)", f"out += {st}.pack(0)"]

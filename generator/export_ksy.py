@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ir
+from . import byteorder, ir
 
 KSY_VERSION = "0.11"
 
@@ -234,6 +234,13 @@ class _Family:
         expr.fam, expr.rec = self.fam, rec
         seq: list[dict] = []
         out: dict = {"doc": rec.doc.strip() or rec.name, "seq": seq}
+        order = byteorder.record_text(rec, self.fam)
+        if order is not None and byteorder.fixed_order(rec.endian) is None:
+            # Kaitai's calculated endianness takes no expression of this language: the
+            # layout is exported in the file's order and the choice is noted
+            self.exp.notes.append(f"{rec.name}: byte order {order}; exported as "
+                                  f"{self.fam.endian}")
+            out["doc"] += f"\n(byte order {order})"
         if rec.params:
             out["params"] = [{"id": p.name, "type": self.param_type(p)}
                              for p in rec.params.values()]

@@ -19,7 +19,7 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mo
            ast.BitXor: "^"}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
            ast.GtE: ">="}
-FUNCTIONS = {"min", "max", "len", "int", "bool"}
+FUNCTIONS = {"min", "max", "len", "int", "bool", "sum"}
 
 
 class ExprError(ValueError):

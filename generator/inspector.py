@@ -29,7 +29,7 @@ import construct as cs
 from ..runtime import registry
 from ..runtime.codec import construct_error
 from ..runtime.errors import BytewrightError, DecodeError
-from . import ir
+from . import byteorder, ir
 
 REPEATS = {"Array", "GreedyRange", "RepeatUntil", "RepeatToEnd", "Terminated",
            "ChainedRepeat", "PrefixedArray", "LogList"}
@@ -461,6 +461,10 @@ def _fields_of(mod: Any, fam: ir.Family) -> dict[int, dict[str, ir.Field]]:
         if con is None:
             continue
         out[id(con)] = {f.name: f for f in rec.fields}
+        for lay in rec.layouts:  # byte order as data: each order's definition
+            sub = getattr(mod, f"C_{name}_{lay.order}", None) if lay.order else None
+            if sub is not None:
+                out[id(sub)] = {f.name: f for f in lay.fields}
     return out
 
 
@@ -511,6 +515,9 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
                                f"{', '.join(fam.records)}")
     params = coerce_params(mod, fam, record, params)
     result = Result(fam.name, record, how, size, [])
+    order = byteorder.record_text(fam.records[record], fam)
+    if order is not None:  # the values above were read in the order the data chose
+        result.notes.append(f"{record}: byte order {order}")
     fields_of = _fields_of(mod, fam)
     tracer = _Tracer(stream, record)
     tracer.format = formatter(fam, full)

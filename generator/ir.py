@@ -22,6 +22,8 @@ class IntT:
     bits: int
     signed: bool
     endian: str = "le"
+    # written without a suffix (u32): a data-chosen byte order governs it
+    governed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -48,6 +50,7 @@ class IntT:
 class FloatT:
     bits: int
     endian: str = "le"
+    governed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -184,6 +187,7 @@ class RefT:
     kind: str  # enum | flags | alias | record
     target: str
     args: tuple[tuple[str, Expr], ...] = ()
+    order: str | None = None  # enum/flags/alias: the byte order its unsuffixed base takes
 
     @property
     def name(self) -> str:
@@ -233,6 +237,25 @@ class Chain:
     first: Expr
 
 
+@dataclass
+class Framing:
+    """A repeat whose logical records are carried in physical fragments (``framing:``):
+    fixed-size ``blocks`` of fragments marked full/first/middle/last, or pages whose
+    ``lacing`` table splits their piece into packet pieces. Completed by resolve."""
+
+    fragment: str  # the fragment record
+    piece: str  # the fragment field carrying the bytes
+    block_size: int | None = None  # blocks: size of a block
+    tail: str = "zero"  # blocks: a tail shorter than a header is zero (checked) or any
+    kind: str | None = None  # blocks: the fragment field saying full/first/middle/last
+    kinds: tuple[tuple[str, int], ...] = ()  # blocks: (full|first|middle|last, value)
+    kind_enum: str | None = None  # blocks: the kind field's enum, when it has one
+    lacing: str | None = None  # pages: the u8 list splitting the piece into segments
+    continued: Expr | None = None  # pages: true when the first piece continues a packet
+    header: int = 0  # blocks: the fragment's fixed size without its piece
+    after_piece: int = 0  # bytes of the fragment after its piece (fixed)
+
+
 @dataclass(frozen=True)
 class Checksum:
     algorithm: str  # a registry name (built-in or plug-in)
@@ -244,6 +267,11 @@ class Checksum:
     bits: int = 0  # the algorithm's full width (from the registry)
     digest: bool = False  # a byte-string digest rather than an integer
     ranges: tuple[tuple[int, int], ...] = ()  # record-relative [a, b) byte ranges, in order
+    # with ``covers`` None: "preceding" (""), "following" or "all" (the checksum included)
+    scope: str = ""
+    filler: int | bytes = 0  # what the checksum's own bytes read as when it covers itself
+    files: tuple[tuple[Expr, Expr], ...] = ()  # absolute [start, end) of the user's buffer
+    spans: tuple[tuple[str, str | None], ...] = ()  # {from, to} as written (resolve expands)
 
 
 @dataclass(frozen=True)
@@ -282,7 +310,9 @@ class Field:
     asserts: tuple[Assert, ...] = ()
     convert: str | None = None  # numeric conversion (registry name) applied both ways
     chain: Chain | None = None  # repeat items get the previous item's stored value
+    framing: Framing | None = None  # the repeat's records travel in blocks or pages
     derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
+    endian: Expr | None = None  # field-level byte order chosen by data ('le' or 'be')
     line: int | None = None
     path: str = ""
 
@@ -318,10 +348,12 @@ class Layout:
     fixed_size: int | None = None
     offsets: dict[str, int] = field(default_factory=dict)  # fixed-offset prefix
     sizes: dict[str, int] = field(default_factory=dict)
+    order: str | None = None  # the byte order of a record whose order is data
 
     @property
     def suffix(self) -> str:
-        return f"_v{self.versions[0]}" if self.versions else ""
+        return (f"_v{self.versions[0]}" if self.versions else "") + \
+            (f"_{self.order}" if self.order else "")
 
 
 @dataclass
@@ -338,6 +370,11 @@ class Record:
     layouts: list[Layout] = field(default_factory=list)
     line: int | None = None
     file: str = ""
+    # byte order as data: the record's own ``endian:`` expression (None: fixed or
+    # inherited), and the orders it has a concrete layout for (() = the fixed order only)
+    endian: Expr | None = None
+    orders: tuple[str, ...] = ()
+    endian_scope: str = "record"  # "fields": only the fields carrying the expression
 
     @property
     def class_name(self) -> str:
@@ -391,3 +428,4 @@ class Family:
     registries: dict[str, EnumDef] = field(default_factory=dict)
     plugins: list[str] = field(default_factory=list)  # module:function, loaded on import
     detect: list[Detect] = field(default_factory=list)  # file detection (inspect FILE)
+    endian_expr: Expr | None = None  # a file-level byte order chosen by params

@@ -32,8 +32,8 @@ def fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | No
 def numpy_code(t: ir.Type, family: ir.Family) -> str | None:
     """numpy dtype string of a scalar type, or None when numpy cannot hold it."""
     if isinstance(t, ir.RefT) and t.kind in ("enum", "alias", "flags"):
-        table = {"enum": family.enums, "alias": family.aliases, "flags": family.flags}[t.kind]
-        t = table[t.target].base
+        from .byteorder import base_of
+        t = base_of(family, t)
     order = "<" if getattr(t, "endian", "le") == "le" else ">"
     if isinstance(t, ir.IntT) and t.bits in (8, 16, 32, 64):
         return f"{order}{'i' if t.signed else 'u'}{t.size}"
@@ -109,6 +109,8 @@ def record_size(rec: ir.Record, family: ir.Family, memo: dict[str, int | None]) 
 
 
 def run(family: ir.Family, problems: Problems) -> None:
+    from . import byteorder
+    byteorder.plan(family, problems)
     memo: dict[str, int | None] = {}
     for rec in family.records.values():
         if rec.version_range is None:
@@ -125,8 +127,13 @@ def run(family: ir.Family, problems: Problems) -> None:
                 else:
                     groups.append(((v,), fields))
         rec.layouts = []
-        for versions, fields in groups:
-            lay = ir.Layout(versions=versions, fields=fields)
+        if rec.orders:  # byte order as data: one layout per (versions, order)
+            groups = [(vs, byteorder.layout_fields(rec, fs, o), o)
+                      for vs, fs in groups for o in rec.orders]
+        else:
+            groups = [(vs, fs, None) for vs, fs in groups]
+        for versions, fields, order in groups:
+            lay = ir.Layout(versions=versions, fields=fields, order=order)
             pos: int | None = 0
             for f in fields:
                 size = field_size(f, family, memo)

@@ -22,7 +22,8 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import ir, layout, project
+from . import byteorder, ir, layout, project
+from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
@@ -181,7 +182,12 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         for lay in rec.layouts:
             blocks.append("\n".join(fast.decoder(rec, lay)))
             blocks.append("\n".join(fast.encoder(rec, lay)))
-        if rec.version_range is not None:
+        if rec.orders:  # byte order as data: the order first, then the version
+            if rec.version_range is not None:
+                blocks += byteorder.version_dispatchers(rec, dispatcher)
+            blocks.append(byteorder.fast_dispatcher(rec, "d", family))
+            blocks.append(byteorder.fast_dispatcher(rec, "e", family))
+        elif rec.version_range is not None:
             blocks.append(dispatcher(rec, "d"))
             blocks.append(dispatcher(rec, "e"))
     for rec in family.records.values():
@@ -215,6 +221,9 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         consts=fast.consts, fast=blocks, construct=cblocks, dtypes=dtypes(family),
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family),
+        late_checksums=any_late(family),
+        file_ranges=any(f.checksum is not None and f.checksum.files
+                        for r in family.records.values() for f in r.fields),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -363,6 +372,13 @@ def field_data(f: ir.Field, lay: ir.Layout) -> dict:
                          **({"ranges": [list(r) for r in f.checksum.ranges]}
                             if f.checksum.ranges else {}),
                          "except": list(f.checksum.excluded)}
+        if f.checksum.scope:
+            d["checksum"]["covers"] = f.checksum.scope
+        if f.checksum.files:
+            d["checksum"]["files"] = [[a.source, b.source] for a, b in f.checksum.files]
+        if f.checksum.filler != 0:
+            d["checksum"]["filler"] = (f.checksum.filler.hex() if isinstance(
+                f.checksum.filler, bytes) else f.checksum.filler)
     if f.compressed is not None:
         c = f.compressed
         d["compressed"] = {"algorithm": c.algorithm.source,

@@ -34,7 +34,8 @@ def stream_plan(fam: Any, name: str) -> tuple | None:
             return None
         if (f.checksum or f.size or f.compressed or f.asserts or f.valid or f.reserved
                 or f.const is not None or f.value is not None or f.derived_from or f.convert
-                or f.chain or f.since is not None or f.until is not None or f.view):
+                or f.chain or f.since is not None or f.until is not None or f.view
+                or f.framing):
             return None
         cond = f.cond.source if f.cond is not None else None
         args = tuple((k, e.source) for k, e in t.args)
@@ -60,7 +61,7 @@ def stream_plan(fam: Any, name: str) -> tuple | None:
     return defaults, tuple(fields)
 
 
-_EXPR_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool}
+_EXPR_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": sum}
 _CODE: dict[str, Any] = {}
 
 

@@ -7,11 +7,13 @@ cross-field rules checked. Every problem carries file, line and YAML path.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
 from typing import Any
 
 from ..runtime import registry
-from . import ir
+from . import framing_check, ir
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -75,7 +77,8 @@ def int_type(text: str, default_endian: str = "le") -> ir.IntT | None:
     m = _INT_RE.match(text)
     if not m:
         return None
-    return ir.IntT(int(m.group(2)), m.group(1) == "i", m.group(3) or default_endian)
+    return ir.IntT(int(m.group(2)), m.group(1) == "i", m.group(3) or default_endian,
+                   governed=m.group(3) is None)
 
 
 class Resolver:
@@ -88,6 +91,13 @@ class Resolver:
         self.where: dict[str, Source] = {}  # top-level item key -> its source
 
     # -- helpers -------------------------------------------------------------------
+    @property
+    def default_endian(self) -> str:
+        """The file's fixed byte order; a file-level expression reads ``le`` until the
+        byte-order pass gives its records one layout per order."""
+        e = self.sources[0].data.get("endian", "le")
+        return e if e in ("le", "be") else "le"
+
     def err(self, src: Source, path: str, message: str) -> None:
         self.problems.add(src.file, src.line(path), path, message)
 
@@ -102,7 +112,7 @@ class Resolver:
     def run(self) -> ir.Family | None:
         head = self.sources[0].data
         self.plugins = []
-        endian = head.get("endian", "le")
+        endian = self.default_endian
         enums: dict[str, ir.EnumDef] = {}
         flags: dict[str, ir.FlagsDef] = {}
         aliases: dict[str, ir.AliasDef] = {}
@@ -165,14 +175,30 @@ class Resolver:
             records[name] = self.record(src, name, body)
         for rec in records.values():
             self.check_record(rec, records)
+        for rec in records.values():  # after every derived field is known
+            for f in rec.fields:
+                if f.framing is not None:
+                    framing_check.check(self, rec._src, f, records)  # type: ignore[attr-defined]
         return ir.Family(
             name=head["family"], title=head.get("title", head["family"]),
             spec=head.get("spec", ""), doc=head.get("doc", ""), endian=endian,
             files=[s.file for s in self.sources], digest=self.digest, versions=versions,
             enums=enums, flags=flags, aliases=aliases, records=records,
             registries=registries, plugins=list(self.plugins),
-            detect=self.detect_rules(records),
+            detect=self.detect_rules(records), endian_expr=self.file_endian(head, records),
         )
+
+    def file_endian(self, head: dict, records: dict[str, ir.Record]) -> Any:
+        """A file-level ``endian:`` that is an expression over params of the records."""
+        e = head.get("endian", "le")
+        if e in ("le", "be"):
+            return None
+        expr = self.expr(self.sources[0], "endian", e)
+        if expr is not None and not any(expr.names <= set(r.params) for r in records.values()):
+            self.err(self.sources[0], "endian", f"the byte-order expression {expr.source!r} "
+                     "names no params a record takes (write le, be, or an expression over "
+                     "params of the root records)")
+        return expr
 
     def detect_rules(self, records: dict[str, ir.Record]) -> list[ir.Detect]:
         """``detect:`` entries (how ``inspect FILE`` recognises the family's files)."""
@@ -238,20 +264,47 @@ class Resolver:
                      f"{', '.join(sorted(registry.REGISTRY.checksums))}; a plug-in adds more)")
             return None
         ranges: list[tuple[int, int]] = []
-        if c["covers"] == "preceding":
+        files: list[tuple[Expr, Expr]] = []
+        spans: list[tuple[str, str | None]] = []
+        scope = ""
+        if c["covers"] in ("preceding", "following", "all"):
             covers = None
+            scope = "" if c["covers"] == "preceding" else c["covers"]
         else:
             names = [x for x in c["covers"] if isinstance(x, str)]
             for i, x in enumerate(c["covers"]):
-                if isinstance(x, dict):
+                at = join(path, f"covers[{i}]")
+                if isinstance(x, dict) and "bytes" in x:
                     a, b = x["bytes"]
                     if not 0 <= a < b:
-                        self.err(src, join(path, f"covers[{i}]"), f"empty byte range [{a}, {b})")
+                        self.err(src, at, f"empty byte range [{a}, {b})")
                     ranges.append((a, b))
-            if names and ranges:
+                elif isinstance(x, dict) and "file" in x:
+                    a, b = (self.expr(src, join(at, "file"), e) for e in x["file"])
+                    if a is not None and b is not None:
+                        files.append((a, b))
+                elif isinstance(x, dict):
+                    spans.append((x["from"], x.get("to")))
+            if sum(map(bool, (names or spans, ranges, files))) > 1:
                 self.err(src, join(path, "covers"),
-                         "covers lists field names or byte ranges, not both")
+                         "covers lists field names (with spans), record byte ranges or "
+                         "file ranges, not both kinds")
             covers = tuple(names)
+        filler: int | bytes = 0
+        if "filler" in c:
+            fv = c["filler"]
+            if isinstance(fv, int) and not isinstance(fv, bool) and 0 <= fv <= 255:
+                filler = fv
+            elif isinstance(fv, str) and fv.startswith("hex:"):
+                try:
+                    filler = bytes.fromhex(fv[4:])
+                except ValueError:
+                    self.err(src, join(path, "filler"), f"bad hex filler {fv!r}")
+            elif isinstance(fv, str):
+                filler = fv.encode("latin-1", "replace")
+            else:
+                self.err(src, join(path, "filler"),
+                         "filler is a byte value 0..255, \"hex:...\" or a text string")
         store = c.get("store") or {}
         bits = store.get("bits")
         if bits is not None and (bits <= 0 or bits > spec.bits or (spec.digest and bits % 8)):
@@ -273,8 +326,28 @@ class Resolver:
             e = self.expr(src, join(join(path, "params"), pname), pval)
             if e is not None:
                 params.append((pname, e))
+        full = spec.bits
+        if spec.width_param is not None:
+            full = self.checksum_width(src, path, spec, dict(params))
         return ir.Checksum(spec.name, covers, tuple(c.get("except", [])), bits, seed,
-                           tuple(params), spec.bits, spec.digest, tuple(ranges))
+                           tuple(params), full, spec.digest, tuple(ranges), scope, filler,
+                           tuple(files), tuple(spans))
+
+    def checksum_width(self, src: Source, path: str, spec: registry.ChecksumSpec,
+                       params: dict[str, Expr]) -> int:
+        """A parametrised checksum's width: its width param, a constant; and every
+        keyword-only parameter without a default is given."""
+        for pname, p in inspect.signature(spec.func).parameters.items():
+            if p.kind is p.KEYWORD_ONLY and p.default is p.empty and pname not in params:
+                self.err(src, join(path, "params"), f"{spec.name} needs the param {pname!r}")
+        e = params.get(spec.width_param)
+        w = e.constant() if e is not None else None
+        if e is not None and (not isinstance(w, int) or isinstance(w, bool)
+                              or not 1 <= w <= spec.bits):
+            self.err(src, join(join(path, "params"), spec.width_param),
+                     f"{spec.width_param} must be a constant 1..{spec.bits}")
+            return spec.bits
+        return w if isinstance(w, int) else spec.bits
 
     @staticmethod
     def _fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | None:
@@ -310,6 +383,44 @@ class Resolver:
         elif None in sizes[:i] and None in sizes[i + 1:]:
             self.err(src, join(f.path, "chain.from"),
                      f"{ch.source!r} must sit at a fixed offset from the item's start or end")
+
+    def check_checksum_cover(self, src: Source, rec: ir.Record, f: ir.Field,
+                             names: list[str]) -> None:
+        """Covered names must be fields; spans expand to the fields they run over; a
+        checksum covering itself needs a fixed width its filler fills exactly."""
+        ck = f.checksum
+        me = names.index(f.name)
+        covers = list(ck.covers or ())
+        for i, (a, b) in enumerate(ck.spans):
+            at = join(f.path, f"checksum.covers[{len(covers) + i}]")
+            bad = [n for n in (a, b) if n is not None and n not in names]
+            if bad:
+                self.err(src, at, f"span names unknown field {bad[0]!r}")
+                continue
+            lo = names.index(a)
+            hi = names.index(b) if b is not None else me - 1
+            if b is None and lo >= me:
+                self.err(src, at, f"span from {a!r} to the checksum: {a!r} must come "
+                                  "before it (name its end with to:)")
+            elif hi < lo:
+                self.err(src, at, f"span ends at {b!r}, before its start {a!r}")
+            covers += [n for n in names[lo:hi + 1] if n not in covers]
+        if ck.spans:
+            ck = f.checksum = dataclasses.replace(ck, covers=tuple(covers), spans=())
+        for c in (ck.covers or ()) + ck.excluded:
+            if c not in names:
+                self.err(src, f.path, f"checksum covers unknown field {c!r}")
+        selfcover = ck.scope == "all" or (ck.covers is not None and f.name in ck.covers)
+        selfcover = selfcover and f.name not in ck.excluded
+        # its own width, present or not (a condition makes the field's size unknown)
+        width = self._fixed_size(dataclasses.replace(f, cond=None, since=None, until=None),
+                                 self.aliases, self.enums, self.flagdefs)
+        if selfcover and width is None:
+            self.err(src, f.path, "a checksum covering its own bytes needs a fixed width")
+        elif isinstance(ck.filler, bytes) and (not selfcover or len(ck.filler) != width):
+            why = (f"is {len(ck.filler)} bytes, the field {width}" if selfcover else
+                   "applies only to a checksum that covers its own bytes")
+            self.err(src, join(f.path, "checksum.filler"), f"filler {why}")
 
     def check_checksum_width(self, src: Source, f: ir.Field) -> None:
         """The stored width must hold the algorithm's value (or its declared truncation)."""
@@ -412,6 +523,8 @@ class Resolver:
             rec.version_from = body["versions"]["from"]
             rec.version_range = tuple(body["versions"]["range"])
         rec.rows = bool(body.get("rows", False))
+        if "endian" in body:
+            rec.endian = self.order_expr(src, join(path, "endian"), body["endian"])
         if rec.rows and rec.version_from is not None:
             self.err(src, join(path, "rows"), "rows: a versioned record has one layout per "
                      "version and no single loop to read rows with")
@@ -424,6 +537,17 @@ class Resolver:
         rec._src = src  # type: ignore[attr-defined]
         return rec
 
+    def order_expr(self, src: Source, path: str, value: Any) -> Any:
+        """An ``endian:`` of a record or field: ``le``/``be`` (a fixed order, kept as a
+        string literal) or an expression evaluating to 'le' or 'be'."""
+        if value in ("le", "be"):
+            return parse(repr(value))
+        e = self.expr(src, path, value)
+        if e is not None and isinstance(e.constant(), str) and e.constant() not in ("le", "be"):
+            self.err(src, path, f"byte order must be 'le' or 'be', not {e.constant()!r}")
+            return None
+        return e
+
     def type_of(self, src: Source, path: str, fb: dict) -> ir.Type | None:
         if "switch" in fb:
             return self.switch(src, path, fb)
@@ -431,13 +555,13 @@ class Resolver:
         if tname is None:
             self.err(src, path, "a field needs 'type' or 'switch'")
             return None
-        endian = self.sources[0].data.get("endian", "le")
+        endian = self.default_endian
         it = int_type(tname, endian)
         if it is not None:
             return it
         m = _FLOAT_RE.match(tname)
         if m:
-            return ir.FloatT(int(m.group(1)), m.group(2) or endian)
+            return ir.FloatT(int(m.group(1)), m.group(2) or endian, governed=not m.group(2))
         if tname in ("bytes", "str"):
             prefix = None
             if "length" in fb:
@@ -634,7 +758,7 @@ class Resolver:
             elif "count" in rp:
                 f.repeat = ir.Repeat(count=self.expr(src, join(path, "repeat.count"), rp["count"]))
             elif "prefix" in rp:
-                pt = prefix_type(str(rp["prefix"]), self.sources[0].data.get("endian", "le"))
+                pt = prefix_type(str(rp["prefix"]), self.default_endian)
                 if pt is None:
                     self.err(src, join(path, "repeat.prefix"),
                              f"unknown count type {rp['prefix']!r}")
@@ -654,11 +778,15 @@ class Resolver:
             else:
                 self.err(src, join(path, "repeat"), "repeat needs count, prefix, until or eos")
         f.view = fb.get("view")
+        if "endian" in fb:
+            f.endian = self.order_expr(src, join(path, "endian"), fb["endian"])
         if "chain" in fb:
             ch = fb["chain"]
             first = self.expr(src, join(path, "chain.first"), ch.get("first", 0))
             if first is not None:
                 f.chain = ir.Chain(ch["param"], ch["from"], first)
+        if "framing" in fb:
+            f.framing = framing_check.resolve(self, src, path, fb["framing"])
         if "compressed" in fb:
             f.compressed = self.compressed(src, join(path, "compressed"), fb["compressed"])
         if "checksum" in fb:
@@ -697,7 +825,7 @@ class Resolver:
             raw = repr(raw)  # a bare registered codec name is that codec, not a field
         alg = self.expr(src, join(path, "algorithm"), raw)
         length = c.get("length", "none")
-        lt = None if length == "none" else int_type(length)
+        lt = None if length == "none" else int_type(length, self.default_endian)
         codecs = None
         if "codecs" in c:
             codecs = tuple((str(k), str(v)) for k, v in c["codecs"].items())
@@ -767,11 +895,7 @@ class Resolver:
                                               f"{prefix} fixed bytes before the checksum")
             if f.checksum:
                 self.check_checksum_width(src, f)
-                for c in (f.checksum.covers or ()) + f.checksum.excluded:
-                    if c not in by_name:
-                        self.err(src, f.path, f"checksum covers unknown field {c!r}")
-                    elif names.index(c) > names.index(f.name) and c not in f.checksum.excluded:
-                        self.err(src, f.path, f"checksum must come after the field {c!r} it covers")
+                self.check_checksum_cover(src, rec, f, names)
             if f.since is not None or f.until is not None:
                 if rec.version_from is None:
                     self.err(src, f.path, "since/until need the record's 'versions: {from: ...}'")
@@ -874,6 +998,9 @@ class Resolver:
                 yield "checksum.seed", f.checksum.seed
             for a, e in f.checksum.params:
                 yield f"checksum.params.{a}", e
+            for a, b in f.checksum.files:
+                yield "checksum.covers.file", a
+                yield "checksum.covers.file", b
         if f.chain is not None:
             yield "chain.first", f.chain.first
         if f.compressed:

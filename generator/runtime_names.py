@@ -6,6 +6,7 @@ bound to a module-level name; both codec paths call that name.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 
@@ -62,9 +63,11 @@ def numeric_bindings(family: ir.Family) -> list[dict]:
     return [{"name": numeric_binding(k), "kind": k} for k in sorted(kinds)]
 
 
-def chain_anchor(family: ir.Family, f: ir.Field) -> tuple[str, int, ir.IntT]:
+def chain_anchor(family: ir.Family, f: ir.Field, order: str | None = None
+                 ) -> tuple[str, int, ir.IntT]:
     """Where a chained repeat reads the previous item's stored value: ("start", k) = k
-    bytes after the item's start, ("end", k) = k bytes before its end; and its type."""
+    bytes after the item's start, ("end", k) = k bytes before its end; and its type
+    (in ``order`` when the items inherit the caller's byte order)."""
     callee = family.records[f.type.target]
     names = [x.name for x in callee.fields]
     i = names.index(f.chain.source)
@@ -73,6 +76,8 @@ def chain_anchor(family: ir.Family, f: ir.Field) -> tuple[str, int, ir.IntT]:
     t = callee.fields[i].type
     if isinstance(t, ir.RefT):
         t = family.aliases[t.target].base
+    if order is not None and callee.orders and callee.endian is None and t.governed:
+        t = dataclasses.replace(t, endian=order)
     if None not in sizes[:i]:
         return "start", sum(sizes[:i]), t
     return "end", sum(sizes[i:]), t

@@ -28,6 +28,7 @@ from hypothesis.errors import UnsatisfiedAssumption
 from ..generator import ir
 from ..generator.model import camel
 from ..runtime import registry as registry_mod
+from .framed import framed_value
 
 MAX_ITEMS = 3  # items in a list whose length the schema leaves free: small values shrink well
 MAX_BYTES = 12  # bytes in a byte string whose length the schema leaves free
@@ -35,7 +36,7 @@ MAX_SIZE = 1 << 14  # larger sizes asked by drawn values are thrown away (time, 
 MAX_COUNT = 256
 RETRIES = 12  # redraws of a sub-record whose own rules a draw broke, before giving up
 SMALL = 16  # integers are drawn small half the time: they often size or count something
-_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool}
+_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": sum}
 
 
 class Unsupported(Exception):
@@ -709,6 +710,8 @@ class Builder:
             items.append(v)
             svals.append(s)
         value: Any = items
+        if f.framing is not None:  # the records, with the pages lacing keeps
+            value = framed_value(self, draw, rec, f, items, path)
         if f.view == "numpy":
             value = self._numpy(f, items)
         if fixed_count is not None and f.view is None:

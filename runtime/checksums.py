@@ -1,7 +1,8 @@
 """The built-in checksum algorithms, registered like any user's plug-in.
 
 :func:`register` adds crc32, crc32c, xxh3_64 (all seedable, so they can be seeded from a
-field or chained across records) and blake3 (a 32-byte digest) to
+field or chained across records), blake3 (a 32-byte digest), internet16 (RFC 1071), crc
+(any Rocksoft-model CRC from its parameters) and crc32_ogg to
 :mod:`bytewright.runtime.registry`. ``ALGORITHMS``/``get``/``compute`` remain as a
 small direct view of the same functions.
 """
@@ -17,6 +18,7 @@ import blake3 as _blake3
 import google_crc32c
 import xxhash
 
+from . import crc as _crc
 from .errors import UnsupportedError
 
 Buffer = bytes | bytearray | memoryview
@@ -106,3 +108,13 @@ def register(reg) -> None:  # noqa: ANN001 - a Registry (not imported: avoids a 
                      doc="XXH3 64-bit; the seed is XXH3's seed")
     reg.add_checksum("blake3", bits=256, func=blake3_256, digest=True, safe=True,
                      doc="BLAKE3, 32-byte digest")
+    reg.add_checksum("internet16", bits=16, func=_crc.internet16, safe=True,
+                     doc="RFC 1071 internet checksum (ones'-complement sum of big-endian "
+                         "16-bit words; IPv4, UDP, TCP); store it in a u16be field")
+    # a bad parameter set raises: not declared safe, so it becomes the project's error
+    reg.add_checksum("crc", bits=64, func=_crc.crc, width_param="width",
+                     params=("width", "poly", "init", "refin", "refout", "xorout"),
+                     doc="any Rocksoft-model CRC: params width, poly, init, refin, refout, "
+                         "xorout (table-driven, tables cached per parameter set)")
+    reg.add_checksum("crc32_ogg", bits=32, func=_crc.crc32_ogg, safe=True,
+                     doc="CRC-32 poly 0x04C11DB7, init 0, no reflection, no final xor (Ogg)")

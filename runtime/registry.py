@@ -71,6 +71,9 @@ class ChecksumSpec:
     # the same checksum as ``func(data)`` with no seed and no params, as a C callable
     # generated modules may bind directly (no Python frame per checksum)
     fast: Callable[[Buffer], int | bytes] | None = None
+    # a checksum whose width is one of its params (a parametrised CRC): the schema's
+    # constant value of this param is the width the stored field is held to
+    width_param: str | None = None
 
     def bind(self, store_bits: int | None = None) -> Callable[..., int | bytes]:
         """The callable generated code uses: the function itself, or one keeping the low
@@ -159,13 +162,19 @@ class Registry:
     def add_checksum(self, name: str, *, bits: int, func: Callable[..., int | bytes],
                      seeded: bool = False, params: tuple[str, ...] | list[str] = (),
                      digest: bool = False, doc: str = "", safe: bool = False,
-                     fast: Callable[[Buffer], int | bytes] | None = None) -> ChecksumSpec:
+                     fast: Callable[[Buffer], int | bytes] | None = None,
+                     width_param: str | None = None) -> ChecksumSpec:
         """Register a checksum (re-registering the same name replaces it). ``safe``
         declares that ``func`` never raises; otherwise its exceptions are translated.
-        ``fast`` is an optional equivalent of ``func(data)`` (no seed, no params)."""
+        ``fast`` is an optional equivalent of ``func(data)`` (no seed, no params).
+        ``width_param`` names the param giving the width in bits (``bits`` is then the
+        widest it may be)."""
         if bits <= 0 or (digest and bits % 8):
             raise ValueError(f"checksum {name!r}: bad width {bits} bits")
-        spec = ChecksumSpec(name, bits, func, seeded, tuple(params), digest, doc, safe, fast)
+        if width_param is not None and width_param not in params:
+            raise ValueError(f"checksum {name!r}: width_param {width_param!r} is not a param")
+        spec = ChecksumSpec(name, bits, func, seeded, tuple(params), digest, doc, safe, fast,
+                            width_param)
         self.checksums[name] = spec
         self._binds = {k: v for k, v in self._binds.items() if k[0] != name}
         return spec
