@@ -217,3 +217,27 @@ def test_check_is_green():
     r = bytewright("check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert " 0 failed" in r.stdout
+
+
+def fixture_bytes(name: str) -> bytes:
+    text = (ROOT / "fixtures" / "ogg" / f"{name}.hex").read_text()
+    return bytes.fromhex("".join(line for line in text.splitlines()
+                                 if not line.startswith("#")))
+
+
+def test_the_fixture_pages_carry_rfc3533_crcs_and_lacing():
+    """The committed fixtures, made by the encoder from cases/: every page's CRC by the
+    test's own CRC, and the packets by the test's own lacing walk."""
+    for name, count in (("page", 1), ("stream", 3)):
+        data = fixture_bytes(name)
+        ps = pages(data)
+        assert len(ps) == count
+        for pos, _, lacing, body in ps:
+            page = bytearray(data[pos:pos + 27 + len(lacing)] + body)
+            stored = struct.unpack_from("<I", page, CRC_AT)[0]
+            page[CRC_AT:CRC_AT + 4] = bytes(4)
+            assert stored == ogg_crc(bytes(page))
+    stream = fixture_bytes("stream")
+    assert [flags for _, flags, _, _ in pages(stream)] == [2, 0, 5]  # bos; -; continued+eos
+    raw = packets(stream)
+    assert [len(p) for p in raw] == [30, 65, 301] and raw[2] == b"\x00" + b"\x55" * 300
