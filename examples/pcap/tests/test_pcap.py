@@ -23,7 +23,7 @@ from scapy.packet import Padding, Raw
 from scapy.utils import PcapWriter, rdpcap
 
 from bytewright.generator import project
-from bytewright.runtime.errors import ChecksumError
+from bytewright.runtime.errors import ChecksumError, ConstraintError
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE_HEADER, RECORD_HEADER, ETHER, UDP_HEADER = 24, 16, 14, 8
@@ -211,6 +211,17 @@ def test_the_udp_checksum_covers_the_addresses_from_the_ip_header(capture):
         with pytest.raises(ChecksumError) as info:
             decode(bytes(bad))
         assert info.value.offset == ip + 20 + 6, name
+
+
+def test_a_file_that_is_not_pcap_is_refused(capture):
+    """A magic that is 0xa1b2c3d4 in neither order (here the nanosecond variant, which
+    this schema does not describe) is refused on every path."""
+    _, data = capture
+    bad = b"\x4d\x3c\xb2\xa1" + data[4:]
+    for name, decode in decoders():
+        with pytest.raises(ConstraintError) as info:
+            decode(bad)
+        assert info.value.offset == 0 and "magic" in info.value.path, name
 
 
 def bytewright(*args: str) -> subprocess.CompletedProcess:
