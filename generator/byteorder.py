@@ -256,6 +256,24 @@ def callee_suffix(callee: ir.Record, order: str | None) -> str:
     return ""
 
 
+def twin_layout(family: ir.Family, name: str):
+    """What ``_u_<name>`` would be: (record, layout) for a single-layout record or one
+    order's layout (``<record>_<order>``), "dispatch" for a record with a layout per
+    order (its twin evaluates the order), None when there is no twin."""
+    rec = family.records.get(name)
+    if rec is not None:
+        if rec.version_from:
+            return None
+        if rec.orders:
+            return "dispatch"
+        return (rec, rec.layouts[0]) if len(rec.layouts) == 1 else None
+    base, _, order = name.rpartition("_")
+    rec = family.records.get(base)
+    if order in ORDERS and rec is not None and rec.orders and not rec.version_from:
+        return rec, next(lay for lay in rec.layouts if lay.order == order)
+    return None
+
+
 def fast_dispatcher(rec: ir.Record, kind: str, family: ir.Family) -> str:
     """``_d_<record>``/``_e_<record>``: evaluate the order and call its layout."""
     params = "".join(f", p_{p}" for p in rec.params)
@@ -297,6 +315,50 @@ def fast_dispatcher(rec: ir.Record, kind: str, family: ir.Family) -> str:
     else:
         lines.append(f"    raise EncodeError('byte order of {rec.name} must be le or be, not ' "
                      f"+ repr(_order), path={first!r})")
+    return "\n".join(lines)
+
+
+def fast_twin(rec: ir.Record, family: ir.Family) -> str:
+    """``_u_<record>`` (the optimistic dispatcher: the marks read without bounds tests,
+    the order's twin called) and ``_m_<record>`` (records in one loop); whatever fails
+    is re-read by the checked decoder, whose error is the one raised."""
+    params = "".join(f", p_{p}" for p in rec.params)
+    head = f"(mv, pos, end{params})"
+    lines = [f"def _u_{rec.name}(mv, pos, end{params}):"]
+    if rec.endian is None:
+        lines.append(f"    return _u_{rec.name}_{family.endian}{head}")
+    else:
+        marks = mark_fields(rec, family)
+        for n in sorted(rec.endian.names - set(rec.params)):
+            off, f = marks[n]
+            lines.append(f"    f_{n} = struct.unpack_from({mark_code(f, family)[0]!r}, mv, "
+                         f"pos + {off})[0]")
+        lines.append(f"    _order = {rec.endian.render(lambda n: f'p_{n}' if n in rec.params else f'f_{n}')}")
+        for o in ORDERS:
+            lines += [f"    if _order == {o!r}:", f"        return _u_{rec.name}_{o}{head}"]
+        lines.append("    raise ValueError(_order)")
+    ptuple = "(" + "".join(f"p_{p}, " for p in rec.params) + ")"
+    fallback = f"_rest(_d_{rec.name}, {rec.name!r}, mv, _rs, _end, {ptuple}, _out)"
+    lines += ["", f"def _m_{rec.name}(mv, pos, end{params}, _rest=_decode_many):",
+              "    _out = []",
+              "    _append = _out.append",
+              "    _p0 = _rs = pos",
+              "    _end = end",
+              "    try:",
+              "        while True:",  # see FastEmitter.optimistic: no `while cond:`
+              "            if pos >= end:",
+              "                break",
+              "            _rs = pos",
+              f"            _v, pos = _u_{rec.name}{head}",
+              "            if pos <= _rs:",
+              "                raise IndexError",
+              "            _append(_v)",
+              "    except Exception:",
+              f"        return {fallback}",
+              "    if pos > end and pos != _p0:  # the last record ran past the end",
+              "        _out.pop()",
+              f"        return {fallback}",
+              "    return _out"]
     return "\n".join(lines)
 
 

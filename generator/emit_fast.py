@@ -419,6 +419,8 @@ class FastEmitter:
         if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
                 and not rec.version_from:
             lines += self.optimistic(rec, lines)
+        elif not self._inline_stack and not self._no_twin and lay.order and not rec.version_from:
+            lines += self.optimistic(rec, lines, rec.name + lay.suffix)  # one per byte order
         return lines
 
     OPTIMISTIC_MAX_LINES = 1000  # larger decoders get no optimistic twin (code size)
@@ -429,20 +431,25 @@ class FastEmitter:
         its checked decoder, built once more without twins)."""
         got = self._twins.get(name)
         if got is None:
-            rec = self.family.records.get(name)  # None: one order's layout (no twin)
+            rec = self.family.records.get(name)
             got = False
-            if rec is not None and len(rec.layouts) == 1 and not rec.version_from:
+            # byte order as data: one twin per order's layout, and a dispatcher twin
+            target = byteorder.twin_layout(self.family, name)
+            if target == "dispatch":
+                got = all(self.has_twin(f"{name}_{o}") for o in rec.orders)
+            elif target is not None:
+                rec, lay = target
                 sub = FastEmitter(self.family)
                 sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
                 sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
                 sub._no_twin = True
-                lines = sub.decoder(rec, rec.layouts[0])
+                lines = sub.decoder(rec, lay)
                 got = len(lines) <= self.OPTIMISTIC_MAX_LINES and \
                     Optimist({}).eligible(ast.parse("\n".join(lines)).body[0])
             self._twins[name] = got
         return got
 
-    def optimistic(self, rec: ir.Record, lines: list[str]) -> list[str]:
+    def optimistic(self, rec: ir.Record, lines: list[str], order_name: str = "") -> list[str]:
         """``_u_<record>`` (one record) and ``_m_<record>`` (consecutive records in one
         loop, no call per record) for the checked decoder ``lines``; [] when the
         decoder does something the twin cannot mirror (see :class:`Optimist`)."""
@@ -462,10 +469,12 @@ class FastEmitter:
         on_bytes = bytes_slices(fn, lambda: self.const("BD", "bytes.decode"))
         name = rec.name
         params = [a.arg for a in fn.args.args[3:]]
-        fn.name = f"_u_{name}"
+        fn.name = f"_u_{order_name or name}"
         single = ast.unparse(fn).splitlines()
         if on_bytes:  # the buffer's type, once per record here (once per log below)
             single[1:1] = [f"    {_IS_BYTES}"]
+        if order_name:  # one order's layout: its dispatcher twin loops (byteorder.py)
+            return [""] + single
         # the many-loop: the body once per record, the value appended; struct methods
         # are bound once per log (a local load instead of a global and an attribute)
         ret = fn.body[-1]

@@ -402,3 +402,22 @@ def test_a_chain_reads_the_previous_item_in_the_inherited_order(tmp_path, o):
         data += raw + struct.pack(e + "I", prev)
     v = every_path(mc, "log", data)
     assert [f.page for f in v.frames] == [5, 6, 7]
+
+
+def test_many_records_in_either_order_in_one_loop(m):
+    """``decode_many``/``decode_prefix`` read the records optimistically (one twin per
+    order); a bad mark stops them where the checked decoder says."""
+    assert all(hasattr(m, n) for n in ("_u_tiff_le", "_u_tiff_be", "_u_tiff", "_m_tiff",
+                                       "_u_entry_be", "_u_packet_le"))
+    data = tiff("le") + tiff("be") + tiff("le")
+    values = m.decode_many_tiff(data)
+    assert [v.order for v in values] == [0x4949, 0x4D4D, 0x4949]
+    assert values == [v for v, _ in m.iter_tiff(data)]
+    assert m.decode_many_pcap_file(pcap("be"))[0].packets[1].data == b"z"
+    cut = data[:len(tiff("le")) * 2] + b"XY" + tiff("le")[2:]
+    with pytest.raises(ConstraintError) as info:
+        m.decode_many_tiff(cut)
+    assert (info.value.path, info.value.offset) == ("tiff[2].order", 2 * len(tiff("le")))
+    got, stop = m.decode_prefix_tiff(cut)
+    assert (len(got), stop) == (2, 2 * len(tiff("le")))
+    assert m.encode_many_tiff(values) == data
