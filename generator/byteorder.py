@@ -165,6 +165,13 @@ def plan(family: ir.Family, problems: Problems) -> None:
             check_marks(rec, family, problems)
         elif rec.endian is None and need[rec.name] - {default}:
             rec.orders = ORDERS
+        for f in rec.fields:
+            t = f.type
+            if f.view == "numpy" and isinstance(t, ir.RefT) and t.kind == "record" \
+                    and recs[t.target].endian is None and need[t.target] - {default}:
+                # one numpy dtype per record: it cannot follow an order chosen by data
+                problems.add(rec.file, f.line, f"{f.path}.view", "view: numpy of a record "
+                             "whose byte order is data (give its fields explicit suffixes)")
         if rec.orders and rec.rows:
             problems.add(rec.file, rec.line, f"records.{rec.name}.rows",
                          "rows: a record whose byte order is data has one layout per order "

@@ -439,3 +439,37 @@ def test_the_codec_truth_property_holds(m, tmp_path_factory, rec, kind):
     fam = pipeline.run([path], render_modules=False).families["orders"]
     res = run_record(Builder(fam, m), rec, max_examples=12, kind=kind, shrink=False)
     assert res.status == "ok", res.detail
+
+
+NUMPY = """
+bytewright: 1
+family: npv
+records:
+  pt:
+    fields:
+      - {name: x, type: u32}
+  r:
+    endian: "'le' if bom == 1 else 'be'"
+    fields:
+      - {name: bom, type: u8}
+      - {name: n, type: u16}
+      - {name: vals, type: u32, repeat: {count: n}, view: numpy}
+"""
+
+
+@pytest.mark.parametrize("o", ["le", "be"])
+def test_a_numpy_view_takes_the_layouts_order(tmp_path, o):
+    mn = build_module(NUMPY, tmp_path, "npv")
+    e = ORDER[o]
+    data = bytes([o == "le"]) + struct.pack(e + "HII", 2, 7, 0x01020304)
+    v, _ = mn.decode_r(data)
+    assert list(v.vals) == [7, 0x01020304]
+    assert list(mn.construct_decode_r(data, compiled=True).vals) == [7, 0x01020304]
+    assert mn.encode_r(v) == data == mn.construct_encode_r(v)
+
+
+def test_a_numpy_view_of_an_inheriting_record_is_a_schema_problem(tmp_path):
+    path = tmp_path / "np.yaml"
+    path.write_text(NUMPY + "      - {name: pts, type: pt, repeat: {count: n}, view: numpy}\n")
+    (p,) = [str(x) for x in pipeline.run([path]).problems]
+    assert "records.r.fields[3].view: view: numpy of a record whose byte order is data" in p
