@@ -56,7 +56,7 @@ def with_order(t, order: str):
         return dataclasses.replace(t, endian=order) if t.governed else t
     if isinstance(t, ir.BytesT) and isinstance(t.prefix, ir.IntT) and t.prefix.governed:
         return dataclasses.replace(t, prefix=with_order(t.prefix, order))
-    if isinstance(t, ir.RefT) and t.kind in ("enum", "flags", "alias"):
+    if isinstance(t, (ir.RefT, ir.SwitchT)):  # a base's order, or a callee's
         return dataclasses.replace(t, order=order)
     return t
 

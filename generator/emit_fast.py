@@ -65,7 +65,6 @@ class FastEmitter:
         self.min_sizes: dict[str, int] = {}
         self.deferred: dict[str, list[ir.Field]] = {}
         self.lay_name = ""
-        self.cur_order: str | None = None  # byte order of the layout being emitted
         self._inline_stack: frozenset[str] = frozenset()  # records being inlined (no recursion)
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
@@ -333,17 +332,16 @@ class FastEmitter:
         any error's path with ``label`` exactly as the call did."""
         body = self.inline_call("d", callee, args, target)
         if body is None:
-            suffix = suffix or byteorder.callee_suffix(callee, self.cur_order)
             body = [f"{target}, pos = _d_{callee.name}{suffix}(mv, pos, end{args})"]
         return ["try:"] + ["    " + x for x in body] + [
             "except DecodeError as _exc:",
             f"    raise _exc.prefixed({label!r}) from None"]
 
-    def call_or_inline_encode(self, callee: ir.Record, args: str, val: str) -> list[str]:
+    def call_or_inline_encode(self, callee: ir.Record, args: str, val: str,
+                              suffix: str = "") -> list[str]:
         """Encode ``val`` as sub-record ``callee`` (inline when small)."""
         body = self.inline_call("e", callee, f", {val}{args}", "")
         if body is None:
-            suffix = byteorder.callee_suffix(callee, self.cur_order)
             return [f"_e_{callee.name}{suffix}(out, {val}{args})"]
         return body
 
@@ -352,7 +350,6 @@ class FastEmitter:
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay_name = rec.name + lay.suffix
         self.cur_rec = rec
-        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
                  "    start = pos"]
         spans = self.spans_needed(lay)
@@ -838,7 +835,7 @@ class FastEmitter:
 
     def chain_read(self, f: ir.Field, buf: str, start: str, stop: str) -> str:
         """Source reading the stored chain value of the item at ``start``..``stop``."""
-        side, k, it = chain_anchor(self.family, f, self.cur_order)
+        side, k, it = chain_anchor(self.family, f, f.type.order)
         st = self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
         at = f"{start} + {k}" if side == "start" else f"{stop} - {k}"
         return f"{st}.unpack_from({buf}, {at})[0]"
@@ -995,7 +992,8 @@ class FastEmitter:
         if isinstance(t, ir.RefT) and t.kind == "record":
             callee = self.family.records[t.target]
             args = self.call_args(callee, t.args, rec, res)
-            return self.call_or_inline_decode(callee, args, target, label)
+            return self.call_or_inline_decode(callee, args, target, label,
+                                              byteorder.callee_suffix(callee, t.order))
         if isinstance(t, ir.SwitchT):
             out = [f"_tag = {t.on.render(res)}"]
             first = True
@@ -1009,7 +1007,8 @@ class FastEmitter:
                     callee = self.family.records[target_rec]
                     args = self.call_args(callee, t.args, rec, res)
                     out += ["    " + x for x in
-                            self.call_or_inline_decode(callee, args, target, label)]
+                            self.call_or_inline_decode(callee, args, target, label,
+                                              byteorder.callee_suffix(callee, t.order))]
             out.append("else:" if not first else "if True:")
             if t.default == "error":
                 out.append(f"    raise ConstraintError('no case for tag', offset=pos, "
@@ -1021,7 +1020,8 @@ class FastEmitter:
                 callee = self.family.records[t.default]
                 args = self.call_args(callee, t.args, rec, res)
                 out += ["    " + x for x in
-                        self.call_or_inline_decode(callee, args, target, label)]
+                        self.call_or_inline_decode(callee, args, target, label,
+                                              byteorder.callee_suffix(callee, t.order))]
             return out
         raise AssertionError(f"no decoder for {t!r}")
 
@@ -1406,7 +1406,6 @@ class FastEmitter:
         spans = self.spans_needed(lay)
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
-        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
         body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
@@ -1763,7 +1762,8 @@ class FastEmitter:
         if isinstance(t, ir.RefT) and t.kind == "record":
             callee = self.family.records[t.target]
             args = self.call_args(callee, t.args, rec, res)
-            return self.call_or_inline_encode(callee, args, val)
+            return self.call_or_inline_encode(callee, args, val,
+                                              byteorder.callee_suffix(callee, t.order))
         if isinstance(t, ir.SwitchT):
             out = [f"_tag = {t.on.render(res)}"]
             first = True
@@ -1778,7 +1778,8 @@ class FastEmitter:
                     callee = self.family.records[target_rec]
                     args = self.call_args(callee, t.args, rec, res)
                     out += ["    " + x for x in efe.case_check(val, camel(target_rec), lbl, f.name)
-                            + self.call_or_inline_encode(callee, args, val)]
+                            + self.call_or_inline_encode(callee, args, val,
+                                              byteorder.callee_suffix(callee, t.order))]
             out.append("else:" if not first else "if True:")
             if t.default == "error":
                 out.append(f"    raise EncodeError('no case for tag ' + repr(_tag), "
@@ -1788,7 +1789,8 @@ class FastEmitter:
             else:
                 callee = self.family.records[t.default]
                 args = self.call_args(callee, t.args, rec, res)
-                out += ["    " + x for x in self.call_or_inline_encode(callee, args, val)]
+                out += ["    " + x for x in self.call_or_inline_encode(callee, args, val,
+                                              byteorder.callee_suffix(callee, t.order))]
             return out
         raise AssertionError(f"no encoder for {t!r}")
 

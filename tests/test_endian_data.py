@@ -473,3 +473,28 @@ def test_a_numpy_view_of_an_inheriting_record_is_a_schema_problem(tmp_path):
     path.write_text(NUMPY + "      - {name: pts, type: pt, repeat: {count: n}, view: numpy}\n")
     (p,) = [str(x) for x in pipeline.run([path]).problems]
     assert "records.r.fields[3].view: view: numpy of a record whose byte order is data" in p
+
+
+SCOPED = """
+bytewright: 1
+family: scoped
+records:
+  sub:
+    fields:
+      - {name: v, type: u16}
+  r:
+    fields:
+      - {name: big, type: u8}
+      - {name: a, type: sub, endian: "'be' if big else 'le'"}
+      - {name: b, type: sub}
+      - {name: c, type: u16}
+"""
+
+
+@pytest.mark.parametrize("o", ["le", "be"])
+def test_a_field_expression_on_a_record_field_governs_that_record_only(tmp_path, o):
+    ms = build_module(SCOPED, tmp_path, "scoped")
+    data = bytes([o == "be"]) + struct.pack(ORDER[o] + "H", 0x0102) + struct.pack(
+        "<HH", 0x0304, 0x0506)  # b and c keep the file's order
+    v = every_path(ms, "r", data)
+    assert (v.a.v, v.b.v, v.c) == (0x0102, 0x0304, 0x0506)
