@@ -165,6 +165,12 @@ def plan(family: ir.Family, problems: Problems) -> None:
             check_marks(rec, family, problems)
         elif rec.endian is None and need[rec.name] - {default}:
             rec.orders = ORDERS
+        for o in rec.orders:
+            other = recs.get(f"{rec.name}_{o}")
+            if other is not None:  # its generated names would be this order's
+                problems.add(other.file, other.line, f"records.{other.name}",
+                             f"record name {other.name} clashes with the {o} layout of "
+                             f"{rec.name}, whose byte order is data")
         for f in rec.fields:
             t = f.type
             if f.view == "numpy" and isinstance(t, ir.RefT) and t.kind == "record" \

@@ -498,3 +498,12 @@ def test_a_field_expression_on_a_record_field_governs_that_record_only(tmp_path,
         "<HH", 0x0304, 0x0506)  # b and c keep the file's order
     v = every_path(ms, "r", data)
     assert (v.a.v, v.b.v, v.c) == (0x0102, 0x0304, 0x0506)
+
+
+def test_a_record_named_like_an_orders_layout_is_a_schema_problem(tmp_path):
+    path = tmp_path / "clash.yaml"
+    path.write_text("bytewright: 1\nfamily: clash\nrecords:\n  r:\n    endian: \"'le' if m "
+                    "else 'be'\"\n    fields: [{name: m, type: u8}, {name: a, type: u16}]\n"
+                    "  r_be:\n    fields: [{name: a, type: u16}]\n")
+    (p,) = [str(x) for x in pipeline.run([path]).problems]
+    assert p.startswith(f"{path}:7: error: records.r_be: record name r_be clashes")
