@@ -173,6 +173,13 @@ def plan(family: ir.Family, problems: Problems) -> None:
                              f"{rec.name}, whose byte order is data")
         for f in rec.fields:
             t = f.type
+            if f.chain is not None and isinstance(t, ir.RefT) and dynamic(recs[t.target]):
+                # the previous item's value is read at a fixed place in one order
+                src = next((x for x in recs[t.target].fields if x.name == f.chain.source), None)
+                if src is not None and governed(src, family):
+                    problems.add(rec.file, f.line, f"{f.path}.chain.from",
+                                 f"{f.chain.source!r} follows the byte order each item "
+                                 "chooses: give it an explicit suffix (u32le, u32be)")
             if f.view == "numpy" and isinstance(t, ir.RefT) and t.kind == "record" \
                     and recs[t.target].endian is None and need[t.target] - {default}:
                 # one numpy dtype per record: it cannot follow an order chosen by data

@@ -507,3 +507,16 @@ def test_a_record_named_like_an_orders_layout_is_a_schema_problem(tmp_path):
                     "  r_be:\n    fields: [{name: a, type: u16}]\n")
     (p,) = [str(x) for x in pipeline.run([path]).problems]
     assert p.startswith(f"{path}:7: error: records.r_be: record name r_be clashes")
+
+
+def test_a_chain_over_items_choosing_their_own_order_needs_an_explicit_anchor(tmp_path):
+    text = CHAINED.replace("  log:\n    endian: \"'le' if bom == 1 else 'be'\"\n", "  log:\n")
+    text = text.replace("    params: {prev: {type: int, default: 0}}\n",
+                        "    params: {prev: {type: int, default: 0}}\n"
+                        "    endian: \"'le' if page == 1 else 'be'\"\n")
+    text = text.replace("{name: page, type: u32}", "{name: page, type: u32le}")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    (p,) = [str(x) for x in pipeline.run([path]).problems]
+    assert "records.log.fields[1].chain.from" in p
+    assert "'check' follows the byte order each item chooses" in p
