@@ -129,10 +129,14 @@ def _record(read_record: Callable, raw: bytes, pieces: list, index: int) -> Any:
 
 def _fragment(read_fragment: Callable, p: int, limit: int, k: int) -> tuple[Any, int]:
     try:
-        return read_fragment(p, limit)
+        frag, nxt = read_fragment(p, limit)
     except DecodeError as exc:
         raise _placed(exc, exc.offset if exc.offset is not None else p,
                       f"fragments[{k}]") from None
+    if nxt <= p:  # an empty fragment would repeat forever: refuse instead of hanging
+        raise ConstraintError("fragment consumes no bytes", offset=p, path=f"fragments[{k}]",
+                              expected="> 0 bytes", found=0)
+    return frag, nxt
 
 
 def _decode_blocks(spec: Spec, data: Any, pos: int, end: int, read_fragment: Callable,
