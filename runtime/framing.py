@@ -362,6 +362,8 @@ class _Window(_io.BytesIO):
     """Bytes ``data`` that sit at offset ``base`` of the outer stream: positions are the
     outer stream's, so a fragment's markers, checksum spans and errors are physical."""
 
+    absolute_positions = True  # read by the inspector: no base to add
+
     def __init__(self, data: bytes, base: int) -> None:
         super().__init__(data)
         self.base = base
