@@ -494,3 +494,26 @@ def test_a_framed_log_in_a_sized_section_with_any_tail(schema_module):
     assert log.items == items and log.items.fragments == back.log.items.fragments
     rows, starts, stop = m.decode_rows_log(data, 5, len(data) - 2)
     assert starts == [5] and stop == len(data) - 2 and list(rows[0][0]) == items
+
+
+def test_inspect_shows_fragments_at_their_physical_offsets(tmp_path, log):
+    from bytewright.generator import inspector
+
+    records = [bytes([i + 1]) * n for i, n in enumerate([3, 120, 50, 10])]
+    data, _ = reference_log(records)
+    path = tmp_path / "flog.yaml"
+    path.write_text(LOG)
+    fam = pipeline.run([path]).families["flog"]
+    res = inspector.inspect_bytes(data, log, fam, "log_file", {})
+    assert res.ok
+    crcs = [n.offset for top in res.records for n in top.walk()
+            if n.path == "log_file.records.crc"]
+    expected, o = [], 0  # walk the reference bytes: header, piece, CRC; zero tails
+    while o < len(data):
+        if BLOCK - o % BLOCK < HEADER:
+            o += BLOCK - o % BLOCK
+            continue
+        n = struct.unpack_from("<H", data, o)[0]
+        expected.append(o + 3 + n)
+        o += HEADER + n
+    assert crcs == expected and len(expected) > len(records)
