@@ -72,6 +72,7 @@ class Spec:
     after_piece: int = 0
     lacing: str | None = None
     continued: Callable[[Any], Any] | None = None
+    continued_at: tuple[str, ...] | None = None  # where a stored continued flag sits
     # the Construct path's conversions (set once the module's converters exist)
     frag_from_construct: Callable[[Any], Any] | None = None
     frag_to_construct: Callable[[Any], Any] | None = None
@@ -309,6 +310,7 @@ def pages(spec: Spec, raws: list[bytes], kept: Any) -> list:
         m = len(getattr(page, spec.lacing))
         mine = segs[i:i + m]
         i += m
+        page = _with_continued(spec, page, open_)
         if bool(spec.continued(page)) != open_:
             raise EncodeError(f"page {k} says continued={bool(spec.continued(page))}, the "
                               f"packets say {open_}", path=f"fragments[{k}]")
@@ -317,6 +319,27 @@ def pages(spec: Spec, raws: list[bytes], kept: Any) -> list:
         out.append(dataclasses.replace(page, **{
             spec.lacing: [v for v, _ in mine], spec.piece: b"".join(b for _, b in mine)}))
     return out
+
+
+def _with_continued(spec: Spec, page: Any, value: bool) -> Any:
+    """``page`` with its stored continued flag (a bool or an integer reached by
+    ``continued_at``) set to ``value``; unchanged when the flag is computed."""
+    where = spec.continued_at
+    if not where:
+        return page
+    chain = [page]
+    for name in where:
+        chain.append(getattr(chain[-1], name, None))
+    cur = chain[-1]
+    if isinstance(cur, bool) or type(cur) is int:
+        new: Any = type(cur)(value)
+    else:
+        return page  # an enum or another value: checked, not set
+    for owner, name in zip(reversed(chain[:-1]), reversed(where), strict=True):
+        if not dataclasses.is_dataclass(owner):
+            return page
+        new = dataclasses.replace(owner, **{name: new})
+    return new
 
 
 # -- the fast path's calls ---------------------------------------------------------------

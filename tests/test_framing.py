@@ -351,16 +351,34 @@ def test_lacing_structure_that_does_not_fit_the_packets_is_an_encode_error(ogg):
     more = FramedList(list(value.packets), value.packets.fragments)
     more[1] = ogg.Packet(b"a" * 300)  # two segments now: the pages hold one too few
     assert encode_errors(ogg, "stream", ogg.Stream(more)) == {"stream.packets.fragments"}
+    # no kept pages at all: nothing to take the page headers from
+    assert encode_errors(ogg, "stream", ogg.Stream([ogg.Packet(b"x")])) == {
+        "stream.packets.fragments"}
+
+
+def test_a_stored_continued_flag_is_derived_a_computed_one_checked(ogg, schema_module):
+    value = ogg.decode_stream(ogg_bytes())[0]
     flag = FramedList(list(value.packets), list(value.packets.fragments))
     last = flag.fragments[2]
     flag.fragments[2] = ogg.Page(ogg.PageFlags(continued=False, first_page=False,
                                                last_page=True),
                                  last.granule, last.serial, last.sequence,
                                  last.segment_table, last.body)
-    assert encode_errors(ogg, "stream", ogg.Stream(flag)) == {"stream.packets.fragments[2]"}
-    # no kept pages at all: nothing to take the page headers from
-    assert encode_errors(ogg, "stream", ogg.Stream([ogg.Packet(b"x")])) == {
-        "stream.packets.fragments"}
+    # header_type.continued is a stored bit: set from the packets (page 1 ended inside one)
+    assert encode_all(ogg, "stream", ogg.Stream(flag)) == ogg_bytes()
+    # an expression is not a place to store into: a page that disagrees is refused
+    computed = schema_module(PAGES.replace('continued: "header_type.continued"',
+                                           'continued: "header_type.continued and '
+                                           'granule >= 0"'), "fogg2")
+    value = computed.decode_stream(ogg_bytes())[0]
+    assert encode_all(computed, "stream", value) == ogg_bytes()
+    pages = list(value.packets.fragments)
+    pages[2] = computed.Page(computed.PageFlags(continued=False, first_page=False,
+                                                last_page=True),
+                             last.granule, last.serial, last.sequence, last.segment_table,
+                             last.body)
+    wrong = computed.Stream(FramedList(list(value.packets), pages))
+    assert encode_errors(computed, "stream", wrong) == {"stream.packets.fragments[2]"}
 
 
 def test_lacing_decode_errors(ogg):
