@@ -437,6 +437,10 @@ def test_lacing_misuse_and_typos_are_schema_problems(tmp_path):
     assert any("lacnig" in p for p in got), got  # the JSON Schema refuses the typo
     got = problems(tmp_path, LOG.replace("          kind: kind\n", "", 1))
     assert any("block framing needs kind and kinds" in p for p in got), got
+    got = problems(tmp_path, LOG.replace("        type: blob\n        repeat: eos\n",
+                                         "        type: blob\n", 1))
+    assert any("framing needs a field of a record type with repeat: eos" in p
+               and "records.log_file.fields[0].framing" in p for p in got), got
 
 
 # -- the codec-truth property on framed records ------------------------------------------
