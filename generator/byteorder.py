@@ -56,7 +56,7 @@ def with_order(t, order: str):
         return dataclasses.replace(t, endian=order) if t.governed else t
     if isinstance(t, ir.BytesT) and isinstance(t.prefix, ir.IntT) and t.prefix.governed:
         return dataclasses.replace(t, prefix=with_order(t.prefix, order))
-    if isinstance(t, ir.RefT) and t.kind in ("enum", "flags", "alias"):
+    if isinstance(t, (ir.RefT, ir.SwitchT)):  # a base's order, or a callee's
         return dataclasses.replace(t, order=order)
     return t
 
@@ -165,6 +165,26 @@ def plan(family: ir.Family, problems: Problems) -> None:
             check_marks(rec, family, problems)
         elif rec.endian is None and need[rec.name] - {default}:
             rec.orders = ORDERS
+        for o in rec.orders:
+            other = recs.get(f"{rec.name}_{o}")
+            if other is not None:  # its generated names would be this order's
+                problems.add(other.file, other.line, f"records.{other.name}",
+                             f"record name {other.name} clashes with the {o} layout of "
+                             f"{rec.name}, whose byte order is data")
+        for f in rec.fields:
+            t = f.type
+            if f.chain is not None and isinstance(t, ir.RefT) and dynamic(recs[t.target]):
+                # the previous item's value is read at a fixed place in one order
+                src = next((x for x in recs[t.target].fields if x.name == f.chain.source), None)
+                if src is not None and governed(src, family):
+                    problems.add(rec.file, f.line, f"{f.path}.chain.from",
+                                 f"{f.chain.source!r} follows the byte order each item "
+                                 "chooses: give it an explicit suffix (u32le, u32be)")
+            if f.view == "numpy" and isinstance(t, ir.RefT) and t.kind == "record" \
+                    and recs[t.target].endian is None and need[t.target] - {default}:
+                # one numpy dtype per record: it cannot follow an order chosen by data
+                problems.add(rec.file, f.line, f"{f.path}.view", "view: numpy of a record "
+                             "whose byte order is data (give its fields explicit suffixes)")
         if rec.orders and rec.rows:
             problems.add(rec.file, rec.line, f"records.{rec.name}.rows",
                          "rows: a record whose byte order is data has one layout per order "
@@ -256,6 +276,24 @@ def callee_suffix(callee: ir.Record, order: str | None) -> str:
     return ""
 
 
+def twin_layout(family: ir.Family, name: str):
+    """What ``_u_<name>`` would be: (record, layout) for a single-layout record or one
+    order's layout (``<record>_<order>``), "dispatch" for a record with a layout per
+    order (its twin evaluates the order), None when there is no twin."""
+    rec = family.records.get(name)
+    if rec is not None:
+        if rec.version_from:
+            return None
+        if rec.orders:
+            return "dispatch"
+        return (rec, rec.layouts[0]) if len(rec.layouts) == 1 else None
+    base, _, order = name.rpartition("_")
+    rec = family.records.get(base)
+    if order in ORDERS and rec is not None and rec.orders and not rec.version_from:
+        return rec, next(lay for lay in rec.layouts if lay.order == order)
+    return None
+
+
 def fast_dispatcher(rec: ir.Record, kind: str, family: ir.Family) -> str:
     """``_d_<record>``/``_e_<record>``: evaluate the order and call its layout."""
     params = "".join(f", p_{p}" for p in rec.params)
@@ -297,6 +335,50 @@ def fast_dispatcher(rec: ir.Record, kind: str, family: ir.Family) -> str:
     else:
         lines.append(f"    raise EncodeError('byte order of {rec.name} must be le or be, not ' "
                      f"+ repr(_order), path={first!r})")
+    return "\n".join(lines)
+
+
+def fast_twin(rec: ir.Record, family: ir.Family) -> str:
+    """``_u_<record>`` (the optimistic dispatcher: the marks read without bounds tests,
+    the order's twin called) and ``_m_<record>`` (records in one loop); whatever fails
+    is re-read by the checked decoder, whose error is the one raised."""
+    params = "".join(f", p_{p}" for p in rec.params)
+    head = f"(mv, pos, end{params})"
+    lines = [f"def _u_{rec.name}(mv, pos, end{params}):"]
+    if rec.endian is None:
+        lines.append(f"    return _u_{rec.name}_{family.endian}{head}")
+    else:
+        marks = mark_fields(rec, family)
+        for n in sorted(rec.endian.names - set(rec.params)):
+            off, f = marks[n]
+            lines.append(f"    f_{n} = struct.unpack_from({mark_code(f, family)[0]!r}, mv, "
+                         f"pos + {off})[0]")
+        lines.append(f"    _order = {rec.endian.render(lambda n: f'p_{n}' if n in rec.params else f'f_{n}')}")
+        for o in ORDERS:
+            lines += [f"    if _order == {o!r}:", f"        return _u_{rec.name}_{o}{head}"]
+        lines.append("    raise ValueError(_order)")
+    ptuple = "(" + "".join(f"p_{p}, " for p in rec.params) + ")"
+    fallback = f"_rest(_d_{rec.name}, {rec.name!r}, mv, _rs, _end, {ptuple}, _out)"
+    lines += ["", f"def _m_{rec.name}(mv, pos, end{params}, _rest=_decode_many):",
+              "    _out = []",
+              "    _append = _out.append",
+              "    _p0 = _rs = pos",
+              "    _end = end",
+              "    try:",
+              "        while True:",  # see FastEmitter.optimistic: no `while cond:`
+              "            if pos >= end:",
+              "                break",
+              "            _rs = pos",
+              f"            _v, pos = _u_{rec.name}{head}",
+              "            if pos <= _rs:",
+              "                raise IndexError",
+              "            _append(_v)",
+              "    except Exception:",
+              f"        return {fallback}",
+              "    if pos > end and pos != _p0:  # the last record ran past the end",
+              "        _out.pop()",
+              f"        return {fallback}",
+              "    return _out"]
     return "\n".join(lines)
 
 

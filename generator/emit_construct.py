@@ -144,20 +144,20 @@ class ConstructEmitter:
                 return self.int_c(byteorder.base_of(self.family, t))
             if t.kind == "flags":
                 return self.flags_c(self.family.flags[t.target], byteorder.base_of(self.family, t))
-            return self.with_params(t.target, t.args, rec)
+            return self.with_params(t.target, t.args, rec, t.order)
         if isinstance(t, ir.SwitchT):
             cases = []
             for key, _, target in t.cases:
-                sub = "Pass" if target is None else self.with_params(target, t.args, rec)
+                sub = "Pass" if target is None else self.with_params(target, t.args, rec, t.order)
                 cases.append(f"{key!r}: {sub}")
             default = {"error": "Error", "bytes": "GreedyBytes"}.get(t.default)
             if default is None:
-                default = self.with_params(t.default, t.args, rec)
+                default = self.with_params(t.default, t.args, rec, t.order)
             return (f"Switch({self.lam(t.on, rec)}, {{{', '.join(cases)}}}, "
                     f"default={default})")
         raise AssertionError(t)
 
-    def with_params(self, target: str, args, rec: ir.Record) -> str:
+    def with_params(self, target: str, args, rec: ir.Record, order: str | None = None) -> str:
         callee = self.family.records[target]
         given = dict(args)
         items = []
@@ -169,7 +169,7 @@ class ConstructEmitter:
                 if p.type in self.family.enums:  # hand the callee the enum, as the fast path does
                     src = f"_enum_value({enum_class(p.type)}, {src}, True)"
                 items.append(f"{p.name!r}: {self.code(src)}")
-        cname = f"C_{target}{byteorder.callee_suffix(callee, self.cur_order)}"
+        cname = f"C_{target}{byteorder.callee_suffix(callee, order)}"
         if not items:
             return cname
         return f"WithParams({cname}, {{{', '.join(items)}}})"
@@ -194,11 +194,11 @@ class ConstructEmitter:
             base = f"Const({zero}, {base})" if zero == "0" else f"Const({zero})"
         if f.chain is not None and f.repeat is not None:
             # items get the previous item's stored value as a param (chained checksums)
-            side, k, it = chain_anchor(self.family, f, self.cur_order)
+            side, k, it = chain_anchor(self.family, f, f.type.order)
             fmt = ("<" if it.endian == "le" else ">") + it.code
             args = tuple(a for a in f.type.args if a[0] != f.chain.param) + (
                 (f.chain.param, parse("_chain")),)
-            elem = self.with_params(f.type.target, args, rec)
+            elem = self.with_params(f.type.target, args, rec, f.type.order)
             count = self.lam(f.repeat.count, rec) if f.repeat.count is not None else "None"
             stop = ", stop_on_error=True" if getattr(f.repeat, "stop_on_error", False) else ""
             base = (f"ChainedRepeat({elem}, {count}, {self.lam(f.chain.first, rec)}, "
@@ -488,8 +488,6 @@ class ConstructEmitter:
                 need.add(f.derived_from[1])
         return need
 
-    cur_order: str | None = None  # byte order of the definition being emitted
-
     def ordered_c(self, rec: ir.Record) -> list[str]:
         """A record whose byte order is data: one ``Struct`` per order
         (``C_<record>_<order>``) and ``C_<record>`` choosing between them."""
@@ -498,11 +496,7 @@ class ConstructEmitter:
             conc = dataclasses.replace(
                 rec, fields=byteorder.layout_fields(rec, rec.fields, o),
                 layouts=[lay for lay in rec.layouts if lay.order == o])
-            self.cur_order = o
-            try:
-                part = self._record_c(conc)
-            finally:
-                self.cur_order = None
+            part = self._record_c(conc)
             head = f"C_{rec.name}"
             lines += [head + f"_{o}" + x[len(head):] if x.startswith((head + " ", head + "."))
                       else x for x in part]
@@ -527,11 +521,7 @@ class ConstructEmitter:
     def record_c(self, rec: ir.Record) -> list[str]:
         if rec.orders:
             return self.ordered_c(rec)
-        self.cur_order = byteorder.fixed_order(rec.endian)
-        try:
-            return self._record_c(rec)
-        finally:
-            self.cur_order = None
+        return self._record_c(rec)
 
     def _record_c(self, rec: ir.Record) -> list[str]:
         spans = self.spans(rec)

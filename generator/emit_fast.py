@@ -66,7 +66,6 @@ class FastEmitter:
         self.min_sizes: dict[str, int] = {}
         self.deferred: dict[str, list[ir.Field]] = {}
         self.lay_name = ""
-        self.cur_order: str | None = None  # byte order of the layout being emitted
         self._inline_stack: frozenset[str] = frozenset()  # records being inlined (no recursion)
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
@@ -334,17 +333,16 @@ class FastEmitter:
         any error's path with ``label`` exactly as the call did."""
         body = self.inline_call("d", callee, args, target)
         if body is None:
-            suffix = suffix or byteorder.callee_suffix(callee, self.cur_order)
             body = [f"{target}, pos = _d_{callee.name}{suffix}(mv, pos, end{args})"]
         return ["try:"] + ["    " + x for x in body] + [
             "except DecodeError as _exc:",
             f"    raise _exc.prefixed({label!r}) from None"]
 
-    def call_or_inline_encode(self, callee: ir.Record, args: str, val: str) -> list[str]:
+    def call_or_inline_encode(self, callee: ir.Record, args: str, val: str,
+                              suffix: str = "") -> list[str]:
         """Encode ``val`` as sub-record ``callee`` (inline when small)."""
         body = self.inline_call("e", callee, f", {val}{args}", "")
         if body is None:
-            suffix = byteorder.callee_suffix(callee, self.cur_order)
             return [f"_e_{callee.name}{suffix}(out, {val}{args})"]
         return body
 
@@ -353,7 +351,6 @@ class FastEmitter:
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay_name = rec.name + lay.suffix
         self.cur_rec = rec
-        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
                  "    start = pos"]
         spans = self.spans_needed(lay)
@@ -420,6 +417,8 @@ class FastEmitter:
         if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
                 and not rec.version_from:
             lines += self.optimistic(rec, lines)
+        elif not self._inline_stack and not self._no_twin and lay.order and not rec.version_from:
+            lines += self.optimistic(rec, lines, rec.name + lay.suffix)  # one per byte order
         return lines
 
     OPTIMISTIC_MAX_LINES = 1000  # larger decoders get no optimistic twin (code size)
@@ -430,20 +429,25 @@ class FastEmitter:
         its checked decoder, built once more without twins)."""
         got = self._twins.get(name)
         if got is None:
-            rec = self.family.records.get(name)  # None: one order's layout (no twin)
+            rec = self.family.records.get(name)
             got = False
-            if rec is not None and len(rec.layouts) == 1 and not rec.version_from:
+            # byte order as data: one twin per order's layout, and a dispatcher twin
+            target = byteorder.twin_layout(self.family, name)
+            if target == "dispatch":
+                got = all(self.has_twin(f"{name}_{o}") for o in rec.orders)
+            elif target is not None:
+                rec, lay = target
                 sub = FastEmitter(self.family)
                 sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
                 sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
                 sub._no_twin = True
-                lines = sub.decoder(rec, rec.layouts[0])
+                lines = sub.decoder(rec, lay)
                 got = len(lines) <= self.OPTIMISTIC_MAX_LINES and \
                     Optimist({}).eligible(ast.parse("\n".join(lines)).body[0])
             self._twins[name] = got
         return got
 
-    def optimistic(self, rec: ir.Record, lines: list[str]) -> list[str]:
+    def optimistic(self, rec: ir.Record, lines: list[str], order_name: str = "") -> list[str]:
         """``_u_<record>`` (one record) and ``_m_<record>`` (consecutive records in one
         loop, no call per record) for the checked decoder ``lines``; [] when the
         decoder does something the twin cannot mirror (see :class:`Optimist`)."""
@@ -463,10 +467,12 @@ class FastEmitter:
         on_bytes = bytes_slices(fn, lambda: self.const("BD", "bytes.decode"))
         name = rec.name
         params = [a.arg for a in fn.args.args[3:]]
-        fn.name = f"_u_{name}"
+        fn.name = f"_u_{order_name or name}"
         single = ast.unparse(fn).splitlines()
         if on_bytes:  # the buffer's type, once per record here (once per log below)
             single[1:1] = [f"    {_IS_BYTES}"]
+        if order_name:  # one order's layout: its dispatcher twin loops (byteorder.py)
+            return [""] + single
         # the many-loop: the body once per record, the value appended; struct methods
         # are bound once per log (a local load instead of a global and an attribute)
         ret = fn.body[-1]
@@ -849,7 +855,7 @@ class FastEmitter:
 
     def chain_read(self, f: ir.Field, buf: str, start: str, stop: str) -> str:
         """Source reading the stored chain value of the item at ``start``..``stop``."""
-        side, k, it = chain_anchor(self.family, f, self.cur_order)
+        side, k, it = chain_anchor(self.family, f, f.type.order)
         st = self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
         at = f"{start} + {k}" if side == "start" else f"{stop} - {k}"
         return f"{st}.unpack_from({buf}, {at})[0]"
@@ -1008,7 +1014,8 @@ class FastEmitter:
         if isinstance(t, ir.RefT) and t.kind == "record":
             callee = self.family.records[t.target]
             args = self.call_args(callee, t.args, rec, res)
-            return self.call_or_inline_decode(callee, args, target, label)
+            return self.call_or_inline_decode(callee, args, target, label,
+                                              byteorder.callee_suffix(callee, t.order))
         if isinstance(t, ir.SwitchT):
             out = [f"_tag = {t.on.render(res)}"]
             first = True
@@ -1022,7 +1029,8 @@ class FastEmitter:
                     callee = self.family.records[target_rec]
                     args = self.call_args(callee, t.args, rec, res)
                     out += ["    " + x for x in
-                            self.call_or_inline_decode(callee, args, target, label)]
+                            self.call_or_inline_decode(callee, args, target, label,
+                                              byteorder.callee_suffix(callee, t.order))]
             out.append("else:" if not first else "if True:")
             if t.default == "error":
                 out.append(f"    raise ConstraintError('no case for tag', offset=pos, "
@@ -1034,7 +1042,8 @@ class FastEmitter:
                 callee = self.family.records[t.default]
                 args = self.call_args(callee, t.args, rec, res)
                 out += ["    " + x for x in
-                        self.call_or_inline_decode(callee, args, target, label)]
+                        self.call_or_inline_decode(callee, args, target, label,
+                                              byteorder.callee_suffix(callee, t.order))]
             return out
         raise AssertionError(f"no decoder for {t!r}")
 
@@ -1436,7 +1445,6 @@ class FastEmitter:
         spans = self.spans_needed(lay)
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
-        self.cur_order = lay.order or byteorder.fixed_order(rec.endian)
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
         body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
@@ -1811,7 +1819,8 @@ class FastEmitter:
         if isinstance(t, ir.RefT) and t.kind == "record":
             callee = self.family.records[t.target]
             args = self.call_args(callee, t.args, rec, res)
-            return self.call_or_inline_encode(callee, args, val)
+            return self.call_or_inline_encode(callee, args, val,
+                                              byteorder.callee_suffix(callee, t.order))
         if isinstance(t, ir.SwitchT):
             out = [f"_tag = {t.on.render(res)}"]
             first = True
@@ -1826,7 +1835,8 @@ class FastEmitter:
                     callee = self.family.records[target_rec]
                     args = self.call_args(callee, t.args, rec, res)
                     out += ["    " + x for x in efe.case_check(val, camel(target_rec), lbl, f.name)
-                            + self.call_or_inline_encode(callee, args, val)]
+                            + self.call_or_inline_encode(callee, args, val,
+                                              byteorder.callee_suffix(callee, t.order))]
             out.append("else:" if not first else "if True:")
             if t.default == "error":
                 out.append(f"    raise EncodeError('no case for tag ' + repr(_tag), "
@@ -1836,7 +1846,8 @@ class FastEmitter:
             else:
                 callee = self.family.records[t.default]
                 args = self.call_args(callee, t.args, rec, res)
-                out += ["    " + x for x in self.call_or_inline_encode(callee, args, val)]
+                out += ["    " + x for x in self.call_or_inline_encode(callee, args, val,
+                                              byteorder.callee_suffix(callee, t.order))]
             return out
         raise AssertionError(f"no encoder for {t!r}")
 

@@ -3,6 +3,7 @@ both codec paths, and the lines each path calls (``bytewright.runtime.framing``)
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from . import ir
@@ -37,7 +38,22 @@ def spec_source(f: ir.Field) -> str:
     else:
         cont = fr.continued.render(lambda n: f"_f.{n}")
         parts += [f"lacing={fr.lacing!r}", f"continued=lambda _f: {cont}"]
+        where = attribute_path(fr.continued.tree)
+        if where is not None:  # a stored flag: encode sets it from the packets
+            parts.append(f"continued_at={where!r}")
     return f"_framing.Spec({', '.join(parts)})"
+
+
+def attribute_path(tree: ast.expr) -> tuple[str, ...] | None:
+    """``('header_type', 'continued')`` for ``header_type.continued`` (a name or a chain
+    of attributes), else None (an expression encode can only check)."""
+    names: list[str] = []
+    while isinstance(tree, ast.Attribute):
+        names.insert(0, tree.attr)
+        tree = tree.value
+    if not isinstance(tree, ast.Name):
+        return None
+    return (tree.id, *names)
 
 
 def decode_lines(fast: Any, f: ir.Field) -> list[str]:

@@ -320,6 +320,8 @@ class _Family:
         seq_so_far = seq_so_far or []
         if f.chain is not None:
             raise Unsupported("chained parameter from the previous item")
+        if f.framing is not None:
+            raise Unsupported("records carried in blocks or pages (framing)")
         if f.convert:
             raise Unsupported(f"numeric conversion {f.convert}")
         entry: dict = {"id": ident}

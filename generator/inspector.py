@@ -185,6 +185,7 @@ class _Tracer:
         self.stack: list[Node] = []
         self.top: list[Node] = []
         self.bases: dict[int, tuple[int | None, str | None]] = {id(self.root): (0, None)}
+        self.alive: list[BinaryIO] = []  # sub-streams located: their ids stay theirs
         self.items: dict[int, int] = {}
         self.base_path = base_path
         self.bad: list[Node] = []
@@ -194,6 +195,7 @@ class _Tracer:
         key = id(stream)
         if key not in self.bases:
             self.bases[key] = self._find_base(stream)
+            self.alive.append(stream)
         base, region = self.bases[key]
         if region is not None:
             return None, region, pos
@@ -203,6 +205,8 @@ class _Tracer:
         """Where a sub-stream's bytes sit in the stream of the enclosing field: sized
         fields are slices of it; decompressed bytes are found nowhere (a region)."""
         parent = self.stack[-1] if self.stack else None
+        if getattr(stream, "absolute_positions", False):  # a window telling outer offsets
+            return 0, None
         try:
             data = stream.getvalue()  # type: ignore[attr-defined]
         except AttributeError:

@@ -187,7 +187,9 @@ class RefT:
     kind: str  # enum | flags | alias | record
     target: str
     args: tuple[tuple[str, Expr], ...] = ()
-    order: str | None = None  # enum/flags/alias: the byte order its unsuffixed base takes
+    # byte order as data: an enum/flags/alias base's order, or the order a record
+    # inheriting one is called in (None: the file's order)
+    order: str | None = None
 
     @property
     def name(self) -> str:
@@ -203,6 +205,7 @@ class SwitchT:
     default: str  # "error" | "bytes" | record name
     args: tuple[tuple[str, Expr], ...] = ()
     name: str = "switch"
+    order: str | None = None  # the order inheriting case records are called in
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,8 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
                 blocks += byteorder.version_dispatchers(rec, dispatcher)
             blocks.append(byteorder.fast_dispatcher(rec, "d", family))
             blocks.append(byteorder.fast_dispatcher(rec, "e", family))
+            if rec.version_range is None and fast.has_twin(rec.name):
+                blocks.append(byteorder.fast_twin(rec, family))
         elif rec.version_range is not None:
             blocks.append(dispatcher(rec, "d"))
             blocks.append(dispatcher(rec, "e"))

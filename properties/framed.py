@@ -40,8 +40,8 @@ def framed_value(builder: Any, draw: Callable, rec: ir.Record, f: ir.Field, item
         for _ in range(MAX_PAGE_DRAWS):
             page, _scope = builder.draw_record(draw, frag, {}, f"{path}.fragments[{k}]", [])
             page = dataclasses.replace(page, **{fr.lacing: [0] * n})
-            if bool(spec.continued(page)) == open_:
-                break
+            if spec.continued_at or bool(spec.continued(page)) == open_:
+                break  # a stored flag is set by the encoder, a computed one must hold
         else:
             builder.reject(f"{rec.name}.{f.name}: no page drawn with continued={open_}")
         kept.append(page)

@@ -193,6 +193,20 @@ class Builder:
                 n = f.compressed.algorithm.simple_name()
                 if n is not None:
                     keys.setdefault(n, [("codec", label) for label, _ in f.compressed.codecs])
+        marks = sorted(rec.endian.names - set(rec.params)) if rec.endian is not None else []
+        if len(marks) == 1 and marks[0] not in keys:
+            # byte order as data: the mark takes values that choose an order (the
+            # expression's constants and their neighbours, kept when they give le/be)
+            n = marks[0]
+            ok = []
+            for c in sorted({c + d for c in _constants(rec.endian) for d in (0, 1)} | {0, 1}):
+                try:
+                    if self.ev(rec.endian, _Env({n: c})) in ("le", "be"):
+                        ok.append(c)
+                except _Unknown:
+                    continue
+            if ok:
+                keys[n] = ok
         return keys
 
     def draw_params(self, draw: Callable, rec: ir.Record) -> dict[str, Any]:
@@ -391,6 +405,13 @@ class Builder:
                 continue  # reads a value only the encoder derives: the decode will tell
             if not ok:
                 self.reject(f"{rec.name}.{f.name}: assert {a.check.source!r} not met")
+        if rec.endian is not None and rec.endian.constant() is None:
+            try:
+                order = self.ev(rec.endian, env)
+            except _Unknown:
+                order = "le"  # reads a value only the encoder derives: the decode will tell
+            if order not in ("le", "be"):
+                self.reject(f"{rec.name}: byte order {order!r} is neither le nor be")
         for f in rec.model_fields:
             model.setdefault(f.name, None)
         cls = getattr(self.module, camel(rec.name))

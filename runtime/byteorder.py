@@ -71,8 +71,11 @@ class ByteOrder(cs.Construct):
             values[name] = self.consts[name] if name in self.consts else obj[name]
         order = self.choose(values, params or {})
         if order not in ORDERS:
-            raise EncodeError(f"byte order of {self.record} must be le or be, not {order!r}",
+            exc = EncodeError(f"byte order of {self.record} must be le or be, not {order!r}",
                               path=self.first)
+            if self.first:
+                note(exc, 0, self.first)  # named as the mark, however deep the record sits
+            raise exc
         return order
 
     def _parse(self, stream, context, path):

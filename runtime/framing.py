@@ -72,6 +72,7 @@ class Spec:
     after_piece: int = 0
     lacing: str | None = None
     continued: Callable[[Any], Any] | None = None
+    continued_at: tuple[str, ...] | None = None  # where a stored continued flag sits
     # the Construct path's conversions (set once the module's converters exist)
     frag_from_construct: Callable[[Any], Any] | None = None
     frag_to_construct: Callable[[Any], Any] | None = None
@@ -129,10 +130,14 @@ def _record(read_record: Callable, raw: bytes, pieces: list, index: int) -> Any:
 
 def _fragment(read_fragment: Callable, p: int, limit: int, k: int) -> tuple[Any, int]:
     try:
-        return read_fragment(p, limit)
+        frag, nxt = read_fragment(p, limit)
     except DecodeError as exc:
         raise _placed(exc, exc.offset if exc.offset is not None else p,
                       f"fragments[{k}]") from None
+    if nxt <= p:  # an empty fragment would repeat forever: refuse instead of hanging
+        raise ConstraintError("fragment consumes no bytes", offset=p, path=f"fragments[{k}]",
+                              expected="> 0 bytes", found=0)
+    return frag, nxt
 
 
 def _decode_blocks(spec: Spec, data: Any, pos: int, end: int, read_fragment: Callable,
@@ -305,6 +310,7 @@ def pages(spec: Spec, raws: list[bytes], kept: Any) -> list:
         m = len(getattr(page, spec.lacing))
         mine = segs[i:i + m]
         i += m
+        page = _with_continued(spec, page, open_)
         if bool(spec.continued(page)) != open_:
             raise EncodeError(f"page {k} says continued={bool(spec.continued(page))}, the "
                               f"packets say {open_}", path=f"fragments[{k}]")
@@ -313,6 +319,27 @@ def pages(spec: Spec, raws: list[bytes], kept: Any) -> list:
         out.append(dataclasses.replace(page, **{
             spec.lacing: [v for v, _ in mine], spec.piece: b"".join(b for _, b in mine)}))
     return out
+
+
+def _with_continued(spec: Spec, page: Any, value: bool) -> Any:
+    """``page`` with its stored continued flag (a bool or an integer reached by
+    ``continued_at``) set to ``value``; unchanged when the flag is computed."""
+    where = spec.continued_at
+    if not where:
+        return page
+    chain = [page]
+    for name in where:
+        chain.append(getattr(chain[-1], name, None))
+    cur = chain[-1]
+    if isinstance(cur, bool) or type(cur) is int:
+        new: Any = type(cur)(value)
+    else:
+        return page  # an enum or another value: checked, not set
+    for owner, name in zip(reversed(chain[:-1]), reversed(where), strict=True):
+        if not dataclasses.is_dataclass(owner):
+            return page
+        new = dataclasses.replace(owner, **{name: new})
+    return new
 
 
 # -- the fast path's calls ---------------------------------------------------------------
@@ -357,6 +384,8 @@ def _as_decode_error(exc: Exception, base: int, default: int) -> DecodeError:
 class _Window(_io.BytesIO):
     """Bytes ``data`` that sit at offset ``base`` of the outer stream: positions are the
     outer stream's, so a fragment's markers, checksum spans and errors are physical."""
+
+    absolute_positions = True  # read by the inspector: no base to add
 
     def __init__(self, data: bytes, base: int) -> None:
         super().__init__(data)

@@ -236,6 +236,10 @@ def test_encoding_a_value_whose_mark_is_neither_order_fails_on_both_paths(m):
     v = m.decode_tiff(tiff("le"))[0]
     v.order = 0x1234
     assert encode_errors(m, "tiff", v) == [(EncodeError, "tiff.order")] * 3
+    h = m.Holder(items=[m.decode_tiff(tiff("be"))[0], v])
+    fast, interpreted, compiled = encode_errors(m, "holder", h)
+    assert fast == interpreted == (EncodeError, "holder.items[1].order")
+    assert compiled[1].startswith("holder")  # compiled builds name no list items
 
 
 @pytest.mark.parametrize("o", ["le", "be"])
@@ -402,3 +406,117 @@ def test_a_chain_reads_the_previous_item_in_the_inherited_order(tmp_path, o):
         data += raw + struct.pack(e + "I", prev)
     v = every_path(mc, "log", data)
     assert [f.page for f in v.frames] == [5, 6, 7]
+
+
+def test_many_records_in_either_order_in_one_loop(m):
+    """``decode_many``/``decode_prefix`` read the records optimistically (one twin per
+    order); a bad mark stops them where the checked decoder says."""
+    assert all(hasattr(m, n) for n in ("_u_tiff_le", "_u_tiff_be", "_u_tiff", "_m_tiff",
+                                       "_u_entry_be", "_u_packet_le"))
+    data = tiff("le") + tiff("be") + tiff("le")
+    values = m.decode_many_tiff(data)
+    assert [v.order for v in values] == [0x4949, 0x4D4D, 0x4949]
+    assert values == [v for v, _ in m.iter_tiff(data)]
+    assert m.decode_many_pcap_file(pcap("be"))[0].packets[1].data == b"z"
+    cut = data[:len(tiff("le")) * 2] + b"XY" + tiff("le")[2:]
+    with pytest.raises(ConstraintError) as info:
+        m.decode_many_tiff(cut)
+    assert (info.value.path, info.value.offset) == ("tiff[2].order", 2 * len(tiff("le")))
+    got, stop = m.decode_prefix_tiff(cut)
+    assert (len(got), stop) == (2, 2 * len(tiff("le")))
+    assert m.encode_many_tiff(values) == data
+
+
+@pytest.mark.parametrize("kind", ["valid", "near"])
+@pytest.mark.parametrize("rec", ["pcap_file", "tiff", "holder", "chunk", "sample", "fixed_be",
+                                 "versioned", "entry"])
+def test_the_codec_truth_property_holds(m, tmp_path_factory, rec, kind):
+    """Values drawn from the schema (marks drawn to choose either order) encode alike on
+    both paths and decode back on all three; one invalid change fails alike."""
+    from bytewright.properties import Builder, run_record
+    path = tmp_path_factory.mktemp("prop") / "orders.yaml"
+    path.write_text(SCHEMA)
+    fam = pipeline.run([path], render_modules=False).families["orders"]
+    res = run_record(Builder(fam, m), rec, max_examples=12, kind=kind, shrink=False)
+    assert res.status == "ok", res.detail
+
+
+NUMPY = """
+bytewright: 1
+family: npv
+records:
+  pt:
+    fields:
+      - {name: x, type: u32}
+  r:
+    endian: "'le' if bom == 1 else 'be'"
+    fields:
+      - {name: bom, type: u8}
+      - {name: n, type: u16}
+      - {name: vals, type: u32, repeat: {count: n}, view: numpy}
+"""
+
+
+@pytest.mark.parametrize("o", ["le", "be"])
+def test_a_numpy_view_takes_the_layouts_order(tmp_path, o):
+    mn = build_module(NUMPY, tmp_path, "npv")
+    e = ORDER[o]
+    data = bytes([o == "le"]) + struct.pack(e + "HII", 2, 7, 0x01020304)
+    v, _ = mn.decode_r(data)
+    assert list(v.vals) == [7, 0x01020304]
+    assert list(mn.construct_decode_r(data, compiled=True).vals) == [7, 0x01020304]
+    assert mn.encode_r(v) == data == mn.construct_encode_r(v)
+
+
+def test_a_numpy_view_of_an_inheriting_record_is_a_schema_problem(tmp_path):
+    path = tmp_path / "np.yaml"
+    path.write_text(NUMPY + "      - {name: pts, type: pt, repeat: {count: n}, view: numpy}\n")
+    (p,) = [str(x) for x in pipeline.run([path]).problems]
+    assert "records.r.fields[3].view: view: numpy of a record whose byte order is data" in p
+
+
+SCOPED = """
+bytewright: 1
+family: scoped
+records:
+  sub:
+    fields:
+      - {name: v, type: u16}
+  r:
+    fields:
+      - {name: big, type: u8}
+      - {name: a, type: sub, endian: "'be' if big else 'le'"}
+      - {name: b, type: sub}
+      - {name: c, type: u16}
+"""
+
+
+@pytest.mark.parametrize("o", ["le", "be"])
+def test_a_field_expression_on_a_record_field_governs_that_record_only(tmp_path, o):
+    ms = build_module(SCOPED, tmp_path, "scoped")
+    data = bytes([o == "be"]) + struct.pack(ORDER[o] + "H", 0x0102) + struct.pack(
+        "<HH", 0x0304, 0x0506)  # b and c keep the file's order
+    v = every_path(ms, "r", data)
+    assert (v.a.v, v.b.v, v.c) == (0x0102, 0x0304, 0x0506)
+
+
+def test_a_record_named_like_an_orders_layout_is_a_schema_problem(tmp_path):
+    path = tmp_path / "clash.yaml"
+    path.write_text("bytewright: 1\nfamily: clash\nrecords:\n  r:\n    endian: \"'le' if m "
+                    "else 'be'\"\n    fields: [{name: m, type: u8}, {name: a, type: u16}]\n"
+                    "  r_be:\n    fields: [{name: a, type: u16}]\n")
+    (p,) = [str(x) for x in pipeline.run([path]).problems]
+    assert p.startswith(f"{path}:7: error: records.r_be: record name r_be clashes")
+
+
+def test_a_chain_over_items_choosing_their_own_order_needs_an_explicit_anchor(tmp_path):
+    text = CHAINED.replace("  log:\n    endian: \"'le' if bom == 1 else 'be'\"\n", "  log:\n")
+    text = text.replace("    params: {prev: {type: int, default: 0}}\n",
+                        "    params: {prev: {type: int, default: 0}}\n"
+                        "    endian: \"'le' if page == 1 else 'be'\"\n")
+    text = text.replace("{name: page, type: u32}", "{name: page, type: u32le}")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    (p,) = [str(x) for x in pipeline.run([path]).problems]
+    assert "records.log.fields[1].chain.from" in p
+    assert "'check' follows the byte order each item chooses" in p

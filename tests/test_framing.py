@@ -97,15 +97,18 @@ def reference_log(records: list[bytes], block: int = BLOCK) -> tuple[bytes, list
     return bytes(out), kinds
 
 
-def decode_all(m, rec: str, data: bytes):
-    """The value on the three decode paths (they must agree, fragments included)."""
+def decode_all(m, rec: str, data: bytes, framed=None):
+    """The value on the three decode paths (they must agree, the fragments of the framed
+    field ``framed(value)`` -- by default the last field -- included)."""
+    if framed is None:
+        def framed(v):
+            return getattr(v, dataclasses.fields(v)[-1].name)
     value, end = m.DECODERS[rec](data)
     assert end == len(data)
     for compiled in (False, True):
         other = m.CONSTRUCT_DECODERS[rec](data, compiled=compiled)
         assert other == value
-        field = dataclasses.fields(value)[-1].name  # the framed field
-        assert getattr(other, field).fragments == getattr(value, field).fragments
+        assert framed(other).fragments == framed(value).fragments
     return value
 
 
@@ -164,6 +167,9 @@ def test_blocks_decode_and_encode_as_the_reference_writer(log):
     assert encode_all(log, "log_file", plain) == data
     assert encode_all(log, "log_file", value) == data
     assert value == plain  # a framed list equals the plain list of its records
+    # block fragments are derived: kept ones (even wrong ones) do not change the bytes
+    value.records.fragments = value.records.fragments[:1]
+    assert encode_all(log, "log_file", value) == data
 
 
 def test_block_edge_cases_by_hand(log):
@@ -345,16 +351,34 @@ def test_lacing_structure_that_does_not_fit_the_packets_is_an_encode_error(ogg):
     more = FramedList(list(value.packets), value.packets.fragments)
     more[1] = ogg.Packet(b"a" * 300)  # two segments now: the pages hold one too few
     assert encode_errors(ogg, "stream", ogg.Stream(more)) == {"stream.packets.fragments"}
+    # no kept pages at all: nothing to take the page headers from
+    assert encode_errors(ogg, "stream", ogg.Stream([ogg.Packet(b"x")])) == {
+        "stream.packets.fragments"}
+
+
+def test_a_stored_continued_flag_is_derived_a_computed_one_checked(ogg, schema_module):
+    value = ogg.decode_stream(ogg_bytes())[0]
     flag = FramedList(list(value.packets), list(value.packets.fragments))
     last = flag.fragments[2]
     flag.fragments[2] = ogg.Page(ogg.PageFlags(continued=False, first_page=False,
                                                last_page=True),
                                  last.granule, last.serial, last.sequence,
                                  last.segment_table, last.body)
-    assert encode_errors(ogg, "stream", ogg.Stream(flag)) == {"stream.packets.fragments[2]"}
-    # no kept pages at all: nothing to take the page headers from
-    assert encode_errors(ogg, "stream", ogg.Stream([ogg.Packet(b"x")])) == {
-        "stream.packets.fragments"}
+    # header_type.continued is a stored bit: set from the packets (page 1 ended inside one)
+    assert encode_all(ogg, "stream", ogg.Stream(flag)) == ogg_bytes()
+    # an expression is not a place to store into: a page that disagrees is refused
+    computed = schema_module(PAGES.replace('continued: "header_type.continued"',
+                                           'continued: "header_type.continued and '
+                                           'granule >= 0"'), "fogg2")
+    value = computed.decode_stream(ogg_bytes())[0]
+    assert encode_all(computed, "stream", value) == ogg_bytes()
+    pages = list(value.packets.fragments)
+    pages[2] = computed.Page(computed.PageFlags(continued=False, first_page=False,
+                                                last_page=True),
+                             last.granule, last.serial, last.sequence, last.segment_table,
+                             last.body)
+    wrong = computed.Stream(FramedList(list(value.packets), pages))
+    assert encode_errors(computed, "stream", wrong) == {"stream.packets.fragments[2]"}
 
 
 def test_lacing_decode_errors(ogg):
@@ -413,6 +437,10 @@ def test_lacing_misuse_and_typos_are_schema_problems(tmp_path):
     assert any("lacnig" in p for p in got), got  # the JSON Schema refuses the typo
     got = problems(tmp_path, LOG.replace("          kind: kind\n", "", 1))
     assert any("block framing needs kind and kinds" in p for p in got), got
+    got = problems(tmp_path, LOG.replace("        type: blob\n        repeat: eos\n",
+                                         "        type: blob\n", 1))
+    assert any("framing needs a field of a record type with repeat: eos" in p
+               and "records.log_file.fields[0].framing" in p for p in got), got
 
 
 # -- the codec-truth property on framed records ------------------------------------------
@@ -477,14 +505,37 @@ def test_a_framed_log_in_a_sized_section_with_any_tail(schema_module):
     blocks = [body[k:k + 15] for k in range(0, len(body), 15)]
     assert data == bytes([3]) + struct.pack("<I", 16 * 2 + 15) + b"\x00".join(blocks) \
         + struct.pack("<H", 0xBEEF)
-    back = decode_all(m, "file", data)
+    back = decode_all(m, "file", data, lambda v: v.log.items)
     assert back == value and len(back.log.items.fragments) == 9
     # tail: any skips the tail bytes, whatever they are
     odd = bytearray(data)
     odd[5 + 15] = 0x7F
-    assert decode_all(m, "file", bytes(odd)) == value
+    assert decode_all(m, "file", bytes(odd), lambda v: v.log.items) == value
     # the many-record loop and rows give the same records
     (log,) = m.decode_many_log(data, 5, len(data) - 2)
     assert log.items == items and log.items.fragments == back.log.items.fragments
     rows, starts, stop = m.decode_rows_log(data, 5, len(data) - 2)
     assert starts == [5] and stop == len(data) - 2 and list(rows[0][0]) == items
+
+
+def test_inspect_shows_fragments_at_their_physical_offsets(tmp_path, log):
+    from bytewright.generator import inspector
+
+    records = [bytes([i + 1]) * n for i, n in enumerate([3, 120, 50, 10])]
+    data, _ = reference_log(records)
+    path = tmp_path / "flog.yaml"
+    path.write_text(LOG)
+    fam = pipeline.run([path]).families["flog"]
+    res = inspector.inspect_bytes(data, log, fam, "log_file", {})
+    assert res.ok
+    crcs = [n.offset for top in res.records for n in top.walk()
+            if n.path == "log_file.records.crc"]
+    expected, o = [], 0  # walk the reference bytes: header, piece, CRC; zero tails
+    while o < len(data):
+        if BLOCK - o % BLOCK < HEADER:
+            o += BLOCK - o % BLOCK
+            continue
+        n = struct.unpack_from("<H", data, o)[0]
+        expected.append(o + 3 + n)
+        o += HEADER + n
+    assert crcs == expected and len(expected) > len(records)
