@@ -186,7 +186,7 @@ _S7 = struct.Struct('<I')
 _S8 = struct.Struct('<B')
 _L9 = tuple(struct.pack('<B', _i) for _i in range(256))
 from bytewright.runtime import framing as _framing
-_FR10 = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued)
+_FR10 = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
 _T11 = (('packet_type', 0, 1),)
 _S12 = struct.Struct('<6sIBIiiiBB')
 _T13 = (('magic', 0, 6), ('vorbis_version', 6, 4), ('audio_channels', 10, 1), ('audio_sample_rate', 11, 4), ('bitrate_maximum', 15, 4), ('bitrate_nominal', 19, 4), ('bitrate_minimum', 23, 4), ('blocksizes', 27, 1), ('framing_flag', 28, 1))
@@ -1957,7 +1957,7 @@ C_vorbis_packet = Struct(
 C_vorbis_packet._bw_fast_runs = {'packet_type': (1, (('packet_type', 0, 1),))}
 
 from bytewright.runtime import framing as _framing
-_CFR_ogg_stream_packets = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued)
+_CFR_ogg_stream_packets = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
 C_ogg_stream = Struct(
     '_o_start' / Tell,
     'packets' / _framing.Framed(C_ogg_page, C_vorbis_packet, _CFR_ogg_stream_packets, 'packets'),

@@ -190,29 +190,30 @@ class UdpDatagram:
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('<IHHiIII')
 _T1 = (('magic', 0, 4), ('version_major', 4, 2), ('version_minor', 6, 2), ('thiszone', 8, 4), ('sigfigs', 12, 4), ('snaplen', 16, 4), ('network', 20, 4))
-_S2 = struct.Struct('<I')
-_T3 = (('magic', 0, 4),)
-_S4 = struct.Struct('>HHiIII')
-_T5 = (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4))
-_S6 = struct.Struct('<IIII')
-_T7 = (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4))
-_S8 = struct.Struct('>6s6sH')
-_T9 = (('dst', 0, 6), ('src', 6, 6), ('ethertype', 12, 2))
-_S10 = struct.Struct('>BBHHHBB')
-_T11 = (('version_ihl', 0, 1), ('tos', 1, 1), ('total_length', 2, 2), ('identification', 4, 2), ('fragment', 6, 2), ('ttl', 8, 1), ('protocol', 9, 1))
-_S12 = struct.Struct('>HII')
-_T13 = (('header_checksum', 0, 2), ('src', 2, 4), ('dst', 6, 4))
-_FB14 = b'\x00\x00'
-_S15 = struct.Struct('>HHH')
-_T16 = (('src_port', 0, 2), ('dst_port', 2, 2), ('length', 4, 2))
-_S17 = struct.Struct('>H')
-_T18 = (('checksum', 0, 2),)
-_S19 = struct.Struct('>II')
-_S20 = struct.Struct('>IIII')
-_S21 = struct.Struct('>I')
-_S22 = struct.Struct('>6s6sHBBHHHBBHII')
-_S23 = struct.Struct('>HHHH')
-_S24 = struct.Struct('>BBHHHBBHII')
+_S2 = struct.Struct('<IIII')
+_T3 = (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4))
+_S4 = struct.Struct('>6s6sH')
+_T5 = (('dst', 0, 6), ('src', 6, 6), ('ethertype', 12, 2))
+_S6 = struct.Struct('>BBHHHBB')
+_T7 = (('version_ihl', 0, 1), ('tos', 1, 1), ('total_length', 2, 2), ('identification', 4, 2), ('fragment', 6, 2), ('ttl', 8, 1), ('protocol', 9, 1))
+_S8 = struct.Struct('>HII')
+_T9 = (('header_checksum', 0, 2), ('src', 2, 4), ('dst', 6, 4))
+_FB10 = b'\x00\x00'
+_S11 = struct.Struct('>HHH')
+_T12 = (('src_port', 0, 2), ('dst_port', 2, 2), ('length', 4, 2))
+_S13 = struct.Struct('>H')
+_T14 = (('checksum', 0, 2),)
+_S15 = struct.Struct('<I')
+_T16 = (('magic', 0, 4),)
+_S17 = struct.Struct('>HHiIII')
+_T18 = (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4))
+_S19 = struct.Struct('>IIII')
+_S20 = struct.Struct('>6s6sHBBHHHBBHII')
+_S21 = struct.Struct('>HHHH')
+_S22 = struct.Struct('>II')
+_S23 = struct.Struct('>IIII6s6sHBBHHHBBHII')
+_S24 = struct.Struct('>I')
+_S25 = struct.Struct('>BBHHHBBHII')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -255,6 +256,37 @@ def _d_pcap_file_le(mv, pos, end):
     _obj.packets = f_packets
     return _obj, pos
 
+def _u_pcap_file_le(mv, pos, end):
+    f_magic, f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S0.unpack_from(mv, pos)
+    _r0 = pos
+    pos += 24
+    if not (f_magic == 2712847316 or f_magic == 3569595041):
+        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r0, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
+    if f_version_major != 2:
+        raise ConstraintError('bad magic', offset=_r0 + 4, path='version_major', expected=2, found=f_version_major)
+    if f_version_minor != 4:
+        raise ConstraintError('bad magic', offset=_r0 + 6, path='version_minor', expected=4, found=f_version_minor)
+    f_network = _LINKTYPE_BY_VALUE.get(f_network, f_network)
+    f_packets = []
+    while True:
+        if pos >= end:
+            break
+        _ip = pos
+        if pos > end:
+            raise IndexError
+        _x, pos = _u_packet_le(mv, pos, end, f_network)
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_packets.append(_x)
+    _obj = _new(PcapFile)
+    _obj.magic = f_magic
+    _obj.thiszone = f_thiszone
+    _obj.sigfigs = f_sigfigs
+    _obj.snaplen = f_snaplen
+    _obj.network = f_network
+    _obj.packets = f_packets
+    return (_obj, pos)
+
 def _e_pcap_file_le(out, v):
     if not (((v.magic == 2712847316) or (v.magic == 3569595041))):
         raise EncodeError('not a pcap file (magic a1b2c3d4 in either byte order)', path='magic')
@@ -264,21 +296,21 @@ def _e_pcap_file_le(out, v):
 
 def _d_pcap_file_be(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T3)
-    f_magic, = _S2.unpack_from(mv, pos)
-    _r2 = pos
+        raise _short(pos, end, _T16)
+    f_magic, = _S15.unpack_from(mv, pos)
+    _r15 = pos
     pos += 4
     if not ((f_magic == 2712847316) or (f_magic == 3569595041)):
-        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r2, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
+        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r15, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
     if pos + 20 > end:
-        raise _short(pos, end, _T5)
-    f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S4.unpack_from(mv, pos)
-    _r4 = pos
+        raise _short(pos, end, _T18)
+    f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S17.unpack_from(mv, pos)
+    _r17 = pos
     pos += 20
     if f_version_major != 2:
-        raise ConstraintError('bad magic', offset=_r4, path='version_major', expected=2, found=f_version_major)
+        raise ConstraintError('bad magic', offset=_r17, path='version_major', expected=2, found=f_version_major)
     if f_version_minor != 4:
-        raise ConstraintError('bad magic', offset=_r4 + 2, path='version_minor', expected=4, found=f_version_minor)
+        raise ConstraintError('bad magic', offset=_r17 + 2, path='version_minor', expected=4, found=f_version_minor)
     f_network = _LINKTYPE_BY_VALUE.get(f_network, f_network)
     f_packets = []
     try:
@@ -306,11 +338,45 @@ def _d_pcap_file_be(mv, pos, end):
     _obj.packets = f_packets
     return _obj, pos
 
+def _u_pcap_file_be(mv, pos, end):
+    f_magic, = _S15.unpack_from(mv, pos)
+    _r15 = pos
+    pos += 4
+    if not (f_magic == 2712847316 or f_magic == 3569595041):
+        raise ConstraintError('not a pcap file (magic a1b2c3d4 in either byte order)', offset=_r15, path='magic', expected='magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', found=f_magic)
+    f_version_major, f_version_minor, f_thiszone, f_sigfigs, f_snaplen, f_network = _S17.unpack_from(mv, pos)
+    _r17 = pos
+    pos += 20
+    if f_version_major != 2:
+        raise ConstraintError('bad magic', offset=_r17, path='version_major', expected=2, found=f_version_major)
+    if f_version_minor != 4:
+        raise ConstraintError('bad magic', offset=_r17 + 2, path='version_minor', expected=4, found=f_version_minor)
+    f_network = _LINKTYPE_BY_VALUE.get(f_network, f_network)
+    f_packets = []
+    while True:
+        if pos >= end:
+            break
+        _ip = pos
+        if pos > end:
+            raise IndexError
+        _x, pos = _u_packet_be(mv, pos, end, f_network)
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_packets.append(_x)
+    _obj = _new(PcapFile)
+    _obj.magic = f_magic
+    _obj.thiszone = f_thiszone
+    _obj.sigfigs = f_sigfigs
+    _obj.snaplen = f_snaplen
+    _obj.network = f_network
+    _obj.packets = f_packets
+    return (_obj, pos)
+
 def _e_pcap_file_be(out, v):
     if not (((v.magic == 2712847316) or (v.magic == 3569595041))):
         raise EncodeError('not a pcap file (magic a1b2c3d4 in either byte order)', path='magic')
-    out += _S2.pack(v.magic)
-    out += _S4.pack(2, 4, v.thiszone, v.sigfigs, v.snaplen, v.network)
+    out += _S15.pack(v.magic)
+    out += _S17.pack(2, 4, v.thiszone, v.sigfigs, v.snaplen, v.network)
     for _x in v.packets:
         _e_packet_be(out, _x, v.network)
 
@@ -333,10 +399,40 @@ def _e_pcap_file(out, v):
         return _e_pcap_file_be(out, v)
     raise EncodeError('byte order of pcap_file must be le or be, not ' + repr(_order), path='magic')
 
+def _u_pcap_file(mv, pos, end):
+    f_magic = struct.unpack_from('<I', mv, pos + 0)[0]
+    _order = ('le' if (f_magic == 2712847316) else 'be')
+    if _order == 'le':
+        return _u_pcap_file_le(mv, pos, end)
+    if _order == 'be':
+        return _u_pcap_file_be(mv, pos, end)
+    raise ValueError(_order)
+
+def _m_pcap_file(mv, pos, end, _rest=_decode_many):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _end = end
+    try:
+        while True:
+            if pos >= end:
+                break
+            _rs = pos
+            _v, pos = _u_pcap_file(mv, pos, end)
+            if pos <= _rs:
+                raise IndexError
+            _append(_v)
+    except Exception:
+        return _rest(_d_pcap_file, 'pcap_file', mv, _rs, _end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _rest(_d_pcap_file, 'pcap_file', mv, _rs, _end, (), _out)
+    return _out
+
 def _d_packet_le(mv, pos, end, p_linktype):
     if pos + 16 > end:
-        raise _short(pos, end, _T7)
-    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S6.unpack_from(mv, pos)
+        raise _short(pos, end, _T3)
+    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S2.unpack_from(mv, pos)
     pos += 16
     _n = f_incl_len
     if _n < 0:
@@ -350,8 +446,8 @@ def _d_packet_le(mv, pos, end, p_linktype):
     if _tag == 1:
         try:
             if pos + 14 > end:
-                raise _short(pos, end, _T9)
-            _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype = _S8.unpack_from(mv, pos)
+                raise _short(pos, end, _T5)
+            _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype = _S4.unpack_from(mv, pos)
             pos += 14
             _ethernet_frame___n = end - pos
             if _ethernet_frame___n < 0:
@@ -366,28 +462,28 @@ def _d_packet_le(mv, pos, end, p_linktype):
                 try:
                     try:
                         if pos + 10 > end:
-                            raise _short(pos, end, _T11)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol = _S10.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r10 = pos
+                            raise _short(pos, end, _T7)
+                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol = _S6.unpack_from(mv, pos)
+                        _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
                         pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = _ethernet_frame___ipv4_packet___ipv4_header___r10
+                        _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = _ethernet_frame___ipv4_packet___ipv4_header___r6
                         if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
-                            raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                            raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
                         _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
                         if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
                         if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
-                            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+                            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
                         _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r10 + 10
+                        _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
                         if pos + 10 > end:
-                            raise _short(pos, end, _T13)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S12.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r12 = pos
+                            raise _short(pos, end, _T9)
+                        _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S8.unpack_from(mv, pos)
+                        _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
                         pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r12
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r12 + 2
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r12 + 2
+                        _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8
+                        _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
+                        _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
                         _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
                         if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
                             raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
@@ -396,7 +492,7 @@ def _d_packet_le(mv, pos, end, p_linktype):
                         _ethernet_frame___ipv4_packet___ipv4_header__f_options = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
                         pos += _ethernet_frame___ipv4_packet___ipv4_header___n
                         _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
-                        _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB14, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
+                        _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
                         if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
                             raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
                         _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
@@ -427,19 +523,19 @@ def _d_packet_le(mv, pos, end, p_linktype):
                             _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet__f_header.src
                             _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet__f_header.dst
                             if pos + 6 > end:
-                                raise _short(pos, end, _T16)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length = _S15.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r15 = pos
+                                raise _short(pos, end, _T12)
+                            _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length = _S11.unpack_from(mv, pos)
+                            _ethernet_frame___ipv4_packet___udp_datagram___r11 = pos
                             pos += 6
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = _ethernet_frame___ipv4_packet___udp_datagram___r15
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r15 + 6
+                            _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = _ethernet_frame___ipv4_packet___udp_datagram___r11
+                            _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r11 + 6
                             if pos + 2 > end:
-                                raise _short(pos, end, _T18)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_checksum, = _S17.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r17 = pos
+                                raise _short(pos, end, _T14)
+                            _ethernet_frame___ipv4_packet___udp_datagram__f_checksum, = _S13.unpack_from(mv, pos)
+                            _ethernet_frame___ipv4_packet___udp_datagram___r13 = pos
                             pos += 2
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r17
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r17 + 2
+                            _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13
+                            _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13 + 2
                             _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
                             _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
                             if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
@@ -449,7 +545,7 @@ def _d_packet_le(mv, pos, end, p_linktype):
                             _ethernet_frame___ipv4_packet___udp_datagram__f_data = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
                             pos += _ethernet_frame___ipv4_packet___udp_datagram___n
                             _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
-                            _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB14, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
+                            _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
                             if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
                                 raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___s_checksum, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
                             _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
@@ -502,10 +598,151 @@ def _d_packet_le(mv, pos, end, p_linktype):
     _obj.orig_len = f_orig_len
     _obj.frame = f_frame
     return _obj, pos
+
+def _u_packet_le(mv, pos, end, p_linktype):
+    _isb = mv.__class__ is bytes
+    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S2.unpack_from(mv, pos)
+    pos += 16
+    if f_incl_len < 0:
+        raise ConstraintError('negative size', offset=pos, path='frame', expected='>= 0', found=f_incl_len)
+    if pos + f_incl_len > end:
+        raise TruncatedError('section needs ' + str(f_incl_len) + ' bytes', offset=pos, path='frame', expected=f_incl_len, found=end - pos)
+    _outer_end_frame = end
+    end = pos + f_incl_len
+    _sec_frame = pos
+    _tag = p_linktype
+    if _tag == 1:
+        _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype, _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S20.unpack_from(mv, pos)
+        pos += 14
+        _ethernet_frame___n = end - pos
+        if _ethernet_frame___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___n)
+        if pos + _ethernet_frame___n > end:
+            raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___n, found=end - pos)
+        _ethernet_frame___outer_end_payload = end
+        end = pos + _ethernet_frame___n
+        _ethernet_frame___sec_payload = pos
+        if _ethernet_frame__f_ethertype == 2048:
+            _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
+            pos += 10
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
+                raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+            _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+            if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
+                raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+            _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+            _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
+            _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
+            pos += 10
+            _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
+            _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
+            _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
+            if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
+            _ethernet_frame___ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
+            pos += _ethernet_frame___ipv4_packet___ipv4_header___n
+            _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
+            _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___r6:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
+                raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
+            _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl = _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.tos = _ethernet_frame___ipv4_packet___ipv4_header__f_tos
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length = _ethernet_frame___ipv4_packet___ipv4_header__f_total_length
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.identification = _ethernet_frame___ipv4_packet___ipv4_header__f_identification
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.fragment = _ethernet_frame___ipv4_packet___ipv4_header__f_fragment
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.ttl = _ethernet_frame___ipv4_packet___ipv4_header__f_ttl
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol = _ethernet_frame___ipv4_packet___ipv4_header__f_protocol
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.src = _ethernet_frame___ipv4_packet___ipv4_header__f_src
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.dst = _ethernet_frame___ipv4_packet___ipv4_header__f_dst
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.options = _ethernet_frame___ipv4_packet___ipv4_header__f_options
+            _ethernet_frame___ipv4_packet___n = _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length - _attr(_ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
+            if _ethernet_frame___ipv4_packet___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___ipv4_packet___n)
+            if pos + _ethernet_frame___ipv4_packet___n > end:
+                raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___ipv4_packet___n, found=end - pos)
+            _ethernet_frame___ipv4_packet___outer_end_payload = end
+            end = pos + _ethernet_frame___ipv4_packet___n
+            _ethernet_frame___ipv4_packet___sec_payload = pos
+            _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol
+            if _ethernet_frame___ipv4_packet___tag == 17:
+                _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet___ipv4_header___obj.src
+                _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet___ipv4_header___obj.dst
+                _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
+                _ethernet_frame___ipv4_packet___udp_datagram___r11 = pos
+                pos += 6
+                _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r11 + 6
+                _ethernet_frame___ipv4_packet___udp_datagram___r13 = pos
+                pos += 2
+                _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13 + 2
+                _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
+                _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
+                if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ethernet_frame___ipv4_packet___udp_datagram___n)
+                _ethernet_frame___ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
+                pos += _ethernet_frame___ipv4_packet___udp_datagram___n
+                _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
+                _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___r11:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
+                if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
+                    raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___r13, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
+                _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
+                _ethernet_frame___ipv4_packet___udp_datagram___obj.src_port = _ethernet_frame___ipv4_packet___udp_datagram__f_src_port
+                _ethernet_frame___ipv4_packet___udp_datagram___obj.dst_port = _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port
+                _ethernet_frame___ipv4_packet___udp_datagram___obj.data = _ethernet_frame___ipv4_packet___udp_datagram__f_data
+                _ethernet_frame___ipv4_packet__f_payload = _ethernet_frame___ipv4_packet___udp_datagram___obj
+            else:
+                _ethernet_frame___ipv4_packet__f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
+                if pos > end:
+                    raise IndexError
+                pos = end
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_ethernet_frame___ipv4_packet___sec_payload, path='payload', expected=end - _ethernet_frame___ipv4_packet___sec_payload, found=pos - _ethernet_frame___ipv4_packet___sec_payload)
+            end = _ethernet_frame___ipv4_packet___outer_end_payload
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+            _ethernet_frame___ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            _ethernet_frame___ipv4_packet___obj = _new(Ipv4Packet)
+            _ethernet_frame___ipv4_packet___obj.header = _ethernet_frame___ipv4_packet___ipv4_header___obj
+            _ethernet_frame___ipv4_packet___obj.payload = _ethernet_frame___ipv4_packet__f_payload
+            _ethernet_frame___ipv4_packet___obj.link_padding = _ethernet_frame___ipv4_packet__f_link_padding
+            _ethernet_frame__f_payload = _ethernet_frame___ipv4_packet___obj
+        else:
+            _ethernet_frame__f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
+            if pos > end:
+                raise IndexError
+            pos = end
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_ethernet_frame___sec_payload, path='payload', expected=end - _ethernet_frame___sec_payload, found=pos - _ethernet_frame___sec_payload)
+        end = _ethernet_frame___outer_end_payload
+        _ethernet_frame___obj = _new(EthernetFrame)
+        _ethernet_frame___obj.dst = _ethernet_frame__f_dst
+        _ethernet_frame___obj.src = _ethernet_frame__f_src
+        _ethernet_frame___obj.ethertype = _ethernet_frame__f_ethertype
+        _ethernet_frame___obj.payload = _ethernet_frame__f_payload
+        f_frame = _ethernet_frame___obj
+    else:
+        f_frame = mv[pos:end] if _isb else bytes(mv[pos:end])
+        if pos > end:
+            raise IndexError
+        pos = end
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_frame, path='frame', expected=end - _sec_frame, found=pos - _sec_frame)
+    end = _outer_end_frame
+    _obj = _new(Packet)
+    _obj.ts_sec = f_ts_sec
+    _obj.ts_usec = f_ts_usec
+    _obj.orig_len = f_orig_len
+    _obj.frame = f_frame
+    return (_obj, pos)
 
 def _e_packet_le(out, v, p_linktype):
     _at_incl_len = len(out) + 8
-    out += _S6.pack(v.ts_sec, v.ts_usec, 0, v.orig_len)
+    out += _S2.pack(v.ts_sec, v.ts_usec, 0, v.orig_len)
     _ps = len(out)
     _tag = p_linktype
     if _tag == 1:
@@ -516,7 +753,7 @@ def _e_packet_le(out, v, p_linktype):
             raise EncodeError('expected 6 bytes, found ' + str(len(_ethernet_frame__v.dst)), path='dst')
         if len(_ethernet_frame__v.src) != 6:
             raise EncodeError('expected 6 bytes, found ' + str(len(_ethernet_frame__v.src)), path='src')
-        out += _S8.pack(_ethernet_frame__v.dst, _ethernet_frame__v.src, _ethernet_frame__v.ethertype)
+        out += _S4.pack(_ethernet_frame__v.dst, _ethernet_frame__v.src, _ethernet_frame__v.ethertype)
         _ethernet_frame___tag = _ethernet_frame__v.ethertype
         if _ethernet_frame___tag == 2048:
             if _ethernet_frame__v.payload.__class__ is not Ipv4Packet:
@@ -527,20 +764,20 @@ def _e_packet_le(out, v, p_linktype):
                 raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
             _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = len(out) + 10
-            out += _S10.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.tos, _ethernet_frame___ipv4_packet___ipv4_header__v.total_length, _ethernet_frame___ipv4_packet___ipv4_header__v.identification, _ethernet_frame___ipv4_packet___ipv4_header__v.fragment.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.ttl, _ethernet_frame___ipv4_packet___ipv4_header__v.protocol)
+            out += _S6.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.tos, _ethernet_frame___ipv4_packet___ipv4_header__v.total_length, _ethernet_frame___ipv4_packet___ipv4_header__v.identification, _ethernet_frame___ipv4_packet___ipv4_header__v.fragment.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.ttl, _ethernet_frame___ipv4_packet___ipv4_header__v.protocol)
             _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum = len(out)
-            out += _FB14
+            out += _FB10
             _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header___s_src = len(out)
-            out += _S19.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.src, _ethernet_frame___ipv4_packet___ipv4_header__v.dst)
+            out += _S22.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.src, _ethernet_frame___ipv4_packet___ipv4_header__v.dst)
             _ethernet_frame___ipv4_packet___ipv4_header___b = _ethernet_frame___ipv4_packet___ipv4_header__v.options
             if len(_ethernet_frame___ipv4_packet___ipv4_header___b) != _ethernet_frame___ipv4_packet___ipv4_header__v.version_ihl.ihl * 4 - 20:
                 raise EncodeError('wrong length ' + str(len(_ethernet_frame___ipv4_packet___ipv4_header___b)), path='options')
             out += _ethernet_frame___ipv4_packet___ipv4_header___b
             _ethernet_frame___ipv4_packet___ipv4_header___e_options = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], memoryview(out)[_ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum:_ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum], memoryview(out)[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
-            _S17.pack_into(out, _ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
+            _S13.pack_into(out, _ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
             _ethernet_frame___ipv4_packet___pz_ipv4_packet_payload = len(out)
             _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet__v.header.protocol
             if _ethernet_frame___ipv4_packet___tag == 17:
@@ -552,20 +789,20 @@ def _e_packet_le(out, v, p_linktype):
                 _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___e_length = len(out) + 6
                 _ethernet_frame___ipv4_packet___udp_datagram___at_length = len(out) + 4
-                out += _S15.pack(_ethernet_frame___ipv4_packet___udp_datagram__v.src_port, _ethernet_frame___ipv4_packet___udp_datagram__v.dst_port, 0)
+                out += _S11.pack(_ethernet_frame___ipv4_packet___udp_datagram__v.src_port, _ethernet_frame___ipv4_packet___udp_datagram__v.dst_port, 0)
                 _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___atck_checksum = len(out)
-                out += _FB14
+                out += _FB10
                 _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___s_data = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___ps = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___b = _ethernet_frame___ipv4_packet___udp_datagram__v.data
                 out += _ethernet_frame___ipv4_packet___udp_datagram___b
                 _ethernet_frame___ipv4_packet___udp_datagram___size_data = len(out) - _ethernet_frame___ipv4_packet___udp_datagram___ps
-                _S17.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___at_length, _ethernet_frame___ipv4_packet___udp_datagram___size_data + 8)
+                _S13.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___at_length, _ethernet_frame___ipv4_packet___udp_datagram___size_data + 8)
                 _ethernet_frame___ipv4_packet___udp_datagram___e_data = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], memoryview(out)[_ethernet_frame___ipv4_packet___udp_datagram___atck_checksum:_ethernet_frame___ipv4_packet___udp_datagram___e_checksum], memoryview(out)[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
-                _S17.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___atck_checksum, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
+                _S13.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___atck_checksum, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
             else:
                 out += _ethernet_frame___ipv4_packet__v.payload
             if len(out) - _ethernet_frame___ipv4_packet___pz_ipv4_packet_payload != _ethernet_frame___ipv4_packet__v.header.total_length - _ethernet_frame___ipv4_packet__v.header.version_ihl.ihl * 4:
@@ -577,12 +814,12 @@ def _e_packet_le(out, v, p_linktype):
     else:
         out += v.frame
     _size_frame = len(out) - _ps
-    _S2.pack_into(out, _at_incl_len, _size_frame)
+    _S15.pack_into(out, _at_incl_len, _size_frame)
 
 def _d_packet_be(mv, pos, end, p_linktype):
     if pos + 16 > end:
-        raise _short(pos, end, _T7)
-    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S20.unpack_from(mv, pos)
+        raise _short(pos, end, _T3)
+    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len = _S19.unpack_from(mv, pos)
     pos += 16
     _n = f_incl_len
     if _n < 0:
@@ -596,8 +833,8 @@ def _d_packet_be(mv, pos, end, p_linktype):
     if _tag == 1:
         try:
             if pos + 14 > end:
-                raise _short(pos, end, _T9)
-            _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype = _S8.unpack_from(mv, pos)
+                raise _short(pos, end, _T5)
+            _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype = _S4.unpack_from(mv, pos)
             pos += 14
             _ethernet_frame___n = end - pos
             if _ethernet_frame___n < 0:
@@ -612,28 +849,28 @@ def _d_packet_be(mv, pos, end, p_linktype):
                 try:
                     try:
                         if pos + 10 > end:
-                            raise _short(pos, end, _T11)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol = _S10.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r10 = pos
+                            raise _short(pos, end, _T7)
+                        _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol = _S6.unpack_from(mv, pos)
+                        _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
                         pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = _ethernet_frame___ipv4_packet___ipv4_header___r10
+                        _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = _ethernet_frame___ipv4_packet___ipv4_header___r6
                         if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
-                            raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                            raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
                         _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
                         if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+                            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
                         if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
-                            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+                            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
                         _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r10 + 10
+                        _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
                         if pos + 10 > end:
-                            raise _short(pos, end, _T13)
-                        _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S12.unpack_from(mv, pos)
-                        _ethernet_frame___ipv4_packet___ipv4_header___r12 = pos
+                            raise _short(pos, end, _T9)
+                        _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S8.unpack_from(mv, pos)
+                        _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
                         pos += 10
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r12
-                        _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r12 + 2
-                        _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r12 + 2
+                        _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8
+                        _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
+                        _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
                         _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
                         if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
                             raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
@@ -642,7 +879,7 @@ def _d_packet_be(mv, pos, end, p_linktype):
                         _ethernet_frame___ipv4_packet___ipv4_header__f_options = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
                         pos += _ethernet_frame___ipv4_packet___ipv4_header___n
                         _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
-                        _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB14, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
+                        _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
                         if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
                             raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
                         _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
@@ -673,19 +910,19 @@ def _d_packet_be(mv, pos, end, p_linktype):
                             _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet__f_header.src
                             _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet__f_header.dst
                             if pos + 6 > end:
-                                raise _short(pos, end, _T16)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length = _S15.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r15 = pos
+                                raise _short(pos, end, _T12)
+                            _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length = _S11.unpack_from(mv, pos)
+                            _ethernet_frame___ipv4_packet___udp_datagram___r11 = pos
                             pos += 6
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = _ethernet_frame___ipv4_packet___udp_datagram___r15
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r15 + 6
+                            _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = _ethernet_frame___ipv4_packet___udp_datagram___r11
+                            _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r11 + 6
                             if pos + 2 > end:
-                                raise _short(pos, end, _T18)
-                            _ethernet_frame___ipv4_packet___udp_datagram__f_checksum, = _S17.unpack_from(mv, pos)
-                            _ethernet_frame___ipv4_packet___udp_datagram___r17 = pos
+                                raise _short(pos, end, _T14)
+                            _ethernet_frame___ipv4_packet___udp_datagram__f_checksum, = _S13.unpack_from(mv, pos)
+                            _ethernet_frame___ipv4_packet___udp_datagram___r13 = pos
                             pos += 2
-                            _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r17
-                            _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r17 + 2
+                            _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13
+                            _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13 + 2
                             _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
                             _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
                             if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
@@ -695,7 +932,7 @@ def _d_packet_be(mv, pos, end, p_linktype):
                             _ethernet_frame___ipv4_packet___udp_datagram__f_data = bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
                             pos += _ethernet_frame___ipv4_packet___udp_datagram___n
                             _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
-                            _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB14, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
+                            _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
                             if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
                                 raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___s_checksum, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
                             _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
@@ -749,9 +986,149 @@ def _d_packet_be(mv, pos, end, p_linktype):
     _obj.frame = f_frame
     return _obj, pos
 
+def _u_packet_be(mv, pos, end, p_linktype):
+    _isb = mv.__class__ is bytes
+    f_ts_sec, f_ts_usec, f_incl_len, f_orig_len, _ethernet_frame__f_dst, _ethernet_frame__f_src, _ethernet_frame__f_ethertype, _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, _ethernet_frame___ipv4_packet___ipv4_header__f_tos, _ethernet_frame___ipv4_packet___ipv4_header__f_total_length, _ethernet_frame___ipv4_packet___ipv4_header__f_identification, _ethernet_frame___ipv4_packet___ipv4_header__f_fragment, _ethernet_frame___ipv4_packet___ipv4_header__f_ttl, _ethernet_frame___ipv4_packet___ipv4_header__f_protocol, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_src, _ethernet_frame___ipv4_packet___ipv4_header__f_dst = _S23.unpack_from(mv, pos)
+    pos += 16
+    if f_incl_len < 0:
+        raise ConstraintError('negative size', offset=pos, path='frame', expected='>= 0', found=f_incl_len)
+    if pos + f_incl_len > end:
+        raise TruncatedError('section needs ' + str(f_incl_len) + ' bytes', offset=pos, path='frame', expected=f_incl_len, found=end - pos)
+    _outer_end_frame = end
+    end = pos + f_incl_len
+    _sec_frame = pos
+    _tag = p_linktype
+    if _tag == 1:
+        pos += 14
+        _ethernet_frame___n = end - pos
+        if _ethernet_frame___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___n)
+        if pos + _ethernet_frame___n > end:
+            raise TruncatedError('section needs ' + str(_ethernet_frame___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___n, found=end - pos)
+        _ethernet_frame___outer_end_payload = end
+        end = pos + _ethernet_frame___n
+        _ethernet_frame___sec_payload = pos
+        if _ethernet_frame__f_ethertype == 2048:
+            _ethernet_frame___ipv4_packet___ipv4_header___r6 = pos
+            pos += 10
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl & 0:
+                raise ConstraintError('undefined version_ihl bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+            _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+            if not (_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl)
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_fragment & 32768:
+                raise ConstraintError('undefined ipv4_fragment bits set', offset=_ethernet_frame___ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+            _ethernet_frame___ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ethernet_frame___ipv4_packet___ipv4_header__f_fragment)
+            _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = _ethernet_frame___ipv4_packet___ipv4_header___r6 + 10
+            _ethernet_frame___ipv4_packet___ipv4_header___r8 = pos
+            pos += 10
+            _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
+            _ethernet_frame___ipv4_packet___ipv4_header___s_src = _ethernet_frame___ipv4_packet___ipv4_header___r8 + 2
+            _ethernet_frame___ipv4_packet___ipv4_header___n = _attr(_ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
+            if _ethernet_frame___ipv4_packet___ipv4_header___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ethernet_frame___ipv4_packet___ipv4_header___n)
+            _ethernet_frame___ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___ipv4_header___n])
+            pos += _ethernet_frame___ipv4_packet___ipv4_header___n
+            _ethernet_frame___ipv4_packet___ipv4_header___e_options = pos
+            _ethernet_frame___ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ethernet_frame___ipv4_packet___ipv4_header___r6:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
+            if _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum != _ethernet_frame___ipv4_packet___ipv4_header___ck:
+                raise ChecksumError('internet16 mismatch', offset=_ethernet_frame___ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ethernet_frame___ipv4_packet___ipv4_header___ck, found=_ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
+            _ethernet_frame___ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl = _ethernet_frame___ipv4_packet___ipv4_header__f_version_ihl
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.tos = _ethernet_frame___ipv4_packet___ipv4_header__f_tos
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length = _ethernet_frame___ipv4_packet___ipv4_header__f_total_length
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.identification = _ethernet_frame___ipv4_packet___ipv4_header__f_identification
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.fragment = _ethernet_frame___ipv4_packet___ipv4_header__f_fragment
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.ttl = _ethernet_frame___ipv4_packet___ipv4_header__f_ttl
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol = _ethernet_frame___ipv4_packet___ipv4_header__f_protocol
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.src = _ethernet_frame___ipv4_packet___ipv4_header__f_src
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.dst = _ethernet_frame___ipv4_packet___ipv4_header__f_dst
+            _ethernet_frame___ipv4_packet___ipv4_header___obj.options = _ethernet_frame___ipv4_packet___ipv4_header__f_options
+            _ethernet_frame___ipv4_packet___n = _ethernet_frame___ipv4_packet___ipv4_header___obj.total_length - _attr(_ethernet_frame___ipv4_packet___ipv4_header___obj.version_ihl, 'ihl', pos, 'ihl') * 4
+            if _ethernet_frame___ipv4_packet___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_ethernet_frame___ipv4_packet___n)
+            if pos + _ethernet_frame___ipv4_packet___n > end:
+                raise TruncatedError('section needs ' + str(_ethernet_frame___ipv4_packet___n) + ' bytes', offset=pos, path='payload', expected=_ethernet_frame___ipv4_packet___n, found=end - pos)
+            _ethernet_frame___ipv4_packet___outer_end_payload = end
+            end = pos + _ethernet_frame___ipv4_packet___n
+            _ethernet_frame___ipv4_packet___sec_payload = pos
+            _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet___ipv4_header___obj.protocol
+            if _ethernet_frame___ipv4_packet___tag == 17:
+                _ethernet_frame___ipv4_packet___udp_datagram__p_src = _ethernet_frame___ipv4_packet___ipv4_header___obj.src
+                _ethernet_frame___ipv4_packet___udp_datagram__p_dst = _ethernet_frame___ipv4_packet___ipv4_header___obj.dst
+                _ethernet_frame___ipv4_packet___udp_datagram__f_src_port, _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port, _ethernet_frame___ipv4_packet___udp_datagram__f_length, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
+                _ethernet_frame___ipv4_packet___udp_datagram___r11 = pos
+                pos += 6
+                _ethernet_frame___ipv4_packet___udp_datagram___e_length = _ethernet_frame___ipv4_packet___udp_datagram___r11 + 6
+                _ethernet_frame___ipv4_packet___udp_datagram___r13 = pos
+                pos += 2
+                _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = _ethernet_frame___ipv4_packet___udp_datagram___r13 + 2
+                _ethernet_frame___ipv4_packet___udp_datagram___s_data = pos
+                _ethernet_frame___ipv4_packet___udp_datagram___n = _ethernet_frame___ipv4_packet___udp_datagram__f_length - 8
+                if _ethernet_frame___ipv4_packet___udp_datagram___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_ethernet_frame___ipv4_packet___udp_datagram___n)
+                _ethernet_frame___ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ethernet_frame___ipv4_packet___udp_datagram___n])
+                pos += _ethernet_frame___ipv4_packet___udp_datagram___n
+                _ethernet_frame___ipv4_packet___udp_datagram___e_data = pos
+                _ethernet_frame___ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ethernet_frame___ipv4_packet___udp_datagram___r11:_ethernet_frame___ipv4_packet___udp_datagram___e_length], _FB10, mv[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
+                if _ethernet_frame___ipv4_packet___udp_datagram__f_checksum != _ethernet_frame___ipv4_packet___udp_datagram___ck:
+                    raise ChecksumError('udp_checksum mismatch', offset=_ethernet_frame___ipv4_packet___udp_datagram___r13, path='checksum', expected=_ethernet_frame___ipv4_packet___udp_datagram___ck, found=_ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
+                _ethernet_frame___ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
+                _ethernet_frame___ipv4_packet___udp_datagram___obj.src_port = _ethernet_frame___ipv4_packet___udp_datagram__f_src_port
+                _ethernet_frame___ipv4_packet___udp_datagram___obj.dst_port = _ethernet_frame___ipv4_packet___udp_datagram__f_dst_port
+                _ethernet_frame___ipv4_packet___udp_datagram___obj.data = _ethernet_frame___ipv4_packet___udp_datagram__f_data
+                _ethernet_frame___ipv4_packet__f_payload = _ethernet_frame___ipv4_packet___udp_datagram___obj
+            else:
+                _ethernet_frame___ipv4_packet__f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
+                if pos > end:
+                    raise IndexError
+                pos = end
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_ethernet_frame___ipv4_packet___sec_payload, path='payload', expected=end - _ethernet_frame___ipv4_packet___sec_payload, found=pos - _ethernet_frame___ipv4_packet___sec_payload)
+            end = _ethernet_frame___ipv4_packet___outer_end_payload
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='link_padding', expected=end - pos, found=end - pos)
+            _ethernet_frame___ipv4_packet__f_link_padding = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            _ethernet_frame___ipv4_packet___obj = _new(Ipv4Packet)
+            _ethernet_frame___ipv4_packet___obj.header = _ethernet_frame___ipv4_packet___ipv4_header___obj
+            _ethernet_frame___ipv4_packet___obj.payload = _ethernet_frame___ipv4_packet__f_payload
+            _ethernet_frame___ipv4_packet___obj.link_padding = _ethernet_frame___ipv4_packet__f_link_padding
+            _ethernet_frame__f_payload = _ethernet_frame___ipv4_packet___obj
+        else:
+            _ethernet_frame__f_payload = mv[pos:end] if _isb else bytes(mv[pos:end])
+            if pos > end:
+                raise IndexError
+            pos = end
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_ethernet_frame___sec_payload, path='payload', expected=end - _ethernet_frame___sec_payload, found=pos - _ethernet_frame___sec_payload)
+        end = _ethernet_frame___outer_end_payload
+        _ethernet_frame___obj = _new(EthernetFrame)
+        _ethernet_frame___obj.dst = _ethernet_frame__f_dst
+        _ethernet_frame___obj.src = _ethernet_frame__f_src
+        _ethernet_frame___obj.ethertype = _ethernet_frame__f_ethertype
+        _ethernet_frame___obj.payload = _ethernet_frame__f_payload
+        f_frame = _ethernet_frame___obj
+    else:
+        f_frame = mv[pos:end] if _isb else bytes(mv[pos:end])
+        if pos > end:
+            raise IndexError
+        pos = end
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_frame, path='frame', expected=end - _sec_frame, found=pos - _sec_frame)
+    end = _outer_end_frame
+    _obj = _new(Packet)
+    _obj.ts_sec = f_ts_sec
+    _obj.ts_usec = f_ts_usec
+    _obj.orig_len = f_orig_len
+    _obj.frame = f_frame
+    return (_obj, pos)
+
 def _e_packet_be(out, v, p_linktype):
     _at_incl_len = len(out) + 8
-    out += _S20.pack(v.ts_sec, v.ts_usec, 0, v.orig_len)
+    out += _S19.pack(v.ts_sec, v.ts_usec, 0, v.orig_len)
     _ps = len(out)
     _tag = p_linktype
     if _tag == 1:
@@ -762,7 +1139,7 @@ def _e_packet_be(out, v, p_linktype):
             raise EncodeError('expected 6 bytes, found ' + str(len(_ethernet_frame__v.dst)), path='dst')
         if len(_ethernet_frame__v.src) != 6:
             raise EncodeError('expected 6 bytes, found ' + str(len(_ethernet_frame__v.src)), path='src')
-        out += _S8.pack(_ethernet_frame__v.dst, _ethernet_frame__v.src, _ethernet_frame__v.ethertype)
+        out += _S4.pack(_ethernet_frame__v.dst, _ethernet_frame__v.src, _ethernet_frame__v.ethertype)
         _ethernet_frame___tag = _ethernet_frame__v.ethertype
         if _ethernet_frame___tag == 2048:
             if _ethernet_frame__v.payload.__class__ is not Ipv4Packet:
@@ -773,20 +1150,20 @@ def _e_packet_be(out, v, p_linktype):
                 raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
             _ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header___e_protocol = len(out) + 10
-            out += _S10.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.tos, _ethernet_frame___ipv4_packet___ipv4_header__v.total_length, _ethernet_frame___ipv4_packet___ipv4_header__v.identification, _ethernet_frame___ipv4_packet___ipv4_header__v.fragment.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.ttl, _ethernet_frame___ipv4_packet___ipv4_header__v.protocol)
+            out += _S6.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.tos, _ethernet_frame___ipv4_packet___ipv4_header__v.total_length, _ethernet_frame___ipv4_packet___ipv4_header__v.identification, _ethernet_frame___ipv4_packet___ipv4_header__v.fragment.to_int(), _ethernet_frame___ipv4_packet___ipv4_header__v.ttl, _ethernet_frame___ipv4_packet___ipv4_header__v.protocol)
             _ethernet_frame___ipv4_packet___ipv4_header___s_header_checksum = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum = len(out)
-            out += _FB14
+            out += _FB10
             _ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header___s_src = len(out)
-            out += _S19.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.src, _ethernet_frame___ipv4_packet___ipv4_header__v.dst)
+            out += _S22.pack(_ethernet_frame___ipv4_packet___ipv4_header__v.src, _ethernet_frame___ipv4_packet___ipv4_header__v.dst)
             _ethernet_frame___ipv4_packet___ipv4_header___b = _ethernet_frame___ipv4_packet___ipv4_header__v.options
             if len(_ethernet_frame___ipv4_packet___ipv4_header___b) != _ethernet_frame___ipv4_packet___ipv4_header__v.version_ihl.ihl * 4 - 20:
                 raise EncodeError('wrong length ' + str(len(_ethernet_frame___ipv4_packet___ipv4_header___b)), path='options')
             out += _ethernet_frame___ipv4_packet___ipv4_header___b
             _ethernet_frame___ipv4_packet___ipv4_header___e_options = len(out)
             _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ethernet_frame___ipv4_packet___ipv4_header___s_version_ihl:_ethernet_frame___ipv4_packet___ipv4_header___e_protocol], memoryview(out)[_ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum:_ethernet_frame___ipv4_packet___ipv4_header___e_header_checksum], memoryview(out)[_ethernet_frame___ipv4_packet___ipv4_header___s_src:_ethernet_frame___ipv4_packet___ipv4_header___e_options])))
-            _S17.pack_into(out, _ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
+            _S13.pack_into(out, _ethernet_frame___ipv4_packet___ipv4_header___atck_header_checksum, _ethernet_frame___ipv4_packet___ipv4_header__f_header_checksum)
             _ethernet_frame___ipv4_packet___pz_ipv4_packet_payload = len(out)
             _ethernet_frame___ipv4_packet___tag = _ethernet_frame___ipv4_packet__v.header.protocol
             if _ethernet_frame___ipv4_packet___tag == 17:
@@ -798,20 +1175,20 @@ def _e_packet_be(out, v, p_linktype):
                 _ethernet_frame___ipv4_packet___udp_datagram___s_src_port = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___e_length = len(out) + 6
                 _ethernet_frame___ipv4_packet___udp_datagram___at_length = len(out) + 4
-                out += _S15.pack(_ethernet_frame___ipv4_packet___udp_datagram__v.src_port, _ethernet_frame___ipv4_packet___udp_datagram__v.dst_port, 0)
+                out += _S11.pack(_ethernet_frame___ipv4_packet___udp_datagram__v.src_port, _ethernet_frame___ipv4_packet___udp_datagram__v.dst_port, 0)
                 _ethernet_frame___ipv4_packet___udp_datagram___s_checksum = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___atck_checksum = len(out)
-                out += _FB14
+                out += _FB10
                 _ethernet_frame___ipv4_packet___udp_datagram___e_checksum = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___s_data = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___ps = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram___b = _ethernet_frame___ipv4_packet___udp_datagram__v.data
                 out += _ethernet_frame___ipv4_packet___udp_datagram___b
                 _ethernet_frame___ipv4_packet___udp_datagram___size_data = len(out) - _ethernet_frame___ipv4_packet___udp_datagram___ps
-                _S17.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___at_length, _ethernet_frame___ipv4_packet___udp_datagram___size_data + 8)
+                _S13.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___at_length, _ethernet_frame___ipv4_packet___udp_datagram___size_data + 8)
                 _ethernet_frame___ipv4_packet___udp_datagram___e_data = len(out)
                 _ethernet_frame___ipv4_packet___udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_ethernet_frame___ipv4_packet___udp_datagram___s_src_port:_ethernet_frame___ipv4_packet___udp_datagram___e_length], memoryview(out)[_ethernet_frame___ipv4_packet___udp_datagram___atck_checksum:_ethernet_frame___ipv4_packet___udp_datagram___e_checksum], memoryview(out)[_ethernet_frame___ipv4_packet___udp_datagram___s_data:_ethernet_frame___ipv4_packet___udp_datagram___e_data])), src=_ethernet_frame___ipv4_packet___udp_datagram__p_src, dst=_ethernet_frame___ipv4_packet___udp_datagram__p_dst)
-                _S17.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___atck_checksum, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
+                _S13.pack_into(out, _ethernet_frame___ipv4_packet___udp_datagram___atck_checksum, _ethernet_frame___ipv4_packet___udp_datagram__f_checksum)
             else:
                 out += _ethernet_frame___ipv4_packet__v.payload
             if len(out) - _ethernet_frame___ipv4_packet___pz_ipv4_packet_payload != _ethernet_frame___ipv4_packet__v.header.total_length - _ethernet_frame___ipv4_packet__v.header.version_ihl.ihl * 4:
@@ -823,7 +1200,7 @@ def _e_packet_be(out, v, p_linktype):
     else:
         out += v.frame
     _size_frame = len(out) - _ps
-    _S21.pack_into(out, _at_incl_len, _size_frame)
+    _S24.pack_into(out, _at_incl_len, _size_frame)
 
 def _d_packet(mv, pos, end, p_linktype):
     return _d_packet_le(mv, pos, end, p_linktype)
@@ -831,10 +1208,34 @@ def _d_packet(mv, pos, end, p_linktype):
 def _e_packet(out, v, p_linktype):
     return _e_packet_le(out, v, p_linktype)
 
+def _u_packet(mv, pos, end, p_linktype):
+    return _u_packet_le(mv, pos, end, p_linktype)
+
+def _m_packet(mv, pos, end, p_linktype, _rest=_decode_many):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _end = end
+    try:
+        while True:
+            if pos >= end:
+                break
+            _rs = pos
+            _v, pos = _u_packet(mv, pos, end, p_linktype)
+            if pos <= _rs:
+                raise IndexError
+            _append(_v)
+    except Exception:
+        return _rest(_d_packet, 'packet', mv, _rs, _end, (p_linktype, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _rest(_d_packet, 'packet', mv, _rs, _end, (p_linktype, ), _out)
+    return _out
+
 def _d_ethernet_frame(mv, pos, end):
     if pos + 14 > end:
-        raise _short(pos, end, _T9)
-    f_dst, f_src, f_ethertype = _S8.unpack_from(mv, pos)
+        raise _short(pos, end, _T5)
+    f_dst, f_src, f_ethertype = _S4.unpack_from(mv, pos)
     pos += 14
     _n = (end - pos)
     if _n < 0:
@@ -849,28 +1250,28 @@ def _d_ethernet_frame(mv, pos, end):
         try:
             try:
                 if pos + 10 > end:
-                    raise _short(pos, end, _T11)
-                _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol = _S10.unpack_from(mv, pos)
-                _ipv4_packet___ipv4_header___r10 = pos
+                    raise _short(pos, end, _T7)
+                _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol = _S6.unpack_from(mv, pos)
+                _ipv4_packet___ipv4_header___r6 = pos
                 pos += 10
-                _ipv4_packet___ipv4_header___s_version_ihl = _ipv4_packet___ipv4_header___r10
+                _ipv4_packet___ipv4_header___s_version_ihl = _ipv4_packet___ipv4_header___r6
                 if _ipv4_packet___ipv4_header__f_version_ihl & 0:
-                    raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
+                    raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
                 _ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_packet___ipv4_header__f_version_ihl)
                 if not (_ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                    raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
+                    raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
                 if _ipv4_packet___ipv4_header__f_fragment & 32768:
-                    raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
+                    raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
                 _ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_packet___ipv4_header__f_fragment)
-                _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r10 + 10
+                _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r6 + 10
                 if pos + 10 > end:
-                    raise _short(pos, end, _T13)
-                _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S12.unpack_from(mv, pos)
-                _ipv4_packet___ipv4_header___r12 = pos
+                    raise _short(pos, end, _T9)
+                _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S8.unpack_from(mv, pos)
+                _ipv4_packet___ipv4_header___r8 = pos
                 pos += 10
-                _ipv4_packet___ipv4_header___s_header_checksum = _ipv4_packet___ipv4_header___r12
-                _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r12 + 2
-                _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r12 + 2
+                _ipv4_packet___ipv4_header___s_header_checksum = _ipv4_packet___ipv4_header___r8
+                _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r8 + 2
+                _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r8 + 2
                 _ipv4_packet___ipv4_header___n = _attr(_ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
                 if _ipv4_packet___ipv4_header___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_packet___ipv4_header___n)
@@ -879,7 +1280,7 @@ def _d_ethernet_frame(mv, pos, end):
                 _ipv4_packet___ipv4_header__f_options = bytes(mv[pos:pos + _ipv4_packet___ipv4_header___n])
                 pos += _ipv4_packet___ipv4_header___n
                 _ipv4_packet___ipv4_header___e_options = pos
-                _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___s_version_ihl:_ipv4_packet___ipv4_header___e_protocol], _FB14, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
+                _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___s_version_ihl:_ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
                 if _ipv4_packet___ipv4_header__f_header_checksum != _ipv4_packet___ipv4_header___ck:
                     raise ChecksumError('internet16 mismatch', offset=_ipv4_packet___ipv4_header___s_header_checksum, path='header_checksum', expected=_ipv4_packet___ipv4_header___ck, found=_ipv4_packet___ipv4_header__f_header_checksum)
                 _ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
@@ -910,19 +1311,19 @@ def _d_ethernet_frame(mv, pos, end):
                     _ipv4_packet___udp_datagram__p_src = _ipv4_packet__f_header.src
                     _ipv4_packet___udp_datagram__p_dst = _ipv4_packet__f_header.dst
                     if pos + 6 > end:
-                        raise _short(pos, end, _T16)
-                    _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length = _S15.unpack_from(mv, pos)
-                    _ipv4_packet___udp_datagram___r15 = pos
+                        raise _short(pos, end, _T12)
+                    _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length = _S11.unpack_from(mv, pos)
+                    _ipv4_packet___udp_datagram___r11 = pos
                     pos += 6
-                    _ipv4_packet___udp_datagram___s_src_port = _ipv4_packet___udp_datagram___r15
-                    _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r15 + 6
+                    _ipv4_packet___udp_datagram___s_src_port = _ipv4_packet___udp_datagram___r11
+                    _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r11 + 6
                     if pos + 2 > end:
-                        raise _short(pos, end, _T18)
-                    _ipv4_packet___udp_datagram__f_checksum, = _S17.unpack_from(mv, pos)
-                    _ipv4_packet___udp_datagram___r17 = pos
+                        raise _short(pos, end, _T14)
+                    _ipv4_packet___udp_datagram__f_checksum, = _S13.unpack_from(mv, pos)
+                    _ipv4_packet___udp_datagram___r13 = pos
                     pos += 2
-                    _ipv4_packet___udp_datagram___s_checksum = _ipv4_packet___udp_datagram___r17
-                    _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r17 + 2
+                    _ipv4_packet___udp_datagram___s_checksum = _ipv4_packet___udp_datagram___r13
+                    _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r13 + 2
                     _ipv4_packet___udp_datagram___s_data = pos
                     _ipv4_packet___udp_datagram___n = _ipv4_packet___udp_datagram__f_length - 8
                     if _ipv4_packet___udp_datagram___n < 0:
@@ -932,7 +1333,7 @@ def _d_ethernet_frame(mv, pos, end):
                     _ipv4_packet___udp_datagram__f_data = bytes(mv[pos:pos + _ipv4_packet___udp_datagram___n])
                     pos += _ipv4_packet___udp_datagram___n
                     _ipv4_packet___udp_datagram___e_data = pos
-                    _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___s_src_port:_ipv4_packet___udp_datagram___e_length], _FB14, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
+                    _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___s_src_port:_ipv4_packet___udp_datagram___e_length], _FB10, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
                     if _ipv4_packet___udp_datagram__f_checksum != _ipv4_packet___udp_datagram___ck:
                         raise ChecksumError('udp_checksum mismatch', offset=_ipv4_packet___udp_datagram___s_checksum, path='checksum', expected=_ipv4_packet___udp_datagram___ck, found=_ipv4_packet___udp_datagram__f_checksum)
                     _ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
@@ -974,7 +1375,7 @@ def _d_ethernet_frame(mv, pos, end):
 
 def _u_ethernet_frame(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_dst, f_src, f_ethertype, _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol, _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S22.unpack_from(mv, pos)
+    f_dst, f_src, f_ethertype, _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol, _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S20.unpack_from(mv, pos)
     pos += 14
     _n = end - pos
     if _n < 0:
@@ -985,30 +1386,30 @@ def _u_ethernet_frame(mv, pos, end):
     end = pos + _n
     _sec_payload = pos
     if f_ethertype == 2048:
-        _ipv4_packet___ipv4_header___r10 = pos
+        _ipv4_packet___ipv4_header___r6 = pos
         pos += 10
         if _ipv4_packet___ipv4_header__f_version_ihl & 0:
-            raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
+            raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
         _ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_packet___ipv4_header__f_version_ihl)
         if not (_ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
+            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
         if _ipv4_packet___ipv4_header__f_fragment & 32768:
-            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
+            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
         _ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_packet___ipv4_header__f_fragment)
-        _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r10 + 10
-        _ipv4_packet___ipv4_header___r12 = pos
+        _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r6 + 10
+        _ipv4_packet___ipv4_header___r8 = pos
         pos += 10
-        _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r12 + 2
-        _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r12 + 2
+        _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r8 + 2
+        _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r8 + 2
         _ipv4_packet___ipv4_header___n = _attr(_ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
         if _ipv4_packet___ipv4_header___n < 0:
             raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_packet___ipv4_header___n)
         _ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___ipv4_header___n])
         pos += _ipv4_packet___ipv4_header___n
         _ipv4_packet___ipv4_header___e_options = pos
-        _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r10:_ipv4_packet___ipv4_header___e_protocol], _FB14, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
+        _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r6:_ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
         if _ipv4_packet___ipv4_header__f_header_checksum != _ipv4_packet___ipv4_header___ck:
-            raise ChecksumError('internet16 mismatch', offset=_ipv4_packet___ipv4_header___r12, path='header_checksum', expected=_ipv4_packet___ipv4_header___ck, found=_ipv4_packet___ipv4_header__f_header_checksum)
+            raise ChecksumError('internet16 mismatch', offset=_ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ipv4_packet___ipv4_header___ck, found=_ipv4_packet___ipv4_header__f_header_checksum)
         _ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
         _ipv4_packet___ipv4_header___obj.version_ihl = _ipv4_packet___ipv4_header__f_version_ihl
         _ipv4_packet___ipv4_header___obj.tos = _ipv4_packet___ipv4_header__f_tos
@@ -1032,13 +1433,13 @@ def _u_ethernet_frame(mv, pos, end):
         if _ipv4_packet___tag == 17:
             _ipv4_packet___udp_datagram__p_src = _ipv4_packet___ipv4_header___obj.src
             _ipv4_packet___udp_datagram__p_dst = _ipv4_packet___ipv4_header___obj.dst
-            _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S23.unpack_from(mv, pos)
-            _ipv4_packet___udp_datagram___r15 = pos
+            _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
+            _ipv4_packet___udp_datagram___r11 = pos
             pos += 6
-            _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r15 + 6
-            _ipv4_packet___udp_datagram___r17 = pos
+            _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r11 + 6
+            _ipv4_packet___udp_datagram___r13 = pos
             pos += 2
-            _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r17 + 2
+            _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r13 + 2
             _ipv4_packet___udp_datagram___s_data = pos
             _ipv4_packet___udp_datagram___n = _ipv4_packet___udp_datagram__f_length - 8
             if _ipv4_packet___udp_datagram___n < 0:
@@ -1046,9 +1447,9 @@ def _u_ethernet_frame(mv, pos, end):
             _ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___udp_datagram___n])
             pos += _ipv4_packet___udp_datagram___n
             _ipv4_packet___udp_datagram___e_data = pos
-            _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r15:_ipv4_packet___udp_datagram___e_length], _FB14, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
+            _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r11:_ipv4_packet___udp_datagram___e_length], _FB10, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
             if _ipv4_packet___udp_datagram__f_checksum != _ipv4_packet___udp_datagram___ck:
-                raise ChecksumError('udp_checksum mismatch', offset=_ipv4_packet___udp_datagram___r17, path='checksum', expected=_ipv4_packet___udp_datagram___ck, found=_ipv4_packet___udp_datagram__f_checksum)
+                raise ChecksumError('udp_checksum mismatch', offset=_ipv4_packet___udp_datagram___r13, path='checksum', expected=_ipv4_packet___udp_datagram___ck, found=_ipv4_packet___udp_datagram__f_checksum)
             _ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
             _ipv4_packet___udp_datagram___obj.src_port = _ipv4_packet___udp_datagram__f_src_port
             _ipv4_packet___udp_datagram___obj.dst_port = _ipv4_packet___udp_datagram__f_dst_port
@@ -1094,14 +1495,14 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S22_unpack_from = _S22.unpack_from
-    _S23_unpack_from = _S23.unpack_from
+    _S20_unpack_from = _S20.unpack_from
+    _S21_unpack_from = _S21.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_dst, f_src, f_ethertype, _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol, _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S22_unpack_from(mv, pos)
+            f_dst, f_src, f_ethertype, _ipv4_packet___ipv4_header__f_version_ihl, _ipv4_packet___ipv4_header__f_tos, _ipv4_packet___ipv4_header__f_total_length, _ipv4_packet___ipv4_header__f_identification, _ipv4_packet___ipv4_header__f_fragment, _ipv4_packet___ipv4_header__f_ttl, _ipv4_packet___ipv4_header__f_protocol, _ipv4_packet___ipv4_header__f_header_checksum, _ipv4_packet___ipv4_header__f_src, _ipv4_packet___ipv4_header__f_dst = _S20_unpack_from(mv, pos)
             pos += 14
             _n = end - pos
             if _n < 0:
@@ -1112,30 +1513,30 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
             end = pos + _n
             _sec_payload = pos
             if f_ethertype == 2048:
-                _ipv4_packet___ipv4_header___r10 = pos
+                _ipv4_packet___ipv4_header___r6 = pos
                 pos += 10
                 if _ipv4_packet___ipv4_header__f_version_ihl & 0:
-                    raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
+                    raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_packet___ipv4_header__f_version_ihl)
                 _ipv4_packet___ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_packet___ipv4_header__f_version_ihl)
                 if not (_ipv4_packet___ipv4_header__f_version_ihl.version == 4 and _ipv4_packet___ipv4_header__f_version_ihl.ihl >= 5):
-                    raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
+                    raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_packet___ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_packet___ipv4_header__f_version_ihl)
                 if _ipv4_packet___ipv4_header__f_fragment & 32768:
-                    raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
+                    raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_packet___ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_packet___ipv4_header__f_fragment)
                 _ipv4_packet___ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_packet___ipv4_header__f_fragment)
-                _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r10 + 10
-                _ipv4_packet___ipv4_header___r12 = pos
+                _ipv4_packet___ipv4_header___e_protocol = _ipv4_packet___ipv4_header___r6 + 10
+                _ipv4_packet___ipv4_header___r8 = pos
                 pos += 10
-                _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r12 + 2
-                _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r12 + 2
+                _ipv4_packet___ipv4_header___e_header_checksum = _ipv4_packet___ipv4_header___r8 + 2
+                _ipv4_packet___ipv4_header___s_src = _ipv4_packet___ipv4_header___r8 + 2
                 _ipv4_packet___ipv4_header___n = _attr(_ipv4_packet___ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
                 if _ipv4_packet___ipv4_header___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_packet___ipv4_header___n)
                 _ipv4_packet___ipv4_header__f_options = mv[pos:pos + _ipv4_packet___ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___ipv4_header___n])
                 pos += _ipv4_packet___ipv4_header___n
                 _ipv4_packet___ipv4_header___e_options = pos
-                _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r10:_ipv4_packet___ipv4_header___e_protocol], _FB14, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
+                _ipv4_packet___ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_packet___ipv4_header___r6:_ipv4_packet___ipv4_header___e_protocol], _FB10, mv[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
                 if _ipv4_packet___ipv4_header__f_header_checksum != _ipv4_packet___ipv4_header___ck:
-                    raise ChecksumError('internet16 mismatch', offset=_ipv4_packet___ipv4_header___r12, path='header_checksum', expected=_ipv4_packet___ipv4_header___ck, found=_ipv4_packet___ipv4_header__f_header_checksum)
+                    raise ChecksumError('internet16 mismatch', offset=_ipv4_packet___ipv4_header___r8, path='header_checksum', expected=_ipv4_packet___ipv4_header___ck, found=_ipv4_packet___ipv4_header__f_header_checksum)
                 _ipv4_packet___ipv4_header___obj = _new(Ipv4Header)
                 _ipv4_packet___ipv4_header___obj.version_ihl = _ipv4_packet___ipv4_header__f_version_ihl
                 _ipv4_packet___ipv4_header___obj.tos = _ipv4_packet___ipv4_header__f_tos
@@ -1159,13 +1560,13 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
                 if _ipv4_packet___tag == 17:
                     _ipv4_packet___udp_datagram__p_src = _ipv4_packet___ipv4_header___obj.src
                     _ipv4_packet___udp_datagram__p_dst = _ipv4_packet___ipv4_header___obj.dst
-                    _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S23_unpack_from(mv, pos)
-                    _ipv4_packet___udp_datagram___r15 = pos
+                    _ipv4_packet___udp_datagram__f_src_port, _ipv4_packet___udp_datagram__f_dst_port, _ipv4_packet___udp_datagram__f_length, _ipv4_packet___udp_datagram__f_checksum = _S21_unpack_from(mv, pos)
+                    _ipv4_packet___udp_datagram___r11 = pos
                     pos += 6
-                    _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r15 + 6
-                    _ipv4_packet___udp_datagram___r17 = pos
+                    _ipv4_packet___udp_datagram___e_length = _ipv4_packet___udp_datagram___r11 + 6
+                    _ipv4_packet___udp_datagram___r13 = pos
                     pos += 2
-                    _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r17 + 2
+                    _ipv4_packet___udp_datagram___e_checksum = _ipv4_packet___udp_datagram___r13 + 2
                     _ipv4_packet___udp_datagram___s_data = pos
                     _ipv4_packet___udp_datagram___n = _ipv4_packet___udp_datagram__f_length - 8
                     if _ipv4_packet___udp_datagram___n < 0:
@@ -1173,9 +1574,9 @@ def _m_ethernet_frame(mv, pos, end, _rest=_decode_many):
                     _ipv4_packet___udp_datagram__f_data = mv[pos:pos + _ipv4_packet___udp_datagram___n] if _isb else bytes(mv[pos:pos + _ipv4_packet___udp_datagram___n])
                     pos += _ipv4_packet___udp_datagram___n
                     _ipv4_packet___udp_datagram___e_data = pos
-                    _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r15:_ipv4_packet___udp_datagram___e_length], _FB14, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
+                    _ipv4_packet___udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_ipv4_packet___udp_datagram___r11:_ipv4_packet___udp_datagram___e_length], _FB10, mv[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
                     if _ipv4_packet___udp_datagram__f_checksum != _ipv4_packet___udp_datagram___ck:
-                        raise ChecksumError('udp_checksum mismatch', offset=_ipv4_packet___udp_datagram___r17, path='checksum', expected=_ipv4_packet___udp_datagram___ck, found=_ipv4_packet___udp_datagram__f_checksum)
+                        raise ChecksumError('udp_checksum mismatch', offset=_ipv4_packet___udp_datagram___r13, path='checksum', expected=_ipv4_packet___udp_datagram___ck, found=_ipv4_packet___udp_datagram__f_checksum)
                     _ipv4_packet___udp_datagram___obj = _new(UdpDatagram)
                     _ipv4_packet___udp_datagram___obj.src_port = _ipv4_packet___udp_datagram__f_src_port
                     _ipv4_packet___udp_datagram___obj.dst_port = _ipv4_packet___udp_datagram__f_dst_port
@@ -1227,7 +1628,7 @@ def _e_ethernet_frame(out, v):
         raise EncodeError('expected 6 bytes, found ' + str(len(v.dst)), path='dst')
     if len(v.src) != 6:
         raise EncodeError('expected 6 bytes, found ' + str(len(v.src)), path='src')
-    out += _S8.pack(v.dst, v.src, v.ethertype)
+    out += _S4.pack(v.dst, v.src, v.ethertype)
     _tag = v.ethertype
     if _tag == 2048:
         if v.payload.__class__ is not Ipv4Packet:
@@ -1238,20 +1639,20 @@ def _e_ethernet_frame(out, v):
             raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
         _ipv4_packet___ipv4_header___s_version_ihl = len(out)
         _ipv4_packet___ipv4_header___e_protocol = len(out) + 10
-        out += _S10.pack(_ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ipv4_packet___ipv4_header__v.tos, _ipv4_packet___ipv4_header__v.total_length, _ipv4_packet___ipv4_header__v.identification, _ipv4_packet___ipv4_header__v.fragment.to_int(), _ipv4_packet___ipv4_header__v.ttl, _ipv4_packet___ipv4_header__v.protocol)
+        out += _S6.pack(_ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ipv4_packet___ipv4_header__v.tos, _ipv4_packet___ipv4_header__v.total_length, _ipv4_packet___ipv4_header__v.identification, _ipv4_packet___ipv4_header__v.fragment.to_int(), _ipv4_packet___ipv4_header__v.ttl, _ipv4_packet___ipv4_header__v.protocol)
         _ipv4_packet___ipv4_header___s_header_checksum = len(out)
         _ipv4_packet___ipv4_header___atck_header_checksum = len(out)
-        out += _FB14
+        out += _FB10
         _ipv4_packet___ipv4_header___e_header_checksum = len(out)
         _ipv4_packet___ipv4_header___s_src = len(out)
-        out += _S19.pack(_ipv4_packet___ipv4_header__v.src, _ipv4_packet___ipv4_header__v.dst)
+        out += _S22.pack(_ipv4_packet___ipv4_header__v.src, _ipv4_packet___ipv4_header__v.dst)
         _ipv4_packet___ipv4_header___b = _ipv4_packet___ipv4_header__v.options
         if len(_ipv4_packet___ipv4_header___b) != _ipv4_packet___ipv4_header__v.version_ihl.ihl * 4 - 20:
             raise EncodeError('wrong length ' + str(len(_ipv4_packet___ipv4_header___b)), path='options')
         out += _ipv4_packet___ipv4_header___b
         _ipv4_packet___ipv4_header___e_options = len(out)
         _ipv4_packet___ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ipv4_packet___ipv4_header___s_version_ihl:_ipv4_packet___ipv4_header___e_protocol], memoryview(out)[_ipv4_packet___ipv4_header___atck_header_checksum:_ipv4_packet___ipv4_header___e_header_checksum], memoryview(out)[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
-        _S17.pack_into(out, _ipv4_packet___ipv4_header___atck_header_checksum, _ipv4_packet___ipv4_header__f_header_checksum)
+        _S13.pack_into(out, _ipv4_packet___ipv4_header___atck_header_checksum, _ipv4_packet___ipv4_header__f_header_checksum)
         _ipv4_packet___pz_ipv4_packet_payload = len(out)
         _ipv4_packet___tag = _ipv4_packet__v.header.protocol
         if _ipv4_packet___tag == 17:
@@ -1263,20 +1664,20 @@ def _e_ethernet_frame(out, v):
             _ipv4_packet___udp_datagram___s_src_port = len(out)
             _ipv4_packet___udp_datagram___e_length = len(out) + 6
             _ipv4_packet___udp_datagram___at_length = len(out) + 4
-            out += _S15.pack(_ipv4_packet___udp_datagram__v.src_port, _ipv4_packet___udp_datagram__v.dst_port, 0)
+            out += _S11.pack(_ipv4_packet___udp_datagram__v.src_port, _ipv4_packet___udp_datagram__v.dst_port, 0)
             _ipv4_packet___udp_datagram___s_checksum = len(out)
             _ipv4_packet___udp_datagram___atck_checksum = len(out)
-            out += _FB14
+            out += _FB10
             _ipv4_packet___udp_datagram___e_checksum = len(out)
             _ipv4_packet___udp_datagram___s_data = len(out)
             _ipv4_packet___udp_datagram___ps = len(out)
             _ipv4_packet___udp_datagram___b = _ipv4_packet___udp_datagram__v.data
             out += _ipv4_packet___udp_datagram___b
             _ipv4_packet___udp_datagram___size_data = len(out) - _ipv4_packet___udp_datagram___ps
-            _S17.pack_into(out, _ipv4_packet___udp_datagram___at_length, _ipv4_packet___udp_datagram___size_data + 8)
+            _S13.pack_into(out, _ipv4_packet___udp_datagram___at_length, _ipv4_packet___udp_datagram___size_data + 8)
             _ipv4_packet___udp_datagram___e_data = len(out)
             _ipv4_packet___udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_ipv4_packet___udp_datagram___s_src_port:_ipv4_packet___udp_datagram___e_length], memoryview(out)[_ipv4_packet___udp_datagram___atck_checksum:_ipv4_packet___udp_datagram___e_checksum], memoryview(out)[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
-            _S17.pack_into(out, _ipv4_packet___udp_datagram___atck_checksum, _ipv4_packet___udp_datagram__f_checksum)
+            _S13.pack_into(out, _ipv4_packet___udp_datagram___atck_checksum, _ipv4_packet___udp_datagram__f_checksum)
         else:
             out += _ipv4_packet__v.payload
         if len(out) - _ipv4_packet___pz_ipv4_packet_payload != _ipv4_packet__v.header.total_length - _ipv4_packet__v.header.version_ihl.ihl * 4:
@@ -1288,16 +1689,16 @@ def _e_ethernet_frame(out, v):
 
 def _em_ethernet_frame(values):
     out = bytearray()
-    _S10_pack = _S10.pack
-    _S15_pack = _S15.pack
-    _S19_pack = _S19.pack
-    _S8_pack = _S8.pack
+    _S11_pack = _S11.pack
+    _S22_pack = _S22.pack
+    _S4_pack = _S4.pack
+    _S6_pack = _S6.pack
     for v in values:
         if len(v.dst) != 6:
             raise EncodeError('expected 6 bytes, found ' + str(len(v.dst)), path='dst')
         if len(v.src) != 6:
             raise EncodeError('expected 6 bytes, found ' + str(len(v.src)), path='src')
-        out += _S8_pack(v.dst, v.src, v.ethertype)
+        out += _S4_pack(v.dst, v.src, v.ethertype)
         _tag = v.ethertype
         if _tag == 2048:
             if v.payload.__class__ is not Ipv4Packet:
@@ -1308,19 +1709,19 @@ def _em_ethernet_frame(values):
                 raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
             _ipv4_packet___ipv4_header___s_version_ihl = len(out)
             _ipv4_packet___ipv4_header___e_protocol = len(out) + 10
-            out += _S10_pack(_ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ipv4_packet___ipv4_header__v.tos, _ipv4_packet___ipv4_header__v.total_length, _ipv4_packet___ipv4_header__v.identification, _ipv4_packet___ipv4_header__v.fragment.to_int(), _ipv4_packet___ipv4_header__v.ttl, _ipv4_packet___ipv4_header__v.protocol)
+            out += _S6_pack(_ipv4_packet___ipv4_header__v.version_ihl.to_int(), _ipv4_packet___ipv4_header__v.tos, _ipv4_packet___ipv4_header__v.total_length, _ipv4_packet___ipv4_header__v.identification, _ipv4_packet___ipv4_header__v.fragment.to_int(), _ipv4_packet___ipv4_header__v.ttl, _ipv4_packet___ipv4_header__v.protocol)
             _ipv4_packet___ipv4_header___atck_header_checksum = len(out)
-            out += _FB14
+            out += _FB10
             _ipv4_packet___ipv4_header___e_header_checksum = len(out)
             _ipv4_packet___ipv4_header___s_src = len(out)
-            out += _S19_pack(_ipv4_packet___ipv4_header__v.src, _ipv4_packet___ipv4_header__v.dst)
+            out += _S22_pack(_ipv4_packet___ipv4_header__v.src, _ipv4_packet___ipv4_header__v.dst)
             _ipv4_packet___ipv4_header___b = _ipv4_packet___ipv4_header__v.options
             if len(_ipv4_packet___ipv4_header___b) != _ipv4_packet___ipv4_header__v.version_ihl.ihl * 4 - 20:
                 raise EncodeError('wrong length ' + str(len(_ipv4_packet___ipv4_header___b)), path='options')
             out += _ipv4_packet___ipv4_header___b
             _ipv4_packet___ipv4_header___e_options = len(out)
             _ipv4_packet___ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ipv4_packet___ipv4_header___s_version_ihl:_ipv4_packet___ipv4_header___e_protocol], memoryview(out)[_ipv4_packet___ipv4_header___atck_header_checksum:_ipv4_packet___ipv4_header___e_header_checksum], memoryview(out)[_ipv4_packet___ipv4_header___s_src:_ipv4_packet___ipv4_header___e_options])))
-            _S17.pack_into(out, _ipv4_packet___ipv4_header___atck_header_checksum, _ipv4_packet___ipv4_header__f_header_checksum)
+            _S13.pack_into(out, _ipv4_packet___ipv4_header___atck_header_checksum, _ipv4_packet___ipv4_header__f_header_checksum)
             _ipv4_packet___pz_ipv4_packet_payload = len(out)
             _ipv4_packet___tag = _ipv4_packet__v.header.protocol
             if _ipv4_packet___tag == 17:
@@ -1332,19 +1733,19 @@ def _em_ethernet_frame(values):
                 _ipv4_packet___udp_datagram___s_src_port = len(out)
                 _ipv4_packet___udp_datagram___e_length = len(out) + 6
                 _ipv4_packet___udp_datagram___at_length = len(out) + 4
-                out += _S15_pack(_ipv4_packet___udp_datagram__v.src_port, _ipv4_packet___udp_datagram__v.dst_port, 0)
+                out += _S11_pack(_ipv4_packet___udp_datagram__v.src_port, _ipv4_packet___udp_datagram__v.dst_port, 0)
                 _ipv4_packet___udp_datagram___atck_checksum = len(out)
-                out += _FB14
+                out += _FB10
                 _ipv4_packet___udp_datagram___e_checksum = len(out)
                 _ipv4_packet___udp_datagram___s_data = len(out)
                 _ipv4_packet___udp_datagram___ps = len(out)
                 _ipv4_packet___udp_datagram___b = _ipv4_packet___udp_datagram__v.data
                 out += _ipv4_packet___udp_datagram___b
                 _ipv4_packet___udp_datagram___size_data = len(out) - _ipv4_packet___udp_datagram___ps
-                _S17.pack_into(out, _ipv4_packet___udp_datagram___at_length, _ipv4_packet___udp_datagram___size_data + 8)
+                _S13.pack_into(out, _ipv4_packet___udp_datagram___at_length, _ipv4_packet___udp_datagram___size_data + 8)
                 _ipv4_packet___udp_datagram___e_data = len(out)
                 _ipv4_packet___udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_ipv4_packet___udp_datagram___s_src_port:_ipv4_packet___udp_datagram___e_length], memoryview(out)[_ipv4_packet___udp_datagram___atck_checksum:_ipv4_packet___udp_datagram___e_checksum], memoryview(out)[_ipv4_packet___udp_datagram___s_data:_ipv4_packet___udp_datagram___e_data])), src=_ipv4_packet___udp_datagram__p_src, dst=_ipv4_packet___udp_datagram__p_dst)
-                _S17.pack_into(out, _ipv4_packet___udp_datagram___atck_checksum, _ipv4_packet___udp_datagram__f_checksum)
+                _S13.pack_into(out, _ipv4_packet___udp_datagram___atck_checksum, _ipv4_packet___udp_datagram__f_checksum)
             else:
                 out += _ipv4_packet__v.payload
             if len(out) - _ipv4_packet___pz_ipv4_packet_payload != _ipv4_packet__v.header.total_length - _ipv4_packet__v.header.version_ihl.ihl * 4:
@@ -1358,28 +1759,28 @@ def _em_ethernet_frame(values):
 def _d_ipv4_packet(mv, pos, end):
     try:
         if pos + 10 > end:
-            raise _short(pos, end, _T11)
-        _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol = _S10.unpack_from(mv, pos)
-        _ipv4_header___r10 = pos
+            raise _short(pos, end, _T7)
+        _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol = _S6.unpack_from(mv, pos)
+        _ipv4_header___r6 = pos
         pos += 10
-        _ipv4_header___s_version_ihl = _ipv4_header___r10
+        _ipv4_header___s_version_ihl = _ipv4_header___r6
         if _ipv4_header__f_version_ihl & 0:
-            raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
+            raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
         _ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_header__f_version_ihl)
         if not (_ipv4_header__f_version_ihl.version == 4 and _ipv4_header__f_version_ihl.ihl >= 5):
-            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
+            raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
         if _ipv4_header__f_fragment & 32768:
-            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
+            raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
         _ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_header__f_fragment)
-        _ipv4_header___e_protocol = _ipv4_header___r10 + 10
+        _ipv4_header___e_protocol = _ipv4_header___r6 + 10
         if pos + 10 > end:
-            raise _short(pos, end, _T13)
-        _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S12.unpack_from(mv, pos)
-        _ipv4_header___r12 = pos
+            raise _short(pos, end, _T9)
+        _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S8.unpack_from(mv, pos)
+        _ipv4_header___r8 = pos
         pos += 10
-        _ipv4_header___s_header_checksum = _ipv4_header___r12
-        _ipv4_header___e_header_checksum = _ipv4_header___r12 + 2
-        _ipv4_header___s_src = _ipv4_header___r12 + 2
+        _ipv4_header___s_header_checksum = _ipv4_header___r8
+        _ipv4_header___e_header_checksum = _ipv4_header___r8 + 2
+        _ipv4_header___s_src = _ipv4_header___r8 + 2
         _ipv4_header___n = _attr(_ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
         if _ipv4_header___n < 0:
             raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_header___n)
@@ -1388,7 +1789,7 @@ def _d_ipv4_packet(mv, pos, end):
         _ipv4_header__f_options = bytes(mv[pos:pos + _ipv4_header___n])
         pos += _ipv4_header___n
         _ipv4_header___e_options = pos
-        _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___s_version_ihl:_ipv4_header___e_protocol], _FB14, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
+        _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___s_version_ihl:_ipv4_header___e_protocol], _FB10, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
         if _ipv4_header__f_header_checksum != _ipv4_header___ck:
             raise ChecksumError('internet16 mismatch', offset=_ipv4_header___s_header_checksum, path='header_checksum', expected=_ipv4_header___ck, found=_ipv4_header__f_header_checksum)
         _ipv4_header___obj = _new(Ipv4Header)
@@ -1419,19 +1820,19 @@ def _d_ipv4_packet(mv, pos, end):
             _udp_datagram__p_src = f_header.src
             _udp_datagram__p_dst = f_header.dst
             if pos + 6 > end:
-                raise _short(pos, end, _T16)
-            _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length = _S15.unpack_from(mv, pos)
-            _udp_datagram___r15 = pos
+                raise _short(pos, end, _T12)
+            _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length = _S11.unpack_from(mv, pos)
+            _udp_datagram___r11 = pos
             pos += 6
-            _udp_datagram___s_src_port = _udp_datagram___r15
-            _udp_datagram___e_length = _udp_datagram___r15 + 6
+            _udp_datagram___s_src_port = _udp_datagram___r11
+            _udp_datagram___e_length = _udp_datagram___r11 + 6
             if pos + 2 > end:
-                raise _short(pos, end, _T18)
-            _udp_datagram__f_checksum, = _S17.unpack_from(mv, pos)
-            _udp_datagram___r17 = pos
+                raise _short(pos, end, _T14)
+            _udp_datagram__f_checksum, = _S13.unpack_from(mv, pos)
+            _udp_datagram___r13 = pos
             pos += 2
-            _udp_datagram___s_checksum = _udp_datagram___r17
-            _udp_datagram___e_checksum = _udp_datagram___r17 + 2
+            _udp_datagram___s_checksum = _udp_datagram___r13
+            _udp_datagram___e_checksum = _udp_datagram___r13 + 2
             _udp_datagram___s_data = pos
             _udp_datagram___n = _udp_datagram__f_length - 8
             if _udp_datagram___n < 0:
@@ -1441,7 +1842,7 @@ def _d_ipv4_packet(mv, pos, end):
             _udp_datagram__f_data = bytes(mv[pos:pos + _udp_datagram___n])
             pos += _udp_datagram___n
             _udp_datagram___e_data = pos
-            _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___s_src_port:_udp_datagram___e_length], _FB14, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
+            _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___s_src_port:_udp_datagram___e_length], _FB10, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
             if _udp_datagram__f_checksum != _udp_datagram___ck:
                 raise ChecksumError('udp_checksum mismatch', offset=_udp_datagram___s_checksum, path='checksum', expected=_udp_datagram___ck, found=_udp_datagram__f_checksum)
             _udp_datagram___obj = _new(UdpDatagram)
@@ -1469,31 +1870,31 @@ def _d_ipv4_packet(mv, pos, end):
 
 def _u_ipv4_packet(mv, pos, end):
     _isb = mv.__class__ is bytes
-    _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol, _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S24.unpack_from(mv, pos)
-    _ipv4_header___r10 = pos
+    _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol, _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S25.unpack_from(mv, pos)
+    _ipv4_header___r6 = pos
     pos += 10
     if _ipv4_header__f_version_ihl & 0:
-        raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
+        raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
     _ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_header__f_version_ihl)
     if not (_ipv4_header__f_version_ihl.version == 4 and _ipv4_header__f_version_ihl.ihl >= 5):
-        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
+        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
     if _ipv4_header__f_fragment & 32768:
-        raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
+        raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
     _ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_header__f_fragment)
-    _ipv4_header___e_protocol = _ipv4_header___r10 + 10
-    _ipv4_header___r12 = pos
+    _ipv4_header___e_protocol = _ipv4_header___r6 + 10
+    _ipv4_header___r8 = pos
     pos += 10
-    _ipv4_header___e_header_checksum = _ipv4_header___r12 + 2
-    _ipv4_header___s_src = _ipv4_header___r12 + 2
+    _ipv4_header___e_header_checksum = _ipv4_header___r8 + 2
+    _ipv4_header___s_src = _ipv4_header___r8 + 2
     _ipv4_header___n = _attr(_ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
     if _ipv4_header___n < 0:
         raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_header___n)
     _ipv4_header__f_options = mv[pos:pos + _ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_header___n])
     pos += _ipv4_header___n
     _ipv4_header___e_options = pos
-    _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r10:_ipv4_header___e_protocol], _FB14, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
+    _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r6:_ipv4_header___e_protocol], _FB10, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
     if _ipv4_header__f_header_checksum != _ipv4_header___ck:
-        raise ChecksumError('internet16 mismatch', offset=_ipv4_header___r12, path='header_checksum', expected=_ipv4_header___ck, found=_ipv4_header__f_header_checksum)
+        raise ChecksumError('internet16 mismatch', offset=_ipv4_header___r8, path='header_checksum', expected=_ipv4_header___ck, found=_ipv4_header__f_header_checksum)
     _ipv4_header___obj = _new(Ipv4Header)
     _ipv4_header___obj.version_ihl = _ipv4_header__f_version_ihl
     _ipv4_header___obj.tos = _ipv4_header__f_tos
@@ -1517,13 +1918,13 @@ def _u_ipv4_packet(mv, pos, end):
     if _tag == 17:
         _udp_datagram__p_src = _ipv4_header___obj.src
         _udp_datagram__p_dst = _ipv4_header___obj.dst
-        _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S23.unpack_from(mv, pos)
-        _udp_datagram___r15 = pos
+        _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S21.unpack_from(mv, pos)
+        _udp_datagram___r11 = pos
         pos += 6
-        _udp_datagram___e_length = _udp_datagram___r15 + 6
-        _udp_datagram___r17 = pos
+        _udp_datagram___e_length = _udp_datagram___r11 + 6
+        _udp_datagram___r13 = pos
         pos += 2
-        _udp_datagram___e_checksum = _udp_datagram___r17 + 2
+        _udp_datagram___e_checksum = _udp_datagram___r13 + 2
         _udp_datagram___s_data = pos
         _udp_datagram___n = _udp_datagram__f_length - 8
         if _udp_datagram___n < 0:
@@ -1531,9 +1932,9 @@ def _u_ipv4_packet(mv, pos, end):
         _udp_datagram__f_data = mv[pos:pos + _udp_datagram___n] if _isb else bytes(mv[pos:pos + _udp_datagram___n])
         pos += _udp_datagram___n
         _udp_datagram___e_data = pos
-        _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r15:_udp_datagram___e_length], _FB14, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
+        _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r11:_udp_datagram___e_length], _FB10, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
         if _udp_datagram__f_checksum != _udp_datagram___ck:
-            raise ChecksumError('udp_checksum mismatch', offset=_udp_datagram___r17, path='checksum', expected=_udp_datagram___ck, found=_udp_datagram__f_checksum)
+            raise ChecksumError('udp_checksum mismatch', offset=_udp_datagram___r13, path='checksum', expected=_udp_datagram___ck, found=_udp_datagram__f_checksum)
         _udp_datagram___obj = _new(UdpDatagram)
         _udp_datagram___obj.src_port = _udp_datagram__f_src_port
         _udp_datagram___obj.dst_port = _udp_datagram__f_dst_port
@@ -1565,38 +1966,38 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S23_unpack_from = _S23.unpack_from
-    _S24_unpack_from = _S24.unpack_from
+    _S21_unpack_from = _S21.unpack_from
+    _S25_unpack_from = _S25.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol, _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S24_unpack_from(mv, pos)
-            _ipv4_header___r10 = pos
+            _ipv4_header__f_version_ihl, _ipv4_header__f_tos, _ipv4_header__f_total_length, _ipv4_header__f_identification, _ipv4_header__f_fragment, _ipv4_header__f_ttl, _ipv4_header__f_protocol, _ipv4_header__f_header_checksum, _ipv4_header__f_src, _ipv4_header__f_dst = _S25_unpack_from(mv, pos)
+            _ipv4_header___r6 = pos
             pos += 10
             if _ipv4_header__f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r10, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
+                raise ConstraintError('undefined version_ihl bits set', offset=_ipv4_header___r6, path='version_ihl', expected='mask 0xff', found=_ipv4_header__f_version_ihl)
             _ipv4_header__f_version_ihl = VersionIhl.from_int(_ipv4_header__f_version_ihl)
             if not (_ipv4_header__f_version_ihl.version == 4 and _ipv4_header__f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_ipv4_header___r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=_ipv4_header__f_version_ihl)
             if _ipv4_header__f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r10 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
+                raise ConstraintError('undefined ipv4_fragment bits set', offset=_ipv4_header___r6 + 6, path='fragment', expected='mask 0x7fff', found=_ipv4_header__f_fragment)
             _ipv4_header__f_fragment = Ipv4Fragment.from_int(_ipv4_header__f_fragment)
-            _ipv4_header___e_protocol = _ipv4_header___r10 + 10
-            _ipv4_header___r12 = pos
+            _ipv4_header___e_protocol = _ipv4_header___r6 + 10
+            _ipv4_header___r8 = pos
             pos += 10
-            _ipv4_header___e_header_checksum = _ipv4_header___r12 + 2
-            _ipv4_header___s_src = _ipv4_header___r12 + 2
+            _ipv4_header___e_header_checksum = _ipv4_header___r8 + 2
+            _ipv4_header___s_src = _ipv4_header___r8 + 2
             _ipv4_header___n = _attr(_ipv4_header__f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
             if _ipv4_header___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_ipv4_header___n)
             _ipv4_header__f_options = mv[pos:pos + _ipv4_header___n] if _isb else bytes(mv[pos:pos + _ipv4_header___n])
             pos += _ipv4_header___n
             _ipv4_header___e_options = pos
-            _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r10:_ipv4_header___e_protocol], _FB14, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
+            _ipv4_header___ck = _ck_internet16(b''.join((mv[_ipv4_header___r6:_ipv4_header___e_protocol], _FB10, mv[_ipv4_header___s_src:_ipv4_header___e_options])))
             if _ipv4_header__f_header_checksum != _ipv4_header___ck:
-                raise ChecksumError('internet16 mismatch', offset=_ipv4_header___r12, path='header_checksum', expected=_ipv4_header___ck, found=_ipv4_header__f_header_checksum)
+                raise ChecksumError('internet16 mismatch', offset=_ipv4_header___r8, path='header_checksum', expected=_ipv4_header___ck, found=_ipv4_header__f_header_checksum)
             _ipv4_header___obj = _new(Ipv4Header)
             _ipv4_header___obj.version_ihl = _ipv4_header__f_version_ihl
             _ipv4_header___obj.tos = _ipv4_header__f_tos
@@ -1620,13 +2021,13 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
             if _tag == 17:
                 _udp_datagram__p_src = _ipv4_header___obj.src
                 _udp_datagram__p_dst = _ipv4_header___obj.dst
-                _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S23_unpack_from(mv, pos)
-                _udp_datagram___r15 = pos
+                _udp_datagram__f_src_port, _udp_datagram__f_dst_port, _udp_datagram__f_length, _udp_datagram__f_checksum = _S21_unpack_from(mv, pos)
+                _udp_datagram___r11 = pos
                 pos += 6
-                _udp_datagram___e_length = _udp_datagram___r15 + 6
-                _udp_datagram___r17 = pos
+                _udp_datagram___e_length = _udp_datagram___r11 + 6
+                _udp_datagram___r13 = pos
                 pos += 2
-                _udp_datagram___e_checksum = _udp_datagram___r17 + 2
+                _udp_datagram___e_checksum = _udp_datagram___r13 + 2
                 _udp_datagram___s_data = pos
                 _udp_datagram___n = _udp_datagram__f_length - 8
                 if _udp_datagram___n < 0:
@@ -1634,9 +2035,9 @@ def _m_ipv4_packet(mv, pos, end, _rest=_decode_many):
                 _udp_datagram__f_data = mv[pos:pos + _udp_datagram___n] if _isb else bytes(mv[pos:pos + _udp_datagram___n])
                 pos += _udp_datagram___n
                 _udp_datagram___e_data = pos
-                _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r15:_udp_datagram___e_length], _FB14, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
+                _udp_datagram___ck = _ck_udp_checksum(b''.join((mv[_udp_datagram___r11:_udp_datagram___e_length], _FB10, mv[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
                 if _udp_datagram__f_checksum != _udp_datagram___ck:
-                    raise ChecksumError('udp_checksum mismatch', offset=_udp_datagram___r17, path='checksum', expected=_udp_datagram___ck, found=_udp_datagram__f_checksum)
+                    raise ChecksumError('udp_checksum mismatch', offset=_udp_datagram___r13, path='checksum', expected=_udp_datagram___ck, found=_udp_datagram__f_checksum)
                 _udp_datagram___obj = _new(UdpDatagram)
                 _udp_datagram___obj.src_port = _udp_datagram__f_src_port
                 _udp_datagram___obj.dst_port = _udp_datagram__f_dst_port
@@ -1675,20 +2076,20 @@ def _e_ipv4_packet(out, v):
         raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
     _ipv4_header___s_version_ihl = len(out)
     _ipv4_header___e_protocol = len(out) + 10
-    out += _S10.pack(_ipv4_header__v.version_ihl.to_int(), _ipv4_header__v.tos, _ipv4_header__v.total_length, _ipv4_header__v.identification, _ipv4_header__v.fragment.to_int(), _ipv4_header__v.ttl, _ipv4_header__v.protocol)
+    out += _S6.pack(_ipv4_header__v.version_ihl.to_int(), _ipv4_header__v.tos, _ipv4_header__v.total_length, _ipv4_header__v.identification, _ipv4_header__v.fragment.to_int(), _ipv4_header__v.ttl, _ipv4_header__v.protocol)
     _ipv4_header___s_header_checksum = len(out)
     _ipv4_header___atck_header_checksum = len(out)
-    out += _FB14
+    out += _FB10
     _ipv4_header___e_header_checksum = len(out)
     _ipv4_header___s_src = len(out)
-    out += _S19.pack(_ipv4_header__v.src, _ipv4_header__v.dst)
+    out += _S22.pack(_ipv4_header__v.src, _ipv4_header__v.dst)
     _ipv4_header___b = _ipv4_header__v.options
     if len(_ipv4_header___b) != _ipv4_header__v.version_ihl.ihl * 4 - 20:
         raise EncodeError('wrong length ' + str(len(_ipv4_header___b)), path='options')
     out += _ipv4_header___b
     _ipv4_header___e_options = len(out)
     _ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ipv4_header___s_version_ihl:_ipv4_header___e_protocol], memoryview(out)[_ipv4_header___atck_header_checksum:_ipv4_header___e_header_checksum], memoryview(out)[_ipv4_header___s_src:_ipv4_header___e_options])))
-    _S17.pack_into(out, _ipv4_header___atck_header_checksum, _ipv4_header__f_header_checksum)
+    _S13.pack_into(out, _ipv4_header___atck_header_checksum, _ipv4_header__f_header_checksum)
     _pz_ipv4_packet_payload = len(out)
     _tag = v.header.protocol
     if _tag == 17:
@@ -1700,20 +2101,20 @@ def _e_ipv4_packet(out, v):
         _udp_datagram___s_src_port = len(out)
         _udp_datagram___e_length = len(out) + 6
         _udp_datagram___at_length = len(out) + 4
-        out += _S15.pack(_udp_datagram__v.src_port, _udp_datagram__v.dst_port, 0)
+        out += _S11.pack(_udp_datagram__v.src_port, _udp_datagram__v.dst_port, 0)
         _udp_datagram___s_checksum = len(out)
         _udp_datagram___atck_checksum = len(out)
-        out += _FB14
+        out += _FB10
         _udp_datagram___e_checksum = len(out)
         _udp_datagram___s_data = len(out)
         _udp_datagram___ps = len(out)
         _udp_datagram___b = _udp_datagram__v.data
         out += _udp_datagram___b
         _udp_datagram___size_data = len(out) - _udp_datagram___ps
-        _S17.pack_into(out, _udp_datagram___at_length, _udp_datagram___size_data + 8)
+        _S13.pack_into(out, _udp_datagram___at_length, _udp_datagram___size_data + 8)
         _udp_datagram___e_data = len(out)
         _udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_udp_datagram___s_src_port:_udp_datagram___e_length], memoryview(out)[_udp_datagram___atck_checksum:_udp_datagram___e_checksum], memoryview(out)[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
-        _S17.pack_into(out, _udp_datagram___atck_checksum, _udp_datagram__f_checksum)
+        _S13.pack_into(out, _udp_datagram___atck_checksum, _udp_datagram__f_checksum)
     else:
         out += v.payload
     if len(out) - _pz_ipv4_packet_payload != (v.header.total_length - (v.header.version_ihl.ihl * 4)):
@@ -1723,28 +2124,28 @@ def _e_ipv4_packet(out, v):
 
 def _em_ipv4_packet(values):
     out = bytearray()
-    _S10_pack = _S10.pack
-    _S15_pack = _S15.pack
-    _S19_pack = _S19.pack
+    _S11_pack = _S11.pack
+    _S22_pack = _S22.pack
+    _S6_pack = _S6.pack
     for v in values:
         _ipv4_header__v = v.header
         if not (_ipv4_header__v.version_ihl.version == 4 and _ipv4_header__v.version_ihl.ihl >= 5):
             raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
         _ipv4_header___s_version_ihl = len(out)
         _ipv4_header___e_protocol = len(out) + 10
-        out += _S10_pack(_ipv4_header__v.version_ihl.to_int(), _ipv4_header__v.tos, _ipv4_header__v.total_length, _ipv4_header__v.identification, _ipv4_header__v.fragment.to_int(), _ipv4_header__v.ttl, _ipv4_header__v.protocol)
+        out += _S6_pack(_ipv4_header__v.version_ihl.to_int(), _ipv4_header__v.tos, _ipv4_header__v.total_length, _ipv4_header__v.identification, _ipv4_header__v.fragment.to_int(), _ipv4_header__v.ttl, _ipv4_header__v.protocol)
         _ipv4_header___atck_header_checksum = len(out)
-        out += _FB14
+        out += _FB10
         _ipv4_header___e_header_checksum = len(out)
         _ipv4_header___s_src = len(out)
-        out += _S19_pack(_ipv4_header__v.src, _ipv4_header__v.dst)
+        out += _S22_pack(_ipv4_header__v.src, _ipv4_header__v.dst)
         _ipv4_header___b = _ipv4_header__v.options
         if len(_ipv4_header___b) != _ipv4_header__v.version_ihl.ihl * 4 - 20:
             raise EncodeError('wrong length ' + str(len(_ipv4_header___b)), path='options')
         out += _ipv4_header___b
         _ipv4_header___e_options = len(out)
         _ipv4_header__f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_ipv4_header___s_version_ihl:_ipv4_header___e_protocol], memoryview(out)[_ipv4_header___atck_header_checksum:_ipv4_header___e_header_checksum], memoryview(out)[_ipv4_header___s_src:_ipv4_header___e_options])))
-        _S17.pack_into(out, _ipv4_header___atck_header_checksum, _ipv4_header__f_header_checksum)
+        _S13.pack_into(out, _ipv4_header___atck_header_checksum, _ipv4_header__f_header_checksum)
         _pz_ipv4_packet_payload = len(out)
         _tag = v.header.protocol
         if _tag == 17:
@@ -1756,19 +2157,19 @@ def _em_ipv4_packet(values):
             _udp_datagram___s_src_port = len(out)
             _udp_datagram___e_length = len(out) + 6
             _udp_datagram___at_length = len(out) + 4
-            out += _S15_pack(_udp_datagram__v.src_port, _udp_datagram__v.dst_port, 0)
+            out += _S11_pack(_udp_datagram__v.src_port, _udp_datagram__v.dst_port, 0)
             _udp_datagram___atck_checksum = len(out)
-            out += _FB14
+            out += _FB10
             _udp_datagram___e_checksum = len(out)
             _udp_datagram___s_data = len(out)
             _udp_datagram___ps = len(out)
             _udp_datagram___b = _udp_datagram__v.data
             out += _udp_datagram___b
             _udp_datagram___size_data = len(out) - _udp_datagram___ps
-            _S17.pack_into(out, _udp_datagram___at_length, _udp_datagram___size_data + 8)
+            _S13.pack_into(out, _udp_datagram___at_length, _udp_datagram___size_data + 8)
             _udp_datagram___e_data = len(out)
             _udp_datagram__f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_udp_datagram___s_src_port:_udp_datagram___e_length], memoryview(out)[_udp_datagram___atck_checksum:_udp_datagram___e_checksum], memoryview(out)[_udp_datagram___s_data:_udp_datagram___e_data])), src=_udp_datagram__p_src, dst=_udp_datagram__p_dst)
-            _S17.pack_into(out, _udp_datagram___atck_checksum, _udp_datagram__f_checksum)
+            _S13.pack_into(out, _udp_datagram___atck_checksum, _udp_datagram__f_checksum)
         else:
             out += v.payload
         if len(out) - _pz_ipv4_packet_payload != v.header.total_length - v.header.version_ihl.ihl * 4:
@@ -1779,28 +2180,28 @@ def _em_ipv4_packet(values):
 
 def _d_ipv4_header(mv, pos, end):
     if pos + 10 > end:
-        raise _short(pos, end, _T11)
-    f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol = _S10.unpack_from(mv, pos)
-    _r10 = pos
+        raise _short(pos, end, _T7)
+    f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol = _S6.unpack_from(mv, pos)
+    _r6 = pos
     pos += 10
-    _s_version_ihl = _r10
+    _s_version_ihl = _r6
     if f_version_ihl & 0:
-        raise ConstraintError('undefined version_ihl bits set', offset=_r10, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
+        raise ConstraintError('undefined version_ihl bits set', offset=_r6, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
     f_version_ihl = VersionIhl.from_int(f_version_ihl)
     if not ((f_version_ihl.version == 4) and (f_version_ihl.ihl >= 5)):
-        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
+        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
     if f_fragment & 32768:
-        raise ConstraintError('undefined ipv4_fragment bits set', offset=_r10 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
+        raise ConstraintError('undefined ipv4_fragment bits set', offset=_r6 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
     f_fragment = Ipv4Fragment.from_int(f_fragment)
-    _e_protocol = _r10 + 10
+    _e_protocol = _r6 + 10
     if pos + 10 > end:
-        raise _short(pos, end, _T13)
-    f_header_checksum, f_src, f_dst = _S12.unpack_from(mv, pos)
-    _r12 = pos
+        raise _short(pos, end, _T9)
+    f_header_checksum, f_src, f_dst = _S8.unpack_from(mv, pos)
+    _r8 = pos
     pos += 10
-    _s_header_checksum = _r12
-    _e_header_checksum = _r12 + 2
-    _s_src = _r12 + 2
+    _s_header_checksum = _r8
+    _e_header_checksum = _r8 + 2
+    _s_src = _r8 + 2
     _n = ((_attr(f_version_ihl, 'ihl', pos, 'ihl') * 4) - 20)
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_n)
@@ -1809,7 +2210,7 @@ def _d_ipv4_header(mv, pos, end):
     f_options = bytes(mv[pos:pos + _n])
     pos += _n
     _e_options = pos
-    _ck = _ck_internet16(b''.join((mv[_s_version_ihl:_e_protocol], _FB14, mv[_s_src:_e_options],)))
+    _ck = _ck_internet16(b''.join((mv[_s_version_ihl:_e_protocol], _FB10, mv[_s_src:_e_options],)))
     if f_header_checksum != _ck:
         raise ChecksumError('internet16 mismatch', offset=_s_header_checksum, path='header_checksum', expected=_ck, found=f_header_checksum)
     _obj = _new(Ipv4Header)
@@ -1827,31 +2228,31 @@ def _d_ipv4_header(mv, pos, end):
 
 def _u_ipv4_header(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_header_checksum, f_src, f_dst = _S24.unpack_from(mv, pos)
-    _r10 = pos
+    f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_header_checksum, f_src, f_dst = _S25.unpack_from(mv, pos)
+    _r6 = pos
     pos += 10
     if f_version_ihl & 0:
-        raise ConstraintError('undefined version_ihl bits set', offset=_r10, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
+        raise ConstraintError('undefined version_ihl bits set', offset=_r6, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
     f_version_ihl = VersionIhl.from_int(f_version_ihl)
     if not (f_version_ihl.version == 4 and f_version_ihl.ihl >= 5):
-        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
+        raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
     if f_fragment & 32768:
-        raise ConstraintError('undefined ipv4_fragment bits set', offset=_r10 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
+        raise ConstraintError('undefined ipv4_fragment bits set', offset=_r6 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
     f_fragment = Ipv4Fragment.from_int(f_fragment)
-    _e_protocol = _r10 + 10
-    _r12 = pos
+    _e_protocol = _r6 + 10
+    _r8 = pos
     pos += 10
-    _e_header_checksum = _r12 + 2
-    _s_src = _r12 + 2
+    _e_header_checksum = _r8 + 2
+    _s_src = _r8 + 2
     _n = _attr(f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_n)
     f_options = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_options = pos
-    _ck = _ck_internet16(b''.join((mv[_r10:_e_protocol], _FB14, mv[_s_src:_e_options])))
+    _ck = _ck_internet16(b''.join((mv[_r6:_e_protocol], _FB10, mv[_s_src:_e_options])))
     if f_header_checksum != _ck:
-        raise ChecksumError('internet16 mismatch', offset=_r12, path='header_checksum', expected=_ck, found=f_header_checksum)
+        raise ChecksumError('internet16 mismatch', offset=_r8, path='header_checksum', expected=_ck, found=f_header_checksum)
     _obj = _new(Ipv4Header)
     _obj.version_ihl = f_version_ihl
     _obj.tos = f_tos
@@ -1871,37 +2272,37 @@ def _m_ipv4_header(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S24_unpack_from = _S24.unpack_from
+    _S25_unpack_from = _S25.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_header_checksum, f_src, f_dst = _S24_unpack_from(mv, pos)
-            _r10 = pos
+            f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_header_checksum, f_src, f_dst = _S25_unpack_from(mv, pos)
+            _r6 = pos
             pos += 10
             if f_version_ihl & 0:
-                raise ConstraintError('undefined version_ihl bits set', offset=_r10, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
+                raise ConstraintError('undefined version_ihl bits set', offset=_r6, path='version_ihl', expected='mask 0xff', found=f_version_ihl)
             f_version_ihl = VersionIhl.from_int(f_version_ihl)
             if not (f_version_ihl.version == 4 and f_version_ihl.ihl >= 5):
-                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r10, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
+                raise ConstraintError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', offset=_r6, path='version_ihl', expected='version_ihl.version == 4 and version_ihl.ihl >= 5', found=f_version_ihl)
             if f_fragment & 32768:
-                raise ConstraintError('undefined ipv4_fragment bits set', offset=_r10 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
+                raise ConstraintError('undefined ipv4_fragment bits set', offset=_r6 + 6, path='fragment', expected='mask 0x7fff', found=f_fragment)
             f_fragment = Ipv4Fragment.from_int(f_fragment)
-            _e_protocol = _r10 + 10
-            _r12 = pos
+            _e_protocol = _r6 + 10
+            _r8 = pos
             pos += 10
-            _e_header_checksum = _r12 + 2
-            _s_src = _r12 + 2
+            _e_header_checksum = _r8 + 2
+            _s_src = _r8 + 2
             _n = _attr(f_version_ihl, 'ihl', pos, 'ihl') * 4 - 20
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='options', expected='>= 0', found=_n)
             f_options = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_options = pos
-            _ck = _ck_internet16(b''.join((mv[_r10:_e_protocol], _FB14, mv[_s_src:_e_options])))
+            _ck = _ck_internet16(b''.join((mv[_r6:_e_protocol], _FB10, mv[_s_src:_e_options])))
             if f_header_checksum != _ck:
-                raise ChecksumError('internet16 mismatch', offset=_r12, path='header_checksum', expected=_ck, found=f_header_checksum)
+                raise ChecksumError('internet16 mismatch', offset=_r8, path='header_checksum', expected=_ck, found=f_header_checksum)
             _obj = _new(Ipv4Header)
             _obj.version_ihl = f_version_ihl
             _obj.tos = f_tos
@@ -1927,60 +2328,60 @@ def _e_ipv4_header(out, v):
         raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
     _s_version_ihl = len(out)
     _e_protocol = len(out) + 10
-    out += _S10.pack(v.version_ihl.to_int(), v.tos, v.total_length, v.identification, v.fragment.to_int(), v.ttl, v.protocol)
+    out += _S6.pack(v.version_ihl.to_int(), v.tos, v.total_length, v.identification, v.fragment.to_int(), v.ttl, v.protocol)
     _s_header_checksum = len(out)
     _atck_header_checksum = len(out)
-    out += _FB14
+    out += _FB10
     _e_header_checksum = len(out)
     _s_src = len(out)
-    out += _S19.pack(v.src, v.dst)
+    out += _S22.pack(v.src, v.dst)
     _b = v.options
     if len(_b) != ((v.version_ihl.ihl * 4) - 20):
         raise EncodeError('wrong length ' + str(len(_b)), path='options')
     out += _b
     _e_options = len(out)
     f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_s_version_ihl:_e_protocol], memoryview(out)[_atck_header_checksum:_e_header_checksum], memoryview(out)[_s_src:_e_options],)))
-    _S17.pack_into(out, _atck_header_checksum, f_header_checksum)
+    _S13.pack_into(out, _atck_header_checksum, f_header_checksum)
 
 def _em_ipv4_header(values):
     out = bytearray()
-    _S10_pack = _S10.pack
-    _S19_pack = _S19.pack
+    _S22_pack = _S22.pack
+    _S6_pack = _S6.pack
     for v in values:
         if not (v.version_ihl.version == 4 and v.version_ihl.ihl >= 5):
             raise EncodeError('rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken', path='version_ihl')
         _s_version_ihl = len(out)
         _e_protocol = len(out) + 10
-        out += _S10_pack(v.version_ihl.to_int(), v.tos, v.total_length, v.identification, v.fragment.to_int(), v.ttl, v.protocol)
+        out += _S6_pack(v.version_ihl.to_int(), v.tos, v.total_length, v.identification, v.fragment.to_int(), v.ttl, v.protocol)
         _atck_header_checksum = len(out)
-        out += _FB14
+        out += _FB10
         _e_header_checksum = len(out)
         _s_src = len(out)
-        out += _S19_pack(v.src, v.dst)
+        out += _S22_pack(v.src, v.dst)
         _b = v.options
         if len(_b) != v.version_ihl.ihl * 4 - 20:
             raise EncodeError('wrong length ' + str(len(_b)), path='options')
         out += _b
         _e_options = len(out)
         f_header_checksum = _ck_internet16(b''.join((memoryview(out)[_s_version_ihl:_e_protocol], memoryview(out)[_atck_header_checksum:_e_header_checksum], memoryview(out)[_s_src:_e_options])))
-        _S17.pack_into(out, _atck_header_checksum, f_header_checksum)
+        _S13.pack_into(out, _atck_header_checksum, f_header_checksum)
     return bytes(out)
 
 def _d_udp_datagram(mv, pos, end, p_src, p_dst):
     if pos + 6 > end:
-        raise _short(pos, end, _T16)
-    f_src_port, f_dst_port, f_length = _S15.unpack_from(mv, pos)
-    _r15 = pos
+        raise _short(pos, end, _T12)
+    f_src_port, f_dst_port, f_length = _S11.unpack_from(mv, pos)
+    _r11 = pos
     pos += 6
-    _s_src_port = _r15
-    _e_length = _r15 + 6
+    _s_src_port = _r11
+    _e_length = _r11 + 6
     if pos + 2 > end:
-        raise _short(pos, end, _T18)
-    f_checksum, = _S17.unpack_from(mv, pos)
-    _r17 = pos
+        raise _short(pos, end, _T14)
+    f_checksum, = _S13.unpack_from(mv, pos)
+    _r13 = pos
     pos += 2
-    _s_checksum = _r17
-    _e_checksum = _r17 + 2
+    _s_checksum = _r13
+    _e_checksum = _r13 + 2
     _s_data = pos
     _n = (f_length - 8)
     if _n < 0:
@@ -1990,7 +2391,7 @@ def _d_udp_datagram(mv, pos, end, p_src, p_dst):
     f_data = bytes(mv[pos:pos + _n])
     pos += _n
     _e_data = pos
-    _ck = _ck_udp_checksum(b''.join((mv[_s_src_port:_e_length], _FB14, mv[_s_data:_e_data],)), src=p_src, dst=p_dst)
+    _ck = _ck_udp_checksum(b''.join((mv[_s_src_port:_e_length], _FB10, mv[_s_data:_e_data],)), src=p_src, dst=p_dst)
     if f_checksum != _ck:
         raise ChecksumError('udp_checksum mismatch', offset=_s_checksum, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(UdpDatagram)
@@ -2001,13 +2402,13 @@ def _d_udp_datagram(mv, pos, end, p_src, p_dst):
 
 def _u_udp_datagram(mv, pos, end, p_src, p_dst):
     _isb = mv.__class__ is bytes
-    f_src_port, f_dst_port, f_length, f_checksum = _S23.unpack_from(mv, pos)
-    _r15 = pos
+    f_src_port, f_dst_port, f_length, f_checksum = _S21.unpack_from(mv, pos)
+    _r11 = pos
     pos += 6
-    _e_length = _r15 + 6
-    _r17 = pos
+    _e_length = _r11 + 6
+    _r13 = pos
     pos += 2
-    _e_checksum = _r17 + 2
+    _e_checksum = _r13 + 2
     _s_data = pos
     _n = f_length - 8
     if _n < 0:
@@ -2015,9 +2416,9 @@ def _u_udp_datagram(mv, pos, end, p_src, p_dst):
     f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_data = pos
-    _ck = _ck_udp_checksum(b''.join((mv[_r15:_e_length], _FB14, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
+    _ck = _ck_udp_checksum(b''.join((mv[_r11:_e_length], _FB10, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
     if f_checksum != _ck:
-        raise ChecksumError('udp_checksum mismatch', offset=_r17, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('udp_checksum mismatch', offset=_r13, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(UdpDatagram)
     _obj.src_port = f_src_port
     _obj.dst_port = f_dst_port
@@ -2030,19 +2431,19 @@ def _m_udp_datagram(mv, pos, end, p_src, p_dst, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S23_unpack_from = _S23.unpack_from
+    _S21_unpack_from = _S21.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_src_port, f_dst_port, f_length, f_checksum = _S23_unpack_from(mv, pos)
-            _r15 = pos
+            f_src_port, f_dst_port, f_length, f_checksum = _S21_unpack_from(mv, pos)
+            _r11 = pos
             pos += 6
-            _e_length = _r15 + 6
-            _r17 = pos
+            _e_length = _r11 + 6
+            _r13 = pos
             pos += 2
-            _e_checksum = _r17 + 2
+            _e_checksum = _r13 + 2
             _s_data = pos
             _n = f_length - 8
             if _n < 0:
@@ -2050,9 +2451,9 @@ def _m_udp_datagram(mv, pos, end, p_src, p_dst, _rest=_decode_many):
             f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_data = pos
-            _ck = _ck_udp_checksum(b''.join((mv[_r15:_e_length], _FB14, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
+            _ck = _ck_udp_checksum(b''.join((mv[_r11:_e_length], _FB10, mv[_s_data:_e_data])), src=p_src, dst=p_dst)
             if f_checksum != _ck:
-                raise ChecksumError('udp_checksum mismatch', offset=_r17, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('udp_checksum mismatch', offset=_r13, path='checksum', expected=_ck, found=f_checksum)
             _obj = _new(UdpDatagram)
             _obj.src_port = f_src_port
             _obj.dst_port = f_dst_port
@@ -2070,41 +2471,41 @@ def _e_udp_datagram(out, v, p_src, p_dst):
     _s_src_port = len(out)
     _e_length = len(out) + 6
     _at_length = len(out) + 4
-    out += _S15.pack(v.src_port, v.dst_port, 0)
+    out += _S11.pack(v.src_port, v.dst_port, 0)
     _s_checksum = len(out)
     _atck_checksum = len(out)
-    out += _FB14
+    out += _FB10
     _e_checksum = len(out)
     _s_data = len(out)
     _ps = len(out)
     _b = v.data
     out += _b
     _size_data = len(out) - _ps
-    _S17.pack_into(out, _at_length, _size_data + 8)
+    _S13.pack_into(out, _at_length, _size_data + 8)
     _e_data = len(out)
     f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_s_src_port:_e_length], memoryview(out)[_atck_checksum:_e_checksum], memoryview(out)[_s_data:_e_data],)), src=p_src, dst=p_dst)
-    _S17.pack_into(out, _atck_checksum, f_checksum)
+    _S13.pack_into(out, _atck_checksum, f_checksum)
 
 def _em_udp_datagram(values, p_src, p_dst):
     out = bytearray()
-    _S15_pack = _S15.pack
+    _S11_pack = _S11.pack
     for v in values:
         _s_src_port = len(out)
         _e_length = len(out) + 6
         _at_length = len(out) + 4
-        out += _S15_pack(v.src_port, v.dst_port, 0)
+        out += _S11_pack(v.src_port, v.dst_port, 0)
         _atck_checksum = len(out)
-        out += _FB14
+        out += _FB10
         _e_checksum = len(out)
         _s_data = len(out)
         _ps = len(out)
         _b = v.data
         out += _b
         _size_data = len(out) - _ps
-        _S17.pack_into(out, _at_length, _size_data + 8)
+        _S13.pack_into(out, _at_length, _size_data + 8)
         _e_data = len(out)
         f_checksum = _ck_udp_checksum(b''.join((memoryview(out)[_s_src_port:_e_length], memoryview(out)[_atck_checksum:_e_checksum], memoryview(out)[_s_data:_e_data])), src=p_src, dst=p_dst)
-        _S17.pack_into(out, _atck_checksum, f_checksum)
+        _S13.pack_into(out, _atck_checksum, f_checksum)
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
@@ -2114,6 +2515,14 @@ def decode_pcap_file(buf, offset: int = 0) -> tuple[PcapFile, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_pcap_file(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_pcap_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2148,7 +2557,8 @@ def iter_pcap_file(buf, offset: int = 0, end: int | None = None):
 def decode_many_pcap_file(buf, offset: int = 0, end: int | None = None) -> list[PcapFile]:
     """Decode consecutive `pcap_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pcap_file``, in one loop: for logs read whole)."""
-    return _decode_many(_d_pcap_file, "pcap_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_pcap_file(mv, offset, len(mv) if end is None else end)
 
 
 def decode_prefix_pcap_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[PcapFile], int]:
@@ -2156,7 +2566,10 @@ def decode_prefix_pcap_file(buf, offset: int = 0, end: int | None = None) -> tup
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    return _decode_prefix(_d_pcap_file, "pcap_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_pcap_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_pcap_file(values) -> bytes:
@@ -2183,6 +2596,14 @@ def decode_packet(buf, offset: int = 0, *, linktype: LinkType) -> tuple[Packet, 
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if linktype.__class__ is not LinkType:
         linktype = LinkType(linktype)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_packet(mv, offset, len(mv), linktype)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_packet(mv, offset, len(mv), linktype)
     except DecodeError as exc:
@@ -2221,7 +2642,8 @@ def decode_many_packet(buf, offset: int = 0, end: int | None = None, *, linktype
     records and errors of ``iter_packet``, in one loop: for logs read whole)."""
     if linktype.__class__ is not LinkType:
         linktype = LinkType(linktype)
-    return _decode_many(_d_packet, "packet", buf, offset, end, (linktype,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_packet(mv, offset, len(mv) if end is None else end, linktype)
 
 
 def decode_prefix_packet(buf, offset: int = 0, end: int | None = None, *, linktype: LinkType) -> tuple[list[Packet], int]:
@@ -2231,7 +2653,10 @@ def decode_prefix_packet(buf, offset: int = 0, end: int | None = None, *, linkty
     record the window's end may cut (read on from ``stop``)."""
     if linktype.__class__ is not LinkType:
         linktype = LinkType(linktype)
-    return _decode_prefix(_d_packet, "packet", buf, offset, end, (linktype,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_packet(mv, offset, end, linktype, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_packet(values, *, linktype: LinkType) -> bytes:
