@@ -60,6 +60,10 @@ def anchor(fields: list[ir.Field], index: int, encode: bool = False) -> int | No
     if not cov or max(names.index(n) for n in cov) < index:
         return None
     last = max(names.index(n) for n in cov)
+    # a seed or parameter naming a field read later waits for it too
+    exprs = ([ck.seed] if ck.seed is not None else []) + [e for _, e in ck.params]
+    for e in exprs:
+        last = max([last] + [names.index(n) for n in e.names if n in names])
     if encode:
         for n in cov:
             d = fields[names.index(n)].derived_from

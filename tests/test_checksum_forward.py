@@ -660,3 +660,105 @@ def test_a_following_checksum_per_version(schema_module, v, x):
     round_trip(m, "versioned", m.Versioned(v=v, x=x, y=b"q"), want)
     assert {g[:3] for g in errors(m, "versioned", flip(want, len(want) - 1))} == {
         ("ChecksumError", "versioned.ck", 1)}
+
+
+# -- more shapes: digests, coverage on both sides, compressed fields, late seeds ------------
+
+SHAPES = """
+bytewright: 1
+family: fwdshapes
+records:
+  digest_first:
+    fields:
+      - {name: digest, type: bytes, size: 32, checksum: {algorithm: blake3, covers: following}}
+      - {name: body, type: bytes, length: u16}
+  both_sides:
+    fields:
+      - {name: a, type: u8}
+      - {name: ck, type: u32, checksum: {algorithm: crc32, covers: [a, c], seed: salt}}
+      - {name: b, type: u8}
+      - {name: c, type: bytes, length: u8}
+      - {name: salt, type: u32}
+  packed:
+    fields:
+      - {name: ck, type: u32, checksum: {algorithm: crc32c, covers: [kind, data]}}
+      - {name: kind, type: u8}
+      - {name: data, type: bytes, length: u32, compressed: {algorithm: zlib, length: u32}}
+"""
+
+
+def test_digest_first_over_the_rest(schema_module):
+    import blake3
+
+    m = schema_module(SHAPES)
+    body = b"\x05\x00hello"
+    want = blake3.blake3(body).digest() + body
+    round_trip(m, "digest_first", m.DigestFirst(body=b"hello"), want)
+    assert {g[:3] for g in errors(m, "digest_first", flip(want, 34))} == {
+        ("ChecksumError", "digest_first.digest", 0)}
+
+
+def test_coverage_on_both_sides_seeded_by_a_later_field(schema_module):
+    m = schema_module(SHAPES)
+    covered = b"\x01" + b"\x03xyz"
+    salt = 0x01020304
+    want = (b"\x01" + struct.pack("<I", zlib.crc32(covered, salt)) + b"\x02" + b"\x03xyz"
+            + struct.pack("<I", salt))
+    round_trip(m, "both_sides", m.BothSides(a=1, b=2, c=b"xyz", salt=salt), want)
+    assert decode(m, "both_sides", want[:5] + b"\x09" + want[6:], "compiled").b == 9  # b: outside
+    for at in (0, 8, len(want) - 1):  # a, c and the seed
+        assert {g[:3] for g in errors(m, "both_sides", flip(want, at))} == {
+            ("ChecksumError", "both_sides.ck", 1)}
+
+
+def test_forward_checksum_over_plain_bytes_of_a_compressed_field(schema_module):
+    m = schema_module(SHAPES)
+    plain = b"abc" * 50
+    value = m.Packed(kind=3, data=plain)
+    data = encode_both(m, "packed", value)
+    # the compressed region: u32 size of the stream, then the stream of the plain bytes
+    # (the field's own length prefix and content), which the checksum covers
+    stream = data[9:]
+    assert struct.unpack_from("<I", data, 5)[0] == len(stream)
+    inner = zlib.decompress(stream)
+    assert inner == struct.pack("<I", len(plain)) + plain
+    assert data[:4] == struct.pack("<I", crc32c(b"\x03" + inner))
+    for path in DECODERS:
+        assert decode(m, "packed", data, path) == value
+    assert {g[:3] for g in errors(m, "packed", flip(data, 4))} == {
+        ("ChecksumError", "packed.ck", 0)}
+
+
+@pytest.mark.parametrize("schema, record, make", [
+    (LOG, "log", lambda m: m.Log(items=[m.Frag(kind=k, piece=bytes([k]) * k) for k in range(4)])),
+    (IPV4, "packets", lambda m: m.Packets(items=[m.Ipv4(
+        version_ihl=0x45, tos=i, total_length=20, ident=i, frag=0, ttl=64, proto=6,
+        src=i, dst=0x0A000001) for i in range(3)])),
+    (OGG, "page", lambda m: m.Page(version=0, header_type=0, granule=9, serial=1, seq=2,
+                                   lacing=[3], body=b"abc")),
+    (FOLLOW, "summary", lambda m: m.Summary(records=[m.Entry(key=1, value=b"v")] * 3, pad=1)),
+    (FILE, "sectioned", lambda m: m.Sectioned(magic=7, tail=m.Trailer4(mark=1),
+                                              fixed=m.Trailer4(mark=2))),
+    (SHAPES, "both_sides", lambda m: m.BothSides(a=1, b=2, c=b"xyz", salt=5)),
+])
+def test_every_path_reports_corruption_alike(schema_module, schema, record, make):
+    """Truncations and bit flips: the same value, or the same error class, path and
+    offset, on the fast path and on the Construct path interpreted and compiled."""
+    import random
+
+    m = schema_module(schema)
+    data = encode_both(m, record, make(m))
+    rng = random.Random(len(data))
+    inputs = [data[:i] for i in range(len(data))]
+    for _ in range(120):
+        buf = bytearray(data)
+        buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
+        inputs.append(bytes(buf))
+    for raw in inputs:
+        got = []
+        for path in DECODERS:
+            try:
+                got.append(("ok", decode(m, record, raw, path)))
+            except DecodeError as e:
+                got.append((type(e).__name__, e.path, e.offset))
+        assert got[0] == got[1] == got[2], (raw.hex(), got)
