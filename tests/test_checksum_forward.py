@@ -762,3 +762,19 @@ def test_every_path_reports_corruption_alike(schema_module, schema, record, make
             except DecodeError as e:
                 got.append((type(e).__name__, e.path, e.offset))
         assert got[0] == got[1] == got[2], (raw.hex(), got)
+
+
+def test_inspector_marks_a_bad_forward_checksum_at_its_field(schema_module, tmp_path):
+    from bytewright.generator import inspector
+
+    m = schema_module(LOG)
+    src = tmp_path / "fwdlog.yaml"
+    src.write_text(LOG)
+    fam = pipeline.run([src]).families["fwdlog"]
+    good = frag_bytes(1, b"ab") + frag_bytes(2, b"cd")
+    res = inspector.inspect_bytes(good, m, fam, "log", {})
+    assert res.failure is None and res.bad_checksums == []
+    bad = flip(good, len(good) - 1)
+    res = inspector.inspect_bytes(bad, m, fam, "log", {})
+    assert [(n.path, n.offset) for n in res.bad_checksums] == [("log.items[1].crc", 9)]
+    assert "CHECKSUM BAD" in inspector.render_text(res)
