@@ -567,8 +567,7 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
             con.name = current
             cons[current] = con
         try:
-            # checksums over absolute ranges read this stream from any section
-            con.parse_stream(stream, **params, _bw_file=stream)
+            con.parse_stream(stream, **params)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise

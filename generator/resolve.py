@@ -167,6 +167,7 @@ class Resolver:
             records[name] = self.record(src, name, body)
         for rec in records.values():
             self.check_record(rec, records)
+        self.check_file_ranges(records)
         return ir.Family(
             name=head["family"], title=head.get("title", head["family"]),
             spec=head.get("spec", ""), doc=head.get("doc", ""), endian=endian,
@@ -393,10 +394,46 @@ class Resolver:
                                  self.aliases, self.enums, self.flagdefs)
         if selfcover and width is None:
             self.err(src, f.path, "a checksum covering its own bytes needs a fixed width")
-        elif isinstance(ck.filler, bytes) and (not selfcover or len(ck.filler) != width):
-            why = (f"is {len(ck.filler)} bytes, the field {width}" if selfcover else
-                   "applies only to a checksum that covers its own bytes")
+        elif isinstance(ck.filler, bytes) and (not (selfcover or ck.files)
+                                               or len(ck.filler) != width):
+            why = (f"is {len(ck.filler)} bytes, the field {width}" if selfcover or ck.files
+                   else "applies only to a checksum that covers its own bytes")
             self.err(src, join(f.path, "checksum.filler"), f"filler {why}")
+
+    def check_file_ranges(self, records: dict[str, ir.Record]) -> None:
+        """A record holding a checksum over absolute file ranges is read where its bytes
+        are the buffer's own: not from a ``size:`` section or a compressed one, which
+        the Construct path reads as a stream of their own (offsets would not be the
+        buffer's there, nor the bytes written so far on encode)."""
+        def refs(t: ir.Type) -> list[str]:
+            if isinstance(t, ir.RefT) and t.kind == "record":
+                return [t.target]
+            if isinstance(t, ir.SwitchT):
+                return [r for _, _, r in t.cases if r] + [t.default]
+            return []
+
+        holders = {n for n, r in records.items()
+                   if any(f.checksum is not None and f.checksum.files for f in r.fields)}
+        if not holders:
+            return
+        reach: dict[str, bool] = {}
+
+        def holds(name: str, seen: frozenset[str] = frozenset()) -> bool:
+            if name not in records or name in seen:
+                return False
+            if name not in reach:
+                reach[name] = name in holders or any(
+                    holds(t, seen | {name}) for f in records[name].fields for t in refs(f.type))
+            return reach[name]
+
+        for rec in records.values():
+            for f in rec.fields:
+                if (f.size is not None or f.compressed is not None) \
+                        and any(holds(t) for t in refs(f.type)):
+                    self.err(rec._src, f.path,  # type: ignore[attr-defined]
+                             "a record with a checksum over file ranges cannot be read "
+                             "from a size: or compressed section (its offsets are the "
+                             "buffer's own)")
 
     def check_checksum_width(self, src: Source, f: ir.Field) -> None:
         """The stored width must hold the algorithm's value (or its declared truncation)."""

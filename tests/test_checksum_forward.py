@@ -405,16 +405,12 @@ records:
       - {name: magic, type: u32}
       - {name: body, type: bytes, size: 8}
       - {name: tail, type: trailer}
-  trailer4:
+  inside:
     fields:
-      - {name: file_crc, type: u32, checksum: {algorithm: crc32, covers: [{file: [0, 4]}]}}
-      - {name: mark, type: u8}
-  sectioned:
-    fields:
-      - {name: magic, type: u32}
-      - {name: n, type: u8}
-      - {name: tail, type: trailer4, size: n}
-      - {name: fixed, type: trailer4, size: 5}
+      # the range holds the checksum itself: its own bytes read as the filler
+      - {name: pre, type: u32}
+      - {name: crc, type: u32, checksum: {algorithm: crc32, covers: [{file: [0, 12]}], filler: 0xee}}
+      - {name: post, type: u32}
   bounded:
     params: {upto: {type: int}}
     fields:
@@ -441,15 +437,38 @@ def test_file_range_is_absolute_in_the_buffer(schema_module):
     assert {g[:3] for g in got} == {("TruncatedError", "bounded.crc", 0)}
 
 
-def test_file_range_inside_sized_sections_is_still_absolute(schema_module):
+def test_a_file_range_over_the_checksum_reads_it_as_the_filler(schema_module):
     m = schema_module(FILE)
-    magic = struct.pack("<I", 0x0BADCAFE)
-    crc = struct.pack("<I", zlib.crc32(magic))
-    want = magic + b"\x05" + crc + b"\x01" + crc + b"\x02"
-    value = m.Sectioned(magic=0x0BADCAFE, tail=m.Trailer4(mark=1), fixed=m.Trailer4(mark=2))
-    round_trip(m, "sectioned", value, want)
-    got = errors(m, "sectioned", flip(want, 3))
-    assert {g[:3] for g in got} == {("ChecksumError", "sectioned.tail.file_crc", 5)}
+    pre, post = struct.pack("<I", 1), struct.pack("<I", 2)
+    want = pre + struct.pack("<I", zlib.crc32(pre + b"\xee" * 4 + post)) + post
+    round_trip(m, "inside", m.Inside(pre=1, post=2), want)
+    assert {g[:3] for g in errors(m, "inside", flip(want, 9))} == {
+        ("ChecksumError", "inside.crc", 4)}
+
+
+SECTIONED = """
+bytewright: 1
+family: sectioned
+records:
+  trailer:
+    fields:
+      - {name: file_crc, type: u32, checksum: {algorithm: crc32, covers: [{file: [0, 4]}]}}
+  middle:
+    fields:
+      - {name: t, type: trailer}
+  outer:
+    fields:
+      - {name: magic, type: u32}
+      - {name: n, type: u8}
+      - {name: body, type: middle, size: n}
+"""
+
+
+def test_file_ranges_are_not_read_from_sections(tmp_path):
+    found = problems(tmp_path, SECTIONED)
+    assert any("records.outer.fields[2]" in p and "cannot be read from a size: or "
+               "compressed section" in p for p in found), found
+    assert problems(tmp_path, SECTIONED.replace(", size: n", "")) == []
 
 
 def test_file_range_on_encode_is_of_the_bytes_produced(schema_module):
@@ -737,8 +756,8 @@ def test_forward_checksum_over_plain_bytes_of_a_compressed_field(schema_module):
     (OGG, "page", lambda m: m.Page(version=0, header_type=0, granule=9, serial=1, seq=2,
                                    lacing=[3], body=b"abc")),
     (FOLLOW, "summary", lambda m: m.Summary(records=[m.Entry(key=1, value=b"v")] * 3, pad=1)),
-    (FILE, "sectioned", lambda m: m.Sectioned(magic=7, tail=m.Trailer4(mark=1),
-                                              fixed=m.Trailer4(mark=2))),
+    (FILE, "whole", lambda m: m.Whole(magic=7, body=b"12345678", tail=m.Trailer(mark=1))),
+    (FILE, "inside", lambda m: m.Inside(pre=5, post=6)),
     (SHAPES, "both_sides", lambda m: m.BothSides(a=1, b=2, c=b"xyz", salt=5)),
 ])
 def test_every_path_reports_corruption_alike(schema_module, schema, record, make):
