@@ -35,10 +35,6 @@ def covered(fields: list[ir.Field], index: int) -> list[str]:
     return out
 
 
-def covers_itself(fields: list[ir.Field], index: int) -> bool:
-    return fields[index].name in covered(fields, index)
-
-
 def any_late(family: ir.Family) -> bool:
     """Whether any layout of ``family`` has a late checksum (its module then imports the
     runtime support for them)."""
