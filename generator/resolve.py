@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..runtime import registry
+from . import checksum_cover as cover
 from . import ir
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
@@ -387,6 +388,8 @@ class Resolver:
         for c in (ck.covers or ()) + ck.excluded:
             if c not in names:
                 self.err(src, f.path, f"checksum covers unknown field {c!r}")
+        if not (ck.ranges or ck.files or cover.covered(rec.fields, rec.fields.index(f))):
+            self.err(src, join(f.path, "checksum.covers"), "the checksum covers no bytes")
         selfcover = ck.scope == "all" or (ck.covers is not None and f.name in ck.covers)
         selfcover = selfcover and f.name not in ck.excluded
         # its own width, present or not (a condition makes the field's size unknown)

@@ -569,6 +569,9 @@ def test_schema_problems_name_file_line_and_path(tmp_path):
     assert any("before its start 'c'" in p for p in found), found
     found = check_problems(tmp_path, ok.replace("[b, c]", "[{from: c}]"))
     assert any("must come before it" in p for p in found), found
+    found = problems(tmp_path, BASE.replace("CHECK", ok.replace("[b, c]", "following"))
+                     .replace("      - {name: c, type: u16}\n", ""))
+    assert any("covers no bytes" in p for p in found), found  # nothing follows it
     found = check_problems(tmp_path, ok.replace("[b, c]", "[b, nope]"))
     assert any("covers unknown field 'nope'" in p for p in found), found
     found = check_problems(tmp_path, ok.replace("[b, c]", "[b, {file: [0, 4]}]"))
