@@ -137,6 +137,9 @@ def test_forward_crc_over_the_fields_after_it(schema_module):
     got = errors(m, "frag", flip(want, 8))
     assert {g[:3] for g in got} == {("ChecksumError", "frag.crc", 0)}
     assert {g[3:] for g in got} == {(crc32c(flip(want, 8)[6:]), crc32c(want[6:]))}
+    # decoded at an offset of a larger buffer: the offset is the buffer's
+    got = errors(m, "frag", b"pad" + flip(want, 8), offset=3)
+    assert {g[:3] for g in got} == {("ChecksumError", "frag.crc", 3)}
     # the length is not covered: a wrong one is a truncation, not a checksum error
     assert {g[0] for g in errors(m, "frag", want[:4] + b"\x09" + want[5:])} == {
         "TruncatedError"}
@@ -701,6 +704,15 @@ records:
       - {name: b, type: u8}
       - {name: c, type: bytes, length: u8}
       - {name: salt, type: u32}
+  truncated:
+    fields:
+      - name: ck
+        type: u16
+        checksum: {algorithm: crc32, covers: all, except: [skip], store: {bits: 16},
+                   filler: "hex:abcd"}
+      - {name: a, type: u8}
+      - {name: skip, type: u8}
+      - {name: b, type: bytes, length: u8}
   packed:
     fields:
       - {name: ck, type: u32, checksum: {algorithm: crc32c, covers: [kind, data]}}
@@ -731,6 +743,16 @@ def test_coverage_on_both_sides_seeded_by_a_later_field(schema_module):
     for at in (0, 8, len(want) - 1):  # a, c and the seed
         assert {g[:3] for g in errors(m, "both_sides", flip(want, at))} == {
             ("ChecksumError", "both_sides.ck", 1)}
+
+
+def test_self_covering_truncated_with_a_hex_filler_and_except(schema_module):
+    m = schema_module(SHAPES)
+    crc = zlib.crc32(b"\xab\xcd" + b"\x01" + b"\x02xy") & 0xFFFF  # skip is left out
+    want = struct.pack("<H", crc) + b"\x01\x07\x02xy"
+    round_trip(m, "truncated", m.Truncated(a=1, skip=7, b=b"xy"), want)
+    assert decode(m, "truncated", want[:3] + b"\x09" + want[4:], "construct").skip == 9
+    assert {g[:3] for g in errors(m, "truncated", flip(want, 2))} == {
+        ("ChecksumError", "truncated.ck", 0)}
 
 
 def test_forward_checksum_over_plain_bytes_of_a_compressed_field(schema_module):
@@ -809,7 +831,7 @@ PROPERTY_RECORDS = [
     (FOLLOW, "fwdspan", ["following", "span_to", "summary"]),
     (IPV4, "ipv4x", ["ipv4", "packets"]),
     (OGG, "oggx", ["page", "param_page"]),
-    (SHAPES, "fwdshapes", ["digest_first", "both_sides", "packed"]),
+    (SHAPES, "fwdshapes", ["digest_first", "both_sides", "truncated", "packed"]),
     (MISC, "fwdmisc", ["row", "maybe", "versioned"]),
     (FILE, "filerange", ["whole", "inside"]),
 ]
