@@ -383,13 +383,13 @@ class ConstructEmitter:
             if not (check or patch):
                 continue
             ck = ckf.checksum
+            fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
             if ck.files:
                 r = self.res(rec)
                 parts = [f"_cover.stream_range(this, {a.render(r)}, {b.render(r)}, "
-                         f"{ckf.name!r})" for a, b in ck.files]
+                         f"{ckf.name!r}, {fill!r})" for a, b in ck.files]
                 data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
             else:
-                fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
                 pieces = self.checksum_pieces(fields, i)
                 data = f"_cover.span(this, {pieces!r}, {fill!r})"
             value = self.code(checksum_call(ck, data, self.res(rec)))
