@@ -415,6 +415,11 @@ class ConstructEmitter:
         t, v = target.type, f"this[{target.name!r}]"
         if isinstance(t, ir.BytesT) and target.repeat is None and target.compressed is None:
             n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"
+        elif target.repeat is not None and target.repeat.prefix is None and \
+                target.compressed is None and target.framing is None:
+            # a repeat without its own prefix measures as the sum of its items
+            elem = self.type_c(t, target, rec)
+            n = f"sum(len(_build_bytes({elem}, _x, this)) for _x in {v})"
         else:
             n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this))"
         return f"({n} + {size_f.derived_offset})" if size_f.derived_offset else n
