@@ -35,10 +35,6 @@ def covered(fields: list[ir.Field], index: int) -> list[str]:
     return out
 
 
-def covers_itself(fields: list[ir.Field], index: int) -> bool:
-    return fields[index].name in covered(fields, index)
-
-
 def any_late(family: ir.Family) -> bool:
     """Whether any layout of ``family`` has a late checksum (its module then imports the
     runtime support for them)."""
@@ -60,6 +56,10 @@ def anchor(fields: list[ir.Field], index: int, encode: bool = False) -> int | No
     if not cov or max(names.index(n) for n in cov) < index:
         return None
     last = max(names.index(n) for n in cov)
+    # a seed or parameter naming a field read later waits for it too
+    exprs = ([ck.seed] if ck.seed is not None else []) + [e for _, e in ck.params]
+    for e in exprs:
+        last = max([last] + [names.index(n) for n in e.names if n in names])
     if encode:
         for n in cov:
             d = fields[names.index(n)].derived_from

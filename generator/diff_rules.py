@@ -302,9 +302,15 @@ def const_text(v: int | bytes | None) -> str:
 def checksum_text(c: ir.Checksum | None) -> str:
     if c is None:
         return "none"
-    covers = ", ".join(c.covers) if c.covers else "all preceding bytes"
+    covers = ", ".join(c.covers) if c.covers else {
+        "following": "all following bytes", "all": "the whole record"}.get(c.scope,
+                                                                          "all preceding bytes")
     if c.ranges:
         covers = ", ".join(f"bytes {a}..{b}" for a, b in c.ranges)
+    if c.files:
+        covers = ", ".join(f"file bytes {a.source}..{b.source}" for a, b in c.files)
+    if c.filler != 0:
+        covers += f" (itself read as {c.filler!r})"
     text = f"{c.algorithm} over {covers}"
     if c.excluded:
         text += f" except {', '.join(c.excluded)}"

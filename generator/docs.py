@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import byteorder, diff, ir, pipeline, svg
+from . import byteorder, checksum_cover, diff, ir, pipeline, svg
 from . import diff_rules as dr
 
 DOC_FORMAT = "bytewright-layouts"
@@ -100,15 +100,17 @@ def _checksum(f: ir.Field, lay: ir.Layout) -> dict | None:
     names = [x.name for x in lay.fields]
     idx = names.index(f.name)
     covers = list(c.covers) if c.covers else [n for n in names[:idx] if n not in c.excluded]
+    if c.covers is None and c.scope:  # following / all
+        covers = checksum_cover.covered(lay.fields, idx)
     ranges = [list(r) for r in c.ranges]
-    if c.ranges:
+    if c.ranges or c.files:
         covers = []
     for n in covers:
         off, size = lay.offsets.get(n), lay.sizes.get(n)
         if off is not None and size is not None:
             ranges.append([off, off + size])
     return {"algorithm": c.algorithm, "covers": covers,
-            "preceding": c.covers is None and not c.ranges,
+            "preceding": c.covers is None and not c.ranges and not c.scope and not c.files,
             "except": list(c.excluded), "byte_ranges": _merge(ranges),
             "text": dr.checksum_text(c)}
 

@@ -383,13 +383,13 @@ class ConstructEmitter:
             if not (check or patch):
                 continue
             ck = ckf.checksum
+            fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
             if ck.files:
                 r = self.res(rec)
                 parts = [f"_cover.stream_range(this, {a.render(r)}, {b.render(r)}, "
-                         f"{ckf.name!r})" for a, b in ck.files]
+                         f"{ckf.name!r}, {fill!r})" for a, b in ck.files]
                 data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
             else:
-                fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
                 pieces = self.checksum_pieces(fields, i)
                 data = f"_cover.span(this, {pieces!r}, {fill!r})"
             value = self.code(checksum_call(ck, data, self.res(rec)))
@@ -415,6 +415,11 @@ class ConstructEmitter:
         t, v = target.type, f"this[{target.name!r}]"
         if isinstance(t, ir.BytesT) and target.repeat is None and target.compressed is None:
             n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"
+        elif target.repeat is not None and target.repeat.prefix is None and \
+                target.compressed is None and target.framing is None:
+            # a repeat without its own prefix measures as the sum of its items
+            elem = self.type_c(t, target, rec)
+            n = f"sum(len(_build_bytes({elem}, _x, this)) for _x in {v})"
         else:
             n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this))"
         return f"({n} + {size_f.derived_offset})" if size_f.derived_offset else n

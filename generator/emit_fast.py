@@ -1360,8 +1360,10 @@ class FastEmitter:
             data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
             return checksum_call(f.checksum, data, res)
         if f.checksum.files:  # absolute ranges of the buffer decoded / the bytes encoded
+            fill = self.const("FB", repr(cover.filler_bytes(
+                f.checksum, self.scalar_code(f.type)[1])))
             parts = [f"_cover.file_range(mv, {a.render(res)}, {b.render(res)}, _s_{f.name}, "
-                     f"{f.name!r})" if buf == "mv" else
+                     f"{f.name!r}, {fill})" if buf == "mv" else
                      f"_cover.file_range_out(out, {a.render(res)}, {b.render(res)}, "
                      f"{f.name!r})" for a, b in f.checksum.files]
             data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"

@@ -28,6 +28,7 @@ import construct as cs
 
 from ..runtime import registry
 from ..runtime.codec import construct_error
+from ..runtime.cover import LateChecksum
 from ..runtime.errors import BytewrightError, DecodeError
 from . import byteorder, ir
 
@@ -307,6 +308,32 @@ class _LenientChecksum(cs.Checksum):
         return found
 
 
+class _LenientLate(LateChecksum):
+    """A checksum checked after the fields it covers (see ``runtime.cover``): records the
+    status on the checksum's own node instead of stopping."""
+
+    def __init__(self, orig: LateChecksum, tracer: _Tracer) -> None:
+        cs.Construct.__init__(self)
+        self.__dict__.update(orig.__dict__)
+        self.tracer = tracer
+
+    def _parse(self, stream, context, path):
+        found = context.get(self.field_name) if self.check else None
+        if found is None:
+            return None
+        want = self.value(context)
+        parent = self.tracer.stack[-1] if self.tracer.stack else None
+        siblings = parent.children if parent is not None else self.tracer.top
+        node = next((n for n in reversed(siblings) if n.name == self.field_name), None)
+        if node is not None:
+            if found == want:
+                node.checksum = "ok"
+            else:
+                node.checksum = f"expected {_hexval(want)}, found {_hexval(found)}"
+                self.tracer.bad.append(node)
+        return None
+
+
 def _hexval(v: Any) -> str:
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).hex()
@@ -330,6 +357,10 @@ def traced(con: cs.Construct, tracer: _Tracer, fields_of: dict[int, dict[str, ir
             return c
         if isinstance(c, cs.Checksum):
             new = _LenientChecksum(c, tracer)
+            memo[id(c)] = new
+            return new
+        if isinstance(c, LateChecksum):
+            new = _LenientLate(c, tracer)
             memo[id(c)] = new
             return new
         new = c.__class__.__new__(c.__class__)

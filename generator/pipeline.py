@@ -224,8 +224,6 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family),
         late_checksums=any_late(family),
-        file_ranges=any(f.checksum is not None and f.checksum.files
-                        for r in family.records.values() for f in r.fields),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"

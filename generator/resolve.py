@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..runtime import registry
+from . import checksum_cover as cover
 from . import framing_check, ir
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
@@ -179,6 +180,7 @@ class Resolver:
             for f in rec.fields:
                 if f.framing is not None:
                     framing_check.check(self, rec._src, f, records)  # type: ignore[attr-defined]
+        self.check_file_ranges(records)
         return ir.Family(
             name=head["family"], title=head.get("title", head["family"]),
             spec=head.get("spec", ""), doc=head.get("doc", ""), endian=endian,
@@ -410,6 +412,8 @@ class Resolver:
         for c in (ck.covers or ()) + ck.excluded:
             if c not in names:
                 self.err(src, f.path, f"checksum covers unknown field {c!r}")
+        if not (ck.ranges or ck.files or cover.covered(rec.fields, rec.fields.index(f))):
+            self.err(src, join(f.path, "checksum.covers"), "the checksum covers no bytes")
         selfcover = ck.scope == "all" or (ck.covers is not None and f.name in ck.covers)
         selfcover = selfcover and f.name not in ck.excluded
         # its own width, present or not (a condition makes the field's size unknown)
@@ -417,10 +421,46 @@ class Resolver:
                                  self.aliases, self.enums, self.flagdefs)
         if selfcover and width is None:
             self.err(src, f.path, "a checksum covering its own bytes needs a fixed width")
-        elif isinstance(ck.filler, bytes) and (not selfcover or len(ck.filler) != width):
-            why = (f"is {len(ck.filler)} bytes, the field {width}" if selfcover else
-                   "applies only to a checksum that covers its own bytes")
+        elif isinstance(ck.filler, bytes) and (not (selfcover or ck.files)
+                                               or len(ck.filler) != width):
+            why = (f"is {len(ck.filler)} bytes, the field {width}" if selfcover or ck.files
+                   else "applies only to a checksum that covers its own bytes")
             self.err(src, join(f.path, "checksum.filler"), f"filler {why}")
+
+    def check_file_ranges(self, records: dict[str, ir.Record]) -> None:
+        """A record holding a checksum over absolute file ranges is read where its bytes
+        are the buffer's own: not from a ``size:`` section or a compressed one, which
+        the Construct path reads as a stream of their own (offsets would not be the
+        buffer's there, nor the bytes written so far on encode)."""
+        def refs(t: ir.Type) -> list[str]:
+            if isinstance(t, ir.RefT) and t.kind == "record":
+                return [t.target]
+            if isinstance(t, ir.SwitchT):
+                return [r for _, _, r in t.cases if r] + [t.default]
+            return []
+
+        holders = {n for n, r in records.items()
+                   if any(f.checksum is not None and f.checksum.files for f in r.fields)}
+        if not holders:
+            return
+        reach: dict[str, bool] = {}
+
+        def holds(name: str, seen: frozenset[str] = frozenset()) -> bool:
+            if name not in records or name in seen:
+                return False
+            if name not in reach:
+                reach[name] = name in holders or any(
+                    holds(t, seen | {name}) for f in records[name].fields for t in refs(f.type))
+            return reach[name]
+
+        for rec in records.values():
+            for f in rec.fields:
+                if (f.size is not None or f.compressed is not None) \
+                        and any(holds(t) for t in refs(f.type)):
+                    self.err(rec._src, f.path,  # type: ignore[attr-defined]
+                             "a record with a checksum over file ranges cannot be read "
+                             "from a size: or compressed section (its offsets are the "
+                             "buffer's own)")
 
     def check_checksum_width(self, src: Source, f: ir.Field) -> None:
         """The stored width must hold the algorithm's value (or its declared truncation)."""

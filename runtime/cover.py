@@ -21,15 +21,27 @@ from .truth import note
 Buffer = bytes | bytearray | memoryview
 
 
-def file_range(buf: Buffer, a: Any, b: Any, at: int, path: str) -> Buffer:
-    """``buf[a:b]`` of the buffer being decoded (absolute offsets); a range outside it is
-    a :class:`TruncatedError` at the checksum field's offset."""
+def _filled(data: Buffer, a: int, at: int, filler: bytes) -> Buffer:
+    """``data`` (bytes ``a``.. of the buffer) with the checksum's own bytes, at ``at``,
+    read as its filler."""
+    lo, hi = max(at - a, 0), min(at + len(filler) - a, len(data))
+    if lo >= hi:
+        return data
+    out = bytearray(data)
+    out[lo:hi] = filler[lo - (at - a):hi - (at - a)]
+    return bytes(out)
+
+
+def file_range(buf: Buffer, a: Any, b: Any, at: int, path: str, filler: bytes) -> Buffer:
+    """``buf[a:b]`` of the buffer being decoded (absolute offsets), the checksum's own
+    bytes (at ``at``) read as ``filler``; a range outside the buffer is a
+    :class:`TruncatedError` at the checksum field's offset."""
     size = len(buf)
     if not (isinstance(a, int) and isinstance(b, int) and 0 <= a <= b <= size):
         raise TruncatedError(f"checksum range [{a}, {b}) lies outside the {size} bytes",
                              offset=at, path=path, expected=f"0 <= start <= end <= {size}",
                              found=(a, b))
-    return buf[a:b]
+    return _filled(buf[a:b], a, at, filler)
 
 
 def file_range_out(out: bytearray, a: Any, b: Any, path: str) -> bytes:
@@ -42,17 +54,12 @@ def file_range_out(out: bytearray, a: Any, b: Any, path: str) -> bytes:
     return bytes(out[a:b])
 
 
-def _root(this: Any) -> Any:
-    """The outermost stream: sized sections read from sub-streams, so the generated
-    module passes the stream it parses (or builds) as the hidden param ``_bw_file``."""
-    root = this["_params"].get("_bw_file")
-    return this["_io"] if root is None else root
-
-
-def stream_range(this: Any, a: Any, b: Any, name: str) -> bytes:
+def stream_range(this: Any, a: Any, b: Any, name: str, filler: bytes) -> bytes:
     """The Construct path's :func:`file_range` / :func:`file_range_out`: absolute
-    ``[a, b)`` of the outermost stream (the buffer parsed, or the bytes being built)."""
-    root = _root(this)
+    ``[a, b)`` of the stream (the buffer parsed, or the bytes being built: a record with
+    such a checksum is never read from a section of its own), the checksum's own bytes
+    read as ``filler`` (on build they are the filler)."""
+    root = this["_io"]
     here = root.tell()
     size = root.seek(0, 2)
     try:
@@ -67,7 +74,7 @@ def stream_range(this: Any, a: Any, b: Any, name: str) -> bytes:
             raise EncodeError(f"checksum range [{a}, {b}) is not within the {size} bytes "
                               "written by the end of the record", path=name)
         root.seek(a)
-        return root.read(b - a)
+        return _filled(root.read(b - a), a, this[f"_o_{name}"], filler)
     finally:
         root.seek(here)
 
