@@ -15,6 +15,7 @@ from typing import Any
 from ..runtime import registry
 from . import checksum_cover as cover
 from . import framing_check, ir
+from . import exprcheck
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -104,8 +105,14 @@ class Resolver:
 
     def expr(self, src: Source, path: str, value: Any) -> Expr | None:
         try:
-            return parse(value)
+            e = parse(value)
         except ExprError as exc:
+            self.err(src, path, str(exc))
+            return None
+        try:  # ENUM.MEMBER is a constant; names of the record's fields and params win
+            return exprcheck.substitute_enums(e, getattr(self, "enums", {}),
+                                              getattr(self, "_cur_local", set()))
+        except ValueError as exc:
             self.err(src, path, str(exc))
             return None
 
@@ -569,6 +576,8 @@ class Resolver:
             self.err(src, join(path, "rows"), "rows: a versioned record has one layout per "
                      "version and no single loop to read rows with")
         self._cur_fields, self._cur_params = rec.fields, params
+        self._cur_local = set(params) | {fb.get("name") for fb in body["fields"]
+                                         if isinstance(fb, dict)}
         for i, fbody in enumerate(body["fields"]):
             fpath = join(join(path, "fields"), i)
             f = self.field(src, fpath, fbody)
@@ -905,6 +914,8 @@ class Resolver:
                 for n in sorted(e.names - known - ({"_item"} if label == "repeat.until_item"
                                                    else set())):
                     self.err(src, f.path, f"{label} refers to unknown name {n!r}")
+                for msg in self.expr_types(rec, f, e, records):
+                    self.err(src, f.path, f"{label}: {msg}")
             # derived: count/size naming a plain integer field
             for kind, e in (("count", f.repeat.count if f.repeat else None),
                             ("size", f.size or (f.type.size if isinstance(f.type, ir.BytesT) else None))):
@@ -980,6 +991,28 @@ class Resolver:
             if rec.version_from not in rec.params and rec.version_from not in by_name:
                 self.err(src, join(join("records", rec.name), "versions"),
                          f"versions.from names neither a param nor a field: {rec.version_from!r}")
+
+    def expr_types(self, rec: ir.Record, f: ir.Field, e: Expr,
+                   records: dict[str, ir.Record]) -> list[str]:
+        """Mismatched comparisons in one of ``f``'s expressions (see exprcheck)."""
+        def kind_of(x: ir.Field) -> object:
+            k = exprcheck.field_kind(x.type, self.enums, self.aliases)
+            return ("list", k) if x.repeat is not None else (k or "?")
+
+        def root(name: str) -> object:
+            p = rec.params.get(name)
+            if p is not None:
+                return ("enum", p.type) if p.type in self.enums else p.type
+            x = next((x for x in rec.fields if x.name == name), None)
+            return kind_of(x) if x is not None else None
+
+        def member(k: object, name: str) -> object:
+            if not (isinstance(k, tuple) and k[0] == "record" and k[1] in records):
+                return "?"
+            x = next((x for x in records[k[1]].fields if x.name == name), None)
+            return kind_of(x) if x is not None else None
+
+        return exprcheck.problems(e, root, member)
 
     @staticmethod
     def name_minus_const(e: Expr) -> tuple[str | None, int]:
