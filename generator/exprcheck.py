@@ -87,6 +87,9 @@ def problems(e: Expr, root: Callable[[str], Kind], member: Callable[[Kind, str],
     ``None`` when there is no such field or the kind is not a record."""
     out: list[str] = []
 
+    def seg(node: ast.AST) -> str:  # as written (enum members by name)
+        return ast.get_source_segment(e.source, node) or ast.unparse(node)
+
     def kind(node: ast.AST) -> Kind:
         if isinstance(node, ast.Constant):
             if hasattr(node, "bw_enum"):
@@ -138,12 +141,12 @@ def problems(e: Expr, root: Callable[[str], Kind], member: Callable[[Kind, str],
             ik, iv = member(item, kname), member(item, vname)
             for n, k in ((kname, ik), (vname, iv)):
                 if k is None:
-                    out.append(f"lookup: the items of {ast.unparse(lst)!r} have no field {n!r}")
-            mismatch(ik, kk, f"lookup key {ast.unparse(key)!r}")
-            mismatch(iv, dk, f"lookup default {ast.unparse(default)!r}")
+                    out.append(f"lookup: the items of {seg(lst)!r} have no field {n!r}")
+            mismatch(ik, kk, f"lookup key {seg(key)}")
+            mismatch(iv, dk, f"lookup default {seg(default)}")
             return iv
         if lk is not None and not (isinstance(lk, tuple) and lk[0] == "list"):
-            out.append(f"lookup needs a list of records, not {ast.unparse(lst)!r}")
+            out.append(f"lookup needs a list of records, not {seg(lst)!r}")
         return None
 
     def mismatch(a: Kind, b: Kind, what: str) -> None:
@@ -164,7 +167,7 @@ def problems(e: Expr, root: Callable[[str], Kind], member: Callable[[Kind, str],
                 hint = " (write a bytes literal b'...' for bytes, or a str field for text)"
             elif isinstance(a, tuple) and fb == "str" or isinstance(b, tuple) and fa == "str":
                 hint = " (write ENUM.MEMBER)"
-            out.append(f"{ast.unparse(left)!r} {_cmp(op)} {ast.unparse(right)!r} compares "
+            out.append(f"{seg(left)} {_cmp(op)} {seg(right)} compares "
                        f"{_show(a)} with {_show(b)}{hint}")
 
     kind(e.tree)

@@ -127,6 +127,11 @@ def _schema_message(err: jsonschema.ValidationError) -> str:
     if err.validator == "additionalProperties":
         return err.message.replace("Additional properties are not allowed",
                                    "unknown key(s) not in the schema language")
+    if isinstance(err.instance, bool) and err.validator in ("type", "pattern"):
+        # YAML 1.1 reads an unquoted on/off/yes/no/true/false as a bool
+        spelled = "on, yes or true" if err.instance else "off, no or false"
+        return (f"{err.message}: YAML reads an unquoted {spelled} as the boolean "
+                f"{str(err.instance).lower()}; quote it, e.g. \"on\"")
     return err.message
 
 

@@ -56,6 +56,10 @@ def name_problem(name: str, what: str) -> str | None:
     """Why ``name`` cannot be a field/param/member/record name in generated Python."""
     import keyword  # noqa: PLC0415
 
+    if isinstance(name, bool):  # YAML 1.1 reads on/off/yes/no/true/false as bools
+        spelled = "on, yes or true" if name else "off, no or false"
+        return (f"{what} name reads as the YAML boolean {str(name).lower()} (YAML takes an "
+                f"unquoted {spelled} as a bool): quote the name, e.g. \"on\"")
     if not isinstance(name, str) or not name.isidentifier():
         return f"{what} name {name!r} is not a Python identifier"
     if keyword.iskeyword(name):
@@ -915,7 +919,7 @@ class Resolver:
                                                    else set())):
                     self.err(src, f.path, f"{label} refers to unknown name {n!r}")
                 for msg in self.expr_types(rec, f, e, records):
-                    self.err(src, f.path, f"{label}: {msg}")
+                    self.err(src, join(f.path, label), msg)
             # derived: count/size naming a plain integer field
             for kind, e in (("count", f.repeat.count if f.repeat else None),
                             ("size", f.size or (f.type.size if isinstance(f.type, ir.BytesT) else None))):
