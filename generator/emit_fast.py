@@ -16,7 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import byteorder, emit_framing, ir
+from . import byteorder, defaults, emit_framing, ir
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
@@ -409,7 +409,8 @@ class FastEmitter:
             body.extend(self.decode_field(rec, f, res, spans))
         flush()
         present = {f.name for f in lay.fields}
-        vals = [f"f_{n}" if n in present else "None" for n in self.model_names(rec)]
+        vals = [f"f_{f.name}" if f.name in present else defaults.absent(f, self.family)
+                for f in rec.model_fields]
         lines += ["    " + b for b in body]
         lines += ["    " + x for x in self.construct(rec, vals, "_obj")]
         lines.append("    return _obj, pos")
@@ -807,7 +808,7 @@ class FastEmitter:
             out.append(f"if {f.cond.render(res)}:")
             out += ["    " + x for x in inner]
             out.append("else:")
-            out.append(f"    f_{name} = None")
+            out.append(f"    f_{name} = {defaults.absent(f, self.family)}")
             if f.compressed is not None and want_span:
                 out.append(f"    _plain_{name} = b''")
         else:
@@ -1688,7 +1689,9 @@ class FastEmitter:
                 out.append(f"if {f.cond.render(res)}:")
             out += ["    " + x for x in inner]
             if f.in_model:
-                out += [f"elif v.{name} is not None:",
+                dflt = (f" and v.{name} != {defaults.code(f, self.family)}"
+                        if f.has_default and f.default is not None else "")
+                out += [f"elif v.{name} is not None{dflt}:",
                         f"    raise EncodeError('field is present but its condition is false', "
                         f"path={name!r})"]
             if want_span and f.compressed is not None:

@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import byteorder, ir, layout, project
+from . import byteorder, defaults, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -229,6 +229,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family),
         late_checksums=any_late(family),
+        field_defaults=any(f.has_default for r in family.records.values() for f in r.fields),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -323,7 +324,9 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
     return {
         "name": rec.name, "cls": camel(rec.name), "doc": rec.doc.strip() or rec.name,
         "spec": rec.spec,
-        "model": [{"name": f.name, "annotation": annotation(f, family), "default": None}
+        "model": [{"name": f.name, "annotation": annotation(f, family),
+                   "default": (f"field(default={defaults.code(f, family)}, kw_only=True)"
+                               if f.has_default else None)}
                   for f in rec.model_fields],
         "arrays": [f.name for f in rec.model_fields if f.view == "numpy"],
         "sig": (", *" + sig_nostar) if sig_parts else "", "sig_nostar": sig_nostar,

@@ -15,7 +15,7 @@ from typing import Any
 from ..runtime import registry
 from . import checksum_cover as cover
 from . import framing_check, ir
-from . import exprcheck
+from . import defaults, exprcheck
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -861,6 +861,8 @@ class Resolver:
                 f.convert = conv
         if "value" in fb:
             f.value = self.expr(src, join(path, "value"), fb["value"])
+        if "default" in fb and "switch" not in fb:  # a switch's default is its default case
+            defaults.resolve_default(self, src, path, f, fb["default"])
         if "assert" in fb:
             items = []
             for i, a in enumerate(fb["assert"]):

@@ -36,7 +36,8 @@ MAX_SIZE = 1 << 14  # larger sizes asked by drawn values are thrown away (time, 
 MAX_COUNT = 256
 RETRIES = 12  # redraws of a sub-record whose own rules a draw broke, before giving up
 SMALL = 16  # integers are drawn small half the time: they often size or count something
-_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": sum}
+_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": sum,
+          "next": next}  # lookup() renders as a next() over the items
 
 
 class Unsupported(Exception):
@@ -346,7 +347,7 @@ class Builder:
                 if not present:
                     env[f.name] = None
                     if f.in_model:
-                        model[f.name] = None
+                        model[f.name] = f.default if f.has_default else None
                     continue
             if not f.in_model:
                 self._derived(draw, rec, f, env, tags, deferred)
@@ -412,8 +413,8 @@ class Builder:
                 order = "le"  # reads a value only the encoder derives: the decode will tell
             if order not in ("le", "be"):
                 self.reject(f"{rec.name}: byte order {order!r} is neither le nor be")
-        for f in rec.model_fields:
-            model.setdefault(f.name, None)
+        for f in rec.model_fields:  # absent from this version: the default, else None
+            model.setdefault(f.name, f.default if f.has_default else None)
         cls = getattr(self.module, camel(rec.name))
         value = cls(**model)
         for _f, site in local_sites:
