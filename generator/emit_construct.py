@@ -188,6 +188,10 @@ class ConstructEmitter:
         elif f.reserved and isinstance(f.type, ir.BytesT) and f.type.eos:
             # zero bytes to the end: every byte checked on parse, none written on build
             base = f"ZeroPadding({self.code('_remaining(this)')})"
+        elif f.reserved and isinstance(f.type, ir.BytesT) and f.type.size is not None \
+                and f.type.size.constant() is None:
+            # zero bytes of a computed size: checked on parse, written as zeros on build
+            base = f"ZeroPadding({self.lam(f.type.size, rec)})"
         elif f.reserved:
             zero = "0" if not isinstance(f.type, ir.BytesT) else repr(bytes(
                 f.type.size.constant()))

@@ -683,9 +683,11 @@ class Resolver:
             return None
         cases = []
         tag_enum = self.tag_enum(on)
+        text = self.tag_text(on)
         for label, target in fb["cases"].items():
             cpath = join(join(path, "cases"), str(label))
-            key = self.case_key(src, cpath, label, fb, tag_enum)
+            key = (self.text_case_key(src, cpath, label, text) if text is not None
+                   else self.case_key(src, cpath, label, fb, tag_enum))
             if key is None:
                 continue
             rec = None if target == "empty" else target
@@ -725,6 +727,32 @@ class Resolver:
             tname = next((fb.get("type") for fb in body.get("fields", [])
                           if isinstance(fb, dict) and fb.get("name") == attr), None)
         return tname if tname in self.enums else None
+
+    def tag_text(self, on: Expr) -> str | None:
+        """The encoding of a switch tag that is a ``str`` field or param (else None)."""
+        name = on.simple_name()
+        if name is None:
+            return None
+        for f in reversed(getattr(self, "_cur_fields", [])):
+            if f.name == name:
+                t = f.type
+                return t.text if isinstance(t, ir.BytesT) and f.repeat is None else None
+        param = getattr(self, "_cur_params", {}).get(name)
+        return "utf-8" if param is not None and param.type == "str" else None
+
+    def text_case_key(self, src: Source, path: str, label: Any, encoding: str) -> str | None:
+        """A case label of a ``str`` tag: the text itself, or ``"hex:..."`` bytes read in
+        the tag's encoding (so both spellings match the decoded string)."""
+        if not isinstance(label, str):
+            self.err(src, path, f"case label {label!r} of a str tag must be text (quote it)")
+            return None
+        if not label.startswith("hex:"):
+            return label
+        try:
+            return bytes.fromhex(label[4:]).decode(encoding)
+        except ValueError:
+            self.err(src, path, f"case label {label!r} is not valid hex text in {encoding}")
+            return None
 
     def case_key(self, src: Source, path: str, label: Any, fb: dict,
                  tag_enum: str | None = None) -> int | bool | bytes | None:
