@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import byteorder, defaults, ir, layout, project
+from . import byteorder, defaults, imports, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -95,8 +95,27 @@ def load(paths: list[Path], problems: Problems, texts: dict[str, str] | None = N
         if src.data is None:
             problems.add(name, 1, "", "empty schema file")
             continue
+        src.path = path
         sources.append(src)
     return sources
+
+
+def _importer(sources: list[Source], problems: Problems, texts: dict[str, str] | None,
+              base: Path | None):  # noqa: ANN202 - a loader for imports.expand
+    """Load an imported file once (validated), or None when there is no such file."""
+    known = {str(s.path.resolve()): s for s in sources if s.path is not None}
+
+    def get(path: Path) -> Source | None:
+        key = str(path.resolve())
+        if key in known:
+            return known[key]
+        if not (texts is not None and str(path) in texts) and not path.is_file():
+            return None
+        got = validate(load([path], problems, texts, base), problems)
+        known[key] = got[0] if got else None  # type: ignore[assignment]
+        return known[key]
+
+    return get
 
 
 def _display(path: Path, base: Path | None) -> str:
@@ -159,6 +178,9 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
     if base is None and proj is not None:
         base = proj.root
     sources = validate(load(paths, problems, texts, base), problems)
+    if problems:
+        return result
+    sources = imports.expand(sources, problems, _importer(sources, problems, texts, base))
     if problems:
         return result
     by_family: dict[str, list[Source]] = {}
