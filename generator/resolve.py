@@ -14,8 +14,7 @@ from typing import Any
 
 from ..runtime import registry
 from . import checksum_cover as cover
-from . import framing_check, ir
-from . import defaults, exprcheck
+from . import defaults, exprcheck, framing_check, ir
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
