@@ -16,7 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import byteorder, defaults, emit_framing, ir
+from . import byteorder, defaults, emit_framing, ir, lookup_rows
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
@@ -539,7 +539,8 @@ class FastEmitter:
         the loop cannot turn into a row (a sub-record decoded out of line)."""
         fn = ast.parse("\n".join(loop)).body[0]
         classes = {camel(r.name) for r in self.family.records.values()}
-        why = _rows_transform(fn, classes)
+        why = _rows_transform(fn, classes) or lookup_rows.rewrite(
+            fn, lookup_rows.item_orders(rec, self.family))
         if why is not None:
             self.problems.append((rec, f"rows: true, but {why}"))
             return []

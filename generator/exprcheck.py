@@ -46,7 +46,10 @@ def substitute_enums(e: Expr, enums: dict[str, ir.EnumDef], local: set[str]) -> 
     tree = Sub().visit(copy.deepcopy(e.tree))
     if not subst:
         return e
-    remaining = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    fields = {id(kw.value) for c in ast.walk(tree) if isinstance(c, ast.Call)
+              for kw in c.keywords}  # lookup's key=/value= name item fields, not roots
+    remaining = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                 and id(n) not in fields}
     return Expr(e.source, tree, frozenset(n for n in e.names
                                           if n not in subst or n in remaining))
 

@@ -127,7 +127,8 @@ class Builder:
             src = expr.render(lambda n: f"_e[{n!r}]")
             code = self._codes[expr.source] = compile(src, f"<{expr.source}>", "eval")
         try:
-            return eval(code, {"__builtins__": {}, **_FUNCS}, {"_e": env})  # noqa: S307
+            # ``_e`` global: a lookup's generator expression reads it from its own scope
+            return eval(code, {"__builtins__": {}, **_FUNCS, "_e": env})  # noqa: S307
         except (_Unknown, KeyError) as exc:
             raise _Unknown(str(exc)) from None
         except AttributeError as exc:
