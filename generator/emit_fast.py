@@ -381,6 +381,9 @@ class FastEmitter:
             return f"_attr({obj}, {a!r}, pos, {a!r})"
 
         res.attr = attr  # type: ignore[attr-defined]
+        # int(x, base) over bytes that are not digits: a decode error of the field read
+        res.call = lambda fn, args: (  # type: ignore[attr-defined]
+            f"_int_of({args}, offset=pos, path={getattr(self, '_dec_field', '')!r})")
         self.dec_res = res
 
         def flush() -> None:
@@ -787,6 +790,7 @@ class FastEmitter:
                      prefixed: bool = False) -> list[str]:
         out: list[str] = []
         name = f.name
+        self._dec_field = name  # the path checked expression functions report
         want_span = name in spans
         if f.asserts:
             out.append(f"_a_{name} = pos")

@@ -146,6 +146,9 @@ def _render(node: ast.AST, resolve: Callable[[str], str]) -> str:
         return _render_lookup(node, resolve)
     if isinstance(node, ast.Call):
         args = ", ".join(_render(a, resolve) for a in node.args)
+        hook = getattr(resolve, "call", None)  # e.g. a checked int() in decoders
+        if hook is not None and node.func.id == "int":
+            return hook(node.func.id, args)
         return f"{node.func.id}({args})"
     raise ExprError(f"cannot render {type(node).__name__}")  # unreachable after _check
 

@@ -251,6 +251,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family),
         late_checksums=any_late(family),
+        int_calls=any("_int_of(" in b for b in blocks),
         field_defaults=any(f.has_default for r in family.records.values() for f in r.fields),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )

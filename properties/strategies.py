@@ -135,6 +135,8 @@ class Builder:
             raise _Unknown(str(exc)) from None
         except _Absent as exc:
             self.reject(f"{expr.source!r} reads {exc}, absent from the drawn case")
+        except (ValueError, TypeError) as exc:  # e.g. int(x, 8) over bytes not digits
+            self.reject(f"{expr.source!r}: {exc}")
 
     # -- entry points -----------------------------------------------------------------
     def case_strategy(self, name: str) -> st.SearchStrategy[Case]:

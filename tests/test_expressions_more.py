@@ -230,36 +230,46 @@ records:
     fields:
       - {name: magic, type: bytes, size: 4}
       - {name: kind, type: chunk_kind}
-      - {name: mode, type: bytes, size: 3}
       - {name: text, type: str, length: u8}
       - {name: zip_end, type: u32, if: "magic == b'PK\\\\x05\\\\x06'"}
       - {name: end_mark, type: u8, if: "kind == chunk_kind.IEND"}
       - {name: head_mark, type: u8, if: "kind == ChunkKind.IHDR"}
-      - {name: perms, type: u8, repeat: {count: "int(mode, 8) % 4"}}
       - {name: echo, type: u8, if: "text == 'ab' * 2"}
       - {name: tail, type: bytes, size: "len(b'\\\\x00' * 2)"}
+  octal:
+    fields:
+      - {name: mode, type: bytes, size: 3}
+      - {name: perms, type: u8, repeat: {count: "int(mode, 8) % 4"}}
+      - {name: size, type: str, size: 2, encoding: ascii}
+      - {name: data, type: bytes, size: "int(size, 16)"}
 """
 
 
-def test_bytes_literals_enum_members_octal_and_repetition(schema_module, tmp_path):
-    text = LITERALS
-    m = schema_module(text)
-    v = m.Rec(b"PK\x05\x06", m.ChunkKind.IEND, b"017", "abab", 0xDEADBEEF, 9, None,
-              [1, 2, 3], 4, b"zz")
+def test_bytes_literals_enum_members_and_repetition(schema_module, tmp_path):
+    m = schema_module(LITERALS)
+    v = m.Rec(b"PK\x05\x06", m.ChunkKind.IEND, "abab", 0xDEADBEEF, 9, None, 4, b"zz")
     data = all_paths(m, "rec", v)
-    # int(b'017', 8) = 15, % 4 = 3 perms; text == 'abab' so echo is present
-    assert data == (b"PK\x05\x06" + b"\x02" + b"017" + b"\x04abab"
-                    + struct.pack("<I", 0xDEADBEEF) + b"\x09" + b"\x01\x02\x03" + b"\x04zz")
-    v2 = m.Rec(b"PK\x03\x04", m.ChunkKind.IHDR, b"010", "ab", None, None, 5, [], None, b"..")
-    assert all_paths(m, "rec", v2) == b"PK\x03\x04\x01010\x02ab\x05.."
+    # the bytes literal matched (zip_end present), IEND by name (end_mark), 'ab' * 2
+    assert data == (b"PK\x05\x06" + b"\x02" + b"\x04abab" + struct.pack("<I", 0xDEADBEEF)
+                    + b"\x09" + b"\x04zz")
+    v2 = m.Rec(b"PK\x03\x04", m.ChunkKind.IHDR, "ab", None, None, 5, None, b"..")
+    assert all_paths(m, "rec", v2) == b"PK\x03\x04\x01\x02ab\x05.."
     # a value whose absent field is set is refused alike
-    assert same_encode_error(m, "rec", m.Rec(b"PK\x03\x04", m.ChunkKind.IHDR, b"010", "ab",
-                                             7, None, 5, [], None, b"..")) == "rec.zip_end"
-    # octal digits that are not octal: an error on every path (not a crash)
-    bad = b"PK\x03\x04\x01" + b"019" + b"\x02ab\x05.."
-    with pytest.raises(DecodeError):
-        m.decode_rec(bad)
-    property_holds(m, tmp_path, text, "rec")
+    assert same_encode_error(m, "rec", m.Rec(b"PK\x03\x04", m.ChunkKind.IHDR, "ab", 7, None,
+                                             5, None, b"..")) == "rec.zip_end"
+    property_holds(m, tmp_path, LITERALS, "rec")
+
+
+def test_two_argument_int_reads_digits_in_a_base(schema_module):
+    m = schema_module(LITERALS)
+    v = m.Octal(b"017", [1, 2, 3], "0a", b"0123456789")
+    # int(b'017', 8) = 15, % 4 = 3 perms; int('0a', 16) = 10 data bytes
+    assert all_paths(m, "octal", v) == b"017\x01\x02\x030a0123456789"
+    # digits that are not octal: a ConstraintError of the field read, alike everywhere
+    _, path, offset = same_error(m, "octal", b"019\x01", ConstraintError)
+    assert (path, offset) == ("octal.perms", 3)
+    _, path, offset = same_error(m, "octal", b"000zz", ConstraintError)
+    assert (path, offset) == ("octal.data", 5)
 
 
 def test_mismatched_comparisons_are_schema_errors_with_lines(tmp_path):
