@@ -337,7 +337,8 @@ def flags_ctx(fd: ir.FlagsDef, family: ir.Family) -> dict:
 def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
     sig_parts, convs = [], []
     for p in rec.params.values():
-        ann = {"int": "int", "bool": "bool", "str": "str"}.get(p.type, enum_class(p.type))
+        ann = {"int": "int", "bool": "bool", "str": "str", "bytes": "bytes"}.get(
+            p.type, enum_class(p.type))
         sig_parts.append(f"{p.name}: {ann}" + (f" = {p.default!r}" if p.default is not None else ""))
         if p.type in family.enums:
             cls = enum_class(p.type)

@@ -22,7 +22,7 @@ from .yamlsource import Source, join
 
 _INT_RE = re.compile(r"^([ui])(8|16|24|32|64|128)(le|be)?$")
 _FLOAT_RE = re.compile(r"^f(32|64)(le|be)?$")
-_BUILTIN_PARAM_TYPES = {"int", "bool", "str"}
+_BUILTIN_PARAM_TYPES = {"int", "bool", "str", "bytes"}
 
 
 def self_int(t: ir.Type) -> ir.IntT | None:

@@ -378,3 +378,53 @@ def test_names_yaml_reads_as_booleans_say_so(tmp_path, word):
     # quoted, the name is fine
     assert problems(tmp_path, base + f'    params: {{"{word}": {{type: int}}}}\n'
                     "    fields:\n      - {name: a, type: u8}\n") == []
+
+
+# -- bytes params ------------------------------------------------------------------------
+
+BLOCKS = """
+bytewright: 1
+family: blocks
+records:
+  kv:
+    fields:
+      - {name: key, type: str, length: u8}
+      - {name: value, type: bytes, length: u8}
+  file:
+    fields:
+      - {name: meta, type: kv, repeat: {prefix: u8}}
+      - {name: sync, type: bytes, size: 4}
+      - name: blocks
+        type: block
+        repeat: eos
+        args: {header_sync: sync, codec: "lookup(meta, 'codec', b'null')"}
+  block:
+    params:
+      header_sync: {type: bytes}
+      codec: {type: bytes}
+    fields:
+      - {name: n, type: u8}
+      - {name: data, type: bytes, size: n}
+      - {name: extra, type: u8, if: "codec == b'deflate'"}
+      - name: sync
+        type: bytes
+        size: 4
+        assert: [{check: "sync == header_sync", message: "block sync marker differs"}]
+"""
+
+
+def test_bytes_params_carry_header_values_into_items(schema_module):
+    m = schema_module(BLOCKS)
+    v = m.File([m.Kv("codec", b"deflate")], b"SYNC",
+               [m.Block(b"ab", 7, b"SYNC"), m.Block(b"", 8, b"SYNC")])
+    data = all_paths(m, "file", v)
+    assert data == (b"\x01" + b"\x05codec\x07deflate" + b"SYNC"
+                    + b"\x02ab\x07SYNC" + b"\x00\x08SYNC")
+    plain = m.File([], b"ABCD", [m.Block(b"x", None, b"ABCD")])
+    assert all_paths(m, "file", plain) == b"\x00ABCD\x01x" + b"ABCD"
+    # a block whose marker differs from the header's: refused alike, at that block
+    bad = b"\x00ABCD\x01x" + b"ABCE"
+    cls, path, offset = same_error(m, "file", bad, ConstraintError)
+    assert path == "file.blocks[0].sync" and offset == 7
+    assert m.decode_block(b"\x00WXYZ", header_sync=b"WXYZ", codec=b"null")[0] == \
+        m.Block(b"", None, b"WXYZ")
