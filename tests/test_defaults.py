@@ -198,3 +198,14 @@ def test_shipped_modules_import_no_field_helper(tmp_path):
     """Schemas without defaults keep their generated header unchanged."""
     text = Path(__file__).resolve().parents[1].joinpath("generated", "htt.py").read_text()
     assert "from dataclasses import dataclass\n" in text
+
+
+def test_doc_shows_the_default(tmp_path, capsys):
+    path = tmp_path / "dflt.yaml"
+    path.write_text(SCHEMA)
+    out_dir = tmp_path / "docs"
+    code, _, err = run(["doc", str(path), "--out", str(out_dir)], capsys)
+    assert code == 0, err
+    page = (out_dir / "dflt.md").read_text()
+    assert "default 0 when absent" in page and "default 'none' when absent" in page
+    assert "default 0x00000000 when absent" in page and "default Color.BLUE when absent" in page
