@@ -607,6 +607,8 @@ class Builder:
             return
         alg = self._ev_or_unsupported(c.algorithm, env, rec, f)
         label = alg.name if isinstance(alg, enum.Enum) else alg
+        if isinstance(label, bytes):  # as the runtime maps it (codec.algorithm_name)
+            label = label.decode("latin-1")
         if label not in dict(c.codecs):
             self.reject(f"{rec.name}.{f.name}: algorithm {label!r} has no codec")
 

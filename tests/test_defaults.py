@@ -209,3 +209,12 @@ def test_doc_shows_the_default(tmp_path, capsys):
     page = (out_dir / "dflt.md").read_text()
     assert "default 0 when absent" in page and "default 'none' when absent" in page
     assert "default 0x00000000 when absent" in page and "default Color.BLUE when absent" in page
+
+
+def test_a_misspelt_default_key_is_refused(tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text("bytewright: 1\nfamily: t\nrecords:\n  r:\n    fields:\n"
+                    "      - {name: a, type: u8, defualt: 1}\n")
+    got = [str(p) for p in pipeline.run([path]).problems]
+    assert len(got) == 1 and ":6: error: records.r.fields[0]: unknown key(s)" in got[0]
+    assert "'defualt' was unexpected" in got[0]

@@ -141,6 +141,10 @@ def test_lookup_chooses_size_and_codec_as_documented(schema_module):
     assert all_paths(m, "object_file", v3)[5 + len(entry("sync.size", b"1")) * 2] == ord("x")
 
 
+def test_lookup_schema_holds_the_codec_truth_property(schema_module, tmp_path):
+    property_holds(schema_module(AVRO), tmp_path, AVRO, "object_file")
+
+
 def test_lookup_errors_are_the_same_on_every_path(schema_module):
     m = schema_module(AVRO)
     head = b"Obj\x01" + uleb(1) + entry("avro.codec", b"lzma")

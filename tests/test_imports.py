@@ -208,3 +208,14 @@ def test_doc_and_diff_over_importing_schemas(tmp_path, capsys):
     code, out, _ = run(["diff", str(old), str(new_dir / "main.yaml")], capsys)
     assert code == 1
     assert "W004" in out and "point.y" in out  # the imported record's change, per family
+
+
+def test_the_codec_truth_property_holds_for_included_records(tmp_path):
+    from bytewright.properties import Builder, run_record
+    r = generate(tmp_path)
+    m = load(tmp_path, r.modules["drawing.py"], "drawing3")
+    for rec in ("scene", "shape", "point"):
+        for kind in ("valid", "near"):
+            res = run_record(Builder(r.families["drawing"], m), rec, max_examples=15,
+                             kind=kind, shrink=False)
+            assert res.status == "ok", (rec, kind, res.detail, res.example)
