@@ -432,3 +432,31 @@ def test_bytes_params_carry_header_values_into_items(schema_module):
     assert path == "file.blocks[0].sync" and offset == 7
     assert m.decode_block(b"\x00WXYZ", header_sync=b"WXYZ", codec=b"null")[0] == \
         m.Block(b"", None, b"WXYZ")
+
+
+NESTED = """
+bytewright: 1
+family: nested
+records:
+  kv:
+    fields:
+      - {name: key, type: u8}
+      - {name: value, type: u16}
+  header:
+    fields:
+      - {name: meta, type: kv, repeat: {prefix: u8}}
+  msg:
+    fields:
+      - {name: header, type: header}
+      - {name: body, type: bytes, size: "lookup(header.meta, 1, 2)"}
+"""
+
+
+def test_lookup_over_a_list_inside_a_sub_record(schema_module, tmp_path):
+    m = schema_module(NESTED)
+    v = m.Msg(m.Header([m.Kv(7, 9), m.Kv(1, 3)]), b"abc")
+    assert all_paths(m, "msg", v) == b"\x02\x07\x09\x00\x01\x03\x00abc"
+    assert all_paths(m, "msg", m.Msg(m.Header([]), b"xy")) == b"\x00xy"  # the default: 2
+    cls, path, offset = same_error(m, "msg", b"\x01\x01\x05\x00abc", TruncatedError)
+    assert (path, offset) == ("msg.body", 4)
+    property_holds(m, tmp_path, NESTED, "msg")
