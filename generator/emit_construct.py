@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
-from . import byteorder, emit_framing, ir
+from . import byteorder, defaults, emit_framing, ir
 from . import checksum_cover as cover
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
@@ -188,6 +188,10 @@ class ConstructEmitter:
         elif f.reserved and isinstance(f.type, ir.BytesT) and f.type.eos:
             # zero bytes to the end: every byte checked on parse, none written on build
             base = f"ZeroPadding({self.code('_remaining(this)')})"
+        elif f.reserved and isinstance(f.type, ir.BytesT) and f.type.size is not None \
+                and f.type.size.constant() is None:
+            # zero bytes of a computed size: checked on parse, written as zeros on build
+            base = f"ZeroPadding({self.lam(f.type.size, rec)})"
         elif f.reserved:
             zero = "0" if not isinstance(f.type, ir.BytesT) else repr(bytes(
                 f.type.size.constant()))
@@ -311,6 +315,8 @@ class ConstructEmitter:
         if f.cond is not None and f.in_model and value_rule(rec, f, f.cond.names):
             # a value the condition leaves out would be dropped silently on build
             rule = f"this['_parsing'] or ({cond}) or this.get({name!r}) is None"
+            if f.has_default and f.default is not None:  # absent holding its default
+                rule += f" or this.get({name!r}) == {defaults.code(f, self.family)}"
             out.append(f"FieldCheck({self.code(rule)}, {name!r}),")
         if name in spans:
             out.append(f"'_s_{name}' / Tell,")
@@ -678,7 +684,14 @@ class ConstructEmitter:
             elif conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
-        vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
+        for f in rec.model_fields:
+            if f.has_default and f.default is not None:  # absent: the field's default
+                lines.append(f"    if f_{f.name} is None:")
+                lines.append(f"        f_{f.name} = {defaults.code(f, self.family)}")
+        # defaulted fields are keyword-only in the dataclass
+        mf = rec.model_fields
+        vals = ", ".join([f"f_{f.name}" for f in mf if not f.has_default]
+                         + [f"{f.name}=f_{f.name}" for f in mf if f.has_default])
         lines.append(f"    return {camel(rec.name)}({vals})")
         return self.drop_unused(lines, rec)
 

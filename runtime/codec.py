@@ -99,6 +99,8 @@ def algorithm_name(alg: Any, codecs: dict | None = None, *, offset: int | None =
     """The registered codec a schema value names: an enum member or a string, mapped
     through the field's ``codecs:`` table when it has one (else used as the name)."""
     key = alg.name if isinstance(alg, enum.Enum) else alg
+    if isinstance(key, bytes | bytearray):  # a name stored as bytes (a looked-up value)
+        key = bytes(key).decode("latin-1")
     if codecs is not None:
         name = codecs.get(key)
         if name is None:
