@@ -1673,7 +1673,21 @@ def PrefixedArray(countfield, subcon, min_size: int = 1):  # noqa: N802 -- Const
     count.subcon = Labelled(count.subcon, "count")  # a cut count is the field's ``count``
     macro._bw_count = countfield
     macro._bw_item = subcon
+
+    def _emitparse(code):  # Construct's would read a negative count as no items
+        _bw(code)
+        return (f"ListContainer(({subcon._compileparse(code)}) for i in "
+                f"range(_bw.item_count({countfield._compileparse(code)})))")
+    macro._emitparse = _emitparse
     return macro
+
+
+def item_count(n: int) -> int:
+    """A list's count as compiled code reads it: a negative count is refused, as the
+    interpreted parser and the fast path do (``range`` would yield no items)."""
+    if n < 0:
+        raise ConstraintError(f"negative count {n}", expected=">= 0", found=n)
+    return n
 
 
 _MANY: dict = {}

@@ -203,6 +203,9 @@ records:
     fields:
       - {name: head, type: u8}
       - {name: items, type: u16, repeat: {prefix: zigzag}}
+  sneg:
+    fields:
+      - {name: items, type: u16, repeat: {prefix: sleb128}}
   compif:
     params: {flag: {type: int, default: 1}}
     fields:
@@ -220,7 +223,10 @@ def test_negative_zigzag_count_is_one_constraint_error(tmp_path):
     assert [g[1] for g in got] == ["ConstraintError"] * 3
     assert len({g[2:] for g in got}) == 1, got
     assert got[0][2] == "neg.items"
-    assert got[0][3] == 1
+    assert got[0][3] == 2  # where the items would start, after the count
+    # a signed LEB128 count too (0x7f = -1)
+    got = decode_errors(m, "sneg", b"\x7f\x00\x00")
+    assert [g[1:] for g in got] == [("ConstraintError", "sneg.items", 1)] * 3
 
 
 def test_checksum_under_a_condition_reports_its_start_offset(tmp_path):
