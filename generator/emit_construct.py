@@ -359,7 +359,8 @@ class ConstructEmitter:
                            f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
                            f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
-                out.append(f"Check({self.code(_NOT_PARSING + f' or {measure} == this[{size_field.name!r}]')}),")
+                absent = f" or this[{name!r}] is None" if conds else ""  # nothing was read
+                out.append(f"Check({self.code(_NOT_PARSING + absent + f' or {measure} == this[{size_field.name!r}]')}),")
         out += self.late_members(f, rec, lay_fields)
         # checksums over a size field patched just above are rebuilt after the patch
         for ck in self.deferred_checksums(lay_fields).get(name, ()):
