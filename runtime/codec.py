@@ -2499,6 +2499,25 @@ class FieldCheck(cs.Check):
         self._bw_field = field
 
 
+class RuleCheck(FieldCheck):
+    """A field's ``assert`` rule: a failure is the fast path's error (the rule's message,
+    the rule as expected, the field's value as found), not Construct's bare CheckError.
+    Compiled parsers raise CheckError; their failures are re-read interpreted."""
+
+    def __init__(self, func, field: str, rule: str, message: str) -> None:
+        super().__init__(func, field)
+        self.rule, self.message = rule, message
+
+    def _parse(self, stream, context, path):
+        if not cs.evaluate(self.func, context):
+            raise ConstraintError(self.message, path=self._bw_field, expected=self.rule,
+                                  found=context.get(self._bw_field))
+
+    def _build(self, obj, stream, context, path):
+        if not cs.evaluate(self.func, context):
+            raise EncodeError(self.message, path=self._bw_field)
+
+
 def _check_raise(sc: cs.Check, code, expr: bool = False) -> str:
     """Compiled source raising a failed check's error (a version check's own)."""
     if isinstance(sc, VersionCheck):
