@@ -8883,7 +8883,7 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_file_header = Struct(
@@ -9588,6 +9588,8 @@ def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_file_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "file_header", construct_encode_file_header, value) from None
         raise _encode_failure(exc, "file_header") from None
     return data
 
@@ -9612,6 +9614,8 @@ def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_bound_pair(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "bound_pair", construct_encode_bound_pair, value) from None
         raise _encode_failure(exc, "bound_pair") from None
     return data
 
@@ -9636,6 +9640,8 @@ def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_bounds_section(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "bounds_section", construct_encode_bounds_section, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "bounds_section") from None
     return data
 
@@ -9660,6 +9666,8 @@ def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, seman
     try:
         data = con.build(_m2c_tail_full(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_full", construct_encode_tail_full, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_full") from None
     return data
 
@@ -9684,6 +9692,8 @@ def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_tail_quantized(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_quantized", construct_encode_tail_quantized, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_quantized") from None
     return data
 
@@ -9708,6 +9718,8 @@ def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: 
     try:
         data = con.build(_m2c_tail_quantized_gacl(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_quantized_gacl", construct_encode_tail_quantized_gacl, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_quantized_gacl") from None
     return data
 
@@ -9732,6 +9744,8 @@ def construct_encode_meta_pair(value: MetaPair, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_meta_pair(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "meta_pair", construct_encode_meta_pair, value) from None
         raise _encode_failure(exc, "meta_pair") from None
     return data
 
@@ -9760,6 +9774,8 @@ def construct_encode_snapshot_entry(value: SnapshotEntry, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "snapshot_entry", construct_encode_snapshot_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "snapshot_entry") from None
     return data
 
@@ -9792,6 +9808,8 @@ def construct_encode_snapshot_section(value: SnapshotSection, *, compiled: bool 
     try:
         data = con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "snapshot_section", construct_encode_snapshot_section, value, version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "snapshot_section") from None
     return data
 
@@ -9820,6 +9838,8 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
     try:
         data = con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "insert_body", construct_encode_insert_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "insert_body") from None
     return data
 
@@ -9844,6 +9864,8 @@ def construct_encode_update_body(value: UpdateBody, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_update_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "update_body", construct_encode_update_body, value) from None
         raise _encode_failure(exc, "update_body") from None
     return data
 
@@ -9872,6 +9894,8 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
     try:
         data = con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "set_semantic_body", construct_encode_set_semantic_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "set_semantic_body") from None
     return data
 
@@ -9896,6 +9920,8 @@ def construct_encode_epoch_body(value: EpochBody, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_epoch_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "epoch_body", construct_encode_epoch_body, value) from None
         raise _encode_failure(exc, "epoch_body") from None
     return data
 
@@ -9924,6 +9950,8 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
     try:
         data = con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_entry", construct_encode_wal_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "wal_entry") from None
     return data
 
@@ -9948,6 +9976,8 @@ def construct_encode_wal_header(value: WalHeader, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_wal_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_header", construct_encode_wal_header, value) from None
         raise _encode_failure(exc, "wal_header") from None
     return data
 
@@ -9980,6 +10010,8 @@ def construct_encode_wal_block(value: WalBlock, *, compiled: bool = False, algor
     try:
         data = con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_block", construct_encode_wal_block, value, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit) from None
         raise _encode_failure(exc, "wal_block") from None
     return data
 
@@ -10008,6 +10040,8 @@ def construct_encode_wal_block_plain(value: WalBlockPlain, *, compiled: bool = F
     try:
         data = con.build(_m2c_wal_block_plain(value), algorithm=algorithm, block_limit=block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_block_plain", construct_encode_wal_block_plain, value, algorithm=algorithm, block_limit=block_limit) from None
         raise _encode_failure(exc, "wal_block_plain") from None
     return data
 
@@ -10040,6 +10074,8 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
     try:
         data = con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_section", construct_encode_wal_section, value, block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "wal_section") from None
     return data
 
@@ -10064,6 +10100,8 @@ def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_htt_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "htt_file", construct_encode_htt_file, value) from None
         raise _encode_failure(exc, "htt_file") from None
     return data
 
@@ -10088,6 +10126,8 @@ def construct_encode_sidecar_segment(value: SidecarSegment, *, compiled: bool = 
     try:
         data = con.build(_m2c_sidecar_segment(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "sidecar_segment", construct_encode_sidecar_segment, value) from None
         raise _encode_failure(exc, "sidecar_segment") from None
     return data
 

@@ -1820,7 +1820,7 @@ def encode_event(value: Event) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_event = Struct(
@@ -1972,6 +1972,8 @@ def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_log_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "log_file", construct_encode_log_file, value) from None
         raise _encode_failure(exc, "log_file") from None
     return data
 
@@ -1996,6 +1998,8 @@ def construct_encode_record(value: Record, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_record(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "record", construct_encode_record, value) from None
         raise _encode_failure(exc, "record") from None
     return data
 
@@ -2020,6 +2024,8 @@ def construct_encode_event(value: Event, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_event(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "event", construct_encode_event, value) from None
         raise _encode_failure(exc, "event") from None
     return data
 
