@@ -158,7 +158,6 @@ def drift(result: pipeline.Result, generated_dir: Path | None = None) -> list[Dr
     generated_dir = generated_dir or pipeline.GENERATED_DIR
     label = generated_dir.name
     out = []
-    expected = set(result.modules)
     for name, text in sorted(result.modules.items()):
         path = generated_dir / name
         old = path.read_text(encoding="utf-8") if path.exists() else ""
