@@ -1850,10 +1850,13 @@ class Array(cs.Array):
     def _parse(self, stream, context, path):
         count = cs.evaluate(self.count, context)
         at = stream.tell()
-        if count < 0 or count * self.min_size > _stream_end(stream) - at:
-            cls = ConstraintError if count < 0 else TruncatedError
-            raise cls(f"count {count} needs at least {count * self.min_size} bytes", offset=at,
-                      expected=count * self.min_size, found=_stream_end(stream) - at)
+        if count < 0:
+            raise ConstraintError(f"negative count {count}", offset=at, expected=">= 0",
+                                  found=count)
+        if count * self.min_size > _stream_end(stream) - at:
+            raise TruncatedError(f"count {count} needs at least {count * self.min_size} bytes",
+                                 offset=at, expected=count * self.min_size,
+                                 found=_stream_end(stream) - at)
         obj = cs.ListContainer()
         for i in range(count):
             context._index = i

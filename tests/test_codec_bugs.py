@@ -225,6 +225,10 @@ def test_negative_zigzag_count_is_one_constraint_error(tmp_path):
     assert len({g[2:] for g in got}) == 1, got
     assert got[0][2] == "neg.items"
     assert got[0][3] == 2  # where the items would start, after the count
+    for name, dec in decoders(m, "neg"):
+        with pytest.raises(E.ConstraintError) as info:
+            dec(b"\x07\x03\x00\x00\x00\x00")
+        assert info.value.message == "negative count -2", name
     # a signed LEB128 count too (0x7f = -1)
     got = decode_errors(m, "sneg", b"\x7f\x00\x00")
     assert [g[1:] for g in got] == [("ConstraintError", "sneg.items", 1)] * 3
