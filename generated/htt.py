@@ -529,9 +529,7 @@ def _em_bound_pair(values):
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos))
     f_bounds = []
     try:
         for _i in range(_c):
@@ -553,9 +551,7 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
 def _u_bounds_section(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
     f_bounds = []
     for _i in range(_c):
         _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -581,9 +577,7 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 16 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
             f_bounds = []
             for _i in range(_c):
                 _bound_pair_f_min, _bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -624,9 +618,7 @@ def _em_bounds_section(values, p_semantic_dims):
 def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos))
     f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -637,9 +629,7 @@ def _u_tail_full(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
     f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -659,9 +649,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
             f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _obj = _new(TailFull)
@@ -699,9 +687,7 @@ def _em_tail_full(values, p_semantic_dims):
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -716,9 +702,7 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
 def _u_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -742,9 +726,7 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC8.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -781,16 +763,12 @@ def _em_tail_quantized(values, p_semantic_dims):
 def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos))
     f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -807,16 +785,12 @@ def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
     f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -842,16 +816,12 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
             f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC9.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -1030,9 +1000,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        if n_meta < 0:
-            raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -1071,9 +1039,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    if _tail_full___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -1085,9 +1051,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    if _tail_quantized___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1104,16 +1068,12 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    if _tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    if _tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1151,9 +1111,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        if n_meta < 0:
-            raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -1173,9 +1131,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                if _tail_full___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -1184,9 +1140,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                if _tail_quantized___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1200,16 +1154,12 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                if _tail_quantized_gacl___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                if _tail_quantized_gacl___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1256,9 +1206,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                if n_meta < 0:
-                    raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -1278,9 +1226,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        if _tail_full___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -1289,9 +1235,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        if _tail_quantized___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1305,16 +1249,12 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        if _tail_quantized_gacl___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        if _tail_quantized_gacl___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1480,9 +1420,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1511,9 +1449,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            if _snapshot_entry__n_meta < 0:
-                                raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta)
-                            raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1552,9 +1488,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        if _snapshot_entry___tail_full___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1566,9 +1500,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        if _snapshot_entry___tail_quantized___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1585,16 +1517,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1641,9 +1569,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -1672,9 +1598,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        if _snapshot_entry__n_meta < 0:
-                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta)
-                        raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1713,9 +1637,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    if _snapshot_entry___tail_full___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1727,9 +1649,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    if _snapshot_entry___tail_quantized___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1746,16 +1666,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1935,9 +1851,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1966,9 +1880,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            if _snapshot_entry__n_meta < 0:
-                                raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta)
-                            raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -2007,9 +1919,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        if _snapshot_entry___tail_full___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -2021,9 +1931,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        if _snapshot_entry___tail_quantized___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -2040,16 +1948,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                            raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -2098,9 +2002,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -2129,9 +2031,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        if _snapshot_entry__n_meta < 0:
-                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta)
-                        raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -2170,9 +2070,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    if _snapshot_entry___tail_full___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -2184,9 +2082,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    if _snapshot_entry___tail_quantized___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -2203,16 +2099,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    if _snapshot_entry___tail_quantized_gacl___c < 0:
-                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c)
-                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -2414,9 +2306,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        if n_meta < 0:
-            raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2455,9 +2345,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    if _tail_full___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -2469,9 +2357,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    if _tail_quantized___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2488,16 +2374,12 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    if _tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    if _tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2530,9 +2412,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        if n_meta < 0:
-            raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2552,9 +2432,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                if _tail_full___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2563,9 +2441,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                if _tail_quantized___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2579,16 +2455,12 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                if _tail_quantized_gacl___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                if _tail_quantized_gacl___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2630,9 +2502,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                if n_meta < 0:
-                    raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2652,9 +2522,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        if _tail_full___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -2663,9 +2531,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        if _tail_quantized___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2679,16 +2545,12 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        if _tail_quantized_gacl___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        if _tail_quantized_gacl___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2840,9 +2702,7 @@ def _d_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        if n_meta < 0:
-            raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2889,9 +2749,7 @@ def _u_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        if n_meta < 0:
-            raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2931,9 +2789,7 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                if n_meta < 0:
-                    raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta)
-                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3004,9 +2860,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    if _tail_full___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -3018,9 +2872,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    if _tail_quantized___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -3037,16 +2889,12 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    if _tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    if _tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -3075,9 +2923,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                if _tail_full___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -3086,9 +2932,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                if _tail_quantized___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -3102,16 +2946,12 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                if _tail_quantized_gacl___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                if _tail_quantized_gacl___c < 0:
-                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -3147,9 +2987,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        if _tail_full___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c)
-                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -3158,9 +2996,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        if _tail_quantized___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c)
-                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -3174,16 +3010,12 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        if _tail_quantized_gacl___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c)
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        if _tail_quantized_gacl___c < 0:
-                            raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c)
-                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -3396,9 +3228,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
-                if _insert_body__n_meta < 0:
-                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta)
-                raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
             _insert_body__f_meta = []
             try:
                 for _insert_body___i in range(_insert_body__n_meta):
@@ -3437,9 +3267,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            if _insert_body___tail_full___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3451,9 +3279,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            if _insert_body___tail_quantized___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3470,16 +3296,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            if _insert_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            if _insert_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3519,9 +3341,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
-                if _update_body__n_meta < 0:
-                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta)
-                raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
             _update_body__f_meta = []
             try:
                 for _update_body___i in range(_update_body__n_meta):
@@ -3600,9 +3420,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            if _set_semantic_body___tail_full___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3614,9 +3432,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            if _set_semantic_body___tail_quantized___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3633,16 +3449,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            if _set_semantic_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            if _set_semantic_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3716,9 +3528,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _insert_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _insert_body__n_meta * 4 > end - pos:
-            if _insert_body__n_meta < 0:
-                raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta)
-            raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
         _insert_body__f_meta = []
         for _insert_body___i in range(_insert_body__n_meta):
             _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3738,9 +3548,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _insert_body___tag == 0:
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                    if _insert_body___tail_full___c < 0:
-                        raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c)
-                    raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                 _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
@@ -3749,9 +3557,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 1:
                 _insert_body___tail_quantized___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                    if _insert_body___tail_quantized___c < 0:
-                        raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c)
-                    raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                 _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                 if _insert_body___tail_quantized___st is None:
                     _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3765,16 +3571,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 2:
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                    if _insert_body___tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                    if _insert_body___tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                 if _insert_body___tail_quantized_gacl___st is None:
                     _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3803,9 +3605,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _update_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _update_body__n_meta * 4 > end - pos:
-            if _update_body__n_meta < 0:
-                raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta)
-            raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
         _update_body__f_meta = []
         for _update_body___i in range(_update_body__n_meta):
             _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3845,9 +3645,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _set_semantic_body___tag == 0:
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                    if _set_semantic_body___tail_full___c < 0:
-                        raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c)
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                 _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3856,9 +3654,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 1:
                 _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                    if _set_semantic_body___tail_quantized___c < 0:
-                        raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c)
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                 if _set_semantic_body___tail_quantized___st is None:
                     _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3872,16 +3668,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 2:
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                    if _set_semantic_body___tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                    if _set_semantic_body___tail_quantized_gacl___c < 0:
-                        raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                 if _set_semantic_body___tail_quantized_gacl___st is None:
                     _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3957,9 +3749,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    if _insert_body__n_meta < 0:
-                        raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta)
-                    raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3979,9 +3769,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            if _insert_body___tail_full___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3990,9 +3778,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            if _insert_body___tail_quantized___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -4006,16 +3792,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            if _insert_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            if _insert_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -4044,9 +3826,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    if _update_body__n_meta < 0:
-                        raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta)
-                    raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4086,9 +3866,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            if _set_semantic_body___tail_full___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -4097,9 +3875,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            if _set_semantic_body___tail_quantized___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -4113,16 +3889,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            if _set_semantic_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            if _set_semantic_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -4207,9 +3979,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    if _insert_body__n_meta < 0:
-                        raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta)
-                    raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4227,9 +3997,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            if _insert_body___tail_full___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16])
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = (_insert_body___tail_full__f_dims,)
@@ -4237,9 +4005,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            if _insert_body___tail_quantized___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -4252,16 +4018,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            if _insert_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16])
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            if _insert_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -4285,9 +4047,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    if _update_body__n_meta < 0:
-                        raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta)
-                    raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4321,9 +4081,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            if _set_semantic_body___tail_full___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16])
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = (_set_semantic_body___tail_full__f_dims,)
@@ -4331,9 +4089,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            if _set_semantic_body___tail_quantized___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -4346,16 +4102,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            if _set_semantic_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16])
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            if _set_semantic_body___tail_quantized_gacl___c < 0:
-                                raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c)
-                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -4760,14 +4512,161 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     try:
         _c = f_block_entry_count
         if _c < 0 or _c * 11 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T15)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T16)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if p_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T26)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 f_entries.append(_x)
@@ -5171,7 +5070,156 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     break
                 _ip = pos
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T15)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T16)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if p_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T26)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -5191,51 +5239,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     break
                 _ip = pos
                 try:
-                    if pos + 2 > end:
-                        raise _short(pos, end, _T28)
-                    _wal_block__f_block_entry_count, = _S10.unpack_from(mv, pos)
-                    _wal_block___r10 = pos
-                    pos += 2
-                    if _wal_block__f_block_entry_count < 1 or _wal_block__f_block_entry_count > 64:
-                        raise ConstraintError('value out of range', offset=_wal_block___r10, path='block_entry_count', expected='1..64', found=_wal_block__f_block_entry_count)
-                    if pos + 4 > end:
-                        raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
-                    _wal_block___clen = _S2.unpack_from(mv, pos)[0]
-                    pos += 4
-                    if pos + _wal_block___clen > end:
-                        raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_wal_block___clen, found=end - pos)
-                    _wal_block___plain = _decompress(p_algorithm, mv[pos:pos + _wal_block___clen], 67108864, expected_size=None, offset=pos, path='entries', codecs=_CODECS20)
-                    _wal_block___fpos = pos
-                    pos += _wal_block___clen
-                    _wal_block___save = (mv, pos, end)
-                    mv = memoryview(_wal_block___plain)
-                    pos, end = (0, len(_wal_block___plain))
-                    try:
-                        _wal_block___c = _wal_block__f_block_entry_count
-                        if _wal_block___c < 0 or _wal_block___c * 11 > end - pos:
-                            if _wal_block___c < 0:
-                                raise ConstraintError('negative count ' + str(_wal_block___c), offset=pos, path='entries', expected='>= 0', found=_wal_block___c)
-                            raise TruncatedError('count ' + str(_wal_block___c) + ' needs at least ' + str(_wal_block___c * 11) + ' bytes', offset=pos, path='entries', expected=_wal_block___c * 11, found=end - pos)
-                        _wal_block__f_entries = []
-                        try:
-                            for _wal_block___i in range(_wal_block___c):
-                                try:
-                                    _wal_block___x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
-                                except DecodeError as _exc:
-                                    raise _exc.prefixed('') from None
-                                _wal_block__f_entries.append(_wal_block___x)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('[' + str(_wal_block___i) + ']').prefixed('entries') from None
-                        if pos != end:
-                            raise ConstraintError('decompressed section has trailing bytes', offset=pos, path='entries', expected=end, found=pos)
-                    except DecodeError as _exc:
-                        _exc.message += f' (at +{_exc.offset} in the section decompressed from offset {_wal_block___fpos})'
-                        _exc.offset = _wal_block___fpos
-                        raise
-                    mv, pos, end = _wal_block___save
-                    _wal_block___obj = _new(WalBlock)
-                    _wal_block___obj.entries = _wal_block__f_entries
-                    _x = _wal_block___obj
+                    _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -5251,6 +5255,316 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     _obj.entries = f_entries
     _obj.blocks = f_blocks
     return _obj, pos
+
+def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+    _isb = mv.__class__ is bytes
+    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18.unpack_from(mv, pos)
+    pos += 8
+    _wal_header___obj = _new(WalHeader)
+    _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
+    _wal_header___obj.wal_base_seq = _wal_header__f_wal_base_seq
+    if not p_block_compressed:
+        f_entries = []
+        while True:
+            if pos >= end:
+                break
+            _ip = pos
+            _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+            _wal_entry___r24 = pos
+            pos += 7
+            _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+            if _wal_entry___v is None:
+                raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+            _wal_entry__f_op = _wal_entry___v
+            _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+            pos += _wal_entry__n_key
+            _wal_entry___tag = _wal_entry__f_op
+            if _wal_entry___tag == 1:
+                _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                pos += 4
+                _wal_entry___insert_body__f_data = mv[pos:pos + _wal_entry___insert_body__n_data] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                pos += _wal_entry___insert_body__n_data
+                _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                pos += 2
+                if _wal_entry___insert_body__n_meta * 4 > end - pos:
+                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                _wal_entry___insert_body__f_meta = []
+                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                    pos += 2
+                    _wal_entry___insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                    pos += _wal_entry___insert_body___meta_pair_n_key
+                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                    pos += 2
+                    _wal_entry___insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                    pos += _wal_entry___insert_body___meta_pair_n_value
+                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___meta_pair__obj)
+                if p_semantic_dims > 0:
+                    _wal_entry___insert_body___tag = p_tail_layout
+                    if _wal_entry___insert_body___tag == 0:
+                        _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                        pos += _wal_entry___insert_body___tail_full___c * 16
+                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                    elif _wal_entry___insert_body___tag == 1:
+                        _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                        if _wal_entry___insert_body___tail_quantized___st is None:
+                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                            if len(_RC8) < 64:
+                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                    elif _wal_entry___insert_body___tag == 2:
+                        _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                        _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                            if len(_RC9) < 64:
+                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                    else:
+                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                else:
+                    _wal_entry___insert_body__f_tail = None
+                _wal_entry___insert_body___obj = _new(InsertBody)
+                _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                _wal_entry___e_body = pos
+                _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                _wal_entry___r2 = pos
+                pos += 4
+                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
+                if _wal_entry__f_entry_crc != _wal_entry___ck:
+                    raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                _wal_entry___obj = _new(WalEntry)
+                _wal_entry___obj.seq = _wal_entry__f_seq
+                _wal_entry___obj.op = _wal_entry__f_op
+                _wal_entry___obj.key = _wal_entry__f_key
+                _wal_entry___obj.body = _wal_entry___insert_body___obj
+                _x = _wal_entry___obj
+            else:
+                if pos > end:
+                    raise IndexError
+                pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                if pos > end:
+                    raise IndexError
+                _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+            if pos <= _ip:
+                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            f_entries.append(_x)
+    else:
+        f_entries = None
+    if p_block_compressed:
+        f_blocks = []
+        while True:
+            if pos >= end:
+                break
+            _ip = pos
+            if pos > end:
+                raise IndexError
+            _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
+            if pos <= _ip:
+                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            f_blocks.append(_x)
+    else:
+        f_blocks = None
+    _obj = _new(WalSection)
+    _obj.header = _wal_header___obj
+    _obj.entries = f_entries
+    _obj.blocks = f_blocks
+    return (_obj, pos)
+
+def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, _rest=_decode_many):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _end = end
+    _isb = mv.__class__ is bytes
+    _S10_unpack_from = _S10.unpack_from
+    _S18_unpack_from = _S18.unpack_from
+    _S2_unpack_from = _S2.unpack_from
+    _S24_unpack_from = _S24.unpack_from
+    try:
+        while True:
+            if pos >= end:
+                break
+            _rs = pos
+            _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S18_unpack_from(mv, pos)
+            pos += 8
+            _wal_header___obj = _new(WalHeader)
+            _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
+            _wal_header___obj.wal_base_seq = _wal_header__f_wal_base_seq
+            if not p_block_compressed:
+                f_entries = []
+                while True:
+                    if pos >= end:
+                        break
+                    _ip = pos
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24_unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
+                    pos += 7
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        _wal_entry___insert_body__n_data, = _S2_unpack_from(mv, pos)
+                        pos += 4
+                        _wal_entry___insert_body__f_data = mv[pos:pos + _wal_entry___insert_body__n_data] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                        pos += _wal_entry___insert_body__n_data
+                        _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
+                        pos += 2
+                        if _wal_entry___insert_body__n_meta * 4 > end - pos:
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                        _wal_entry___insert_body__f_meta = []
+                        for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                            _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
+                            pos += 2
+                            _wal_entry___insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                            pos += _wal_entry___insert_body___meta_pair_n_key
+                            _wal_entry___insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
+                            pos += 2
+                            _wal_entry___insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                            pos += _wal_entry___insert_body___meta_pair_n_value
+                            _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                            _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                            _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                            _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___meta_pair__obj)
+                        if p_semantic_dims > 0:
+                            _wal_entry___insert_body___tag = p_tail_layout
+                            if _wal_entry___insert_body___tag == 0:
+                                _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                                if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                pos += _wal_entry___insert_body___tail_full___c * 16
+                                _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                            elif _wal_entry___insert_body___tag == 1:
+                                _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                                if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                if _wal_entry___insert_body___tail_quantized___st is None:
+                                    _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                    if len(_RC8) < 64:
+                                        _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                            elif _wal_entry___insert_body___tag == 2:
+                                _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                                if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                    _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                    if len(_RC9) < 64:
+                                        _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                            else:
+                                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                        else:
+                            _wal_entry___insert_body__f_tail = None
+                        _wal_entry___insert_body___obj = _new(InsertBody)
+                        _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                        _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                        _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                        _wal_entry___e_body = pos
+                        _wal_entry__f_entry_crc, = _S2_unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___r24:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry___insert_body___obj
+                        _x = _wal_entry___obj
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        if pos > end:
+                            raise IndexError
+                        _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    if pos <= _ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    f_entries.append(_x)
+            else:
+                f_entries = None
+            if p_block_compressed:
+                f_blocks = []
+                while True:
+                    if pos >= end:
+                        break
+                    _ip = pos
+                    if pos > end:
+                        raise IndexError
+                    _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
+                    if pos <= _ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    f_blocks.append(_x)
+            else:
+                f_blocks = None
+            _obj = _new(WalSection)
+            _obj.header = _wal_header___obj
+            _obj.entries = f_entries
+            _obj.blocks = f_blocks
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _rest(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _rest(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
+    return _out
 
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _wal_header__v = v.header
@@ -5882,9 +6196,7 @@ def _d_htt_file(mv, pos, end):
             _bounds_section__p_semantic_dims = f_header.semantic_dims
             _bounds_section___c = _bounds_section__p_semantic_dims - 16
             if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                if _bounds_section___c < 0:
-                    raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c)
-                raise TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
             _bounds_section__f_bounds = []
             try:
                 for _bounds_section___i in range(_bounds_section___c):
@@ -5911,110 +6223,7 @@ def _d_htt_file(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('snapshot') from None
     try:
-        _wal_section__p_block_compressed = _attr(f_header.flags, 'wal_block_compressed', pos, 'wal_block_compressed')
-        _wal_section__p_algorithm = _attr(f_header.flags, 'algorithm', pos, 'algorithm')
-        _wal_section__p_semantic_dims = f_header.semantic_dims
-        _wal_section__p_tail_layout = 2 if _attr(f_header.flags, 'quantized', pos, 'quantized') and _attr(f_header.flags, 'gacl', pos, 'gacl') else 1 if _attr(f_header.flags, 'quantized', pos, 'quantized') else 0
-        try:
-            if pos + 8 > end:
-                raise _short(pos, end, _T27)
-            _wal_section___wal_header__f_wal_entry_count, _wal_section___wal_header__f_wal_base_seq = _S18.unpack_from(mv, pos)
-            pos += 8
-            _wal_section___wal_header___obj = _new(WalHeader)
-            _wal_section___wal_header___obj.wal_entry_count = _wal_section___wal_header__f_wal_entry_count
-            _wal_section___wal_header___obj.wal_base_seq = _wal_section___wal_header__f_wal_base_seq
-            _wal_section__f_header = _wal_section___wal_header___obj
-        except DecodeError as _exc:
-            raise _exc.prefixed('header') from None
-        if not _wal_section__p_block_compressed:
-            _wal_section__f_entries = []
-            try:
-                _wal_section___i = 0
-                while True:
-                    if pos >= end:
-                        break
-                    _wal_section___ip = pos
-                    try:
-                        _wal_section___x, pos = _d_wal_entry(mv, pos, end, _wal_section__p_semantic_dims, _wal_section__p_tail_layout)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('') from None
-                    if pos <= _wal_section___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                    _wal_section__f_entries.append(_wal_section___x)
-                    _wal_section___i += 1
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_wal_section___i) + ']').prefixed('entries') from None
-        else:
-            _wal_section__f_entries = None
-        if _wal_section__p_block_compressed:
-            _wal_section__f_blocks = []
-            try:
-                _wal_section___i = 0
-                while True:
-                    if pos >= end:
-                        break
-                    _wal_section___ip = pos
-                    try:
-                        if pos + 2 > end:
-                            raise _short(pos, end, _T28)
-                        _wal_section___wal_block__f_block_entry_count, = _S10.unpack_from(mv, pos)
-                        _wal_section___wal_block___r10 = pos
-                        pos += 2
-                        if _wal_section___wal_block__f_block_entry_count < 1 or _wal_section___wal_block__f_block_entry_count > 64:
-                            raise ConstraintError('value out of range', offset=_wal_section___wal_block___r10, path='block_entry_count', expected='1..64', found=_wal_section___wal_block__f_block_entry_count)
-                        if pos + 4 > end:
-                            raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
-                        _wal_section___wal_block___clen = _S2.unpack_from(mv, pos)[0]
-                        pos += 4
-                        if pos + _wal_section___wal_block___clen > end:
-                            raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_wal_section___wal_block___clen, found=end - pos)
-                        _wal_section___wal_block___plain = _decompress(_wal_section__p_algorithm, mv[pos:pos + _wal_section___wal_block___clen], 67108864, expected_size=None, offset=pos, path='entries', codecs=_CODECS20)
-                        _wal_section___wal_block___fpos = pos
-                        pos += _wal_section___wal_block___clen
-                        _wal_section___wal_block___save = (mv, pos, end)
-                        mv = memoryview(_wal_section___wal_block___plain)
-                        pos, end = (0, len(_wal_section___wal_block___plain))
-                        try:
-                            _wal_section___wal_block___c = _wal_section___wal_block__f_block_entry_count
-                            if _wal_section___wal_block___c < 0 or _wal_section___wal_block___c * 11 > end - pos:
-                                if _wal_section___wal_block___c < 0:
-                                    raise ConstraintError('negative count ' + str(_wal_section___wal_block___c), offset=pos, path='entries', expected='>= 0', found=_wal_section___wal_block___c)
-                                raise TruncatedError('count ' + str(_wal_section___wal_block___c) + ' needs at least ' + str(_wal_section___wal_block___c * 11) + ' bytes', offset=pos, path='entries', expected=_wal_section___wal_block___c * 11, found=end - pos)
-                            _wal_section___wal_block__f_entries = []
-                            try:
-                                for _wal_section___wal_block___i in range(_wal_section___wal_block___c):
-                                    try:
-                                        _wal_section___wal_block___x, pos = _d_wal_entry(mv, pos, end, _wal_section__p_semantic_dims, _wal_section__p_tail_layout)
-                                    except DecodeError as _exc:
-                                        raise _exc.prefixed('') from None
-                                    _wal_section___wal_block__f_entries.append(_wal_section___wal_block___x)
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('[' + str(_wal_section___wal_block___i) + ']').prefixed('entries') from None
-                            if pos != end:
-                                raise ConstraintError('decompressed section has trailing bytes', offset=pos, path='entries', expected=end, found=pos)
-                        except DecodeError as _exc:
-                            _exc.message += f' (at +{_exc.offset} in the section decompressed from offset {_wal_section___wal_block___fpos})'
-                            _exc.offset = _wal_section___wal_block___fpos
-                            raise
-                        mv, pos, end = _wal_section___wal_block___save
-                        _wal_section___wal_block___obj = _new(WalBlock)
-                        _wal_section___wal_block___obj.entries = _wal_section___wal_block__f_entries
-                        _wal_section___x = _wal_section___wal_block___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('') from None
-                    if pos <= _wal_section___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                    _wal_section__f_blocks.append(_wal_section___x)
-                    _wal_section___i += 1
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_wal_section___i) + ']').prefixed('blocks') from None
-        else:
-            _wal_section__f_blocks = None
-        _wal_section___obj = _new(WalSection)
-        _wal_section___obj.header = _wal_section__f_header
-        _wal_section___obj.entries = _wal_section__f_entries
-        _wal_section___obj.blocks = _wal_section__f_blocks
-        f_wal = _wal_section___obj
+        f_wal, pos = _d_wal_section(mv, pos, end, _attr(f_header.flags, 'wal_block_compressed', pos, 'wal_block_compressed'), _attr(f_header.flags, 'algorithm', pos, 'algorithm'), f_header.semantic_dims, (2 if (_attr(f_header.flags, 'quantized', pos, 'quantized') and _attr(f_header.flags, 'gacl', pos, 'gacl')) else (1 if _attr(f_header.flags, 'quantized', pos, 'quantized') else 0)))
     except DecodeError as _exc:
         raise _exc.prefixed('wal') from None
     _obj = _new(HttFile)
@@ -6023,6 +6232,136 @@ def _d_htt_file(mv, pos, end):
     _obj.snapshot = f_snapshot
     _obj.wal = f_wal
     return _obj, pos
+
+def _u_htt_file(mv, pos, end):
+    _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S4.unpack_from(mv, pos)
+    _file_header___r0 = pos
+    pos += 28
+    if _file_header__f_magic != b'HTT\x00':
+        raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
+    if _file_header__f_version < 1 or _file_header__f_version > 4:
+        raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
+    if _file_header__f_flags & 0:
+        raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
+    _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
+    _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
+    _file_header___e_node_count = _file_header___r0 + 28
+    _file_header___r2 = pos
+    pos += 4
+    _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
+    if _file_header__f_header_crc != _file_header___ck:
+        raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
+    _file_header___obj = _new(FileHeader)
+    _file_header___obj.version = _file_header__f_version
+    _file_header___obj.flags = _file_header__f_flags
+    _file_header___obj.dimension = _file_header__f_dimension
+    _file_header___obj.semantic_dims = _file_header__f_semantic_dims
+    _file_header___obj.tau = _file_header__f_tau
+    _file_header___obj.node_count = _file_header__f_node_count
+    if _attr(_file_header___obj.flags, 'meaning_addressed', pos, 'meaning_addressed'):
+        _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
+        _bounds_section___c = _bounds_section__p_semantic_dims - 16
+        if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
+            raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+        _bounds_section__f_bounds = []
+        for _bounds_section___i in range(_bounds_section___c):
+            _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
+            pos += 16
+            _bounds_section___bound_pair__obj = _new(BoundPair)
+            _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
+            _bounds_section___bound_pair__obj.max = _bounds_section___bound_pair_f_max
+            _bounds_section__f_bounds.append(_bounds_section___bound_pair__obj)
+        _bounds_section___obj = _new(BoundsSection)
+        _bounds_section___obj.bounds = _bounds_section__f_bounds
+        f_bounds = _bounds_section___obj
+    else:
+        f_bounds = None
+    if pos > end:
+        raise IndexError
+    f_snapshot, pos = _d_snapshot_section(mv, pos, end, _file_header___obj.version, _attr(_file_header___obj.flags, 'compressed', pos, 'compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+    if pos > end:
+        raise IndexError
+    f_wal, pos = _u_wal_section(mv, pos, end, _attr(_file_header___obj.flags, 'wal_block_compressed', pos, 'wal_block_compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+    _obj = _new(HttFile)
+    _obj.header = _file_header___obj
+    _obj.bounds = f_bounds
+    _obj.snapshot = f_snapshot
+    _obj.wal = f_wal
+    return (_obj, pos)
+
+def _m_htt_file(mv, pos, end, _rest=_decode_many):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _end = end
+    _S4_unpack_from = _S4.unpack_from
+    _S5_unpack_from = _S5.unpack_from
+    try:
+        while True:
+            if pos >= end:
+                break
+            _rs = pos
+            _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S4_unpack_from(mv, pos)
+            _file_header___r0 = pos
+            pos += 28
+            if _file_header__f_magic != b'HTT\x00':
+                raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
+            if _file_header__f_version < 1 or _file_header__f_version > 4:
+                raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
+            if _file_header__f_flags & 0:
+                raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
+            _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
+            _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
+            _file_header___e_node_count = _file_header___r0 + 28
+            _file_header___r2 = pos
+            pos += 4
+            _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
+            if _file_header__f_header_crc != _file_header___ck:
+                raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
+            _file_header___obj = _new(FileHeader)
+            _file_header___obj.version = _file_header__f_version
+            _file_header___obj.flags = _file_header__f_flags
+            _file_header___obj.dimension = _file_header__f_dimension
+            _file_header___obj.semantic_dims = _file_header__f_semantic_dims
+            _file_header___obj.tau = _file_header__f_tau
+            _file_header___obj.node_count = _file_header__f_node_count
+            if _attr(_file_header___obj.flags, 'meaning_addressed', pos, 'meaning_addressed'):
+                _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
+                _bounds_section___c = _bounds_section__p_semantic_dims - 16
+                if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
+                    raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                _bounds_section__f_bounds = []
+                for _bounds_section___i in range(_bounds_section___c):
+                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5_unpack_from(mv, pos)
+                    pos += 16
+                    _bounds_section___bound_pair__obj = _new(BoundPair)
+                    _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
+                    _bounds_section___bound_pair__obj.max = _bounds_section___bound_pair_f_max
+                    _bounds_section__f_bounds.append(_bounds_section___bound_pair__obj)
+                _bounds_section___obj = _new(BoundsSection)
+                _bounds_section___obj.bounds = _bounds_section__f_bounds
+                f_bounds = _bounds_section___obj
+            else:
+                f_bounds = None
+            if pos > end:
+                raise IndexError
+            f_snapshot, pos = _d_snapshot_section(mv, pos, end, _file_header___obj.version, _attr(_file_header___obj.flags, 'compressed', pos, 'compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+            if pos > end:
+                raise IndexError
+            f_wal, pos = _u_wal_section(mv, pos, end, _attr(_file_header___obj.flags, 'wal_block_compressed', pos, 'wal_block_compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+            _obj = _new(HttFile)
+            _obj.header = _file_header___obj
+            _obj.bounds = f_bounds
+            _obj.snapshot = f_snapshot
+            _obj.wal = f_wal
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _rest(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _rest(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
+    return _out
 
 def _e_htt_file(out, v):
     _file_header__v = v.header
@@ -6105,7 +6444,157 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     break
                 _ip = pos
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, ((2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if ((f_version >= 2) and _attr(f_layout, 'quantized', pos, 'quantized')) else 0))
+                    _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T15)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T16)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if f_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = f_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T26)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, _wal_entry__p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -6325,7 +6814,157 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     break
                 _ip = pos
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, ((2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if ((f_version >= 2) and _attr(f_layout, 'quantized', pos, 'quantized')) else 0))
+                    _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T25)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S24.unpack_from(mv, pos)
+                    _wal_entry___r24 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r24
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r24 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T15)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T16)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if f_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = f_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T26)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, _wal_entry__p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -7999,6 +8638,14 @@ def decode_wal_section(buf, offset: int = 0, *, block_compressed: bool, algorith
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_wal_section(mv, offset, len(mv), block_compressed, algorithm, semantic_dims, tail_layout)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
+    try:
         return _d_wal_section(mv, offset, len(mv), block_compressed, algorithm, semantic_dims, tail_layout)
     except DecodeError as exc:
         raise exc.prefixed("wal_section") from None
@@ -8040,7 +8687,8 @@ def decode_many_wal_section(buf, offset: int = 0, end: int | None = None, *, blo
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    return _decode_many(_d_wal_section, "wal_section", buf, offset, end, (block_compressed, algorithm, semantic_dims, tail_layout,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_wal_section(mv, offset, len(mv) if end is None else end, block_compressed, algorithm, semantic_dims, tail_layout)
 
 
 def decode_prefix_wal_section(buf, offset: int = 0, end: int | None = None, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[WalSection], int]:
@@ -8052,7 +8700,10 @@ def decode_prefix_wal_section(buf, offset: int = 0, end: int | None = None, *, b
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    return _decode_prefix(_d_wal_section, "wal_section", buf, offset, end, (block_compressed, algorithm, semantic_dims, tail_layout,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_section(mv, offset, end, block_compressed, algorithm, semantic_dims, tail_layout, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_wal_section(values, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
@@ -8088,6 +8739,14 @@ def decode_htt_file(buf, offset: int = 0) -> tuple[HttFile, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_htt_file(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
+    try:
         return _d_htt_file(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("htt_file") from None
@@ -8121,7 +8780,8 @@ def iter_htt_file(buf, offset: int = 0, end: int | None = None):
 def decode_many_htt_file(buf, offset: int = 0, end: int | None = None) -> list[HttFile]:
     """Decode consecutive `htt_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_htt_file``, in one loop: for logs read whole)."""
-    return _decode_many(_d_htt_file, "htt_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_htt_file(mv, offset, len(mv) if end is None else end)
 
 
 def decode_prefix_htt_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[HttFile], int]:
@@ -8129,7 +8789,10 @@ def decode_prefix_htt_file(buf, offset: int = 0, end: int | None = None) -> tupl
     within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
     all did. Never raises for the bytes: for a window of a larger buffer, whose last
     record the window's end may cut (read on from ``stop``)."""
-    return _decode_prefix(_d_htt_file, "htt_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_htt_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_htt_file(values) -> bytes:

@@ -2255,9 +2255,7 @@ def _d_wal_record(mv, pos, end):
                         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
                     _wal_payload___op_upsert_v1___f32_vector___c = _wal_payload___op_upsert_v1___f32_vector__f_dims
                     if _wal_payload___op_upsert_v1___f32_vector___c < 0 or _wal_payload___op_upsert_v1___f32_vector___c * 4 > end - pos:
-                        if _wal_payload___op_upsert_v1___f32_vector___c < 0:
-                            raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector___c)
-                        raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector___c) if _wal_payload___op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector___c * 4, found=end - pos)
                     _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector___c * 4]), _PK19)
                     pos += _wal_payload___op_upsert_v1___f32_vector___c * 4
                     _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2329,9 +2327,7 @@ def _u_wal_record(mv, pos, end):
         if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
         if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
-            raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
         _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2408,9 +2404,7 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
                 if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
                 if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
-                    raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
                 _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2512,9 +2506,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
                 if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
-                    if _op_upsert_v1___f32_vector___c < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c)
-                    raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c) if _op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector___c * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2555,9 +2547,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
             _op_delete_v1___c = _op_delete_v1__f_count
             if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                if _op_delete_v1___c < 0:
-                    raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c)
-                raise TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
             _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
             if _op_delete_v1___st is None:
                 _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
@@ -2740,9 +2730,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
                 if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
-                    if _op_timestamped_upsert_v1___f32_vector___c < 0:
-                        raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c)
-                    raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c) if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector___c * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2792,9 +2780,7 @@ def _d_wal_payload(mv, pos, end, p_op):
             pos += _op_upsert_metadata_v1___n
             _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
             if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
-                if _op_upsert_metadata_v1___c < 0:
-                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c)
-                raise TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c) if _op_upsert_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
             _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_metadata_v1___c * 4
             _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -2839,9 +2825,7 @@ def _d_wal_payload(mv, pos, end, p_op):
             pos += _op_upsert_ts_metadata_v1___n
             _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
             if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
-                if _op_upsert_ts_metadata_v1___c < 0:
-                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c)
-                raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c) if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
             _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_ts_metadata_v1___c * 4
             _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -2967,9 +2951,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
                         _op_prepared_mutation___op_upsert_v1___f32_vector___c = _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims
                         if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 or _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4 > end - pos:
-                            if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0:
-                                raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector___c)
-                            raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector___c) if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4, found=end - pos)
                         _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4]), _PK19)
                         pos += _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4
                         _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3040,9 +3022,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
                     _op_mixed_member___op_delete_v1___c = _op_mixed_member___op_delete_v1__f_count
                     if _op_mixed_member___op_delete_v1___c < 0 or _op_mixed_member___op_delete_v1___c * 16 > end - pos:
-                        if _op_mixed_member___op_delete_v1___c < 0:
-                            raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1___c)
-                        raise TruncatedError('count ' + str(_op_mixed_member___op_delete_v1___c) + ' needs at least ' + str(_op_mixed_member___op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1___c) if _op_mixed_member___op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1___c) + ' needs at least ' + str(_op_mixed_member___op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1___c * 16, found=end - pos)
                     _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1___c)
                     if _op_mixed_member___op_delete_v1___st is None:
                         _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1___c)
@@ -3102,9 +3082,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            if _op_upsert_v1___f32_vector__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims)
-            raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3129,9 +3107,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_delete_v1__f_count >= 1:
             raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
         if _op_delete_v1__f_count * 16 > end - pos:
-            if _op_delete_v1__f_count < 0:
-                raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count)
-            raise TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -3248,9 +3224,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            if _op_timestamped_upsert_v1___f32_vector__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
-            raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3281,9 +3255,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-            if _op_upsert_metadata_v1__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims)
-            raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -3312,9 +3284,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-            if _op_upsert_ts_metadata_v1__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims)
-            raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -3397,9 +3367,7 @@ def _u_wal_payload(mv, pos, end, p_op):
             if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
             if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0:
-                    raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
-                raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
             _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
             pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
             _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3449,9 +3417,7 @@ def _u_wal_payload(mv, pos, end, p_op):
             if not _op_mixed_member___op_delete_v1__f_count >= 1:
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
             if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
-                if _op_mixed_member___op_delete_v1__f_count < 0:
-                    raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count)
-                raise TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
             _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
             if _op_mixed_member___op_delete_v1___st is None:
                 _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1__f_count)
@@ -3526,9 +3492,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    if _op_upsert_v1___f32_vector__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims)
-                    raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3553,9 +3517,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 if not _op_delete_v1__f_count >= 1:
                     raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    if _op_delete_v1__f_count < 0:
-                        raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count)
-                    raise TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -3672,9 +3634,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    if _op_timestamped_upsert_v1___f32_vector__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
-                    raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3705,9 +3665,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-                    if _op_upsert_metadata_v1__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims)
-                    raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -3736,9 +3694,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-                    if _op_upsert_ts_metadata_v1__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims)
-                    raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -3821,9 +3777,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
                         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
                     if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                        if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0:
-                            raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
-                        raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                     _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                     pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
                     _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3873,9 +3827,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     if not _op_mixed_member___op_delete_v1__f_count >= 1:
                         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
                     if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
-                        if _op_mixed_member___op_delete_v1__f_count < 0:
-                            raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count)
-                        raise TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
                     _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
                     if _op_mixed_member___op_delete_v1___st is None:
                         _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1__f_count)
@@ -4982,9 +4934,7 @@ def _d_f32_vector(mv, pos, end):
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos))
     f_values = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK19)
     pos += _c * 4
     _obj = _new(F32Vector)
@@ -4999,9 +4949,7 @@ def _u_f32_vector(mv, pos, end):
     if not f_dims >= 1:
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
     if f_dims * 4 > end - pos:
-        if f_dims < 0:
-            raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims)
-        raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
     f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(F32Vector)
@@ -5026,9 +4974,7 @@ def _m_f32_vector(mv, pos, end, _rest=_decode_many):
             if not f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
             if f_dims * 4 > end - pos:
-                if f_dims < 0:
-                    raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims)
-                raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
             f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(F32Vector)
@@ -5104,9 +5050,7 @@ def _d_op_upsert_v1(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
         _f32_vector___c = _f32_vector__f_dims
         if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
-            if _f32_vector___c < 0:
-                raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c)
-            raise TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c) if _f32_vector___c < 0 else TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector___c * 4]), _PK19)
         pos += _f32_vector___c * 4
         _f32_vector___obj = _new(F32Vector)
@@ -5138,9 +5082,7 @@ def _u_op_upsert_v1(mv, pos, end):
     if not _f32_vector__f_dims >= 1:
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
     if _f32_vector__f_dims * 4 > end - pos:
-        if _f32_vector__f_dims < 0:
-            raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims)
-        raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
@@ -5179,9 +5121,7 @@ def _m_op_upsert_v1(mv, pos, end, _rest=_decode_many):
             if not _f32_vector__f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             if _f32_vector__f_dims * 4 > end - pos:
-                if _f32_vector__f_dims < 0:
-                    raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims)
-                raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
@@ -5272,9 +5212,7 @@ def _d_op_delete_v1(mv, pos, end):
         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
     _c = f_count
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='doc_ids', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='doc_ids', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos))
     _st = _RC21.get(_c)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * _c)
@@ -5302,9 +5240,7 @@ def _u_op_delete_v1(mv, pos, end):
     if not f_count >= 1:
         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
     if f_count * 16 > end - pos:
-        if f_count < 0:
-            raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count)
-        raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
     _st = _RC21.get(f_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_count)
@@ -5342,9 +5278,7 @@ def _m_op_delete_v1(mv, pos, end, _rest=_decode_many):
             if not f_count >= 1:
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
             if f_count * 16 > end - pos:
-                if f_count < 0:
-                    raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count)
-                raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
             _st = _RC21.get(f_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_count)
@@ -6577,9 +6511,7 @@ def _d_op_timestamped_upsert_v1(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
         _f32_vector___c = _f32_vector__f_dims
         if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
-            if _f32_vector___c < 0:
-                raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c)
-            raise TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c) if _f32_vector___c < 0 else TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector___c * 4]), _PK19)
         pos += _f32_vector___c * 4
         _f32_vector___obj = _new(F32Vector)
@@ -6612,9 +6544,7 @@ def _u_op_timestamped_upsert_v1(mv, pos, end):
     if not _f32_vector__f_dims >= 1:
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
     if _f32_vector__f_dims * 4 > end - pos:
-        if _f32_vector__f_dims < 0:
-            raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims)
-        raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
@@ -6654,9 +6584,7 @@ def _m_op_timestamped_upsert_v1(mv, pos, end, _rest=_decode_many):
             if not _f32_vector__f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             if _f32_vector__f_dims * 4 > end - pos:
-                if _f32_vector__f_dims < 0:
-                    raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims)
-                raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
@@ -6756,9 +6684,7 @@ def _d_op_upsert_metadata_v1(mv, pos, end):
     pos += _n
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='vector', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='vector', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos))
     f_vector = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK19)
     pos += _c * 4
     _obj = _new(OpUpsertMetadataV1)
@@ -6789,9 +6715,7 @@ def _u_op_upsert_metadata_v1(mv, pos, end):
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
-        if f_dims < 0:
-            raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims)
-        raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
     f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertMetadataV1)
@@ -6832,9 +6756,7 @@ def _m_op_upsert_metadata_v1(mv, pos, end, _rest=_decode_many):
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
-                if f_dims < 0:
-                    raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims)
-                raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
             f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertMetadataV1)
@@ -6935,9 +6857,7 @@ def _d_op_upsert_ts_metadata_v1(mv, pos, end):
     pos += _n
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='vector', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='vector', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos))
     f_vector = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK19)
     pos += _c * 4
     _obj = _new(OpUpsertTsMetadataV1)
@@ -6969,9 +6889,7 @@ def _u_op_upsert_ts_metadata_v1(mv, pos, end):
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
-        if f_dims < 0:
-            raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims)
-        raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
     f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertTsMetadataV1)
@@ -7013,9 +6931,7 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end, _rest=_decode_many):
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
-                if f_dims < 0:
-                    raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims)
-                raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
             f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertTsMetadataV1)
@@ -7519,9 +7435,7 @@ def _d_op_upsert_v2(mv, pos, end):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             _f32_vector___c = _f32_vector__f_dims
             if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
-                if _f32_vector___c < 0:
-                    raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c)
-                raise TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c) if _f32_vector___c < 0 else TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector___c * 4]), _PK19)
             pos += _f32_vector___c * 4
             _f32_vector___obj = _new(F32Vector)
@@ -7570,9 +7484,7 @@ def _d_op_upsert_v2(mv, pos, end):
         _c = _S13.unpack_from(mv, pos)[0]
         pos += 4
         if _c < 0 or _c * 12 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos))
         f_columns = []
         try:
             for _i in range(_c):
@@ -7728,9 +7640,7 @@ def _u_op_upsert_v2(mv, pos, end):
         if not _f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
         if _f32_vector__f_dims * 4 > end - pos:
-            if _f32_vector__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims)
-            raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
         pos += _f32_vector__f_dims * 4
         _f32_vector___obj = _new(F32Vector)
@@ -7761,9 +7671,7 @@ def _u_op_upsert_v2(mv, pos, end):
         _c = _S13.unpack_from(mv, pos)[0]
         pos += 4
         if _c * 12 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
         f_columns = []
         for _i in range(_c):
             _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101.unpack_from(mv, pos)
@@ -7888,9 +7796,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                 if not _f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
                 if _f32_vector__f_dims * 4 > end - pos:
-                    if _f32_vector__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims)
-                    raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
                 _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
                 pos += _f32_vector__f_dims * 4
                 _f32_vector___obj = _new(F32Vector)
@@ -7921,9 +7827,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                 _c = _S13_unpack_from(mv, pos)[0]
                 pos += 4
                 if _c * 12 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
                 f_columns = []
                 for _i in range(_c):
                     _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101_unpack_from(mv, pos)
@@ -8667,9 +8571,7 @@ def _d_op_prepared_mutation(mv, pos, end):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
                 if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
-                    if _op_upsert_v1___f32_vector___c < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c)
-                    raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c) if _op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector___c * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -8710,9 +8612,7 @@ def _d_op_prepared_mutation(mv, pos, end):
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
             _op_delete_v1___c = _op_delete_v1__f_count
             if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                if _op_delete_v1___c < 0:
-                    raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c)
-                raise TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
             _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
             if _op_delete_v1___st is None:
                 _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
@@ -8895,9 +8795,7 @@ def _d_op_prepared_mutation(mv, pos, end):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
                 if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
-                    if _op_timestamped_upsert_v1___f32_vector___c < 0:
-                        raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c)
-                    raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c) if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector___c * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -8947,9 +8845,7 @@ def _d_op_prepared_mutation(mv, pos, end):
             pos += _op_upsert_metadata_v1___n
             _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
             if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
-                if _op_upsert_metadata_v1___c < 0:
-                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c)
-                raise TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c) if _op_upsert_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
             _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_metadata_v1___c * 4
             _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -8994,9 +8890,7 @@ def _d_op_prepared_mutation(mv, pos, end):
             pos += _op_upsert_ts_metadata_v1___n
             _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
             if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
-                if _op_upsert_ts_metadata_v1___c < 0:
-                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c)
-                raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c) if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
             _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_ts_metadata_v1___c * 4
             _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -9079,9 +8973,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            if _op_upsert_v1___f32_vector__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims)
-            raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9106,9 +8998,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_delete_v1__f_count >= 1:
             raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
         if _op_delete_v1__f_count * 16 > end - pos:
-            if _op_delete_v1__f_count < 0:
-                raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count)
-            raise TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -9225,9 +9115,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            if _op_timestamped_upsert_v1___f32_vector__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
-            raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9258,9 +9146,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-            if _op_upsert_metadata_v1__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims)
-            raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -9289,9 +9175,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-            if _op_upsert_ts_metadata_v1__f_dims < 0:
-                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims)
-            raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -9389,9 +9273,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    if _op_upsert_v1___f32_vector__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims)
-                    raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9416,9 +9298,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 if not _op_delete_v1__f_count >= 1:
                     raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    if _op_delete_v1__f_count < 0:
-                        raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count)
-                    raise TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -9535,9 +9415,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    if _op_timestamped_upsert_v1___f32_vector__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
-                    raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9568,9 +9446,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-                    if _op_upsert_metadata_v1__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims)
-                    raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -9599,9 +9475,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-                    if _op_upsert_ts_metadata_v1__f_dims < 0:
-                        raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims)
-                    raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -10245,9 +10119,7 @@ def _d_op_mixed_member(mv, pos, end):
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
             _op_delete_v1___c = _op_delete_v1__f_count
             if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                if _op_delete_v1___c < 0:
-                    raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c)
-                raise TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
             _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
             if _op_delete_v1___st is None:
                 _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
@@ -10302,9 +10174,7 @@ def _u_op_mixed_member(mv, pos, end):
         if not _op_delete_v1__f_count >= 1:
             raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
         if _op_delete_v1__f_count * 16 > end - pos:
-            if _op_delete_v1__f_count < 0:
-                raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count)
-            raise TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -10365,9 +10235,7 @@ def _m_op_mixed_member(mv, pos, end, _rest=_decode_many):
                 if not _op_delete_v1__f_count >= 1:
                     raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    if _op_delete_v1__f_count < 0:
-                        raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count)
-                    raise TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -11034,9 +10902,7 @@ def _d_zgw_frame(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
             _zgw_reclaim_intent___c = _zgw_reclaim_intent__f_candidate_count
             if _zgw_reclaim_intent___c < 0 or _zgw_reclaim_intent___c * 64 > end - pos:
-                if _zgw_reclaim_intent___c < 0:
-                    raise ConstraintError('negative count ' + str(_zgw_reclaim_intent___c), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent___c)
-                raise TruncatedError('count ' + str(_zgw_reclaim_intent___c) + ' needs at least ' + str(_zgw_reclaim_intent___c * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_zgw_reclaim_intent___c), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent___c) if _zgw_reclaim_intent___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent___c) + ' needs at least ' + str(_zgw_reclaim_intent___c * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent___c * 64, found=end - pos)
             _zgw_reclaim_intent__f_candidates = []
             try:
                 for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent___c):
@@ -11137,9 +11003,7 @@ def _d_zgw_frame(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    if _zgw_reclaim_complete___descriptor_list___c < 0:
-                        raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c)
-                    raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 try:
                     for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
@@ -11177,9 +11041,7 @@ def _d_zgw_frame(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    if _zgw_reclaim_complete___descriptor_list___c < 0:
-                        raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c)
-                    raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 try:
                     for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
@@ -11414,9 +11276,7 @@ def _u_zgw_frame(mv, pos, end):
         if _zgw_reclaim_intent__f_reserved2 != 0:
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
         if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
-            if _zgw_reclaim_intent__f_candidate_count < 0:
-                raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count)
-            raise TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
         _zgw_reclaim_intent__f_candidates = []
         for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent__f_candidate_count):
             _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11485,9 +11345,7 @@ def _u_zgw_frame(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-            if _zgw_reclaim_complete___descriptor_list___c < 0:
-                raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c)
-            raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
         _zgw_reclaim_complete___descriptor_list__f_rows = []
         for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
             _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11515,9 +11373,7 @@ def _u_zgw_frame(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-            if _zgw_reclaim_complete___descriptor_list___c < 0:
-                raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c)
-            raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
         _zgw_reclaim_complete___descriptor_list__f_rows = []
         for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
             _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11753,9 +11609,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 if _zgw_reclaim_intent__f_reserved2 != 0:
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
                 if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
-                    if _zgw_reclaim_intent__f_candidate_count < 0:
-                        raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count)
-                    raise TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
                 _zgw_reclaim_intent__f_candidates = []
                 for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent__f_candidate_count):
                     _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -11824,9 +11678,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    if _zgw_reclaim_complete___descriptor_list___c < 0:
-                        raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c)
-                    raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
                     _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -11854,9 +11706,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    if _zgw_reclaim_complete___descriptor_list___c < 0:
-                        raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c)
-                    raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
                     _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -12679,9 +12529,7 @@ def _d_graph_envelope(mv, pos, end):
         raise _exc.prefixed('begin') from None
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
     if _c < 0 or _c * 128 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos))
     f_changes = []
     try:
         for _i in range(_c):
@@ -12969,9 +12817,7 @@ def _u_graph_envelope(mv, pos, end):
         f_begin, pos = _u_zgw_frame(mv, pos, end)
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
     if _c < 0 or _c * 128 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
     f_changes = []
     for _i in range(_c):
         _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
@@ -13240,9 +13086,7 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 f_begin, pos = _u_zgw_frame(mv, pos, end)
             _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
             if _c < 0 or _c * 128 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
             f_changes = []
             for _i in range(_c):
                 _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
@@ -13962,9 +13806,7 @@ def _d_commit_state(mv, pos, end):
     f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos))
     _st = _RC84.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -13978,9 +13820,7 @@ def _d_commit_state(mv, pos, end):
     pos += 8
     _c = 8
     if _c < 0 or _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos))
     f_roots = []
     try:
         for _i in range(_c):
@@ -14262,9 +14102,7 @@ def _d_commit_state(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_prepared_count
     if _c < 0 or _c * 96 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos))
     f_prepared = []
     try:
         for _i in range(_c):
@@ -14333,9 +14171,7 @@ def _u_commit_state(mv, pos, end):
     f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
     _c = 4
     if _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
     _st = _RC84.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -14347,9 +14183,7 @@ def _u_commit_state(mv, pos, end):
     pos += 8
     _c = 8
     if _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
     f_roots = []
     for _i in range(_c):
         _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
@@ -14546,9 +14380,7 @@ def _u_commit_state(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_prepared_count
     if _c * 96 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
     f_prepared = []
     for _i in range(_c):
         _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S113.unpack_from(mv, pos)
@@ -14618,9 +14450,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
             _c = 4
             if _c * 8 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
             _st = _RC84.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
@@ -14632,9 +14462,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             pos += 8
             _c = 8
             if _c * 8 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
             f_roots = []
             for _i in range(_c):
                 _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
@@ -14831,9 +14659,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
             _c = f_prepared_count
             if _c * 96 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
             f_prepared = []
             for _i in range(_c):
                 _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S113_unpack_from(mv, pos)
@@ -16996,9 +16822,7 @@ def _d_zgw_reclaim_intent(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
     _c = f_candidate_count
     if _c < 0 or _c * 64 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='candidates', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='candidates', expected=_c * 64, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='candidates', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='candidates', expected=_c * 64, found=end - pos))
     f_candidates = []
     try:
         for _i in range(_c):
@@ -17102,9 +16926,7 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     if f_reserved2 != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
     if f_candidate_count * 64 > end - pos:
-        if f_candidate_count < 0:
-            raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count)
-        raise TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
     f_candidates = []
     for _i in range(f_candidate_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17214,9 +17036,7 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             if f_reserved2 != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
             if f_candidate_count * 64 > end - pos:
-                if f_candidate_count < 0:
-                    raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count)
-                raise TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
             f_candidates = []
             for _i in range(f_candidate_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17318,9 +17138,7 @@ def _d_descriptor_list(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_count
     if _c < 0 or _c * 64 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='rows', expected=_c * 64, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='rows', expected=_c * 64, found=end - pos))
     f_rows = []
     try:
         for _i in range(_c):
@@ -17354,9 +17172,7 @@ def _u_descriptor_list(mv, pos, end):
     if f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     if f_count * 64 > end - pos:
-        if f_count < 0:
-            raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count)
-        raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
     f_rows = []
     for _i in range(f_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17395,9 +17211,7 @@ def _m_descriptor_list(mv, pos, end, _rest=_decode_many):
             if f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
             if f_count * 64 > end - pos:
-                if f_count < 0:
-                    raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count)
-                raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
             f_rows = []
             for _i in range(f_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17507,9 +17321,7 @@ def _d_zgw_reclaim_complete(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
         _descriptor_list___c = _descriptor_list__f_count
         if _descriptor_list___c < 0 or _descriptor_list___c * 64 > end - pos:
-            if _descriptor_list___c < 0:
-                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c)
-            raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
         _descriptor_list__f_rows = []
         try:
             for _descriptor_list___i in range(_descriptor_list___c):
@@ -17547,9 +17359,7 @@ def _d_zgw_reclaim_complete(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
         _descriptor_list___c = _descriptor_list__f_count
         if _descriptor_list___c < 0 or _descriptor_list___c * 64 > end - pos:
-            if _descriptor_list___c < 0:
-                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c)
-            raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
         _descriptor_list__f_rows = []
         try:
             for _descriptor_list___i in range(_descriptor_list___c):
@@ -17625,9 +17435,7 @@ def _u_zgw_reclaim_complete(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
-        if _descriptor_list___c < 0:
-            raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c)
-        raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
     _descriptor_list__f_rows = []
     for _descriptor_list___i in range(_descriptor_list___c):
         _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17655,9 +17463,7 @@ def _u_zgw_reclaim_complete(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
-        if _descriptor_list___c < 0:
-            raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c)
-        raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
     _descriptor_list__f_rows = []
     for _descriptor_list___i in range(_descriptor_list___c):
         _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17738,9 +17544,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
-                if _descriptor_list___c < 0:
-                    raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c)
-                raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
             _descriptor_list__f_rows = []
             for _descriptor_list___i in range(_descriptor_list___c):
                 _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17768,9 +17572,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
-                if _descriptor_list___c < 0:
-                    raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c)
-                raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
             _descriptor_list__f_rows = []
             for _descriptor_list___i in range(_descriptor_list___c):
                 _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17945,9 +17747,7 @@ def _d_zgcp_prepared_inventory(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_count
     if _c < 0 or _c * 64 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='descriptors', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='descriptors', expected=_c * 64, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='descriptors', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='descriptors', expected=_c * 64, found=end - pos))
     f_descriptors = []
     try:
         for _i in range(_c):
@@ -17981,9 +17781,7 @@ def _u_zgcp_prepared_inventory(mv, pos, end):
     if f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     if f_count * 64 > end - pos:
-        if f_count < 0:
-            raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count)
-        raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
     f_descriptors = []
     for _i in range(f_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -18022,9 +17820,7 @@ def _m_zgcp_prepared_inventory(mv, pos, end, _rest=_decode_many):
             if f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
             if f_count * 64 > end - pos:
-                if f_count < 0:
-                    raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count)
-                raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
             f_descriptors = []
             for _i in range(f_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -18420,9 +18216,7 @@ def _d_zgcp_participant(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
             _zgcp_prepared_inventory___c = _zgcp_prepared_inventory__f_count
             if _zgcp_prepared_inventory___c < 0 or _zgcp_prepared_inventory___c * 64 > end - pos:
-                if _zgcp_prepared_inventory___c < 0:
-                    raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory___c), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory___c)
-                raise TruncatedError('count ' + str(_zgcp_prepared_inventory___c) + ' needs at least ' + str(_zgcp_prepared_inventory___c * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory___c), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory___c) if _zgcp_prepared_inventory___c < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory___c) + ' needs at least ' + str(_zgcp_prepared_inventory___c * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory___c * 64, found=end - pos)
             _zgcp_prepared_inventory__f_descriptors = []
             try:
                 for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory___c):
@@ -18542,9 +18336,7 @@ def _u_zgcp_participant(mv, pos, end):
         if _zgcp_prepared_inventory__f_reserved != 0:
             raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
         if _zgcp_prepared_inventory__f_count * 64 > end - pos:
-            if _zgcp_prepared_inventory__f_count < 0:
-                raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count)
-            raise TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
         _zgcp_prepared_inventory__f_descriptors = []
         for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory__f_count):
             _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -18651,9 +18443,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 if _zgcp_prepared_inventory__f_reserved != 0:
                     raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
                 if _zgcp_prepared_inventory__f_count * 64 > end - pos:
-                    if _zgcp_prepared_inventory__f_count < 0:
-                        raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count)
-                    raise TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
                 _zgcp_prepared_inventory__f_descriptors = []
                 for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory__f_count):
                     _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -18966,9 +18756,7 @@ def _em_zgcp_participant(values):
 def _d_fold_authority(mv, pos, end):
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos))
     _st = _RC137.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -18990,9 +18778,7 @@ def _d_fold_authority(mv, pos, end):
 def _u_fold_authority(mv, pos, end):
     _c = 4
     if _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
     _st = _RC137.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -19022,9 +18808,7 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
             _rs = pos
             _c = 4
             if _c * 8 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
             _st = _RC137.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
@@ -19238,9 +19022,7 @@ def _d_protected_value(mv, pos, end):
         try:
             _fold_authority___c = 4
             if _fold_authority___c < 0 or _fold_authority___c * 8 > end - pos:
-                if _fold_authority___c < 0:
-                    raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c)
-                raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
             _fold_authority___st = _RC137.get(_fold_authority___c)
             if _fold_authority___st is None:
                 _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -19341,9 +19123,7 @@ def _u_protected_value(mv, pos, end):
     if f_tag == 5:
         _fold_authority___c = 4
         if _fold_authority___c * 8 > end - pos:
-            if _fold_authority___c < 0:
-                raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c)
-            raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
         _fold_authority___st = _RC137.get(_fold_authority___c)
         if _fold_authority___st is None:
             _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -19433,9 +19213,7 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
             if f_tag == 5:
                 _fold_authority___c = 4
                 if _fold_authority___c * 8 > end - pos:
-                    if _fold_authority___c < 0:
-                        raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c)
-                    raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
                 _fold_authority___st = _RC137.get(_fold_authority___c)
                 if _fold_authority___st is None:
                     _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -21425,9 +21203,7 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
         raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
     _c = f_count
     if _c < 0 or _c * 24 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='ranges', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 24) + ' bytes', offset=pos, path='ranges', expected=_c * 24, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='ranges', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 24) + ' bytes', offset=pos, path='ranges', expected=_c * 24, found=end - pos))
     f_ranges = []
     try:
         for _i in range(_c):
@@ -21465,9 +21241,7 @@ def _u_tsr1_body(mv, pos, end, p_segment_count):
     if not f_count == p_segment_count:
         raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
     if f_count * 24 > end - pos:
-        if f_count < 0:
-            raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count)
-        raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
     f_ranges = []
     for _i in range(f_count):
         _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
@@ -21507,9 +21281,7 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
             if not f_count == p_segment_count:
                 raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
             if f_count * 24 > end - pos:
-                if f_count < 0:
-                    raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count)
-                raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
             f_ranges = []
             for _i in range(f_count):
                 _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
@@ -21742,9 +21514,7 @@ def _d_zgen_extension(mv, pos, end):
     if (f_version == 2):
         _c = f_row_count
         if _c < 0 or _c * 16 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos))
         f_rows = []
         try:
             for _i in range(_c):
@@ -21799,9 +21569,7 @@ def _u_zgen_extension(mv, pos, end):
     if f_version == 2:
         _c = f_row_count
         if _c < 0 or _c * 16 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
         f_rows = []
         for _i in range(_c):
             _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -21862,9 +21630,7 @@ def _m_zgen_extension(mv, pos, end, _rest=_decode_many):
             if f_version == 2:
                 _c = f_row_count
                 if _c < 0 or _c * 16 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
                 f_rows = []
                 for _i in range(_c):
                     _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -21980,9 +21746,7 @@ def _d_graph_section(mv, pos, end):
     pos += 4
     _c = f_object_count
     if _c < 0 or _c * 32 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='objects', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='objects', expected=_c * 32, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='objects', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='objects', expected=_c * 32, found=end - pos))
     f_objects = []
     try:
         for _i in range(_c):
@@ -22044,9 +21808,7 @@ def _d_graph_section(mv, pos, end):
                 if _zgen_extension__f_version == 2:
                     _zgen_extension___c = _zgen_extension__f_row_count
                     if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                        if _zgen_extension___c < 0:
-                            raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c)
-                        raise TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
                     _zgen_extension__f_rows = []
                     try:
                         for _zgen_extension___i in range(_zgen_extension___c):
@@ -22111,9 +21873,7 @@ def _u_graph_section(mv, pos, end):
     f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     if f_object_count * 32 > end - pos:
-        if f_object_count < 0:
-            raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count)
-        raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count) if f_object_count < 0 else TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
     f_objects = []
     for _i in range(f_object_count):
         _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168.unpack_from(mv, pos)
@@ -22161,9 +21921,7 @@ def _u_graph_section(mv, pos, end):
         if _zgen_extension__f_version == 2:
             _zgen_extension___c = _zgen_extension__f_row_count
             if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                if _zgen_extension___c < 0:
-                    raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c)
-                raise TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
             _zgen_extension__f_rows = []
             for _zgen_extension___i in range(_zgen_extension___c):
                 _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -22231,9 +21989,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
             f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
             if f_object_count * 32 > end - pos:
-                if f_object_count < 0:
-                    raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count)
-                raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count) if f_object_count < 0 else TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
             f_objects = []
             for _i in range(f_object_count):
                 _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168_unpack_from(mv, pos)
@@ -22281,9 +22037,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 if _zgen_extension__f_version == 2:
                     _zgen_extension___c = _zgen_extension__f_row_count
                     if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                        if _zgen_extension___c < 0:
-                            raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c)
-                        raise TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
                     _zgen_extension__f_rows = []
                     for _zgen_extension___i in range(_zgen_extension___c):
                         _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -22597,9 +22351,7 @@ def _d_zgr3_body(mv, pos, end):
         pos += 4
         _graph_section___c = _graph_section__f_object_count
         if _graph_section___c < 0 or _graph_section___c * 32 > end - pos:
-            if _graph_section___c < 0:
-                raise ConstraintError('negative count ' + str(_graph_section___c), offset=pos, path='objects', expected='>= 0', found=_graph_section___c)
-            raise TruncatedError('count ' + str(_graph_section___c) + ' needs at least ' + str(_graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section___c * 32, found=end - pos)
+            raise ConstraintError('negative count ' + str(_graph_section___c), offset=pos, path='objects', expected='>= 0', found=_graph_section___c) if _graph_section___c < 0 else TruncatedError('count ' + str(_graph_section___c) + ' needs at least ' + str(_graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section___c * 32, found=end - pos)
         _graph_section__f_objects = []
         try:
             for _graph_section___i in range(_graph_section___c):
@@ -22661,9 +22413,7 @@ def _d_zgr3_body(mv, pos, end):
                     if _graph_section___zgen_extension__f_version == 2:
                         _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
                         if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                            if _graph_section___zgen_extension___c < 0:
-                                raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c)
-                            raise TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
                         _graph_section___zgen_extension__f_rows = []
                         try:
                             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
@@ -22744,9 +22494,7 @@ def _u_zgr3_body(mv, pos, end):
     _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     if _graph_section__f_object_count * 32 > end - pos:
-        if _graph_section__f_object_count < 0:
-            raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count)
-        raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
+        raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count) if _graph_section__f_object_count < 0 else TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
     _graph_section__f_objects = []
     for _graph_section___i in range(_graph_section__f_object_count):
         _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
@@ -22794,9 +22542,7 @@ def _u_zgr3_body(mv, pos, end):
         if _graph_section___zgen_extension__f_version == 2:
             _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
             if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                if _graph_section___zgen_extension___c < 0:
-                    raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c)
-                raise TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
             _graph_section___zgen_extension__f_rows = []
             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                 _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -22877,9 +22623,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _graph_section__f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
             if _graph_section__f_object_count * 32 > end - pos:
-                if _graph_section__f_object_count < 0:
-                    raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count)
-                raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
+                raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count) if _graph_section__f_object_count < 0 else TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
             _graph_section__f_objects = []
             for _graph_section___i in range(_graph_section__f_object_count):
                 _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
@@ -22927,9 +22671,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                 if _graph_section___zgen_extension__f_version == 2:
                     _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
                     if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                        if _graph_section___zgen_extension___c < 0:
-                            raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c)
-                        raise TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
                     _graph_section___zgen_extension__f_rows = []
                     for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                         _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -23239,9 +22981,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
             _tsr1_body___c = _tsr1_body__f_count
             if _tsr1_body___c < 0 or _tsr1_body___c * 24 > end - pos:
-                if _tsr1_body___c < 0:
-                    raise ConstraintError('negative count ' + str(_tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body___c)
-                raise TruncatedError('count ' + str(_tsr1_body___c) + ' needs at least ' + str(_tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body___c * 24, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body___c) if _tsr1_body___c < 0 else TruncatedError('count ' + str(_tsr1_body___c) + ' needs at least ' + str(_tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body___c * 24, found=end - pos)
             _tsr1_body__f_ranges = []
             try:
                 for _tsr1_body___i in range(_tsr1_body___c):
@@ -23318,9 +23058,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 pos += 4
                 _zgr3_body___graph_section___c = _zgr3_body___graph_section__f_object_count
                 if _zgr3_body___graph_section___c < 0 or _zgr3_body___graph_section___c * 32 > end - pos:
-                    if _zgr3_body___graph_section___c < 0:
-                        raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___c), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section___c)
-                    raise TruncatedError('count ' + str(_zgr3_body___graph_section___c) + ' needs at least ' + str(_zgr3_body___graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section___c * 32, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___c), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section___c) if _zgr3_body___graph_section___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___c) + ' needs at least ' + str(_zgr3_body___graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section___c * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 try:
                     for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section___c):
@@ -23382,9 +23120,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                                 _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                                 if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                                    if _zgr3_body___graph_section___zgen_extension___c < 0:
-                                        raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c)
-                                    raise TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                                 _zgr3_body___graph_section___zgen_extension__f_rows = []
                                 try:
                                     for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
@@ -23468,9 +23204,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         if not _tsr1_body__f_count == p_segment_count:
             raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
         if _tsr1_body__f_count * 24 > end - pos:
-            if _tsr1_body__f_count < 0:
-                raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count)
-            raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
+            raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
         _tsr1_body__f_ranges = []
         for _tsr1_body___i in range(_tsr1_body__f_count):
             _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
@@ -23526,9 +23260,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
         pos += 4
         if _zgr3_body___graph_section__f_object_count * 32 > end - pos:
-            if _zgr3_body___graph_section__f_object_count < 0:
-                raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count)
-            raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count) if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
         _zgr3_body___graph_section__f_objects = []
         for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
             _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
@@ -23576,9 +23308,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                 _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                 if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                    if _zgr3_body___graph_section___zgen_extension___c < 0:
-                        raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c)
-                    raise TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                 _zgr3_body___graph_section___zgen_extension__f_rows = []
                 for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                     _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -23660,9 +23390,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 if not _tsr1_body__f_count == p_segment_count:
                     raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
                 if _tsr1_body__f_count * 24 > end - pos:
-                    if _tsr1_body__f_count < 0:
-                        raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count)
-                    raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
                 _tsr1_body__f_ranges = []
                 for _tsr1_body___i in range(_tsr1_body__f_count):
                     _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
@@ -23718,9 +23446,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body___graph_section__f_object_count, = _S13_unpack_from(mv, pos)
                 pos += 4
                 if _zgr3_body___graph_section__f_object_count * 32 > end - pos:
-                    if _zgr3_body___graph_section__f_object_count < 0:
-                        raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count)
-                    raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count) if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
                     _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
@@ -23768,9 +23494,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                         _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                         if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                            if _zgr3_body___graph_section___zgen_extension___c < 0:
-                                raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c)
-                            raise TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                         _zgr3_body___graph_section___zgen_extension__f_rows = []
                         for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                             _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -24166,9 +23890,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
         raise _exc.prefixed('alias') from None
     _c = f_segment_count
     if _c < 0 or _c * 52 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos))
     f_segments = []
     try:
         for _i in range(_c):
@@ -24205,9 +23927,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('segments') from None
     _c = f_epoch_count
     if _c < 0 or _c * 88 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos))
     f_epochs = []
     try:
         for _i in range(_c):
@@ -24220,9 +23940,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('epochs') from None
     _c = f_user_column_count
     if _c < 0 or _c * 12 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos))
     f_columns = []
     try:
         for _i in range(_c):
@@ -24284,9 +24002,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
                             raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
                         _manifest_extension___tsr1_body___c = _manifest_extension___tsr1_body__f_count
                         if _manifest_extension___tsr1_body___c < 0 or _manifest_extension___tsr1_body___c * 24 > end - pos:
-                            if _manifest_extension___tsr1_body___c < 0:
-                                raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body___c)
-                            raise TruncatedError('count ' + str(_manifest_extension___tsr1_body___c) + ' needs at least ' + str(_manifest_extension___tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body___c * 24, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body___c) if _manifest_extension___tsr1_body___c < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body___c) + ' needs at least ' + str(_manifest_extension___tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body___c * 24, found=end - pos)
                         _manifest_extension___tsr1_body__f_ranges = []
                         try:
                             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body___c):
@@ -24377,9 +24093,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
     _epoch_alias___obj.tokenizer_epoch_id = _epoch_alias__f_tokenizer_epoch_id
     _c = f_segment_count
     if _c * 52 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
     f_segments = []
     for _i in range(_c):
         _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148.unpack_from(mv, pos)
@@ -24406,9 +24120,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
         f_segments.append(_x)
     _c = f_epoch_count
     if _c * 88 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
     f_epochs = []
     for _i in range(_c):
         if pos > end:
@@ -24417,9 +24129,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
         f_epochs.append(_x)
     _c = f_user_column_count
     if _c * 12 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
     f_columns = []
     for _i in range(_c):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
@@ -24456,9 +24166,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
             if not _manifest_extension___tsr1_body__f_count == f_segment_count:
                 raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
             if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
-                if _manifest_extension___tsr1_body__f_count < 0:
-                    raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count)
-                raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
+                raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
             _manifest_extension___tsr1_body__f_ranges = []
             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                 _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
@@ -24551,9 +24259,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
             _epoch_alias___obj.tokenizer_epoch_id = _epoch_alias__f_tokenizer_epoch_id
             _c = f_segment_count
             if _c * 52 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
             f_segments = []
             for _i in range(_c):
                 _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148_unpack_from(mv, pos)
@@ -24580,9 +24286,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 f_segments.append(_x)
             _c = f_epoch_count
             if _c * 88 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
             f_epochs = []
             for _i in range(_c):
                 if pos > end:
@@ -24591,9 +24295,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 f_epochs.append(_x)
             _c = f_user_column_count
             if _c * 12 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
             f_columns = []
             for _i in range(_c):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
@@ -24630,9 +24332,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                     if not _manifest_extension___tsr1_body__f_count == f_segment_count:
                         raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
                     if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
-                        if _manifest_extension___tsr1_body__f_count < 0:
-                            raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count)
-                        raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
                     _manifest_extension___tsr1_body__f_ranges = []
                     for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                         _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
@@ -25275,9 +24975,7 @@ def _d_purge_payload(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
     _c = f_id_count
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='doc_ids', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='doc_ids', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos))
     _st = _RC178.get(_c)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * _c)
@@ -25298,9 +24996,7 @@ def _u_purge_payload(mv, pos, end):
     if f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
     if f_id_count * 16 > end - pos:
-        if f_id_count < 0:
-            raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count)
-        raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
     _st = _RC178.get(f_id_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_id_count)
@@ -25331,9 +25027,7 @@ def _m_purge_payload(mv, pos, end, _rest=_decode_many):
             if f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
             if f_id_count * 16 > end - pos:
-                if f_id_count < 0:
-                    raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count)
-                raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
             _st = _RC178.get(f_id_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_id_count)
@@ -25394,9 +25088,7 @@ def _d_purge_block(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
         _purge_payload___c = _purge_payload__f_id_count
         if _purge_payload___c < 0 or _purge_payload___c * 16 > end - pos:
-            if _purge_payload___c < 0:
-                raise ConstraintError('negative count ' + str(_purge_payload___c), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload___c)
-            raise TruncatedError('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_purge_payload___c), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload___c) if _purge_payload___c < 0 else TruncatedError('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
         _purge_payload___st = _RC178.get(_purge_payload___c)
         if _purge_payload___st is None:
             _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload___c)
@@ -25443,9 +25135,7 @@ def _u_purge_block(mv, pos, end):
     if _purge_payload__f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
     if _purge_payload__f_id_count * 16 > end - pos:
-        if _purge_payload__f_id_count < 0:
-            raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count)
-        raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
     _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
     if _purge_payload___st is None:
         _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
@@ -25498,9 +25188,7 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
             if _purge_payload__f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
             if _purge_payload__f_id_count * 16 > end - pos:
-                if _purge_payload__f_id_count < 0:
-                    raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count)
-                raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
             _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
             if _purge_payload___st is None:
                 _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
@@ -25616,9 +25304,7 @@ def _d_purge_file(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
             _purge_block___purge_payload___c = _purge_block___purge_payload__f_id_count
             if _purge_block___purge_payload___c < 0 or _purge_block___purge_payload___c * 16 > end - pos:
-                if _purge_block___purge_payload___c < 0:
-                    raise ConstraintError('negative count ' + str(_purge_block___purge_payload___c), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload___c)
-                raise TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_purge_block___purge_payload___c), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload___c) if _purge_block___purge_payload___c < 0 else TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
             _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload___c)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload___c)
@@ -25702,9 +25388,7 @@ def _u_purge_file(mv, pos, end):
     if _purge_block___purge_payload__f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
     if _purge_block___purge_payload__f_id_count * 16 > end - pos:
-        if _purge_block___purge_payload__f_id_count < 0:
-            raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count)
-        raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
     _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
     if _purge_block___purge_payload___st is None:
         _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
@@ -25788,9 +25472,7 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
             if _purge_block___purge_payload__f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
             if _purge_block___purge_payload__f_id_count * 16 > end - pos:
-                if _purge_block___purge_payload__f_id_count < 0:
-                    raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count)
-                raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
             _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
@@ -27173,9 +26855,7 @@ def _d_segment_header(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
     _c = f_region_count
     if _c < 0 or _c * 32 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='regions', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='regions', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos))
     f_regions = []
     try:
         for _i in range(_c):
@@ -27238,9 +26918,7 @@ def _u_segment_header(mv, pos, end):
     if f_reserved2 != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
     if f_region_count * 32 > end - pos:
-        if f_region_count < 0:
-            raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count)
-        raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
     f_regions = []
     for _i in range(f_region_count):
         _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184.unpack_from(mv, pos)
@@ -27307,9 +26985,7 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
             if f_reserved2 != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
             if f_region_count * 32 > end - pos:
-                if f_region_count < 0:
-                    raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count)
-                raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
             f_regions = []
             for _i in range(f_region_count):
                 _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184_unpack_from(mv, pos)
@@ -27527,9 +27203,7 @@ def _d_vector_codes_region(mv, pos, end):
         raise _exc.prefixed('header') from None
     _c = (f_header.row_stride * f_header.row_count)
     if _c < 0 or _c * 1 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos))
     f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
@@ -27563,9 +27237,7 @@ def _u_vector_codes_region(mv, pos, end):
     _vector_header___obj.row_count = _vector_header__f_row_count
     _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
     if _c < 0 or _c * 1 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
     f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
@@ -27609,9 +27281,7 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
             _vector_header___obj.row_count = _vector_header__f_row_count
             _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
             if _c < 0 or _c * 1 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
             f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
             pos += _c * 1
             _obj = _new(VectorCodesRegion)
@@ -27786,9 +27456,7 @@ def _d_vector_factors_region(mv, pos, end):
     if ((f_header.scheme == 4) and (f_header.factor_stride == 12)):
         _c = f_header.row_count
         if _c < 0 or _c * 12 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos))
         f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
         pos += _c * 12
     else:
@@ -27796,9 +27464,7 @@ def _d_vector_factors_region(mv, pos, end):
     if ((f_header.scheme == 2) and (f_header.factor_stride == 8)):
         _c = f_header.row_count
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos))
         f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
         pos += _c * 8
     else:
@@ -27848,9 +27514,7 @@ def _u_vector_factors_region(mv, pos, end):
     if _vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12:
         _c = _vector_header___obj.row_count
         if _c < 0 or _c * 12 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
         f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
         pos += _c * 12
     else:
@@ -27858,9 +27522,7 @@ def _u_vector_factors_region(mv, pos, end):
     if _vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8:
         _c = _vector_header___obj.row_count
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
         f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
         pos += _c * 8
     else:
@@ -27918,9 +27580,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if _vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12:
                 _c = _vector_header___obj.row_count
                 if _c < 0 or _c * 12 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
                 f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
                 pos += _c * 12
             else:
@@ -27928,9 +27588,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if _vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8:
                 _c = _vector_header___obj.row_count
                 if _c < 0 or _c * 8 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
                 f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
                 pos += _c * 8
             else:
@@ -28048,9 +27706,7 @@ def _d_vector_rescore_region(mv, pos, end):
         raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=f_header)
     _c = (f_header.dims * f_header.row_count)
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos))
     f_values = numpy.frombuffer(mv, _DT195, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
@@ -28087,9 +27743,7 @@ def _u_vector_rescore_region(mv, pos, end):
         raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=_vector_header___obj)
     _c = _vector_header___obj.dims * _vector_header___obj.row_count
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
     f_values = numpy.frombuffer(mv, _DT195, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
@@ -28136,9 +27790,7 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=_vector_header___obj)
             _c = _vector_header___obj.dims * _vector_header___obj.row_count
             if _c < 0 or _c * 4 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
             f_values = numpy.frombuffer(mv, _DT195, _c, pos)
             pos += _c * 4
             _obj = _new(VectorRescoreRegion)
@@ -28182,9 +27834,7 @@ def _d_columns_region(mv, pos, end):
     pos += 8
     _c = f_column_count
     if _c < 0 or _c * 12 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='defs', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='defs', expected=_c * 12, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='defs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='defs', expected=_c * 12, found=end - pos))
     f_defs = []
     try:
         for _i in range(_c):
@@ -28230,9 +27880,7 @@ def _u_columns_region(mv, pos, end):
     f_row_count, f_column_count = _S41.unpack_from(mv, pos)
     pos += 8
     if f_column_count * 12 > end - pos:
-        if f_column_count < 0:
-            raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count)
-        raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count) if f_column_count < 0 else TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
     f_defs = []
     for _i in range(f_column_count):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
@@ -28277,9 +27925,7 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
             f_row_count, f_column_count = _S41_unpack_from(mv, pos)
             pos += 8
             if f_column_count * 12 > end - pos:
-                if f_column_count < 0:
-                    raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count)
-                raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count) if f_column_count < 0 else TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
             f_defs = []
             for _i in range(f_column_count):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
@@ -28359,9 +28005,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     pos += 4
     _c = f_dict_count
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos))
     f_strings = []
     try:
         for _i in range(_c):
@@ -28391,9 +28035,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     if (f_code_width == 2):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos))
         _st = _RC199.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
@@ -28406,9 +28048,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     if (f_code_width == 4):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos))
         _st = _RC200.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
@@ -28431,9 +28071,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     pos += 4
     _c = f_dict_count
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
     f_strings = []
     for _i in range(_c):
         _n = _S13.unpack_from(mv, pos)[0]
@@ -28451,9 +28089,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     if f_code_width == 2:
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
         _st = _RC199.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
@@ -28466,9 +28102,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     if f_code_width == 4:
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
         _st = _RC200.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
@@ -28502,9 +28136,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             pos += 4
             _c = f_dict_count
             if _c < 0 or _c * 4 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
             f_strings = []
             for _i in range(_c):
                 _n = _S13_unpack_from(mv, pos)[0]
@@ -28522,9 +28154,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             if f_code_width == 2:
                 _c = p_rows
                 if _c < 0 or _c * 2 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
                 _st = _RC199.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'H')
@@ -28537,9 +28167,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             if f_code_width == 4:
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
                 _st = _RC200.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'I')
@@ -28640,9 +28268,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 1):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos))
         _st = _RC202.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
@@ -28655,9 +28281,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 2):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos))
         _st = _RC203.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
@@ -28670,9 +28294,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 3):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos))
         _st = _RC204.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
@@ -28685,9 +28307,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 4):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos))
         _st = _RC205.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
@@ -28705,9 +28325,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             pos += 4
             _dictionary_column___c = _dictionary_column__f_dict_count
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                if _dictionary_column___c < 0:
-                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c)
-                raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
             _dictionary_column__f_strings = []
             try:
                 for _dictionary_column___i in range(_dictionary_column___c):
@@ -28737,9 +28355,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             if _dictionary_column__f_code_width == 2:
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                    if _dictionary_column___c < 0:
-                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c)
-                    raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
                 _dictionary_column___st = _RC199.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -28752,9 +28368,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             if _dictionary_column__f_code_width == 4:
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                    if _dictionary_column___c < 0:
-                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c)
-                    raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
                 _dictionary_column___st = _RC200.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -28777,9 +28391,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 6):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos))
         f_raw_strings = []
         try:
             for _i in range(_c):
@@ -28824,9 +28436,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 1:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
         _st = _RC202.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
@@ -28839,9 +28449,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 2:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
         _st = _RC203.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
@@ -28854,9 +28462,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 3:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
         _st = _RC204.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
@@ -28869,9 +28475,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 4:
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
         _st = _RC205.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
@@ -28886,9 +28490,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         pos += 4
         _dictionary_column___c = _dictionary_column__f_dict_count
         if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-            if _dictionary_column___c < 0:
-                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c)
-            raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
         _dictionary_column__f_strings = []
         for _dictionary_column___i in range(_dictionary_column___c):
             _dictionary_column___n = _S13.unpack_from(mv, pos)[0]
@@ -28906,9 +28508,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         if _dictionary_column__f_code_width == 2:
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                if _dictionary_column___c < 0:
-                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c)
-                raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
             _dictionary_column___st = _RC199.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -28921,9 +28521,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         if _dictionary_column__f_code_width == 4:
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                if _dictionary_column___c < 0:
-                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c)
-                raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
             _dictionary_column___st = _RC200.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -28944,9 +28542,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 6:
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            if _c < 0:
-                raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c)
-            raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
         f_raw_strings = []
         for _i in range(_c):
             _n = _S13.unpack_from(mv, pos)[0]
@@ -28992,9 +28588,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 1:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
                 _st = _RC202.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'Q')
@@ -29007,9 +28601,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 2:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
                 _st = _RC203.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'q')
@@ -29022,9 +28614,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 3:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
                 _st = _RC204.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'd')
@@ -29037,9 +28627,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 4:
                 _c = p_rows
                 if _c < 0 or _c * 1 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
                 _st = _RC205.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'B')
@@ -29054,9 +28642,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 pos += 4
                 _dictionary_column___c = _dictionary_column__f_dict_count
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                    if _dictionary_column___c < 0:
-                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c)
-                    raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
                 _dictionary_column__f_strings = []
                 for _dictionary_column___i in range(_dictionary_column___c):
                     _dictionary_column___n = _S13_unpack_from(mv, pos)[0]
@@ -29074,9 +28660,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 if _dictionary_column__f_code_width == 2:
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                        if _dictionary_column___c < 0:
-                            raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c)
-                        raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
                     _dictionary_column___st = _RC199.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -29089,9 +28673,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 if _dictionary_column__f_code_width == 4:
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                        if _dictionary_column___c < 0:
-                            raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c)
-                        raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
                     _dictionary_column___st = _RC200.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -29112,9 +28694,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 6:
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
-                    if _c < 0:
-                        raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c)
-                    raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
                 f_raw_strings = []
                 for _i in range(_c):
                     _n = _S13_unpack_from(mv, pos)[0]
@@ -29456,9 +29036,7 @@ def _d_checksum_table_region(mv, pos, end):
         raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
     _c = f_entry_count
     if _c < 0 or _c * 16 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='entries', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='entries', expected=_c * 16, found=end - pos))
     f_entries = []
     try:
         for _i in range(_c):
@@ -29488,9 +29066,7 @@ def _u_checksum_table_region(mv, pos, end):
     if not f_chunk_size == 65536:
         raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
     if f_entry_count * 16 > end - pos:
-        if f_entry_count < 0:
-            raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count)
-        raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
     f_entries = []
     for _i in range(f_entry_count):
         _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207.unpack_from(mv, pos)
@@ -29525,9 +29101,7 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
             if not f_chunk_size == 65536:
                 raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
             if f_entry_count * 16 > end - pos:
-                if f_entry_count < 0:
-                    raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count)
-                raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
             f_entries = []
             for _i in range(f_entry_count):
                 _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207_unpack_from(mv, pos)
@@ -29739,9 +29313,7 @@ def _d_stored_metadata_region(mv, pos, end):
         raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='ends', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='ends', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos))
     _st = _RC211.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -29768,9 +29340,7 @@ def _u_stored_metadata_region(mv, pos, end):
     if not f_start == 0:
         raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
     if f_row_count * 8 > end - pos:
-        if f_row_count < 0:
-            raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count)
-        raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
     _st = _RC211.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -29809,9 +29379,7 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
             if not f_start == 0:
                 raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
             if f_row_count * 8 > end - pos:
-                if f_row_count < 0:
-                    raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count)
-                raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
             _st = _RC211.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -29885,9 +29453,7 @@ def _d_stored_text_region(mv, pos, end):
     pos += _n
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='ends', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='ends', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos))
     _st = _RC213.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -29918,9 +29484,7 @@ def _u_stored_text_region(mv, pos, end):
     f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if f_row_count * 8 > end - pos:
-        if f_row_count < 0:
-            raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count)
-        raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
     _st = _RC213.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -29963,9 +29527,7 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
             f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if f_row_count * 8 > end - pos:
-                if f_row_count < 0:
-                    raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count)
-                raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
             _st = _RC213.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -30061,9 +29623,7 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
         raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos))
     f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK216)
     pos += _c * 4
     _n = (-(pos - start)) % 128
@@ -30105,9 +29665,7 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
         raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
     f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK216)
     pos += _c * 4
     _n = -(pos - start) % 128
@@ -30157,9 +29715,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
                 raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
             _c = p_max_degree
             if _c < 0 or _c * 4 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
             f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK216)
             pos += _c * 4
             _n = -(pos - start) % 128

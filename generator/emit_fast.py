@@ -1101,13 +1101,13 @@ class FastEmitter:
         elem_min = self.type_min(f.type)
         if count is not None:
             least = max(elem_min, 1)
+            # one line (the inlining budget counts lines)
             out += [f"if {count} < 0 or {count} * {least} > end - pos:",
-                    f"    if {count} < 0:",
-                    f"        raise ConstraintError('negative count ' + str({count}), offset=pos, "
-                    f"path={name!r}, expected='>= 0', found={count})",
-                    f"    raise TruncatedError('count ' + str({count}) + ' needs at least ' + "
+                    f"    raise (ConstraintError('negative count ' + str({count}), offset=pos, "
+                    f"path={name!r}, expected='>= 0', found={count}) if {count} < 0 else "
+                    f"TruncatedError('count ' + str({count}) + ' needs at least ' + "
                     f"str({count} * {least}) + ' bytes', offset=pos, path={name!r}, "
-                    f"expected={count} * {least}, found=end - pos)"]
+                    f"expected={count} * {least}, found=end - pos))"]
         if f.view == "packed":
             # one slice and one small object, whatever the count (runtime/packed.py)
             out += [f"f_{name} = PackedArray(bytes(mv[pos:pos + {count} * {sc[1]}]), "

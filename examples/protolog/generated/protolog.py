@@ -222,9 +222,7 @@ def _d_log_file(mv, pos, end):
                     else:
                         _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                     if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                        if _record___event___c < 0:
-                            raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c)
-                        raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
                     _record___event__f_tags = []
                     try:
                         for _record___event___i in range(_record___event___c):
@@ -392,9 +390,7 @@ def _u_log_file(mv, pos, end):
                 raise IndexError
             _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-            if _record___event___c < 0:
-                raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c)
-            raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+            raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
         _record___event__f_tags = []
         for _record___event___i in range(_record___event___c):
             _record___event___n = mv[pos]
@@ -561,9 +557,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                 if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                    if _record___event___c < 0:
-                        raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c)
-                    raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
                 _record___event__f_tags = []
                 for _record___event___i in range(_record___event___c):
                     _record___event___n = mv[pos]
@@ -782,9 +776,7 @@ def _d_record(mv, pos, end):
         else:
             _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _event___c < 0 or _event___c * 1 > end - pos:
-            if _event___c < 0:
-                raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c)
-            raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+            raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
         _event__f_tags = []
         try:
             for _event___i in range(_event___c):
@@ -928,9 +920,7 @@ def _u_record(mv, pos, end):
             raise IndexError
         _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _event___c < 0 or _event___c * 1 > end - pos:
-        if _event___c < 0:
-            raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c)
-        raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+        raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
     _event__f_tags = []
     for _event___i in range(_event___c):
         _event___n = mv[pos]
@@ -1078,9 +1068,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _event___c < 0 or _event___c * 1 > end - pos:
-                if _event___c < 0:
-                    raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c)
-                raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+                raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
             _event__f_tags = []
             for _event___i in range(_event___c):
                 _event___n = mv[pos]
@@ -1264,9 +1252,7 @@ def _d_event(mv, pos, end):
     else:
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos))
     f_tags = []
     try:
         for _i in range(_c):
@@ -1370,9 +1356,7 @@ def _u_event(mv, pos, end):
             raise IndexError
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
-        if _c < 0:
-            raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c)
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
     f_tags = []
     for _i in range(_c):
         _n = mv[pos]
@@ -1484,9 +1468,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _c < 0 or _c * 1 > end - pos:
-                if _c < 0:
-                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c)
-                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
             f_tags = []
             for _i in range(_c):
                 _n = mv[pos]
