@@ -49,7 +49,7 @@ _PRELUDE = [
     "from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, "
     "GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)",
     "from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range",
-    "from bytewright.runtime.codec import FieldCheck, VersionCheck",
+    "from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck",
     "from bytewright.runtime.codec import (" + ", ".join(sorted(_FIELD_NAMES)) + ")",
     "",
 ]
@@ -349,8 +349,9 @@ class ConstructEmitter:
             if a.error == "unsupported":  # the fast path's class, message and field
                 out.append(f"VersionCheck({rule}, {rec.name!r}, {name!r}, "
                            f"{a.check.source!r}, {a.message!r}),")
-            else:
-                out.append(f"Check({rule}),")
+            else:  # the rule's own message, as the fast path raises it
+                out.append(f"_RuleCheck({rule}, {name!r}, {a.check.source!r}, "
+                           f"{a.message!r}),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
             if f.compressed is not None:
@@ -365,7 +366,8 @@ class ConstructEmitter:
                            f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
                            f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
-                out.append(f"Check({self.code(_NOT_PARSING + f' or {measure} == this[{size_field.name!r}]')}),")
+                absent = f" or this[{name!r}] is None" if conds else ""  # nothing was read
+                out.append(f"Check({self.code(_NOT_PARSING + absent + f' or {measure} == this[{size_field.name!r}]')}),")
         out += self.late_members(f, rec, lay_fields)
         # checksums over a size field patched just above are rebuilt after the patch
         for ck in self.deferred_checksums(lay_fields).get(name, ()):
@@ -553,7 +555,8 @@ class ConstructEmitter:
                     held = f.derived_from[1] if f.derived_from else f.name
                     guard = f"this.get({held!r}) is None or " if f.cond is not None else ""
                     rule = f"this['_parsing'] or {guard}({a.check.render(self.res(rec))})"
-                    lines.append(f"    FieldCheck({self.code(rule)}, {f.name!r}),")
+                    lines.append(f"    _RuleCheck({self.code(rule)}, {f.name!r}, "
+                                 f"{a.check.source!r}, {a.message!r}),")
             if f.valid is not None and measured(f):  # a measured size outside its range
                 lo, hi = f.valid
                 x = self.res(rec)(f.name)

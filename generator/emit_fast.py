@@ -1106,11 +1106,14 @@ class FastEmitter:
         sc = self.scalar_code(f.type)
         elem_min = self.type_min(f.type)
         if count is not None:
-            out += [f"if {count} < 0 or {count} * {max(elem_min, 1)} > end - pos:",
-                    f"    raise (ConstraintError if {count} < 0 else TruncatedError)('count ' + "
-                    f"str({count}) + ' needs at least ' + "
-                    f"str({count} * {max(elem_min, 1)}) + ' bytes', offset=pos, path={name!r}, "
-                    f"expected={count} * {max(elem_min, 1)}, found=end - pos)"]
+            least = max(elem_min, 1)
+            # one line (the inlining budget counts lines)
+            out += [f"if {count} < 0 or {count} * {least} > end - pos:",
+                    f"    raise (ConstraintError('negative count ' + str({count}), offset=pos, "
+                    f"path={name!r}, expected='>= 0', found={count}) if {count} < 0 else "
+                    f"TruncatedError('count ' + str({count}) + ' needs at least ' + "
+                    f"str({count} * {least}) + ' bytes', offset=pos, path={name!r}, "
+                    f"expected={count} * {least}, found=end - pos))"]
         if f.view == "packed":
             # one slice and one small object, whatever the count (runtime/packed.py)
             out += [f"f_{name} = PackedArray(bytes(mv[pos:pos + {count} * {sc[1]}]), "
