@@ -280,7 +280,7 @@ def _d_write_batch(mv, pos, end):
     pos += 12
     _c = f_count
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='ops', expected=_c * 2, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='ops', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='ops', expected=_c * 2, found=end - pos))
     f_ops = []
     try:
         for _i in range(_c):
@@ -367,7 +367,7 @@ def _u_write_batch(mv, pos, end):
     f_sequence, f_count = _S6.unpack_from(mv, pos)
     pos += 12
     if f_count * 2 > end - pos:
-        raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ops', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
     f_ops = []
     for _i in range(f_count):
         _batch_op__f_tag = mv[pos]
@@ -461,7 +461,7 @@ def _m_write_batch(mv, pos, end, _rest=_decode_many):
             f_sequence, f_count = _S6_unpack_from(mv, pos)
             pos += 12
             if f_count * 2 > end - pos:
-                raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ops', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 2) + ' bytes', offset=pos, path='ops', expected=f_count * 2, found=end - pos)
             f_ops = []
             for _i in range(f_count):
                 _batch_op__f_tag = mv[pos]
@@ -1677,7 +1677,7 @@ def encode_log_file(value: LogFile) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_log_fragment = Struct(
@@ -1903,6 +1903,8 @@ def construct_encode_log_fragment(value: LogFragment, *, compiled: bool = False)
     try:
         data = con.build(_m2c_log_fragment(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "log_fragment", construct_encode_log_fragment, value) from None
         raise _encode_failure(exc, "log_fragment") from None
     return data
 
@@ -1927,6 +1929,8 @@ def construct_encode_write_batch(value: WriteBatch, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_write_batch(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "write_batch", construct_encode_write_batch, value) from None
         raise _encode_failure(exc, "write_batch") from None
     return data
 
@@ -1951,6 +1955,8 @@ def construct_encode_batch_op(value: BatchOp, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_batch_op(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "batch_op", construct_encode_batch_op, value) from None
         raise _encode_failure(exc, "batch_op") from None
     return data
 
@@ -1975,6 +1981,8 @@ def construct_encode_put_op(value: PutOp, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_put_op(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "put_op", construct_encode_put_op, value) from None
         raise _encode_failure(exc, "put_op") from None
     return data
 
@@ -1999,6 +2007,8 @@ def construct_encode_delete_op(value: DeleteOp, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_delete_op(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "delete_op", construct_encode_delete_op, value) from None
         raise _encode_failure(exc, "delete_op") from None
     return data
 
@@ -2023,6 +2033,8 @@ def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_log_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "log_file", construct_encode_log_file, value) from None
         raise _encode_failure(exc, "log_file") from None
     return data
 

@@ -226,7 +226,7 @@ def _d_ogg_page(mv, pos, end):
     _s_segment_count = _r2 + 4
     _c = f_segment_count
     if _c < 0 or _c * 1 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='segment_table', expected=_c * 1, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='segment_table', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='segment_table', expected=_c * 1, found=end - pos))
     _st = _RC4.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'B')
@@ -272,7 +272,7 @@ def _u_ogg_page(mv, pos, end):
     _e_page_crc = _r2 + 4
     _s_segment_count = _r2 + 4
     if f_segment_count * 1 > end - pos:
-        raise (ConstraintError if f_segment_count < 0 else TruncatedError)('count ' + str(f_segment_count) + ' needs at least ' + str(f_segment_count * 1) + ' bytes', offset=pos, path='segment_table', expected=f_segment_count * 1, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_segment_count), offset=pos, path='segment_table', expected='>= 0', found=f_segment_count) if f_segment_count < 0 else TruncatedError('count ' + str(f_segment_count) + ' needs at least ' + str(f_segment_count * 1) + ' bytes', offset=pos, path='segment_table', expected=f_segment_count * 1, found=end - pos)
     _st = _RC4.get(f_segment_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_segment_count) + 'B')
@@ -326,7 +326,7 @@ def _m_ogg_page(mv, pos, end, _rest=_decode_many):
             _e_page_crc = _r2 + 4
             _s_segment_count = _r2 + 4
             if f_segment_count * 1 > end - pos:
-                raise (ConstraintError if f_segment_count < 0 else TruncatedError)('count ' + str(f_segment_count) + ' needs at least ' + str(f_segment_count * 1) + ' bytes', offset=pos, path='segment_table', expected=f_segment_count * 1, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_segment_count), offset=pos, path='segment_table', expected='>= 0', found=f_segment_count) if f_segment_count < 0 else TruncatedError('count ' + str(f_segment_count) + ' needs at least ' + str(f_segment_count * 1) + ' bytes', offset=pos, path='segment_table', expected=f_segment_count * 1, found=end - pos)
             _st = _RC4.get(f_segment_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_segment_count) + 'B')
@@ -514,7 +514,7 @@ def _d_vorbis_packet(mv, pos, end):
             _comment_header__n_comments, = _S7.unpack_from(mv, pos)
             pos += 4
             if _comment_header__n_comments < 0 or _comment_header__n_comments * 4 > end - pos:
-                raise (ConstraintError if _comment_header__n_comments < 0 else TruncatedError)('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
             _comment_header__f_comments = []
             try:
                 for _comment_header___i in range(_comment_header__n_comments):
@@ -622,7 +622,7 @@ def _u_vorbis_packet(mv, pos, end):
         _comment_header__n_comments, = _S7.unpack_from(mv, pos)
         pos += 4
         if _comment_header__n_comments * 4 > end - pos:
-            raise (ConstraintError if _comment_header__n_comments < 0 else TruncatedError)('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
         _comment_header__f_comments = []
         for _comment_header___i in range(_comment_header__n_comments):
             _comment_header___n = _S7.unpack_from(mv, pos)[0]
@@ -725,7 +725,7 @@ def _m_vorbis_packet(mv, pos, end, _rest=_decode_many):
                 _comment_header__n_comments, = _S7_unpack_from(mv, pos)
                 pos += 4
                 if _comment_header__n_comments * 4 > end - pos:
-                    raise (ConstraintError if _comment_header__n_comments < 0 else TruncatedError)('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_comment_header__n_comments), offset=pos, path='comments', expected='>= 0', found=_comment_header__n_comments) if _comment_header__n_comments < 0 else TruncatedError('count ' + str(_comment_header__n_comments) + ' needs at least ' + str(_comment_header__n_comments * 4) + ' bytes', offset=pos, path='comments', expected=_comment_header__n_comments * 4, found=end - pos)
                 _comment_header__f_comments = []
                 for _comment_header___i in range(_comment_header__n_comments):
                     _comment_header___n = _S7_unpack_from(mv, pos)[0]
@@ -1012,7 +1012,7 @@ def _d_comment_header(mv, pos, end):
     n_comments, = _S7.unpack_from(mv, pos)
     pos += 4
     if n_comments < 0 or n_comments * 4 > end - pos:
-        raise (ConstraintError if n_comments < 0 else TruncatedError)('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos))
     f_comments = []
     try:
         for _i in range(n_comments):
@@ -1054,7 +1054,7 @@ def _u_comment_header(mv, pos, end):
     n_comments, = _S7.unpack_from(mv, pos)
     pos += 4
     if n_comments * 4 > end - pos:
-        raise (ConstraintError if n_comments < 0 else TruncatedError)('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
     f_comments = []
     for _i in range(n_comments):
         _n = _S7.unpack_from(mv, pos)[0]
@@ -1095,7 +1095,7 @@ def _m_comment_header(mv, pos, end, _rest=_decode_many):
             n_comments, = _S7_unpack_from(mv, pos)
             pos += 4
             if n_comments * 4 > end - pos:
-                raise (ConstraintError if n_comments < 0 else TruncatedError)('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_comments), offset=pos, path='comments', expected='>= 0', found=n_comments) if n_comments < 0 else TruncatedError('count ' + str(n_comments) + ' needs at least ' + str(n_comments * 4) + ' bytes', offset=pos, path='comments', expected=n_comments * 4, found=end - pos)
             f_comments = []
             for _i in range(n_comments):
                 _n = _S7_unpack_from(mv, pos)[0]
@@ -1871,7 +1871,7 @@ def encode_audio_packet(value: AudioPacket) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_ogg_page = Struct(
@@ -2164,6 +2164,8 @@ def construct_encode_ogg_page(value: OggPage, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_ogg_page(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ogg_page", construct_encode_ogg_page, value) from None
         raise _encode_failure(exc, "ogg_page") from None
     return data
 
@@ -2188,6 +2190,8 @@ def construct_encode_ogg_stream(value: OggStream, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_ogg_stream(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ogg_stream", construct_encode_ogg_stream, value) from None
         raise _encode_failure(exc, "ogg_stream") from None
     return data
 
@@ -2212,6 +2216,8 @@ def construct_encode_vorbis_packet(value: VorbisPacket, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_vorbis_packet(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "vorbis_packet", construct_encode_vorbis_packet, value) from None
         raise _encode_failure(exc, "vorbis_packet") from None
     return data
 
@@ -2236,6 +2242,8 @@ def construct_encode_identification_header(value: IdentificationHeader, *, compi
     try:
         data = con.build(_m2c_identification_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "identification_header", construct_encode_identification_header, value) from None
         raise _encode_failure(exc, "identification_header") from None
     return data
 
@@ -2260,6 +2268,8 @@ def construct_encode_comment_header(value: CommentHeader, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_comment_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "comment_header", construct_encode_comment_header, value) from None
         raise _encode_failure(exc, "comment_header") from None
     return data
 
@@ -2284,6 +2294,8 @@ def construct_encode_setup_header(value: SetupHeader, *, compiled: bool = False)
     try:
         data = con.build(_m2c_setup_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "setup_header", construct_encode_setup_header, value) from None
         raise _encode_failure(exc, "setup_header") from None
     return data
 
@@ -2308,6 +2320,8 @@ def construct_encode_audio_packet(value: AudioPacket, *, compiled: bool = False)
     try:
         data = con.build(_m2c_audio_packet(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "audio_packet", construct_encode_audio_packet, value) from None
         raise _encode_failure(exc, "audio_packet") from None
     return data
 

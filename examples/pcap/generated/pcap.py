@@ -3007,7 +3007,7 @@ def encode_udp_datagram(value: UdpDatagram, *, src: int, dst: int) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_ipv4_header = Struct(
@@ -3015,7 +3015,7 @@ C_ipv4_header = Struct(
     '_s_version_ihl' / Tell,
     'version_ihl' / BitFlags(Int8ub, (('version', 4, 4, False), ('ihl', 0, 4, False)), model=VersionIhl),
     '_e_version_ihl' / Tell,
-    Check(Code("(((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))", lambda this: (((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5))))),
+    _RuleCheck(Code("(((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))", lambda this: (((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))), 'version_ihl', 'version_ihl.version == 4 and version_ihl.ihl >= 5', 'rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken'),
     '_s_tos' / Tell,
     'tos' / Int8ub,
     '_e_tos' / Tell,
@@ -3127,7 +3127,7 @@ C_packet = C_packet_le
 C_pcap_file_le = Struct(
     '_o_start' / Tell,
     'magic' / Int32ul,
-    Check(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041))))),
+    _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
     'version_major' / Const(2, Int16ul),
     'version_minor' / Const(4, Int16ul),
     'thiszone' / Int32sl,
@@ -3140,7 +3140,7 @@ C_pcap_file_le._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('version_major'
 C_pcap_file_be = Struct(
     '_o_start' / Tell,
     'magic' / Int32ul,
-    Check(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041))))),
+    _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
     'version_major' / Const(2, Int16ub),
     'version_minor' / Const(4, Int16ub),
     'thiszone' / Int32sb,
@@ -3397,6 +3397,8 @@ def construct_encode_pcap_file(value: PcapFile, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_pcap_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "pcap_file", construct_encode_pcap_file, value) from None
         raise _encode_failure(exc, "pcap_file") from None
     return _roundtrip(construct_decode_pcap_file, data, value, "pcap_file")
 
@@ -3425,6 +3427,8 @@ def construct_encode_packet(value: Packet, *, compiled: bool = False, linktype: 
     try:
         data = con.build(_m2c_packet(value), linktype=linktype)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "packet", construct_encode_packet, value, linktype=linktype) from None
         raise _encode_failure(exc, "packet") from None
     return _roundtrip(construct_decode_packet, data, value, "packet", linktype=linktype)
 
@@ -3449,6 +3453,8 @@ def construct_encode_ethernet_frame(value: EthernetFrame, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_ethernet_frame(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ethernet_frame", construct_encode_ethernet_frame, value) from None
         raise _encode_failure(exc, "ethernet_frame") from None
     return _roundtrip(construct_decode_ethernet_frame, data, value, "ethernet_frame")
 
@@ -3473,6 +3479,8 @@ def construct_encode_ipv4_packet(value: Ipv4Packet, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_ipv4_packet(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ipv4_packet", construct_encode_ipv4_packet, value) from None
         raise _encode_failure(exc, "ipv4_packet") from None
     return data
 
@@ -3497,6 +3505,8 @@ def construct_encode_ipv4_header(value: Ipv4Header, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_ipv4_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ipv4_header", construct_encode_ipv4_header, value) from None
         raise _encode_failure(exc, "ipv4_header") from None
     return data
 
@@ -3521,6 +3531,8 @@ def construct_encode_udp_datagram(value: UdpDatagram, *, compiled: bool = False,
     try:
         data = con.build(_m2c_udp_datagram(value), src=src, dst=dst)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "udp_datagram", construct_encode_udp_datagram, value, src=src, dst=dst) from None
         raise _encode_failure(exc, "udp_datagram") from None
     return data
 
