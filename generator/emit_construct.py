@@ -30,6 +30,7 @@ from .runtime_names import (
     checksum_binding,
     checksum_call,
     codec_table,
+    intkind_binding,
     numeric_binding,
 )
 
@@ -67,6 +68,8 @@ class ConstructEmitter:
     # -- construct expressions -------------------------------------------------------
     def int_c(self, t: ir.IntT | ir.VarintT) -> str:
         if isinstance(t, ir.VarintT):  # the fast path's exact varint rules
+            if not t.legacy:  # a registered integer kind: the same bound codec
+                return f"IntegerKind({intkind_binding(t)})"
             return f"Leb128({t.kind!r})"
         if t.bits == 128:
             return f"BytesInteger(16, signed={t.signed}, swapped={t.endian == 'le'})"

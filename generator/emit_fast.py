@@ -21,7 +21,13 @@ from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
-from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
+from .runtime_names import (
+    chain_anchor,
+    checksum_call,
+    codec_table,
+    intkind_binding,
+    numeric_binding,
+)
 
 
 @dataclass
@@ -1050,6 +1056,8 @@ class FastEmitter:
     @staticmethod
     def varint_decode(t: ir.VarintT, target: str, label: str) -> list[str]:
         """Decode one varint into ``target``; short uleb128 values skip the call."""
+        if not t.legacy:  # a registered integer kind, bound at import
+            return [f"{target}, pos = {intkind_binding(t)}.decode(mv, pos, end, {label!r})"]
         if t.kind == "uleb128":
             # one- and two-byte values (below 16384) decode inline, the rest in one call
             return ["if pos < end and mv[pos] < 128:",
@@ -1067,6 +1075,8 @@ class FastEmitter:
         """One varint's bytes. A uleb128 value that is an exact int (not a bool, which
         the function refuses) below 16384 is written without a call: one byte from a
         prebuilt table, two built in place; anything else goes to the function."""
+        if not t.legacy:
+            return f"{intkind_binding(t)}.encode({val})"
         if t.kind == "uleb128":
             return (f"(_uleb128_encode(_w) if (_w := {val}).__class__ is not int "
                     f"or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 "

@@ -82,16 +82,20 @@ class BytesT:
 
 @dataclass(frozen=True)
 class VarintT:
-    """A variable-length integer: ``uleb128``, ``sleb128`` (signed LEB128) or ``zigzag``
-    (ZigZag-mapped signed value stored as ULEB128, protobuf ``sint64``). Minimal on write;
-    ``max_bytes`` caps the read; values are 64-bit."""
+    """An integer in a registered integer kind (``bytewright.runtime.numbers``): the
+    LEB128 family (``uleb128``, ``sleb128``, ``zigzag``: minimal on write, 64-bit), big-endian
+    groups, prefix-length varints, ASCII digits or a plug-in's kind. ``params`` are the
+    kind's params (a named type of the schema gives them, ``alias`` is its name)."""
 
     max_bytes: int = 10
     kind: str = "uleb128"
+    params: tuple[tuple[str, object], ...] = ()
+    alias: str | None = None
+    is_signed: bool | None = None  # from the registry (None: the LEB128 rule)
 
     @property
     def name(self) -> str:
-        return self.kind
+        return self.alias or self.kind
 
     @property
     def size(self) -> int:
@@ -99,7 +103,15 @@ class VarintT:
 
     @property
     def signed(self) -> bool:
+        if self.is_signed is not None:
+            return self.is_signed
         return self.kind != "uleb128"
+
+    @property
+    def legacy(self) -> bool:
+        """One of the LEB128 kinds with no params (emitted with their own inline code)."""
+        return self.kind in ("uleb128", "sleb128", "zigzag") and not self.params \
+            and self.alias is None
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
 from .resolve import Resolver
-from .runtime_names import checksum_bindings, numeric_bindings
+from .runtime_names import checksum_bindings, intkind_bindings, numeric_bindings
 from .yamlsource import Source, load_text
 
 PACKAGE_ROOT = project.PACKAGE_ROOT
@@ -222,7 +222,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         records=[record_ctx(r, family) for r in family.records.values()],
         consts=fast.consts, fast=blocks, construct=cblocks, dtypes=dtypes(family),
         plugins=family.plugins, checksums=checksum_bindings(family),
-        numerics=numeric_bindings(family),
+        numerics=numeric_bindings(family), intkinds=intkind_bindings(family),
         late_checksums=any_late(family),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..runtime import registry
 from . import checksum_cover as cover
-from . import framing_check, ir
+from . import framing_check, ir, numbers_check
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -66,12 +66,14 @@ def name_problem(name: str, what: str) -> str | None:
 
 
 def varint_type(text: str) -> ir.VarintT | None:
-    return ir.VarintT(kind=text) if text in _VARINTS else None
-
-
-def prefix_type(text: str, default_endian: str = "le") -> ir.IntT | ir.VarintT | None:
-    """A length/count prefix: any fixed-width integer or varint encoding."""
-    return int_type(text, default_endian) or varint_type(text)
+    """A registered integer kind that needs no params, by name."""
+    if text in _VARINTS:
+        return ir.VarintT(kind=text)
+    spec = registry.REGISTRY.integer_kinds.get(text)
+    if spec is None or spec.required:
+        return None
+    return ir.VarintT(kind=text, is_signed=spec.signed,
+                      max_bytes=registry.REGISTRY.integer_codec(text).max_bytes)
 
 
 def int_type(text: str, default_endian: str = "le") -> ir.IntT | None:
@@ -99,6 +101,15 @@ class Resolver:
         e = self.sources[0].data.get("endian", "le")
         return e if e in ("le", "be") else "le"
 
+    def kind_type(self, text: str) -> ir.VarintT | None:
+        """An integer kind by name: a registered one needing no params, or a named type
+        of the schema giving a kind its params."""
+        return self.int_kinds.get(text) or varint_type(text)
+
+    def prefix_type(self, text: str) -> ir.IntT | ir.VarintT | None:
+        """A length/count prefix: any fixed-width integer or integer kind."""
+        return int_type(text, self.default_endian) or self.kind_type(text)
+
     def err(self, src: Source, path: str, message: str) -> None:
         self.problems.add(src.file, src.line(path), path, message)
 
@@ -113,6 +124,7 @@ class Resolver:
     def run(self) -> ir.Family | None:
         head = self.sources[0].data
         self.plugins = []
+        self.int_kinds: dict[str, ir.VarintT] = {}
         endian = self.default_endian
         enums: dict[str, ir.EnumDef] = {}
         flags: dict[str, ir.FlagsDef] = {}
@@ -142,6 +154,11 @@ class Resolver:
             for i, spec in enumerate(data.get("plugins") or []):
                 self.load_plugin(src, f"plugins[{i}]", spec)
             for name, body in (data.get("types") or {}).items():
+                if "integer" in body:
+                    kt = numbers_check.integer_type(self, src, join("types", name), name, body)
+                    if kt is not None:
+                        self.int_kinds[name] = kt
+                    continue
                 base = int_type(body["base"], endian)
                 aliases[name] = ir.AliasDef(name, base, body.get("fixed_point"),
                                             body.get("doc", ""), src.line(join("types", name)),
@@ -153,7 +170,8 @@ class Resolver:
                 raw_records.append((src, name, body))
         self.enums, self.flagdefs, self.aliases = enums, flags, aliases
         names: dict[str, str] = {}
-        for kind, table in (("enum", enums), ("flags", flags), ("type", aliases)):
+        for kind, table in (("enum", enums), ("flags", flags), ("type", aliases),
+                            ("type", self.int_kinds)):
             for name in table:
                 if name in names:
                     self.err(self.sources[0], name, f"{kind} {name!r} clashes with {names[name]}")
@@ -605,7 +623,7 @@ class Resolver:
         if tname in ("bytes", "str"):
             prefix = None
             if "length" in fb:
-                prefix = prefix_type(str(fb["length"]), endian)
+                prefix = self.prefix_type(str(fb["length"]))
                 if prefix is None:
                     self.err(src, join(path, "length"), f"unknown length type {fb['length']!r}")
             size = None
@@ -623,8 +641,9 @@ class Resolver:
                                     "terminator")
             text = fb.get("encoding", "utf-8") if tname == "str" else None
             return ir.BytesT(size=size, prefix=prefix, eos=eos, text=text, terminator=term)
-        if tname in _VARINTS:
-            return ir.VarintT(kind=tname)
+        kt = self.kind_type(tname)
+        if kt is not None:
+            return kt
         if tname == "padding":
             if "align" not in fb:
                 self.err(src, path, "padding needs 'align'")
@@ -798,7 +817,7 @@ class Resolver:
             elif "count" in rp:
                 f.repeat = ir.Repeat(count=self.expr(src, join(path, "repeat.count"), rp["count"]))
             elif "prefix" in rp:
-                pt = prefix_type(str(rp["prefix"]), self.default_endian)
+                pt = self.prefix_type(str(rp["prefix"]))
                 if pt is None:
                     self.err(src, join(path, "repeat.prefix"),
                              f"unknown count type {rp['prefix']!r}")
