@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
-from . import byteorder, emit_framing, ir
+from . import bitfields, byteorder, emit_framing, ir
 from . import checksum_cover as cover
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
@@ -346,6 +346,8 @@ class ConstructEmitter:
             if a.error == "unsupported":  # the fast path's class, message and field
                 out.append(f"VersionCheck({rule}, {rec.name!r}, {name!r}, "
                            f"{a.check.source!r}, {a.message!r}),")
+            elif a.path and a.path != name:  # reported on a bit field, as on the fast path
+                out.append(f"FieldCheck({rule}, {a.path!r}),")
             else:
                 out.append(f"Check({rule}),")
         if derived_size:
@@ -449,6 +451,10 @@ class ConstructEmitter:
                 return "_remaining(this)"
             if name == "_offset":
                 return "(this['_io'].tell() - this['_o_start'])"
+            if name in rec.bit_parts:  # built: the value's (checked); parsed: from the integer
+                holder, p = rec.bit_parts[name]
+                raw = f"this[{holder.name!r}] >> {p.lo} & {(1 << p.width) - 1}"
+                return f"(({raw}) if this['_parsing'] else this[{name!r}])"
             f = next((x for x in rec.fields if x.name == name), None)
             if f is not None and f.derived_from and f.derived_from[0] == "size" \
                     and not isinstance(f.type, ir.VarintT):
@@ -676,6 +682,7 @@ class ConstructEmitter:
             elif conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
+        lines += ["    " + x for x in bitfields.extract(self, rec.fields, "f_")]
         vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
         lines.append(f"    return {camel(rec.name)}({vals})")
         return self.drop_unused(lines, rec)
@@ -800,7 +807,10 @@ class ConstructEmitter:
         for f in rec.model_fields:
             val = f"v.{f.name}"
             item = self.m2c_value(f.type, "_x")
-            if f.framing is not None:
+            if f.bit_of is not None:  # a bit range: checked as the fast encoder does
+                part = rec.bit_parts[f.name][1]
+                expr = f"None if {val} is None else {bitfields.call(self.family, part, val)}"
+            elif f.framing is not None:
                 expr = emit_framing.m2c_value(f, val)
             elif f.view == "packed":
                 expr = f"None if {val} is None else list({val})"

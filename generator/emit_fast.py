@@ -16,7 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import byteorder, emit_framing, ir
+from . import bitfields, byteorder, emit_framing, ir
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
@@ -413,8 +413,9 @@ class FastEmitter:
                 continue
             flush()
             body.extend(self.decode_field(rec, f, res, spans))
+            body += bitfields.extract(self, [f], "f_")  # the model's bit ranges
         flush()
-        present = {f.name for f in lay.fields}
+        present = {f.name for f in lay.fields} | {p.name for f in lay.fields for p in f.bits}
         vals = [f"f_{n}" if n in present else "None" for n in self.model_names(rec)]
         lines += ["    " + b for b in body]
         lines += ["    " + x for x in self.construct(rec, vals, "_obj")]
@@ -591,6 +592,8 @@ class FastEmitter:
         """How ``f`` joins a fixed-size run: its whole value, its length prefix, its count
         prefix, or not at all (None). Decoder, encoder and the Construct path's truncation
         checks group runs by this one rule, so the paths report a cut input alike."""
+        if f.bits:  # its bit ranges are taken as soon as it is read (later fields use them)
+            return None
         if self.runnable(f):
             return "value"
         if isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
@@ -722,7 +725,7 @@ class FastEmitter:
             cls = "UnsupportedError" if a.error == "unsupported" else "ConstraintError"
             src = a.check.render(lambda n: f"p_{n}" if n in rec.params else f"{px}f_{n}")
             out += [f"if not {src}:",
-                    f"    raise {cls}({a.message!r}, offset={at}, path={f.name!r}, "
+                    f"    raise {cls}({a.message!r}, offset={at}, path={(a.path or f.name)!r}, "
                     f"expected={a.check.source!r}, found={px}f_{f.name})"]
         if out and f.cond is not None:
             out = [f"if {px}f_{f.name} is not None:"] + ["    " + x for x in out]
@@ -1438,6 +1441,8 @@ class FastEmitter:
             f = by_name.get(name)
             if f is not None and f.checksum is not None:
                 return f"f_{name}"  # computed by encode_checksum (never in the model)
+            if f is None and name in rec.bit_parts:
+                return f"_bp_{name}"  # a bit range, checked up front (bitfields.checks)
             if f is None:
                 return "None"  # field absent in this version
             if f.derived_from:
@@ -1458,7 +1463,8 @@ class FastEmitter:
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
-        body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
+        body: list[str] = bitfields.checks(self, lay.fields)  # the value's bit ranges
+        body += efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
 
         def flush() -> None:

@@ -228,6 +228,7 @@ class Repeat:
     until: int | None = None  # items end at an item equal to this terminator (consumed)
     until_item: Expr | None = None  # items end after the first one for which this holds
     stop_on_error: bool = False  # eos: the first item that fails to decode ends the list
+    absent: int | None = None  # a count prefix equal to this is a list of None
 
 
 @dataclass(frozen=True)
@@ -296,6 +297,26 @@ class Assert:
     check: Expr
     message: str
     error: str = "constraint"  # constraint | unsupported
+    path: str = ""  # the field it is reported on, when not its own (a bit field's)
+
+
+@dataclass
+class BitPart:
+    """A named range of bits of an integer field (``bits:``), a field of the record's
+    model; ``lo`` numbers from the least significant bit whatever the schema's order."""
+
+    name: str
+    lo: int
+    width: int
+    enum: str | None = None
+    boolean: bool = False  # a single ``bit:``: the model holds a bool
+    valid: tuple[int | None, int | None] | None = None
+    const: int | None = None  # not in the model: always this value
+    field: Field | None = None  # the model field standing for it (resolve makes it)
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.lo
 
 
 Type = IntT | FloatT | BytesT | VarintT | PaddingT | RefT | SwitchT
@@ -330,6 +351,9 @@ class Field:
     endian: Expr | None = None  # field-level byte order chosen by data ('le' or 'be')
     line: int | None = None
     path: str = ""
+    bits: tuple[BitPart, ...] = ()  # named bit ranges: the model holds these instead
+    bit_of: str | None = None  # a bit range's model field: the integer field holding it
+    absent: int | None = None  # a length prefix equal to this is a value of None
 
     @property
     def in_model(self) -> bool:
@@ -401,7 +425,15 @@ class Record:
         for f in self.fields:
             if f.in_model and f.name not in seen:
                 seen[f.name] = f
+            for part in f.bits:  # an integer of bit ranges: the ranges are the fields
+                if part.field is not None and part.name not in seen:
+                    seen[part.name] = part.field
         return list(seen.values())
+
+    @property
+    def bit_parts(self) -> dict[str, tuple[Field, BitPart]]:
+        """Model bit ranges by name: (the integer field holding it, the range)."""
+        return {p.name: (f, p) for f in self.fields for p in f.bits if p.field is not None}
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..runtime import registry
 from . import ir
+from .expr import Expr, parse
 from .yamlsource import Source, join
 
 _TYPE_KEYS = frozenset({"integer", "doc"})
@@ -59,3 +60,119 @@ def integer_type(res: Any, src: Source, path: str, name: str, body: dict) -> ir.
     codec = registry.REGISTRY.integer_codec(kind, params)
     return ir.VarintT(kind=kind, params=tuple(sorted(params.items())), alias=name,
                       is_signed=spec.signed, max_bytes=codec.max_bytes)
+
+
+# -- bit fields -------------------------------------------------------------------------
+
+def bit_fields(res: Any, src: Source, path: str, fb: dict, f: ir.Field) -> None:
+    """``bits:`` on an integer field: named bit ranges become fields of the model; the
+    integer itself is packed from them on encode (its ``value``) and checked on decode
+    (unnamed bits zero, each range's enum, range and constant)."""
+    bpath = join(path, "bits")
+    t = f.type
+    if not isinstance(t, ir.IntT):
+        res.err(src, join(path, "type"), "bits: needs a fixed-width integer type (u8..u64)")
+        return
+    for key in ("value", "const", "repeat", "convert", "checksum", "valid", "reserved"):
+        if key in fb:
+            res.err(src, join(path, key), f"a field with bits: takes no {key!r} (its ranges "
+                                          "have their own checks)")
+            return
+    order = fb.get("bit_order", "lsb0")
+    if order not in ("lsb0", "msb0"):
+        res.err(src, join(path, "bit_order"), "bit_order must be lsb0 or msb0")
+        return
+    body = fb["bits"]
+    if not isinstance(body, dict) or not body:
+        res.err(src, bpath, "bits: needs a mapping of names to {bit: N} or {bits: [first, last]}")
+        return
+    parts: list[ir.BitPart] = []
+    used = 0
+    for name, spec in body.items():
+        ppath = join(bpath, name)
+        res.check_name(src, ppath, name, "bit field")
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            spec = {"bit": spec}
+        if not isinstance(spec, dict) or ("bit" in spec) == ("bits" in spec):
+            res.err(src, ppath, "a bit field needs exactly one of bit: N or bits: [first, last]")
+            continue
+        if "bit" in spec:
+            first = last = spec["bit"]
+        else:
+            rng = spec["bits"]
+            if not (isinstance(rng, list) and len(rng) == 2):
+                res.err(src, join(ppath, "bits"), "bits: takes [first, last]")
+                continue
+            first, last = min(rng), max(rng)
+        if not (isinstance(first, int) and isinstance(last, int) and 0 <= first
+                and last < t.bits):
+            res.err(src, ppath, f"bits outside 0..{t.bits - 1} of {t.name}")
+            continue
+        lo = first if order == "lsb0" else t.bits - 1 - last
+        width = last - first + 1
+        part = ir.BitPart(name, lo, width, enum=spec.get("enum"),
+                          boolean="bit" in spec and "enum" not in spec and "valid" not in spec)
+        if part.mask & used:
+            res.err(src, ppath, "bit ranges overlap")
+            continue
+        used |= part.mask
+        if part.enum is not None and part.enum not in res.enums:
+            res.err(src, join(ppath, "enum"), f"unknown enum {part.enum!r}")
+            continue
+        if "valid" in spec:
+            part.valid = (spec["valid"].get("min"), spec["valid"].get("max"))
+        if "const" in spec:
+            part.const = spec["const"]
+            if not isinstance(part.const, int) or not 0 <= part.const < 1 << width:
+                res.err(src, join(ppath, "const"), f"const does not fit in {width} bit(s)")
+                continue
+        if part.const is None:
+            ptype: ir.Type = ir.RefT("enum", part.enum) if part.enum else \
+                ir.IntT(8 if width <= 8 else 64, False)
+            part.field = ir.Field(name=name, type=ptype, doc=spec.get("doc", ""),
+                                  cond=f.cond, since=f.since, until=f.until,
+                                  line=src.line(ppath), path=ppath, bit_of=f.name)
+        parts.append(part)
+    f.bits = tuple(parts)
+    f.value = pack_expr(f)
+    f.asserts = f.asserts + decode_rules(res, f, t.bits)
+
+
+def _part_expr(f: ir.Field, p: ir.BitPart) -> str:
+    return f"({f.name} >> {p.lo} & {(1 << p.width) - 1})" if p.lo else \
+        f"({f.name} & {(1 << p.width) - 1})"
+
+
+def pack_expr(f: ir.Field) -> Expr:
+    """The integer from its ranges (names of the model's bit fields; constants inline)."""
+    terms = []
+    for p in f.bits:
+        v = str(p.const) if p.field is None else p.name
+        terms.append(f"({v} << {p.lo})" if p.lo else f"{v}")
+    return parse(" | ".join(terms) if terms else "0")
+
+
+def decode_rules(res: Any, f: ir.Field, bits: int) -> tuple[ir.Assert, ...]:
+    """What a decoder checks of the integer: each range's constant, range and enum, and
+    that bits no range names are zero (reported on the range's own name)."""
+    out: list[ir.Assert] = []
+    for p in f.bits:
+        x = _part_expr(f, p)
+        if p.const is not None:
+            out.append(ir.Assert(parse(f"{x} == {p.const}"), "bad magic", path=p.name))
+        if p.valid is not None:
+            lo, hi = p.valid
+            conds = ([f"{x} >= {lo}"] if lo is not None else []) + \
+                ([f"{x} <= {hi}"] if hi is not None else [])
+            if conds:
+                out.append(ir.Assert(parse(" and ".join(conds)), "value out of range",
+                                     path=p.name))
+        if p.enum is not None and not res.enums[p.enum].open:
+            values = sorted(m.value for m in res.enums[p.enum].members)
+            out.append(ir.Assert(parse(" or ".join(f"{x} == {v}" for v in values) or "False"),
+                                 f"unknown {p.enum} value", path=p.name))
+    unnamed = ((1 << bits) - 1) & ~sum(p.mask for p in f.bits)
+    if unnamed:
+        out.append(ir.Assert(parse(f"{f.name} & {unnamed} == 0"), "undefined bits set",
+                             path=f.name))
+    return tuple(out)

@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import byteorder, ir, layout, project
+from . import bitfields, byteorder, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -223,6 +223,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         consts=fast.consts, fast=blocks, construct=cblocks, dtypes=dtypes(family),
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family), intkinds=intkind_bindings(family),
+        bitfields=bitfields.uses(family),
         late_checksums=any_late(family),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )

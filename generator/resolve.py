@@ -876,6 +876,8 @@ class Resolver:
                     items.append(ir.Assert(e, a.get("message") or f"rule {a['check']} broken",
                                            a.get("error", "constraint")))
             f.asserts = tuple(items)
+        if "bits" in fb:
+            numbers_check.bit_fields(self, src, path, fb, f)
         return f
 
     def compressed(self, src: Source, path: str, c: dict) -> ir.Compressed:
@@ -918,8 +920,12 @@ class Resolver:
                         and other.since is None and other.until is None:
                     self.err(src, f.path, f"field {f.name!r} appears twice")
             by_name.setdefault(f.name, f)
-        known = set(names) | set(rec.params) | {"_remaining", "_offset"}
+        known = set(names) | set(rec.params) | {"_remaining", "_offset"} | set(rec.bit_parts)
         for f in rec.fields:
+            for p in f.bits:
+                if p.name in by_name or p.name in rec.params:
+                    self.err(src, join(f.path, f"bits.{p.name}"),
+                             f"bit field {p.name!r} clashes with a field or param")
             for label, e in self.exprs_of(f):
                 for n in sorted(e.names - known - ({"_item"} if label == "repeat.until_item"
                                                    else set())):

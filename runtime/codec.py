@@ -2555,6 +2555,9 @@ class Struct(cs.Struct):
                 elif isinstance(sc, VersionCheck):  # an ``unsupported`` assert of a field
                     name = sc._bw_field
                     start = last_at if name == last else start
+                elif isinstance(sc, FieldCheck) and last is not None:
+                    # a rule reported on another name (a bit field): at the member it follows
+                    name, start = sc._bw_field, last_at
                 elif name is None and sc.name is None and last is not None:
                     name, start = last, last_at
                 note(exc, start, name)

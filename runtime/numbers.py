@@ -315,3 +315,24 @@ def parse_stream(io: Any, codec: Any) -> int:
     value, n = _decode_at(codec, io.read(codec.max_bytes), at, "")
     io.seek(at + n)
     return value
+
+
+# -- bit fields ----------------------------------------------------------------------------
+
+def bit_part(value: Any, width: int, path: str, *, lo: int | None = None,
+             hi: int | None = None, members: tuple[int, ...] | None = None) -> int:
+    """The integer a bit field packs: an int (a bool or an enum member is one) that fits
+    ``width`` bits and the field's range and enum, else :class:`EncodeError` on ``path``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        if not isinstance(value, bool):
+            raise EncodeError(f"bit field value must be an int, got {type(value).__name__}",
+                              path=path)
+    v = int(value)
+    if not 0 <= v < 1 << width:
+        raise EncodeError(f"value {v} does not fit in {width} bit(s)", path=path)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise EncodeError(f"value {v} out of range {lo}..{hi}", path=path)
+    if members is not None and v not in members:
+        raise EncodeError(f"value {v} is not a member (expected one of {list(members)})",
+                          path=path)
+    return v
