@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
-from . import bitfields, byteorder, emit_framing, ir
+from . import absent, bitfields, byteorder, emit_framing, ir
 from . import checksum_cover as cover
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
@@ -235,6 +235,8 @@ class ConstructEmitter:
                 base = f"RepeatToEnd({base})"  # strict: a partial last item is an error
         if f.convert is not None:
             base = f"Converted({base}, {numeric_binding(f.convert)}, name={name!r})"
+        if absent.sentinel(f) is not None:
+            base = absent.construct(self, f, base)
         derived_size = any(o.derived_from == ("size", name) for o in rec.fields)
         if f.compressed is not None:
             c = f.compressed

@@ -16,7 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import bitfields, byteorder, emit_framing, ir
+from . import absent, bitfields, byteorder, emit_framing, ir
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
@@ -592,8 +592,8 @@ class FastEmitter:
         """How ``f`` joins a fixed-size run: its whole value, its length prefix, its count
         prefix, or not at all (None). Decoder, encoder and the Construct path's truncation
         checks group runs by this one rule, so the paths report a cut input alike."""
-        if f.bits:  # its bit ranges are taken as soon as it is read (later fields use them)
-            return None
+        if f.bits or absent.sentinel(f) is not None:  # (bit ranges are taken once it is
+            return None  # read; a sentinel is tested before the rest is read)
         if self.runnable(f):
             return "value"
         if isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
@@ -933,6 +933,8 @@ class FastEmitter:
         t = f.type
         if f.framing is not None:
             return emit_framing.decode_lines(self, f)
+        if absent.sentinel(f) is not None:
+            return absent.decode_lines(self, rec, f, res)
         if f.repeat is not None:
             return self.decode_repeat(rec, f, res, prefixed)
         return self.decode_one(rec, f, t, f"f_{name}", name, res, prefixed)
@@ -1674,6 +1676,8 @@ class FastEmitter:
         if f.convert is not None:
             val = f"_convert_encode({numeric_binding(f.convert)}, v.{name}, {name!r})"
         inner = self.encode_value(rec, f, val, res, prefixed)
+        if absent.sentinel(f) is not None:
+            inner = absent.encode_lines(self, rec, f, inner, spans)
         if f.chain is not None:
             inner = [f"f__chain = {f.chain.first.render(res)}"] + inner
         size_target = None

@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import bitfields, byteorder, ir, layout, project
+from . import absent, bitfields, byteorder, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -224,6 +224,8 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family), intkinds=intkind_bindings(family),
         bitfields=bitfields.uses(family),
+        absents=any(absent.sentinel(f) is not None for r in family.records.values()
+                    for f in r.fields),
         late_checksums=any_late(family),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )

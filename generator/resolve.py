@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from ..runtime import registry
+from . import absent, framing_check, ir, numbers_check
 from . import checksum_cover as cover
-from . import framing_check, ir, numbers_check
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -45,6 +45,7 @@ _MODULE_NAMES = frozenset({
     "PrefixedArray", "VarInt", "ZigZag", "GreedyRange", "Float32l", "Float32b", "Float64l",
     "Float64b", "Int8ul", "Int8sl", "Int16ul", "Int16ub", "Int32ul", "Int32ub", "Int64ul",
     "Int64ub", "LogList", "StopReason", "This", "Path", "Renamed", "Terminator",
+    "Absent", "IntegerKind",
 })
 # Params become keyword arguments of the public functions, next to these.
 _API_ARGS = frozenset({"buf", "offset", "end", "compiled", "value", "mv", "pos", "out", "v",
@@ -821,7 +822,7 @@ class Resolver:
                 if pt is None:
                     self.err(src, join(path, "repeat.prefix"),
                              f"unknown count type {rp['prefix']!r}")
-                f.repeat = ir.Repeat(prefix=pt)
+                f.repeat = ir.Repeat(prefix=pt, absent=rp.get("absent"))
             elif "until_item" in rp:
                 f.repeat = ir.Repeat(until_item=self.expr(src, join(path, "repeat.until_item"),
                                                           rp["until_item"]))
@@ -878,6 +879,9 @@ class Resolver:
             f.asserts = tuple(items)
         if "bits" in fb:
             numbers_check.bit_fields(self, src, path, fb, f)
+        if "absent" in fb:
+            f.absent = fb["absent"]
+        absent.check(self, src, path, fb, f)
         return f
 
     def compressed(self, src: Source, path: str, c: dict) -> ir.Compressed:

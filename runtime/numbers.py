@@ -28,6 +28,7 @@ import construct as cs
 
 from . import varint
 from .errors import ConstraintError, DecodeError, EncodeError, TruncatedError
+from .truth import note
 
 Buffer = bytes | bytearray | memoryview
 U64_MAX = (1 << 64) - 1
@@ -336,3 +337,60 @@ def bit_part(value: Any, width: int, path: str, *, lo: int | None = None,
         raise EncodeError(f"value {v} is not a member (expected one of {list(members)})",
                           path=path)
     return v
+
+
+# -- absent values ---------------------------------------------------------------------------
+
+class Absent(cs.Construct):
+    """A length- or count-prefixed field whose prefix may be ``sentinel``: then the value
+    is ``None`` (nothing follows), and ``None`` builds as the sentinel. ``prefix`` is the
+    prefix's own construct, ``subcon`` the whole field (prefix included)."""
+
+    flagbuildnone = True
+
+    def __init__(self, sentinel: int, prefix: Any, subcon: Any, label: str = "length") -> None:
+        super().__init__()
+        self.sentinel, self.prefix, self.subcon = sentinel, prefix, subcon
+        self.label = label  # the prefix's name in errors: "length" or "count"
+
+    def _parse(self, stream, context, path):
+        at = cs.stream_tell(stream, path)
+        try:
+            n = self.prefix._parsereport(stream, context, path)
+        except (cs.StreamError, DecodeError) as exc:
+            # reported on the prefix itself (``field.length``), as the fast path does
+            err = exc if isinstance(exc, DecodeError) else TruncatedError(
+                f"{self.label} truncated", offset=at, path="")
+            if err.offset is None:
+                err.offset = at
+            note(err, at, self.label)
+            raise err from None
+        if n == self.sentinel:
+            return None
+        if n < 0:
+            raise ConstraintError(f"negative {'size' if self.label == 'length' else 'count'}",
+                                  offset=cs.stream_tell(stream, path), path="",
+                                  expected=">= 0", found=n)
+        stream.seek(at)
+        return self.subcon._parsereport(stream, context, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            self.prefix._build(self.sentinel, stream, context, path)
+            return None
+        if self.sentinel >= 0 and len(obj.encode("utf-8") if isinstance(obj, str)
+                                      else obj) == self.sentinel:
+            raise EncodeError(f"its length is the sentinel of an absent value "
+                              f"({self.sentinel})", path=_cpath(path))
+        return self.subcon._build(obj, stream, context, path)
+
+    def _sizeof(self, context, path):
+        raise cs.SizeofError("a value that may be absent has no fixed size", path=path)
+
+    def _emitparse(self, code):
+        self._compileinstance(code)
+        return f"linkedinstances[{id(self)}]._parse(io, this, '(parsing)')"
+
+    def _emitbuild(self, code):
+        self._compileinstance(code)
+        return f"linkedinstances[{id(self)}]._build(obj, io, this, '(building)')"
