@@ -321,8 +321,7 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
     return {
         "name": rec.name, "cls": camel(rec.name), "doc": rec.doc.strip() or rec.name,
         "spec": rec.spec,
-        "model": [{"name": f.name, "annotation": annotation(f, family), "default": None}
-                  for f in rec.model_fields],
+        "model": model_defaults(rec, family),
         "arrays": [f.name for f in rec.model_fields if f.view == "numpy"],
         "sig": (", *" + sig_nostar) if sig_parts else "", "sig_nostar": sig_nostar,
         "call": "".join(f", {p}" for p in rec.params),
@@ -330,6 +329,24 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
         "convs": convs,
         "row": ", ".join(f.name for f in rec.model_fields) or "no fields",
     }
+
+
+def optional(f: ir.Field) -> bool:
+    """A model field a value may leave out (``None``): conditional, version-bound or with
+    an absent sentinel."""
+    return f.cond is not None or f.since is not None or f.until is not None \
+        or absent.sentinel(f) is not None
+
+
+def model_defaults(rec: ir.Record, family: ir.Family) -> list[dict]:
+    """The model's fields; optional ones default to None. A required field after an
+    optional one keeps its place (positional calls stay valid) with a marker default
+    that ``__post_init__`` refuses, so only optional fields may be left out."""
+    fields = rec.model_fields
+    first = next((i for i, f in enumerate(fields) if optional(f)), len(fields))
+    return [{"name": f.name, "annotation": annotation(f, family),
+             "default": None if i < first else ("None" if optional(f) else "_REQUIRED")}
+            for i, f in enumerate(fields)]
 
 
 def type_label(t: ir.Type) -> str:
