@@ -21,7 +21,7 @@ def extract(em: Any, fields: list[ir.Field], px: str) -> list[str]:
     every model bit range of ``fields`` (checked already by the field's rules)."""
     out: list[str] = []
     for f in fields:
-        parts = [p for p in f.bits if p.field is not None]
+        parts = [p for p in f.bits if p.const is None]  # in the model or derived
         if not parts:
             continue
         inner = []
@@ -58,19 +58,28 @@ def call(family: ir.Family, p: ir.BitPart, val: str) -> str:
     return f"_bit_part({', '.join(args)})"
 
 
-def checks(em: Any, fields: list[ir.Field]) -> list[str]:
-    """Fast encoder: ``_bp_<range>`` for each model bit range, checked before anything is
-    written (the field's ``value`` packs these)."""
+def checks(em: Any, fields: list[ir.Field], res: Any) -> list[str]:
+    """Fast encoder: ``_bp_<range>`` for each bit range with a value (the model's, or its
+    ``value:`` computed from the model), checked before anything is written (the field's
+    own ``value`` packs these)."""
     out: list[str] = []
     for f in fields:
         for p in f.bits:
-            if p.field is None:
+            if p.const is not None:
+                continue
+            if p.field is None:  # derived from the model by its expression
+                out.append(f"_bp_{p.name} = {call(em.family, p, p.value.render(res))}")
                 continue
             c = call(em.family, p, f"v.{p.name}")
             optional = f.cond is not None or f.since is not None or f.until is not None
             out.append(f"_bp_{p.name} = None if v.{p.name} is None else {c}" if optional
                        else f"_bp_{p.name} = {c}")
     return out
+
+
+def virtuals(rec: ir.Record, res: Any, px: str) -> list[str]:
+    """Decoders: the record's values with no bytes, from the fields just read."""
+    return [f"{px}{v.name} = {v.value.render(res)}" for v in rec.virtuals]
 
 
 def uses(family: ir.Family) -> bool:

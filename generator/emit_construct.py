@@ -456,7 +456,9 @@ class ConstructEmitter:
             if name in rec.bit_parts:  # built: the value's (checked); parsed: from the integer
                 holder, p = rec.bit_parts[name]
                 raw = f"this[{holder.name!r}] >> {p.lo} & {(1 << p.width) - 1}"
-                return f"(({raw}) if this['_parsing'] else this[{name!r}])"
+                built = f"this[{name!r}]" if p.field is not None else \
+                    bitfields.call(self.family, p, p.value.render(r))
+                return f"(({raw}) if this['_parsing'] else {built})"
             f = next((x for x in rec.fields if x.name == name), None)
             if f is not None and f.derived_from and f.derived_from[0] == "size" \
                     and not isinstance(f.type, ir.VarintT):
@@ -685,6 +687,7 @@ class ConstructEmitter:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
         lines += ["    " + x for x in bitfields.extract(self, rec.fields, "f_")]
+        lines += ["    " + x for x in bitfields.virtuals(rec, res, "f_")]
         vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
         lines.append(f"    return {camel(rec.name)}({vals})")
         return self.drop_unused(lines, rec)

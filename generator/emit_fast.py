@@ -415,7 +415,9 @@ class FastEmitter:
             body.extend(self.decode_field(rec, f, res, spans))
             body += bitfields.extract(self, [f], "f_")  # the model's bit ranges
         flush()
-        present = {f.name for f in lay.fields} | {p.name for f in lay.fields for p in f.bits}
+        body += bitfields.virtuals(rec, res, "f_")
+        present = {f.name for f in lay.fields} | {p.name for f in lay.fields for p in f.bits} \
+            | {v.name for v in rec.virtuals}
         vals = [f"f_{n}" if n in present else "None" for n in self.model_names(rec)]
         lines += ["    " + b for b in body]
         lines += ["    " + x for x in self.construct(rec, vals, "_obj")]
@@ -1443,6 +1445,8 @@ class FastEmitter:
             f = by_name.get(name)
             if f is not None and f.checksum is not None:
                 return f"f_{name}"  # computed by encode_checksum (never in the model)
+            if f is None and any(x.name == name for x in rec.virtuals):
+                return f"v.{name}"  # a value with no bytes: the model holds it
             if f is None and name in rec.bit_parts:
                 return f"_bp_{name}"  # a bit range, checked up front (bitfields.checks)
             if f is None:
@@ -1465,7 +1469,7 @@ class FastEmitter:
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
-        body: list[str] = bitfields.checks(self, lay.fields)  # the value's bit ranges
+        body: list[str] = bitfields.checks(self, lay.fields, res)  # the value's bit ranges
         body += efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
 

@@ -313,6 +313,7 @@ class BitPart:
     valid: tuple[int | None, int | None] | None = None
     const: int | None = None  # not in the model: always this value
     field: Field | None = None  # the model field standing for it (resolve makes it)
+    value: Expr | None = None  # not in the model: derived on encode from this expression
 
     @property
     def mask(self) -> int:
@@ -414,6 +415,9 @@ class Record:
     endian: Expr | None = None
     orders: tuple[str, ...] = ()
     endian_scope: str = "record"  # "fields": only the fields carrying the expression
+    # values with no bytes of their own: computed on decode from the fields (``value:``
+    # without a type), held by the model; fields' ``value:`` derive from them on encode
+    virtuals: list[Field] = field(default_factory=list)
 
     @property
     def class_name(self) -> str:
@@ -428,12 +432,15 @@ class Record:
             for part in f.bits:  # an integer of bit ranges: the ranges are the fields
                 if part.field is not None and part.name not in seen:
                     seen[part.name] = part.field
+        for v in self.virtuals:
+            seen.setdefault(v.name, v)
         return list(seen.values())
 
     @property
     def bit_parts(self) -> dict[str, tuple[Field, BitPart]]:
-        """Model bit ranges by name: (the integer field holding it, the range)."""
-        return {p.name: (f, p) for f in self.fields for p in f.bits if p.field is not None}
+        """Bit ranges that have a value (the model's, or derived by ``value:``) by name:
+        (the integer field holding it, the range)."""
+        return {p.name: (f, p) for f in self.fields for p in f.bits if p.const is None}
 
 
 @dataclass

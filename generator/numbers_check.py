@@ -126,7 +126,12 @@ def bit_fields(res: Any, src: Source, path: str, fb: dict, f: ir.Field) -> None:
             if not isinstance(part.const, int) or not 0 <= part.const < 1 << width:
                 res.err(src, join(ppath, "const"), f"const does not fit in {width} bit(s)")
                 continue
-        if part.const is None:
+        if "value" in spec:
+            if part.const is not None:
+                res.err(src, join(ppath, "value"), "a bit field takes const or value, not both")
+                continue
+            part.value = res.expr(src, join(ppath, "value"), spec["value"])
+        if part.const is None and part.value is None:
             ptype: ir.Type = ir.RefT("enum", part.enum) if part.enum else \
                 ir.IntT(8 if width <= 8 else 64, False)
             part.field = ir.Field(name=name, type=ptype, doc=spec.get("doc", ""),
@@ -147,7 +152,7 @@ def pack_expr(f: ir.Field) -> Expr:
     """The integer from its ranges (names of the model's bit fields; constants inline)."""
     terms = []
     for p in f.bits:
-        v = str(p.const) if p.field is None else p.name
+        v = str(p.const) if p.const is not None else p.name
         terms.append(f"({v} << {p.lo})" if p.lo else f"{v}")
     return parse(" | ".join(terms) if terms else "0")
 
@@ -176,3 +181,32 @@ def decode_rules(res: Any, f: ir.Field, bits: int) -> tuple[ir.Assert, ...]:
         out.append(ir.Assert(parse(f"{f.name} & {unnamed} == 0"), "undefined bits set",
                              path=f.name))
     return tuple(out)
+
+
+# -- values with no bytes (``value:`` without a type) ------------------------------------
+
+def virtual(res: Any, src: Source, path: str, fb: dict, rec: ir.Record) -> None:
+    """A model value computed on decode from the record's fields; the fields' own
+    ``value:`` expressions derive from it on encode."""
+    res.check_name(src, join(path, "name"), fb.get("name"), "field")
+    extra = sorted(set(fb) - {"name", "value", "doc", "spec"})
+    if extra:
+        res.err(src, path, f"a value with no type takes only name, value, doc, spec (not "
+                           f"{', '.join(extra)})")
+        return
+    e = res.expr(src, join(path, "value"), fb["value"])
+    if e is None:
+        return
+    rec.virtuals.append(ir.Field(name=fb["name"], type=ir.IntT(64, True), value=e,
+                                 doc=fb.get("doc", ""), spec=fb.get("spec", ""),
+                                 line=src.line(path), path=path))
+
+
+def check_virtuals(res: Any, src: Source, rec: ir.Record, known: set[str],
+                   by_name: dict) -> None:
+    for v in rec.virtuals:
+        if v.name in by_name or v.name in rec.bit_parts or v.name in rec.params \
+                or sum(x.name == v.name for x in rec.virtuals) > 1:
+            res.err(src, v.path, f"value {v.name!r} clashes with a field, bit field or param")
+        for n in sorted(v.value.names - known):
+            res.err(src, v.path, f"value refers to unknown name {n!r}")

@@ -590,6 +590,10 @@ class Resolver:
         self._cur_fields, self._cur_params = rec.fields, params
         for i, fbody in enumerate(body["fields"]):
             fpath = join(join(path, "fields"), i)
+            if isinstance(fbody, dict) and "value" in fbody and "type" not in fbody \
+                    and "switch" not in fbody:
+                numbers_check.virtual(self, src, fpath, fbody, rec)
+                continue
             f = self.field(src, fpath, fbody)
             if f is not None:
                 rec.fields.append(f)
@@ -924,7 +928,9 @@ class Resolver:
                         and other.since is None and other.until is None:
                     self.err(src, f.path, f"field {f.name!r} appears twice")
             by_name.setdefault(f.name, f)
-        known = set(names) | set(rec.params) | {"_remaining", "_offset"} | set(rec.bit_parts)
+        known = set(names) | set(rec.params) | {"_remaining", "_offset"} | set(rec.bit_parts) \
+            | {v.name for v in rec.virtuals}
+        numbers_check.check_virtuals(self, src, rec, known, by_name)
         for f in rec.fields:
             for p in f.bits:
                 if p.name in by_name or p.name in rec.params:
