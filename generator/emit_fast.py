@@ -1839,6 +1839,10 @@ class FastEmitter:
                     val = f"len(v.{f.derived_from[1]})"
                 elif f.value is not None:
                     val = f.value.render(res)
+            if f.valid is not None and f.in_model and f.repeat is None \
+                    and f.convert is None and val == f"v.{f.name}":
+                # the decoder's range: a value outside it would not read back
+                return efe.valid_check(f, val) + [f"out += {self.varint_encode(t, val)}"]
             return [f"out += {self.varint_encode(t, val)}"]
         if isinstance(t, ir.PaddingT):
             return [f"out += bytes((-(len(out) - start)) % {t.align})"]

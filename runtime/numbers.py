@@ -66,14 +66,18 @@ def decode_vlq(buf: Buffer, offset: int = 0, *, path: str = "", max_bytes: int =
         value = (value << 7) | (byte & 0x7F)
         pos += 1
         if not byte & 0x80:
+            if value > U64_MAX:
+                raise ConstraintError(f"{what} value does not fit in 64 bits", offset=offset,
+                                      path=path, expected=f"<= {U64_MAX}", found=value)
             return value, pos
 
 
 def vlq_limit(max_bytes: int, add_one: bool) -> int:
-    """The largest value ``max_bytes`` groups hold."""
+    """The largest value ``max_bytes`` groups hold (values are at most 64-bit)."""
     if not add_one:
-        return (1 << (7 * max_bytes)) - 1
-    return sum(1 << (7 * k) for k in range(1, max_bytes)) + (1 << (7 * max_bytes)) - 1
+        return min((1 << (7 * max_bytes)) - 1, U64_MAX)
+    return min(sum(1 << (7 * k) for k in range(1, max_bytes)) + (1 << (7 * max_bytes)) - 1,
+               U64_MAX)
 
 
 def encode_vlq(value: int, *, max_bytes: int = 4, add_one: bool = False) -> bytes:
@@ -155,14 +159,18 @@ _BLANK = frozenset(b" \x00")
 
 def decode_ascii(buf: Buffer, offset: int = 0, *, path: str = "", radix: int = 10,
                  width: int = 1, end: bytes = b"", align: str = "right",
-                 upper: bool = False) -> tuple[int, int]:
+                 upper: bool = False, blank: int | str | None = None
+                 ) -> tuple[int | None, int]:
     """Digits within ``width`` bytes; lenient as readers of these formats are: leading
     spaces (and zeros), then at least one digit, then only NULs, spaces or bytes of the
-    declared ``end``."""
+    declared ``end``. A field of only NULs and spaces is ``blank`` when declared (an int,
+    or ``"absent"``: ``None``), else refused."""
     if offset + width > len(buf):
         raise TruncatedError(f"{_RADIX_NAMES[radix]} number truncated", offset=offset,
                              path=path, expected=width, found=len(buf) - offset)
     raw = bytes(buf[offset:offset + width])
+    if blank is not None and all(b in _BLANK for b in raw):
+        return (None if blank == "absent" else blank), offset + width
     i = 0
     while i < width and raw[i] == 0x20:
         i += 1
@@ -190,8 +198,11 @@ def _digit(b: int, radix: int) -> int | None:
     return d if d < radix else None
 
 
-def encode_ascii(value: int, *, radix: int = 10, width: int = 1, end: bytes = b"",
-                 align: str = "right", upper: bool = False) -> bytes:
+def encode_ascii(value: int | None, *, radix: int = 10, width: int = 1, end: bytes = b"",
+                 align: str = "right", upper: bool = False,
+                 blank: int | str | None = None) -> bytes:
+    if value is None and blank == "absent":
+        return bytes(width)  # an empty field: NULs (as tarfile writes one)
     value = _int_arg(value, _RADIX_NAMES[radix])
     room = width - len(end)
     text = format(value, {8: "o", 10: "d", 16: "X" if upper else "x"}[radix]) \
@@ -207,8 +218,13 @@ def _ascii_width(*, width: int = 1, **_: Any) -> int:
     return width
 
 
+def _ascii_bounds(*, radix: int = 10, width: int = 1, end: bytes = b"", **_: Any
+                  ) -> tuple[int, int]:
+    return 0, radix ** (width - len(end)) - 1
+
+
 def _check_ascii(*, radix: int = 10, width: int = 1, end: bytes = b"", align: str = "right",
-                 upper: bool = False) -> None:
+                 upper: bool = False, blank: int | str | None = None) -> None:
     """Refuse params the kind cannot honour (the generator reports them as schema
     problems)."""
     if radix not in _RADIX_NAMES:
@@ -221,11 +237,19 @@ def _check_ascii(*, radix: int = 10, width: int = 1, end: bytes = b"", align: st
         raise ValueError(f"align must be right or left, not {align!r}")
     if not isinstance(upper, bool):
         raise ValueError("upper must be true or false")
+    if blank is not None and blank != "absent" and (
+            not isinstance(blank, int) or isinstance(blank, bool) or blank < 0):
+        raise ValueError("blank must be a non-negative int or 'absent'")
 
 
 def _check_groups(*, max_bytes: int = 4) -> None:
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or not 1 <= max_bytes <= 16:
         raise ValueError(f"max_bytes must be 1..16, not {max_bytes!r}")
+
+
+def _check_vint(*, max_bytes: int = 8) -> None:
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or not 1 <= max_bytes <= 8:
+        raise ValueError(f"max_bytes must be 1..8, not {max_bytes!r}")
 
 
 def register(reg: Any) -> None:
@@ -238,6 +262,7 @@ def register(reg: Any) -> None:
                          max_bytes=10, signed=True, doc="ZigZag-mapped ULEB128 (sint64)")
     reg.add_integer_kind("vlq", decode=decode_vlq, encode=encode_vlq, max_bytes=4,
                          params=("max_bytes",), check=_check_groups,
+                         bounds=lambda max_bytes=4: (0, vlq_limit(max_bytes, False)),
                          doc="big-endian 7-bit groups (MIDI variable-length quantity)")
     reg.add_integer_kind(
         "vlq_offset",
@@ -246,15 +271,19 @@ def register(reg: Any) -> None:
         encode=lambda value, *, max_bytes=10: encode_vlq(value, max_bytes=max_bytes,
                                                            add_one=True),
         max_bytes=10, params=("max_bytes",), check=_check_groups,
+        bounds=lambda max_bytes=10: (0, vlq_limit(max_bytes, True)),
         doc="big-endian 7-bit groups, each continuation adds one (git OFS_DELTA)")
     reg.add_integer_kind("quic_varint", decode=decode_quic, encode=encode_quic, max_bytes=8,
+                         bounds=(0, (1 << 62) - 1),
                          doc="two-bit length prefix: 1, 2, 4 or 8 bytes (RFC 9000 §16)")
     reg.add_integer_kind("vint", decode=decode_vint, encode=encode_vint, max_bytes=8,
+                         bounds=lambda max_bytes=8: (0, (1 << (7 * max_bytes)) - 2),
+                         params=("max_bytes",), check=_check_vint,
                          doc="leading zero bits of the first byte count the bytes that follow")
     reg.add_integer_kind("ascii", decode=decode_ascii, encode=encode_ascii,
                          max_bytes=_ascii_width,
-                         params=("radix", "width", "end", "align", "upper"),
-                         required=("radix", "width"), check=_check_ascii,
+                         params=("radix", "width", "end", "align", "upper", "blank"),
+                         required=("radix", "width"), check=_check_ascii, bounds=_ascii_bounds,
                          doc="ASCII digits in a fixed width (octal, decimal or hex)")
 
 
@@ -270,7 +299,7 @@ class IntegerKind(cs.Construct):
 
     def _parse(self, stream, context, path):
         at = cs.stream_tell(stream, path)
-        data = stream.read(self.codec.max_bytes)
+        data = stream.read(self.codec.max_bytes + 1)  # one more: "too long" as the fast path
         value, n = _decode_at(self.codec, data, at, _cpath(path))
         stream.seek(at + n)
         return value
@@ -313,7 +342,7 @@ def _decode_at(codec: Any, data: bytes, at: int, path: str) -> tuple[int, int]:
 def parse_stream(io: Any, codec: Any) -> int:
     """The compiled parser's read of one integer of ``codec``'s kind."""
     at = io.tell()
-    value, n = _decode_at(codec, io.read(codec.max_bytes), at, "")
+    value, n = _decode_at(codec, io.read(codec.max_bytes + 1), at, "")
     io.seek(at + n)
     return value
 

@@ -159,7 +159,9 @@ class IntegerKindSpec:
     canonical form or raises :class:`~bytewright.runtime.errors.EncodeError`. ``max_bytes``
     (an int, or a function of the params) bounds how far a read looks ahead; ``params``
     names the keyword parameters a schema may give (``required`` must be given);
-    ``check(**params)`` raises ``ValueError`` for params the kind cannot honour.
+    ``check(**params)`` raises ``ValueError`` for params the kind cannot honour;
+    ``bounds`` (a pair, or a function of the params) is the inclusive range of values it
+    can write (default: unsigned or signed 64-bit).
     """
 
     name: str
@@ -171,6 +173,7 @@ class IntegerKindSpec:
     required: tuple[str, ...] = ()
     check: Callable[..., None] | None = None
     doc: str = ""
+    bounds: tuple[int, int] | Callable[..., tuple[int, int]] | None = None
 
 
 class IntegerCodec:
@@ -186,6 +189,10 @@ class IntegerCodec:
         self.max_bytes = int(mb(**params) if callable(mb) else params.get("max_bytes", mb))
         self._decode = spec.decode
         self._encode = spec.encode
+        b = spec.bounds
+        if b is None:
+            b = (-(1 << 63), (1 << 63) - 1) if spec.signed else (0, (1 << 64) - 1)
+        self.bounds: tuple[int, int] = tuple(b(**params) if callable(b) else b)
 
     def decode(self, mv: Buffer, pos: int, end: int, path: str) -> tuple[int, int]:
         if end != len(mv):
@@ -265,8 +272,9 @@ class Registry:
                          encode: Callable[..., bytes], max_bytes: int | Callable[..., int],
                          signed: bool = False, params: tuple[str, ...] | list[str] = (),
                          required: tuple[str, ...] | list[str] = (),
-                         check: Callable[..., None] | None = None,
-                         doc: str = "") -> IntegerKindSpec:
+                         check: Callable[..., None] | None = None, doc: str = "",
+                         bounds: tuple[int, int] | Callable[..., tuple[int, int]] | None = None,
+                         ) -> IntegerKindSpec:
         """Register an integer kind (see :class:`IntegerKindSpec`); a schema then names it
         wherever an integer encoding is accepted."""
         if not callable(max_bytes) and (not isinstance(max_bytes, int) or max_bytes < 1):
@@ -274,7 +282,7 @@ class Registry:
         if not set(required) <= set(params):
             raise ValueError(f"integer kind {name!r}: required params must be params")
         spec = IntegerKindSpec(name, decode, encode, max_bytes, signed, tuple(params),
-                               tuple(required), check, doc)
+                               tuple(required), check, doc, bounds)
         self.integer_kinds[name] = spec
         self._int_codecs = {k: v for k, v in self._int_codecs.items() if k[0] != name}
         return spec
