@@ -649,6 +649,9 @@ class ConstructEmitter:
             # every field is a member of the Struct, so parsed Containers hold each one
             # (None where a condition left it out): an item read, not Container.get
             lines.append(f"    f_{f.name} = c[{f.name!r}]")
+            if f.bits:  # its bit ranges, at once (later fields' expressions read them)
+                lines += ["    " + x for x in bitfields.extract(self, [f], "f_")]
+                continue
             if f.view == "numpy":
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = _rows_to_array(f_{f.name}, "
@@ -686,7 +689,6 @@ class ConstructEmitter:
             elif conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
-        lines += ["    " + x for x in bitfields.extract(self, rec.fields, "f_")]
         lines += ["    " + x for x in bitfields.virtuals(rec, res, "f_")]
         vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
         lines.append(f"    return {camel(rec.name)}({vals})")
