@@ -91,6 +91,11 @@ def check(res: Any, src: Any, path: str, fb: dict, f: ir.Field) -> None:
     """``absent:`` needs a length or count prefix the sentinel fits, and no ``if:``."""
     from .yamlsource import join  # noqa: PLC0415
 
+    rp = fb.get("repeat")
+    if isinstance(rp, dict) and "absent" in rp and "prefix" not in rp:
+        res.err(src, join(path, "repeat.absent"),
+                "absent: needs a length: (bytes/str) or repeat: {prefix: ...}")
+        return
     s = sentinel(f)
     if s is None:
         return

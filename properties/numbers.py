@@ -82,3 +82,22 @@ def draw_bits(builder: Any, draw: Callable, rec: ir.Record, f: ir.Field, env: di
 def draw_absent(draw: Callable, f: ir.Field) -> bool:
     """Whether an absent-able field is drawn as ``None``."""
     return absent.sentinel(f) is not None and draw(st.booleans())
+
+
+def sentinel_length(f: ir.Field, val: Any) -> bool:
+    """Whether ``val``'s length is the field's absent sentinel (it would read back as
+    ``None``, and the encoders refuse it)."""
+    s = absent.sentinel(f)
+    if s is None or s < 0 or val is None:
+        return False
+    n = len(val.encode(f.type.text)) if isinstance(val, str) else len(val)
+    return n == s
+
+
+def longer(val: Any) -> Any:
+    """``val`` with one more byte, character or item."""
+    if isinstance(val, str):
+        return val + "a"
+    if isinstance(val, (bytes, bytearray)):
+        return bytes(val) + b"\x00"
+    return list(val) + list(val[-1:] or [0])

@@ -391,6 +391,8 @@ class Builder:
             if f.name == rec.version_from and version is not None:
                 env[f.name] = val
             model[f.name] = val
+            if numbers.sentinel_length(f, val):  # would read back as None: one item more
+                env[f.name] = model[f.name] = numbers.longer(val)
             if f.name in sized:
                 s = sized[f.name]
                 n = self._measured(f, val)
