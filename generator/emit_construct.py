@@ -285,13 +285,16 @@ class ConstructEmitter:
             # read as it is; checked (and on build patched over its placeholder, the
             # filler) by a LateChecksum member after the last field it covers
             out.append(f"'_o_{name}' / Tell,")
-            sc = self.fast.scalar_code(f.type)
-            fill = cover.filler_bytes(f.checksum, sc[1])
+            fill = cover.filler_bytes(f.checksum, self.fast.ck_width(f.type))
             it = self.fast.base_int(f.type)
             if it is not None:
                 fill = int.from_bytes(fill, "little" if it.endian == "le" else "big",
                                       signed=it.signed)
-            base = f"Rebuild({base}, {fill!r})"
+            if isinstance(f.type, ir.VarintT):  # a fixed-width kind: the filler's bytes
+                base = (f"Rebuild(IfThenElse({self.code(_PARSING)}, {base}, "
+                        f"Bytes({len(fill)})), {fill!r})")
+            else:
+                base = f"Rebuild({base}, {fill!r})"
         elif f.checksum is not None:
             if any(f is c for cks in self.deferred_checksums(lay_fields).values() for c in cks):
                 out.append(f"'_o_{name}' / Tell,")
@@ -390,7 +393,7 @@ class ConstructEmitter:
             if not (check or patch):
                 continue
             ck = ckf.checksum
-            fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
+            fill = cover.filler_bytes(ck, self.fast.ck_width(ckf.type))
             if ck.files:
                 r = self.res(rec)
                 parts = [f"_cover.stream_range(this, {a.render(r)}, {b.render(r)}, "

@@ -89,6 +89,22 @@ class FastEmitter:
         self.consts.append(f"{name} = {source}")
         return name
 
+    def ck_width(self, t: ir.Type) -> int:
+        """The width of a checksum's field: a fixed-size scalar or a fixed-width kind."""
+        if isinstance(t, ir.VarintT):
+            return t.fixed
+        return self.scalar_code(t)[1]
+
+    def ck_packers(self, t: ir.Type):
+        """(pack(value), pack_into(at, value)) sources writing a checksum's field."""
+        if isinstance(t, ir.VarintT):  # a fixed-width kind (ASCII digits)
+            b, w = intkind_binding(t), t.fixed
+            return (lambda v: f"{b}.encode({v})",
+                    lambda at, v: f"out[{at}:{at} + {w}] = {b}.encode({v})")
+        sc = self.scalar_code(t)
+        st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
+        return (lambda v: f"{st}.pack({v})", lambda at, v: f"{st}.pack_into(out, {at}, {v})")
+
     def base_int(self, t: ir.Type) -> ir.IntT | None:
         if isinstance(t, ir.IntT):
             return t
@@ -826,7 +842,7 @@ class FastEmitter:
         if name in spans.e:
             out.append(f"_e_{name} = pos")
         if f.checksum is not None and not self.is_late(f):
-            check = self.checksum_check(f, f"pos - {self.scalar_code(f.type)[1]}")  # its start
+            check = self.checksum_check(f, f"pos - {self.ck_width(f.type)}")  # its start
             out += [f"if f_{name} is not None:"] + ["    " + x for x in check] if f.cond \
                 else check
         out += self.late_checks(f)
@@ -1378,7 +1394,7 @@ class FastEmitter:
             return checksum_call(f.checksum, data, res)
         if f.checksum.files:  # absolute ranges of the buffer decoded / the bytes encoded
             fill = self.const("FB", repr(cover.filler_bytes(
-                f.checksum, self.scalar_code(f.type)[1])))
+                f.checksum, self.ck_width(f.type))))
             parts = [f"_cover.file_range(mv, {a.render(res)}, {b.render(res)}, _s_{f.name}, "
                      f"{f.name!r}, {fill})" if buf == "mv" else
                      f"_cover.file_range_out(out, {a.render(res)}, {b.render(res)}, "
@@ -1403,7 +1419,7 @@ class FastEmitter:
                 close()
                 if buf == "mv":
                     fill = self.const("FB", repr(cover.filler_bytes(
-                        f.checksum, self.scalar_code(f.type)[1])))
+                        f.checksum, self.ck_width(f.type))))
                     pieces.append(f"({fill} if f_{n} is not None else b'')" if f.cond
                                   else fill)
                 else:
@@ -1670,6 +1686,12 @@ class FastEmitter:
         name = f.name
         want_span = name in spans
         out: list[str] = []
+        if isinstance(f.type, ir.VarintT) and f.type.fixed is not None \
+                and f.derived_from and f.derived_from[0] == "size":
+            # a fixed-width kind: a placeholder, patched in place once the size is known
+            return ([f"_s_{name} = len(out)"] if name in spans.s else []) + \
+                [f"_at_{name} = len(out)", f"out += bytes({f.type.fixed})"] + \
+                ([f"_e_{name} = len(out)"] if name in spans.e else [])
         if isinstance(f.type, ir.VarintT) and f.derived_from and f.derived_from[0] == "size":
             # written once its field's size is known (``insert_varint_size``)
             return ([f"_s_{name} = len(out)"] if name in spans.s else []) + \
@@ -1694,7 +1716,12 @@ class FastEmitter:
             inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
         else:  # a size the encoder cannot derive: what it wrote must agree with it
             inner = efe.size_checked(rec, f, inner, res)
-        if size_target is not None and isinstance(size_target.type, ir.VarintT):
+        if size_target is not None and isinstance(size_target.type, ir.VarintT) \
+                and size_target.type.fixed is not None:
+            k = f" + {size_target.derived_offset}" if size_target.derived_offset else ""
+            inner.append(self.ck_packers(size_target.type)[1](
+                f"_at_{size_target.name}", f"_size_{name}{k}"))
+        elif size_target is not None and isinstance(size_target.type, ir.VarintT):
             inner += self.insert_varint_size(size_target, f, spans)
         elif size_target is not None:
             st = self.patch_struct(size_target)
@@ -1959,23 +1986,23 @@ class FastEmitter:
                         patch: bool = False) -> list[str]:
         index = next(i for i, x in enumerate(self.lay.fields) if x is f)
         expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start", self.enc_res)
-        sc = self.scalar_code(f.type)
-        st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
+        pack, pack_into = self.ck_packers(f.type)
+        width = self.ck_width(f.type)
         late = cover.anchor(self.lay.fields, index, encode=True) is not None
         if late and patch:  # every byte it covers is written: computed, written over
-            inner = [f"f_{f.name} = {expr}", f"{st}.pack_into(out, _atck_{f.name}, f_{f.name})"]
+            inner = [f"f_{f.name} = {expr}", pack_into(f"_atck_{f.name}", f"f_{f.name}")]
         elif late:  # its place: the filler as a placeholder
-            fill = self.const("FB", repr(cover.filler_bytes(f.checksum, sc[1])))
+            fill = self.const("FB", repr(cover.filler_bytes(f.checksum, width)))
             inner = ([f"_s_{f.name} = len(out)"] if f.name in spans.s else []) + [
                 f"_atck_{f.name} = len(out)", f"out += {fill}"] + (
                 [f"_e_{f.name} = len(out)"] if f.name in spans.e else [])
         elif patch:  # deferred: the covered size field has just been patched
-            inner = [f"{st}.pack_into(out, _atck_{f.name}, {expr})"]
+            inner = [pack_into(f"_atck_{f.name}", expr)]
         elif any(f is c for cks in self.deferred.values() for c in cks):
-            inner = [f"_atck_{f.name} = len(out)", f"out += {st}.pack(0)"]
+            inner = [f"_atck_{f.name} = len(out)", f"out += bytes({width})"]
         else:
             # kept in a local: a later seed/chain expression may read it
-            inner = [f"f_{f.name} = {expr}", f"out += {st}.pack(f_{f.name})"]
+            inner = [f"f_{f.name} = {expr}", f"out += {pack(f'f_{f.name}')}"]
         if f.cond is not None:
             return [f"if {f.cond.render(self.enc_res)}:"] + ["    " + x for x in inner]
         return inner

@@ -92,6 +92,7 @@ class VarintT:
     params: tuple[tuple[str, object], ...] = ()
     alias: str | None = None
     is_signed: bool | None = None  # from the registry (None: the LEB128 rule)
+    fixed: int | None = None  # a fixed-width kind's exact size (ASCII digits)
 
     @property
     def name(self) -> str:

@@ -59,7 +59,7 @@ def integer_type(res: Any, src: Source, path: str, name: str, body: dict) -> ir.
             return None
     codec = registry.REGISTRY.integer_codec(kind, params)
     return ir.VarintT(kind=kind, params=tuple(sorted(params.items())), alias=name,
-                      is_signed=spec.signed, max_bytes=codec.max_bytes)
+                      is_signed=spec.signed, max_bytes=codec.max_bytes, fixed=codec.fixed)
 
 
 # -- bit fields -------------------------------------------------------------------------

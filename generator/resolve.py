@@ -73,8 +73,9 @@ def varint_type(text: str) -> ir.VarintT | None:
     spec = registry.REGISTRY.integer_kinds.get(text)
     if spec is None or spec.required:
         return None
-    return ir.VarintT(kind=text, is_signed=spec.signed,
-                      max_bytes=registry.REGISTRY.integer_codec(text).max_bytes)
+    codec = registry.REGISTRY.integer_codec(text)
+    return ir.VarintT(kind=text, is_signed=spec.signed, max_bytes=codec.max_bytes,
+                      fixed=codec.fixed)
 
 
 def int_type(text: str, default_endian: str = "le") -> ir.IntT | None:
@@ -494,8 +495,11 @@ class Resolver:
                 self.err(src, f.path, f"{ck.algorithm} stores {want // 8} bytes: the field "
                                       f"must be bytes of size {want // 8}")
             return
+        if isinstance(t, ir.VarintT) and t.fixed is not None:
+            return  # a fixed-width kind: a value it cannot write is an EncodeError
         if not isinstance(t, ir.IntT):
-            self.err(src, f.path, f"a {ck.algorithm} checksum needs an integer field")
+            self.err(src, f.path, f"a {ck.algorithm} checksum needs an integer field "
+                                  "(fixed-width binary or a fixed-width integer kind)")
         elif t.bits < want:
             hint = "" if ck.store_bits else (f"; declare store: {{bits: {t.bits}}} to keep "
                                              "its low bits")

@@ -284,6 +284,7 @@ def register(reg: Any) -> None:
                          max_bytes=_ascii_width,
                          params=("radix", "width", "end", "align", "upper", "blank"),
                          required=("radix", "width"), check=_check_ascii, bounds=_ascii_bounds,
+                         fixed_width=True,
                          doc="ASCII digits in a fixed width (octal, decimal or hex)")
 
 

@@ -161,7 +161,8 @@ class IntegerKindSpec:
     names the keyword parameters a schema may give (``required`` must be given);
     ``check(**params)`` raises ``ValueError`` for params the kind cannot honour;
     ``bounds`` (a pair, or a function of the params) is the inclusive range of values it
-    can write (default: unsigned or signed 64-bit).
+    can write (default: unsigned or signed 64-bit); ``fixed_width`` kinds always take
+    exactly ``max_bytes`` bytes (they may then hold a checksum or a size patched later).
     """
 
     name: str
@@ -174,6 +175,7 @@ class IntegerKindSpec:
     check: Callable[..., None] | None = None
     doc: str = ""
     bounds: tuple[int, int] | Callable[..., tuple[int, int]] | None = None
+    fixed_width: bool = False  # always exactly ``max_bytes`` bytes (ASCII digits)
 
 
 class IntegerCodec:
@@ -193,6 +195,8 @@ class IntegerCodec:
         if b is None:
             b = (-(1 << 63), (1 << 63) - 1) if spec.signed else (0, (1 << 64) - 1)
         self.bounds: tuple[int, int] = tuple(b(**params) if callable(b) else b)
+        # the exact width of a fixed-width kind (patched in place like a binary integer)
+        self.fixed: int | None = self.max_bytes if spec.fixed_width else None
 
     def decode(self, mv: Buffer, pos: int, end: int, path: str) -> tuple[int, int]:
         if end != len(mv):
@@ -274,7 +278,7 @@ class Registry:
                          required: tuple[str, ...] | list[str] = (),
                          check: Callable[..., None] | None = None, doc: str = "",
                          bounds: tuple[int, int] | Callable[..., tuple[int, int]] | None = None,
-                         ) -> IntegerKindSpec:
+                         fixed_width: bool = False) -> IntegerKindSpec:
         """Register an integer kind (see :class:`IntegerKindSpec`); a schema then names it
         wherever an integer encoding is accepted."""
         if not callable(max_bytes) and (not isinstance(max_bytes, int) or max_bytes < 1):
@@ -282,7 +286,7 @@ class Registry:
         if not set(required) <= set(params):
             raise ValueError(f"integer kind {name!r}: required params must be params")
         spec = IntegerKindSpec(name, decode, encode, max_bytes, signed, tuple(params),
-                               tuple(required), check, doc, bounds)
+                               tuple(required), check, doc, bounds, fixed_width)
         self.integer_kinds[name] = spec
         self._int_codecs = {k: v for k, v in self._int_codecs.items() if k[0] != name}
         return spec

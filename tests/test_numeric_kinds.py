@@ -18,6 +18,7 @@ from bytewright.generator import pipeline
 from bytewright.properties import Builder, run_record
 from bytewright.runtime import numbers, registry
 from bytewright.runtime.errors import (
+    ChecksumError,
     ConstraintError,
     DecodeError,
     EncodeError,
@@ -205,9 +206,16 @@ def test_kinds_through_the_property_harness(kinds, tmp_path):
 
 # -- ASCII numbers: tar, ar, cpio ---------------------------------------------------------
 
+TAR_SUM = '''
+def register(reg):
+    # the tar header checksum: the byte sum of the header, its own field read as spaces
+    reg.add_checksum("tar_header_sum", bits=32, safe=True, func=lambda data: sum(data))
+'''
+
 USTAR = """
 bytewright: 1
 family: ustar
+plugins: ["tar_sum_plugin:register"]
 types:
   oct8: {integer: ascii, radix: 8, width: 8, end: "hex:00"}
   oct12: {integer: ascii, radix: 8, width: 12, end: "hex:00"}
@@ -222,7 +230,8 @@ records:
       - {name: gid, type: oct8}
       - {name: size, type: oct12}
       - {name: mtime, type: oct12}
-      - {name: chksum, type: chk}
+      - {name: chksum, type: chk,
+         checksum: {algorithm: tar_header_sum, covers: all, filler: "        "}}
       - {name: typeflag, type: bytes, size: 1}
       - {name: linkname, type: bytes, size: 100}
       - {name: magic, type: bytes, size: 6, const: "7573746172 00"}
@@ -238,6 +247,13 @@ records:
 
 @pytest.fixture(scope="module")
 def ustar(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ustar")
+    (root / "tar_sum_plugin.py").write_text(TAR_SUM)
+    sys.path.insert(0, str(root))
+    try:
+        yield build_module(USTAR, root, "ustar")
+    finally:
+        sys.path.remove(str(root))
 
 
     return build_module(USTAR, tmp_path_factory.mktemp("ustar"), "ustar")
@@ -256,7 +272,8 @@ def test_tarfile_header_decodes_and_reencodes_byte_identical(ustar):
     assert (h.mode, h.uid, h.gid, h.size, h.mtime) == (0o644, 1000, 100, 1234, 1_700_000_000)
     # tarfile leaves the device numbers of a regular file empty (NULs): absent
     assert (h.devmajor, h.devminor) == (None, None) and raw[329:345] == bytes(16)
-    assert h.chksum == _tar_checksum(raw)
+    # the checksum is verified (it is not in the model): tarfile's value, recomputed
+    assert raw[148:156] == b"%06o\x00 " % _tar_checksum(raw)
     # canonical encode: byte-identical to what tarfile wrote ("%07o\0", "%011o\0", "%06o\0 ")
     assert encode_all(ustar, "header", h) == raw
     assert raw[100:108] == b"0000644\x00" and raw[124:136] == b"00000002322\x00"
@@ -271,7 +288,7 @@ def test_gnu_tar_header_reencodes_byte_identical(ustar, tmp_path):
                          capture_output=True, check=True).stdout
     raw = out[:512]
     h = decode_all(ustar, "header", raw)
-    assert h.size == 70000 and h.mtime == 1_700_000_000 and h.chksum == _tar_checksum(raw)
+    assert h.size == 70000 and h.mtime == 1_700_000_000
     assert h.mode == 0o644 or h.mode & 0o777 == src.stat().st_mode & 0o777
     assert encode_all(ustar, "header", h) == raw
 
@@ -282,15 +299,27 @@ def test_ascii_lenient_decode_canonical_encode(ustar):
     raw = bytearray(info.tobuf(format=tarfile.USTAR_FORMAT)[:512])
     raw[100:108] = b"   644 \x00"  # leading spaces, a trailing space (old tar writers)
     raw[124:136] = b"12\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"  # trailing NULs
+    raw[148:156] = b"%06o\x00 " % _tar_checksum(bytes(raw))
     h = decode_all(ustar, "header", bytes(raw))
     assert h.mode == 0o644 and h.size == 0o12
     again = encode_all(ustar, "header", h)
     assert again[100:108] == b"0000644\x00" and again[124:136] == b"00000000012\x00"
 
 
+def test_tar_checksum_mismatch_and_self_covering_encode(ustar):
+    raw = bytearray(tarfile.TarInfo("a").tobuf(format=tarfile.USTAR_FORMAT)[:512])
+    raw[0] = ord("b")  # the name changed, the stored checksum not
+    assert errors_all(ustar, "header", bytes(raw)) == (ChecksumError, "header.chksum", 148)
+    assert errors_all(ustar, "header", b"xy" + bytes(raw), 2) == \
+        (ChecksumError, "header.chksum", 150)
+    h = decode_all(ustar, "header", tarfile.TarInfo("b").tobuf(format=tarfile.USTAR_FORMAT)[:512])
+    assert encode_all(ustar, "header", h) == raw[:148] + b"%06o\x00 " % _tar_checksum(raw) \
+        + raw[156:]
+
+
 def test_ascii_errors(ustar):
     raw = bytearray(tarfile.TarInfo("a").tobuf(format=tarfile.USTAR_FORMAT)[:512])
-    raw[127] = ord("9")  # not an octal digit: the byte's own offset
+    raw[127] = ord("9")  # not an octal digit: the byte's own offset (read before the sum)
     assert errors_all(ustar, "header", bytes(raw)) == (ConstraintError, "header.size", 127)
     assert errors_all(ustar, "header", b"pre" + bytes(raw), 3) == \
         (ConstraintError, "header.size", 130)
@@ -377,6 +406,33 @@ def test_cpio_newc_hex(arcpio):
     assert encode_errors_all(arcpio, "newc", n) == "newc.ino"
     assert errors_all(arcpio, "newc", raw[:10] + b"G" + raw[11:]) == \
         (ConstraintError, "newc.ino", 10)
+
+
+SIZED = """
+bytewright: 1
+family: sized
+types:
+  octal12: {integer: ascii, radix: 8, width: 12, end: "hex:00"}
+records:
+  hdr:
+    fields:
+      - {name: size, type: octal12}
+      - {name: crc, type: u32, checksum: {algorithm: crc32, covers: all, filler: 0}}
+      - {name: data, type: bytes, size: size}
+"""
+
+
+def test_fixed_width_size_before_a_self_covering_checksum(tmp_path):
+    import zlib
+
+    m = build_module(SIZED, tmp_path, "sized")
+    data = encode_all(m, "hdr", m.Hdr(b"abc"))
+    assert data[:12] == b"00000000003\x00" and data[16:] == b"abc"
+    crc = zlib.crc32(data[:12] + bytes(4) + data[16:])
+    assert data[12:16] == crc.to_bytes(4, "little")
+    assert decode_all(m, "hdr", data) == m.Hdr(b"abc")
+    bad = data[:-1] + b"d"
+    assert errors_all(m, "hdr", bad) == (ChecksumError, "hdr.crc", 12)
 
 
 def test_ascii_length_prefix(arcpio):
