@@ -904,13 +904,21 @@ class FastEmitter:
             comp = [f"_plain, _clen = _decompress_prefix({alg}, mv[pos:end], {cap}, "
                     f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
         else:
-            st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
-            comp = [f"if pos + {lt.size} > end:",
-                    f"    raise TruncatedError('compressed length truncated', offset=pos, "
-                    f"path={f.name + '.compressed_len'!r}, expected={lt.size}, found=end - pos)",
-                    f"_clen = {st}.unpack_from(mv, pos)[0]",
-                    f"pos += {lt.size}",
-                    "if pos + _clen > end:",
+            if isinstance(lt, ir.VarintT):  # any integer kind
+                comp = self.varint_decode(lt, "_clen", f.name + ".compressed_len")
+            else:
+                st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
+                comp = [f"if pos + {lt.size} > end:",
+                        f"    raise TruncatedError('compressed length truncated', offset=pos, "
+                        f"path={f.name + '.compressed_len'!r}, expected={lt.size}, "
+                        "found=end - pos)",
+                        f"_clen = {st}.unpack_from(mv, pos)[0]",
+                        f"pos += {lt.size}"]
+            comp += ["if _clen < 0:",
+                     f"    raise ConstraintError('negative compressed length', offset=pos, "
+                     f"path={f.name!r}, expected='>= 0', found=_clen)"] \
+                if lt.signed else []
+            comp += ["if pos + _clen > end:",
                     f"    raise TruncatedError('compressed frame truncated', offset=pos, "
                     f"path={f.name!r}, expected=_clen, found=end - pos)",
                     f"_plain = _decompress({alg}, mv[pos:pos + _clen], {cap}, "
@@ -1785,7 +1793,9 @@ class FastEmitter:
         comp += inner
         comp += ["_plain = bytes(out)", "out = _outer",
                  f"_frame = _compress({c.algorithm.render(res)}, _plain, path={f.name!r}{codecs})"]
-        if lt is not None:
+        if isinstance(lt, ir.VarintT):
+            comp.append(f"out += {self.varint_encode(lt, 'len(_frame)')}")
+        elif lt is not None:
             st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
             comp.append(f"out += {st}.pack(len(_frame))")
         comp.append("out += _frame")

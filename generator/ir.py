@@ -238,7 +238,7 @@ class Compressed:
     ``codecs`` maps the algorithm value (enum member name or string) to registry names."""
 
     algorithm: Expr
-    length: IntT | None
+    length: IntT | VarintT | None
     when: Expr | None = None
     limit: Expr | None = None
     codecs: tuple[tuple[str, str], ...] | None = None

@@ -898,7 +898,7 @@ class Resolver:
             raw = repr(raw)  # a bare registered codec name is that codec, not a field
         alg = self.expr(src, join(path, "algorithm"), raw)
         length = c.get("length", "none")
-        lt = None if length == "none" else int_type(length, self.default_endian)
+        lt = None if length == "none" else self.prefix_type(str(length))  # any kind
         codecs = None
         if "codecs" in c:
             codecs = tuple((str(k), str(v)) for k, v in c["codecs"].items())

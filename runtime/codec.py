@@ -308,6 +308,9 @@ class Compressed(cs.Subconstruct):
                 exc.__dict__.setdefault("_bw_segs", []).insert(0, "compressed_len")
                 raise
             at = stream.tell()  # errors are reported where the frame's bytes start
+            if n < 0:  # a signed length prefix (an integer kind such as zigzag)
+                raise ConstraintError("negative compressed length", offset=at,
+                                      expected=">= 0", found=n)
             if n > _stream_end(stream) - at:
                 raise TruncatedError("compressed frame truncated", offset=at,
                                      expected=n, found=_stream_end(stream) - at)

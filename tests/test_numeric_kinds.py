@@ -556,3 +556,34 @@ def test_stream_reads_of_a_kind_stop_at_its_end():
     assert con.build({"a": 37, "b": 1}) == b"\x25\x01"
     stream = io.BytesIO(bytes.fromhex("c2197c5eff14e88c"))
     assert numbers.parse_stream(stream, codec) == 151288809941952652 and stream.tell() == 8
+
+
+COMPRESSED = """
+bytewright: 1
+family: avroish
+records:
+  reading: {fields: [{name: v, type: zigzag}]}
+  block:
+    fields:
+      - {name: count, type: zigzag}
+      - {name: objects, type: reading, repeat: {count: count},
+         compressed: {algorithm: zlib, length: zigzag}}
+      - {name: tail, type: u8}
+"""
+
+
+def test_compressed_region_behind_an_integer_kind_length(tmp_path):
+    """Avro data blocks: a zigzag count, a zigzag byte size, then the compressed objects."""
+    import zlib
+
+    m = build_module(COMPRESSED, tmp_path, "avroish")
+    frame = zlib.compress(b"\x05" + b"\xe8\x07")  # zigzag -3, zigzag 500
+    raw = b"\x04" + bytes([len(frame) * 2]) + frame + b"\x07"
+    v = decode_all(m, "block", raw)
+    assert v == m.Block([m.Reading(-3), m.Reading(500)], 7)
+    data = encode_all(m, "block", v)
+    assert data[0] == 4 and data[1] == 2 * (len(data) - 3) and decode_all(m, "block", data) == v
+    assert errors_all(m, "block", raw[:1] + b"\x03" + raw[2:]) == \
+        (ConstraintError, "block.objects", 2)  # a negative size
+    assert errors_all(m, "block", raw[:1] + b"\xff") == \
+        (TruncatedError, "block.objects.compressed_len", 1)
