@@ -2009,7 +2009,8 @@ class FastEmitter:
         elif patch:  # deferred: the covered size field has just been patched
             inner = [pack_into(f"_atck_{f.name}", expr)]
         elif any(f is c for cks in self.deferred.values() for c in cks):
-            inner = [f"_atck_{f.name} = len(out)", f"out += bytes({width})"]
+            zero = f"bytes({width})" if isinstance(f.type, ir.VarintT) else pack("0")
+            inner = [f"_atck_{f.name} = len(out)", f"out += {zero}"]
         else:
             # kept in a local: a later seed/chain expression may read it
             inner = [f"f_{f.name} = {expr}", f"out += {pack(f'f_{f.name}')}"]
