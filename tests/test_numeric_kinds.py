@@ -587,3 +587,20 @@ def test_compressed_region_behind_an_integer_kind_length(tmp_path):
         (ConstraintError, "block.objects", 2)  # a negative size
     assert errors_all(m, "block", raw[:1] + b"\xff") == \
         (TruncatedError, "block.objects.compressed_len", 1)
+
+
+def test_kind_as_a_derived_count(tmp_path):
+    m = build_module("""
+bytewright: 1
+family: dc
+records:
+  r:
+    fields:
+      - {name: n, type: quic_varint}
+      - {name: a, type: u8}
+      - {name: items, type: u16, repeat: {count: n}}
+""", tmp_path, "dc")
+    v = m.R(5, list(range(70)))
+    data = encode_all(m, "r", v)
+    assert data[:3] == bytes.fromhex("4046" "05")  # count 70 as a 2-byte QUIC varint
+    assert len(data) == 3 + 140 and decode_all(m, "r", data) == v
