@@ -1776,7 +1776,9 @@ class FastEmitter:
                 out.append(f"_e_{x.name} += len(_k)")
             if x.derived_from and x.derived_from[0] == "size" and x is not target:
                 out.append(f"_at_{x.name} += len(_k)")
-            if any(x is c for cks in self.deferred.values() for c in cks):
+            if any(x is c for cks in self.deferred.values() for c in cks) or (
+                    x.checksum is not None and self.is_late(x, encode=True)):
+                # (a late checksum's placeholder, patched once its last field is written)
                 out.append(f"_atck_{x.name} += len(_k)")
         return out
 

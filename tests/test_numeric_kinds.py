@@ -604,3 +604,17 @@ records:
     data = encode_all(m, "r", v)
     assert data[:3] == bytes.fromhex("4046" "05")  # count 70 as a 2-byte QUIC varint
     assert len(data) == 3 + 140 and decode_all(m, "r", data) == v
+
+
+@pytest.mark.parametrize("size_type", ["uleb128", "vlq", "quic_varint"])
+def test_varint_size_before_a_self_covering_checksum(tmp_path, size_type):
+    """A varint size is inserted once its field is written: a self-covering checksum's
+    placeholder between them moves with it."""
+    import zlib
+
+    m = build_module(SIZED.replace("type: octal12}", f"type: {size_type}}}"), tmp_path, "sized")
+    for payload in (b"abc", b"x" * 200):
+        data = encode_all(m, "hdr", m.Hdr(payload))
+        n = len(data) - len(payload) - 4
+        assert data[n:n + 4] == zlib.crc32(data[:n] + bytes(4) + data[n + 4:]).to_bytes(4, "little")
+        assert decode_all(m, "hdr", data) == m.Hdr(payload)
