@@ -542,7 +542,7 @@ def _em_bound_pair(values):
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos))
     f_bounds = []
     try:
         for _i in range(_c):
@@ -564,7 +564,7 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
 def _u_bounds_section(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
     f_bounds = []
     for _i in range(_c):
         _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -590,7 +590,7 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 16 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
             f_bounds = []
             for _i in range(_c):
                 _bound_pair_f_min, _bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -631,7 +631,7 @@ def _em_bounds_section(values, p_semantic_dims):
 def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos))
     f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -642,7 +642,7 @@ def _u_tail_full(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
     f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -662,7 +662,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
             f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _obj = _new(TailFull)
@@ -700,7 +700,7 @@ def _em_tail_full(values, p_semantic_dims):
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -715,7 +715,7 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
 def _u_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -739,7 +739,7 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC8.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -776,12 +776,12 @@ def _em_tail_quantized(values, p_semantic_dims):
 def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos))
     f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -798,12 +798,12 @@ def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
     f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -829,12 +829,12 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
             f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC9.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -1013,7 +1013,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -1052,7 +1052,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -1064,7 +1064,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1081,12 +1081,12 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1124,7 +1124,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -1144,7 +1144,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -1153,7 +1153,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1167,12 +1167,12 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1219,7 +1219,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -1239,7 +1239,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -1248,7 +1248,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1262,12 +1262,12 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1433,7 +1433,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1462,7 +1462,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1501,7 +1501,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1513,7 +1513,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1530,12 +1530,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1582,7 +1582,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -1611,7 +1611,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1650,7 +1650,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1662,7 +1662,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1679,12 +1679,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1864,7 +1864,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1893,7 +1893,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1932,7 +1932,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1944,7 +1944,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1961,12 +1961,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -2015,7 +2015,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -2044,7 +2044,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -2083,7 +2083,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -2095,7 +2095,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -2112,12 +2112,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -2319,7 +2319,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2358,7 +2358,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -2370,7 +2370,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2387,12 +2387,12 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2425,7 +2425,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2445,7 +2445,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2454,7 +2454,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2468,12 +2468,12 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2515,7 +2515,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2535,7 +2535,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -2544,7 +2544,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2558,12 +2558,12 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2715,7 +2715,7 @@ def _d_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2762,7 +2762,7 @@ def _u_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2802,7 +2802,7 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2873,7 +2873,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -2885,7 +2885,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2902,12 +2902,12 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2936,7 +2936,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2945,7 +2945,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2959,12 +2959,12 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -3000,7 +3000,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -3009,7 +3009,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -3023,12 +3023,12 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -3241,7 +3241,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
-                raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
             _insert_body__f_meta = []
             try:
                 for _insert_body___i in range(_insert_body__n_meta):
@@ -3280,7 +3280,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3292,7 +3292,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3309,12 +3309,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3354,7 +3354,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
-                raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
             _update_body__f_meta = []
             try:
                 for _update_body___i in range(_update_body__n_meta):
@@ -3433,7 +3433,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3445,7 +3445,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3462,12 +3462,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3541,7 +3541,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _insert_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _insert_body__n_meta * 4 > end - pos:
-            raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
         _insert_body__f_meta = []
         for _insert_body___i in range(_insert_body__n_meta):
             _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3561,7 +3561,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _insert_body___tag == 0:
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                 _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
@@ -3570,7 +3570,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 1:
                 _insert_body___tail_quantized___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                 _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                 if _insert_body___tail_quantized___st is None:
                     _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3584,12 +3584,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 2:
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                 if _insert_body___tail_quantized_gacl___st is None:
                     _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3618,7 +3618,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _update_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _update_body__n_meta * 4 > end - pos:
-            raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
         _update_body__f_meta = []
         for _update_body___i in range(_update_body__n_meta):
             _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3658,7 +3658,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _set_semantic_body___tag == 0:
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                 _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3667,7 +3667,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 1:
                 _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                 if _set_semantic_body___tail_quantized___st is None:
                     _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3681,12 +3681,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 2:
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                 if _set_semantic_body___tail_quantized_gacl___st is None:
                     _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3762,7 +3762,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3782,7 +3782,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3791,7 +3791,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3805,12 +3805,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3839,7 +3839,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3879,7 +3879,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3888,7 +3888,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3902,12 +3902,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3992,7 +3992,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4010,7 +4010,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16])
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = (_insert_body___tail_full__f_dims,)
@@ -4018,7 +4018,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -4031,12 +4031,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16])
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -4060,7 +4060,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4094,7 +4094,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16])
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = (_set_semantic_body___tail_full__f_dims,)
@@ -4102,7 +4102,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -4115,12 +4115,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16])
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -4525,7 +4525,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     try:
         _c = f_block_entry_count
         if _c < 0 or _c * 11 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -4564,7 +4564,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -4603,7 +4603,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -4615,7 +4615,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -4632,12 +4632,12 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5117,7 +5117,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -5156,7 +5156,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5168,7 +5168,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5185,12 +5185,12 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5301,7 +5301,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                 pos += 2
                 if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                 _wal_entry___insert_body__f_meta = []
                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                     _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -5321,7 +5321,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     if _wal_entry___insert_body___tag == 0:
                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_full___c * 16
                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5330,7 +5330,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 1:
                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                         if _wal_entry___insert_body___tail_quantized___st is None:
                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5344,12 +5344,12 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 2:
                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5459,7 +5459,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
                         pos += 2
                         if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                         _wal_entry___insert_body__f_meta = []
                         for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                             _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -5479,7 +5479,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             if _wal_entry___insert_body___tag == 0:
                                 _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                 if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_full___c * 16
                                 _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5488,7 +5488,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 1:
                                 _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                 if _wal_entry___insert_body___tail_quantized___st is None:
                                     _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5502,12 +5502,12 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 2:
                                 _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                 _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                 if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                     _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -6209,7 +6209,7 @@ def _d_htt_file(mv, pos, end):
             _bounds_section__p_semantic_dims = f_header.semantic_dims
             _bounds_section___c = _bounds_section__p_semantic_dims - 16
             if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
             _bounds_section__f_bounds = []
             try:
                 for _bounds_section___i in range(_bounds_section___c):
@@ -6275,7 +6275,7 @@ def _u_htt_file(mv, pos, end):
         _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
         _bounds_section___c = _bounds_section__p_semantic_dims - 16
         if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-            raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
         _bounds_section__f_bounds = []
         for _bounds_section___i in range(_bounds_section___c):
             _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -6342,7 +6342,7 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
                 _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
                 _bounds_section___c = _bounds_section__p_semantic_dims - 16
                 if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                    raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
                 _bounds_section__f_bounds = []
                 for _bounds_section___i in range(_bounds_section___c):
                     _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -6492,7 +6492,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -6531,7 +6531,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -6543,7 +6543,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -6560,12 +6560,12 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -6862,7 +6862,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -6901,7 +6901,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -6913,7 +6913,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -6930,12 +6930,12 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -8896,7 +8896,7 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_file_header = Struct(
@@ -9601,6 +9601,8 @@ def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_file_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "file_header", construct_encode_file_header, value) from None
         raise _encode_failure(exc, "file_header") from None
     return data
 
@@ -9625,6 +9627,8 @@ def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_bound_pair(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "bound_pair", construct_encode_bound_pair, value) from None
         raise _encode_failure(exc, "bound_pair") from None
     return data
 
@@ -9649,6 +9653,8 @@ def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_bounds_section(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "bounds_section", construct_encode_bounds_section, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "bounds_section") from None
     return data
 
@@ -9673,6 +9679,8 @@ def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, seman
     try:
         data = con.build(_m2c_tail_full(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_full", construct_encode_tail_full, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_full") from None
     return data
 
@@ -9697,6 +9705,8 @@ def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_tail_quantized(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_quantized", construct_encode_tail_quantized, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_quantized") from None
     return data
 
@@ -9721,6 +9731,8 @@ def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: 
     try:
         data = con.build(_m2c_tail_quantized_gacl(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_quantized_gacl", construct_encode_tail_quantized_gacl, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_quantized_gacl") from None
     return data
 
@@ -9745,6 +9757,8 @@ def construct_encode_meta_pair(value: MetaPair, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_meta_pair(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "meta_pair", construct_encode_meta_pair, value) from None
         raise _encode_failure(exc, "meta_pair") from None
     return data
 
@@ -9773,6 +9787,8 @@ def construct_encode_snapshot_entry(value: SnapshotEntry, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "snapshot_entry", construct_encode_snapshot_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "snapshot_entry") from None
     return data
 
@@ -9805,6 +9821,8 @@ def construct_encode_snapshot_section(value: SnapshotSection, *, compiled: bool 
     try:
         data = con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "snapshot_section", construct_encode_snapshot_section, value, version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "snapshot_section") from None
     return data
 
@@ -9833,6 +9851,8 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
     try:
         data = con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "insert_body", construct_encode_insert_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "insert_body") from None
     return data
 
@@ -9857,6 +9877,8 @@ def construct_encode_update_body(value: UpdateBody, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_update_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "update_body", construct_encode_update_body, value) from None
         raise _encode_failure(exc, "update_body") from None
     return data
 
@@ -9885,6 +9907,8 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
     try:
         data = con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "set_semantic_body", construct_encode_set_semantic_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "set_semantic_body") from None
     return data
 
@@ -9909,6 +9933,8 @@ def construct_encode_epoch_body(value: EpochBody, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_epoch_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "epoch_body", construct_encode_epoch_body, value) from None
         raise _encode_failure(exc, "epoch_body") from None
     return data
 
@@ -9937,6 +9963,8 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
     try:
         data = con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_entry", construct_encode_wal_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "wal_entry") from None
     return data
 
@@ -9961,6 +9989,8 @@ def construct_encode_wal_header(value: WalHeader, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_wal_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_header", construct_encode_wal_header, value) from None
         raise _encode_failure(exc, "wal_header") from None
     return data
 
@@ -9993,6 +10023,8 @@ def construct_encode_wal_block(value: WalBlock, *, compiled: bool = False, algor
     try:
         data = con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_block", construct_encode_wal_block, value, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit) from None
         raise _encode_failure(exc, "wal_block") from None
     return data
 
@@ -10021,6 +10053,8 @@ def construct_encode_wal_block_plain(value: WalBlockPlain, *, compiled: bool = F
     try:
         data = con.build(_m2c_wal_block_plain(value), algorithm=algorithm, block_limit=block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_block_plain", construct_encode_wal_block_plain, value, algorithm=algorithm, block_limit=block_limit) from None
         raise _encode_failure(exc, "wal_block_plain") from None
     return data
 
@@ -10053,6 +10087,8 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
     try:
         data = con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_section", construct_encode_wal_section, value, block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "wal_section") from None
     return data
 
@@ -10077,6 +10113,8 @@ def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_htt_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "htt_file", construct_encode_htt_file, value) from None
         raise _encode_failure(exc, "htt_file") from None
     return data
 
@@ -10101,6 +10139,8 @@ def construct_encode_sidecar_segment(value: SidecarSegment, *, compiled: bool = 
     try:
         data = con.build(_m2c_sidecar_segment(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "sidecar_segment", construct_encode_sidecar_segment, value) from None
         raise _encode_failure(exc, "sidecar_segment") from None
     return data
 
