@@ -247,3 +247,32 @@ def test_schema_problems(tmp_path, field, expected):
                     f"      - {field}\n      - {{name: x, type: u8}}\n")
     text = "\n".join(str(p) for p in pipeline.run([path]).problems)
     assert expected in text, text
+
+
+ROWS = """
+bytewright: 1
+family: bitrows
+records:
+  ev:
+    rows: true
+    fields:
+      - name: status
+        type: u8
+        bits: {kind: {bits: [4, 7]}, channel: {bits: [0, 3]}}
+      - {name: delta, type: vlq}
+"""
+
+
+def test_rows_and_many_record_variants(tmp_path):
+    m = build_module(ROWS, tmp_path, "bitrows")
+    values = [m.Ev(9, 1, 0x80), m.Ev(8, 15, 5)]
+    data = m.encode_many_ev(values)
+    assert data == bytes([0x91, 0x81, 0x00, 0x8F, 0x05])
+    assert m.decode_many_ev(data) == values
+    rows, starts, end = m.decode_rows_ev(data)
+    assert rows == [(9, 1, 0x80), (8, 15, 5)] and starts == [0, 3] and end == 5
+    with pytest.raises(EncodeError) as info:
+        m.encode_many_ev([values[0], m.Ev(16, 0, 0)])
+    assert info.value.path == "ev[1].kind"
+    with pytest.raises(EncodeError):
+        m.construct_encode_ev(m.Ev(16, 0, 0))
