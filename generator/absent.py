@@ -99,6 +99,8 @@ def check(res: Any, src: Any, path: str, fb: dict, f: ir.Field) -> None:
     s = sentinel(f)
     if s is None:
         return
+    if f.absent is not None and isinstance(f.type, (ir.IntT, ir.VarintT)):
+        return  # a size or count field: folded into the field it sizes (``fold``)
     where = join(path, "absent") if f.absent is not None else join(path, "repeat.absent")
     t = prefix_of(f) if (f.repeat is not None and f.repeat.prefix is not None) or (
         isinstance(f.type, ir.BytesT) and f.type.prefix is not None and f.repeat is None) \
@@ -113,3 +115,47 @@ def check(res: Any, src: Any, path: str, fb: dict, f: ir.Field) -> None:
         res.err(src, where, f"sentinel {s} does not fit {t.name}")
     if isinstance(t, ir.VarintT) and s < 0 and not t.signed:
         res.err(src, where, f"sentinel {s} is negative but {t.name} is unsigned")
+
+
+def fold(res: Any, src: Any, rec: ir.Record) -> None:
+    """A size or count field with ``absent:`` right before the field it sizes or counts
+    (``{name: n, type: i32, absent: -1}`` then ``{name: data, type: bytes, size: n}``) is
+    that field's own length or count prefix: the two become one field with ``length:``
+    (``repeat: {prefix:}``) and ``absent:``, which reads and writes the same bytes."""
+    from .yamlsource import join  # noqa: PLC0415
+
+    i = 0
+    while i < len(rec.fields):
+        f = rec.fields[i]
+        if f.absent is None or not isinstance(f.type, (ir.IntT, ir.VarintT)):
+            i += 1
+            continue
+        where = join(f.path, "absent")
+        g = rec.fields[i + 1] if i + 1 < len(rec.fields) else None
+        sized = g is not None and isinstance(g.type, ir.BytesT) and g.repeat is None \
+            and g.type.size is not None and g.type.size.simple_name() == f.name
+        counted = g is not None and g.repeat is not None and g.repeat.count is not None \
+            and g.repeat.count.simple_name() == f.name and g.view != "numpy"
+        if not (sized or counted):
+            res.err(src, where, "absent: on an integer field needs the field it sizes or "
+                                "counts right after it (size: NAME or repeat: {count: NAME})")
+            return
+        extra = [k for k, v in (("if", f.cond), ("const", f.const), ("valid", f.valid),
+                                ("value", f.value), ("assert", f.asserts or None),
+                                ("since", f.since), ("until", f.until)) if v is not None]
+        readers = [x.name for x in rec.fields if x is not f and x is not g
+                   and any(f.name in e.names for _, e in res.exprs_of(x))]
+        if extra or readers:
+            why = (f"takes no {', '.join(extra)}" if extra
+                   else f"is read by {', '.join(readers)}")
+            res.err(src, where, f"a size or count with absent: {why} (it is the prefix of "
+                                f"{g.name})")
+            return
+        if sized:
+            g.type = dataclasses.replace(g.type, size=None, prefix=f.type)
+            g.absent = f.absent
+        else:
+            g.repeat = dataclasses.replace(g.repeat, count=None, prefix=f.type,
+                                           absent=f.absent)
+        del rec.fields[i]
+        check(res, src, g.path, {}, g)

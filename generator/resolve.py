@@ -615,6 +615,7 @@ class Resolver:
             f = self.field(src, fpath, fbody)
             if f is not None:
                 rec.fields.append(f)
+        absent.fold(self, src, rec)  # a size/count with absent: becomes its field's prefix
         rec._src = src  # type: ignore[attr-defined]
         return rec
 

@@ -62,6 +62,12 @@ records:
     fields:
       - {name: blob, type: bytes, length: u32, absent: 0xFFFFFFFF}
       - {name: zero_means_none, type: bytes, length: u8, absent: 0}
+  derived:
+    fields:
+      - {name: key_len, type: i32, absent: -1}
+      - {name: key, type: bytes, size: key_len}
+      - {name: n, type: i16, absent: -1}
+      - {name: ids, type: u8, repeat: {count: n}}
   maybe:
     fields:
       - {name: flags, type: u8}
@@ -104,6 +110,19 @@ def test_other_negative_lengths_and_truncation(m):
         (TruncatedError, "kafka.client.length", 6)
     assert errors_all(m, "kafka", b"\xff\xff\xff\xff\xff\xff\xff") == \
         (TruncatedError, "kafka.partitions.count", 6)
+
+
+def test_a_size_or_count_field_with_a_sentinel(m):
+    """The sentinel on the size/count field itself: the same bytes as ``length:``."""
+    assert list(m.Derived.__dataclass_fields__) == ["key", "ids"]
+    v = m.Derived(b"ab", [1, 2, 3])
+    data = encode_all(m, "derived", v)
+    assert data == b"\x00\x00\x00\x02ab" + b"\x00\x03\x01\x02\x03"
+    assert decode_all(m, "derived", data) == v
+    none = m.Derived(None, None)
+    assert encode_all(m, "derived", none) == b"\xff\xff\xff\xff\xff\xff"
+    assert decode_all(m, "derived", b"\xff\xff\xff\xff\xff\xff") == none
+    assert errors_all(m, "derived", b"\xff\xff\xff\xfd") == (ConstraintError, "derived.key", 4)
 
 
 def test_varint_prefixes(m):
@@ -162,6 +181,9 @@ def test_absent_values_through_the_property_harness(m, tmp_path):
     ("{name: a, type: bytes, length: i8, absent: -1, if: 'x > 0'}",
      "p.yaml:6: error: records.r.fields[0].absent: absent: cannot be combined with if:"),
     ("{name: a, type: bytes, length: i8, absent: none}", "p.yaml:6: error:"),
+    ("{name: a, type: i8, absent: -1}",
+     "p.yaml:6: error: records.r.fields[0].absent: absent: on an integer field needs the "
+     "field it sizes or counts right after it"),
 ])
 def test_schema_problems(tmp_path, field, expected):
     path = tmp_path / "p.yaml"
@@ -169,3 +191,14 @@ def test_schema_problems(tmp_path, field, expected):
                     f"      - {field}\n      - {{name: x, type: u8}}\n")
     text = "\n".join(str(p) for p in pipeline.run([path]).problems)
     assert expected in text, text
+
+
+def test_a_sentinel_size_read_elsewhere_is_a_problem(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("bytewright: 1\nfamily: p\nrecords:\n  r:\n    fields:\n"
+                    "      - {name: n, type: i8, absent: -1}\n"
+                    "      - {name: d, type: bytes, size: n}\n"
+                    "      - {name: e, type: u8, if: 'n > 2'}\n")
+    text = "\n".join(str(p) for p in pipeline.run([path]).problems)
+    assert ("p.yaml:6: error: records.r.fields[0].absent: a size or count with absent: "
+            "is read by e (it is the prefix of d)") in text, text
