@@ -277,6 +277,32 @@ class Checksum:
     spans: tuple[tuple[str, str | None], ...] = ()  # {from, to} as written (resolve expands)
 
 
+@dataclass
+class Located:
+    """A field found elsewhere than after the previous one (``at:``): at an offset from
+    the outermost record's start, relative to the record's start or another located
+    field, by a signature searched back from the end, at a distance from the end, or one
+    record per item of a list of offsets. Takes no bytes of the sequential layout."""
+
+    name: str
+    target: str  # the record found there
+    how: str  # at | find_last | from_end | each
+    where: Expr | None = None  # at: the offset; from_end: the distance from the end
+    base: str | None = None  # at: "_start" or a located field of the same record
+    signature: bytes = b""
+    within: int = 0
+    each: str | None = None  # each: the list field whose items hold the offsets
+    each_offset: str | None = None  # each: the item field holding the offset
+    count: Expr | None = None  # a run of records: how many
+    eos: bool = False  # a run of records filling ``size`` bytes
+    size: Expr | None = None
+    lazy: bool = True
+    doc: str = ""
+    fills: tuple[tuple[str, tuple[str, ...]], ...] = ()  # set by resolve
+    line: int | None = None
+    path: str = ""
+
+
 @dataclass(frozen=True)
 class Assert:
     """A decode-time rule: ``check`` must hold once the field is read (else ``error``)."""
@@ -316,6 +342,9 @@ class Field:
     framing: Framing | None = None  # the repeat's records travel in blocks or pages
     derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
     endian: Expr | None = None  # field-level byte order chosen by data ('le' or 'be')
+    # where a located structure is, how many records or bytes it holds: filled on encode
+    # (the object model keeps it as a keyword with a default, not compared)
+    filled: str = ""
     line: int | None = None
     path: str = ""
 
@@ -378,6 +407,7 @@ class Record:
     endian: Expr | None = None
     orders: tuple[str, ...] = ()
     endian_scope: str = "record"  # "fields": only the fields carrying the expression
+    located: list[Located] = field(default_factory=list)  # fields found at offsets (at:)
 
     @property
     def class_name(self) -> str:
@@ -389,7 +419,9 @@ class Record:
         for f in self.fields:
             if f.in_model and f.name not in seen:
                 seen[f.name] = f
-        return list(seen.values())
+        # filled fields have defaults: they come after every field without one
+        return [f for f in seen.values() if not f.filled] + \
+            [f for f in seen.values() if f.filled]
 
 
 @dataclass

@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import byteorder, ir, layout, project
+from . import byteorder, emit_located, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -225,6 +225,8 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         numerics=numeric_bindings(family),
         late_checksums=any_late(family),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
+        located_imports=emit_located.IMPORTS if emit_located.used(family) else "",
+        located=emit_located.block(family) if emit_located.used(family) else "",
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
@@ -318,8 +320,9 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
     return {
         "name": rec.name, "cls": camel(rec.name), "doc": rec.doc.strip() or rec.name,
         "spec": rec.spec,
-        "model": [{"name": f.name, "annotation": annotation(f, family), "default": None}
-                  for f in rec.model_fields],
+        "model": [{"name": f.name, "annotation": annotation(f, family),
+                   "default": "_dc_field(default=0, compare=False)" if f.filled else None}
+                  for f in rec.model_fields] + emit_located.model_extra(rec, family),
         "arrays": [f.name for f in rec.model_fields if f.view == "numpy"],
         "sig": (", *" + sig_nostar) if sig_parts else "", "sig_nostar": sig_nostar,
         "call": "".join(f", {p}" for p in rec.params),

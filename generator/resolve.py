@@ -14,7 +14,7 @@ from typing import Any
 
 from ..runtime import registry
 from . import checksum_cover as cover
-from . import framing_check, ir
+from . import framing_check, ir, located_check
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -176,6 +176,7 @@ class Resolver:
             records[name] = self.record(src, name, body)
         for rec in records.values():
             self.check_record(rec, records)
+        located_check.check(self, records)
         for rec in records.values():  # after every derived field is known
             for f in rec.fields:
                 if f.framing is not None:
@@ -571,6 +572,11 @@ class Resolver:
         self._cur_fields, self._cur_params = rec.fields, params
         for i, fbody in enumerate(body["fields"]):
             fpath = join(join(path, "fields"), i)
+            if isinstance(fbody, dict) and "at" in fbody:  # random access: apart
+                loc = located_check.resolve(self, src, fpath, fbody)
+                if loc is not None:
+                    rec.located.append(loc)
+                continue
             f = self.field(src, fpath, fbody)
             if f is not None:
                 rec.fields.append(f)
