@@ -241,15 +241,19 @@ class ConstructEmitter:
                      self.lam(f.size, rec) if f.size is not None else "None")
             length = self.int_c(c.length) if c.length is not None else "None"
             codecs = f", codecs={codec_table(self.family, rec, c)!r}" if c.codecs else ""
+            stored = f", stored={self.code(f'this[{c.stored!r}]')}" if c.stored else ""
             comp = (f"Compressed({base}, {self.lam(c.algorithm, rec)}, "
                     f"{length}, expected_size={expected}, limit={limit}, "
-                    f"name={name!r}{codecs})")
+                    f"name={name!r}{codecs}{stored})")
             if c.when is not None:
                 plain = base
                 if f.size is not None:  # uncompressed, the size bounds it as on the fast path
                     plain = f"FixedSized({self.lam(f.size, rec)}, {base})"
                     if derived_size:
                         plain = f"IfThenElse({self.code(_PARSING)}, {plain}, {base})"
+                if c.stored is not None:  # stored as it is: its stored size bounds it
+                    bound = self.code(f"this[{c.stored!r}]")
+                    plain = f"IfThenElse({self.code(_PARSING)}, FixedSized({bound}, {plain}), {plain})"
                 base = (f"IfThenElse({self.lam(c.when, rec)}, {comp}, "
                         f"Plain({plain}, name={name!r}))")
             else:
@@ -345,6 +349,13 @@ class ConstructEmitter:
                            f"{a.check.source!r}, {a.message!r}),")
             else:
                 out.append(f"Check({rule}),")
+        stored_f = next((o for o in rec.fields if o.derived_from == ("stored", name)), None)
+        if stored_f is not None:  # the compressed byte count, patched over its placeholder
+            measure = self.stored_measure(name)
+            out.append(f"'_patch_{stored_f.name}' / Pointer("
+                       f"{self.code(f'this[{chr(39)}_o_{stored_f.name}{chr(39)}]')}, "
+                       f"Rebuild({self.type_c(stored_f.type, stored_f, rec)}, "
+                       f"{self.code(measure)})),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
             if f.compressed is not None:
@@ -409,6 +420,12 @@ class ConstructEmitter:
                 return f"_span_range(this, '_s_{names[first]}', '_e_{names[last]}')"
         return f"_span(this, {pieces!r})"
 
+    @staticmethod
+    def stored_measure(name: str) -> str:
+        """The stored byte count of compressed field ``name`` once built (its frame, or
+        its plain bytes when it was stored as it is)."""
+        return f"this.get('_stored_{name}', None) or len(this['_plain_{name}'])"
+
     def measure_ahead(self, size_f: ir.Field, rec: ir.Record) -> str:
         """The encoded size of the field a varint size counts, from the value to build."""
         target = next(o for o in rec.fields if o.name == size_f.derived_from[1])
@@ -432,7 +449,7 @@ class ConstructEmitter:
                 if kind == "range":
                     continue
                 d = fields[names.index(n)].derived_from
-                if d and d[0] == "size" and names.index(d[1]) > i:
+                if d and d[0] in ("size", "stored") and names.index(d[1]) > i:
                     later.add(names.index(d[1]))
             if later:
                 out.setdefault(names[max(later)], []).append(f)
@@ -447,6 +464,9 @@ class ConstructEmitter:
             if name == "_offset":
                 return "(this['_io'].tell() - this['_o_start'])"
             f = next((x for x in rec.fields if x.name == name), None)
+            if f is not None and f.derived_from and f.derived_from[0] == "stored":
+                m = self.stored_measure(f.derived_from[1])
+                return f"(this[{name!r}] if this['_parsing'] else ({m}))"
             if f is not None and f.derived_from and f.derived_from[0] == "size" \
                     and not isinstance(f.type, ir.VarintT):
                 # a patched size reads as its placeholder while building: measure instead

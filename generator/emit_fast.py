@@ -873,7 +873,14 @@ class FastEmitter:
                c.limit.render(res) if c.limit is not None else "_DEFAULT_LIMIT")
         expected = f.size.render(res) if f.size is not None else "None"
         codecs = f", codecs={self.codecs_const(c)}" if c.codecs else ""
-        if lt is None:  # self-terminating: the codec finds the stream's end
+        if c.stored is not None:  # an earlier field holds the compressed byte count
+            comp = [f"_clen = {res(c.stored)}",
+                    "if _clen < 0 or pos + _clen > end:",
+                    f"    raise TruncatedError('compressed frame truncated', offset=pos, "
+                    f"path={f.name!r}, expected=_clen, found=end - pos)",
+                    f"_plain = _decompress({alg}, mv[pos:pos + _clen], {cap}, "
+                    f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
+        elif lt is None:  # self-terminating: the codec finds the stream's end
             comp = [f"_plain, _clen = _decompress_prefix({alg}, mv[pos:end], {cap}, "
                     f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
         else:
@@ -913,6 +920,17 @@ class FastEmitter:
         out.append("else:")
         if want_span:
             out.append(f"    _ps_{f.name} = pos")
+        if c.stored is not None:  # stored as it is: its stored size bounds it
+            inline_code = [f"_csec_{f.name} = end",
+                           f"end = pos + {res(c.stored)}",
+                           "if end > _csec_" + f.name + ":",
+                           f"    raise TruncatedError('stored section truncated', offset=pos, "
+                           f"path={f.name!r}, expected=end - pos, found=_csec_{f.name} - pos)",
+                           *inline_code,
+                           "if pos != end:",
+                           f"    raise ConstraintError('stored section size mismatch', "
+                           f"offset=pos, path={f.name!r}, expected=end, found=pos)",
+                           f"end = _csec_{f.name}"]
         out += ["    " + x for x in inline_code]
         if want_span:
             out.append(f"    _plain_{f.name} = mv[_ps_{f.name}:pos]")
@@ -1434,6 +1452,8 @@ class FastEmitter:
                 kind, target = f.derived_from
                 if kind == "count":
                     return f"len(v.{target})"
+                if kind == "stored":
+                    return f"_stored_{target}"
                 if f.derived_offset:
                     return f"(_size_{target} + {f.derived_offset})"
                 return f"_size_{target}"
@@ -1579,7 +1599,8 @@ class FastEmitter:
             later = set()
             for n in self.covered(lay, i):
                 d = lay.fields[names.index(n)].derived_from
-                if d and d[0] == "size" and d[1] in names and names.index(d[1]) > i:
+                if d and d[0] in ("size", "stored") and d[1] in names \
+                        and names.index(d[1]) > i:
                     later.add(names.index(d[1]))
             if later:
                 out.setdefault(names[max(later)], []).append(f)
@@ -1635,7 +1656,7 @@ class FastEmitter:
                 out.append(f"_s_{f.name} = len(out)" + (f" + {off}" if off else ""))
             if f.name in spans.e and it.role == "value":
                 out.append(f"_e_{f.name} = len(out) + {off + it.size}")
-            if it.role == "value" and f.derived_from and f.derived_from[0] == "size":
+            if it.role == "value" and f.derived_from and f.derived_from[0] in ("size", "stored"):
                 patches.append(f"_at_{f.name} = len(out) + {off}")
             off += it.size
         out += patches + efe.run_checks(self, run)
@@ -1738,6 +1759,11 @@ class FastEmitter:
             st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
             comp.append(f"out += {st}.pack(len(_frame))")
         comp.append("out += _frame")
+        stored = next((o for o in self.lay.fields if o.derived_from == ("stored", f.name)), None)
+        if stored is not None:  # the compressed byte count, patched over its placeholder
+            comp += [f"_stored_{f.name} = len(_frame)",
+                     f"{self.patch_struct(stored)}.pack_into(out, _at_{stored.name}, "
+                     f"_stored_{f.name})"]
         if want_span:
             comp.append(f"_plain_{f.name} = _plain")
         if size_target is not None:
@@ -1750,6 +1776,10 @@ class FastEmitter:
             plain.append(f"_plain_{f.name} = bytes(out[_ps:])")
         if size_target is not None:
             plain.append(f"_size_{f.name} = len(out) - _ps")
+        if stored is not None:  # stored as it is: the stored size is the plain size
+            plain += [f"_stored_{f.name} = len(out) - _ps",
+                      f"{self.patch_struct(stored)}.pack_into(out, _at_{stored.name}, "
+                      f"_stored_{f.name})"]
         out += ["    " + x for x in plain]
         return out
 

@@ -228,6 +228,7 @@ class Compressed:
     when: Expr | None = None
     limit: Expr | None = None
     codecs: tuple[tuple[str, str], ...] | None = None
+    stored: str | None = None  # an earlier field holding the compressed byte count
 
 
 @dataclass(frozen=True)

@@ -776,6 +776,14 @@ class Resolver:
 
     def field(self, src: Source, path: str, fb: dict) -> ir.Field | None:
         self.check_name(src, join(path, "name"), fb.get("name"), "field")
+        comp = fb.get("compressed")
+        if isinstance(comp, dict) and comp.get("plain_size") is not None:
+            if "size" in fb:
+                self.err(src, join(path, "compressed.plain_size"),
+                         "plain_size and size: both say the decompressed size; keep one")
+            else:  # the decompressed size: the field's size (exact, derived on encode)
+                fb = {**fb, "size": comp["plain_size"],
+                      "compressed": {"limit": comp["plain_size"], **comp}}
         ftype = self.type_of(src, path, fb)
         if ftype is None:
             return None
@@ -890,9 +898,25 @@ class Resolver:
             algorithm=alg, length=lt,
             when=self.expr(src, join(path, "when"), c["when"]) if "when" in c else None,
             limit=self.expr(src, join(path, "limit"), c["limit"]) if "limit" in c else None,
-            codecs=codecs)
+            codecs=codecs, stored=c.get("stored_size"))
 
     # -- cross-field checks ----------------------------------------------------------
+    def check_stored(self, src: Source, f: ir.Field, by_name: dict, names: list) -> None:
+        """``compressed.stored_size``: an earlier stored fixed-width integer, derived."""
+        n = f.compressed.stored
+        path = join(f.path, "compressed.stored_size")
+        tgt = by_name.get(n)
+        if f.compressed.length is not None:
+            self.err(src, path, "stored_size and length: both say where the compressed "
+                                "bytes end; keep one")
+        elif tgt is None or names.index(n) > names.index(f.name):
+            self.err(src, path, f"stored_size: {n!r} is no field before {f.name!r}")
+        elif not isinstance(tgt.type, ir.IntT) or not tgt.in_model or tgt.repeat is not None:
+            self.err(src, path, f"stored_size: {n!r} is not a plain fixed-width integer "
+                                f"field (stored, not derived or computed)")
+        else:
+            tgt.derived_from = ("stored", f.name)
+
     def check_record(self, rec: ir.Record, records: dict[str, ir.Record]) -> None:
         src: Source = rec._src  # type: ignore[attr-defined]
         names = [f.name for f in rec.fields]
@@ -925,6 +949,8 @@ class Resolver:
                     elif tgt.value is None and tgt.derived_from is None:
                         tgt.derived_from = (kind, f.name)
                         tgt.derived_offset = k
+            if f.compressed is not None and f.compressed.stored is not None:
+                self.check_stored(src, f, by_name, names)
             if f.chain is not None:
                 self.check_chain(src, f, records)
             if f.checksum and f.checksum.ranges:
