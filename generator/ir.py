@@ -303,6 +303,11 @@ class Located:
     line: int | None = None
     path: str = ""
 
+    @property
+    def many(self) -> bool:
+        """A run of records (a list), not one record."""
+        return self.count is not None or self.eos
+
 
 @dataclass(frozen=True)
 class Assert:

@@ -351,6 +351,9 @@ class Builder:
             if not f.in_model:
                 self._derived(draw, rec, f, env, tags, deferred)
                 continue
+            if f.filled:  # where a located structure is: the encoder fills it
+                model[f.name] = env[f.name] = 0
+                continue
             if f.compressed is not None:
                 self._check_codec(rec, f, env)
             if f.name in force:
@@ -412,6 +415,8 @@ class Builder:
                 order = "le"  # reads a value only the encoder derives: the decode will tell
             if order not in ("le", "be"):
                 self.reject(f"{rec.name}: byte order {order!r} is neither le nor be")
+        for loc in rec.located:
+            model[loc.name] = self._draw_located(draw, rec, loc, model, path, sites)
         for f in rec.model_fields:
             model.setdefault(f.name, None)
         cls = getattr(self.module, camel(rec.name))
@@ -419,6 +424,26 @@ class Builder:
         for _f, site in local_sites:
             sites.append(site)
         return value, Scope(dict(env), frozenset(f.name for f in rec.fields))
+
+    def _draw_located(self, draw: Callable, rec: ir.Record, loc: ir.Located,
+                      model: dict, path: str, sites: list[Site]) -> Any:
+        """A located field's value: its record (a list of them for a run or ``each``),
+        placed by the encoder, which fills the offsets, counts and sizes naming it."""
+        fills = {kind for kind, _ in loc.fills}
+        if (loc.how == "at" and "offset" not in fills) or \
+                (loc.count is not None and "count" not in fills) or \
+                (loc.size is not None and "size" not in fills):
+            self.reject(f"{rec.name}.{loc.name}: a location, count or size the encoder "
+                        "checks but cannot fill")
+        sub = self.family.records[loc.target]
+        fpath = f"{path}.{loc.name}"
+        if loc.how == "each":
+            n = len(model.get(loc.each) or ())
+        elif loc.many:
+            n = draw(st.integers(0, MAX_ITEMS))
+        else:
+            return self._draw_sub(draw, sub, {}, fpath, sites)[0]
+        return [self._draw_sub(draw, sub, {}, f"{fpath}[{i}]", sites)[0] for i in range(n)]
 
     def _draw_sub(self, draw: Callable, sub: ir.Record, params: dict[str, Any], path: str,
                   sites: list[Site]) -> tuple[Any, Scope]:

@@ -199,7 +199,8 @@ class Codecs:
         rd = _Reader(self, buf if construct or buf.__class__ is bytes
                      or isinstance(buf, memoryview) else memoryview(buf),
                      offset, construct, compiled)
-        return self._read(rd, name, offset, None, name)
+        # the record's structures lie anywhere in the buffer: it ends where the buffer does
+        return self._read(rd, name, offset, None, name)[0], len(rd.buf)
 
     def _read(self, rd: _Reader, name: str, pos: int, limit: int | None,
               path: str) -> tuple[Any, int]:
@@ -295,10 +296,13 @@ class Codecs:
                compiled: bool = False) -> bytes:
         """The record ``name`` with its located structures placed and their offset,
         count and size fields filled."""
-        def write(rec: str, v: Any) -> bytes:
-            if construct:
-                return self.construct[rec][1](v, compiled)
-            return self.fast[rec][1](v)
+        def write(rec: str, v: Any, path: str) -> bytes:
+            try:
+                if construct:
+                    return self.construct[rec][1](v, compiled)
+                return self.fast[rec][1](v)
+            except EncodeError as exc:
+                raise _rebase_encode(exc, rec, path) from None
 
         pieces = self._write(name, value, 0, write, name)
         total = max((p + len(b) for p, b, _ in pieces), default=0)
@@ -313,7 +317,7 @@ class Codecs:
         its sequential bytes first, then every located structure (nested ones too)."""
         items = self.items.get(name, ())
         if not items:
-            return [(start, write(name, _unwrap(value)), path)]
+            return [(start, write(name, _unwrap(value), path), path)]
         work = copy.copy(_unwrap(value))
         hints: dict[tuple[str, int], int | None] = {}
         for item in items:  # the located values, owned (the encoder fills them)
@@ -338,7 +342,7 @@ class Codecs:
         placed: dict[tuple[str, int], int] = {}
         filled: list[Any] = []
         for round_ in range(8):  # sizes settle once the filled values are in
-            seq = write(name, work)
+            seq = write(name, work, path)
             units = self._units(items, work, placed, write, path)
             layout = self._place(items, work, units, hints, start, len(seq))
             now = self._fill(items, work, units, layout, start)
@@ -465,6 +469,17 @@ class Codecs:
             if want != layout[key]:
                 raise EncodeError(f"placed at {layout[key]}, but found from the end at "
                                   f"{want}", path=f"{path}.{item.name}")
+
+
+def _rebase_encode(exc: EncodeError, record: str, path: str) -> EncodeError:
+    """An encoder's error (path from the record's name) re-rooted at ``path``."""
+    p = exc.path or ""
+    if p == record:
+        p = ""
+    elif p.startswith(record + ".") or p.startswith(record + "["):
+        p = p[len(record):].lstrip(".")
+    full = path if not p else (path + p if p.startswith("[") else f"{path}.{p}")
+    return EncodeError(exc.message, path=full)
 
 
 def _eval(expr: Expr | None, holder: Any, path: str, at: int) -> int:
