@@ -392,8 +392,9 @@ class Codecs:
                start: int, seq_len: int) -> dict:
         """Where each structure goes: offsets the value asks for first (a decoded value's
         own, or an ``at`` the encoder cannot fill), then the rest after everything placed,
-        in declaration order; structures found from the end last, the first declared
-        last in the file."""
+        the last declared first: a structure is found through those declared before it,
+        which formats write after it (ZIP's members, then its central directory, then its
+        end record). Structures found from the end come last, the first declared last."""
         def extent(key: tuple[str, int]) -> int:
             at, n, pieces = units[key]
             return max([at + n] + [p + len(b) for p, b, _ in pieces]) - at
@@ -411,7 +412,7 @@ class Codecs:
                 if base is not None:
                     layout[key] = base + int(item.where(work))
         cursor = max([start + seq_len] + [layout[k] + extent(k) for k in layout])
-        order = [i for i in items if not i.from_end] + \
+        order = [i for i in reversed(items) if not i.from_end] + \
             [i for i in reversed(items) if i.from_end]
         for item in order:
             for key in units:
