@@ -16,7 +16,6 @@ from bytewright.generator import pipeline
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,
-    DecodeError,
     EncodeError,
     TruncatedError,
 )
