@@ -430,8 +430,13 @@ class ConstructEmitter:
         """The encoded size of the field a varint size counts, from the value to build."""
         target = next(o for o in rec.fields if o.name == size_f.derived_from[1])
         t, v = target.type, f"this[{target.name!r}]"
-        if isinstance(t, ir.BytesT) and target.repeat is None and target.compressed is None:
+        rp = target.repeat
+        if isinstance(t, ir.BytesT) and rp is None and target.compressed is None:
             n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"
+        elif rp is not None and rp.prefix is None and rp.until is None:
+            # a list: the bytes of its items (the element is what type_c builds)
+            n = (f"sum(len(_build_bytes({self.type_c(t, target, rec)}, _x, this)) "
+                 f"for _x in {v})")
         else:
             n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this))"
         return f"({n} + {size_f.derived_offset})" if size_f.derived_offset else n
