@@ -350,7 +350,8 @@ class ConstructEmitter:
             else:
                 out.append(f"Check({rule}),")
         stored_f = next((o for o in rec.fields if o.derived_from == ("stored", name)), None)
-        if stored_f is not None:  # the compressed byte count, patched over its placeholder
+        if stored_f is not None and not isinstance(stored_f.type, ir.VarintT):
+            # the compressed byte count, patched over its placeholder
             measure = self.stored_measure(name)
             out.append(f"'_patch_{stored_f.name}' / Pointer("
                        f"{self.code(f'this[{chr(39)}_o_{stored_f.name}{chr(39)}]')}, "
@@ -420,6 +421,25 @@ class ConstructEmitter:
                 return f"_span_range(this, '_s_{names[first]}', '_e_{names[last]}')"
         return f"_span(this, {pieces!r})"
 
+    def stored_ahead(self, target: ir.Field, rec: ir.Record) -> str:
+        """The compressed size of ``target`` from the value to build (a varint stored size
+        is built before the field, at its real width)."""
+        t, v = target.type, f"this[{target.name!r}]"
+        if isinstance(t, ir.BytesT) and target.repeat is None:
+            plain = f"{v}.encode({t.text!r})" if t.text else f"bytes({v})"
+        elif target.repeat is not None:
+            plain = (f"b''.join(_build_bytes({self.type_c(t, target, rec)}, _x, this) "
+                     f"for _x in {v})")
+        else:
+            plain = f"_build_bytes({self.type_c(t, target, rec)}, {v}, this)"
+        c = target.compressed
+        codecs = f", codecs={codec_table(self.family, rec, c)!r}" if c.codecs else ""
+        frame = (f"len(_compress({c.algorithm.render(self.res(rec))}, {plain}, "
+                 f"path={target.name!r}{codecs}))")
+        if c.when is None:
+            return frame
+        return f"({frame} if {c.when.render(self.res(rec))} else len({plain}))"
+
     @staticmethod
     def stored_measure(name: str) -> str:
         """The stored byte count of compressed field ``name`` once built (its frame, or
@@ -430,6 +450,8 @@ class ConstructEmitter:
         """The encoded size of the field a varint size counts, from the value to build."""
         target = next(o for o in rec.fields if o.name == size_f.derived_from[1])
         t, v = target.type, f"this[{target.name!r}]"
+        if size_f.derived_from[0] == "stored":  # the compressed frame, built ahead
+            return self.stored_ahead(target, rec)
         rp = target.repeat
         if isinstance(t, ir.BytesT) and rp is None and target.compressed is None:
             n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"

@@ -1669,7 +1669,8 @@ class FastEmitter:
         name = f.name
         want_span = name in spans
         out: list[str] = []
-        if isinstance(f.type, ir.VarintT) and f.derived_from and f.derived_from[0] == "size":
+        if isinstance(f.type, ir.VarintT) and f.derived_from \
+                and f.derived_from[0] in ("size", "stored"):
             # written once its field's size is known (``insert_varint_size``)
             return ([f"_s_{name} = len(out)"] if name in spans.s else []) + \
                 [f"_at_{name} = len(out)"]
@@ -1686,6 +1687,7 @@ class FastEmitter:
             if other.derived_from == ("size", name):
                 size_target = other
         if f.compressed is not None:
+            self.cur_spans = spans  # a varint stored size is inserted (and moves spans)
             inner = self.encode_compressed(f, inner, res, want_span, size_target)
         elif size_target is not None:
             inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
@@ -1720,12 +1722,14 @@ class FastEmitter:
             out.append(f"_e_{name} = len(out)")
         return out
 
-    def insert_varint_size(self, size_f: ir.Field, target: ir.Field, spans: Spans) -> list[str]:
+    def insert_varint_size(self, size_f: ir.Field, target: ir.Field, spans: Spans,
+                           value: str | None = None) -> list[str]:
         """A varint size is only known once its field is encoded and its width depends on
         the value: insert it at its place, then move every offset remembered since."""
         k = f" + {size_f.derived_offset}" if size_f.derived_offset else ""
         at = f"_at_{size_f.name}"
-        out = [f"_k = {self.varint_encode(size_f.type, f'_size_{target.name}{k}')}",
+        value = value or f"_size_{target.name}{k}"
+        out = [f"_k = {self.varint_encode(size_f.type, value)}",
                f"out[{at}:{at}] = _k"]
         names = [x.name for x in self.lay.fields]
         between = self.lay.fields[names.index(size_f.name) + 1:names.index(target.name) + 1]
@@ -1736,11 +1740,18 @@ class FastEmitter:
                 out.append(f"_s_{x.name} += len(_k)")
             if x.name in spans.e and x is not target:
                 out.append(f"_e_{x.name} += len(_k)")
-            if x.derived_from and x.derived_from[0] == "size" and x is not target:
+            if x.derived_from and x.derived_from[0] in ("size", "stored") and x is not target:
                 out.append(f"_at_{x.name} += len(_k)")
             if any(x is c for cks in self.deferred.values() for c in cks):
                 out.append(f"_atck_{x.name} += len(_k)")
         return out
+
+    def patch_stored(self, stored: ir.Field, f: ir.Field) -> list[str]:
+        """Write the stored (compressed) byte count ``_stored_<f>`` at its place."""
+        if isinstance(stored.type, ir.VarintT):
+            return self.insert_varint_size(stored, f, self.cur_spans, f"_stored_{f.name}")
+        return [f"{self.patch_struct(stored)}.pack_into(out, _at_{stored.name}, "
+                f"_stored_{f.name})"]
 
     def patch_struct(self, f: ir.Field) -> str:
         it = self.base_int(f.type)
@@ -1761,9 +1772,7 @@ class FastEmitter:
         comp.append("out += _frame")
         stored = next((o for o in self.lay.fields if o.derived_from == ("stored", f.name)), None)
         if stored is not None:  # the compressed byte count, patched over its placeholder
-            comp += [f"_stored_{f.name} = len(_frame)",
-                     f"{self.patch_struct(stored)}.pack_into(out, _at_{stored.name}, "
-                     f"_stored_{f.name})"]
+            comp += [f"_stored_{f.name} = len(_frame)", *self.patch_stored(stored, f)]
         if want_span:
             comp.append(f"_plain_{f.name} = _plain")
         if size_target is not None:
@@ -1777,9 +1786,7 @@ class FastEmitter:
         if size_target is not None:
             plain.append(f"_size_{f.name} = len(out) - _ps")
         if stored is not None:  # stored as it is: the stored size is the plain size
-            plain += [f"_stored_{f.name} = len(out) - _ps",
-                      f"{self.patch_struct(stored)}.pack_into(out, _at_{stored.name}, "
-                      f"_stored_{f.name})"]
+            plain += [f"_stored_{f.name} = len(out) - _ps", *self.patch_stored(stored, f)]
         out += ["    " + x for x in plain]
         return out
 

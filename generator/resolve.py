@@ -911,9 +911,10 @@ class Resolver:
                                 "bytes end; keep one")
         elif tgt is None or names.index(n) > names.index(f.name):
             self.err(src, path, f"stored_size: {n!r} is no field before {f.name!r}")
-        elif not isinstance(tgt.type, ir.IntT) or not tgt.in_model or tgt.repeat is not None:
-            self.err(src, path, f"stored_size: {n!r} is not a plain fixed-width integer "
-                                f"field (stored, not derived or computed)")
+        elif not isinstance(tgt.type, (ir.IntT, ir.VarintT)) or not tgt.in_model \
+                or tgt.repeat is not None or tgt.convert is not None:
+            self.err(src, path, f"stored_size: {n!r} is not a plain integer field (stored, "
+                                f"not derived or computed)")
         else:
             tgt.derived_from = ("stored", f.name)
 
