@@ -56,9 +56,14 @@ def item_source(rec: ir.Record, loc: ir.Located) -> str:
         parts.append(f"size=lambda _v: {_render(loc.size)}")
     if not loc.lazy:
         parts.append("lazy=False")
+    if loc.cond is not None:
+        parts.append(f"cond=lambda _v: {_render(loc.cond)}")
     if loc.fills:
         parts.append(f"fills={loc.fills!r}")
     return f"_located.Item({', '.join(parts)})"
+
+
+_RUNS = ("iter", "decode_many", "decode_prefix", "decode_rows", "encode_many")
 
 
 def _render(e) -> str:
@@ -126,5 +131,9 @@ def block(family: ir.Family) -> str:
             f"def construct_encode_{n}(value: {cls}, *, compiled: bool = False) -> bytes:",
             '    """Encode through the Construct definitions (the reference path)."""',
             f"    return _LOCATED.encode({n!r}, value, construct=True, compiled=compiled)",
+            "",
+            "",
+            "# its structures lie anywhere in the buffer: no runs of such records",
+            *(f"globals().pop({fn + '_' + n!r}, None)" for fn in _RUNS),
         ]
     return "\n".join(lines)

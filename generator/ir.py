@@ -298,6 +298,7 @@ class Located:
     eos: bool = False  # a run of records filling ``size`` bytes
     size: Expr | None = None
     lazy: bool = True
+    cond: Expr | None = None  # present only when true (absent = None; its offset filled 0)
     doc: str = ""
     fills: tuple[tuple[str, tuple[str, ...]], ...] = ()  # set by resolve
     line: int | None = None

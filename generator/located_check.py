@@ -13,7 +13,7 @@ from . import ir
 from .expr import Expr
 from .yamlsource import join
 
-_KEYS = {"name", "type", "doc", "spec", "at", "repeat", "size", "lazy"}
+_KEYS = {"name", "type", "doc", "spec", "at", "repeat", "size", "lazy", "if"}
 
 
 def resolve(rv: Any, src: Any, path: str, fb: dict) -> ir.Located | None:
@@ -67,6 +67,8 @@ def resolve(rv: Any, src: Any, path: str, fb: dict) -> ir.Located | None:
             return None
     if "size" in fb:
         loc.size = rv.expr(src, join(path, "size"), fb["size"])
+    if "if" in fb:
+        loc.cond = rv.expr(src, join(path, "if"), fb["if"])
     if loc.eos and loc.size is None:
         rv.err(src, join(path, "repeat"), "repeat: eos on a located field needs its size:")
         return None
@@ -126,9 +128,10 @@ def _names(rv: Any, src: Any, rec: ir.Record, loc: ir.Located, seq: dict,
            known: dict, records: dict) -> None:
     """Every name of a location, count or size is a field read before it: sequential, or
     located earlier."""
-    exprs = [("at", loc.where), ("repeat.count", loc.count), ("size", loc.size)]
+    exprs = [("at", loc.where), ("repeat.count", loc.count), ("size", loc.size),
+             ("if", loc.cond)]
     if loc.how == "each":
-        exprs = []
+        exprs = [("if", loc.cond)]
         if loc.each not in seq and loc.each not in known:
             rv.err(src, join(loc.path, "at"), f"each: {loc.each!r} is no earlier field")
             return

@@ -15,6 +15,7 @@ the property: they must derive it consistently on both paths.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -437,6 +438,16 @@ class Builder:
                         "checks but cannot fill")
         sub = self.family.records[loc.target]
         fpath = f"{path}.{loc.name}"
+        if loc.cond is not None:  # presence is the value's (a chain ends within a few)
+            self._located_depth = getattr(self, "_located_depth", 0)
+            if self._located_depth >= 2 or not draw(st.booleans()):
+                return None
+            self._located_depth += 1
+            try:
+                return self._draw_located(draw, rec, dataclasses.replace(loc, cond=None),
+                                          model, path, sites)
+            finally:
+                self._located_depth -= 1
         if loc.how == "each":
             n = len(model.get(loc.each) or ())
         elif loc.many:

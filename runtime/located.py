@@ -43,6 +43,7 @@ class Item:
     eos: bool = False  # a run of records filling ``size`` bytes
     size: Expr | None = None  # the bytes the structure takes (a bound and a check)
     lazy: bool = True
+    cond: Expr | None = None  # present only when true
     # fields the encoder fills: (kind, path); kind is offset|count|size|distance,
     # a path item "*" stands for every item of a list (``each``)
     fills: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -217,6 +218,8 @@ class Codecs:
         return value, end
 
     def _attach(self, rd: _Reader, item: Item, holder: Any, start: int, path: str) -> Any:
+        if item.cond is not None and not _eval(item.cond, holder, path, start, bool):
+            return None
         if item.how == "each":
             offsets = [self._position(rd, item, holder, start, path, sub=x)
                        for x in getattr(holder, item.each)]
@@ -320,8 +323,12 @@ class Codecs:
             return [(start, write(name, _unwrap(value), path), path)]
         work = copy.copy(_unwrap(value))
         hints: dict[tuple[str, int], int | None] = {}
+        absent = set()
         for item in items:  # the located values, owned (the encoder fills them)
             raw = getattr(work, item.name, None)
+            if raw is None and item.cond is not None:
+                absent.add(item.name)  # presence is the value's; checked once filled
+                continue
             if raw is None:
                 raise EncodeError("a located structure is missing", path=f"{path}.{item.name}")
             if item.how == "each":
@@ -339,6 +346,11 @@ class Codecs:
         for item in items:
             for _kind, fpath in item.fills:
                 _own(work, fpath)
+        items = tuple(i for i in items if i.name not in absent)
+        for item in self.items[name]:
+            if item.name in absent:  # no structure: where it would be reads 0
+                for _kind, fpath in item.fills:
+                    _set(work, fpath, 0)
         placed: dict[tuple[str, int], int] = {}
         filled: list[Any] = []
         for round_ in range(8):  # sizes settle once the filled values are in
@@ -363,6 +375,10 @@ class Codecs:
                                   f"{la} at [{a0}, {a1})", path=lb)
         if start == 0:
             self._check_ends(items, work, layout, pieces, path)
+        for item in self.items[name]:
+            if item.cond is not None and bool(item.cond(work)) == (item.name in absent):
+                raise EncodeError("the structure's presence disagrees with its condition",
+                                  path=f"{path}.{item.name}")
         return pieces
 
     def _units(self, items: tuple[Item, ...], work: Any, placed: dict, write: Callable,
@@ -483,7 +499,7 @@ def _rebase_encode(exc: EncodeError, record: str, path: str) -> EncodeError:
     return EncodeError(exc.message, path=full)
 
 
-def _eval(expr: Expr | None, holder: Any, path: str, at: int) -> int:
+def _eval(expr: Expr | None, holder: Any, path: str, at: int, kind: type = int) -> Any:
     try:
         out = expr(holder)  # type: ignore[misc]
     except DecodeError:
@@ -491,6 +507,8 @@ def _eval(expr: Expr | None, holder: Any, path: str, at: int) -> int:
     except Exception as exc:  # noqa: BLE001 -- an expression over a value that lacks a name
         raise ConstraintError(f"cannot evaluate the location: {exc}", offset=at,
                               path=path) from None
+    if kind is bool:
+        return bool(out)
     if isinstance(out, bool) or not isinstance(out, int):
         raise ConstraintError("a location is not an integer", offset=at, path=path,
                               expected="int", found=out)

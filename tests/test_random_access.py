@@ -111,6 +111,16 @@ records:
     fields:
       - {name: header, type: header}
       - {name: ifd, type: ifd, at: header.first_ifd}
+  chained_ifd:
+    fields:
+      - {name: n, type: u16}
+      - {name: entries, type: entry, repeat: {count: n}}
+      - {name: next_ifd, type: u32}
+      - {name: next, type: chained_ifd, at: next_ifd, if: "next_ifd != 0"}
+  chained:
+    fields:
+      - {name: header, type: header}
+      - {name: ifd, type: chained_ifd, at: header.first_ifd}
   tiff_eager:
     fields:
       - {name: header, type: header}
@@ -328,6 +338,25 @@ def test_tiff_offset_filled_on_encode(schema_module):
     assert m.decode_tiff(data)[0] == value
 
 
+def test_chain_of_directories_each_at_the_offset_the_previous_names(schema_module):
+    m = schema_module(TIFF, "tiffish")
+    first = struct.pack("<HHHII", 1, 256, 3, 1, 640) + struct.pack("<I", 34)
+    second = struct.pack("<HHHII", 1, 257, 3, 1, 480) + struct.pack("<I", 0)
+    data = b"II" + struct.pack("<HI", 42, 8) + first + bytes(8) + second
+    for label, dec, enc in paths(m, "chained"):
+        v = dec(data)
+        assert v.ifd.entries[0].value == 640 and v.ifd.next.offset == 34, label
+        assert v.ifd.next.entries[0].value == 480 and v.ifd.next.next is None
+        assert enc(v) == data, label
+    # built without offsets: each directory right after the one naming it
+    fresh = m.Chained(m.Header(), m.ChainedIfd([m.Entry(256, 3, 1, 640)], next=m.ChainedIfd(
+        [m.Entry(257, 3, 1, 480)])))
+    packed = b"II" + struct.pack("<HI", 42, 8) + first[:-4] + struct.pack("<I", 26) + second
+    for _label, _dec, enc in paths(m, "chained"):
+        assert enc(fresh) == packed
+    assert m.decode_chained(packed)[0] == fresh
+
+
 def test_offset_out_of_range(schema_module):
     m = schema_module(TIFF, "tiffish")
     data = tiff_bytes(first_ifd=999)
@@ -405,7 +434,8 @@ def problems(tmp_path, text: str) -> list[str]:
     ("{name: x, type: inner, at: {each: nope, offset: o}}", "is no earlier field"),
     ("{name: x, type: inner, at: {offset: 4, base: elsewhere}}", "neither _start"),
     ("{name: x, type: inner, at: 4, repeat: eos}", "needs its size"),
-    ("{name: x, type: inner, at: 4, if: 'o > 1'}", "takes only"),
+    ("{name: x, type: inner, at: 4, valid: {min: 1}}", "takes only"),
+    ("{name: x, type: inner, at: 4, if: 'missing > 1'}", "'missing' is no field"),
     ("{name: x, type: inner, at: {find_last: 'hex:0102030405', within: 2}}", "longer than"),
 ])
 def test_misuse_is_a_schema_problem(tmp_path, field, message):
@@ -463,7 +493,7 @@ records:
 # -- the codec-truth property harness -----------------------------------------------------
 
 @pytest.mark.parametrize("schema, family, records", [
-    (TIFF, "tiffish", ["tiff", "tiff_eager"]),
+    (TIFF, "tiffish", ["tiff", "tiff_eager", "chained"]),
     (FOOTER, "footer", ["pq_file"]),
     (ZIP, "ziplike", ["zip_file"]),
 ])
