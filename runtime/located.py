@@ -175,6 +175,9 @@ class _Reader:
     origin: int
     construct: bool
     compiled: bool
+    # structures being decoded right now: one reached again through its own offsets
+    # (a cycle) is refused instead of recursing forever
+    active: set = dataclasses.field(default_factory=set)
 
 
 class Codecs:
@@ -238,6 +241,18 @@ class Codecs:
     def _loader(self, rd: _Reader, item: Item, holder: Any, pos: int,
                 path: str) -> Callable[[], Any]:
         def load() -> Any:
+            key = (item.target, pos)
+            if key in rd.active:
+                raise ConstraintError("located structures form a cycle", offset=pos,
+                                      path=path, expected="each structure once",
+                                      found=f"{item.target} again at {pos}")
+            rd.active.add(key)
+            try:
+                return read()
+            finally:
+                rd.active.discard(key)
+
+        def read() -> Any:
             limit = None
             if item.size is not None:
                 size = _eval(item.size, holder, path, pos)
@@ -257,8 +272,13 @@ class Codecs:
             p = pos
             n = _eval(item.count, holder, path, pos) if item.count is not None else None
             while (len(out) < n) if n is not None else (p < limit):
-                value, p = self._read(rd, item.target, p, limit, f"{path}[{len(out)}]")
+                value, nxt = self._read(rd, item.target, p, limit, f"{path}[{len(out)}]")
+                if nxt <= p:  # a record of no bytes would repeat forever
+                    raise ConstraintError("record consumes no bytes", offset=p,
+                                          path=f"{path}[{len(out)}]", expected="> 0 bytes",
+                                          found=0)
                 out.append(value)
+                p = nxt
             if limit is not None and p != limit:
                 raise ConstraintError("located records do not fill their size", offset=p,
                                       path=path, expected=limit - pos, found=p - pos)

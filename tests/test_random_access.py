@@ -357,6 +357,16 @@ def test_chain_of_directories_each_at_the_offset_the_previous_names(schema_modul
     assert m.decode_chained(packed)[0] == fresh
 
 
+def test_a_cycle_of_offsets_is_refused_when_read_eagerly(schema_module):
+    m = schema_module(TIFF.replace('if: "next_ifd != 0"}', 'if: "next_ifd != 0", lazy: false}'),
+                      "tiffcycle")
+    ifd = struct.pack("<HHHII", 1, 256, 3, 1, 640) + struct.pack("<I", 8)  # names itself
+    data = b"II" + struct.pack("<HI", 42, 8) + ifd
+    calls = [lambda d=dec: d(data).ifd.n for _l, dec, _e in paths(m, "chained")]
+    errs = same_error(calls, ConstraintError, "chained.ifd.next", 8)
+    assert "cycle" in str(errs[0])
+
+
 def test_offset_out_of_range(schema_module):
     m = schema_module(TIFF, "tiffish")
     data = tiff_bytes(first_ifd=999)
