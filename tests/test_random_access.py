@@ -518,3 +518,19 @@ def test_drawn_values_agree_on_every_path(schema_module, tmp_path, schema, famil
         for kind in ("valid", "near"):
             r = run_record(builder, rec, max_examples=10, kind=kind, shrink=False)
             assert r.status == "ok", r.line()
+
+
+def test_kaitai_export_reads_located_fields_as_instances(tmp_path):
+    from bytewright.generator import export_ksy
+
+    src = tmp_path / "footer.yaml"
+    src.write_text(FOOTER)
+    exp = export_ksy.export_family(pipeline.run([src]).families["footer"])
+    inst = exp.ksy["types"]["pq_file"]["instances"]
+    assert inst["tail"] == {"pos": "_io.size - (8)", "type": "tail"}
+    assert inst["meta"]["size"] == "tail.meta_len"
+    assert inst["data"] == {"pos": "meta.data_at", "type": "blob", "size": "meta.data_len"}
+    src = tmp_path / "ziplike.yaml"
+    src.write_text(ZIP)
+    exp = export_ksy.export_family(pipeline.run([src]).families["ziplike"])
+    assert any("zip_file.eocd" in n and "not expressible" in n for n in exp.notes)
