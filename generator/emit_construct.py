@@ -455,10 +455,12 @@ class ConstructEmitter:
         rp = target.repeat
         if isinstance(t, ir.BytesT) and rp is None and target.compressed is None:
             n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"
-        elif rp is not None and rp.prefix is None and rp.until is None:
-            # a list: the bytes of its items (the element is what type_c builds)
-            n = (f"sum(len(_build_bytes({self.type_c(t, target, rec)}, _x, this)) "
-                 f"for _x in {v})")
+        elif rp is not None and rp.prefix is None and rp.until is None \
+                and target.framing is None:
+            # a repeat without its own prefix measures as the sum of its items (of a
+            # compressed repeat: its plain bytes, which its derived size counts)
+            elem = self.type_c(t, target, rec)
+            n = f"sum(len(_build_bytes({elem}, _x, this)) for _x in {v})"
         else:
             n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this))"
         return f"({n} + {size_f.derived_offset})" if size_f.derived_offset else n
