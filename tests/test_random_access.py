@@ -534,3 +534,28 @@ def test_kaitai_export_reads_located_fields_as_instances(tmp_path):
     src.write_text(ZIP)
     exp = export_ksy.export_family(pipeline.run([src]).families["ziplike"])
     assert any("zip_file.eocd" in n and "not expressible" in n for n in exp.notes)
+
+
+def test_inspect_traces_located_structures_where_they_lie(schema_module, tmp_path):
+    from bytewright.generator import inspector
+
+    m = schema_module(ZIP, "ziplike")
+    src = tmp_path / "zl.yaml"
+    src.write_text(ZIP)
+    fam = pipeline.run([src]).families["ziplike"]
+    data = python_zip()
+    res = inspector.inspect_bytes(data, m, fam, "zip_file", {})
+    assert res.failure is None
+    nodes = {n.path: n for top in res.records for n in top.walk()}
+    eocd_at = data.rindex(b"PK\x05\x06")
+    assert nodes["zip_file.eocd"].offset == eocd_at
+    assert nodes["zip_file.eocd"].size == len(data) - eocd_at
+    second = struct.unpack_from("<I", data, nodes["zip_file.entries[1]"].offset + 42)[0]
+    assert nodes["zip_file.files[1]"].offset == second
+    assert nodes["zip_file.files[1].crc32"].checksum == "ok"
+    bad = bytearray(data)
+    bad[14] ^= 1  # the first member's CRC
+    res = inspector.inspect_bytes(bytes(bad), m, fam, "zip_file", {})
+    assert res.failure is not None and res.failure.path == "zip_file.files[0].crc32"
+    assert res.failure.offset == 14
+    assert [n.path for n in res.bad_checksums] == ["zip_file.files[0].crc32"]
