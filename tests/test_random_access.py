@@ -559,3 +559,16 @@ def test_inspect_traces_located_structures_where_they_lie(schema_module, tmp_pat
     assert res.failure is not None and res.failure.path == "zip_file.files[0].crc32"
     assert res.failure.offset == 14
     assert [n.path for n in res.bad_checksums] == ["zip_file.files[0].crc32"]
+
+
+def test_diff_reports_a_changed_location_as_wire_breaking(tmp_path, capsys):
+    from bytewright.cli.main import main as cli_main
+
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(ZIP)
+    new.write_text(ZIP.replace("within: 65557", "within: 1024"))
+    code = cli_main(["diff", str(old), str(new)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "W021 located-field-changed: ziplike.zip_file.eocd" in out
+    assert "within 65557 -> 1024" in out
