@@ -16,6 +16,7 @@ from bytewright.generator import pipeline
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,
+    DecodeError,
     EncodeError,
     TruncatedError,
 )
@@ -572,3 +573,41 @@ def test_diff_reports_a_changed_location_as_wire_breaking(tmp_path, capsys):
     assert code == 1
     assert "W021 located-field-changed: ziplike.zip_file.eocd" in out
     assert "within 65557 -> 1024" in out
+
+
+def _force(v, names):
+    """Every located structure of ``v`` (decoded), followed through ``names``."""
+    out = []
+    for n in names:
+        x = getattr(v, n)
+        out.append(list(x) if isinstance(x, (LazyList, list)) or (
+            isinstance(x, Lazy) and isinstance(x.get(), list)) else x.get())
+    return out
+
+
+@pytest.mark.parametrize("which", ["zip", "tiff", "footer"])
+def test_corrupted_inputs_give_the_same_value_or_error_on_every_path(schema_module, which):
+    import random
+
+    schema, family, record, data, names = {
+        "zip": (ZIP, "ziplike", "zip_file", python_zip(), ["eocd", "entries", "files"]),
+        "tiff": (TIFF, "tiffish", "tiff", tiff_bytes(), ["ifd"]),
+        "footer": (FOOTER, "footer", "pq_file", footer_bytes(),
+                   ["tail", "meta", "data", "note"]),
+    }[which]
+    m = schema_module(schema, family)
+    rnd = random.Random(11)
+    for _ in range(120):
+        d = bytearray(data)
+        if rnd.random() < 0.3:
+            d = d[:rnd.randrange(len(d))]
+        else:
+            for _ in range(rnd.randrange(1, 4)):
+                d[rnd.randrange(len(d))] = rnd.randrange(256)
+        outcomes = []
+        for _label, dec, _enc in paths(m, record):
+            try:
+                outcomes.append(("ok", _force(dec(bytes(d)), names)))
+            except DecodeError as exc:  # nothing but the project's own errors
+                outcomes.append((type(exc).__name__, exc.path, exc.offset))
+        assert outcomes[0] == outcomes[1] == outcomes[2], (bytes(d).hex(), outcomes)
