@@ -1666,11 +1666,14 @@ class FastEmitter:
 
     def encode_field(self, rec: ir.Record, f: ir.Field, res, spans: set[str],
                      prefixed: bool = False) -> list[str]:
+        if isinstance(f.type, ir.VarintT) and f.derived_from \
+                and f.derived_from[0] == "stored":  # inserted once the frame is built
+            return ([f"_s_{f.name} = len(out)"] if f.name in spans.s else []) + \
+                [f"_at_{f.name} = len(out)"]
         name = f.name
         want_span = name in spans
         out: list[str] = []
-        if isinstance(f.type, ir.VarintT) and f.derived_from \
-                and f.derived_from[0] in ("size", "stored"):
+        if isinstance(f.type, ir.VarintT) and f.derived_from and f.derived_from[0] == "size":
             # written once its field's size is known (``insert_varint_size``)
             return ([f"_s_{name} = len(out)"] if name in spans.s else []) + \
                 [f"_at_{name} = len(out)"]
@@ -1740,7 +1743,7 @@ class FastEmitter:
                 out.append(f"_s_{x.name} += len(_k)")
             if x.name in spans.e and x is not target:
                 out.append(f"_e_{x.name} += len(_k)")
-            if x.derived_from and x.derived_from[0] in ("size", "stored") and x is not target:
+            if x.derived_from and x.derived_from[0] == "size" and x is not target:
                 out.append(f"_at_{x.name} += len(_k)")
             if any(x is c for cks in self.deferred.values() for c in cks):
                 out.append(f"_atck_{x.name} += len(_k)")
