@@ -76,6 +76,9 @@ def every_path(m, record: str, value) -> bytes:
     assert m.DECODERS[record](data) == (value, len(data))
     assert m.CONSTRUCT_DECODERS[record](data) == value
     assert m.CONSTRUCT_DECODERS[record](data, compiled=True) == value
+    # the many-record encoder and the one-loop reader agree with the single ones
+    assert getattr(m, f"encode_many_{record}")([value, value]) == data + data
+    assert getattr(m, f"decode_many_{record}")(data + data) == [value, value]
     return data
 
 
