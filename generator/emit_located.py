@@ -42,7 +42,11 @@ def item_source(rec: ir.Record, loc: ir.Located) -> str:
     parts = [repr(loc.name), repr(loc.target), repr(loc.how)]
     if loc.where is not None:
         parts.append(f"where=lambda _v: {_render(loc.where)}")
-    if loc.base is not None:
+    if loc.base is not None and loc.base in {f.name for f in rec.fields}:
+        parts.append("base='_start'")  # a field at a fixed offset: from the record's start
+        if loc.base_shift:
+            parts.append(f"shift={loc.base_shift}")
+    elif loc.base is not None:
         parts.append(f"base={loc.base!r}")
     if loc.how == "find_last":
         parts += [f"signature={loc.signature!r}", f"within={loc.within}"]

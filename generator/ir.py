@@ -289,7 +289,8 @@ class Located:
     target: str  # the record found there
     how: str  # at | find_last | from_end | each
     where: Expr | None = None  # at: the offset; from_end: the distance from the end
-    base: str | None = None  # at: "_start" or a located field of the same record
+    base: str | None = None  # at: "_start", a located field or a fixed-offset field
+    base_shift: int = 0  # a sequential base field: its fixed offset in the record
     signature: bytes = b""
     within: int = 0
     each: str | None = None  # each: the list field whose items hold the offsets

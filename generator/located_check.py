@@ -115,6 +115,20 @@ def check(rv: Any, records: dict[str, ir.Record]) -> None:
             known[loc.name] = loc
 
 
+def _fixed_offset(rv: Any, rec: ir.Record, name: str) -> int | None:
+    """The offset of sequential field ``name`` when every field before it has a fixed
+    size and is always present."""
+    at = 0
+    for f in rec.fields:
+        if f.name == name:
+            return at
+        size = rv._fixed_size(f, rv.aliases, rv.enums, rv.flagdefs)
+        if size is None or f.cond is not None or f.since is not None or f.until is not None:
+            return None
+        at += size
+    return None
+
+
 def _targets(t: ir.Type) -> set[str]:
     if isinstance(t, ir.RefT) and t.kind == "record":
         return {t.target}
@@ -135,9 +149,16 @@ def _names(rv: Any, src: Any, rec: ir.Record, loc: ir.Located, seq: dict,
         if loc.each not in seq and loc.each not in known:
             rv.err(src, join(loc.path, "at"), f"each: {loc.each!r} is no earlier field")
             return
-    if loc.base is not None and loc.base != "_start" and loc.base not in known:
-        rv.err(src, join(loc.path, "at"), f"base: {loc.base!r} is neither _start nor an "
-                                          f"earlier located field")
+    if loc.base in seq:  # a field at a fixed offset: the record's start plus that offset
+        shift = _fixed_offset(rv, rec, loc.base)
+        if shift is None:
+            rv.err(src, join(loc.path, "at"), f"base: {loc.base!r} is not at a fixed offset "
+                                              f"in {rec.name!r}")
+        else:
+            loc.base_shift = shift
+    elif loc.base is not None and loc.base != "_start" and loc.base not in known:
+        rv.err(src, join(loc.path, "at"), f"base: {loc.base!r} is neither _start, a field "
+                                          f"at a fixed offset nor an earlier located field")
     for key, e in exprs:
         if e is None:
             continue

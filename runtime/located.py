@@ -36,6 +36,7 @@ class Item:
     how: str  # "at" | "find_last" | "from_end" | "each"
     where: Expr | None = None  # at: the offset; from_end: the distance from the end
     base: str | None = None  # at: "_start" (the record's start) or a located field
+    shift: int = 0  # added to the record's start (a base field at a fixed offset)
     signature: bytes = b""  # find_last
     within: int = 0  # find_last: the signature starts within the last N bytes
     each: str | None = None  # each: the list field whose items hold the offsets
@@ -304,7 +305,7 @@ class Codecs:
         else:
             base = rd.origin
             if item.base == "_start":
-                base = start
+                base = start + item.shift
             elif item.base is not None:
                 base = rd.origin + getattr(holder, item.base).offset
             pos = base + _eval(item.where, holder, path, start)
@@ -443,8 +444,8 @@ class Codecs:
             key = (item.name, 0)
             if item.how == "at" and key not in layout and \
                     not any(k == "offset" for k, _ in item.fills):
-                base = 0 if item.base is None else start if item.base == "_start" else \
-                    layout.get((item.base, 0))
+                base = 0 if item.base is None else start + item.shift \
+                    if item.base == "_start" else layout.get((item.base, 0))
                 if base is not None:
                     layout[key] = base + int(item.where(work))
         cursor = max([start + seq_len] + [layout[k] + extent(k) for k in layout])
@@ -473,8 +474,8 @@ class Codecs:
                     continue
                 key = (item.name, 0)
                 if kind == "offset":
-                    base = 0 if item.base is None else start if item.base == "_start" else \
-                        layout[(item.base, 0)]
+                    base = 0 if item.base is None else start + item.shift \
+                        if item.base == "_start" else layout[(item.base, 0)]
                     val = layout[key] - base
                 elif kind == "distance":
                     val = max(total, layout[key] + units[key][1]) - layout[key]

@@ -155,6 +155,12 @@ records:
       - {name: meta, type: meta, at: {from_end: "8 + tail.meta_len"}, size: tail.meta_len}
       - {name: data, type: blob, at: meta.data_at, size: meta.data_len}
       - {name: note, type: note, at: {offset: note_at, base: _start}}
+  rel_file:
+    fields:
+      - {name: magic, type: u16, const: 0x1234}
+      - {name: table_at, type: u8}
+      - {name: pad, type: bytes, size: 3}
+      - {name: table, type: note, at: {offset: table_at, base: pad}}
 """
 
 
@@ -431,6 +437,18 @@ def test_footer_length_then_magic(schema_module):
         assert enc(fresh) == data
 
 
+def test_offset_relative_to_a_field_of_the_record(schema_module):
+    m = schema_module(FOOTER, "footer")
+    data = bytes([0x34, 0x12, 4, 1, 2, 3, 0, 3]) + b"abc"  # the table 4 bytes after pad
+    for label, dec, enc in paths(m, "rel_file"):
+        v = dec(data)
+        assert v.table.text == "abc" and v.table.offset == 7 and v.table_at == 4, label
+        assert enc(v) == data, label
+    fresh = m.RelFile(pad=b"\x01\x02\x03", table=m.Note("abc"))
+    for _label, _dec, enc in paths(m, "rel_file"):
+        assert enc(fresh) == bytes([0x34, 0x12, 3, 1, 2, 3, 3]) + b"abc"
+
+
 # -- schema problems ----------------------------------------------------------------------
 
 def problems(tmp_path, text: str) -> list[str]:
@@ -444,6 +462,7 @@ def problems(tmp_path, text: str) -> list[str]:
     ("{name: x, type: inner, at: nowhere}", "'nowhere' is no field"),
     ("{name: x, type: inner, at: {each: nope, offset: o}}", "is no earlier field"),
     ("{name: x, type: inner, at: {offset: 4, base: elsewhere}}", "neither _start"),
+    ("{name: x, type: inner, at: {offset: 4, base: o}}", None),
     ("{name: x, type: inner, at: 4, repeat: eos}", "needs its size"),
     ("{name: x, type: inner, at: 4, valid: {min: 1}}", "takes only"),
     ("{name: x, type: inner, at: 4, if: 'missing > 1'}", "'missing' is no field"),
@@ -462,8 +481,28 @@ records:
       - {field}
 """
     found = problems(tmp_path, text)
+    if message is None:  # `o` is at offset 0: a fine base
+        assert found == []
+        return
     assert any(message in p and "p.yaml:10:" in p and "records.holder.fields[1]" in p
                for p in found), found
+
+
+def test_a_base_field_needs_a_fixed_offset(tmp_path):
+    text = """bytewright: 1
+family: bad
+records:
+  inner:
+    fields:
+      - {name: a, type: u8}
+  holder:
+    fields:
+      - {name: name, type: str, length: u8}
+      - {name: o, type: u8}
+      - {name: x, type: inner, at: {offset: 4, base: o}}
+"""
+    found = problems(tmp_path, text)
+    assert any("p.yaml:11:" in p and "'o' is not at a fixed offset" in p for p in found), found
 
 
 def test_a_record_with_located_fields_is_not_a_sequential_field(tmp_path):
