@@ -163,7 +163,8 @@ def _located(loc: ir.Located, rec: ir.Record) -> dict:
     many = loc.how == "each" or loc.many
     return {"name": loc.name, "path": f"{rec.name}.{loc.name}", "offset": None, "size": None,
             "type": loc.target + ("[]" if many else ""),
-            "link": {"kind": "record", "target": loc.target}, "constraints": cons,
+            "link": None if loc.target == "bytes" else {"kind": "record", "target": loc.target},
+            "constraints": cons,
             "checksum": None, "doc": loc.doc.strip(), "spec": rec.spec, "line": loc.line}
 
 

@@ -24,7 +24,8 @@ def closure(family: ir.Family) -> list[str]:
         if name in out:
             continue
         out.append(name)
-        todo += [loc.target for loc in family.records[name].located]
+        todo += [loc.target for loc in family.records[name].located
+                 if loc.target != "bytes"]
     return [n for n in family.records if n in out]
 
 
@@ -32,7 +33,7 @@ def model_extra(rec: ir.Record, family: ir.Family) -> list[dict]:
     """Dataclass attributes of the located fields (after every other one)."""
     out = []
     for loc in rec.located:
-        cls = camel(loc.target)
+        cls = "bytes" if loc.target == "bytes" else camel(loc.target)
         ann = f"list[{cls}]" if loc.how == "each" or loc.count is not None or loc.eos else cls
         out.append({"name": loc.name, "annotation": f"{ann} | None", "default": "None"})
     return out

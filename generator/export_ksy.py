@@ -290,7 +290,7 @@ class _Family:
                                       f"(its position is not kept by Kaitai)")
             else:
                 pos = expr(loc.where)
-            e: dict = {"pos": pos, "type": loc.target}
+            e: dict = {"pos": pos} if loc.target == "bytes" else {"pos": pos, "type": loc.target}
             if loc.count is not None:
                 e.update({"repeat": "expr", "repeat-expr": expr(loc.count)})
             elif loc.eos:

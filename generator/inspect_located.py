@@ -18,7 +18,7 @@ def places(fam: ir.Family, record: str, value: Any, path: str,
     every structure ``value`` locates, nested ones after their holder."""
     for loc in fam.records[record].located:
         v = getattr(value, loc.name, None)
-        if v is None:
+        if v is None or loc.target == "bytes":  # raw bytes: no record to trace
             continue
         sub = f"{path}.{loc.name}"
         if isinstance(v, LazyList):

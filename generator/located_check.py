@@ -27,7 +27,7 @@ def resolve(rv: Any, src: Any, path: str, fb: dict) -> ir.Located | None:
         return None
     tname = fb.get("type")
     if not isinstance(tname, str) or "switch" in fb:
-        rv.err(src, join(path, "type"), "a located field (at:) is a record")
+        rv.err(src, join(path, "type"), "a located field (at:) is a record or bytes")
         return None
     loc = ir.Located(name=name, target=tname, how="at", lazy=bool(fb.get("lazy", True)),
                      doc=fb.get("doc", ""), line=src.line(path), path=path)
@@ -75,6 +75,10 @@ def resolve(rv: Any, src: Any, path: str, fb: dict) -> ir.Located | None:
     if loc.how == "each" and loc.size is not None:
         rv.err(src, join(path, "size"), "size: is not taken with at: {each}")
         return None
+    if tname == "bytes" and (loc.size is None or loc.many or loc.how == "each"):
+        rv.err(src, join(path, "size"), "located bytes take a size: (and no repeat or "
+                                        "each:)")
+        return None
     return loc
 
 
@@ -101,6 +105,11 @@ def check(rv: Any, records: dict[str, ir.Record]) -> None:
         known: dict[str, ir.Located] = {}
         for loc in rec.located:
             tgt = records.get(loc.target)
+            if loc.target == "bytes":  # raw bytes: nothing to resolve in a record
+                _names(rv, src, rec, loc, seq, known, records)
+                loc.fills = tuple(_fills(rv, src, rec, loc, seq, known, records))
+                known[loc.name] = loc
+                continue
             if tgt is None:
                 rv.err(src, join(loc.path, "type"), f"a located field is a record; "
                                                     f"{loc.target!r} is not one")

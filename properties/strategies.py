@@ -417,7 +417,7 @@ class Builder:
             if order not in ("le", "be"):
                 self.reject(f"{rec.name}: byte order {order!r} is neither le nor be")
         for loc in rec.located:
-            model[loc.name] = self._draw_located(draw, rec, loc, model, path, sites)
+            model[loc.name] = self._draw_located(draw, rec, loc, model, path, sites, env)
         for f in rec.model_fields:
             model.setdefault(f.name, None)
         cls = getattr(self.module, camel(rec.name))
@@ -427,16 +427,16 @@ class Builder:
         return value, Scope(dict(env), frozenset(f.name for f in rec.fields))
 
     def _draw_located(self, draw: Callable, rec: ir.Record, loc: ir.Located,
-                      model: dict, path: str, sites: list[Site]) -> Any:
+                      model: dict, path: str, sites: list[Site], env: dict) -> Any:
         """A located field's value: its record (a list of them for a run or ``each``),
         placed by the encoder, which fills the offsets, counts and sizes naming it."""
         fills = {kind for kind, _ in loc.fills}
+        raw = loc.target == "bytes"
         if (loc.how == "at" and "offset" not in fills) or \
                 (loc.count is not None and "count" not in fills) or \
-                (loc.size is not None and "size" not in fills):
+                (loc.size is not None and "size" not in fills and not raw):
             self.reject(f"{rec.name}.{loc.name}: a location, count or size the encoder "
                         "checks but cannot fill")
-        sub = self.family.records[loc.target]
         fpath = f"{path}.{loc.name}"
         if loc.cond is not None:  # presence is the value's (a chain ends within a few)
             self._located_depth = getattr(self, "_located_depth", 0)
@@ -445,9 +445,21 @@ class Builder:
             self._located_depth += 1
             try:
                 return self._draw_located(draw, rec, dataclasses.replace(loc, cond=None),
-                                          model, path, sites)
+                                          model, path, sites, env)
             finally:
                 self._located_depth -= 1
+        if raw:  # raw bytes placed as they are, as many as a size it cannot fill says
+            if "size" in fills:
+                return draw(st.binary(max_size=MAX_BYTES))
+            try:
+                n = self.ev(loc.size, env)
+            except _Unknown as exc:
+                raise Unsupported(f"{rec.name}.{loc.name}: size {loc.size.source!r} reads "
+                                  f"{exc}, which only the encoder derives") from None
+            if not isinstance(n, int) or not 0 <= n <= MAX_SIZE:
+                self.reject(f"{rec.name}.{loc.name}: size {loc.size.source!r} is {n!r}")
+            return draw(st.binary(min_size=n, max_size=n))
+        sub = self.family.records[loc.target]
         if loc.how == "each":
             n = len(model.get(loc.each) or ())
         elif loc.many:

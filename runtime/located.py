@@ -262,6 +262,8 @@ class Codecs:
                     raise TruncatedError("located structure runs past the end of the buffer",
                                          offset=pos, path=path, expected=size,
                                          found=len(rd.buf) - pos)
+            if item.target == "bytes":  # raw bytes: as they are
+                return bytes(rd.buf[pos:limit])
             if not item.many:
                 value, end = self._read(rd, item.target, pos, limit, path)
                 if limit is not None and end != limit:
@@ -394,6 +396,18 @@ class Codecs:
             if b0 < a1:
                 raise EncodeError(f"overlapping placement: {lb} at [{b0}, {b1}) overlaps "
                                   f"{la} at [{a0}, {a1})", path=lb)
+        for item in items:  # a count or size the encoder checks but cannot fill
+            kinds = {k for k, _ in item.fills}
+            key = (item.name, 0)
+            if item.size is not None and "size" not in kinds and key in units \
+                    and int(item.size(work)) != units[key][1]:
+                raise EncodeError(f"size {int(item.size(work))} says otherwise: the structure "
+                                  f"takes {units[key][1]} bytes", path=f"{path}.{item.name}")
+            if item.count is not None and "count" not in kinds \
+                    and int(item.count(work)) != len(getattr(work, item.name)):
+                raise EncodeError(f"count {int(item.count(work))} says otherwise: "
+                                  f"{len(getattr(work, item.name))} records",
+                                  path=f"{path}.{item.name}")
         if start == 0:
             self._check_ends(items, work, layout, pieces, path)
         for item in self.items[name]:
@@ -420,6 +434,10 @@ class Codecs:
                         pieces += got
                         p += len(got[0][1])
                     units[(item.name, i)] = (at, p - at, pieces)
+                elif item.target == "bytes":
+                    if not isinstance(v, (bytes, bytearray, memoryview)):
+                        raise EncodeError(f"located bytes, not {type(v).__name__}", path=sub)
+                    units[(item.name, i)] = (at, len(v), [(at, bytes(v), sub)])
                 else:
                     got = self._write(item.target, v, at, write, sub)
                     units[(item.name, i)] = (at, len(got[0][1]), got)

@@ -449,6 +449,41 @@ def test_offset_relative_to_a_field_of_the_record(schema_module):
         assert enc(fresh) == bytes([0x34, 0x12, 3, 1, 2, 3, 3]) + b"abc"
 
 
+BMP = """
+bytewright: 1
+family: bmpish
+records:
+  bmp:
+    fields:
+      - {name: magic, type: bytes, size: 2, const: "424d"}
+      - {name: file_size, type: u32}
+      - {name: reserved, type: u32, reserved: zero}
+      - {name: pixels_at, type: u32}
+      - {name: width, type: i32}
+      - {name: palette, type: u32, repeat: {count: 2}}
+      - {name: pixels, type: bytes, at: pixels_at, size: "4 * width"}
+"""
+
+
+def test_located_bytes_at_an_offset_bmp_style(schema_module):
+    m = schema_module(BMP, "bmpish")
+    head = b"BM" + struct.pack("<IIIi", 42, 0, 32, 2) + struct.pack("<2I", 0, 0xFFFFFF)
+    data = head + bytes(6) + bytes(range(8))  # 6 bytes of gap, then the pixels at 32
+    for label, dec, enc in paths(m, "bmp"):
+        v = dec(data)
+        assert v.pixels.offset == 32 and v.pixels == bytes(range(8)), label
+        assert enc(v) == data, label
+    fresh = m.Bmp(file_size=42, width=2, palette=[0, 0xFFFFFF], pixels=bytes(range(8)))
+    want = head[:10] + struct.pack("<I", 26) + head[14:] + bytes(range(8))
+    for _label, _dec, enc in paths(m, "bmp"):
+        assert enc(fresh) == want  # the pixels right after the header, their offset filled
+    fresh.pixels = bytes(range(7))  # a size the encoder checks (4 * width), cannot fill
+    for _label, _dec, enc in paths(m, "bmp"):
+        with pytest.raises(EncodeError) as info:
+            enc(fresh)
+        assert info.value.path == "bmp.pixels" and "takes 7 bytes" in str(info.value)
+
+
 # -- schema problems ----------------------------------------------------------------------
 
 def problems(tmp_path, text: str) -> list[str]:
@@ -546,6 +581,7 @@ records:
     (TIFF, "tiffish", ["tiff", "tiff_eager", "chained"]),
     (FOOTER, "footer", ["pq_file"]),
     (ZIP, "ziplike", ["zip_file"]),
+    (BMP, "bmpish", ["bmp"]),
 ])
 def test_drawn_values_agree_on_every_path(schema_module, tmp_path, schema, family, records):
     from bytewright.properties import Builder, run_record
