@@ -171,7 +171,6 @@ def _rebase(exc: DecodeError, record: str, path: str) -> DecodeError:
 class _Reader:
     """One decode: the caller's buffer, the outermost record's start and the path."""
 
-    codecs: Codecs
     buf: Any
     origin: int
     construct: bool
@@ -201,7 +200,7 @@ class Codecs:
                compiled: bool = False) -> tuple[Any, int]:
         """The record ``name`` at ``offset`` (its located fields attached); ``end`` is
         where its sequential content ends."""
-        rd = _Reader(self, buf if construct or buf.__class__ is bytes
+        rd = _Reader(buf if construct or buf.__class__ is bytes
                      or isinstance(buf, memoryview) else memoryview(buf),
                      offset, construct, compiled)
         # the record's structures lie anywhere in the buffer: it ends where the buffer does
