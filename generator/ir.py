@@ -353,6 +353,9 @@ class Field:
     # where a located structure is, how many records or bytes it holds: filled on encode
     # (the object model keeps it as a keyword with a default, not compared)
     filled: str = ""
+    # ``default:``: the model's value when the field is absent (and the constructor's)
+    has_default: bool = False
+    default: object = None  # int, bool, float, str or bytes (an enum member as its int)
     line: int | None = None
     path: str = ""
 
