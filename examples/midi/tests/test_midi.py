@@ -246,7 +246,7 @@ def test_running_status_is_refused_where_it_starts(smf):
     for name, decode in decoders():
         with pytest.raises(ConstraintError) as err:
             decode(data)
-        assert (err.value.offset, err.value.path) == (at, "midi_file.tracks[0].events[1].status"), name
+        assert (err.value.offset, err.value.path) == (at, "midi_file.tracks[0].events[1].kind"), name
 
 
 @pytest.mark.parametrize("path", ["fast", "construct", "compiled"])
