@@ -1,9 +1,10 @@
 """tar's header checksum, registered as a bytewright plug-in.
 
 The checksum is the unsigned sum of the header's 512 bytes, its own eight bytes counted as
-spaces, stored as six octal digits, a NUL and a space (what GNU tar and Python's tarfile
-write). The header's first 100 bytes (the member name) are read by the enclosing record,
-which passes their sum as the seed; the checksum covers the other 412.
+spaces. The schema stores it as an ASCII octal number (six digits, a NUL and a space, as
+GNU tar and Python's tarfile write it), compared as a number. The header's first 100 bytes
+(the member name) are read by the enclosing record, which passes their sum as the seed;
+the checksum covers the other 412.
 """
 
 from __future__ import annotations
@@ -14,13 +15,7 @@ def header_sum(data: bytes, seed: int | None = None) -> int:
     return (seed or 0) + sum(bytes(data))
 
 
-def header_checksum(data: bytes, seed: int | None = None) -> bytes:
-    """The checksum field as tar writes it: ``b"%06o\\0 "`` of the header sum."""
-    return b"%06o\0 " % header_sum(data, seed)
-
-
 def register(reg) -> None:
-    reg.add_checksum("tar_header_sum", bits=64, digest=True, seeded=True, safe=True,
-                     func=header_checksum,
-                     doc="tar header checksum: the unsigned byte sum (seeded with the sum of "
-                         "the bytes before the covered ones) as six octal digits, NUL, space")
+    reg.add_checksum("tar_header_sum", bits=32, seeded=True, safe=True, func=header_sum,
+                     doc="tar header checksum: the unsigned byte sum, seeded with the sum of "
+                         "the bytes before the covered ones")
