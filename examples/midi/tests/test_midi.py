@@ -255,3 +255,21 @@ def test_a_cut_file_is_a_truncation(smf, path):
         dict(decoders())[path](smf[:-3])
     with pytest.raises(DecodeError):
         dict(decoders())[path](smf[:40])
+
+
+def test_the_fixture_file_is_one_mido_reads():
+    """fixtures/midi/two_tracks.hex is encoded from cases/midi_cases.py by bytewright;
+    mido reads it as the case says."""
+    text = (ROOT / "fixtures" / "midi" / "two_tracks.hex").read_text()
+    data = bytes.fromhex("".join(line for line in text.splitlines()
+                                 if not line.startswith("#")).replace(" ", ""))
+    read = mido.MidiFile(file=io.BytesIO(data))
+    assert (read.type, read.ticks_per_beat, len(read.tracks)) == (1, 480, 2)
+    assert [m.type for m in read.tracks[0]] == [
+        "track_name", "set_tempo", "time_signature", "end_of_track"]
+    notes = list(read.tracks[1])
+    assert [(m.type, m.time) for m in notes] == [
+        ("program_change", 0), ("note_on", 0), ("note_off", 480), ("pitchwheel", 200_000),
+        ("sysex", 0), ("end_of_track", 0)]
+    assert notes[3].pitch == 0 and notes[3].channel == 1
+    assert bytes(notes[4].data) == bytes([0x7E, 0x7F, 0x09, 0x01])

@@ -237,3 +237,27 @@ def test_non_zero_bytes_after_the_end_are_refused(archives):
         with pytest.raises(DecodeError) as err:
             decode(bytes(data))
         assert isinstance(err.value, ConstraintError), name
+
+
+def _fixture(name: str) -> bytes:
+    text = (ROOT / "fixtures" / "tar" / f"{name}.hex").read_text()
+    return bytes.fromhex("".join(line for line in text.splitlines()
+                                 if not line.startswith("#")).replace(" ", ""))
+
+
+def test_the_fixtures_are_archives_tarfile_reads():
+    """The fixtures are encoded from cases/tar_cases.py by bytewright: tarfile (which
+    checks every header checksum) reads them as the cases say."""
+    with tarfile.open(fileobj=io.BytesIO(_fixture("ustar_archive"))) as t:
+        assert [(m.name, m.size, m.type) for m in t.getmembers()] == [
+            ("hello.txt", 11, tarfile.REGTYPE),
+            ("a/" + "p" * 60 + "/" + "x" * 40 + ".txt", 0, tarfile.REGTYPE),
+            ("link", 0, tarfile.SYMTYPE)]
+        assert t.extractfile("hello.txt").read() == b"hello, tar\n"
+    with tarfile.open(fileobj=io.BytesIO(_fixture("gnu_archive"))) as t:
+        (m,) = t.getmembers()
+        assert (m.name, m.size) == ("d/" + "n" * 120, 600)
+        assert t.extractfile(m).read() == b"\x5a" * 600
+    with tarfile.open(fileobj=io.BytesIO(_fixture("v7_archive"))) as t:
+        (m,) = t.getmembers()
+        assert (m.name, m.isfile(), t.extractfile(m).read()) == ("old.txt", True, b"v7\n")
