@@ -1,6 +1,6 @@
 """The tar example, on archives written by Python's tarfile and by GNU tar.
 
-tarfile (USTAR and GNU formats) and, when the `tar` command is GNU tar, GNU tar itself
+tarfile (USTAR, GNU and pax formats) and, when the `tar` command is GNU tar, GNU tar itself
 (its gnu, ustar and v7 formats) archive the same small tree: a text file, a 700-byte
 binary file, an empty file, a file of exactly one block, a directory, a symbolic link and
 a file whose name is longer than 100 bytes (USTAR splits it into prefix and name, GNU
@@ -82,7 +82,8 @@ def _gnu_tar_available() -> bool:
 
 
 SOURCES = [("tarfile-ustar", lambda root: python_tar(root, tarfile.USTAR_FORMAT)),
-           ("tarfile-gnu", lambda root: python_tar(root, tarfile.GNU_FORMAT))]
+           ("tarfile-gnu", lambda root: python_tar(root, tarfile.GNU_FORMAT)),
+           ("tarfile-pax", lambda root: python_tar(root, tarfile.PAX_FORMAT))]
 if _gnu_tar_available():
     SOURCES += [(f"gnutar-{fmt}", lambda root, fmt=fmt: gnu_tar(root, fmt))
                 for fmt in ("gnu", "ustar", "v7")]
@@ -118,7 +119,7 @@ def headers(data: bytes) -> list[int]:
 
 
 def test_every_header_checksum_by_hand(archives):
-    assert len(archives) in (2, 5)
+    assert len(archives) in (3, 6)
     for name, data in archives.items():
         for at in headers(data):
             block = data[at:at + 512]
@@ -130,6 +131,18 @@ def _full_name(block) -> bytes:
     name = block.name.rstrip(b"\0")
     prefix = block.member.prefix.rstrip(b"\0")  # the default, b"", outside ustar headers
     return prefix + b"/" + name if prefix else name
+
+
+def _pax_records(data: bytes) -> dict[str, str]:
+    """pax records: "LEN key=value\\n", LEN counting the whole record in decimal."""
+    out, pos = {}, 0
+    while pos < len(data):
+        length = int(data[pos:data.index(b" ", pos)])
+        key, _, value = data[data.index(b" ", pos) + 1:pos + length - 1].partition(b"=")
+        assert data[pos + length - 1:pos + length] == b"\n"
+        out[key.decode()] = value.decode()
+        pos += length
+    return out
 
 
 @pytest.mark.parametrize("path", ["fast", "construct", "compiled"])
@@ -151,6 +164,11 @@ def test_decodes_what_was_written(archives, source, path):
             if m.typeflag == T.GNU_LONGNAME:     # the next member's name, NUL-terminated
                 long_name = m.data.rstrip(b"\0")
                 continue
+            if m.typeflag == T.PAX_EXTENDED:     # records for the next member
+                pax = _pax_records(m.data)
+                assert "mtime" in pax  # tarfile keeps a float mtime there
+                long_name = pax["path"].encode() if "path" in pax else None
+                continue
             got.append((long_name or _full_name(b), m))
             long_name = None
         assert len(got) == len(want) == len(_members(source == "gnutar-v7"))
@@ -171,7 +189,7 @@ def test_decodes_what_was_written(archives, source, path):
     gnu = source in ("tarfile-gnu", "gnutar-gnu")
     for b in blocks:
         m = b.member
-        if source.endswith("ustar"):
+        if source.endswith(("ustar", "pax")):
             assert len(m.prefix) == 155 and (m.atime, m.ctime) == (None, None)
         else:
             assert m.prefix == b""
