@@ -273,3 +273,21 @@ def test_the_fixture_file_is_one_mido_reads():
         ("sysex", 0), ("end_of_track", 0)]
     assert notes[3].pitch == 0 and notes[3].channel == 1
     assert bytes(notes[4].data) == bytes([0x7E, 0x7F, 0x09, 0x01])
+
+
+def test_an_smpte_time_division_and_a_format_0_file():
+    """mido writes an SMPTE division as a negative ticks_per_beat: the high byte is minus
+    the frame rate, the low byte the ticks per frame. The bit fields split it."""
+    mid = mido.MidiFile(type=0, ticks_per_beat=-(25 << 8) + 40)  # 25 fps, 40 ticks a frame
+    mid.tracks.append(mido.MidiTrack([mido.Message("note_on", note=1, velocity=2, time=0)]))
+    out = io.BytesIO()
+    mid.save(file=out)
+    data = out.getvalue()
+    assert data[12:14] == bytes([0xE7, 0x28])  # -25, 40
+    for name, decode in decoders():
+        value = decode(data)
+        assert value.format == midi.SmfFormat.SINGLE_TRACK, name
+        assert value.smpte and (value.ticks >> 8) - 0x80 == -25 and value.ticks & 0xFF == 40
+    value = midi.decode_midi_file(data)[0]
+    for name, encode in encoders():
+        assert encode(value) == data, name
