@@ -1,0 +1,26 @@
+"""ZIP's compression method 0 ("stored") as a bytewright codec plug-in.
+
+A stored member's bytes are its data as they are; registering that as a codec lets the
+schema map the member's method through one `codecs:` table (0 -> zip_stored,
+8 -> deflate), with the local header's sizes bounding and checking it like any other.
+"""
+
+from __future__ import annotations
+
+from bytewright.runtime.registry import CodecFailure
+
+
+def _stored_compress(raw: bytes, level: int | None = None) -> bytes:
+    return bytes(raw)
+
+
+def _stored_decompress(data: bytes, limit: int) -> bytes:
+    if len(data) > limit:
+        raise CodecFailure(f"output exceeds the limit of {limit} bytes")
+    return bytes(data)
+
+
+def register(reg) -> None:  # noqa: ANN001 - a bytewright Registry
+    """Called once by ``registry.load_plugin("zip_plugins:register")``."""
+    reg.add_codec("zip_stored", compress=_stored_compress, decompress=_stored_decompress,
+                  doc="ZIP method 0: the member's bytes, not compressed")
