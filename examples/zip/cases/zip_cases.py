@@ -27,7 +27,7 @@ def cases(codec):
             compressed_size=len(stored), uncompressed_size=len(data), disk_start=0,
             internal_attrs=0, dos_attrs=0, unix_mode=0o100644, name=name, extra=[],
             comment=b"", **STAMP))
-    eocd = codec.EndOfCentralDirectory(disk_number=0, cd_disk=0, disk_entries=2,
+    eocd = codec.EndOfCentralDirectory(disk_number=0, cd_disk=0,
                                        comment=b"fixture")
     yield ("two_members", "zip_file", {},
            codec.ZipFile(eocd=eocd, members=members, entries=entries),

@@ -167,7 +167,7 @@ def test_zipfile_reads_a_new_archive_the_encoders_write(encode):
             utf8_name=False, method=method, **stamp, crc32=zlib.crc32(data),
             compressed_size=len(stored), uncompressed_size=len(data), internal_attrs=0,
             dos_attrs=0, unix_mode=0o100644, disk_start=0, name=name, extra=[], comment=b""))
-    value = zp.ZipFile(eocd=zp.EndOfCentralDirectory(disk_number=0, cd_disk=0, disk_entries=2,
+    value = zp.ZipFile(eocd=zp.EndOfCentralDirectory(disk_number=0, cd_disk=0,
                                                       comment=b"new"),
                        members=members, entries=entries)
     out = {"fast": zp.encode_zip_file, "construct": zp.construct_encode_zip_file,
