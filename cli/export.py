@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     proj = common.project(args)
     try:
+        proj.activate()  # plug-ins register what the schemas name
         paths = proj.schema_files()
     except project_mod.ProjectError as exc:
         raise common.project_error(exc) from exc

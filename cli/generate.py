@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..generator import pipeline
+from ..generator import checks, pipeline
 from ..generator import project as project_mod
 from . import common
 
@@ -85,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"wrote {proj.display(path)}")
             else:
                 print(f"unchanged {proj.display(path)}")
+        if not args.schemas:  # the project's schemas are all of them: the rest are stale
+            for path in checks.orphans(result, proj.output):
+                path.unlink()
+                print(f"removed {proj.display(path)} (no schema generates it any more)")
     except OSError as exc:
         raise common.InputError(common.io_message(exc.filename or proj.output, exc)) from exc
     return 0

@@ -224,6 +224,8 @@ def _absorb(result: inspector.Result, res: inspector.Result, old: str, new: str,
     """A part's failure and bad checksums, on the whole record's result, renamed."""
     if not only_failure:
         result.bad_checksums.extend(res.bad_checksums)
+    result.verified += res.verified
+    result.stops.extend(res.stops)
     f = res.failure
     if f is not None and result.failure is None and (
             f.path == old or f.path.startswith((old + ".", old + "["))):

@@ -529,7 +529,7 @@ def _em_bound_pair(values):
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos))
     f_bounds = []
     try:
         for _i in range(_c):
@@ -551,7 +551,7 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
 def _u_bounds_section(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
     f_bounds = []
     for _i in range(_c):
         _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -577,7 +577,7 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 16 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='bounds', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
             f_bounds = []
             for _i in range(_c):
                 _bound_pair_f_min, _bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -618,7 +618,7 @@ def _em_bounds_section(values, p_semantic_dims):
 def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos))
     f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -629,7 +629,7 @@ def _u_tail_full(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
     f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
@@ -649,7 +649,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='dims', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
             f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _obj = _new(TailFull)
@@ -687,7 +687,7 @@ def _em_tail_full(values, p_semantic_dims):
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -702,7 +702,7 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
 def _u_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -726,7 +726,7 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC8.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -763,12 +763,12 @@ def _em_tail_quantized(values, p_semantic_dims):
 def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos))
     f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos))
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -785,12 +785,12 @@ def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _isb = mv.__class__ is bytes
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
     f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
     _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
@@ -816,12 +816,12 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _rs = pos
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='reserved', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
             f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='user', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
             _st = _RC9.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
@@ -1000,7 +1000,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -1039,7 +1039,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -1051,7 +1051,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1068,12 +1068,12 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1111,7 +1111,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -1131,7 +1131,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -1140,7 +1140,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1154,12 +1154,12 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1206,7 +1206,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -1226,7 +1226,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -1235,7 +1235,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -1249,12 +1249,12 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -1420,7 +1420,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1449,7 +1449,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1488,7 +1488,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1500,7 +1500,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1517,12 +1517,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1569,7 +1569,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -1598,7 +1598,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1637,7 +1637,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1649,7 +1649,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1666,12 +1666,12 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -1851,7 +1851,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             _c = f_snap_node_count
             if _c < 0 or _c * 8 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+                raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
             f_entries = []
             try:
                 for _i in range(_c):
@@ -1880,7 +1880,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                            raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                         _snapshot_entry__f_meta = []
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -1919,7 +1919,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                     _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -1931,7 +1931,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -1948,12 +1948,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 try:
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                        raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                        raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                     _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -2002,7 +2002,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         _sec_entries = pos
         _c = f_snap_node_count
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='entries', expected=_c * 8, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -2031,7 +2031,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
-                        raise (ConstraintError if _snapshot_entry__n_meta < 0 else TruncatedError)('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_snapshot_entry__n_meta), offset=pos, path='meta', expected='>= 0', found=_snapshot_entry__n_meta) if _snapshot_entry__n_meta < 0 else TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
                     _snapshot_entry__f_meta = []
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
@@ -2070,7 +2070,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_full___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_snapshot_entry___tail_full___c) if _snapshot_entry___tail_full___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
                                 _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
@@ -2082,7 +2082,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized___c) if _snapshot_entry___tail_quantized___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
@@ -2099,12 +2099,12 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             try:
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise (ConstraintError if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_snapshot_entry___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_snapshot_entry___tail_quantized_gacl___c) if _snapshot_entry___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
                                 _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
@@ -2306,7 +2306,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2345,7 +2345,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -2357,7 +2357,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2374,12 +2374,12 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2412,7 +2412,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2432,7 +2432,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2441,7 +2441,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2455,12 +2455,12 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2502,7 +2502,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2522,7 +2522,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -2531,7 +2531,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2545,12 +2545,12 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2702,7 +2702,7 @@ def _d_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos))
     f_meta = []
     try:
         for _i in range(n_meta):
@@ -2749,7 +2749,7 @@ def _u_update_body(mv, pos, end):
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
-        raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -2789,7 +2789,7 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
-                raise (ConstraintError if n_meta < 0 else TruncatedError)('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(n_meta), offset=pos, path='meta', expected='>= 0', found=n_meta) if n_meta < 0 else TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -2860,7 +2860,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                 _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
@@ -2872,7 +2872,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                 _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2889,12 +2889,12 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                 _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                 _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2923,7 +2923,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
             _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
@@ -2932,7 +2932,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 1:
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
             _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -2946,12 +2946,12 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
             _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
             _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -2987,7 +2987,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 if _tag == 0:
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_full___c < 0 else TruncatedError)('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_full___c), offset=pos, path='dims', expected='>= 0', found=_tail_full___c) if _tail_full___c < 0 else TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
                     _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
@@ -2996,7 +2996,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 1:
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized___c < 0 else TruncatedError)('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized___c) if _tail_quantized___c < 0 else TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
                     _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
@@ -3010,12 +3010,12 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                 elif _tag == 2:
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
                     _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
-                        raise (ConstraintError if _tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_tail_quantized_gacl___c) if _tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
                     _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
@@ -3228,7 +3228,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
-                raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
             _insert_body__f_meta = []
             try:
                 for _insert_body___i in range(_insert_body__n_meta):
@@ -3267,7 +3267,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3279,7 +3279,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3296,12 +3296,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3341,7 +3341,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
-                raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
             _update_body__f_meta = []
             try:
                 for _update_body___i in range(_update_body__n_meta):
@@ -3420,7 +3420,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3432,7 +3432,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3449,12 +3449,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     try:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3528,7 +3528,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _insert_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _insert_body__n_meta * 4 > end - pos:
-            raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
         _insert_body__f_meta = []
         for _insert_body___i in range(_insert_body__n_meta):
             _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3548,7 +3548,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _insert_body___tag == 0:
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                 _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
@@ -3557,7 +3557,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 1:
                 _insert_body___tail_quantized___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                 _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                 if _insert_body___tail_quantized___st is None:
                     _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3571,12 +3571,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _insert_body___tag == 2:
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                 if _insert_body___tail_quantized_gacl___st is None:
                     _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3605,7 +3605,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _update_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _update_body__n_meta * 4 > end - pos:
-            raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
         _update_body__f_meta = []
         for _update_body___i in range(_update_body__n_meta):
             _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -3645,7 +3645,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if _set_semantic_body___tag == 0:
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                 _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3654,7 +3654,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 1:
                 _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                 if _set_semantic_body___tail_quantized___st is None:
                     _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3668,12 +3668,12 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _set_semantic_body___tag == 2:
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                    raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                 _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                 if _set_semantic_body___tail_quantized_gacl___st is None:
                     _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3749,7 +3749,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3769,7 +3769,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
@@ -3778,7 +3778,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -3792,12 +3792,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -3826,7 +3826,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3866,7 +3866,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
@@ -3875,7 +3875,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -3889,12 +3889,12 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -3979,7 +3979,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _insert_body__n_meta < 0 else TruncatedError)('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_insert_body__n_meta) if _insert_body__n_meta < 0 else TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -3997,7 +3997,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _insert_body___tag == 0:
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_insert_body___tail_full___c) if _insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
                         _insert_body___tail_full__f_dims = mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16])
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = (_insert_body___tail_full__f_dims,)
@@ -4005,7 +4005,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 1:
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized___c) if _insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
                         _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
@@ -4018,12 +4018,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _insert_body___tag == 2:
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _insert_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16])
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_insert_body___tail_quantized_gacl___c) if _insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
@@ -4047,7 +4047,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _update_body__n_meta < 0 else TruncatedError)('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_update_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_update_body__n_meta) if _update_body__n_meta < 0 else TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -4081,7 +4081,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     if _set_semantic_body___tag == 0:
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_full___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_set_semantic_body___tail_full___c) if _set_semantic_body___tail_full___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
                         _set_semantic_body___tail_full__f_dims = mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16])
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = (_set_semantic_body___tail_full__f_dims,)
@@ -4089,7 +4089,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 1:
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized___c) if _set_semantic_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
@@ -4102,12 +4102,12 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     elif _set_semantic_body___tag == 2:
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16])
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_set_semantic_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_set_semantic_body___tail_quantized_gacl___c) if _set_semantic_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
@@ -4512,7 +4512,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     try:
         _c = f_block_entry_count
         if _c < 0 or _c * 11 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 11) + ' bytes', offset=pos, path='entries', expected=_c * 11, found=end - pos))
         f_entries = []
         try:
             for _i in range(_c):
@@ -4551,7 +4551,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -4590,7 +4590,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -4602,7 +4602,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -4619,12 +4619,12 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5104,7 +5104,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -5143,7 +5143,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5155,7 +5155,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5172,12 +5172,12 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5288,7 +5288,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                 pos += 2
                 if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                    raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                 _wal_entry___insert_body__f_meta = []
                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                     _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
@@ -5308,7 +5308,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     if _wal_entry___insert_body___tag == 0:
                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_full___c * 16
                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5317,7 +5317,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 1:
                         _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                         if _wal_entry___insert_body___tail_quantized___st is None:
                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5331,12 +5331,12 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     elif _wal_entry___insert_body___tag == 2:
                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -5446,7 +5446,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
                         pos += 2
                         if _wal_entry___insert_body__n_meta * 4 > end - pos:
-                            raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                         _wal_entry___insert_body__f_meta = []
                         for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                             _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
@@ -5466,7 +5466,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             if _wal_entry___insert_body___tag == 0:
                                 _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                 if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_full___c * 16
                                 _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -5475,7 +5475,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 1:
                                 _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                 if _wal_entry___insert_body___tail_quantized___st is None:
                                     _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -5489,12 +5489,12 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             elif _wal_entry___insert_body___tag == 2:
                                 _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                 _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                    raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                 _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                 if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                     _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -6196,7 +6196,7 @@ def _d_htt_file(mv, pos, end):
             _bounds_section__p_semantic_dims = f_header.semantic_dims
             _bounds_section___c = _bounds_section__p_semantic_dims - 16
             if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
             _bounds_section__f_bounds = []
             try:
                 for _bounds_section___i in range(_bounds_section___c):
@@ -6262,7 +6262,7 @@ def _u_htt_file(mv, pos, end):
         _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
         _bounds_section___c = _bounds_section__p_semantic_dims - 16
         if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-            raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
         _bounds_section__f_bounds = []
         for _bounds_section___i in range(_bounds_section___c):
             _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
@@ -6329,7 +6329,7 @@ def _m_htt_file(mv, pos, end, _rest=_decode_many):
                 _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
                 _bounds_section___c = _bounds_section__p_semantic_dims - 16
                 if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
-                    raise (ConstraintError if _bounds_section___c < 0 else TruncatedError)('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_bounds_section___c), offset=pos, path='bounds', expected='>= 0', found=_bounds_section___c) if _bounds_section___c < 0 else TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
                 _bounds_section__f_bounds = []
                 for _bounds_section___i in range(_bounds_section___c):
                     _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5_unpack_from(mv, pos)
@@ -6479,7 +6479,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -6518,7 +6518,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -6530,7 +6530,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -6547,12 +6547,12 @@ def _d_sidecar_segment_v1(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -6849,7 +6849,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
-                                raise (ConstraintError if _wal_entry___insert_body__n_meta < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                                raise ConstraintError('negative count ' + str(_wal_entry___insert_body__n_meta), offset=pos, path='meta', expected='>= 0', found=_wal_entry___insert_body__n_meta) if _wal_entry___insert_body__n_meta < 0 else TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
                             _wal_entry___insert_body__f_meta = []
                             try:
                                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
@@ -6888,7 +6888,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_full___c = f_semantic_dims
                                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_full___c), offset=pos, path='dims', expected='>= 0', found=_wal_entry___insert_body___tail_full___c) if _wal_entry___insert_body___tail_full___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_full___c * 16
                                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
@@ -6900,7 +6900,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized___c) if _wal_entry___insert_body___tail_quantized___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
                                         if _wal_entry___insert_body___tail_quantized___st is None:
                                             _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
@@ -6917,12 +6917,12 @@ def _d_sidecar_segment_v2(mv, pos, end):
                                     try:
                                         _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='reserved', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                         _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
                                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
-                                            raise (ConstraintError if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError)('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                            raise ConstraintError('negative count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c), offset=pos, path='user', expected='>= 0', found=_wal_entry___insert_body___tail_quantized_gacl___c) if _wal_entry___insert_body___tail_quantized_gacl___c < 0 else TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
                                         _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
                                         if _wal_entry___insert_body___tail_quantized_gacl___st is None:
                                             _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
@@ -8883,7 +8883,7 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_file_header = Struct(
@@ -9588,6 +9588,8 @@ def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_file_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "file_header", construct_encode_file_header, value) from None
         raise _encode_failure(exc, "file_header") from None
     return data
 
@@ -9612,6 +9614,8 @@ def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_bound_pair(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "bound_pair", construct_encode_bound_pair, value) from None
         raise _encode_failure(exc, "bound_pair") from None
     return data
 
@@ -9636,6 +9640,8 @@ def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_bounds_section(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "bounds_section", construct_encode_bounds_section, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "bounds_section") from None
     return data
 
@@ -9660,6 +9666,8 @@ def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, seman
     try:
         data = con.build(_m2c_tail_full(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_full", construct_encode_tail_full, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_full") from None
     return data
 
@@ -9684,6 +9692,8 @@ def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_tail_quantized(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_quantized", construct_encode_tail_quantized, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_quantized") from None
     return data
 
@@ -9708,6 +9718,8 @@ def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: 
     try:
         data = con.build(_m2c_tail_quantized_gacl(value), semantic_dims=semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tail_quantized_gacl", construct_encode_tail_quantized_gacl, value, semantic_dims=semantic_dims) from None
         raise _encode_failure(exc, "tail_quantized_gacl") from None
     return data
 
@@ -9732,6 +9744,8 @@ def construct_encode_meta_pair(value: MetaPair, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_meta_pair(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "meta_pair", construct_encode_meta_pair, value) from None
         raise _encode_failure(exc, "meta_pair") from None
     return data
 
@@ -9760,6 +9774,8 @@ def construct_encode_snapshot_entry(value: SnapshotEntry, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "snapshot_entry", construct_encode_snapshot_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "snapshot_entry") from None
     return data
 
@@ -9792,6 +9808,8 @@ def construct_encode_snapshot_section(value: SnapshotSection, *, compiled: bool 
     try:
         data = con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "snapshot_section", construct_encode_snapshot_section, value, version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "snapshot_section") from None
     return data
 
@@ -9820,6 +9838,8 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
     try:
         data = con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "insert_body", construct_encode_insert_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "insert_body") from None
     return data
 
@@ -9844,6 +9864,8 @@ def construct_encode_update_body(value: UpdateBody, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_update_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "update_body", construct_encode_update_body, value) from None
         raise _encode_failure(exc, "update_body") from None
     return data
 
@@ -9872,6 +9894,8 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
     try:
         data = con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "set_semantic_body", construct_encode_set_semantic_body, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "set_semantic_body") from None
     return data
 
@@ -9896,6 +9920,8 @@ def construct_encode_epoch_body(value: EpochBody, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_epoch_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "epoch_body", construct_encode_epoch_body, value) from None
         raise _encode_failure(exc, "epoch_body") from None
     return data
 
@@ -9924,6 +9950,8 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
     try:
         data = con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_entry", construct_encode_wal_entry, value, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "wal_entry") from None
     return data
 
@@ -9948,6 +9976,8 @@ def construct_encode_wal_header(value: WalHeader, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_wal_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_header", construct_encode_wal_header, value) from None
         raise _encode_failure(exc, "wal_header") from None
     return data
 
@@ -9980,6 +10010,8 @@ def construct_encode_wal_block(value: WalBlock, *, compiled: bool = False, algor
     try:
         data = con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_block", construct_encode_wal_block, value, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit) from None
         raise _encode_failure(exc, "wal_block") from None
     return data
 
@@ -10008,6 +10040,8 @@ def construct_encode_wal_block_plain(value: WalBlockPlain, *, compiled: bool = F
     try:
         data = con.build(_m2c_wal_block_plain(value), algorithm=algorithm, block_limit=block_limit)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_block_plain", construct_encode_wal_block_plain, value, algorithm=algorithm, block_limit=block_limit) from None
         raise _encode_failure(exc, "wal_block_plain") from None
     return data
 
@@ -10040,6 +10074,8 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
     try:
         data = con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_section", construct_encode_wal_section, value, block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout) from None
         raise _encode_failure(exc, "wal_section") from None
     return data
 
@@ -10064,6 +10100,8 @@ def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_htt_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "htt_file", construct_encode_htt_file, value) from None
         raise _encode_failure(exc, "htt_file") from None
     return data
 
@@ -10088,6 +10126,8 @@ def construct_encode_sidecar_segment(value: SidecarSegment, *, compiled: bool = 
     try:
         data = con.build(_m2c_sidecar_segment(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "sidecar_segment", construct_encode_sidecar_segment, value) from None
         raise _encode_failure(exc, "sidecar_segment") from None
     return data
 

@@ -7586,7 +7586,7 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_header_fields = Struct(
@@ -7755,26 +7755,26 @@ C_header_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('
 C_journal_free = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
 )
 C_journal_free._bw_fast_runs = {}
 
 C_journal_resize = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
     'size' / Leb128('uleb128'),
-    Check(Code("((this['size'] <= 4294967295))", lambda this: ((this['size'] <= 4294967295)))),
+    _RuleCheck(Code("((this['size'] <= 4294967295))", lambda this: ((this['size'] <= 4294967295))), 'size', 'size <= 4294967295', 'a journal record reaches past 2**32 - 1'),
 )
 C_journal_resize._bw_fast_runs = {}
 
 C_journal_write = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
     'offset' / Leb128('uleb128'),
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    Check(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295)))),
+    _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
     'data' / Bytes(Code("this['length']", lambda this: this['length'])),
 )
 C_journal_write._bw_fast_runs = {}
@@ -7782,12 +7782,12 @@ C_journal_write._bw_fast_runs = {}
 C_journal_splice = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
     'offset' / Leb128('uleb128'),
     'old_len' / Leb128('uleb128'),
-    Check(Code("(((this['offset'] + this['old_len']) <= 4294967295))", lambda this: (((this['offset'] + this['old_len']) <= 4294967295)))),
+    _RuleCheck(Code("(((this['offset'] + this['old_len']) <= 4294967295))", lambda this: (((this['offset'] + this['old_len']) <= 4294967295))), 'old_len', 'offset + old_len <= 4294967295', 'a journal record reaches past 2**32 - 1'),
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    Check(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295)))),
+    _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
     'data' / Bytes(Code("this['length']", lambda this: this['length'])),
 )
 C_journal_splice._bw_fast_runs = {}
@@ -7795,14 +7795,14 @@ C_journal_splice._bw_fast_runs = {}
 C_journal_copy = Struct(
     '_o_start' / Tell,
     'src' / Leb128('uleb128'),
-    Check(Code("(((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: (((this['src'] >= 1) and (this['src'] <= 4294967295))))),
+    _RuleCheck(Code("(((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: (((this['src'] >= 1) and (this['src'] <= 4294967295)))), 'src', 'src >= 1 and src <= 4294967295', 'a journal record names an invalid id'),
     'src_offset' / Leb128('uleb128'),
     'length' / Leb128('uleb128'),
-    Check(Code("(((this['src_offset'] + this['length']) <= 4294967295))", lambda this: (((this['src_offset'] + this['length']) <= 4294967295)))),
+    _RuleCheck(Code("(((this['src_offset'] + this['length']) <= 4294967295))", lambda this: (((this['src_offset'] + this['length']) <= 4294967295))), 'length', 'src_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
     'dst' / Leb128('uleb128'),
-    Check(Code("(((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: (((this['dst'] >= 1) and (this['dst'] <= 4294967295))))),
+    _RuleCheck(Code("(((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))), 'dst', 'dst >= 1 and dst <= 4294967295', 'a journal record names an invalid id'),
     'dst_offset' / Leb128('uleb128'),
-    Check(Code("(((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: (((this['dst_offset'] + this['length']) <= 4294967295)))),
+    _RuleCheck(Code("(((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: (((this['dst_offset'] + this['length']) <= 4294967295))), 'dst_offset', 'dst_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
 )
 C_journal_copy._bw_fast_runs = {}
 
@@ -7822,7 +7822,7 @@ C_journal_records._bw_fast_runs = {}
 C_journal_transaction = Struct(
     '_o_start' / Tell,
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['records'])", lambda this: len(this['records']))),
-    Check(Code("((this['length'] <= 4294967295))", lambda this: ((this['length'] <= 4294967295)))),
+    _RuleCheck(Code("((this['length'] <= 4294967295))", lambda this: ((this['length'] <= 4294967295))), 'length', 'length <= 4294967295', 'a transaction longer than 2**32 - 1 bytes'),
     'records' / Bytes(Code("this['length']", lambda this: this['length'])),
     'crc' / Int32ul,
 )
@@ -8393,6 +8393,8 @@ def construct_encode_header_fields(value: HeaderFields, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_header_fields(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "header_fields", construct_encode_header_fields, value) from None
         raise _encode_failure(exc, "header_fields") from None
     return data
 
@@ -8417,6 +8419,8 @@ def construct_encode_ref_body(value: RefBody, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_ref_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ref_body", construct_encode_ref_body, value) from None
         raise _encode_failure(exc, "ref_body") from None
     return data
 
@@ -8441,6 +8445,8 @@ def construct_encode_zero_body(value: ZeroBody, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_zero_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zero_body", construct_encode_zero_body, value) from None
         raise _encode_failure(exc, "zero_body") from None
     return data
 
@@ -8465,6 +8471,8 @@ def construct_encode_shrink_body(value: ShrinkBody, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_shrink_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "shrink_body", construct_encode_shrink_body, value) from None
         raise _encode_failure(exc, "shrink_body") from None
     return data
 
@@ -8489,6 +8497,8 @@ def construct_encode_grow_body(value: GrowBody, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_grow_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "grow_body", construct_encode_grow_body, value) from None
         raise _encode_failure(exc, "grow_body") from None
     return data
 
@@ -8513,6 +8523,8 @@ def construct_encode_inline_body(value: InlineBody, *, compiled: bool = False, s
     try:
         data = con.build(_m2c_inline_body(value), size_tag=size_tag)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "inline_body", construct_encode_inline_body, value, size_tag=size_tag) from None
         raise _encode_failure(exc, "inline_body") from None
     return data
 
@@ -8537,6 +8549,8 @@ def construct_encode_statement(value: Statement, *, compiled: bool = False) -> b
     try:
         data = con.build(_m2c_statement(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "statement", construct_encode_statement, value) from None
         raise _encode_failure(exc, "statement") from None
     return data
 
@@ -8561,6 +8575,8 @@ def construct_encode_child_ref(value: ChildRef, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_child_ref(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "child_ref", construct_encode_child_ref, value) from None
         raise _encode_failure(exc, "child_ref") from None
     return data
 
@@ -8585,6 +8601,8 @@ def construct_encode_table_content(value: TableContent, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_table_content(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "table_content", construct_encode_table_content, value) from None
         raise _encode_failure(exc, "table_content") from None
     return data
 
@@ -8609,6 +8627,8 @@ def construct_encode_page(value: Page, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_page(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "page", construct_encode_page, value) from None
         raise _encode_failure(exc, "page") from None
     return data
 
@@ -8633,6 +8653,8 @@ def construct_encode_header_slot(value: HeaderSlot, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_header_slot(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "header_slot", construct_encode_header_slot, value) from None
         raise _encode_failure(exc, "header_slot") from None
     return data
 
@@ -8657,6 +8679,8 @@ def construct_encode_table_page(value: TablePage, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_table_page(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "table_page", construct_encode_table_page, value) from None
         raise _encode_failure(exc, "table_page") from None
     return data
 
@@ -8681,6 +8705,8 @@ def construct_encode_header_page(value: HeaderPage, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_header_page(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "header_page", construct_encode_header_page, value) from None
         raise _encode_failure(exc, "header_page") from None
     return data
 
@@ -8705,6 +8731,8 @@ def construct_encode_journal_free(value: JournalFree, *, compiled: bool = False)
     try:
         data = con.build(_m2c_journal_free(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_free", construct_encode_journal_free, value) from None
         raise _encode_failure(exc, "journal_free") from None
     return data
 
@@ -8729,6 +8757,8 @@ def construct_encode_journal_resize(value: JournalResize, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_journal_resize(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_resize", construct_encode_journal_resize, value) from None
         raise _encode_failure(exc, "journal_resize") from None
     return data
 
@@ -8753,6 +8783,8 @@ def construct_encode_journal_write(value: JournalWrite, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_journal_write(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_write", construct_encode_journal_write, value) from None
         raise _encode_failure(exc, "journal_write") from None
     return data
 
@@ -8777,6 +8809,8 @@ def construct_encode_journal_splice(value: JournalSplice, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_journal_splice(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_splice", construct_encode_journal_splice, value) from None
         raise _encode_failure(exc, "journal_splice") from None
     return data
 
@@ -8801,6 +8835,8 @@ def construct_encode_journal_copy(value: JournalCopy, *, compiled: bool = False)
     try:
         data = con.build(_m2c_journal_copy(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_copy", construct_encode_journal_copy, value) from None
         raise _encode_failure(exc, "journal_copy") from None
     return data
 
@@ -8825,6 +8861,8 @@ def construct_encode_journal_record(value: JournalRecord, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_journal_record(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_record", construct_encode_journal_record, value) from None
         raise _encode_failure(exc, "journal_record") from None
     return data
 
@@ -8849,6 +8887,8 @@ def construct_encode_journal_records(value: JournalRecords, *, compiled: bool = 
     try:
         data = con.build(_m2c_journal_records(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_records", construct_encode_journal_records, value) from None
         raise _encode_failure(exc, "journal_records") from None
     return data
 
@@ -8873,6 +8913,8 @@ def construct_encode_journal_transaction(value: JournalTransaction, *, compiled:
     try:
         data = con.build(_m2c_journal_transaction(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_transaction", construct_encode_journal_transaction, value) from None
         raise _encode_failure(exc, "journal_transaction") from None
     return data
 
@@ -8897,6 +8939,8 @@ def construct_encode_journal_page(value: JournalPage, *, compiled: bool = False)
     try:
         data = con.build(_m2c_journal_page(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_page", construct_encode_journal_page, value) from None
         raise _encode_failure(exc, "journal_page") from None
     return data
 
@@ -8921,6 +8965,8 @@ def construct_encode_journal_seed(value: JournalSeed, *, compiled: bool = False)
     try:
         data = con.build(_m2c_journal_seed(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "journal_seed", construct_encode_journal_seed, value) from None
         raise _encode_failure(exc, "journal_seed") from None
     return data
 

@@ -21368,14 +21368,14 @@ def encode_pile_file(value: PileFile) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_blob_head = Struct(
     '_o_start' / Tell,
     'timestamp' / Int64ul,
     'length' / Int64ul,
-    Check(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256)))))),
+    _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
     'scalar_pad' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'hash' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -21399,8 +21399,8 @@ C_blob_body._bw_fast_runs = {}
 C_pin_head_body = Struct(
     '_o_start' / Tell,
     'pin' / Bytes(16),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
-    Check(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
+    _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
     'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'head' / Bytes(32),
     'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -21410,8 +21410,8 @@ C_pin_head_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved1', 16,
 C_pin_tombstone_body = Struct(
     '_o_start' / Tell,
     'pin' / Bytes(16),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
-    Check(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
+    _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 C_pin_tombstone_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved', 16, 176)))}
@@ -21428,7 +21428,7 @@ C_want_merge = Struct(
     'collection' / Bytes(32),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low'])))),
+    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge request high < low'),
 )
 C_want_merge._bw_fast_runs = {'collection': (96, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32)))}
 
@@ -21443,7 +21443,7 @@ C_want_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 
 C_want_v3_body = Struct(
     '_o_start' / Tell,
     'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
     'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
     'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -21453,7 +21453,7 @@ C_want_v3_body._bw_fast_runs = {'tag': (32, (('tag', 0, 1), ('reserved1', 1, 31)
 C_commit_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
     'data' / Bytes(32),
     'metadata' / Bytes(32),
     'author' / Bytes(32),
@@ -21465,13 +21465,13 @@ C_commit_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('dat
 C_merge_v6_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2)))),
+    _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'collection', 'span == 2', 'kind requires span 2'),
     'low' / Bytes(32),
     'high' / Bytes(32),
     'result' / Bytes(32),
     'low_witness' / Bytes(32),
     'high_witness' / Bytes(32),
-    Check(Code("(((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness']))))),
+    _RuleCheck(Code("(((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))), 'high_witness', 'high + high_witness >= low + low_witness', 'merge inputs out of canonical order'),
     'author' / Bytes(32),
     'sig_r' / Bytes(32),
     'sig_s' / Bytes(32),
@@ -21482,7 +21482,7 @@ C_merge_v6_body._bw_fast_runs = {'collection': (448, (('collection', 0, 32), ('l
 C_derive_v7_body = Struct(
     '_o_start' / Tell,
     'target' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2)))),
+    _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'target', 'span == 2', 'kind requires span 2'),
     'input' / Bytes(32),
     'output' / Bytes(32),
     'input_witness' / Bytes(32),
@@ -21512,7 +21512,7 @@ C_proof_v5_body._bw_fast_runs = {'resource': (64, (('resource', 0, 32), ('root',
 C_retired_blob_want_body = Struct(
     '_o_start' / Tell,
     'blob' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 C_retired_blob_want_body._bw_fast_runs = {'blob': (192, (('blob', 0, 32), ('reserved', 32, 160)))}
@@ -21520,8 +21520,8 @@ C_retired_blob_want_body._bw_fast_runs = {'blob': (192, (('blob', 0, 32), ('rese
 C_retired_typed_want_body = Struct(
     '_o_start' / Tell,
     'tag' / Int8ul,
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
-    Check(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4))))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+    _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
     'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'a' / Bytes(32),
     'b' / Bytes(32),
@@ -21533,10 +21533,10 @@ C_retired_typed_want_body._bw_fast_runs = {'tag': (192, (('tag', 0, 1), ('reserv
 C_unsigned_merge_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low'])))),
+    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -21545,7 +21545,7 @@ C_unsigned_merge_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32
 C_unsigned_derive_body = Struct(
     '_o_start' / Tell,
     'target' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
     'input' / Bytes(32),
     'output' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -21555,7 +21555,7 @@ C_unsigned_derive_body._bw_fast_runs = {'target': (192, (('target', 0, 32), ('in
 C_peer_body = Struct(
     '_o_start' / Tell,
     'team' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
     'peer' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -21564,7 +21564,7 @@ C_peer_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('peer', 32, 32), (
 C_store_scope_body = Struct(
     '_o_start' / Tell,
     'team' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 C_store_scope_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('reserved', 32, 160)))}
@@ -21572,7 +21572,7 @@ C_store_scope_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('reserved',
 C_artifact_offer_body = Struct(
     '_o_start' / Tell,
     'content' / Bytes(192),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'content', 'span == 1', 'kind requires span 1'),
 )
 C_artifact_offer_body._bw_fast_runs = {'content': (192, (('content', 0, 192),))}
 
@@ -21594,15 +21594,15 @@ C_proof_v1_data = Struct(
     '_o_start' / Tell,
     'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v1_content),
     'tail' / GreedyBytes,
-    Check(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0)))))),
+    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
 )
 C_proof_v1_data._bw_fast_runs = {}
 
 C_proof_v1_body = Struct(
     '_o_start' / Tell,
     'body_len' / Int64ul,
-    Check(Code("(((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255))))),
-    Check(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256))))),
+    _RuleCheck(Code("(((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))), 'body_len', 'body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', 'bad proof v1 body length'),
+    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'data' / WithParams(C_proof_v1_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
 )
@@ -21611,12 +21611,12 @@ C_proof_v1_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserve
 C_proof_v2_edge = Struct(
     '_o_start' / Tell,
     'action' / Bytes(16),
-    Check(Code("((max(this['action']) > 0))", lambda this: ((max(this['action']) > 0)))),
+    _RuleCheck(Code("((max(this['action']) > 0))", lambda this: ((max(this['action']) > 0))), 'action', 'max(action) > 0', 'nil action id'),
     'flags' / Int8ul,
-    Check(Code("((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0))))),
+    _RuleCheck(Code("((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))), 'flags', 'flags & 248 == 0 and flags & 3 != 0', 'bad proof v2 edge flags'),
     'lower' / BytesInteger(16, signed=True, swapped=False),
     'upper' / BytesInteger(16, signed=True, swapped=False),
-    Check(Code("(((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0)))))),
+    _RuleCheck(Code("(((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', '(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', 'bad proof v2 validity bounds'),
     'delegate' / Bytes(32),
     'signature' / Bytes(64),
 )
@@ -21635,15 +21635,15 @@ C_proof_v2_data = Struct(
     '_o_start' / Tell,
     'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v2_content),
     'tail' / GreedyBytes,
-    Check(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0)))))),
+    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
 )
 C_proof_v2_data._bw_fast_runs = {}
 
 C_proof_v2_body = Struct(
     '_o_start' / Tell,
     'body_len' / Int64ul,
-    Check(Code("(((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255))))),
-    Check(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256))))),
+    _RuleCheck(Code("(((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))), 'body_len', 'body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', 'bad proof v2 body length'),
+    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'data' / WithParams(C_proof_v2_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
 )
@@ -21653,10 +21653,10 @@ C_proof_v3_edge = Struct(
     '_o_start' / Tell,
     'capability' / Bytes(32),
     'flags' / Int8ul,
-    Check(Code("(((this['flags'] & 248) == 0))", lambda this: (((this['flags'] & 248) == 0)))),
+    _RuleCheck(Code("(((this['flags'] & 248) == 0))", lambda this: (((this['flags'] & 248) == 0))), 'flags', 'flags & 248 == 0', 'bad proof v3 edge flags'),
     'lower' / BytesInteger(16, signed=True, swapped=False),
     'upper' / BytesInteger(16, signed=True, swapped=False),
-    Check(Code("(((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0)))))),
+    _RuleCheck(Code("(((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', 'flags & 4 or (lower == 0 and upper == 0)', 'proof v3 validity bounds set without bit 2'),
     'delegate' / Bytes(32),
     'signature' / Bytes(64),
 )
@@ -21675,15 +21675,15 @@ C_proof_v3_data = Struct(
     '_o_start' / Tell,
     'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v3_content),
     'tail' / GreedyBytes,
-    Check(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0)))))),
+    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
 )
 C_proof_v3_data._bw_fast_runs = {}
 
 C_proof_v3_body = Struct(
     '_o_start' / Tell,
     'body_len' / Int64ul,
-    Check(Code("(((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))", lambda this: (((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0))))),
-    Check(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256))))),
+    _RuleCheck(Code("(((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))", lambda this: (((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))), 'body_len', 'body_len >= 241 and (body_len - 80) % 161 == 0', 'bad proof v3 body length'),
+    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'data' / WithParams(C_proof_v3_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
 )
@@ -21693,7 +21693,7 @@ C_frame_rest = Struct(
     '_o_start' / Tell,
     'magic_tail' / Const(b'\x9d\x96V\xa5\xeaZIs 5\x1f;'),
     'span' / Int32ul,
-    Check(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1)))),
+    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
     'kind' / Bytes(32),
     'body' / FixedSized(Code("((this['span'] * 256) - 64)", lambda this: ((this['span'] * 256) - 64)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': WithParams(C_pin_head_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': WithParams(C_pin_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WithParams(C_want_v3_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': WithParams(C_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': WithParams(C_merge_v6_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': WithParams(C_derive_v7_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': WithParams(C_proof_v5_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': WithParams(C_unsigned_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": WithParams(C_unsigned_derive_body, {'span': Code("this['span']", lambda this: this['span'])}), b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': WithParams(C_peer_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': WithParams(C_store_scope_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': WithParams(C_artifact_offer_body, {'span': Code("this['span']", lambda this: this['span'])}), b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': WithParams(C_proof_v1_body, {'span': Code("this['span']", lambda this: this['span'])}), b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': WithParams(C_proof_v2_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': WithParams(C_proof_v3_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
 )
@@ -21703,7 +21703,7 @@ C_env_blob_body = Struct(
     '_o_start' / Tell,
     'timestamp' / Int64ul,
     'length' / Int64ul,
-    Check(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256)))))),
+    _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
     'hash' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
@@ -21713,8 +21713,8 @@ C_env_blob_body._bw_fast_runs = {'timestamp': (220, (('timestamp', 0, 8), ('leng
 C_env_branch_body = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
-    Check(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
+    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
     'head' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -21723,7 +21723,7 @@ C_env_branch_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('head', 
 C_env_tombstone_body = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 C_env_tombstone_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('reserved', 16, 204)))}
@@ -21731,7 +21731,7 @@ C_env_tombstone_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('rese
 C_env_blob_want_body = Struct(
     '_o_start' / Tell,
     'blob' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 C_env_blob_want_body._bw_fast_runs = {'blob': (220, (('blob', 0, 32), ('reserved', 32, 188)))}
@@ -21739,8 +21739,8 @@ C_env_blob_want_body._bw_fast_runs = {'blob': (220, (('blob', 0, 32), ('reserved
 C_env_typed_want_body = Struct(
     '_o_start' / Tell,
     'tag' / Int8ul,
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
-    Check(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4))))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+    _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
     'a' / Bytes(32),
     'b' / Bytes(32),
     'c' / Bytes(32),
@@ -21751,7 +21751,7 @@ C_env_typed_want_body._bw_fast_runs = {'tag': (220, (('tag', 0, 1), ('a', 1, 32)
 C_env_commit_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
     'data' / Bytes(32),
     'metadata' / Bytes(32),
     'author' / Bytes(32),
@@ -21764,10 +21764,10 @@ C_env_commit_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), (
 C_env_merge_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low'])))),
+    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -21776,7 +21776,7 @@ C_env_merge_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('
 C_env_derive_v4_body = Struct(
     '_o_start' / Tell,
     'source' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'source', 'span == 1', 'kind requires span 1'),
     'target' / Bytes(32),
     'input' / Bytes(32),
     'output' / Bytes(32),
@@ -21787,7 +21787,7 @@ C_env_derive_v4_body._bw_fast_runs = {'source': (220, (('source', 0, 32), ('targ
 C_env_derive_v5_body = Struct(
     '_o_start' / Tell,
     'target' / Bytes(32),
-    Check(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1)))),
+    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
     'input' / Bytes(32),
     'output' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -21798,7 +21798,7 @@ C_envelope36_rest = Struct(
     '_o_start' / Tell,
     'kind' / Bytes(16),
     'span' / Int32ul,
-    Check(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1)))),
+    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
     'body' / FixedSized(Code("((this['span'] * 256) - 36)", lambda this: ((this['span'] * 256) - 36)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': WithParams(C_env_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': WithParams(C_env_branch_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': WithParams(C_env_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': WithParams(C_env_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": WithParams(C_env_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': WithParams(C_env_derive_v4_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': WithParams(C_env_derive_v5_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
 )
 C_envelope36_rest._bw_fast_runs = {'kind': (20, (('kind', 0, 16), ('span', 16, 4)))}
@@ -21822,7 +21822,7 @@ C_v1_blob._bw_fast_runs = {'timestamp': (48, (('timestamp', 0, 8), ('length', 8,
 C_v1_branch = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0)))),
+    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
     'head' / Bytes(32),
 )
 C_v1_branch._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('head', 16, 32)))}
@@ -21830,7 +21830,7 @@ C_v1_branch._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('head', 16, 32)
 C_v1_tombstone = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0)))),
+    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
     'unchecked' / Bytes(32),
 )
 C_v1_tombstone._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('unchecked', 16, 32)))}
@@ -21848,7 +21848,7 @@ C_v3_blob._bw_fast_runs = {'timestamp': (240, (('timestamp', 0, 8), ('length', 8
 C_v3_branch = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0)))),
+    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
     'head' / Bytes(32),
     'unchecked' / Bytes(192),
 )
@@ -21857,7 +21857,7 @@ C_v3_branch._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('head', 16, 32
 C_v3_tombstone = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0)))),
+    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
     'unchecked' / Bytes(224),
 )
 C_v3_tombstone._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('unchecked', 16, 224)))}
@@ -21879,11 +21879,11 @@ C_v3_local_cell._bw_fast_runs = {'cell': (240, (('cell', 0, 16), ('rest', 16, 22
 C_v3_collection_definition = Struct(
     '_o_start' / Tell,
     'scope' / Bytes(16),
-    Check(Code("((max(this['scope']) > 0))", lambda this: ((max(this['scope']) > 0)))),
+    _RuleCheck(Code("((max(this['scope']) > 0))", lambda this: ((max(this['scope']) > 0))), 'scope', 'max(scope) > 0', 'nil id'),
     'representation' / Bytes(16),
-    Check(Code("((max(this['representation']) > 0))", lambda this: ((max(this['representation']) > 0)))),
+    _RuleCheck(Code("((max(this['representation']) > 0))", lambda this: ((max(this['representation']) > 0))), 'representation', 'max(representation) > 0', 'nil id'),
     'recipe' / Bytes(16),
-    Check(Code("((max(this['recipe']) > 0))", lambda this: ((max(this['recipe']) > 0)))),
+    _RuleCheck(Code("((max(this['recipe']) > 0))", lambda this: ((max(this['recipe']) > 0))), 'recipe', 'max(recipe) > 0', 'nil id'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 C_v3_collection_definition._bw_fast_runs = {'scope': (240, (('scope', 0, 16), ('representation', 16, 16), ('recipe', 32, 16), ('reserved', 48, 192)))}
@@ -21905,7 +21905,7 @@ C_v3_merge = Struct(
     'definition' / Bytes(16),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low'])))),
+    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -21938,7 +21938,7 @@ C_v4_merge = Struct(
     'collection' / Bytes(32),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low'])))),
+    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -21965,7 +21965,7 @@ C_frame_head = Struct(
     '_o_start' / Tell,
     'magic' / Const(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;'),
     'span' / Int32ul,
-    Check(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1)))),
+    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
     'kind' / Bytes(32),
     'head' / FixedSized(Code('192', lambda this: 192), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_head, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
 )
@@ -24549,6 +24549,8 @@ def construct_encode_pile_record(value: PileRecord, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_pile_record(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "pile_record", construct_encode_pile_record, value) from None
         raise _encode_failure(exc, "pile_record") from None
     return data
 
@@ -24573,6 +24575,8 @@ def construct_encode_frame_rest(value: FrameRest, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_frame_rest(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "frame_rest", construct_encode_frame_rest, value) from None
         raise _encode_failure(exc, "frame_rest") from None
     return data
 
@@ -24597,6 +24601,8 @@ def construct_encode_frame_head(value: FrameHead, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_frame_head(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "frame_head", construct_encode_frame_head, value) from None
         raise _encode_failure(exc, "frame_head") from None
     return data
 
@@ -24621,6 +24627,8 @@ def construct_encode_blob_head(value: BlobHead, *, compiled: bool = False, span:
     try:
         data = con.build(_m2c_blob_head(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "blob_head", construct_encode_blob_head, value, span=span) from None
         raise _encode_failure(exc, "blob_head") from None
     return data
 
@@ -24645,6 +24653,8 @@ def construct_encode_blob_data(value: BlobData, *, compiled: bool = False, lengt
     try:
         data = con.build(_m2c_blob_data(value), length=length)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "blob_data", construct_encode_blob_data, value, length=length) from None
         raise _encode_failure(exc, "blob_data") from None
     return data
 
@@ -24669,6 +24679,8 @@ def construct_encode_blob_body(value: BlobBody, *, compiled: bool = False, span:
     try:
         data = con.build(_m2c_blob_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "blob_body", construct_encode_blob_body, value, span=span) from None
         raise _encode_failure(exc, "blob_body") from None
     return data
 
@@ -24693,6 +24705,8 @@ def construct_encode_pin_head_body(value: PinHeadBody, *, compiled: bool = False
     try:
         data = con.build(_m2c_pin_head_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "pin_head_body", construct_encode_pin_head_body, value, span=span) from None
         raise _encode_failure(exc, "pin_head_body") from None
     return data
 
@@ -24717,6 +24731,8 @@ def construct_encode_pin_tombstone_body(value: PinTombstoneBody, *, compiled: bo
     try:
         data = con.build(_m2c_pin_tombstone_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "pin_tombstone_body", construct_encode_pin_tombstone_body, value, span=span) from None
         raise _encode_failure(exc, "pin_tombstone_body") from None
     return data
 
@@ -24741,6 +24757,8 @@ def construct_encode_want_blob(value: WantBlob, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_want_blob(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "want_blob", construct_encode_want_blob, value) from None
         raise _encode_failure(exc, "want_blob") from None
     return data
 
@@ -24765,6 +24783,8 @@ def construct_encode_want_merge(value: WantMerge, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_want_merge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "want_merge", construct_encode_want_merge, value) from None
         raise _encode_failure(exc, "want_merge") from None
     return data
 
@@ -24789,6 +24809,8 @@ def construct_encode_want_derive(value: WantDerive, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_want_derive(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "want_derive", construct_encode_want_derive, value) from None
         raise _encode_failure(exc, "want_derive") from None
     return data
 
@@ -24813,6 +24835,8 @@ def construct_encode_want_request(value: WantRequest, *, compiled: bool = False)
     try:
         data = con.build(_m2c_want_request(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "want_request", construct_encode_want_request, value) from None
         raise _encode_failure(exc, "want_request") from None
     return data
 
@@ -24837,6 +24861,8 @@ def construct_encode_want_v3_body(value: WantV3Body, *, compiled: bool = False, 
     try:
         data = con.build(_m2c_want_v3_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "want_v3_body", construct_encode_want_v3_body, value, span=span) from None
         raise _encode_failure(exc, "want_v3_body") from None
     return data
 
@@ -24861,6 +24887,8 @@ def construct_encode_commit_body(value: CommitBody, *, compiled: bool = False, s
     try:
         data = con.build(_m2c_commit_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "commit_body", construct_encode_commit_body, value, span=span) from None
         raise _encode_failure(exc, "commit_body") from None
     return data
 
@@ -24885,6 +24913,8 @@ def construct_encode_merge_v6_body(value: MergeV6Body, *, compiled: bool = False
     try:
         data = con.build(_m2c_merge_v6_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "merge_v6_body", construct_encode_merge_v6_body, value, span=span) from None
         raise _encode_failure(exc, "merge_v6_body") from None
     return data
 
@@ -24909,6 +24939,8 @@ def construct_encode_derive_v7_body(value: DeriveV7Body, *, compiled: bool = Fal
     try:
         data = con.build(_m2c_derive_v7_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "derive_v7_body", construct_encode_derive_v7_body, value, span=span) from None
         raise _encode_failure(exc, "derive_v7_body") from None
     return data
 
@@ -24933,6 +24965,8 @@ def construct_encode_proof_edge(value: ProofEdge, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_proof_edge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_edge", construct_encode_proof_edge, value) from None
         raise _encode_failure(exc, "proof_edge") from None
     return data
 
@@ -24957,6 +24991,8 @@ def construct_encode_proof_v5_body(value: ProofV5Body, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v5_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v5_body", construct_encode_proof_v5_body, value, span=span) from None
         raise _encode_failure(exc, "proof_v5_body") from None
     return data
 
@@ -24981,6 +25017,8 @@ def construct_encode_retired_blob_want_body(value: RetiredBlobWantBody, *, compi
     try:
         data = con.build(_m2c_retired_blob_want_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "retired_blob_want_body", construct_encode_retired_blob_want_body, value, span=span) from None
         raise _encode_failure(exc, "retired_blob_want_body") from None
     return data
 
@@ -25005,6 +25043,8 @@ def construct_encode_retired_typed_want_body(value: RetiredTypedWantBody, *, com
     try:
         data = con.build(_m2c_retired_typed_want_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "retired_typed_want_body", construct_encode_retired_typed_want_body, value, span=span) from None
         raise _encode_failure(exc, "retired_typed_want_body") from None
     return data
 
@@ -25029,6 +25069,8 @@ def construct_encode_unsigned_merge_body(value: UnsignedMergeBody, *, compiled: 
     try:
         data = con.build(_m2c_unsigned_merge_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "unsigned_merge_body", construct_encode_unsigned_merge_body, value, span=span) from None
         raise _encode_failure(exc, "unsigned_merge_body") from None
     return data
 
@@ -25053,6 +25095,8 @@ def construct_encode_unsigned_derive_body(value: UnsignedDeriveBody, *, compiled
     try:
         data = con.build(_m2c_unsigned_derive_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "unsigned_derive_body", construct_encode_unsigned_derive_body, value, span=span) from None
         raise _encode_failure(exc, "unsigned_derive_body") from None
     return data
 
@@ -25077,6 +25121,8 @@ def construct_encode_peer_body(value: PeerBody, *, compiled: bool = False, span:
     try:
         data = con.build(_m2c_peer_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "peer_body", construct_encode_peer_body, value, span=span) from None
         raise _encode_failure(exc, "peer_body") from None
     return data
 
@@ -25101,6 +25147,8 @@ def construct_encode_store_scope_body(value: StoreScopeBody, *, compiled: bool =
     try:
         data = con.build(_m2c_store_scope_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "store_scope_body", construct_encode_store_scope_body, value, span=span) from None
         raise _encode_failure(exc, "store_scope_body") from None
     return data
 
@@ -25125,6 +25173,8 @@ def construct_encode_artifact_offer_body(value: ArtifactOfferBody, *, compiled: 
     try:
         data = con.build(_m2c_artifact_offer_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "artifact_offer_body", construct_encode_artifact_offer_body, value, span=span) from None
         raise _encode_failure(exc, "artifact_offer_body") from None
     return data
 
@@ -25149,6 +25199,8 @@ def construct_encode_proof_v1_edge(value: ProofV1Edge, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v1_edge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v1_edge", construct_encode_proof_v1_edge, value) from None
         raise _encode_failure(exc, "proof_v1_edge") from None
     return data
 
@@ -25173,6 +25225,8 @@ def construct_encode_proof_v1_content(value: ProofV1Content, *, compiled: bool =
     try:
         data = con.build(_m2c_proof_v1_content(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v1_content", construct_encode_proof_v1_content, value) from None
         raise _encode_failure(exc, "proof_v1_content") from None
     return data
 
@@ -25197,6 +25251,8 @@ def construct_encode_proof_v2_edge(value: ProofV2Edge, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v2_edge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v2_edge", construct_encode_proof_v2_edge, value) from None
         raise _encode_failure(exc, "proof_v2_edge") from None
     return data
 
@@ -25221,6 +25277,8 @@ def construct_encode_proof_v2_content(value: ProofV2Content, *, compiled: bool =
     try:
         data = con.build(_m2c_proof_v2_content(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v2_content", construct_encode_proof_v2_content, value) from None
         raise _encode_failure(exc, "proof_v2_content") from None
     return data
 
@@ -25245,6 +25303,8 @@ def construct_encode_proof_v1_data(value: ProofV1Data, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v1_data(value), body_len=body_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v1_data", construct_encode_proof_v1_data, value, body_len=body_len) from None
         raise _encode_failure(exc, "proof_v1_data") from None
     return data
 
@@ -25269,6 +25329,8 @@ def construct_encode_proof_v2_data(value: ProofV2Data, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v2_data(value), body_len=body_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v2_data", construct_encode_proof_v2_data, value, body_len=body_len) from None
         raise _encode_failure(exc, "proof_v2_data") from None
     return data
 
@@ -25293,6 +25355,8 @@ def construct_encode_proof_v1_body(value: ProofV1Body, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v1_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v1_body", construct_encode_proof_v1_body, value, span=span) from None
         raise _encode_failure(exc, "proof_v1_body") from None
     return data
 
@@ -25317,6 +25381,8 @@ def construct_encode_proof_v2_body(value: ProofV2Body, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v2_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v2_body", construct_encode_proof_v2_body, value, span=span) from None
         raise _encode_failure(exc, "proof_v2_body") from None
     return data
 
@@ -25341,6 +25407,8 @@ def construct_encode_proof_v3_edge(value: ProofV3Edge, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v3_edge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v3_edge", construct_encode_proof_v3_edge, value) from None
         raise _encode_failure(exc, "proof_v3_edge") from None
     return data
 
@@ -25365,6 +25433,8 @@ def construct_encode_proof_v3_content(value: ProofV3Content, *, compiled: bool =
     try:
         data = con.build(_m2c_proof_v3_content(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v3_content", construct_encode_proof_v3_content, value) from None
         raise _encode_failure(exc, "proof_v3_content") from None
     return data
 
@@ -25389,6 +25459,8 @@ def construct_encode_proof_v3_data(value: ProofV3Data, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v3_data(value), body_len=body_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v3_data", construct_encode_proof_v3_data, value, body_len=body_len) from None
         raise _encode_failure(exc, "proof_v3_data") from None
     return data
 
@@ -25413,6 +25485,8 @@ def construct_encode_proof_v3_body(value: ProofV3Body, *, compiled: bool = False
     try:
         data = con.build(_m2c_proof_v3_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "proof_v3_body", construct_encode_proof_v3_body, value, span=span) from None
         raise _encode_failure(exc, "proof_v3_body") from None
     return data
 
@@ -25437,6 +25511,8 @@ def construct_encode_v1_blob_data(value: V1BlobData, *, compiled: bool = False, 
     try:
         data = con.build(_m2c_v1_blob_data(value), length=length)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v1_blob_data", construct_encode_v1_blob_data, value, length=length) from None
         raise _encode_failure(exc, "v1_blob_data") from None
     return data
 
@@ -25461,6 +25537,8 @@ def construct_encode_v1_blob(value: V1Blob, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_v1_blob(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v1_blob", construct_encode_v1_blob, value) from None
         raise _encode_failure(exc, "v1_blob") from None
     return data
 
@@ -25485,6 +25563,8 @@ def construct_encode_v1_branch(value: V1Branch, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_v1_branch(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v1_branch", construct_encode_v1_branch, value) from None
         raise _encode_failure(exc, "v1_branch") from None
     return data
 
@@ -25509,6 +25589,8 @@ def construct_encode_v1_tombstone(value: V1Tombstone, *, compiled: bool = False)
     try:
         data = con.build(_m2c_v1_tombstone(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v1_tombstone", construct_encode_v1_tombstone, value) from None
         raise _encode_failure(exc, "v1_tombstone") from None
     return data
 
@@ -25533,6 +25615,8 @@ def construct_encode_v3_blob(value: V3Blob, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_v3_blob(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_blob", construct_encode_v3_blob, value) from None
         raise _encode_failure(exc, "v3_blob") from None
     return data
 
@@ -25557,6 +25641,8 @@ def construct_encode_v3_branch(value: V3Branch, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_v3_branch(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_branch", construct_encode_v3_branch, value) from None
         raise _encode_failure(exc, "v3_branch") from None
     return data
 
@@ -25581,6 +25667,8 @@ def construct_encode_v3_tombstone(value: V3Tombstone, *, compiled: bool = False)
     try:
         data = con.build(_m2c_v3_tombstone(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_tombstone", construct_encode_v3_tombstone, value) from None
         raise _encode_failure(exc, "v3_tombstone") from None
     return data
 
@@ -25605,6 +25693,8 @@ def construct_encode_v3_blob_want(value: V3BlobWant, *, compiled: bool = False) 
     try:
         data = con.build(_m2c_v3_blob_want(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_blob_want", construct_encode_v3_blob_want, value) from None
         raise _encode_failure(exc, "v3_blob_want") from None
     return data
 
@@ -25629,6 +25719,8 @@ def construct_encode_v3_local_cell(value: V3LocalCell, *, compiled: bool = False
     try:
         data = con.build(_m2c_v3_local_cell(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_local_cell", construct_encode_v3_local_cell, value) from None
         raise _encode_failure(exc, "v3_local_cell") from None
     return data
 
@@ -25653,6 +25745,8 @@ def construct_encode_v3_collection_definition(value: V3CollectionDefinition, *, 
     try:
         data = con.build(_m2c_v3_collection_definition(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_collection_definition", construct_encode_v3_collection_definition, value) from None
         raise _encode_failure(exc, "v3_collection_definition") from None
     return data
 
@@ -25677,6 +25771,8 @@ def construct_encode_v3_commit(value: V3Commit, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_v3_commit(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_commit", construct_encode_v3_commit, value) from None
         raise _encode_failure(exc, "v3_commit") from None
     return data
 
@@ -25701,6 +25797,8 @@ def construct_encode_v3_merge(value: V3Merge, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_v3_merge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_merge", construct_encode_v3_merge, value) from None
         raise _encode_failure(exc, "v3_merge") from None
     return data
 
@@ -25725,6 +25823,8 @@ def construct_encode_v3_derive(value: V3Derive, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_v3_derive(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v3_derive", construct_encode_v3_derive, value) from None
         raise _encode_failure(exc, "v3_derive") from None
     return data
 
@@ -25749,6 +25849,8 @@ def construct_encode_v4_commit(value: V4Commit, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_v4_commit(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v4_commit", construct_encode_v4_commit, value) from None
         raise _encode_failure(exc, "v4_commit") from None
     return data
 
@@ -25773,6 +25875,8 @@ def construct_encode_v4_merge(value: V4Merge, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_v4_merge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v4_merge", construct_encode_v4_merge, value) from None
         raise _encode_failure(exc, "v4_merge") from None
     return data
 
@@ -25797,6 +25901,8 @@ def construct_encode_v4_derive(value: V4Derive, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_v4_derive(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "v4_derive", construct_encode_v4_derive, value) from None
         raise _encode_failure(exc, "v4_derive") from None
     return data
 
@@ -25821,6 +25927,8 @@ def construct_encode_envelope36_rest(value: Envelope36Rest, *, compiled: bool = 
     try:
         data = con.build(_m2c_envelope36_rest(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "envelope36_rest", construct_encode_envelope36_rest, value) from None
         raise _encode_failure(exc, "envelope36_rest") from None
     return data
 
@@ -25845,6 +25953,8 @@ def construct_encode_env_blob_body(value: EnvBlobBody, *, compiled: bool = False
     try:
         data = con.build(_m2c_env_blob_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_blob_body", construct_encode_env_blob_body, value, span=span) from None
         raise _encode_failure(exc, "env_blob_body") from None
     return data
 
@@ -25869,6 +25979,8 @@ def construct_encode_env_branch_body(value: EnvBranchBody, *, compiled: bool = F
     try:
         data = con.build(_m2c_env_branch_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_branch_body", construct_encode_env_branch_body, value, span=span) from None
         raise _encode_failure(exc, "env_branch_body") from None
     return data
 
@@ -25893,6 +26005,8 @@ def construct_encode_env_tombstone_body(value: EnvTombstoneBody, *, compiled: bo
     try:
         data = con.build(_m2c_env_tombstone_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_tombstone_body", construct_encode_env_tombstone_body, value, span=span) from None
         raise _encode_failure(exc, "env_tombstone_body") from None
     return data
 
@@ -25917,6 +26031,8 @@ def construct_encode_env_blob_want_body(value: EnvBlobWantBody, *, compiled: boo
     try:
         data = con.build(_m2c_env_blob_want_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_blob_want_body", construct_encode_env_blob_want_body, value, span=span) from None
         raise _encode_failure(exc, "env_blob_want_body") from None
     return data
 
@@ -25941,6 +26057,8 @@ def construct_encode_env_typed_want_body(value: EnvTypedWantBody, *, compiled: b
     try:
         data = con.build(_m2c_env_typed_want_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_typed_want_body", construct_encode_env_typed_want_body, value, span=span) from None
         raise _encode_failure(exc, "env_typed_want_body") from None
     return data
 
@@ -25965,6 +26083,8 @@ def construct_encode_env_commit_body(value: EnvCommitBody, *, compiled: bool = F
     try:
         data = con.build(_m2c_env_commit_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_commit_body", construct_encode_env_commit_body, value, span=span) from None
         raise _encode_failure(exc, "env_commit_body") from None
     return data
 
@@ -25989,6 +26109,8 @@ def construct_encode_env_merge_body(value: EnvMergeBody, *, compiled: bool = Fal
     try:
         data = con.build(_m2c_env_merge_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_merge_body", construct_encode_env_merge_body, value, span=span) from None
         raise _encode_failure(exc, "env_merge_body") from None
     return data
 
@@ -26013,6 +26135,8 @@ def construct_encode_env_derive_v4_body(value: EnvDeriveV4Body, *, compiled: boo
     try:
         data = con.build(_m2c_env_derive_v4_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_derive_v4_body", construct_encode_env_derive_v4_body, value, span=span) from None
         raise _encode_failure(exc, "env_derive_v4_body") from None
     return data
 
@@ -26037,6 +26161,8 @@ def construct_encode_env_derive_v5_body(value: EnvDeriveV5Body, *, compiled: boo
     try:
         data = con.build(_m2c_env_derive_v5_body(value), span=span)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "env_derive_v5_body", construct_encode_env_derive_v5_body, value, span=span) from None
         raise _encode_failure(exc, "env_derive_v5_body") from None
     return data
 
@@ -26061,6 +26187,8 @@ def construct_encode_commit_transcript(value: CommitTranscript, *, compiled: boo
     try:
         data = con.build(_m2c_commit_transcript(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "commit_transcript", construct_encode_commit_transcript, value) from None
         raise _encode_failure(exc, "commit_transcript") from None
     return data
 
@@ -26085,6 +26213,8 @@ def construct_encode_merge_endorsement(value: MergeEndorsement, *, compiled: boo
     try:
         data = con.build(_m2c_merge_endorsement(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "merge_endorsement", construct_encode_merge_endorsement, value) from None
         raise _encode_failure(exc, "merge_endorsement") from None
     return data
 
@@ -26109,6 +26239,8 @@ def construct_encode_derive_endorsement(value: DeriveEndorsement, *, compiled: b
     try:
         data = con.build(_m2c_derive_endorsement(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "derive_endorsement", construct_encode_derive_endorsement, value) from None
         raise _encode_failure(exc, "derive_endorsement") from None
     return data
 
@@ -26133,6 +26265,8 @@ def construct_encode_dense_commit(value: DenseCommit, *, compiled: bool = False)
     try:
         data = con.build(_m2c_dense_commit(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_commit", construct_encode_dense_commit, value) from None
         raise _encode_failure(exc, "dense_commit") from None
     return data
 
@@ -26157,6 +26291,8 @@ def construct_encode_dense_unsigned_merge(value: DenseUnsignedMerge, *, compiled
     try:
         data = con.build(_m2c_dense_unsigned_merge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_unsigned_merge", construct_encode_dense_unsigned_merge, value) from None
         raise _encode_failure(exc, "dense_unsigned_merge") from None
     return data
 
@@ -26181,6 +26317,8 @@ def construct_encode_dense_unsigned_derive(value: DenseUnsignedDerive, *, compil
     try:
         data = con.build(_m2c_dense_unsigned_derive(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_unsigned_derive", construct_encode_dense_unsigned_derive, value) from None
         raise _encode_failure(exc, "dense_unsigned_derive") from None
     return data
 
@@ -26205,6 +26343,8 @@ def construct_encode_dense_signed_merge(value: DenseSignedMerge, *, compiled: bo
     try:
         data = con.build(_m2c_dense_signed_merge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_signed_merge", construct_encode_dense_signed_merge, value) from None
         raise _encode_failure(exc, "dense_signed_merge") from None
     return data
 
@@ -26229,6 +26369,8 @@ def construct_encode_dense_signed_derive(value: DenseSignedDerive, *, compiled: 
     try:
         data = con.build(_m2c_dense_signed_derive(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_signed_derive", construct_encode_dense_signed_derive, value) from None
         raise _encode_failure(exc, "dense_signed_derive") from None
     return data
 
@@ -26253,6 +26395,8 @@ def construct_encode_dense_witness_merge(value: DenseWitnessMerge, *, compiled: 
     try:
         data = con.build(_m2c_dense_witness_merge(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_witness_merge", construct_encode_dense_witness_merge, value) from None
         raise _encode_failure(exc, "dense_witness_merge") from None
     return data
 
@@ -26277,6 +26421,8 @@ def construct_encode_dense_witness_derive(value: DenseWitnessDerive, *, compiled
     try:
         data = con.build(_m2c_dense_witness_derive(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_witness_derive", construct_encode_dense_witness_derive, value) from None
         raise _encode_failure(exc, "dense_witness_derive") from None
     return data
 
@@ -26301,6 +26447,8 @@ def construct_encode_dense_record(value: DenseRecord, *, compiled: bool = False)
     try:
         data = con.build(_m2c_dense_record(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dense_record", construct_encode_dense_record, value) from None
         raise _encode_failure(exc, "dense_record") from None
     return data
 
@@ -26325,6 +26473,8 @@ def construct_encode_pile_file(value: PileFile, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_pile_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "pile_file", construct_encode_pile_file, value) from None
         raise _encode_failure(exc, "pile_file") from None
     return data
 

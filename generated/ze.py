@@ -2255,7 +2255,7 @@ def _d_wal_record(mv, pos, end):
                         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
                     _wal_payload___op_upsert_v1___f32_vector___c = _wal_payload___op_upsert_v1___f32_vector__f_dims
                     if _wal_payload___op_upsert_v1___f32_vector___c < 0 or _wal_payload___op_upsert_v1___f32_vector___c * 4 > end - pos:
-                        raise (ConstraintError if _wal_payload___op_upsert_v1___f32_vector___c < 0 else TruncatedError)('count ' + str(_wal_payload___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector___c) if _wal_payload___op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector___c * 4, found=end - pos)
                     _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector___c * 4]), _PK19)
                     pos += _wal_payload___op_upsert_v1___f32_vector___c * 4
                     _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2327,7 +2327,7 @@ def _u_wal_record(mv, pos, end):
         if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
         if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise (ConstraintError if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
         _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2404,7 +2404,7 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
                 if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
                 if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_wal_payload___op_upsert_v1___f32_vector__f_dims) if _wal_payload___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
                 _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2506,7 +2506,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
                 if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_v1___f32_vector___c < 0 else TruncatedError)('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c) if _op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector___c * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2547,7 +2547,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
             _op_delete_v1___c = _op_delete_v1__f_count
             if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                raise (ConstraintError if _op_delete_v1___c < 0 else TruncatedError)('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
             _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
             if _op_delete_v1___st is None:
                 _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
@@ -2730,7 +2730,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
                 if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise (ConstraintError if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError)('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c) if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector___c * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -2780,7 +2780,7 @@ def _d_wal_payload(mv, pos, end, p_op):
             pos += _op_upsert_metadata_v1___n
             _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
             if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
-                raise (ConstraintError if _op_upsert_metadata_v1___c < 0 else TruncatedError)('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c) if _op_upsert_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
             _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_metadata_v1___c * 4
             _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -2825,7 +2825,7 @@ def _d_wal_payload(mv, pos, end, p_op):
             pos += _op_upsert_ts_metadata_v1___n
             _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
             if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
-                raise (ConstraintError if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError)('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c) if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
             _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_ts_metadata_v1___c * 4
             _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -2951,7 +2951,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
                         _op_prepared_mutation___op_upsert_v1___f32_vector___c = _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims
                         if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 or _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4 > end - pos:
-                            raise (ConstraintError if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 else TruncatedError)('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector___c) if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4, found=end - pos)
                         _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4]), _PK19)
                         pos += _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4
                         _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3022,7 +3022,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
                     _op_mixed_member___op_delete_v1___c = _op_mixed_member___op_delete_v1__f_count
                     if _op_mixed_member___op_delete_v1___c < 0 or _op_mixed_member___op_delete_v1___c * 16 > end - pos:
-                        raise (ConstraintError if _op_mixed_member___op_delete_v1___c < 0 else TruncatedError)('count ' + str(_op_mixed_member___op_delete_v1___c) + ' needs at least ' + str(_op_mixed_member___op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1___c) if _op_mixed_member___op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1___c) + ' needs at least ' + str(_op_mixed_member___op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1___c * 16, found=end - pos)
                     _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1___c)
                     if _op_mixed_member___op_delete_v1___st is None:
                         _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1___c)
@@ -3082,7 +3082,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3107,7 +3107,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_delete_v1__f_count >= 1:
             raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
         if _op_delete_v1__f_count * 16 > end - pos:
-            raise (ConstraintError if _op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -3224,7 +3224,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3255,7 +3255,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -3284,7 +3284,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -3367,7 +3367,7 @@ def _u_wal_payload(mv, pos, end, p_op):
             if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
             if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                raise (ConstraintError if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
             _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
             pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
             _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3417,7 +3417,7 @@ def _u_wal_payload(mv, pos, end, p_op):
             if not _op_mixed_member___op_delete_v1__f_count >= 1:
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
             if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
-                raise (ConstraintError if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
             _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
             if _op_mixed_member___op_delete_v1___st is None:
                 _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1__f_count)
@@ -3492,7 +3492,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3517,7 +3517,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 if not _op_delete_v1__f_count >= 1:
                     raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    raise (ConstraintError if _op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -3634,7 +3634,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3665,7 +3665,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -3694,7 +3694,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -3777,7 +3777,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
                         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
                     if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                        raise (ConstraintError if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                     _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                     pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
                     _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -3827,7 +3827,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     if not _op_mixed_member___op_delete_v1__f_count >= 1:
                         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
                     if _op_mixed_member___op_delete_v1__f_count * 16 > end - pos:
-                        raise (ConstraintError if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_op_mixed_member___op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_mixed_member___op_delete_v1__f_count) if _op_mixed_member___op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_mixed_member___op_delete_v1__f_count) + ' needs at least ' + str(_op_mixed_member___op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1__f_count * 16, found=end - pos)
                     _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1__f_count)
                     if _op_mixed_member___op_delete_v1___st is None:
                         _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1__f_count)
@@ -4934,7 +4934,7 @@ def _d_f32_vector(mv, pos, end):
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos))
     f_values = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK19)
     pos += _c * 4
     _obj = _new(F32Vector)
@@ -4949,7 +4949,7 @@ def _u_f32_vector(mv, pos, end):
     if not f_dims >= 1:
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
     if f_dims * 4 > end - pos:
-        raise (ConstraintError if f_dims < 0 else TruncatedError)('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
     f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(F32Vector)
@@ -4974,7 +4974,7 @@ def _m_f32_vector(mv, pos, end, _rest=_decode_many):
             if not f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
             if f_dims * 4 > end - pos:
-                raise (ConstraintError if f_dims < 0 else TruncatedError)('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='values', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
             f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(F32Vector)
@@ -5050,7 +5050,7 @@ def _d_op_upsert_v1(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
         _f32_vector___c = _f32_vector__f_dims
         if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
-            raise (ConstraintError if _f32_vector___c < 0 else TruncatedError)('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c) if _f32_vector___c < 0 else TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector___c * 4]), _PK19)
         pos += _f32_vector___c * 4
         _f32_vector___obj = _new(F32Vector)
@@ -5082,7 +5082,7 @@ def _u_op_upsert_v1(mv, pos, end):
     if not _f32_vector__f_dims >= 1:
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
     if _f32_vector__f_dims * 4 > end - pos:
-        raise (ConstraintError if _f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
@@ -5121,7 +5121,7 @@ def _m_op_upsert_v1(mv, pos, end, _rest=_decode_many):
             if not _f32_vector__f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             if _f32_vector__f_dims * 4 > end - pos:
-                raise (ConstraintError if _f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
@@ -5212,7 +5212,7 @@ def _d_op_delete_v1(mv, pos, end):
         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
     _c = f_count
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='doc_ids', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos))
     _st = _RC21.get(_c)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * _c)
@@ -5240,7 +5240,7 @@ def _u_op_delete_v1(mv, pos, end):
     if not f_count >= 1:
         raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
     if f_count * 16 > end - pos:
-        raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
     _st = _RC21.get(f_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_count)
@@ -5278,7 +5278,7 @@ def _m_op_delete_v1(mv, pos, end, _rest=_decode_many):
             if not f_count >= 1:
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_r13, path='count', expected='count >= 1', found=f_count)
             if f_count * 16 > end - pos:
-                raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='doc_ids', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_count * 16, found=end - pos)
             _st = _RC21.get(f_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_count)
@@ -6511,7 +6511,7 @@ def _d_op_timestamped_upsert_v1(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
         _f32_vector___c = _f32_vector__f_dims
         if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
-            raise (ConstraintError if _f32_vector___c < 0 else TruncatedError)('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c) if _f32_vector___c < 0 else TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector___c * 4]), _PK19)
         pos += _f32_vector___c * 4
         _f32_vector___obj = _new(F32Vector)
@@ -6544,7 +6544,7 @@ def _u_op_timestamped_upsert_v1(mv, pos, end):
     if not _f32_vector__f_dims >= 1:
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
     if _f32_vector__f_dims * 4 > end - pos:
-        raise (ConstraintError if _f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
     _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
@@ -6584,7 +6584,7 @@ def _m_op_timestamped_upsert_v1(mv, pos, end, _rest=_decode_many):
             if not _f32_vector__f_dims >= 1:
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             if _f32_vector__f_dims * 4 > end - pos:
-                raise (ConstraintError if _f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
@@ -6684,7 +6684,7 @@ def _d_op_upsert_metadata_v1(mv, pos, end):
     pos += _n
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='vector', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos))
     f_vector = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK19)
     pos += _c * 4
     _obj = _new(OpUpsertMetadataV1)
@@ -6715,7 +6715,7 @@ def _u_op_upsert_metadata_v1(mv, pos, end):
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
-        raise (ConstraintError if f_dims < 0 else TruncatedError)('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
     f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertMetadataV1)
@@ -6756,7 +6756,7 @@ def _m_op_upsert_metadata_v1(mv, pos, end, _rest=_decode_many):
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
-                raise (ConstraintError if f_dims < 0 else TruncatedError)('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
             f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertMetadataV1)
@@ -6857,7 +6857,7 @@ def _d_op_upsert_ts_metadata_v1(mv, pos, end):
     pos += _n
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='vector', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos))
     f_vector = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK19)
     pos += _c * 4
     _obj = _new(OpUpsertTsMetadataV1)
@@ -6889,7 +6889,7 @@ def _u_op_upsert_ts_metadata_v1(mv, pos, end):
     f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
-        raise (ConstraintError if f_dims < 0 else TruncatedError)('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
     f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertTsMetadataV1)
@@ -6931,7 +6931,7 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end, _rest=_decode_many):
             f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
-                raise (ConstraintError if f_dims < 0 else TruncatedError)('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_dims), offset=pos, path='vector', expected='>= 0', found=f_dims) if f_dims < 0 else TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
             f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertTsMetadataV1)
@@ -7435,7 +7435,7 @@ def _d_op_upsert_v2(mv, pos, end):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             _f32_vector___c = _f32_vector__f_dims
             if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
-                raise (ConstraintError if _f32_vector___c < 0 else TruncatedError)('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_f32_vector___c), offset=pos, path='values', expected='>= 0', found=_f32_vector___c) if _f32_vector___c < 0 else TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
             _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector___c * 4]), _PK19)
             pos += _f32_vector___c * 4
             _f32_vector___obj = _new(F32Vector)
@@ -7484,7 +7484,7 @@ def _d_op_upsert_v2(mv, pos, end):
         _c = _S13.unpack_from(mv, pos)[0]
         pos += 4
         if _c < 0 or _c * 12 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos))
         f_columns = []
         try:
             for _i in range(_c):
@@ -7640,7 +7640,7 @@ def _u_op_upsert_v2(mv, pos, end):
         if not _f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
         if _f32_vector__f_dims * 4 > end - pos:
-            raise (ConstraintError if _f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
         _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
         pos += _f32_vector__f_dims * 4
         _f32_vector___obj = _new(F32Vector)
@@ -7671,7 +7671,7 @@ def _u_op_upsert_v2(mv, pos, end):
         _c = _S13.unpack_from(mv, pos)[0]
         pos += 4
         if _c * 12 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
         f_columns = []
         for _i in range(_c):
             _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101.unpack_from(mv, pos)
@@ -7796,7 +7796,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                 if not _f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
                 if _f32_vector__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_f32_vector__f_dims) if _f32_vector__f_dims < 0 else TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
                 _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
                 pos += _f32_vector__f_dims * 4
                 _f32_vector___obj = _new(F32Vector)
@@ -7827,7 +7827,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                 _c = _S13_unpack_from(mv, pos)[0]
                 pos += 4
                 if _c * 12 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
                 f_columns = []
                 for _i in range(_c):
                     _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S101_unpack_from(mv, pos)
@@ -8571,7 +8571,7 @@ def _d_op_prepared_mutation(mv, pos, end):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
                 if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_v1___f32_vector___c < 0 else TruncatedError)('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector___c) if _op_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector___c * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -8612,7 +8612,7 @@ def _d_op_prepared_mutation(mv, pos, end):
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
             _op_delete_v1___c = _op_delete_v1__f_count
             if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                raise (ConstraintError if _op_delete_v1___c < 0 else TruncatedError)('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
             _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
             if _op_delete_v1___st is None:
                 _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
@@ -8795,7 +8795,7 @@ def _d_op_prepared_mutation(mv, pos, end):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
                 if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
-                    raise (ConstraintError if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError)('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector___c), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector___c) if _op_timestamped_upsert_v1___f32_vector___c < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector___c * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector___c * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -8845,7 +8845,7 @@ def _d_op_prepared_mutation(mv, pos, end):
             pos += _op_upsert_metadata_v1___n
             _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
             if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
-                raise (ConstraintError if _op_upsert_metadata_v1___c < 0 else TruncatedError)('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1___c) if _op_upsert_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
             _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_metadata_v1___c * 4
             _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -8890,7 +8890,7 @@ def _d_op_prepared_mutation(mv, pos, end):
             pos += _op_upsert_ts_metadata_v1___n
             _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
             if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
-                raise (ConstraintError if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError)('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1___c), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1___c) if _op_upsert_ts_metadata_v1___c < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
             _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___c * 4]), _PK19)
             pos += _op_upsert_ts_metadata_v1___c * 4
             _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -8973,7 +8973,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -8998,7 +8998,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_delete_v1__f_count >= 1:
             raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
         if _op_delete_v1__f_count * 16 > end - pos:
-            raise (ConstraintError if _op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -9115,7 +9115,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
         _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9146,7 +9146,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -9175,7 +9175,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-            raise (ConstraintError if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
         _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -9273,7 +9273,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_upsert_v1___f32_vector__f_dims) if _op_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9298,7 +9298,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 if not _op_delete_v1__f_count >= 1:
                     raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    raise (ConstraintError if _op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -9415,7 +9415,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError)('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims), offset=pos, path='values', expected='>= 0', found=_op_timestamped_upsert_v1___f32_vector__f_dims) if _op_timestamped_upsert_v1___f32_vector__f_dims < 0 else TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
                 _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
@@ -9446,7 +9446,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_metadata_v1__f_dims) if _op_upsert_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
@@ -9475,7 +9475,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
-                    raise (ConstraintError if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError)('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_upsert_ts_metadata_v1__f_dims), offset=pos, path='vector', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_dims) if _op_upsert_ts_metadata_v1__f_dims < 0 else TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
                 _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
@@ -10119,7 +10119,7 @@ def _d_op_mixed_member(mv, pos, end):
                 raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
             _op_delete_v1___c = _op_delete_v1__f_count
             if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
-                raise (ConstraintError if _op_delete_v1___c < 0 else TruncatedError)('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_op_delete_v1___c), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1___c) if _op_delete_v1___c < 0 else TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
             _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
             if _op_delete_v1___st is None:
                 _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
@@ -10174,7 +10174,7 @@ def _u_op_mixed_member(mv, pos, end):
         if not _op_delete_v1__f_count >= 1:
             raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
         if _op_delete_v1__f_count * 16 > end - pos:
-            raise (ConstraintError if _op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
         _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
         if _op_delete_v1___st is None:
             _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -10235,7 +10235,7 @@ def _m_op_mixed_member(mv, pos, end, _rest=_decode_many):
                 if not _op_delete_v1__f_count >= 1:
                     raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
                 if _op_delete_v1__f_count * 16 > end - pos:
-                    raise (ConstraintError if _op_delete_v1__f_count < 0 else TruncatedError)('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_op_delete_v1__f_count), offset=pos, path='doc_ids', expected='>= 0', found=_op_delete_v1__f_count) if _op_delete_v1__f_count < 0 else TruncatedError('count ' + str(_op_delete_v1__f_count) + ' needs at least ' + str(_op_delete_v1__f_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1__f_count * 16, found=end - pos)
                 _op_delete_v1___st = _RC21.get(_op_delete_v1__f_count)
                 if _op_delete_v1___st is None:
                     _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1__f_count)
@@ -10902,7 +10902,7 @@ def _d_zgw_frame(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
             _zgw_reclaim_intent___c = _zgw_reclaim_intent__f_candidate_count
             if _zgw_reclaim_intent___c < 0 or _zgw_reclaim_intent___c * 64 > end - pos:
-                raise (ConstraintError if _zgw_reclaim_intent___c < 0 else TruncatedError)('count ' + str(_zgw_reclaim_intent___c) + ' needs at least ' + str(_zgw_reclaim_intent___c * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_zgw_reclaim_intent___c), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent___c) if _zgw_reclaim_intent___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent___c) + ' needs at least ' + str(_zgw_reclaim_intent___c * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent___c * 64, found=end - pos)
             _zgw_reclaim_intent__f_candidates = []
             try:
                 for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent___c):
@@ -11003,7 +11003,7 @@ def _d_zgw_frame(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise (ConstraintError if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError)('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 try:
                     for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
@@ -11041,7 +11041,7 @@ def _d_zgw_frame(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise (ConstraintError if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError)('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 try:
                     for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
@@ -11276,7 +11276,7 @@ def _u_zgw_frame(mv, pos, end):
         if _zgw_reclaim_intent__f_reserved2 != 0:
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
         if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
-            raise (ConstraintError if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError)('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
         _zgw_reclaim_intent__f_candidates = []
         for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent__f_candidate_count):
             _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11345,7 +11345,7 @@ def _u_zgw_frame(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-            raise (ConstraintError if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError)('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
         _zgw_reclaim_complete___descriptor_list__f_rows = []
         for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
             _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11373,7 +11373,7 @@ def _u_zgw_frame(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
         _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
         if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-            raise (ConstraintError if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError)('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
         _zgw_reclaim_complete___descriptor_list__f_rows = []
         for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
             _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -11609,7 +11609,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 if _zgw_reclaim_intent__f_reserved2 != 0:
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r75 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
                 if _zgw_reclaim_intent__f_candidate_count * 64 > end - pos:
-                    raise (ConstraintError if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError)('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_intent__f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=_zgw_reclaim_intent__f_candidate_count) if _zgw_reclaim_intent__f_candidate_count < 0 else TruncatedError('count ' + str(_zgw_reclaim_intent__f_candidate_count) + ' needs at least ' + str(_zgw_reclaim_intent__f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent__f_candidate_count * 64, found=end - pos)
                 _zgw_reclaim_intent__f_candidates = []
                 for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent__f_candidate_count):
                     _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -11678,7 +11678,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise (ConstraintError if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError)('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
                     _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -11706,7 +11706,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r41 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
                 _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
                 if _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
-                    raise (ConstraintError if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError)('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgw_reclaim_complete___descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_zgw_reclaim_complete___descriptor_list___c) if _zgw_reclaim_complete___descriptor_list___c < 0 else TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
                 _zgw_reclaim_complete___descriptor_list__f_rows = []
                 for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
                     _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -12529,7 +12529,7 @@ def _d_graph_envelope(mv, pos, end):
         raise _exc.prefixed('begin') from None
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
     if _c < 0 or _c * 128 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos))
     f_changes = []
     try:
         for _i in range(_c):
@@ -12817,7 +12817,7 @@ def _u_graph_envelope(mv, pos, end):
         f_begin, pos = _u_zgw_frame(mv, pos, end)
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
     if _c < 0 or _c * 128 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
     f_changes = []
     for _i in range(_c):
         _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
@@ -13086,7 +13086,7 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                 f_begin, pos = _u_zgw_frame(mv, pos, end)
             _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
             if _c < 0 or _c * 128 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='changes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
             f_changes = []
             for _i in range(_c):
                 _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
@@ -13806,7 +13806,7 @@ def _d_commit_state(mv, pos, end):
     f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos))
     _st = _RC84.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -13820,7 +13820,7 @@ def _d_commit_state(mv, pos, end):
     pos += 8
     _c = 8
     if _c < 0 or _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos))
     f_roots = []
     try:
         for _i in range(_c):
@@ -14102,7 +14102,7 @@ def _d_commit_state(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_prepared_count
     if _c < 0 or _c * 96 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos))
     f_prepared = []
     try:
         for _i in range(_c):
@@ -14171,7 +14171,7 @@ def _u_commit_state(mv, pos, end):
     f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
     _c = 4
     if _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
     _st = _RC84.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -14183,7 +14183,7 @@ def _u_commit_state(mv, pos, end):
     pos += 8
     _c = 8
     if _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
     f_roots = []
     for _i in range(_c):
         _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122.unpack_from(mv, pos)
@@ -14380,7 +14380,7 @@ def _u_commit_state(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_prepared_count
     if _c * 96 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
     f_prepared = []
     for _i in range(_c):
         _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S113.unpack_from(mv, pos)
@@ -14450,7 +14450,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             f_relationship_high_water = int.from_bytes(f_relationship_high_water, 'little', signed=False)
             _c = 4
             if _c * 8 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='symbol_high_water', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
             _st = _RC84.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
@@ -14462,7 +14462,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             pos += 8
             _c = 8
             if _c * 8 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='roots', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
             f_roots = []
             for _i in range(_c):
                 _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S122_unpack_from(mv, pos)
@@ -14659,7 +14659,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
             _c = f_prepared_count
             if _c * 96 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='prepared', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
             f_prepared = []
             for _i in range(_c):
                 _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S113_unpack_from(mv, pos)
@@ -16822,7 +16822,7 @@ def _d_zgw_reclaim_intent(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
     _c = f_candidate_count
     if _c < 0 or _c * 64 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='candidates', expected=_c * 64, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='candidates', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='candidates', expected=_c * 64, found=end - pos))
     f_candidates = []
     try:
         for _i in range(_c):
@@ -16926,7 +16926,7 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     if f_reserved2 != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
     if f_candidate_count * 64 > end - pos:
-        raise (ConstraintError if f_candidate_count < 0 else TruncatedError)('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
     f_candidates = []
     for _i in range(f_candidate_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17036,7 +17036,7 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             if f_reserved2 != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved2', expected=0, found=f_reserved2)
             if f_candidate_count * 64 > end - pos:
-                raise (ConstraintError if f_candidate_count < 0 else TruncatedError)('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_candidate_count), offset=pos, path='candidates', expected='>= 0', found=f_candidate_count) if f_candidate_count < 0 else TruncatedError('count ' + str(f_candidate_count) + ' needs at least ' + str(f_candidate_count * 64) + ' bytes', offset=pos, path='candidates', expected=f_candidate_count * 64, found=end - pos)
             f_candidates = []
             for _i in range(f_candidate_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17138,7 +17138,7 @@ def _d_descriptor_list(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_count
     if _c < 0 or _c * 64 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='rows', expected=_c * 64, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='rows', expected=_c * 64, found=end - pos))
     f_rows = []
     try:
         for _i in range(_c):
@@ -17172,7 +17172,7 @@ def _u_descriptor_list(mv, pos, end):
     if f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     if f_count * 64 > end - pos:
-        raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
     f_rows = []
     for _i in range(f_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17211,7 +17211,7 @@ def _m_descriptor_list(mv, pos, end, _rest=_decode_many):
             if f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
             if f_count * 64 > end - pos:
-                raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='rows', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='rows', expected=f_count * 64, found=end - pos)
             f_rows = []
             for _i in range(f_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17321,7 +17321,7 @@ def _d_zgw_reclaim_complete(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
         _descriptor_list___c = _descriptor_list__f_count
         if _descriptor_list___c < 0 or _descriptor_list___c * 64 > end - pos:
-            raise (ConstraintError if _descriptor_list___c < 0 else TruncatedError)('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
         _descriptor_list__f_rows = []
         try:
             for _descriptor_list___i in range(_descriptor_list___c):
@@ -17359,7 +17359,7 @@ def _d_zgw_reclaim_complete(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
         _descriptor_list___c = _descriptor_list__f_count
         if _descriptor_list___c < 0 or _descriptor_list___c * 64 > end - pos:
-            raise (ConstraintError if _descriptor_list___c < 0 else TruncatedError)('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
         _descriptor_list__f_rows = []
         try:
             for _descriptor_list___i in range(_descriptor_list___c):
@@ -17435,7 +17435,7 @@ def _u_zgw_reclaim_complete(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
-        raise (ConstraintError if _descriptor_list___c < 0 else TruncatedError)('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
     _descriptor_list__f_rows = []
     for _descriptor_list___i in range(_descriptor_list___c):
         _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17463,7 +17463,7 @@ def _u_zgw_reclaim_complete(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
     _descriptor_list___c = _descriptor_list__f_count
     if _descriptor_list___c * 64 > end - pos:
-        raise (ConstraintError if _descriptor_list___c < 0 else TruncatedError)('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
     _descriptor_list__f_rows = []
     for _descriptor_list___i in range(_descriptor_list___c):
         _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17544,7 +17544,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
-                raise (ConstraintError if _descriptor_list___c < 0 else TruncatedError)('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
             _descriptor_list__f_rows = []
             for _descriptor_list___i in range(_descriptor_list___c):
                 _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17572,7 +17572,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r41 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
             _descriptor_list___c = _descriptor_list__f_count
             if _descriptor_list___c * 64 > end - pos:
-                raise (ConstraintError if _descriptor_list___c < 0 else TruncatedError)('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_descriptor_list___c), offset=pos, path='rows', expected='>= 0', found=_descriptor_list___c) if _descriptor_list___c < 0 else TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
             _descriptor_list__f_rows = []
             for _descriptor_list___i in range(_descriptor_list___c):
                 _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -17747,7 +17747,7 @@ def _d_zgcp_prepared_inventory(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_count
     if _c < 0 or _c * 64 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='descriptors', expected=_c * 64, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='descriptors', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='descriptors', expected=_c * 64, found=end - pos))
     f_descriptors = []
     try:
         for _i in range(_c):
@@ -17781,7 +17781,7 @@ def _u_zgcp_prepared_inventory(mv, pos, end):
     if f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
     if f_count * 64 > end - pos:
-        raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
     f_descriptors = []
     for _i in range(f_count):
         _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -17820,7 +17820,7 @@ def _m_zgcp_prepared_inventory(mv, pos, end, _rest=_decode_many):
             if f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r41 + 4, path='reserved', expected=0, found=f_reserved)
             if f_count * 64 > end - pos:
-                raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='descriptors', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=f_count * 64, found=end - pos)
             f_descriptors = []
             for _i in range(f_count):
                 _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -18216,7 +18216,7 @@ def _d_zgcp_participant(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
             _zgcp_prepared_inventory___c = _zgcp_prepared_inventory__f_count
             if _zgcp_prepared_inventory___c < 0 or _zgcp_prepared_inventory___c * 64 > end - pos:
-                raise (ConstraintError if _zgcp_prepared_inventory___c < 0 else TruncatedError)('count ' + str(_zgcp_prepared_inventory___c) + ' needs at least ' + str(_zgcp_prepared_inventory___c * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory___c * 64, found=end - pos)
+                raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory___c), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory___c) if _zgcp_prepared_inventory___c < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory___c) + ' needs at least ' + str(_zgcp_prepared_inventory___c * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory___c * 64, found=end - pos)
             _zgcp_prepared_inventory__f_descriptors = []
             try:
                 for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory___c):
@@ -18336,7 +18336,7 @@ def _u_zgcp_participant(mv, pos, end):
         if _zgcp_prepared_inventory__f_reserved != 0:
             raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
         if _zgcp_prepared_inventory__f_count * 64 > end - pos:
-            raise (ConstraintError if _zgcp_prepared_inventory__f_count < 0 else TruncatedError)('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
         _zgcp_prepared_inventory__f_descriptors = []
         for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory__f_count):
             _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S66.unpack_from(mv, pos)
@@ -18443,7 +18443,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 if _zgcp_prepared_inventory__f_reserved != 0:
                     raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r41 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
                 if _zgcp_prepared_inventory__f_count * 64 > end - pos:
-                    raise (ConstraintError if _zgcp_prepared_inventory__f_count < 0 else TruncatedError)('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgcp_prepared_inventory__f_count), offset=pos, path='descriptors', expected='>= 0', found=_zgcp_prepared_inventory__f_count) if _zgcp_prepared_inventory__f_count < 0 else TruncatedError('count ' + str(_zgcp_prepared_inventory__f_count) + ' needs at least ' + str(_zgcp_prepared_inventory__f_count * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory__f_count * 64, found=end - pos)
                 _zgcp_prepared_inventory__f_descriptors = []
                 for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory__f_count):
                     _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S66_unpack_from(mv, pos)
@@ -18756,7 +18756,7 @@ def _em_zgcp_participant(values):
 def _d_fold_authority(mv, pos, end):
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos))
     _st = _RC137.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -18778,7 +18778,7 @@ def _d_fold_authority(mv, pos, end):
 def _u_fold_authority(mv, pos, end):
     _c = 4
     if _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
     _st = _RC137.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -18808,7 +18808,7 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
             _rs = pos
             _c = 4
             if _c * 8 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
             _st = _RC137.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
@@ -19022,7 +19022,7 @@ def _d_protected_value(mv, pos, end):
         try:
             _fold_authority___c = 4
             if _fold_authority___c < 0 or _fold_authority___c * 8 > end - pos:
-                raise (ConstraintError if _fold_authority___c < 0 else TruncatedError)('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
             _fold_authority___st = _RC137.get(_fold_authority___c)
             if _fold_authority___st is None:
                 _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -19123,7 +19123,7 @@ def _u_protected_value(mv, pos, end):
     if f_tag == 5:
         _fold_authority___c = 4
         if _fold_authority___c * 8 > end - pos:
-            raise (ConstraintError if _fold_authority___c < 0 else TruncatedError)('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
         _fold_authority___st = _RC137.get(_fold_authority___c)
         if _fold_authority___st is None:
             _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -19213,7 +19213,7 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
             if f_tag == 5:
                 _fold_authority___c = 4
                 if _fold_authority___c * 8 > end - pos:
-                    raise (ConstraintError if _fold_authority___c < 0 else TruncatedError)('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_fold_authority___c), offset=pos, path='values', expected='>= 0', found=_fold_authority___c) if _fold_authority___c < 0 else TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
                 _fold_authority___st = _RC137.get(_fold_authority___c)
                 if _fold_authority___st is None:
                     _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
@@ -21203,7 +21203,7 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
         raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
     _c = f_count
     if _c < 0 or _c * 24 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 24) + ' bytes', offset=pos, path='ranges', expected=_c * 24, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='ranges', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 24) + ' bytes', offset=pos, path='ranges', expected=_c * 24, found=end - pos))
     f_ranges = []
     try:
         for _i in range(_c):
@@ -21241,7 +21241,7 @@ def _u_tsr1_body(mv, pos, end, p_segment_count):
     if not f_count == p_segment_count:
         raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
     if f_count * 24 > end - pos:
-        raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
     f_ranges = []
     for _i in range(f_count):
         _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
@@ -21281,7 +21281,7 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
             if not f_count == p_segment_count:
                 raise ConstraintError('TSR1 count must equal segment_count', offset=_r13, path='count', expected='count == segment_count', found=f_count)
             if f_count * 24 > end - pos:
-                raise (ConstraintError if f_count < 0 else TruncatedError)('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_count), offset=pos, path='ranges', expected='>= 0', found=f_count) if f_count < 0 else TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
             f_ranges = []
             for _i in range(f_count):
                 _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
@@ -21514,7 +21514,7 @@ def _d_zgen_extension(mv, pos, end):
     if (f_version == 2):
         _c = f_row_count
         if _c < 0 or _c * 16 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos))
         f_rows = []
         try:
             for _i in range(_c):
@@ -21569,7 +21569,7 @@ def _u_zgen_extension(mv, pos, end):
     if f_version == 2:
         _c = f_row_count
         if _c < 0 or _c * 16 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
         f_rows = []
         for _i in range(_c):
             _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -21630,7 +21630,7 @@ def _m_zgen_extension(mv, pos, end, _rest=_decode_many):
             if f_version == 2:
                 _c = f_row_count
                 if _c < 0 or _c * 16 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='rows', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='rows', expected=_c * 16, found=end - pos)
                 f_rows = []
                 for _i in range(_c):
                     _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -21746,7 +21746,7 @@ def _d_graph_section(mv, pos, end):
     pos += 4
     _c = f_object_count
     if _c < 0 or _c * 32 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='objects', expected=_c * 32, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='objects', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='objects', expected=_c * 32, found=end - pos))
     f_objects = []
     try:
         for _i in range(_c):
@@ -21808,7 +21808,7 @@ def _d_graph_section(mv, pos, end):
                 if _zgen_extension__f_version == 2:
                     _zgen_extension___c = _zgen_extension__f_row_count
                     if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                        raise (ConstraintError if _zgen_extension___c < 0 else TruncatedError)('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
                     _zgen_extension__f_rows = []
                     try:
                         for _zgen_extension___i in range(_zgen_extension___c):
@@ -21873,7 +21873,7 @@ def _u_graph_section(mv, pos, end):
     f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     if f_object_count * 32 > end - pos:
-        raise (ConstraintError if f_object_count < 0 else TruncatedError)('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count) if f_object_count < 0 else TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
     f_objects = []
     for _i in range(f_object_count):
         _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168.unpack_from(mv, pos)
@@ -21921,7 +21921,7 @@ def _u_graph_section(mv, pos, end):
         if _zgen_extension__f_version == 2:
             _zgen_extension___c = _zgen_extension__f_row_count
             if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                raise (ConstraintError if _zgen_extension___c < 0 else TruncatedError)('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
             _zgen_extension__f_rows = []
             for _zgen_extension___i in range(_zgen_extension___c):
                 _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -21989,7 +21989,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
             f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
             if f_object_count * 32 > end - pos:
-                raise (ConstraintError if f_object_count < 0 else TruncatedError)('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_object_count), offset=pos, path='objects', expected='>= 0', found=f_object_count) if f_object_count < 0 else TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
             f_objects = []
             for _i in range(f_object_count):
                 _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S168_unpack_from(mv, pos)
@@ -22037,7 +22037,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 if _zgen_extension__f_version == 2:
                     _zgen_extension___c = _zgen_extension__f_row_count
                     if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
-                        raise (ConstraintError if _zgen_extension___c < 0 else TruncatedError)('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgen_extension___c) if _zgen_extension___c < 0 else TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
                     _zgen_extension__f_rows = []
                     for _zgen_extension___i in range(_zgen_extension___c):
                         _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -22351,7 +22351,7 @@ def _d_zgr3_body(mv, pos, end):
         pos += 4
         _graph_section___c = _graph_section__f_object_count
         if _graph_section___c < 0 or _graph_section___c * 32 > end - pos:
-            raise (ConstraintError if _graph_section___c < 0 else TruncatedError)('count ' + str(_graph_section___c) + ' needs at least ' + str(_graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section___c * 32, found=end - pos)
+            raise ConstraintError('negative count ' + str(_graph_section___c), offset=pos, path='objects', expected='>= 0', found=_graph_section___c) if _graph_section___c < 0 else TruncatedError('count ' + str(_graph_section___c) + ' needs at least ' + str(_graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section___c * 32, found=end - pos)
         _graph_section__f_objects = []
         try:
             for _graph_section___i in range(_graph_section___c):
@@ -22413,7 +22413,7 @@ def _d_zgr3_body(mv, pos, end):
                     if _graph_section___zgen_extension__f_version == 2:
                         _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
                         if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                            raise (ConstraintError if _graph_section___zgen_extension___c < 0 else TruncatedError)('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
                         _graph_section___zgen_extension__f_rows = []
                         try:
                             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
@@ -22494,7 +22494,7 @@ def _u_zgr3_body(mv, pos, end):
     _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     if _graph_section__f_object_count * 32 > end - pos:
-        raise (ConstraintError if _graph_section__f_object_count < 0 else TruncatedError)('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
+        raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count) if _graph_section__f_object_count < 0 else TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
     _graph_section__f_objects = []
     for _graph_section___i in range(_graph_section__f_object_count):
         _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
@@ -22542,7 +22542,7 @@ def _u_zgr3_body(mv, pos, end):
         if _graph_section___zgen_extension__f_version == 2:
             _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
             if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                raise (ConstraintError if _graph_section___zgen_extension___c < 0 else TruncatedError)('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
             _graph_section___zgen_extension__f_rows = []
             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                 _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -22623,7 +22623,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _graph_section__f_object_count, = _S13_unpack_from(mv, pos)
             pos += 4
             if _graph_section__f_object_count * 32 > end - pos:
-                raise (ConstraintError if _graph_section__f_object_count < 0 else TruncatedError)('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
+                raise ConstraintError('negative count ' + str(_graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_graph_section__f_object_count) if _graph_section__f_object_count < 0 else TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
             _graph_section__f_objects = []
             for _graph_section___i in range(_graph_section__f_object_count):
                 _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
@@ -22671,7 +22671,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                 if _graph_section___zgen_extension__f_version == 2:
                     _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
                     if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
-                        raise (ConstraintError if _graph_section___zgen_extension___c < 0 else TruncatedError)('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_graph_section___zgen_extension___c) if _graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
                     _graph_section___zgen_extension__f_rows = []
                     for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                         _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -22981,7 +22981,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
             _tsr1_body___c = _tsr1_body__f_count
             if _tsr1_body___c < 0 or _tsr1_body___c * 24 > end - pos:
-                raise (ConstraintError if _tsr1_body___c < 0 else TruncatedError)('count ' + str(_tsr1_body___c) + ' needs at least ' + str(_tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body___c * 24, found=end - pos)
+                raise ConstraintError('negative count ' + str(_tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body___c) if _tsr1_body___c < 0 else TruncatedError('count ' + str(_tsr1_body___c) + ' needs at least ' + str(_tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body___c * 24, found=end - pos)
             _tsr1_body__f_ranges = []
             try:
                 for _tsr1_body___i in range(_tsr1_body___c):
@@ -23058,7 +23058,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 pos += 4
                 _zgr3_body___graph_section___c = _zgr3_body___graph_section__f_object_count
                 if _zgr3_body___graph_section___c < 0 or _zgr3_body___graph_section___c * 32 > end - pos:
-                    raise (ConstraintError if _zgr3_body___graph_section___c < 0 else TruncatedError)('count ' + str(_zgr3_body___graph_section___c) + ' needs at least ' + str(_zgr3_body___graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section___c * 32, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___c), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section___c) if _zgr3_body___graph_section___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___c) + ' needs at least ' + str(_zgr3_body___graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section___c * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 try:
                     for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section___c):
@@ -23120,7 +23120,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                                 _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                                 if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                                    raise (ConstraintError if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError)('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
+                                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                                 _zgr3_body___graph_section___zgen_extension__f_rows = []
                                 try:
                                     for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
@@ -23204,7 +23204,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         if not _tsr1_body__f_count == p_segment_count:
             raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
         if _tsr1_body__f_count * 24 > end - pos:
-            raise (ConstraintError if _tsr1_body__f_count < 0 else TruncatedError)('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
+            raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
         _tsr1_body__f_ranges = []
         for _tsr1_body___i in range(_tsr1_body__f_count):
             _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
@@ -23260,7 +23260,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
         pos += 4
         if _zgr3_body___graph_section__f_object_count * 32 > end - pos:
-            raise (ConstraintError if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError)('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
+            raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count) if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
         _zgr3_body___graph_section__f_objects = []
         for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
             _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168.unpack_from(mv, pos)
@@ -23308,7 +23308,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                 _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                 if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                    raise (ConstraintError if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError)('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                 _zgr3_body___graph_section___zgen_extension__f_rows = []
                 for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                     _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
@@ -23390,7 +23390,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 if not _tsr1_body__f_count == p_segment_count:
                     raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
                 if _tsr1_body__f_count * 24 > end - pos:
-                    raise (ConstraintError if _tsr1_body__f_count < 0 else TruncatedError)('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_tsr1_body__f_count) if _tsr1_body__f_count < 0 else TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
                 _tsr1_body__f_ranges = []
                 for _tsr1_body___i in range(_tsr1_body__f_count):
                     _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
@@ -23446,7 +23446,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body___graph_section__f_object_count, = _S13_unpack_from(mv, pos)
                 pos += 4
                 if _zgr3_body___graph_section__f_object_count * 32 > end - pos:
-                    raise (ConstraintError if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError)('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_zgr3_body___graph_section__f_object_count), offset=pos, path='objects', expected='>= 0', found=_zgr3_body___graph_section__f_object_count) if _zgr3_body___graph_section__f_object_count < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
                     _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S168_unpack_from(mv, pos)
@@ -23494,7 +23494,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     if _zgr3_body___graph_section___zgen_extension__f_version == 2:
                         _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
                         if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
-                            raise (ConstraintError if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError)('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_zgr3_body___graph_section___zgen_extension___c), offset=pos, path='rows', expected='>= 0', found=_zgr3_body___graph_section___zgen_extension___c) if _zgr3_body___graph_section___zgen_extension___c < 0 else TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
                         _zgr3_body___graph_section___zgen_extension__f_rows = []
                         for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                             _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59_unpack_from(mv, pos)
@@ -23890,7 +23890,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
         raise _exc.prefixed('alias') from None
     _c = f_segment_count
     if _c < 0 or _c * 52 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos))
     f_segments = []
     try:
         for _i in range(_c):
@@ -23927,7 +23927,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('segments') from None
     _c = f_epoch_count
     if _c < 0 or _c * 88 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos))
     f_epochs = []
     try:
         for _i in range(_c):
@@ -23940,7 +23940,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('epochs') from None
     _c = f_user_column_count
     if _c < 0 or _c * 12 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos))
     f_columns = []
     try:
         for _i in range(_c):
@@ -24002,7 +24002,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
                             raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
                         _manifest_extension___tsr1_body___c = _manifest_extension___tsr1_body__f_count
                         if _manifest_extension___tsr1_body___c < 0 or _manifest_extension___tsr1_body___c * 24 > end - pos:
-                            raise (ConstraintError if _manifest_extension___tsr1_body___c < 0 else TruncatedError)('count ' + str(_manifest_extension___tsr1_body___c) + ' needs at least ' + str(_manifest_extension___tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body___c * 24, found=end - pos)
+                            raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body___c), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body___c) if _manifest_extension___tsr1_body___c < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body___c) + ' needs at least ' + str(_manifest_extension___tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body___c * 24, found=end - pos)
                         _manifest_extension___tsr1_body__f_ranges = []
                         try:
                             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body___c):
@@ -24093,7 +24093,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
     _epoch_alias___obj.tokenizer_epoch_id = _epoch_alias__f_tokenizer_epoch_id
     _c = f_segment_count
     if _c * 52 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
     f_segments = []
     for _i in range(_c):
         _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148.unpack_from(mv, pos)
@@ -24120,7 +24120,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
         f_segments.append(_x)
     _c = f_epoch_count
     if _c * 88 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
     f_epochs = []
     for _i in range(_c):
         if pos > end:
@@ -24129,7 +24129,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
         f_epochs.append(_x)
     _c = f_user_column_count
     if _c * 12 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
     f_columns = []
     for _i in range(_c):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
@@ -24166,7 +24166,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
             if not _manifest_extension___tsr1_body__f_count == f_segment_count:
                 raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
             if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
-                raise (ConstraintError if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError)('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
+                raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
             _manifest_extension___tsr1_body__f_ranges = []
             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                 _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162.unpack_from(mv, pos)
@@ -24259,7 +24259,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
             _epoch_alias___obj.tokenizer_epoch_id = _epoch_alias__f_tokenizer_epoch_id
             _c = f_segment_count
             if _c * 52 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='segments', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
             f_segments = []
             for _i in range(_c):
                 _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S148_unpack_from(mv, pos)
@@ -24286,7 +24286,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 f_segments.append(_x)
             _c = f_epoch_count
             if _c * 88 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='epochs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 88) + ' bytes', offset=pos, path='epochs', expected=_c * 88, found=end - pos)
             f_epochs = []
             for _i in range(_c):
                 if pos > end:
@@ -24295,7 +24295,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 f_epochs.append(_x)
             _c = f_user_column_count
             if _c * 12 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='columns', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
             f_columns = []
             for _i in range(_c):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
@@ -24332,7 +24332,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                     if not _manifest_extension___tsr1_body__f_count == f_segment_count:
                         raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
                     if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
-                        raise (ConstraintError if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError)('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_manifest_extension___tsr1_body__f_count), offset=pos, path='ranges', expected='>= 0', found=_manifest_extension___tsr1_body__f_count) if _manifest_extension___tsr1_body__f_count < 0 else TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
                     _manifest_extension___tsr1_body__f_ranges = []
                     for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
                         _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S162_unpack_from(mv, pos)
@@ -24975,7 +24975,7 @@ def _d_purge_payload(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
     _c = f_id_count
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='doc_ids', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos))
     _st = _RC178.get(_c)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * _c)
@@ -24996,7 +24996,7 @@ def _u_purge_payload(mv, pos, end):
     if f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
     if f_id_count * 16 > end - pos:
-        raise (ConstraintError if f_id_count < 0 else TruncatedError)('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
     _st = _RC178.get(f_id_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_id_count)
@@ -25027,7 +25027,7 @@ def _m_purge_payload(mv, pos, end, _rest=_decode_many):
             if f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
             if f_id_count * 16 > end - pos:
-                raise (ConstraintError if f_id_count < 0 else TruncatedError)('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=f_id_count) if f_id_count < 0 else TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
             _st = _RC178.get(f_id_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_id_count)
@@ -25088,7 +25088,7 @@ def _d_purge_block(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
         _purge_payload___c = _purge_payload__f_id_count
         if _purge_payload___c < 0 or _purge_payload___c * 16 > end - pos:
-            raise (ConstraintError if _purge_payload___c < 0 else TruncatedError)('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
+            raise ConstraintError('negative count ' + str(_purge_payload___c), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload___c) if _purge_payload___c < 0 else TruncatedError('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
         _purge_payload___st = _RC178.get(_purge_payload___c)
         if _purge_payload___st is None:
             _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload___c)
@@ -25135,7 +25135,7 @@ def _u_purge_block(mv, pos, end):
     if _purge_payload__f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
     if _purge_payload__f_id_count * 16 > end - pos:
-        raise (ConstraintError if _purge_payload__f_id_count < 0 else TruncatedError)('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
     _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
     if _purge_payload___st is None:
         _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
@@ -25188,7 +25188,7 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
             if _purge_payload__f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
             if _purge_payload__f_id_count * 16 > end - pos:
-                raise (ConstraintError if _purge_payload__f_id_count < 0 else TruncatedError)('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_payload__f_id_count) if _purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
             _purge_payload___st = _RC178.get(_purge_payload__f_id_count)
             if _purge_payload___st is None:
                 _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
@@ -25304,7 +25304,7 @@ def _d_purge_file(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
             _purge_block___purge_payload___c = _purge_block___purge_payload__f_id_count
             if _purge_block___purge_payload___c < 0 or _purge_block___purge_payload___c * 16 > end - pos:
-                raise (ConstraintError if _purge_block___purge_payload___c < 0 else TruncatedError)('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_purge_block___purge_payload___c), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload___c) if _purge_block___purge_payload___c < 0 else TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
             _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload___c)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload___c)
@@ -25388,7 +25388,7 @@ def _u_purge_file(mv, pos, end):
     if _purge_block___purge_payload__f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
     if _purge_block___purge_payload__f_id_count * 16 > end - pos:
-        raise (ConstraintError if _purge_block___purge_payload__f_id_count < 0 else TruncatedError)('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
     _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
     if _purge_block___purge_payload___st is None:
         _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
@@ -25472,7 +25472,7 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
             if _purge_block___purge_payload__f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
             if _purge_block___purge_payload__f_id_count * 16 > end - pos:
-                raise (ConstraintError if _purge_block___purge_payload__f_id_count < 0 else TruncatedError)('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(_purge_block___purge_payload__f_id_count), offset=pos, path='doc_ids', expected='>= 0', found=_purge_block___purge_payload__f_id_count) if _purge_block___purge_payload__f_id_count < 0 else TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
             _purge_block___purge_payload___st = _RC178.get(_purge_block___purge_payload__f_id_count)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
@@ -26855,7 +26855,7 @@ def _d_segment_header(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
     _c = f_region_count
     if _c < 0 or _c * 32 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='regions', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos))
     f_regions = []
     try:
         for _i in range(_c):
@@ -26918,7 +26918,7 @@ def _u_segment_header(mv, pos, end):
     if f_reserved2 != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
     if f_region_count * 32 > end - pos:
-        raise (ConstraintError if f_region_count < 0 else TruncatedError)('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
     f_regions = []
     for _i in range(f_region_count):
         _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184.unpack_from(mv, pos)
@@ -26985,7 +26985,7 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
             if f_reserved2 != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_r186 + 58, path='reserved2', expected=0, found=f_reserved2)
             if f_region_count * 32 > end - pos:
-                raise (ConstraintError if f_region_count < 0 else TruncatedError)('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_region_count), offset=pos, path='regions', expected='>= 0', found=f_region_count) if f_region_count < 0 else TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
             f_regions = []
             for _i in range(f_region_count):
                 _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S184_unpack_from(mv, pos)
@@ -27203,7 +27203,7 @@ def _d_vector_codes_region(mv, pos, end):
         raise _exc.prefixed('header') from None
     _c = (f_header.row_stride * f_header.row_count)
     if _c < 0 or _c * 1 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos))
     f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
@@ -27237,7 +27237,7 @@ def _u_vector_codes_region(mv, pos, end):
     _vector_header___obj.row_count = _vector_header__f_row_count
     _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
     if _c < 0 or _c * 1 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
     f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
@@ -27281,7 +27281,7 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
             _vector_header___obj.row_count = _vector_header__f_row_count
             _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
             if _c < 0 or _c * 1 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
             f_codes = numpy.frombuffer(mv, _DT190, _c, pos)
             pos += _c * 1
             _obj = _new(VectorCodesRegion)
@@ -27456,7 +27456,7 @@ def _d_vector_factors_region(mv, pos, end):
     if ((f_header.scheme == 4) and (f_header.factor_stride == 12)):
         _c = f_header.row_count
         if _c < 0 or _c * 12 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos))
         f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
         pos += _c * 12
     else:
@@ -27464,7 +27464,7 @@ def _d_vector_factors_region(mv, pos, end):
     if ((f_header.scheme == 2) and (f_header.factor_stride == 8)):
         _c = f_header.row_count
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos))
         f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
         pos += _c * 8
     else:
@@ -27514,7 +27514,7 @@ def _u_vector_factors_region(mv, pos, end):
     if _vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12:
         _c = _vector_header___obj.row_count
         if _c < 0 or _c * 12 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
         f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
         pos += _c * 12
     else:
@@ -27522,7 +27522,7 @@ def _u_vector_factors_region(mv, pos, end):
     if _vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8:
         _c = _vector_header___obj.row_count
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
         f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
         pos += _c * 8
     else:
@@ -27580,7 +27580,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if _vector_header___obj.scheme == 4 and _vector_header___obj.factor_stride == 12:
                 _c = _vector_header___obj.row_count
                 if _c < 0 or _c * 12 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='bit4', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='bit4', expected=_c * 12, found=end - pos)
                 f_bit4 = numpy.frombuffer(mv, Bit4Factors_DTYPE, _c, pos)
                 pos += _c * 12
             else:
@@ -27588,7 +27588,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
             if _vector_header___obj.scheme == 2 and _vector_header___obj.factor_stride == 8:
                 _c = _vector_header___obj.row_count
                 if _c < 0 or _c * 8 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='int8', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='int8', expected=_c * 8, found=end - pos)
                 f_int8 = numpy.frombuffer(mv, Int8Factors_DTYPE, _c, pos)
                 pos += _c * 8
             else:
@@ -27706,7 +27706,7 @@ def _d_vector_rescore_region(mv, pos, end):
         raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=f_header)
     _c = (f_header.dims * f_header.row_count)
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos))
     f_values = numpy.frombuffer(mv, _DT195, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
@@ -27743,7 +27743,7 @@ def _u_vector_rescore_region(mv, pos, end):
         raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=_vector_header___obj)
     _c = _vector_header___obj.dims * _vector_header___obj.row_count
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
     f_values = numpy.frombuffer(mv, _DT195, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
@@ -27790,7 +27790,7 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('rescore header must be scheme 0, stride dims x 4, factor stride 0', offset=_a_header, path='header', expected='header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', found=_vector_header___obj)
             _c = _vector_header___obj.dims * _vector_header___obj.row_count
             if _c < 0 or _c * 4 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='values', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
             f_values = numpy.frombuffer(mv, _DT195, _c, pos)
             pos += _c * 4
             _obj = _new(VectorRescoreRegion)
@@ -27834,7 +27834,7 @@ def _d_columns_region(mv, pos, end):
     pos += 8
     _c = f_column_count
     if _c < 0 or _c * 12 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='defs', expected=_c * 12, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='defs', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='defs', expected=_c * 12, found=end - pos))
     f_defs = []
     try:
         for _i in range(_c):
@@ -27880,7 +27880,7 @@ def _u_columns_region(mv, pos, end):
     f_row_count, f_column_count = _S41.unpack_from(mv, pos)
     pos += 8
     if f_column_count * 12 > end - pos:
-        raise (ConstraintError if f_column_count < 0 else TruncatedError)('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count) if f_column_count < 0 else TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
     f_defs = []
     for _i in range(f_column_count):
         _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159.unpack_from(mv, pos)
@@ -27925,7 +27925,7 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
             f_row_count, f_column_count = _S41_unpack_from(mv, pos)
             pos += 8
             if f_column_count * 12 > end - pos:
-                raise (ConstraintError if f_column_count < 0 else TruncatedError)('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_column_count), offset=pos, path='defs', expected='>= 0', found=f_column_count) if f_column_count < 0 else TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
             f_defs = []
             for _i in range(f_column_count):
                 _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S159_unpack_from(mv, pos)
@@ -28005,7 +28005,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     pos += 4
     _c = f_dict_count
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos))
     f_strings = []
     try:
         for _i in range(_c):
@@ -28035,7 +28035,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     if (f_code_width == 2):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos))
         _st = _RC199.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
@@ -28048,7 +28048,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     if (f_code_width == 4):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos))
         _st = _RC200.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
@@ -28071,7 +28071,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     pos += 4
     _c = f_dict_count
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
     f_strings = []
     for _i in range(_c):
         _n = _S13.unpack_from(mv, pos)[0]
@@ -28089,7 +28089,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     if f_code_width == 2:
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
         _st = _RC199.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
@@ -28102,7 +28102,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     if f_code_width == 4:
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
         _st = _RC200.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
@@ -28136,7 +28136,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             pos += 4
             _c = f_dict_count
             if _c < 0 or _c * 4 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='strings', expected=_c * 4, found=end - pos)
             f_strings = []
             for _i in range(_c):
                 _n = _S13_unpack_from(mv, pos)[0]
@@ -28154,7 +28154,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             if f_code_width == 2:
                 _c = p_rows
                 if _c < 0 or _c * 2 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes16', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
                 _st = _RC199.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'H')
@@ -28167,7 +28167,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             if f_code_width == 4:
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='codes32', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
                 _st = _RC200.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'I')
@@ -28268,7 +28268,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 1):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos))
         _st = _RC202.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
@@ -28281,7 +28281,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 2):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos))
         _st = _RC203.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
@@ -28294,7 +28294,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 3):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos))
         _st = _RC204.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
@@ -28307,7 +28307,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 4):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos))
         _st = _RC205.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
@@ -28325,7 +28325,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             pos += 4
             _dictionary_column___c = _dictionary_column__f_dict_count
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
             _dictionary_column__f_strings = []
             try:
                 for _dictionary_column___i in range(_dictionary_column___c):
@@ -28355,7 +28355,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             if _dictionary_column__f_code_width == 2:
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                    raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
                 _dictionary_column___st = _RC199.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -28368,7 +28368,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             if _dictionary_column__f_code_width == 4:
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                    raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
                 _dictionary_column___st = _RC200.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -28391,7 +28391,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 6):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
+            raise (ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos))
         f_raw_strings = []
         try:
             for _i in range(_c):
@@ -28436,7 +28436,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 1:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
         _st = _RC202.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
@@ -28449,7 +28449,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 2:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
         _st = _RC203.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
@@ -28462,7 +28462,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 3:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
         _st = _RC204.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
@@ -28475,7 +28475,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 4:
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
         _st = _RC205.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
@@ -28490,7 +28490,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         pos += 4
         _dictionary_column___c = _dictionary_column__f_dict_count
         if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-            raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
         _dictionary_column__f_strings = []
         for _dictionary_column___i in range(_dictionary_column___c):
             _dictionary_column___n = _S13.unpack_from(mv, pos)[0]
@@ -28508,7 +28508,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         if _dictionary_column__f_code_width == 2:
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
             _dictionary_column___st = _RC199.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -28521,7 +28521,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         if _dictionary_column__f_code_width == 4:
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
             _dictionary_column___st = _RC200.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -28542,7 +28542,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     if p_type == 6:
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
-            raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
+            raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
         f_raw_strings = []
         for _i in range(_c):
             _n = _S13.unpack_from(mv, pos)[0]
@@ -28588,7 +28588,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 1:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='u64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
                 _st = _RC202.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'Q')
@@ -28601,7 +28601,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 2:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='i64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
                 _st = _RC203.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'q')
@@ -28614,7 +28614,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 3:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='f64s', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
                 _st = _RC204.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'd')
@@ -28627,7 +28627,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 4:
                 _c = p_rows
                 if _c < 0 or _c * 1 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='bools', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
                 _st = _RC205.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'B')
@@ -28642,7 +28642,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 pos += 4
                 _dictionary_column___c = _dictionary_column__f_dict_count
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                    raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='strings', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
                 _dictionary_column__f_strings = []
                 for _dictionary_column___i in range(_dictionary_column___c):
                     _dictionary_column___n = _S13_unpack_from(mv, pos)[0]
@@ -28660,7 +28660,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 if _dictionary_column__f_code_width == 2:
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
-                        raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes16', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
                     _dictionary_column___st = _RC199.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
@@ -28673,7 +28673,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 if _dictionary_column__f_code_width == 4:
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
-                        raise (ConstraintError if _dictionary_column___c < 0 else TruncatedError)('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_dictionary_column___c), offset=pos, path='codes32', expected='>= 0', found=_dictionary_column___c) if _dictionary_column___c < 0 else TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
                     _dictionary_column___st = _RC200.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
@@ -28694,7 +28694,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             if p_type == 6:
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
-                    raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_c), offset=pos, path='raw_strings', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='raw_strings', expected=_c * 4, found=end - pos)
                 f_raw_strings = []
                 for _i in range(_c):
                     _n = _S13_unpack_from(mv, pos)[0]
@@ -29036,7 +29036,7 @@ def _d_checksum_table_region(mv, pos, end):
         raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
     _c = f_entry_count
     if _c < 0 or _c * 16 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='entries', expected=_c * 16, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='entries', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='entries', expected=_c * 16, found=end - pos))
     f_entries = []
     try:
         for _i in range(_c):
@@ -29066,7 +29066,7 @@ def _u_checksum_table_region(mv, pos, end):
     if not f_chunk_size == 65536:
         raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
     if f_entry_count * 16 > end - pos:
-        raise (ConstraintError if f_entry_count < 0 else TruncatedError)('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
     f_entries = []
     for _i in range(f_entry_count):
         _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207.unpack_from(mv, pos)
@@ -29101,7 +29101,7 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
             if not f_chunk_size == 65536:
                 raise ConstraintError('checksum table chunk size must be 65536', offset=_r41 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
             if f_entry_count * 16 > end - pos:
-                raise (ConstraintError if f_entry_count < 0 else TruncatedError)('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_entry_count), offset=pos, path='entries', expected='>= 0', found=f_entry_count) if f_entry_count < 0 else TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
             f_entries = []
             for _i in range(f_entry_count):
                 _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S207_unpack_from(mv, pos)
@@ -29313,7 +29313,7 @@ def _d_stored_metadata_region(mv, pos, end):
         raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='ends', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos))
     _st = _RC211.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -29340,7 +29340,7 @@ def _u_stored_metadata_region(mv, pos, end):
     if not f_start == 0:
         raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
     if f_row_count * 8 > end - pos:
-        raise (ConstraintError if f_row_count < 0 else TruncatedError)('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
     _st = _RC211.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -29379,7 +29379,7 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
             if not f_start == 0:
                 raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
             if f_row_count * 8 > end - pos:
-                raise (ConstraintError if f_row_count < 0 else TruncatedError)('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
             _st = _RC211.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -29453,7 +29453,7 @@ def _d_stored_text_region(mv, pos, end):
     pos += _n
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='ends', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos))
     _st = _RC213.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
@@ -29484,7 +29484,7 @@ def _u_stored_text_region(mv, pos, end):
     f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if f_row_count * 8 > end - pos:
-        raise (ConstraintError if f_row_count < 0 else TruncatedError)('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+        raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
     _st = _RC213.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -29527,7 +29527,7 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
             f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if f_row_count * 8 > end - pos:
-                raise (ConstraintError if f_row_count < 0 else TruncatedError)('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
+                raise ConstraintError('negative count ' + str(f_row_count), offset=pos, path='ends', expected='>= 0', found=f_row_count) if f_row_count < 0 else TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
             _st = _RC213.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
@@ -29623,7 +29623,7 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
         raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos))
     f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK216)
     pos += _c * 4
     _n = (-(pos - start)) % 128
@@ -29665,7 +29665,7 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
         raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
     f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK216)
     pos += _c * 4
     _n = -(pos - start) % 128
@@ -29715,7 +29715,7 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
                 raise ConstraintError('reserved bytes must be zero', offset=_r214 + 2, path='reserved', expected=0, found=f_reserved)
             _c = p_max_degree
             if _c < 0 or _c * 4 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='neighbours', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
             f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK216)
             pos += _c * 4
             _n = -(pos - start) % 128
@@ -38237,7 +38237,7 @@ def encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, region_len:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_ze_header = Struct(
@@ -38247,7 +38247,7 @@ C_ze_header = Struct(
     'family_version' / Int16ul,
     'flags' / Int32ul,
     'header_length' / Int64ul,
-    Check(Code("((this['header_length'] >= 32))", lambda this: ((this['header_length'] >= 32)))),
+    _RuleCheck(Code("((this['header_length'] >= 32))", lambda this: ((this['header_length'] >= 32))), 'header_length', 'header_length >= 32', 'header_length must be at least 32'),
     'file_length' / Int64ul,
 )
 C_ze_header._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8)))}
@@ -38288,14 +38288,14 @@ C_wal_file_header = Struct(
     '_o_start' / Tell,
     'magic' / Const(b'ZEPEMBED'),
     'family_id' / Rebuild(Int16ul, Code('11', lambda this: 11)),
-    Check(Code("((this['family_id'] == 11))", lambda this: ((this['family_id'] == 11)))),
+    _RuleCheck(Code("((this['family_id'] == 11))", lambda this: ((this['family_id'] == 11))), 'family_id', 'family_id == 11', 'wrong family id (expected 11, WAL)'),
     'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
     'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    Check(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0)))),
+    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL header flags must be zero'),
     'header_length' / Rebuild(Int64ul, Code('40', lambda this: 40)),
-    Check(Code("((this['header_length'] == 40))", lambda this: ((this['header_length'] == 40)))),
+    _RuleCheck(Code("((this['header_length'] == 40))", lambda this: ((this['header_length'] == 40))), 'header_length', 'header_length == 40', 'WAL header_length must be exactly 40'),
     'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    Check(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0)))),
+    _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'WAL file_length must be zero (append-only)'),
     'first_seq' / Int64ul,
 )
 C_wal_file_header._bw_fast_runs = {'magic': (40, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('first_seq', 32, 8)))}
@@ -38341,14 +38341,14 @@ C_payload_v1_header = Struct(
     'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
     VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'payload_v1_header', 'version', 'version == 1', 'unsupported WAL payload version (Version)'),
     'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
-    Check(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0)))),
+    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL payload flags must be zero (Flags)'),
 )
 C_payload_v1_header._bw_fast_runs = {'version': (4, (('version', 0, 2), ('flags', 2, 2)))}
 
 C_f32_vector = Struct(
     '_o_start' / Tell,
     'dims' / Rebuild(Int32ul, Code("len(this['values'])", lambda this: len(this['values']))),
-    Check(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1)))),
+    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
     'values' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
 )
 C_f32_vector._bw_fast_runs = {'dims': (4, (('dims', 0, 4),))}
@@ -38366,7 +38366,7 @@ C_op_delete_v1 = Struct(
     '_o_start' / Tell,
     'header' / C_payload_v1_header,
     'count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
-    Check(Code("((this['count'] >= 1))", lambda this: ((this['count'] >= 1)))),
+    _RuleCheck(Code("((this['count'] >= 1))", lambda this: ((this['count'] >= 1))), 'count', 'count >= 1', 'delete of zero ids (EmptyDelete)'),
     'doc_ids' / Array(Code("this['count']", lambda this: this['count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
 )
 C_op_delete_v1._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
@@ -38392,7 +38392,7 @@ C_value_f64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
 C_value_bool = Struct(
     '_o_start' / Tell,
     'value' / Int8ul,
-    Check(Code("(((this['value'] == 0) or (this['value'] == 1)))", lambda this: (((this['value'] == 0) or (this['value'] == 1))))),
+    _RuleCheck(Code("(((this['value'] == 0) or (this['value'] == 1)))", lambda this: (((this['value'] == 0) or (this['value'] == 1)))), 'value', 'value == 0 or value == 1', 'boolean byte must be 0 or 1 (Boolean)'),
 )
 C_value_bool._bw_fast_runs = {'value': (1, (('value', 0, 1),))}
 
@@ -38450,7 +38450,7 @@ C_op_upsert_metadata_v1 = Struct(
     '_o_metadata_len' / Tell,
     'metadata_len' / Rebuild(Int32ul, 0),
     'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
-    Check(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1)))),
+    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
     '_s_metadata' / Tell,
     'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
     '_e_metadata' / Tell,
@@ -38469,7 +38469,7 @@ C_op_upsert_ts_metadata_v1 = Struct(
     '_o_metadata_len' / Tell,
     'metadata_len' / Rebuild(Int32ul, 0),
     'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
-    Check(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1)))),
+    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
     '_s_metadata' / Tell,
     'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
     '_e_metadata' / Tell,
@@ -38483,7 +38483,7 @@ C_typed_column = Struct(
     '_o_start' / Tell,
     'column_id' / Int32ul,
     'value' / C_metadata_value,
-    Check(Code("((this['value']['kind'] != 0))", lambda this: ((this['value']['kind'] != 0)))),
+    _RuleCheck(Code("((this['value']['kind'] != 0))", lambda this: ((this['value']['kind'] != 0))), 'value', 'value.kind != 0', 'typed columns cannot carry Null'),
 )
 C_typed_column._bw_fast_runs = {'column_id': (4, (('column_id', 0, 4),))}
 
@@ -38509,7 +38509,7 @@ C_op_batch_member = Struct(
     '_o_start' / Tell,
     'index' / Int32ul,
     'count' / Int32ul,
-    Check(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count']))))),
+    _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
     'body' / C_op_upsert_v2,
 )
 C_op_batch_member._bw_fast_runs = {'index': (8, (('index', 0, 4), ('count', 4, 4)))}
@@ -38517,16 +38517,16 @@ C_op_batch_member._bw_fast_runs = {'index': (8, (('index', 0, 4), ('count', 4, 4
 C_transaction_binding = Struct(
     '_o_start' / Tell,
     'transaction' / BytesInteger(16, signed=False, swapped=True),
-    Check(Code("((this['transaction'] != 0))", lambda this: ((this['transaction'] != 0)))),
+    _RuleCheck(Code("((this['transaction'] != 0))", lambda this: ((this['transaction'] != 0))), 'transaction', 'transaction != 0', 'transaction id must be non-zero'),
     'participant' / BytesInteger(16, signed=False, swapped=True),
-    Check(Code("((this['participant'] != 0))", lambda this: ((this['participant'] != 0)))),
+    _RuleCheck(Code("((this['participant'] != 0))", lambda this: ((this['participant'] != 0))), 'participant', 'participant != 0', 'participant id must be non-zero'),
     'first_seq' / Int64ul,
-    Check(Code("((this['first_seq'] != 0))", lambda this: ((this['first_seq'] != 0)))),
+    _RuleCheck(Code("((this['first_seq'] != 0))", lambda this: ((this['first_seq'] != 0))), 'first_seq', 'first_seq != 0', 'first_seq must be non-zero'),
     'last_seq' / Int64ul,
-    Check(Code("(((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))", lambda this: (((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295))))),
+    _RuleCheck(Code("(((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))", lambda this: (((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))), 'last_seq', 'last_seq >= first_seq and last_seq - first_seq < 4294967295', 'binding sequence span must fit u32'),
     'manifest_digest' / Int64ul,
     'final_generation' / Int64ul,
-    Check(Code("((this['final_generation'] != 0))", lambda this: ((this['final_generation'] != 0)))),
+    _RuleCheck(Code("((this['final_generation'] != 0))", lambda this: ((this['final_generation'] != 0))), 'final_generation', 'final_generation != 0', 'final_generation must be non-zero'),
 )
 C_transaction_binding._bw_fast_runs = {'transaction': (64, (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8)))}
 
@@ -38536,10 +38536,10 @@ C_op_prepared_mutation = Struct(
     'binding' / C_transaction_binding,
     'index' / Int32ul,
     'count' / Int32ul,
-    Check(Code("((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))", lambda this: ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1))))),
-    Check(Code("((this['index'] < this['count']))", lambda this: ((this['index'] < this['count'])))),
+    _RuleCheck(Code("((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))", lambda this: ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))), 'count', 'count == binding.last_seq - binding.first_seq + 1', 'count must equal last_seq - first_seq + 1'),
+    _RuleCheck(Code("((this['index'] < this['count']))", lambda this: ((this['index'] < this['count']))), 'count', 'index < count', 'batch position out of range (BatchPosition)'),
     'inner_op' / Int16ul,
-    Check(Code("(((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))", lambda this: (((this['inner_op'] >= 1) and (this['inner_op'] <= 7))))),
+    _RuleCheck(Code("(((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))", lambda this: (((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))), 'inner_op', 'inner_op >= 1 and inner_op <= 7', 'prepared mutation inner op must be 1..7'),
     'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2}, default=Error),
 )
 C_op_prepared_mutation._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
@@ -38551,7 +38551,7 @@ C_zgw_begin = Struct(
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'base_generation' / Int64ul,
     'target_generation' / Int64ul,
-    Check(Code("((this['target_generation'] == (this['base_generation'] + 1)))", lambda this: ((this['target_generation'] == (this['base_generation'] + 1))))),
+    _RuleCheck(Code("((this['target_generation'] == (this['base_generation'] + 1)))", lambda this: ((this['target_generation'] == (this['base_generation'] + 1)))), 'target_generation', 'target_generation == base_generation + 1', 'target generation must be base + 1'),
     'change_count' / Int32ul,
     Check(Code("(this['change_count'] <= 16384)", lambda this: (this['change_count'] <= 16384))),
     'reserved2' / Const(0, Int32ul),
@@ -38571,7 +38571,7 @@ C_zgop_key._bw_fast_runs = {'entity': (9, (('entity', 0, 1), ('namespace.length'
 C_zgop_expected = Struct(
     '_o_start' / Tell,
     'tag' / Int8ul,
-    Check(Code("(((this['tag'] >= 1) and (this['tag'] <= 3)))", lambda this: (((this['tag'] >= 1) and (this['tag'] <= 3))))),
+    _RuleCheck(Code("(((this['tag'] >= 1) and (this['tag'] <= 3)))", lambda this: (((this['tag'] >= 1) and (this['tag'] <= 3)))), 'tag', 'tag >= 1 and tag <= 3', 'unknown expected-state tag'),
     FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None), 'entity'),
     'entity' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), ClosedEnum(Int8ul, 'EntityKind', (1, 2), ())),
     FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None), 'entity_id'),
@@ -38588,19 +38588,19 @@ C_zgop = Struct(
     VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgop', 'version', 'version == 1', 'unsupported ZGOP version'),
     'operation' / ClosedEnum(Int8ul, 'ZgopOperation', (1, 2, 3, 4, 5), ()),
     'key_present' / Int8ul,
-    Check(Code("(((this['key_present'] == 0) or (this['key_present'] == 1)))", lambda this: (((this['key_present'] == 0) or (this['key_present'] == 1))))),
+    _RuleCheck(Code("(((this['key_present'] == 0) or (this['key_present'] == 1)))", lambda this: (((this['key_present'] == 0) or (this['key_present'] == 1)))), 'key_present', 'key_present == 0 or key_present == 1', 'unknown presence tag'),
     FieldCheck(Code("this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None", lambda this: this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None), 'key'),
     'key' / If(Code("((this['key_present'] == 1))", lambda this: ((this['key_present'] == 1))), C_zgop_key),
     'requested_revision' / Int64ul,
-    Check(Code("((this['requested_revision'] != 0))", lambda this: ((this['requested_revision'] != 0)))),
+    _RuleCheck(Code("((this['requested_revision'] != 0))", lambda this: ((this['requested_revision'] != 0))), 'requested_revision', 'requested_revision != 0', 'requested revision must be non-zero'),
     'installed_revision' / Int64ul,
-    Check(Code("((this['installed_revision'] != 0))", lambda this: ((this['installed_revision'] != 0)))),
+    _RuleCheck(Code("((this['installed_revision'] != 0))", lambda this: ((this['installed_revision'] != 0))), 'installed_revision', 'installed_revision != 0', 'installed revision must be non-zero'),
     'expected' / C_zgop_expected,
     'incarnation_kind' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
-    Check(Code("(((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))", lambda this: (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind']))))),
-    Check(Code("(((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))", lambda this: (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind']))))),
+    _RuleCheck(Code("(((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))", lambda this: (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'key_present == 0 or key.entity == incarnation_kind', 'ZGOP key kind must match the incarnation kind'),
+    _RuleCheck(Code("(((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))", lambda this: (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'expected.tag != 2 or expected.entity == incarnation_kind', 'ZGOP expected entity kind must match the incarnation kind'),
     'incarnation' / BytesInteger(16, signed=False, swapped=True),
-    Check(Code("(((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))", lambda this: (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1))))),
+    _RuleCheck(Code("(((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))", lambda this: (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))), 'incarnation', 'incarnation != 0 or incarnation_kind == 1', 'relationship incarnation must be non-zero'),
     'delete_mode' / ClosedEnum(Int8ul, 'DeleteMode', (0, 1, 2), ()),
     'original_generation' / Int64ul,
 )
@@ -38623,7 +38623,7 @@ C_required_ref = Struct(
     '_o_start' / Tell,
     'descriptor' / C_artifact_descriptor,
     'artifact' / BytesInteger(16, signed=False, swapped=True),
-    Check(Code("((this['artifact'] == this['descriptor']['artifact']))", lambda this: ((this['artifact'] == this['descriptor']['artifact'])))),
+    _RuleCheck(Code("((this['artifact'] == this['descriptor']['artifact']))", lambda this: ((this['artifact'] == this['descriptor']['artifact']))), 'artifact', 'artifact == descriptor.artifact', "physical ref artifact must equal the descriptor's"),
     'offset' / Int64ul,
     'length' / Int32ul,
     'block_kind' / Int16ul,
@@ -38634,7 +38634,7 @@ C_required_ref._bw_fast_runs = {'artifact': (32, (('artifact', 0, 16), ('offset'
 C_optional_ref = Struct(
     '_o_start' / Tell,
     'present' / Int8ul,
-    Check(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1))))),
+    _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     FieldCheck(Code("this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None", lambda this: this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None), 'ref'),
     'ref' / If(Code("((this['present'] == 1))", lambda this: ((this['present'] == 1))), C_required_ref),
@@ -38644,7 +38644,7 @@ C_optional_ref._bw_fast_runs = {'present': (8, (('present', 0, 1), ('reserved', 
 C_zgw_mutation = Struct(
     '_o_start' / Tell,
     'live' / Int8ul,
-    Check(Code("(((this['live'] == 0) or (this['live'] == 1)))", lambda this: (((this['live'] == 0) or (this['live'] == 1))))),
+    _RuleCheck(Code("(((this['live'] == 0) or (this['live'] == 1)))", lambda this: (((this['live'] == 0) or (this['live'] == 1)))), 'live', 'live == 0 or live == 1', 'live must be 0 or 1'),
     'membership' / BitFlags(Int8ul, (('vector_after', 3, 1, True), ('vector_before', 2, 1, True), ('text_after', 1, 1, True), ('text_before', 0, 1, True)), model=MembershipBits),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00'),
     '_o_zgop_len' / Tell,
@@ -38666,7 +38666,7 @@ C_zgw_inventory = Struct(
     'state' / ClosedEnum(Int8ul, 'InventoryState', (1, 2, 3, 4), ()),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'intent' / BytesInteger(16, signed=False, swapped=True),
-    Check(Code("(((this['intent'] == 0) == (this['state'] <= 2)))", lambda this: (((this['intent'] == 0) == (this['state'] <= 2))))),
+    _RuleCheck(Code("(((this['intent'] == 0) == (this['state'] <= 2)))", lambda this: (((this['intent'] == 0) == (this['state'] <= 2)))), 'intent', '(intent == 0) == (state <= 2)', 'intent id must be zero for Prepared/Retained and non-zero otherwise'),
 )
 C_zgw_inventory._bw_fast_runs = {'state': (24, (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16)))}
 
@@ -38677,7 +38677,7 @@ C_zgw_reclaim_intent = Struct(
     'capture_sequence' / Int64ul,
     'serial_fence' / Int64ul,
     'completed_mark_state' / Int8ul,
-    Check(Code("((this['completed_mark_state'] == 1))", lambda this: ((this['completed_mark_state'] == 1)))),
+    _RuleCheck(Code("((this['completed_mark_state'] == 1))", lambda this: ((this['completed_mark_state'] == 1))), 'completed_mark_state', 'completed_mark_state == 1', 'completed-mark state must be 1'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'protected' / C_required_ref,
     'protected_digest' / Int64ul,
@@ -38702,7 +38702,7 @@ C_zgw_reclaim_complete = Struct(
     'id' / BytesInteger(16, signed=False, swapped=True),
     'intent' / C_required_ref,
     'durable_state' / Int8ul,
-    Check(Code("((this['durable_state'] == 3))", lambda this: ((this['durable_state'] == 3)))),
+    _RuleCheck(Code("((this['durable_state'] == 3))", lambda this: ((this['durable_state'] == 3))), 'durable_state', 'durable_state == 3', 'durable state must be 3'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'completed' / C_descriptor_list,
     'remaining' / C_descriptor_list,
@@ -38763,7 +38763,7 @@ C_zgw_frame = Struct(
     '_s_batch_id' / Tell,
     'batch_id' / BytesInteger(16, signed=False, swapped=True),
     '_e_batch_id' / Tell,
-    Check(Code("((this['batch_id'] != 0))", lambda this: ((this['batch_id'] != 0)))),
+    _RuleCheck(Code("((this['batch_id'] != 0))", lambda this: ((this['batch_id'] != 0))), 'batch_id', 'batch_id != 0', 'batch id must be non-zero'),
     '_s_reserved' / Tell,
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     '_e_reserved' / Tell,
@@ -38793,9 +38793,9 @@ C_op_mixed_member = Struct(
     '_o_start' / Tell,
     'index' / Int32ul,
     'count' / Int32ul,
-    Check(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count']))))),
+    _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
     'inner_op' / Int16ul,
-    Check(Code("(((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))", lambda this: (((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10))))),
+    _RuleCheck(Code("(((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))", lambda this: (((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))), 'inner_op', 'inner_op == 2 or inner_op == 7 or inner_op == 10', 'mixed batch inner op must be 2, 7 or 10'),
     'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {2: C_op_delete_v1, 7: C_op_upsert_v2, 10: C_graph_envelope}, default=Error),
 )
 C_op_mixed_member._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
@@ -38835,30 +38835,30 @@ C_zgw_file_header = Struct(
     '_s_family_id' / Tell,
     'family_id' / Rebuild(Int16ul, Code('19', lambda this: 19)),
     '_e_family_id' / Tell,
-    Check(Code("((this['family_id'] == 19))", lambda this: ((this['family_id'] == 19)))),
+    _RuleCheck(Code("((this['family_id'] == 19))", lambda this: ((this['family_id'] == 19))), 'family_id', 'family_id == 19', 'wrong family id (expected 19, graph WAL)'),
     '_s_family_version' / Tell,
     'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
     '_e_family_version' / Tell,
     '_s_flags' / Tell,
     'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
     '_e_flags' / Tell,
-    Check(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0)))),
+    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph WAL header flags must be zero'),
     '_s_header_length' / Tell,
     'header_length' / Rebuild(Int64ul, Code('64', lambda this: 64)),
     '_e_header_length' / Tell,
-    Check(Code("((this['header_length'] == 64))", lambda this: ((this['header_length'] == 64)))),
+    _RuleCheck(Code("((this['header_length'] == 64))", lambda this: ((this['header_length'] == 64))), 'header_length', 'header_length == 64', 'graph WAL header_length must be exactly 64'),
     '_s_file_length' / Tell,
     'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
     '_e_file_length' / Tell,
-    Check(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0)))),
+    _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'graph WAL file_length must be zero'),
     '_s_store' / Tell,
     'store' / BytesInteger(16, signed=False, swapped=True),
     '_e_store' / Tell,
-    Check(Code("((this['store'] != 0))", lambda this: ((this['store'] != 0)))),
+    _RuleCheck(Code("((this['store'] != 0))", lambda this: ((this['store'] != 0))), 'store', 'store != 0', 'store instance id must be non-zero'),
     '_s_first_commit_sequence' / Tell,
     'first_commit_sequence' / Int64ul,
     '_e_first_commit_sequence' / Tell,
-    Check(Code("((this['first_commit_sequence'] != 0))", lambda this: ((this['first_commit_sequence'] != 0)))),
+    _RuleCheck(Code("((this['first_commit_sequence'] != 0))", lambda this: ((this['first_commit_sequence'] != 0))), 'first_commit_sequence', 'first_commit_sequence != 0', 'first commit sequence must be non-zero'),
     'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_first_commit_sequence')", lambda this: _span_range(this, '_s_magic', '_e_first_commit_sequence'))),
 )
 C_zgw_file_header._bw_fast_runs = {'magic': (56, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))), 'checksum': (8, (('checksum', 0, 8),))}
@@ -38971,8 +38971,8 @@ C_captured_base_value._bw_fast_runs = {'sequence': (8, (('sequence', 0, 8),))}
 C_protected_value = Struct(
     '_o_start' / Tell,
     'tag' / Int8ul,
-    Check(Code("(((this['tag'] != 3) and (this['tag'] != 4)))", lambda this: (((this['tag'] != 3) and (this['tag'] != 4))))),
-    Check(Code("(((this['tag'] == 5) or (this['tag'] == 6)))", lambda this: (((this['tag'] == 5) or (this['tag'] == 6))))),
+    _RuleCheck(Code("(((this['tag'] != 3) and (this['tag'] != 4)))", lambda this: (((this['tag'] != 3) and (this['tag'] != 4)))), 'tag', 'tag != 3 and tag != 4', 'old protected-value tags 3/4 are refused (finish those cycles with the previous binary)'),
+    _RuleCheck(Code("(((this['tag'] == 5) or (this['tag'] == 6)))", lambda this: (((this['tag'] == 5) or (this['tag'] == 6)))), 'tag', 'tag == 5 or tag == 6', 'invalid protected-stream value tag'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'value' / FixedSized(Code('104', lambda this: 104), Switch(Code("this['tag']", lambda this: this['tag']), {5: C_fold_authority, 6: C_captured_base_value}, default=Error)),
 )
@@ -38999,7 +38999,7 @@ C_frame_file = Struct(
     '_s_family_id' / Tell,
     'family_id' / Rebuild(Int16ul, Code('1', lambda this: 1)),
     '_e_family_id' / Tell,
-    Check(Code("((this['family_id'] == 1))", lambda this: ((this['family_id'] == 1)))),
+    _RuleCheck(Code("((this['family_id'] == 1))", lambda this: ((this['family_id'] == 1))), 'family_id', 'family_id == 1', 'wrong family id (expected 1, frame)'),
     '_s_family_version' / Tell,
     'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
     '_e_family_version' / Tell,
@@ -39010,7 +39010,7 @@ C_frame_file = Struct(
     '_s_header_length' / Tell,
     'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
     '_e_header_length' / Tell,
-    Check(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32)))),
+    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
     '_o_file_length' / Tell,
     '_s_file_length' / Tell,
     'file_length' / Rebuild(Int64ul, 0),
@@ -39027,11 +39027,11 @@ C_frame_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2
 C_epoch_alias = Struct(
     '_o_start' / Tell,
     'present' / Int8ul,
-    Check(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1))))),
+    _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag (alias)'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'embedding_epoch_id' / Int64ul,
     'tokenizer_epoch_id' / Int64ul,
-    Check(Code("(((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))", lambda this: (((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0)))))),
+    _RuleCheck(Code("(((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))", lambda this: (((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))), 'tokenizer_epoch_id', 'present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', 'absent alias must carry zero ids'),
 )
 C_epoch_alias._bw_fast_runs = {'present': (24, (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8)))}
 
@@ -39044,10 +39044,10 @@ C_manifest_segment = Struct(
     'dims' / Int32ul,
     'file_size' / Int64ul,
     'epoch_present' / Int8ul,
-    Check(Code("(((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))", lambda this: (((this['epoch_present'] == 0) or (this['epoch_present'] == 1))))),
+    _RuleCheck(Code("(((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))", lambda this: (((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))), 'epoch_present', 'epoch_present == 0 or epoch_present == 1', 'unknown presence tag (segment epoch)'),
     'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'embedding_epoch_id' / Int64ul,
-    Check(Code("(((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))", lambda this: (((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0))))),
+    _RuleCheck(Code("(((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))", lambda this: (((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))), 'embedding_epoch_id', 'epoch_present == 1 or embedding_epoch_id == 0', 'absent segment epoch must be zero'),
 )
 C_manifest_segment._bw_fast_runs = {'segment_id': (52, (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8)))}
 
@@ -39063,7 +39063,7 @@ C_embedding_tower = Struct(
     'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
     'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
     'os_build_present' / Int8ul,
-    Check(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1))))),
+    _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
     'reserved' / Const(b'\x00\x00\x00'),
     FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
     'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
@@ -39085,7 +39085,7 @@ C_column_def = Struct(
     'column_id' / Int32ul,
     'type' / ClosedEnum(Int16ul, 'ColumnType', (1, 2, 3, 4, 5, 6), ()),
     'nullable' / Int16ul,
-    Check(Code("(((this['nullable'] == 0) or (this['nullable'] == 1)))", lambda this: (((this['nullable'] == 0) or (this['nullable'] == 1))))),
+    _RuleCheck(Code("(((this['nullable'] == 0) or (this['nullable'] == 1)))", lambda this: (((this['nullable'] == 0) or (this['nullable'] == 1)))), 'nullable', 'nullable == 0 or nullable == 1', 'nullable must be 0 or 1'),
     'name' / PascalString(Int32ul, 'utf8'),
 )
 C_column_def._bw_fast_runs = {'column_id': (12, (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4)))}
@@ -39096,15 +39096,15 @@ C_clustering_range = Struct(
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'min_ts' / Int64sl,
     'max_ts' / Int64sl,
-    Check(Code("(((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))", lambda this: (((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0)))))),
-    Check(Code("(((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))", lambda this: (((this['tag'] != 2) or (this['min_ts'] <= this['max_ts']))))),
+    _RuleCheck(Code("(((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))", lambda this: (((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))), 'max_ts', 'tag == 2 or (min_ts == 0 and max_ts == 0)', 'Unstamped/Empty ranges require zero bounds'),
+    _RuleCheck(Code("(((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))", lambda this: (((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))), 'max_ts', 'tag != 2 or min_ts <= max_ts', 'bounded range requires min_ts <= max_ts'),
 )
 C_clustering_range._bw_fast_runs = {'tag': (24, (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8)))}
 
 C_tsr1_body = Struct(
     '_o_start' / Tell,
     'count' / Rebuild(Int32ul, Code("len(this['ranges'])", lambda this: len(this['ranges']))),
-    Check(Code("((this['count'] == this['_params']['segment_count']))", lambda this: ((this['count'] == this['_params']['segment_count'])))),
+    _RuleCheck(Code("((this['count'] == this['_params']['segment_count']))", lambda this: ((this['count'] == this['_params']['segment_count']))), 'count', 'count == segment_count', 'TSR1 count must equal segment_count'),
     'ranges' / Array(Code("this['count']", lambda this: this['count']), C_clustering_range, min_size=24),
 )
 C_tsr1_body._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
@@ -39112,7 +39112,7 @@ C_tsr1_body._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
 C_graph_object = Struct(
     '_o_start' / Tell,
     'artifact_id' / BytesInteger(16, signed=False, swapped=True),
-    Check(Code("((this['artifact_id'] != 0))", lambda this: ((this['artifact_id'] != 0)))),
+    _RuleCheck(Code("((this['artifact_id'] != 0))", lambda this: ((this['artifact_id'] != 0))), 'artifact_id', 'artifact_id != 0', 'artifact ids are non-zero nonces'),
     'length' / Int64ul,
     'checksum' / Int64ul,
 )
@@ -39122,19 +39122,19 @@ C_zgen_row = Struct(
     '_o_start' / Tell,
     'after_sequence' / Int64ul,
     'increment_count' / Int64ul,
-    Check(Code("((this['increment_count'] > 0))", lambda this: ((this['increment_count'] > 0)))),
+    _RuleCheck(Code("((this['increment_count'] > 0))", lambda this: ((this['increment_count'] > 0))), 'increment_count', 'increment_count > 0', 'ZGEN increment counts must be positive'),
 )
 C_zgen_row._bw_fast_runs = {'after_sequence': (16, (('after_sequence', 0, 8), ('increment_count', 8, 8)))}
 
 C_zgen_extension = Struct(
     '_o_start' / Tell,
     'magic' / Rebuild(Int32ul, Code('1313163098', lambda this: 1313163098)),
-    Check(Code("((this['magic'] == 1313163098))", lambda this: ((this['magic'] == 1313163098)))),
+    _RuleCheck(Code("((this['magic'] == 1313163098))", lambda this: ((this['magic'] == 1313163098))), 'magic', 'magic == 0x4e45475a', 'graph object count/length mismatch (trailing object bytes)'),
     'version' / Int32ul,
     VersionCheck(Code("(((this['version'] == 1) or (this['version'] == 2)))", lambda this: (((this['version'] == 1) or (this['version'] == 2)))), 'zgen_extension', 'version', 'version == 1 or version == 2', 'unknown graph generation boundary version'),
     'counted_through' / Int64ul,
     'row_count' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows'])))),
-    Check(Code("this['row_count'] is None or ((this['row_count'] >= 1))", lambda this: this['row_count'] is None or ((this['row_count'] >= 1)))),
+    _RuleCheck(Code("this['row_count'] is None or ((this['row_count'] >= 1))", lambda this: this['row_count'] is None or ((this['row_count'] >= 1))), 'row_count', 'row_count >= 1', 'ZGEN v2 needs at least one row'),
     'reserved' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Const(0, Int32ul)),
     FieldCheck(Code("this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None", lambda this: this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None), 'rows'),
     'rows' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Array(Code("this['row_count']", lambda this: this['row_count']), C_zgen_row, min_size=16)),
@@ -39144,7 +39144,7 @@ C_zgen_extension._bw_fast_runs = {'magic': (16, (('magic', 0, 4), ('version', 4,
 C_graph_section = Struct(
     '_o_start' / Tell,
     'graph_present' / Int8ul,
-    Check(Code("((this['graph_present'] == 1))", lambda this: ((this['graph_present'] == 1)))),
+    _RuleCheck(Code("((this['graph_present'] == 1))", lambda this: ((this['graph_present'] == 1))), 'graph_present', 'graph_present == 1', 'graph_present must be 1'),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
     'absorbed_through' / Int64ul,
     '_o_state_len' / Tell,
@@ -39177,8 +39177,8 @@ C_manifest_extension = Struct(
     '_s_tag' / Tell,
     'tag' / Int32ul,
     '_e_tag' / Tell,
-    Check(Code("(((this['tag'] == 827478868) or (this['tag'] == 861030234)))", lambda this: (((this['tag'] == 827478868) or (this['tag'] == 861030234))))),
-    Check(Code("(((this['tag'] != 861030234) or (this['_params']['version'] == 3)))", lambda this: (((this['tag'] != 861030234) or (this['_params']['version'] == 3))))),
+    _RuleCheck(Code("(((this['tag'] == 827478868) or (this['tag'] == 861030234)))", lambda this: (((this['tag'] == 827478868) or (this['tag'] == 861030234)))), 'tag', 'tag == 0x31525354 or tag == 0x3352475a', 'unknown manifest extension'),
+    _RuleCheck(Code("(((this['tag'] != 861030234) or (this['_params']['version'] == 3)))", lambda this: (((this['tag'] != 861030234) or (this['_params']['version'] == 3)))), 'tag', 'tag != 0x3352475a or version == 3', 'ZGR3 graph section requires manifest v3'),
     '_s_body' / Tell,
     'body' / Switch(Code("this['tag']", lambda this: this['tag']), {827478868: C_tsr1_body, 861030234: C_zgr3_body}, default=Error),
     '_e_body' / Tell,
@@ -39223,7 +39223,7 @@ C_manifest_file = Struct(
     '_s_family_id' / Tell,
     'family_id' / Rebuild(Int16ul, Code('10', lambda this: 10)),
     '_e_family_id' / Tell,
-    Check(Code("((this['family_id'] == 10))", lambda this: ((this['family_id'] == 10)))),
+    _RuleCheck(Code("((this['family_id'] == 10))", lambda this: ((this['family_id'] == 10))), 'family_id', 'family_id == 10', 'wrong family id (expected 10, manifest)'),
     '_s_family_version' / Tell,
     'family_version' / Int16ul,
     '_e_family_version' / Tell,
@@ -39231,11 +39231,11 @@ C_manifest_file = Struct(
     '_s_flags' / Tell,
     'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
     '_e_flags' / Tell,
-    Check(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0)))),
+    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'manifest header flags must be zero'),
     '_s_header_length' / Tell,
     'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
     '_e_header_length' / Tell,
-    Check(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32)))),
+    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
     '_o_file_length' / Tell,
     '_s_file_length' / Tell,
     'file_length' / Rebuild(Int64ul, 0),
@@ -39287,7 +39287,7 @@ C_purge_file = Struct(
     '_s_family_id' / Tell,
     'family_id' / Rebuild(Int16ul, Code('15', lambda this: 15)),
     '_e_family_id' / Tell,
-    Check(Code("((this['family_id'] == 15))", lambda this: ((this['family_id'] == 15)))),
+    _RuleCheck(Code("((this['family_id'] == 15))", lambda this: ((this['family_id'] == 15))), 'family_id', 'family_id == 15', 'wrong family id (expected 15, purge intent)'),
     '_s_family_version' / Tell,
     'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
     '_e_family_version' / Tell,
@@ -39295,11 +39295,11 @@ C_purge_file = Struct(
     '_s_flags' / Tell,
     'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
     '_e_flags' / Tell,
-    Check(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0)))),
+    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'purge header flags must be zero'),
     '_s_header_length' / Tell,
     'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
     '_e_header_length' / Tell,
-    Check(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32)))),
+    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
     '_o_file_length' / Tell,
     '_s_file_length' / Tell,
     'file_length' / Rebuild(Int64ul, 0),
@@ -39325,7 +39325,7 @@ C_digest_tower = Struct(
     'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
     'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
     'os_build_present' / Int8ul,
-    Check(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1))))),
+    _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
     FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
     'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
 )
@@ -39353,7 +39353,7 @@ C_region_entry = Struct(
     'version' / Int16ul,
     'reserved' / Const(0, Int32ul),
     'offset' / Int64ul,
-    Check(Code("(((this['offset'] % 16384) == 0))", lambda this: (((this['offset'] % 16384) == 0)))),
+    _RuleCheck(Code("(((this['offset'] % 16384) == 0))", lambda this: (((this['offset'] % 16384) == 0))), 'offset', 'offset % 16384 == 0', 'region offset must be 16 KiB aligned'),
     'length' / Int64ul,
     'checksum' / Int64ul,
 )
@@ -39367,7 +39367,7 @@ C_segment_header = Struct(
     '_s_family_id' / Tell,
     'family_id' / Rebuild(Int16ul, Code('2', lambda this: 2)),
     '_e_family_id' / Tell,
-    Check(Code("((this['family_id'] == 2))", lambda this: ((this['family_id'] == 2)))),
+    _RuleCheck(Code("((this['family_id'] == 2))", lambda this: ((this['family_id'] == 2))), 'family_id', 'family_id == 2', 'wrong family id (expected 2, segment)'),
     '_s_family_version' / Tell,
     'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
     '_e_family_version' / Tell,
@@ -39375,7 +39375,7 @@ C_segment_header = Struct(
     '_s_flags' / Tell,
     'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
     '_e_flags' / Tell,
-    Check(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0)))),
+    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'segment header flags must be zero'),
     '_s_header_length' / Tell,
     'header_length' / Rebuild(Int64ul, Code("(72 + (32 * len(this['regions'])))", lambda this: (72 + (32 * len(this['regions']))))),
     '_e_header_length' / Tell,
@@ -39392,7 +39392,7 @@ C_segment_header = Struct(
     '_s_region_count' / Tell,
     'region_count' / Rebuild(Int16ul, Code("len(this['regions'])", lambda this: len(this['regions']))),
     '_e_region_count' / Tell,
-    Check(Code("((this['header_length'] == (72 + (32 * this['region_count']))))", lambda this: ((this['header_length'] == (72 + (32 * this['region_count'])))))),
+    _RuleCheck(Code("((this['header_length'] == (72 + (32 * this['region_count']))))", lambda this: ((this['header_length'] == (72 + (32 * this['region_count']))))), 'region_count', 'header_length == 72 + 32 * region_count', 'header_length must equal 72 + 32 x region_count'),
     '_s_reserved' / Tell,
     'reserved' / Const(0, Int16ul),
     '_e_reserved' / Tell,
@@ -39463,7 +39463,7 @@ C_vector_factors_region._bw_fast_runs = {}
 C_vector_rescore_region = Struct(
     '_o_start' / Tell,
     'header' / C_vector_header,
-    Check(Code("(((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))", lambda this: (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4)))))),
+    _RuleCheck(Code("(((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))", lambda this: (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))), 'header', 'header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', 'rescore header must be scheme 0, stride dims x 4, factor stride 0'),
     'values' / NumpyArray(Code("(this['header']['dims'] * this['header']['row_count'])", lambda this: (this['header']['dims'] * this['header']['row_count'])), '<f4'),
 )
 C_vector_rescore_region._bw_fast_runs = {}
@@ -39482,7 +39482,7 @@ C_dictionary_column = Struct(
     'dict_count' / Rebuild(Int32ul, Code("len(this['strings'])", lambda this: len(this['strings']))),
     'strings' / Array(Code("this['dict_count']", lambda this: this['dict_count']), PascalString(Int32ul, 'utf8'), min_size=4),
     'code_width' / Int16ul,
-    Check(Code("(((this['code_width'] == 2) or (this['code_width'] == 4)))", lambda this: (((this['code_width'] == 2) or (this['code_width'] == 4))))),
+    _RuleCheck(Code("(((this['code_width'] == 2) or (this['code_width'] == 4)))", lambda this: (((this['code_width'] == 2) or (this['code_width'] == 4)))), 'code_width', 'code_width == 2 or code_width == 4', 'dictionary code width must be 2 or 4'),
     'reserved' / Const(0, Int16ul),
     FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None", lambda this: this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None), 'codes16'),
     'codes16' / If(Code("((this['code_width'] == 2))", lambda this: ((this['code_width'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int16ul, min_size=2)),
@@ -39495,7 +39495,7 @@ C_column_data = Struct(
     '_o_start' / Tell,
     '_o_presence_len' / Tell,
     'presence_len' / Rebuild(Int32ul, 0),
-    Check(Code("not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8))))),
+    _RuleCheck(Code("not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
     '_s_presence' / Tell,
     'presence' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence']))", lambda this: (this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])))), GreedyBytes),
     '_e_presence' / Tell,
@@ -39513,7 +39513,7 @@ C_column_data = Struct(
     'dictionary' / If(Code("((this['_params']['type'] == 5))", lambda this: ((this['_params']['type'] == 5))), C_dictionary_column),
     FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None), 'raw_strings'),
     'raw_strings' / If(Code("((this['_params']['type'] == 6))", lambda this: ((this['_params']['type'] == 6))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), PascalString(Int32ul, 'utf8'), min_size=4)),
-    FieldCheck(Code("this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len'),
+    _RuleCheck(Code("this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
 )
 C_column_data._bw_fast_runs = {'presence_len': (4, (('presence_len', 0, 4),))}
 
@@ -39522,13 +39522,13 @@ C_alive_region = Struct(
     'row_count' / Int32ul,
     '_o_bitmap_len' / Tell,
     'bitmap_len' / Rebuild(Int32ul, 0),
-    Check(Code("not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8))))),
+    _RuleCheck(Code("not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
     '_s_bitmap' / Tell,
     'bitmap' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap']))", lambda this: (this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])))), GreedyBytes),
     '_e_bitmap' / Tell,
     '_patch_bitmap_len' / Pointer(Code("this['_o_bitmap_len']", lambda this: this['_o_bitmap_len']), Rebuild(Int32ul, Code("this['_e_bitmap'] - this['_s_bitmap']", lambda this: this['_e_bitmap'] - this['_s_bitmap']))),
     Check(Code("not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len']", lambda this: not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len'])),
-    FieldCheck(Code("this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len'),
+    _RuleCheck(Code("this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
 )
 C_alive_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('bitmap_len', 4, 4)))}
 
@@ -39545,7 +39545,7 @@ C_checksum_table_region = Struct(
     '_o_start' / Tell,
     'entry_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
     'chunk_size' / Rebuild(Int32ul, Code('65536', lambda this: 65536)),
-    Check(Code("((this['chunk_size'] == 65536))", lambda this: ((this['chunk_size'] == 65536)))),
+    _RuleCheck(Code("((this['chunk_size'] == 65536))", lambda this: ((this['chunk_size'] == 65536))), 'chunk_size', 'chunk_size == 65536', 'checksum table chunk size must be 65536'),
     'entries' / Array(Code("this['entry_count']", lambda this: this['entry_count']), C_checksum_entry, min_size=16),
 )
 C_checksum_table_region._bw_fast_runs = {'entry_count': (8, (('entry_count', 0, 4), ('chunk_size', 4, 4)))}
@@ -39568,7 +39568,7 @@ C_stored_metadata_region = Struct(
     'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
     'reserved' / Const(0, Int32ul),
     'start' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    Check(Code("((this['start'] == 0))", lambda this: ((this['start'] == 0)))),
+    _RuleCheck(Code("((this['start'] == 0))", lambda this: ((this['start'] == 0))), 'start', 'start == 0', 'stored metadata start offset must be zero'),
     'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
     'data' / GreedyBytes,
 )
@@ -39589,7 +39589,7 @@ C_graph_node_block = Struct(
     'codes' / Bytes(Code("this['_params']['code_bytes']", lambda this: this['_params']['code_bytes'])),
     'factors' / C_bit4_factors,
     'degree' / Int8ul,
-    Check(Code("((this['degree'] <= this['_params']['max_degree']))", lambda this: ((this['degree'] <= this['_params']['max_degree'])))),
+    _RuleCheck(Code("((this['degree'] <= this['_params']['max_degree']))", lambda this: ((this['degree'] <= this['_params']['max_degree']))), 'degree', 'degree <= max_degree', 'degree exceeds max_degree'),
     'flags' / BitFlags(Int8ul, (('hub', 1, 1, True), ('entry_seed', 0, 1, True)), model=GraphBlockFlags),
     'reserved' / Const(0, Int16ul),
     'neighbours' / PackedView(Array(Code("this['_params']['max_degree']", lambda this: this['_params']['max_degree']), Int32ul, min_size=4), _packed_kind('<', 'I', 4, False)),
@@ -39612,15 +39612,15 @@ C_graph_node_blocks_region = Struct(
     '_s_flags' / Tell,
     'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
     '_e_flags' / Tell,
-    Check(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0)))),
+    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph trailer flags must be zero'),
     '_s_dims' / Tell,
     'dims' / Int32ul,
     '_e_dims' / Tell,
-    Check(Code("((this['dims'] > 0))", lambda this: ((this['dims'] > 0)))),
+    _RuleCheck(Code("((this['dims'] > 0))", lambda this: ((this['dims'] > 0))), 'dims', 'dims > 0', 'graph dims must be positive'),
     '_s_padded_dims' / Tell,
     'padded_dims' / Int32ul,
     '_e_padded_dims' / Tell,
-    Check(Code("((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))", lambda this: ((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims']))))),
+    _RuleCheck(Code("((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))", lambda this: ((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))), 'padded_dims', 'padded_dims % 128 == 0 and padded_dims >= dims', 'padded_dims must be a multiple of 128 and >= dims'),
     '_s_max_degree' / Tell,
     'max_degree' / Int8ul,
     '_e_max_degree' / Tell,
@@ -39630,11 +39630,11 @@ C_graph_node_blocks_region = Struct(
     '_s_stride' / Tell,
     'stride' / Int32ul,
     '_e_stride' / Tell,
-    Check(Code("((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))", lambda this: ((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128))))),
+    _RuleCheck(Code("((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))", lambda this: ((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))), 'stride', 'stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', 'stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)'),
     '_s_node_count' / Tell,
     'node_count' / Int32ul,
     '_e_node_count' / Tell,
-    Check(Code("((len(this['blocks']) == (this['stride'] * this['node_count'])))", lambda this: ((len(this['blocks']) == (this['stride'] * this['node_count']))))),
+    _RuleCheck(Code("((len(this['blocks']) == (this['stride'] * this['node_count'])))", lambda this: ((len(this['blocks']) == (this['stride'] * this['node_count'])))), 'node_count', 'len(blocks) == stride * node_count', 'region length must be stride x node_count + 128'),
     'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_blocks', '_e_node_count')", lambda this: _span_range(this, '_s_blocks', '_e_node_count'))),
     'reserved_tail' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -42339,6 +42339,8 @@ def construct_encode_ze_header(value: ZeHeader, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_ze_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ze_header", construct_encode_ze_header, value) from None
         raise _encode_failure(exc, "ze_header") from None
     return data
 
@@ -42363,6 +42365,8 @@ def construct_encode_ze_header_ident(value: ZeHeaderIdent, *, compiled: bool = F
     try:
         data = con.build(_m2c_ze_header_ident(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ze_header_ident", construct_encode_ze_header_ident, value) from None
         raise _encode_failure(exc, "ze_header_ident") from None
     return data
 
@@ -42387,6 +42391,8 @@ def construct_encode_framed_trailer_check(value: FramedTrailerCheck, *, compiled
     try:
         data = con.build(_m2c_framed_trailer_check(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "framed_trailer_check", construct_encode_framed_trailer_check, value) from None
         raise _encode_failure(exc, "framed_trailer_check") from None
     return data
 
@@ -42411,6 +42417,8 @@ def construct_encode_segment_trailer(value: SegmentTrailer, *, compiled: bool = 
     try:
         data = con.build(_m2c_segment_trailer(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "segment_trailer", construct_encode_segment_trailer, value) from None
         raise _encode_failure(exc, "segment_trailer") from None
     return data
 
@@ -42435,6 +42443,8 @@ def construct_encode_wal_file_header(value: WalFileHeader, *, compiled: bool = F
     try:
         data = con.build(_m2c_wal_file_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_file_header", construct_encode_wal_file_header, value) from None
         raise _encode_failure(exc, "wal_file_header") from None
     return data
 
@@ -42459,6 +42469,8 @@ def construct_encode_wal_record_header(value: WalRecordHeader, *, compiled: bool
     try:
         data = con.build(_m2c_wal_record_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_record_header", construct_encode_wal_record_header, value) from None
         raise _encode_failure(exc, "wal_record_header") from None
     return data
 
@@ -42483,6 +42495,8 @@ def construct_encode_wal_frame(value: WalFrame, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_wal_frame(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_frame", construct_encode_wal_frame, value) from None
         raise _encode_failure(exc, "wal_frame") from None
     return data
 
@@ -42507,6 +42521,8 @@ def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_wal_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_file", construct_encode_wal_file, value) from None
         raise _encode_failure(exc, "wal_file") from None
     return data
 
@@ -42531,6 +42547,8 @@ def construct_encode_wal_record(value: WalRecord, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_wal_record(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_record", construct_encode_wal_record, value) from None
         raise _encode_failure(exc, "wal_record") from None
     return data
 
@@ -42555,6 +42573,8 @@ def construct_encode_wal_payload(value: WalPayload, *, compiled: bool = False, o
     try:
         data = con.build(_m2c_wal_payload(value), op=op)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_payload", construct_encode_wal_payload, value, op=op) from None
         raise _encode_failure(exc, "wal_payload") from None
     return data
 
@@ -42579,6 +42599,8 @@ def construct_encode_payload_v1_header(value: PayloadV1Header, *, compiled: bool
     try:
         data = con.build(_m2c_payload_v1_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "payload_v1_header", construct_encode_payload_v1_header, value) from None
         raise _encode_failure(exc, "payload_v1_header") from None
     return data
 
@@ -42603,6 +42625,8 @@ def construct_encode_f32_vector(value: F32Vector, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_f32_vector(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "f32_vector", construct_encode_f32_vector, value) from None
         raise _encode_failure(exc, "f32_vector") from None
     return data
 
@@ -42627,6 +42651,8 @@ def construct_encode_op_upsert_v1(value: OpUpsertV1, *, compiled: bool = False) 
     try:
         data = con.build(_m2c_op_upsert_v1(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_upsert_v1", construct_encode_op_upsert_v1, value) from None
         raise _encode_failure(exc, "op_upsert_v1") from None
     return data
 
@@ -42651,6 +42677,8 @@ def construct_encode_op_delete_v1(value: OpDeleteV1, *, compiled: bool = False) 
     try:
         data = con.build(_m2c_op_delete_v1(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_delete_v1", construct_encode_op_delete_v1, value) from None
         raise _encode_failure(exc, "op_delete_v1") from None
     return data
 
@@ -42675,6 +42703,8 @@ def construct_encode_metadata_value(value: MetadataValue, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_metadata_value(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "metadata_value", construct_encode_metadata_value, value) from None
         raise _encode_failure(exc, "metadata_value") from None
     return data
 
@@ -42699,6 +42729,8 @@ def construct_encode_value_u64(value: ValueU64, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_value_u64(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "value_u64", construct_encode_value_u64, value) from None
         raise _encode_failure(exc, "value_u64") from None
     return data
 
@@ -42723,6 +42755,8 @@ def construct_encode_value_i64(value: ValueI64, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_value_i64(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "value_i64", construct_encode_value_i64, value) from None
         raise _encode_failure(exc, "value_i64") from None
     return data
 
@@ -42747,6 +42781,8 @@ def construct_encode_value_f64(value: ValueF64, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_value_f64(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "value_f64", construct_encode_value_f64, value) from None
         raise _encode_failure(exc, "value_f64") from None
     return data
 
@@ -42771,6 +42807,8 @@ def construct_encode_value_bool(value: ValueBool, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_value_bool(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "value_bool", construct_encode_value_bool, value) from None
         raise _encode_failure(exc, "value_bool") from None
     return data
 
@@ -42795,6 +42833,8 @@ def construct_encode_value_string(value: ValueString, *, compiled: bool = False)
     try:
         data = con.build(_m2c_value_string(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "value_string", construct_encode_value_string, value) from None
         raise _encode_failure(exc, "value_string") from None
     return data
 
@@ -42819,6 +42859,8 @@ def construct_encode_value_id128(value: ValueId128, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_value_id128(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "value_id128", construct_encode_value_id128, value) from None
         raise _encode_failure(exc, "value_id128") from None
     return data
 
@@ -42843,6 +42885,8 @@ def construct_encode_op_metadata_edit_v1(value: OpMetadataEditV1, *, compiled: b
     try:
         data = con.build(_m2c_op_metadata_edit_v1(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_metadata_edit_v1", construct_encode_op_metadata_edit_v1, value) from None
         raise _encode_failure(exc, "op_metadata_edit_v1") from None
     return data
 
@@ -42867,6 +42911,8 @@ def construct_encode_op_timestamped_upsert_v1(value: OpTimestampedUpsertV1, *, c
     try:
         data = con.build(_m2c_op_timestamped_upsert_v1(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_timestamped_upsert_v1", construct_encode_op_timestamped_upsert_v1, value) from None
         raise _encode_failure(exc, "op_timestamped_upsert_v1") from None
     return data
 
@@ -42891,6 +42937,8 @@ def construct_encode_op_upsert_metadata_v1(value: OpUpsertMetadataV1, *, compile
     try:
         data = con.build(_m2c_op_upsert_metadata_v1(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_upsert_metadata_v1", construct_encode_op_upsert_metadata_v1, value) from None
         raise _encode_failure(exc, "op_upsert_metadata_v1") from None
     return data
 
@@ -42915,6 +42963,8 @@ def construct_encode_op_upsert_ts_metadata_v1(value: OpUpsertTsMetadataV1, *, co
     try:
         data = con.build(_m2c_op_upsert_ts_metadata_v1(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_upsert_ts_metadata_v1", construct_encode_op_upsert_ts_metadata_v1, value) from None
         raise _encode_failure(exc, "op_upsert_ts_metadata_v1") from None
     return data
 
@@ -42939,6 +42989,8 @@ def construct_encode_typed_column(value: TypedColumn, *, compiled: bool = False)
     try:
         data = con.build(_m2c_typed_column(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "typed_column", construct_encode_typed_column, value) from None
         raise _encode_failure(exc, "typed_column") from None
     return data
 
@@ -42963,6 +43015,8 @@ def construct_encode_op_upsert_v2(value: OpUpsertV2, *, compiled: bool = False) 
     try:
         data = con.build(_m2c_op_upsert_v2(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_upsert_v2", construct_encode_op_upsert_v2, value) from None
         raise _encode_failure(exc, "op_upsert_v2") from None
     return data
 
@@ -42987,6 +43041,8 @@ def construct_encode_op_batch_member(value: OpBatchMember, *, compiled: bool = F
     try:
         data = con.build(_m2c_op_batch_member(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_batch_member", construct_encode_op_batch_member, value) from None
         raise _encode_failure(exc, "op_batch_member") from None
     return data
 
@@ -43011,6 +43067,8 @@ def construct_encode_transaction_binding(value: TransactionBinding, *, compiled:
     try:
         data = con.build(_m2c_transaction_binding(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "transaction_binding", construct_encode_transaction_binding, value) from None
         raise _encode_failure(exc, "transaction_binding") from None
     return data
 
@@ -43035,6 +43093,8 @@ def construct_encode_op_prepared_mutation(value: OpPreparedMutation, *, compiled
     try:
         data = con.build(_m2c_op_prepared_mutation(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_prepared_mutation", construct_encode_op_prepared_mutation, value) from None
         raise _encode_failure(exc, "op_prepared_mutation") from None
     return data
 
@@ -43059,6 +43119,8 @@ def construct_encode_op_mixed_member(value: OpMixedMember, *, compiled: bool = F
     try:
         data = con.build(_m2c_op_mixed_member(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "op_mixed_member", construct_encode_op_mixed_member, value) from None
         raise _encode_failure(exc, "op_mixed_member") from None
     return data
 
@@ -43083,6 +43145,8 @@ def construct_encode_zgw_file_header(value: ZgwFileHeader, *, compiled: bool = F
     try:
         data = con.build(_m2c_zgw_file_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_file_header", construct_encode_zgw_file_header, value) from None
         raise _encode_failure(exc, "zgw_file_header") from None
     return data
 
@@ -43107,6 +43171,8 @@ def construct_encode_zgw_frame(value: ZgwFrame, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_zgw_frame(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_frame", construct_encode_zgw_frame, value) from None
         raise _encode_failure(exc, "zgw_frame") from None
     return data
 
@@ -43131,6 +43197,8 @@ def construct_encode_zgw_frame_header(value: ZgwFrameHeader, *, compiled: bool =
     try:
         data = con.build(_m2c_zgw_frame_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_frame_header", construct_encode_zgw_frame_header, value) from None
         raise _encode_failure(exc, "zgw_frame_header") from None
     return data
 
@@ -43155,6 +43223,8 @@ def construct_encode_zgw_envelope_size(value: ZgwEnvelopeSize, *, compiled: bool
     try:
         data = con.build(_m2c_zgw_envelope_size(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_envelope_size", construct_encode_zgw_envelope_size, value) from None
         raise _encode_failure(exc, "zgw_envelope_size") from None
     return data
 
@@ -43179,6 +43249,8 @@ def construct_encode_graph_envelope(value: GraphEnvelope, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_graph_envelope(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "graph_envelope", construct_encode_graph_envelope, value) from None
         raise _encode_failure(exc, "graph_envelope") from None
     return data
 
@@ -43203,6 +43275,8 @@ def construct_encode_zgw_begin(value: ZgwBegin, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_zgw_begin(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_begin", construct_encode_zgw_begin, value) from None
         raise _encode_failure(exc, "zgw_begin") from None
     return data
 
@@ -43227,6 +43301,8 @@ def construct_encode_artifact_descriptor(value: ArtifactDescriptor, *, compiled:
     try:
         data = con.build(_m2c_artifact_descriptor(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "artifact_descriptor", construct_encode_artifact_descriptor, value) from None
         raise _encode_failure(exc, "artifact_descriptor") from None
     return data
 
@@ -43251,6 +43327,8 @@ def construct_encode_required_ref(value: RequiredRef, *, compiled: bool = False)
     try:
         data = con.build(_m2c_required_ref(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "required_ref", construct_encode_required_ref, value) from None
         raise _encode_failure(exc, "required_ref") from None
     return data
 
@@ -43275,6 +43353,8 @@ def construct_encode_optional_ref(value: OptionalRef, *, compiled: bool = False)
     try:
         data = con.build(_m2c_optional_ref(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "optional_ref", construct_encode_optional_ref, value) from None
         raise _encode_failure(exc, "optional_ref") from None
     return data
 
@@ -43299,6 +43379,8 @@ def construct_encode_commit_state(value: CommitState, *, compiled: bool = False)
     try:
         data = con.build(_m2c_commit_state(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "commit_state", construct_encode_commit_state, value) from None
         raise _encode_failure(exc, "commit_state") from None
     return data
 
@@ -43323,6 +43405,8 @@ def construct_encode_zgw_commit(value: ZgwCommit, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_zgw_commit(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_commit", construct_encode_zgw_commit, value) from None
         raise _encode_failure(exc, "zgw_commit") from None
     return data
 
@@ -43347,6 +43431,8 @@ def construct_encode_zgop_key(value: ZgopKey, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_zgop_key(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgop_key", construct_encode_zgop_key, value) from None
         raise _encode_failure(exc, "zgop_key") from None
     return data
 
@@ -43371,6 +43457,8 @@ def construct_encode_zgop_expected(value: ZgopExpected, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_zgop_expected(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgop_expected", construct_encode_zgop_expected, value) from None
         raise _encode_failure(exc, "zgop_expected") from None
     return data
 
@@ -43395,6 +43483,8 @@ def construct_encode_zgop(value: Zgop, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_zgop(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgop", construct_encode_zgop, value) from None
         raise _encode_failure(exc, "zgop") from None
     return data
 
@@ -43419,6 +43509,8 @@ def construct_encode_zgw_mutation(value: ZgwMutation, *, compiled: bool = False)
     try:
         data = con.build(_m2c_zgw_mutation(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_mutation", construct_encode_zgw_mutation, value) from None
         raise _encode_failure(exc, "zgw_mutation") from None
     return data
 
@@ -43443,6 +43535,8 @@ def construct_encode_zgw_inventory(value: ZgwInventory, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_zgw_inventory(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_inventory", construct_encode_zgw_inventory, value) from None
         raise _encode_failure(exc, "zgw_inventory") from None
     return data
 
@@ -43467,6 +43561,8 @@ def construct_encode_zgw_reclaim_intent(value: ZgwReclaimIntent, *, compiled: bo
     try:
         data = con.build(_m2c_zgw_reclaim_intent(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_reclaim_intent", construct_encode_zgw_reclaim_intent, value) from None
         raise _encode_failure(exc, "zgw_reclaim_intent") from None
     return data
 
@@ -43491,6 +43587,8 @@ def construct_encode_descriptor_list(value: DescriptorList, *, compiled: bool = 
     try:
         data = con.build(_m2c_descriptor_list(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "descriptor_list", construct_encode_descriptor_list, value) from None
         raise _encode_failure(exc, "descriptor_list") from None
     return data
 
@@ -43515,6 +43613,8 @@ def construct_encode_zgw_reclaim_complete(value: ZgwReclaimComplete, *, compiled
     try:
         data = con.build(_m2c_zgw_reclaim_complete(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgw_reclaim_complete", construct_encode_zgw_reclaim_complete, value) from None
         raise _encode_failure(exc, "zgw_reclaim_complete") from None
     return data
 
@@ -43539,6 +43639,8 @@ def construct_encode_spill_binding(value: SpillBinding, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_spill_binding(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "spill_binding", construct_encode_spill_binding, value) from None
         raise _encode_failure(exc, "spill_binding") from None
     return data
 
@@ -43563,6 +43665,8 @@ def construct_encode_zgcp_prepared_inventory(value: ZgcpPreparedInventory, *, co
     try:
         data = con.build(_m2c_zgcp_prepared_inventory(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgcp_prepared_inventory", construct_encode_zgcp_prepared_inventory, value) from None
         raise _encode_failure(exc, "zgcp_prepared_inventory") from None
     return data
 
@@ -43587,6 +43691,8 @@ def construct_encode_zgcp_captured_base(value: ZgcpCapturedBase, *, compiled: bo
     try:
         data = con.build(_m2c_zgcp_captured_base(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgcp_captured_base", construct_encode_zgcp_captured_base, value) from None
         raise _encode_failure(exc, "zgcp_captured_base") from None
     return data
 
@@ -43611,6 +43717,8 @@ def construct_encode_zgcp_participant(value: ZgcpParticipant, *, compiled: bool 
     try:
         data = con.build(_m2c_zgcp_participant(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgcp_participant", construct_encode_zgcp_participant, value) from None
         raise _encode_failure(exc, "zgcp_participant") from None
     return data
 
@@ -43635,6 +43743,8 @@ def construct_encode_fold_authority(value: FoldAuthority, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_fold_authority(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "fold_authority", construct_encode_fold_authority, value) from None
         raise _encode_failure(exc, "fold_authority") from None
     return data
 
@@ -43659,6 +43769,8 @@ def construct_encode_captured_base_value(value: CapturedBaseValue, *, compiled: 
     try:
         data = con.build(_m2c_captured_base_value(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "captured_base_value", construct_encode_captured_base_value, value) from None
         raise _encode_failure(exc, "captured_base_value") from None
     return data
 
@@ -43683,6 +43795,8 @@ def construct_encode_protected_value(value: ProtectedValue, *, compiled: bool = 
     try:
         data = con.build(_m2c_protected_value(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "protected_value", construct_encode_protected_value, value) from None
         raise _encode_failure(exc, "protected_value") from None
     return data
 
@@ -43707,6 +43821,8 @@ def construct_encode_frame_block(value: FrameBlock, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_frame_block(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "frame_block", construct_encode_frame_block, value) from None
         raise _encode_failure(exc, "frame_block") from None
     return data
 
@@ -43731,6 +43847,8 @@ def construct_encode_frame_file(value: FrameFile, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_frame_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "frame_file", construct_encode_frame_file, value) from None
         raise _encode_failure(exc, "frame_file") from None
     return data
 
@@ -43755,6 +43873,8 @@ def construct_encode_manifest_block(value: ManifestBlock, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_manifest_block(value), version=version)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "manifest_block", construct_encode_manifest_block, value, version=version) from None
         raise _encode_failure(exc, "manifest_block") from None
     return data
 
@@ -43779,6 +43899,8 @@ def construct_encode_manifest_file(value: ManifestFile, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_manifest_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "manifest_file", construct_encode_manifest_file, value) from None
         raise _encode_failure(exc, "manifest_file") from None
     return data
 
@@ -43803,6 +43925,8 @@ def construct_encode_epoch_alias(value: EpochAlias, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_epoch_alias(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "epoch_alias", construct_encode_epoch_alias, value) from None
         raise _encode_failure(exc, "epoch_alias") from None
     return data
 
@@ -43827,6 +43951,8 @@ def construct_encode_manifest_segment(value: ManifestSegment, *, compiled: bool 
     try:
         data = con.build(_m2c_manifest_segment(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "manifest_segment", construct_encode_manifest_segment, value) from None
         raise _encode_failure(exc, "manifest_segment") from None
     return data
 
@@ -43851,6 +43977,8 @@ def construct_encode_embedding_tower(value: EmbeddingTower, *, compiled: bool = 
     try:
         data = con.build(_m2c_embedding_tower(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "embedding_tower", construct_encode_embedding_tower, value) from None
         raise _encode_failure(exc, "embedding_tower") from None
     return data
 
@@ -43875,6 +44003,8 @@ def construct_encode_embedding_epoch(value: EmbeddingEpoch, *, compiled: bool = 
     try:
         data = con.build(_m2c_embedding_epoch(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "embedding_epoch", construct_encode_embedding_epoch, value) from None
         raise _encode_failure(exc, "embedding_epoch") from None
     return data
 
@@ -43899,6 +44029,8 @@ def construct_encode_column_def(value: ColumnDef, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_column_def(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "column_def", construct_encode_column_def, value) from None
         raise _encode_failure(exc, "column_def") from None
     return data
 
@@ -43923,6 +44055,8 @@ def construct_encode_clustering_range(value: ClusteringRange, *, compiled: bool 
     try:
         data = con.build(_m2c_clustering_range(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "clustering_range", construct_encode_clustering_range, value) from None
         raise _encode_failure(exc, "clustering_range") from None
     return data
 
@@ -43947,6 +44081,8 @@ def construct_encode_tsr1_body(value: Tsr1Body, *, compiled: bool = False, segme
     try:
         data = con.build(_m2c_tsr1_body(value), segment_count=segment_count)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "tsr1_body", construct_encode_tsr1_body, value, segment_count=segment_count) from None
         raise _encode_failure(exc, "tsr1_body") from None
     return data
 
@@ -43971,6 +44107,8 @@ def construct_encode_graph_object(value: GraphObject, *, compiled: bool = False)
     try:
         data = con.build(_m2c_graph_object(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "graph_object", construct_encode_graph_object, value) from None
         raise _encode_failure(exc, "graph_object") from None
     return data
 
@@ -43995,6 +44133,8 @@ def construct_encode_zgen_row(value: ZgenRow, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_zgen_row(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgen_row", construct_encode_zgen_row, value) from None
         raise _encode_failure(exc, "zgen_row") from None
     return data
 
@@ -44019,6 +44159,8 @@ def construct_encode_zgen_extension(value: ZgenExtension, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_zgen_extension(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgen_extension", construct_encode_zgen_extension, value) from None
         raise _encode_failure(exc, "zgen_extension") from None
     return data
 
@@ -44043,6 +44185,8 @@ def construct_encode_graph_section(value: GraphSection, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_graph_section(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "graph_section", construct_encode_graph_section, value) from None
         raise _encode_failure(exc, "graph_section") from None
     return data
 
@@ -44067,6 +44211,8 @@ def construct_encode_zgr3_body(value: Zgr3Body, *, compiled: bool = False) -> by
     try:
         data = con.build(_m2c_zgr3_body(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "zgr3_body", construct_encode_zgr3_body, value) from None
         raise _encode_failure(exc, "zgr3_body") from None
     return data
 
@@ -44091,6 +44237,8 @@ def construct_encode_manifest_extension(value: ManifestExtension, *, compiled: b
     try:
         data = con.build(_m2c_manifest_extension(value), version=version, segment_count=segment_count)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "manifest_extension", construct_encode_manifest_extension, value, version=version, segment_count=segment_count) from None
         raise _encode_failure(exc, "manifest_extension") from None
     return data
 
@@ -44115,6 +44263,8 @@ def construct_encode_manifest_payload(value: ManifestPayload, *, compiled: bool 
     try:
         data = con.build(_m2c_manifest_payload(value), version=version)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "manifest_payload", construct_encode_manifest_payload, value, version=version) from None
         raise _encode_failure(exc, "manifest_payload") from None
     return data
 
@@ -44139,6 +44289,8 @@ def construct_encode_purge_token_input(value: PurgeTokenInput, *, compiled: bool
     try:
         data = con.build(_m2c_purge_token_input(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "purge_token_input", construct_encode_purge_token_input, value) from None
         raise _encode_failure(exc, "purge_token_input") from None
     return data
 
@@ -44163,6 +44315,8 @@ def construct_encode_purge_payload(value: PurgePayload, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_purge_payload(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "purge_payload", construct_encode_purge_payload, value) from None
         raise _encode_failure(exc, "purge_payload") from None
     return data
 
@@ -44187,6 +44341,8 @@ def construct_encode_purge_block(value: PurgeBlock, *, compiled: bool = False) -
     try:
         data = con.build(_m2c_purge_block(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "purge_block", construct_encode_purge_block, value) from None
         raise _encode_failure(exc, "purge_block") from None
     return data
 
@@ -44211,6 +44367,8 @@ def construct_encode_purge_file(value: PurgeFile, *, compiled: bool = False) -> 
     try:
         data = con.build(_m2c_purge_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "purge_file", construct_encode_purge_file, value) from None
         raise _encode_failure(exc, "purge_file") from None
     return data
 
@@ -44235,6 +44393,8 @@ def construct_encode_epoch_digest_input(value: EpochDigestInput, *, compiled: bo
     try:
         data = con.build(_m2c_epoch_digest_input(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "epoch_digest_input", construct_encode_epoch_digest_input, value) from None
         raise _encode_failure(exc, "epoch_digest_input") from None
     return data
 
@@ -44259,6 +44419,8 @@ def construct_encode_epoch_digest_input_v1(value: EpochDigestInputV1, *, compile
     try:
         data = con.build(_m2c_epoch_digest_input_v1(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "epoch_digest_input_v1", construct_encode_epoch_digest_input_v1, value) from None
         raise _encode_failure(exc, "epoch_digest_input_v1") from None
     return data
 
@@ -44283,6 +44445,8 @@ def construct_encode_digest_tower(value: DigestTower, *, compiled: bool = False)
     try:
         data = con.build(_m2c_digest_tower(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "digest_tower", construct_encode_digest_tower, value) from None
         raise _encode_failure(exc, "digest_tower") from None
     return data
 
@@ -44307,6 +44471,8 @@ def construct_encode_region_entry(value: RegionEntry, *, compiled: bool = False)
     try:
         data = con.build(_m2c_region_entry(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "region_entry", construct_encode_region_entry, value) from None
         raise _encode_failure(exc, "region_entry") from None
     return data
 
@@ -44331,6 +44497,8 @@ def construct_encode_segment_header(value: SegmentHeader, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_segment_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "segment_header", construct_encode_segment_header, value) from None
         raise _encode_failure(exc, "segment_header") from None
     return data
 
@@ -44355,6 +44523,8 @@ def construct_encode_vector_header(value: VectorHeader, *, compiled: bool = Fals
     try:
         data = con.build(_m2c_vector_header(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "vector_header", construct_encode_vector_header, value) from None
         raise _encode_failure(exc, "vector_header") from None
     return data
 
@@ -44379,6 +44549,8 @@ def construct_encode_vector_codes_region(value: VectorCodesRegion, *, compiled: 
     try:
         data = con.build(_m2c_vector_codes_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "vector_codes_region", construct_encode_vector_codes_region, value) from None
         raise _encode_failure(exc, "vector_codes_region") from None
     return data
 
@@ -44403,6 +44575,8 @@ def construct_encode_bit4_factors(value: Bit4Factors, *, compiled: bool = False)
     try:
         data = con.build(_m2c_bit4_factors(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "bit4_factors", construct_encode_bit4_factors, value) from None
         raise _encode_failure(exc, "bit4_factors") from None
     return data
 
@@ -44427,6 +44601,8 @@ def construct_encode_int8_factors(value: Int8Factors, *, compiled: bool = False)
     try:
         data = con.build(_m2c_int8_factors(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "int8_factors", construct_encode_int8_factors, value) from None
         raise _encode_failure(exc, "int8_factors") from None
     return data
 
@@ -44451,6 +44627,8 @@ def construct_encode_vector_factors_region(value: VectorFactorsRegion, *, compil
     try:
         data = con.build(_m2c_vector_factors_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "vector_factors_region", construct_encode_vector_factors_region, value) from None
         raise _encode_failure(exc, "vector_factors_region") from None
     return data
 
@@ -44475,6 +44653,8 @@ def construct_encode_vector_rescore_region(value: VectorRescoreRegion, *, compil
     try:
         data = con.build(_m2c_vector_rescore_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "vector_rescore_region", construct_encode_vector_rescore_region, value) from None
         raise _encode_failure(exc, "vector_rescore_region") from None
     return data
 
@@ -44499,6 +44679,8 @@ def construct_encode_columns_region(value: ColumnsRegion, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_columns_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "columns_region", construct_encode_columns_region, value) from None
         raise _encode_failure(exc, "columns_region") from None
     return data
 
@@ -44523,6 +44705,8 @@ def construct_encode_dictionary_column(value: DictionaryColumn, *, compiled: boo
     try:
         data = con.build(_m2c_dictionary_column(value), rows=rows)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "dictionary_column", construct_encode_dictionary_column, value, rows=rows) from None
         raise _encode_failure(exc, "dictionary_column") from None
     return data
 
@@ -44547,6 +44731,8 @@ def construct_encode_column_data(value: ColumnData, *, compiled: bool = False, t
     try:
         data = con.build(_m2c_column_data(value), type=type, rows=rows)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "column_data", construct_encode_column_data, value, type=type, rows=rows) from None
         raise _encode_failure(exc, "column_data") from None
     return data
 
@@ -44571,6 +44757,8 @@ def construct_encode_alive_region(value: AliveRegion, *, compiled: bool = False)
     try:
         data = con.build(_m2c_alive_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "alive_region", construct_encode_alive_region, value) from None
         raise _encode_failure(exc, "alive_region") from None
     return data
 
@@ -44595,6 +44783,8 @@ def construct_encode_checksum_entry(value: ChecksumEntry, *, compiled: bool = Fa
     try:
         data = con.build(_m2c_checksum_entry(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "checksum_entry", construct_encode_checksum_entry, value) from None
         raise _encode_failure(exc, "checksum_entry") from None
     return data
 
@@ -44619,6 +44809,8 @@ def construct_encode_checksum_table_region(value: ChecksumTableRegion, *, compil
     try:
         data = con.build(_m2c_checksum_table_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "checksum_table_region", construct_encode_checksum_table_region, value) from None
         raise _encode_failure(exc, "checksum_table_region") from None
     return data
 
@@ -44643,6 +44835,8 @@ def construct_encode_document_version(value: DocumentVersion, *, compiled: bool 
     try:
         data = con.build(_m2c_document_version(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "document_version", construct_encode_document_version, value) from None
         raise _encode_failure(exc, "document_version") from None
     return data
 
@@ -44667,6 +44861,8 @@ def construct_encode_document_versions_region(value: DocumentVersionsRegion, *, 
     try:
         data = con.build(_m2c_document_versions_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "document_versions_region", construct_encode_document_versions_region, value) from None
         raise _encode_failure(exc, "document_versions_region") from None
     return data
 
@@ -44691,6 +44887,8 @@ def construct_encode_stored_metadata_region(value: StoredMetadataRegion, *, comp
     try:
         data = con.build(_m2c_stored_metadata_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "stored_metadata_region", construct_encode_stored_metadata_region, value) from None
         raise _encode_failure(exc, "stored_metadata_region") from None
     return data
 
@@ -44715,6 +44913,8 @@ def construct_encode_stored_text_region(value: StoredTextRegion, *, compiled: bo
     try:
         data = con.build(_m2c_stored_text_region(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "stored_text_region", construct_encode_stored_text_region, value) from None
         raise _encode_failure(exc, "stored_text_region") from None
     return data
 
@@ -44739,6 +44939,8 @@ def construct_encode_graph_node_block(value: GraphNodeBlock, *, compiled: bool =
     try:
         data = con.build(_m2c_graph_node_block(value), code_bytes=code_bytes, max_degree=max_degree)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "graph_node_block", construct_encode_graph_node_block, value, code_bytes=code_bytes, max_degree=max_degree) from None
         raise _encode_failure(exc, "graph_node_block") from None
     return data
 
@@ -44763,6 +44965,8 @@ def construct_encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, c
     try:
         data = con.build(_m2c_graph_node_blocks_region(value), region_len=region_len)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "graph_node_blocks_region", construct_encode_graph_node_blocks_region, value, region_len=region_len) from None
         raise _encode_failure(exc, "graph_node_blocks_region") from None
     return data
 

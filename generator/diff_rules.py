@@ -761,9 +761,6 @@ def check_params_renamed(rp: RecordPair) -> Iterator[Hit]:
                   rp.loc_old(), rp.loc_new())
 
 
-def _field_default(f: ir.Field) -> object:
-    return getattr(f, "default", None)  # the language may grow field defaults
-
 
 def check_attribute_removed(rp: RecordPair) -> Iterator[Hit]:
     """An attribute leaves the generated class while its bytes stay (the field became
@@ -791,7 +788,7 @@ def check_gated_without_default(rp: RecordPair) -> Iterator[Hit]:
     old_names = {f.name for f in rp.old.fields}
     versions = sorted(v for v in _versions_of(rp.new) if v is not None)
     for f in rp.new.fields:
-        if f.name in old_names or not f.in_model or _field_default(f) is not None:
+        if f.name in old_names or not f.in_model or f.has_default:
             continue
         missing = [v for v in versions if not f.in_version(v)]
         if (f.since is None and f.until is None) or not missing:

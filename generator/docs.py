@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import byteorder, checksum_cover, diff, ir, pipeline, svg
+from . import byteorder, checksum_cover, defaults, diff, ir, pipeline, svg
 from . import diff_rules as dr
 
 DOC_FORMAT = "bytewright-layouts"
@@ -71,6 +71,10 @@ def _constraints(f: ir.Field, fam: ir.Family) -> list[dict]:
         if f.until is not None:
             parts.append(f"until v{f.until}")
         out.append({"kind": "version", "text": " ".join(parts)})
+    if f.has_default:  # what readers of the other versions (or a false condition) see
+        shown = (f"0x{f.default.hex()}" if isinstance(f.default, bytes)
+                 else defaults.code(f, fam))  # an enum member by name
+        out.append({"kind": "default", "text": f"default {shown} when absent"})
     if f.repeat is not None:
         rp = f.repeat
         how = (f"count {rp.count.source}" if rp.count is not None else

@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
-from . import byteorder, emit_framing, ir
+from . import byteorder, defaults, emit_framing, ir
 from . import checksum_cover as cover
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
@@ -49,7 +49,7 @@ _PRELUDE = [
     "from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, "
     "GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)",
     "from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range",
-    "from bytewright.runtime.codec import FieldCheck, VersionCheck",
+    "from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck",
     "from bytewright.runtime.codec import (" + ", ".join(sorted(_FIELD_NAMES)) + ")",
     "",
 ]
@@ -188,6 +188,10 @@ class ConstructEmitter:
         elif f.reserved and isinstance(f.type, ir.BytesT) and f.type.eos:
             # zero bytes to the end: every byte checked on parse, none written on build
             base = f"ZeroPadding({self.code('_remaining(this)')})"
+        elif f.reserved and isinstance(f.type, ir.BytesT) and f.type.size is not None \
+                and f.type.size.constant() is None:
+            # zero bytes of a computed size: checked on parse, written as zeros on build
+            base = f"ZeroPadding({self.lam(f.type.size, rec)})"
         elif f.reserved:
             zero = "0" if not isinstance(f.type, ir.BytesT) else repr(bytes(
                 f.type.size.constant()))
@@ -311,6 +315,8 @@ class ConstructEmitter:
         if f.cond is not None and f.in_model and value_rule(rec, f, f.cond.names):
             # a value the condition leaves out would be dropped silently on build
             rule = f"this['_parsing'] or ({cond}) or this.get({name!r}) is None"
+            if f.has_default and f.default is not None:  # absent holding its default
+                rule += f" or this.get({name!r}) == {defaults.code(f, self.family)}"
             out.append(f"FieldCheck({self.code(rule)}, {name!r}),")
         if name in spans:
             out.append(f"'_s_{name}' / Tell,")
@@ -343,8 +349,9 @@ class ConstructEmitter:
             if a.error == "unsupported":  # the fast path's class, message and field
                 out.append(f"VersionCheck({rule}, {rec.name!r}, {name!r}, "
                            f"{a.check.source!r}, {a.message!r}),")
-            else:
-                out.append(f"Check({rule}),")
+            else:  # the rule's own message, as the fast path raises it
+                out.append(f"_RuleCheck({rule}, {name!r}, {a.check.source!r}, "
+                           f"{a.message!r}),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
             if f.compressed is not None:
@@ -359,7 +366,8 @@ class ConstructEmitter:
                            f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
                            f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
-                out.append(f"Check({self.code(_NOT_PARSING + f' or {measure} == this[{size_field.name!r}]')}),")
+                absent = f" or this[{name!r}] is None" if conds else ""  # nothing was read
+                out.append(f"Check({self.code(_NOT_PARSING + absent + f' or {measure} == this[{size_field.name!r}]')}),")
         out += self.late_members(f, rec, lay_fields)
         # checksums over a size field patched just above are rebuilt after the patch
         for ck in self.deferred_checksums(lay_fields).get(name, ()):
@@ -415,6 +423,11 @@ class ConstructEmitter:
         t, v = target.type, f"this[{target.name!r}]"
         if isinstance(t, ir.BytesT) and target.repeat is None and target.compressed is None:
             n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"
+        elif target.repeat is not None and target.repeat.prefix is None and \
+                target.compressed is None and target.framing is None:
+            # a repeat without its own prefix measures as the sum of its items
+            elem = self.type_c(t, target, rec)
+            n = f"sum(len(_build_bytes({elem}, _x, this)) for _x in {v})"
         else:
             n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this))"
         return f"({n} + {size_f.derived_offset})" if size_f.derived_offset else n
@@ -542,7 +555,8 @@ class ConstructEmitter:
                     held = f.derived_from[1] if f.derived_from else f.name
                     guard = f"this.get({held!r}) is None or " if f.cond is not None else ""
                     rule = f"this['_parsing'] or {guard}({a.check.render(self.res(rec))})"
-                    lines.append(f"    FieldCheck({self.code(rule)}, {f.name!r}),")
+                    lines.append(f"    _RuleCheck({self.code(rule)}, {f.name!r}, "
+                                 f"{a.check.source!r}, {a.message!r}),")
             if f.valid is not None and measured(f):  # a measured size outside its range
                 lo, hi = f.valid
                 x = self.res(rec)(f.name)
@@ -673,7 +687,14 @@ class ConstructEmitter:
             elif conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
-        vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
+        for f in rec.model_fields:
+            if f.has_default and f.default is not None:  # absent: the field's default
+                lines.append(f"    if f_{f.name} is None:")
+                lines.append(f"        f_{f.name} = {defaults.code(f, self.family)}")
+        # defaulted fields are keyword-only in the dataclass
+        mf = rec.model_fields
+        vals = ", ".join([f"f_{f.name}" for f in mf if not f.has_default]
+                         + [f"{f.name}=f_{f.name}" for f in mf if f.has_default])
         lines.append(f"    return {camel(rec.name)}({vals})")
         return self.drop_unused(lines, rec)
 

@@ -16,7 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import byteorder, emit_framing, ir
+from . import byteorder, defaults, emit_framing, ir, lookup_rows
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
@@ -381,6 +381,9 @@ class FastEmitter:
             return f"_attr({obj}, {a!r}, pos, {a!r})"
 
         res.attr = attr  # type: ignore[attr-defined]
+        # int(x, base) over bytes that are not digits: a decode error of the field read
+        res.call = lambda fn, args: (  # type: ignore[attr-defined]
+            f"_int_of({args}, offset=pos, path={getattr(self, '_dec_field', '')!r})")
         self.dec_res = res
 
         def flush() -> None:
@@ -409,7 +412,8 @@ class FastEmitter:
             body.extend(self.decode_field(rec, f, res, spans))
         flush()
         present = {f.name for f in lay.fields}
-        vals = [f"f_{n}" if n in present else "None" for n in self.model_names(rec)]
+        vals = [f"f_{f.name}" if f.name in present else defaults.absent(f, self.family)
+                for f in rec.model_fields]
         lines += ["    " + b for b in body]
         lines += ["    " + x for x in self.construct(rec, vals, "_obj")]
         lines.append("    return _obj, pos")
@@ -538,7 +542,8 @@ class FastEmitter:
         the loop cannot turn into a row (a sub-record decoded out of line)."""
         fn = ast.parse("\n".join(loop)).body[0]
         classes = {camel(r.name) for r in self.family.records.values()}
-        why = _rows_transform(fn, classes)
+        why = _rows_transform(fn, classes) or lookup_rows.rewrite(
+            fn, lookup_rows.item_orders(rec, self.family))
         if why is not None:
             self.problems.append((rec, f"rows: true, but {why}"))
             return []
@@ -785,6 +790,7 @@ class FastEmitter:
                      prefixed: bool = False) -> list[str]:
         out: list[str] = []
         name = f.name
+        self._dec_field = name  # the path checked expression functions report
         want_span = name in spans
         if f.asserts:
             out.append(f"_a_{name} = pos")
@@ -807,7 +813,7 @@ class FastEmitter:
             out.append(f"if {f.cond.render(res)}:")
             out += ["    " + x for x in inner]
             out.append("else:")
-            out.append(f"    f_{name} = None")
+            out.append(f"    f_{name} = {defaults.absent(f, self.family)}")
             if f.compressed is not None and want_span:
                 out.append(f"    _plain_{name} = b''")
         else:
@@ -1100,11 +1106,14 @@ class FastEmitter:
         sc = self.scalar_code(f.type)
         elem_min = self.type_min(f.type)
         if count is not None:
-            out += [f"if {count} < 0 or {count} * {max(elem_min, 1)} > end - pos:",
-                    f"    raise (ConstraintError if {count} < 0 else TruncatedError)('count ' + "
-                    f"str({count}) + ' needs at least ' + "
-                    f"str({count} * {max(elem_min, 1)}) + ' bytes', offset=pos, path={name!r}, "
-                    f"expected={count} * {max(elem_min, 1)}, found=end - pos)"]
+            least = max(elem_min, 1)
+            # one line (the inlining budget counts lines)
+            out += [f"if {count} < 0 or {count} * {least} > end - pos:",
+                    f"    raise (ConstraintError('negative count ' + str({count}), offset=pos, "
+                    f"path={name!r}, expected='>= 0', found={count}) if {count} < 0 else "
+                    f"TruncatedError('count ' + str({count}) + ' needs at least ' + "
+                    f"str({count} * {least}) + ' bytes', offset=pos, path={name!r}, "
+                    f"expected={count} * {least}, found=end - pos))"]
         if f.view == "packed":
             # one slice and one small object, whatever the count (runtime/packed.py)
             out += [f"f_{name} = PackedArray(bytes(mv[pos:pos + {count} * {sc[1]}]), "
@@ -1688,7 +1697,9 @@ class FastEmitter:
                 out.append(f"if {f.cond.render(res)}:")
             out += ["    " + x for x in inner]
             if f.in_model:
-                out += [f"elif v.{name} is not None:",
+                dflt = (f" and v.{name} != {defaults.code(f, self.family)}"
+                        if f.has_default and f.default is not None else "")
+                out += [f"elif v.{name} is not None{dflt}:",
                         f"    raise EncodeError('field is present but its condition is false', "
                         f"path={name!r})"]
             if want_span and f.compressed is not None:

@@ -19,7 +19,9 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mo
            ast.BitXor: "^"}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
            ast.GtE: ">="}
-FUNCTIONS = {"min", "max", "len", "int", "bool", "sum"}
+FUNCTIONS = {"min", "max", "len", "int", "bool", "sum", "lookup"}
+# ``lookup(LIST, KEY, DEFAULT, key=NAME, value=NAME)``: the item fields it reads by default
+LOOKUP_FIELDS = {"key": "key", "value": "value"}
 
 
 class ExprError(ValueError):
@@ -66,7 +68,7 @@ def parse(source: str | int | bool) -> Expr:
 
 def _check(node: ast.AST, names: set[str]) -> None:
     if isinstance(node, ast.Constant):
-        if not isinstance(node.value, (int, bool, str)) or node.value is None:
+        if not isinstance(node.value, (int, bool, str, bytes)) or node.value is None:
             raise ExprError(f"unsupported literal {node.value!r}")
     elif isinstance(node, ast.Name):
         # a bare name is a field or param even when it spells a function (``len``):
@@ -100,7 +102,9 @@ def _check(node: ast.AST, names: set[str]) -> None:
     elif isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             raise ExprError(f"only {sorted(FUNCTIONS)} may be called")
-        if node.keywords:
+        if node.func.id == "lookup":
+            lookup_parts(node)  # raises on a malformed call
+        elif node.keywords:
             raise ExprError("keyword arguments are not allowed")
         for arg in node.args:
             _check(arg, names)
@@ -138,7 +142,42 @@ def _render(node: ast.AST, resolve: Callable[[str], str]) -> str:
     if isinstance(node, ast.IfExp):
         return (f"({_render(node.body, resolve)} if {_render(node.test, resolve)} "
                 f"else {_render(node.orelse, resolve)})")
+    if isinstance(node, ast.Call) and node.func.id == "lookup":
+        return _render_lookup(node, resolve)
     if isinstance(node, ast.Call):
         args = ", ".join(_render(a, resolve) for a in node.args)
+        hook = getattr(resolve, "call", None)  # e.g. a checked int() in decoders
+        if hook is not None and node.func.id == "int":
+            return hook(node.func.id, args)
         return f"{node.func.id}({args})"
     raise ExprError(f"cannot render {type(node).__name__}")  # unreachable after _check
+
+
+def lookup_parts(node: ast.Call) -> tuple[ast.expr, ast.expr, ast.expr, str, str]:
+    """``lookup(LIST, KEY, DEFAULT, key=NAME, value=NAME)`` taken apart: the list, the key
+    looked for, the value when no item has it, and the item fields holding key and value."""
+    if len(node.args) != 3:
+        raise ExprError("lookup takes a list, a key and a default: "
+                        "lookup(LIST, KEY, DEFAULT, key=NAME, value=NAME)")
+    names = dict(LOOKUP_FIELDS)
+    for kw in node.keywords:
+        if kw.arg not in LOOKUP_FIELDS:
+            raise ExprError(f"lookup has no keyword {kw.arg!r} (key=NAME, value=NAME)")
+        if not isinstance(kw.value, ast.Name):
+            raise ExprError(f"lookup's {kw.arg}= names a field of the items (a bare name)")
+        names[kw.arg] = kw.value.id
+    return node.args[0], node.args[1], node.args[2], names["key"], names["value"]
+
+
+def _render_lookup(node: ast.Call, resolve: Callable[[str], str]) -> str:
+    # one generator expression, the same source on every path: the first item whose key
+    # field equals KEY gives its value field; no such item gives DEFAULT
+    lst, key, default, kname, vname = lookup_parts(node)
+    hook = getattr(resolve, "attr", None)
+    item = "_lk"
+
+    def get(name: str) -> str:
+        return hook(item, name) if hook is not None else f"{item}.{name}"
+
+    return (f"next(({get(vname)} for {item} in {_render(lst, resolve)} "
+            f"if {get(kname)} == {_render(key, resolve)}), {_render(default, resolve)})")

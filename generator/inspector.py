@@ -27,9 +27,9 @@ from typing import Any, BinaryIO
 import construct as cs
 
 from ..runtime import registry
-from ..runtime.codec import construct_error
+from ..runtime.codec import LogList, construct_error
 from ..runtime.cover import LateChecksum
-from ..runtime.errors import BytewrightError, DecodeError
+from ..runtime.errors import BytewrightError, ChecksumError, DecodeError
 from . import byteorder, ir
 
 REPEATS = {"Array", "GreedyRange", "RepeatUntil", "RepeatToEnd", "Terminated",
@@ -114,6 +114,8 @@ class Result:
     truncated: bool = False  # stopped at --limit
     count: int = 0  # records decoded (also when streamed away with on_record)
     notes: list[str] = dataclasses.field(default_factory=list)
+    verified: int = 0  # checksums found to match
+    stops: list[str] = dataclasses.field(default_factory=list)  # logs that ended early
 
     @property
     def ok(self) -> bool:
@@ -190,6 +192,10 @@ class _Tracer:
         self.items: dict[int, int] = {}
         self.base_path = base_path
         self.bad: list[Node] = []
+        self.verified = 0
+        self.stops: list[str] = []
+        # inside an item of a stop_on_error log a mismatch ends the log, as on decode
+        self.strict = 0
 
     def _locate(self, stream: BinaryIO, pos: int) -> tuple[int | None, str | None, int]:
         """(absolute offset or None, region path or None, offset in region)."""
@@ -265,21 +271,33 @@ class _Traced(cs.Subconstruct):
     """A named field (or list item) that reports where it starts and ends."""
 
     def __init__(self, subcon: cs.Construct, tracer: _Tracer, kind: str,
-                 fld: ir.Field | None) -> None:
+                 fld: ir.Field | None, strict: bool = False) -> None:
         super().__init__(subcon)
         self.name = subcon.name  # Struct stores the value under this name
         self.tracer, self.kind, self.fld = tracer, kind, fld
+        self.strict = strict  # an item of a stop_on_error log
 
     def _parse(self, stream, context, path):
         node = self.tracer.enter(self.name or "", stream, self.kind)
         if self.fld is not None:
             node.fld = self.fld
+        self.tracer.strict += self.strict
         try:
             obj = self.subcon._parsereport(stream, context, path)
         except BaseException as exc:
             self.tracer.fail(node, exc)
             raise
+        finally:
+            self.tracer.strict -= self.strict
         self.tracer.leave(node, stream, obj, self.fld)
+        stop = getattr(obj, "stop", None) if isinstance(obj, LogList) else None
+        if stop is not None:
+            failed = next((c for c in reversed(node.children) if c.error is not None), None)
+            at = failed.offset if failed is not None and failed.offset is not None \
+                else stop.offset
+            self.tracer.stops.append(f"{node.path}: the log ends at offset {at} "
+                                     f"({stop.reason}: {stop.detail}); the bytes after it "
+                                     "are not read")
         return obj
 
 
@@ -300,11 +318,7 @@ class _LenientChecksum(cs.Checksum):
         want = self.hashfunc(data)
         node = self.tracer.stack[-1] if self.tracer.stack else None
         if node is not None:
-            if found == want:
-                node.checksum = "ok"
-            else:
-                node.checksum = f"expected {_hexval(want)}, found {_hexval(found)}"
-                self.tracer.bad.append(node)
+            _record_check(self.tracer, node, found, want)
         return found
 
 
@@ -326,12 +340,22 @@ class _LenientLate(LateChecksum):
         siblings = parent.children if parent is not None else self.tracer.top
         node = next((n for n in reversed(siblings) if n.name == self.field_name), None)
         if node is not None:
-            if found == want:
-                node.checksum = "ok"
-            else:
-                node.checksum = f"expected {_hexval(want)}, found {_hexval(found)}"
-                self.tracer.bad.append(node)
+            _record_check(self.tracer, node, found, want)
         return None
+
+
+def _record_check(tracer: _Tracer, node: Node, found: Any, want: Any) -> None:
+    """A checksum's status on its node; inside an item of a stop_on_error log a mismatch
+    ends the log there, as the decoders do (nothing after it is read)."""
+    if found == want:
+        node.checksum = "ok"
+        tracer.verified += 1
+        return
+    node.checksum = f"expected {_hexval(want)}, found {_hexval(found)}"
+    if tracer.strict:
+        node.text = _hexval(found)
+        raise ChecksumError("checksum mismatch", path=node.path, expected=want, found=found)
+    tracer.bad.append(node)
 
 
 def _hexval(v: Any) -> str:
@@ -379,7 +403,8 @@ def traced(con: cs.Construct, tracer: _Tracer, fields_of: dict[int, dict[str, ir
                         cs.Container({k: walk(v, own) for k, v in val.items()}))
         if type(c).__name__ in REPEATS and isinstance(getattr(new, "subcon", None),
                                                        cs.Construct):
-            new.subcon = _Traced(new.subcon, tracer, "item", None)
+            new.subcon = _Traced(new.subcon, tracer, "item", None,
+                                 bool(getattr(c, "stop_on_error", False)))
         if isinstance(c, cs.Renamed) and c.name and not c.name.startswith("_"):
             fld = own.get(c.name) if own else None
             wrapped = _Traced(new, tracer, "field", fld)
@@ -584,10 +609,10 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
                 raise
             result.failure = _failure(exc, tracer, tracer.base_path)
             keep(tracer.top)
-            result.bad_checksums.extend(tracer.bad)
+            _collect(result, tracer)
             return result
         keep(tracer.top)
-        result.bad_checksums.extend(tracer.bad)
+        _collect(result, tracer)
         index += 1
         if progress is not None:
             progress(stream.tell())
@@ -600,6 +625,12 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
             result.failure = Failure("record consumes no bytes", at, f"{current}[{index}]")
             break
     return result
+
+
+def _collect(result: Result, tracer: _Tracer) -> None:
+    result.bad_checksums.extend(tracer.bad)
+    result.verified += tracer.verified
+    result.stops.extend(tracer.stops)
 
 
 def _failure(exc: BaseException, tracer: _Tracer, record: str) -> Failure:
@@ -689,11 +720,16 @@ def render_tail(res: Result) -> str:
     lines = []
     if res.truncated:
         lines.append(f"... (stopped after {res.count} records: --limit)")
-    lines.extend(f"note: {n}" for n in res.notes)
+    lines.extend(f"note: {n}" for n in res.notes + res.stops)
     for n in res.bad_checksums:
         lines.append(f"checksum mismatch: {n.path} at offset {n.offset}: {n.checksum}")
     if res.failure is not None:
         lines.append(f"error: {res.failure}")
+    elif res.ok and not res.verified:
+        lines.append(f"ok: {res.count} record(s), no checksum to verify")
+    elif res.ok and res.stops:
+        lines.append(f"ok: {res.count} record(s), {res.verified} checksum(s) verified "
+                     "before the end of a log (see the note)")
     elif res.ok:
         lines.append(f"ok: {res.count} record(s), every checksum verified")
     return "\n".join(lines) + "\n"

@@ -316,6 +316,9 @@ class Field:
     framing: Framing | None = None  # the repeat's records travel in blocks or pages
     derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
     endian: Expr | None = None  # field-level byte order chosen by data ('le' or 'be')
+    # ``default:``: the model's value when the field is absent (and the constructor's)
+    has_default: bool = False
+    default: object = None  # int, bool, float, str or bytes (an enum member as its int)
     line: int | None = None
     path: str = ""
 

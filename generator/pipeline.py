@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import byteorder, ir, layout, project
+from . import byteorder, defaults, imports, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -95,8 +95,27 @@ def load(paths: list[Path], problems: Problems, texts: dict[str, str] | None = N
         if src.data is None:
             problems.add(name, 1, "", "empty schema file")
             continue
+        src.path = path
         sources.append(src)
     return sources
+
+
+def _importer(sources: list[Source], problems: Problems, texts: dict[str, str] | None,
+              base: Path | None):  # noqa: ANN202 - a loader for imports.expand
+    """Load an imported file once (validated), or None when there is no such file."""
+    known = {str(s.path.resolve()): s for s in sources if s.path is not None}
+
+    def get(path: Path) -> Source | None:
+        key = str(path.resolve())
+        if key in known:
+            return known[key]
+        if not (texts is not None and str(path) in texts) and not path.is_file():
+            return None
+        got = validate(load([path], problems, texts, base), problems)
+        known[key] = got[0] if got else None  # type: ignore[assignment]
+        return known[key]
+
+    return get
 
 
 def _display(path: Path, base: Path | None) -> str:
@@ -127,6 +146,11 @@ def _schema_message(err: jsonschema.ValidationError) -> str:
     if err.validator == "additionalProperties":
         return err.message.replace("Additional properties are not allowed",
                                    "unknown key(s) not in the schema language")
+    if isinstance(err.instance, bool) and err.validator in ("type", "pattern"):
+        # YAML 1.1 reads an unquoted on/off/yes/no/true/false as a bool
+        spelled = "on, yes or true" if err.instance else "off, no or false"
+        return (f"{err.message}: YAML reads an unquoted {spelled} as the boolean "
+                f"{str(err.instance).lower()}; quote it, e.g. \"on\"")
     return err.message
 
 
@@ -154,6 +178,9 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
     if base is None and proj is not None:
         base = proj.root
     sources = validate(load(paths, problems, texts, base), problems)
+    if problems:
+        return result
+    sources = imports.expand(sources, problems, _importer(sources, problems, texts, base))
     if problems:
         return result
     by_family: dict[str, list[Source]] = {}
@@ -224,6 +251,8 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         plugins=family.plugins, checksums=checksum_bindings(family),
         numerics=numeric_bindings(family),
         late_checksums=any_late(family),
+        int_calls=any("_int_of(" in b for b in blocks),
+        field_defaults=any(f.has_default for r in family.records.values() for f in r.fields),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -308,7 +337,8 @@ def flags_ctx(fd: ir.FlagsDef, family: ir.Family) -> dict:
 def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
     sig_parts, convs = [], []
     for p in rec.params.values():
-        ann = {"int": "int", "bool": "bool", "str": "str"}.get(p.type, enum_class(p.type))
+        ann = {"int": "int", "bool": "bool", "str": "str", "bytes": "bytes"}.get(
+            p.type, enum_class(p.type))
         sig_parts.append(f"{p.name}: {ann}" + (f" = {p.default!r}" if p.default is not None else ""))
         if p.type in family.enums:
             cls = enum_class(p.type)
@@ -318,7 +348,9 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
     return {
         "name": rec.name, "cls": camel(rec.name), "doc": rec.doc.strip() or rec.name,
         "spec": rec.spec,
-        "model": [{"name": f.name, "annotation": annotation(f, family), "default": None}
+        "model": [{"name": f.name, "annotation": annotation(f, family),
+                   "default": (f"field(default={defaults.code(f, family)}, kw_only=True)"
+                               if f.has_default else None)}
                   for f in rec.model_fields],
         "arrays": [f.name for f in rec.model_fields if f.view == "numpy"],
         "sig": (", *" + sig_nostar) if sig_parts else "", "sig_nostar": sig_nostar,

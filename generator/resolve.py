@@ -14,7 +14,7 @@ from typing import Any
 
 from ..runtime import registry
 from . import checksum_cover as cover
-from . import framing_check, ir
+from . import defaults, exprcheck, framing_check, ir
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -22,7 +22,7 @@ from .yamlsource import Source, join
 
 _INT_RE = re.compile(r"^([ui])(8|16|24|32|64|128)(le|be)?$")
 _FLOAT_RE = re.compile(r"^f(32|64)(le|be)?$")
-_BUILTIN_PARAM_TYPES = {"int", "bool", "str"}
+_BUILTIN_PARAM_TYPES = {"int", "bool", "str", "bytes"}
 
 
 def self_int(t: ir.Type) -> ir.IntT | None:
@@ -55,6 +55,10 @@ def name_problem(name: str, what: str) -> str | None:
     """Why ``name`` cannot be a field/param/member/record name in generated Python."""
     import keyword  # noqa: PLC0415
 
+    if isinstance(name, bool):  # YAML 1.1 reads on/off/yes/no/true/false as bools
+        spelled = "on, yes or true" if name else "off, no or false"
+        return (f"{what} name reads as the YAML boolean {str(name).lower()} (YAML takes an "
+                f"unquoted {spelled} as a bool): quote the name, e.g. \"on\"")
     if not isinstance(name, str) or not name.isidentifier():
         return f"{what} name {name!r} is not a Python identifier"
     if keyword.iskeyword(name):
@@ -104,8 +108,14 @@ class Resolver:
 
     def expr(self, src: Source, path: str, value: Any) -> Expr | None:
         try:
-            return parse(value)
+            e = parse(value)
         except ExprError as exc:
+            self.err(src, path, str(exc))
+            return None
+        try:  # ENUM.MEMBER is a constant; names of the record's fields and params win
+            return exprcheck.substitute_enums(e, getattr(self, "enums", {}),
+                                              getattr(self, "_cur_local", set()))
+        except ValueError as exc:
             self.err(src, path, str(exc))
             return None
 
@@ -569,6 +579,8 @@ class Resolver:
             self.err(src, join(path, "rows"), "rows: a versioned record has one layout per "
                      "version and no single loop to read rows with")
         self._cur_fields, self._cur_params = rec.fields, params
+        self._cur_local = set(params) | {fb.get("name") for fb in body["fields"]
+                                         if isinstance(fb, dict)}
         for i, fbody in enumerate(body["fields"]):
             fpath = join(join(path, "fields"), i)
             f = self.field(src, fpath, fbody)
@@ -670,9 +682,11 @@ class Resolver:
             return None
         cases = []
         tag_enum = self.tag_enum(on)
+        text = self.tag_text(on)
         for label, target in fb["cases"].items():
             cpath = join(join(path, "cases"), str(label))
-            key = self.case_key(src, cpath, label, fb, tag_enum)
+            key = (self.text_case_key(src, cpath, label, text) if text is not None
+                   else self.case_key(src, cpath, label, fb, tag_enum))
             if key is None:
                 continue
             rec = None if target == "empty" else target
@@ -712,6 +726,32 @@ class Resolver:
             tname = next((fb.get("type") for fb in body.get("fields", [])
                           if isinstance(fb, dict) and fb.get("name") == attr), None)
         return tname if tname in self.enums else None
+
+    def tag_text(self, on: Expr) -> str | None:
+        """The encoding of a switch tag that is a ``str`` field or param (else None)."""
+        name = on.simple_name()
+        if name is None:
+            return None
+        for f in reversed(getattr(self, "_cur_fields", [])):
+            if f.name == name:
+                t = f.type
+                return t.text if isinstance(t, ir.BytesT) and f.repeat is None else None
+        param = getattr(self, "_cur_params", {}).get(name)
+        return "utf-8" if param is not None and param.type == "str" else None
+
+    def text_case_key(self, src: Source, path: str, label: Any, encoding: str) -> str | None:
+        """A case label of a ``str`` tag: the text itself, or ``"hex:..."`` bytes read in
+        the tag's encoding (so both spellings match the decoded string)."""
+        if not isinstance(label, str):
+            self.err(src, path, f"case label {label!r} of a str tag must be text (quote it)")
+            return None
+        if not label.startswith("hex:"):
+            return label
+        try:
+            return bytes.fromhex(label[4:]).decode(encoding)
+        except ValueError:
+            self.err(src, path, f"case label {label!r} is not valid hex text in {encoding}")
+            return None
 
     def case_key(self, src: Source, path: str, label: Any, fb: dict,
                  tag_enum: str | None = None) -> int | bool | bytes | None:
@@ -848,6 +888,8 @@ class Resolver:
                 f.convert = conv
         if "value" in fb:
             f.value = self.expr(src, join(path, "value"), fb["value"])
+        if "default" in fb and "switch" not in fb:  # a switch's default is its default case
+            defaults.resolve_default(self, src, path, f, fb["default"])
         if "assert" in fb:
             items = []
             for i, a in enumerate(fb["assert"]):
@@ -905,6 +947,8 @@ class Resolver:
                 for n in sorted(e.names - known - ({"_item"} if label == "repeat.until_item"
                                                    else set())):
                     self.err(src, f.path, f"{label} refers to unknown name {n!r}")
+                for msg in self.expr_types(rec, f, e, records):
+                    self.err(src, join(f.path, label), msg)
             # derived: count/size naming a plain integer field
             for kind, e in (("count", f.repeat.count if f.repeat else None),
                             ("size", f.size or (f.type.size if isinstance(f.type, ir.BytesT) else None))):
@@ -980,6 +1024,28 @@ class Resolver:
             if rec.version_from not in rec.params and rec.version_from not in by_name:
                 self.err(src, join(join("records", rec.name), "versions"),
                          f"versions.from names neither a param nor a field: {rec.version_from!r}")
+
+    def expr_types(self, rec: ir.Record, f: ir.Field, e: Expr,
+                   records: dict[str, ir.Record]) -> list[str]:
+        """Mismatched comparisons in one of ``f``'s expressions (see exprcheck)."""
+        def kind_of(x: ir.Field) -> object:
+            k = exprcheck.field_kind(x.type, self.enums, self.aliases)
+            return ("list", k) if x.repeat is not None else (k or "?")
+
+        def root(name: str) -> object:
+            p = rec.params.get(name)
+            if p is not None:
+                return ("enum", p.type) if p.type in self.enums else p.type
+            x = next((x for x in rec.fields if x.name == name), None)
+            return kind_of(x) if x is not None else None
+
+        def member(k: object, name: str) -> object:
+            if not (isinstance(k, tuple) and k[0] == "record" and k[1] in records):
+                return "?"
+            x = next((x for x in records[k[1]].fields if x.name == name), None)
+            return kind_of(x) if x is not None else None
+
+        return exprcheck.problems(e, root, member)
 
     @staticmethod
     def name_minus_const(e: Expr) -> tuple[str | None, int]:

@@ -22,6 +22,7 @@ class Source:
     text: str
     data: Any
     lines: dict[str, int]
+    path: Path | None = None  # where it was read from (imports resolve next to it)
 
     def line(self, path: str) -> int | None:
         """Line of ``path``, or of its nearest ancestor that has one."""

@@ -36,7 +36,8 @@ MAX_SIZE = 1 << 14  # larger sizes asked by drawn values are thrown away (time, 
 MAX_COUNT = 256
 RETRIES = 12  # redraws of a sub-record whose own rules a draw broke, before giving up
 SMALL = 16  # integers are drawn small half the time: they often size or count something
-_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": sum}
+_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": sum,
+          "next": next}  # lookup() renders as a next() over the items
 
 
 class Unsupported(Exception):
@@ -126,13 +127,16 @@ class Builder:
             src = expr.render(lambda n: f"_e[{n!r}]")
             code = self._codes[expr.source] = compile(src, f"<{expr.source}>", "eval")
         try:
-            return eval(code, {"__builtins__": {}, **_FUNCS}, {"_e": env})  # noqa: S307
+            # ``_e`` global: a lookup's generator expression reads it from its own scope
+            return eval(code, {"__builtins__": {}, **_FUNCS, "_e": env})  # noqa: S307
         except (_Unknown, KeyError) as exc:
             raise _Unknown(str(exc)) from None
         except AttributeError as exc:
             raise _Unknown(str(exc)) from None
         except _Absent as exc:
             self.reject(f"{expr.source!r} reads {exc}, absent from the drawn case")
+        except (ValueError, TypeError) as exc:  # e.g. int(x, 8) over bytes not digits
+            self.reject(f"{expr.source!r}: {exc}")
 
     # -- entry points -----------------------------------------------------------------
     def case_strategy(self, name: str) -> st.SearchStrategy[Case]:
@@ -346,7 +350,7 @@ class Builder:
                 if not present:
                     env[f.name] = None
                     if f.in_model:
-                        model[f.name] = None
+                        model[f.name] = f.default if f.has_default else None
                     continue
             if not f.in_model:
                 self._derived(draw, rec, f, env, tags, deferred)
@@ -412,8 +416,8 @@ class Builder:
                 order = "le"  # reads a value only the encoder derives: the decode will tell
             if order not in ("le", "be"):
                 self.reject(f"{rec.name}: byte order {order!r} is neither le nor be")
-        for f in rec.model_fields:
-            model.setdefault(f.name, None)
+        for f in rec.model_fields:  # absent from this version: the default, else None
+            model.setdefault(f.name, f.default if f.has_default else None)
         cls = getattr(self.module, camel(rec.name))
         value = cls(**model)
         for _f, site in local_sites:
@@ -603,6 +607,8 @@ class Builder:
             return
         alg = self._ev_or_unsupported(c.algorithm, env, rec, f)
         label = alg.name if isinstance(alg, enum.Enum) else alg
+        if isinstance(label, bytes):  # as the runtime maps it (codec.algorithm_name)
+            label = label.decode("latin-1")
         if label not in dict(c.codecs):
             self.reject(f"{rec.name}.{f.name}: algorithm {label!r} has no codec")
 

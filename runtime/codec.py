@@ -99,6 +99,8 @@ def algorithm_name(alg: Any, codecs: dict | None = None, *, offset: int | None =
     """The registered codec a schema value names: an enum member or a string, mapped
     through the field's ``codecs:`` table when it has one (else used as the name)."""
     key = alg.name if isinstance(alg, enum.Enum) else alg
+    if isinstance(key, bytes | bytearray):  # a name stored as bytes (a looked-up value)
+        key = bytes(key).decode("latin-1")
     if codecs is not None:
         name = codecs.get(key)
         if name is None:
@@ -1673,7 +1675,21 @@ def PrefixedArray(countfield, subcon, min_size: int = 1):  # noqa: N802 -- Const
     count.subcon = Labelled(count.subcon, "count")  # a cut count is the field's ``count``
     macro._bw_count = countfield
     macro._bw_item = subcon
+
+    def _emitparse(code):  # Construct's would read a negative count as no items
+        _bw(code)
+        return (f"ListContainer(({subcon._compileparse(code)}) for i in "
+                f"range(_bw.item_count({countfield._compileparse(code)})))")
+    macro._emitparse = _emitparse
     return macro
+
+
+def item_count(n: int) -> int:
+    """A list's count as compiled code reads it: a negative count is refused, as the
+    interpreted parser and the fast path do (``range`` would yield no items)."""
+    if n < 0:
+        raise ConstraintError(f"negative count {n}", expected=">= 0", found=n)
+    return n
 
 
 _MANY: dict = {}
@@ -1836,10 +1852,13 @@ class Array(cs.Array):
     def _parse(self, stream, context, path):
         count = cs.evaluate(self.count, context)
         at = stream.tell()
-        if count < 0 or count * self.min_size > _stream_end(stream) - at:
-            cls = ConstraintError if count < 0 else TruncatedError
-            raise cls(f"count {count} needs at least {count * self.min_size} bytes", offset=at,
-                      expected=count * self.min_size, found=_stream_end(stream) - at)
+        if count < 0:
+            raise ConstraintError(f"negative count {count}", offset=at, expected=">= 0",
+                                  found=count)
+        if count * self.min_size > _stream_end(stream) - at:
+            raise TruncatedError(f"count {count} needs at least {count * self.min_size} bytes",
+                                 offset=at, expected=count * self.min_size,
+                                 found=_stream_end(stream) - at)
         obj = cs.ListContainer()
         for i in range(count):
             context._index = i
@@ -2483,6 +2502,25 @@ class FieldCheck(cs.Check):
     def __init__(self, func, field: str) -> None:
         super().__init__(func)
         self._bw_field = field
+
+
+class RuleCheck(FieldCheck):
+    """A field's ``assert`` rule: a failure is the fast path's error (the rule's message,
+    the rule as expected, the field's value as found), not Construct's bare CheckError.
+    Compiled parsers raise CheckError; their failures are re-read interpreted."""
+
+    def __init__(self, func, field: str, rule: str, message: str) -> None:
+        super().__init__(func, field)
+        self.rule, self.message = rule, message
+
+    def _parse(self, stream, context, path):
+        if not cs.evaluate(self.func, context):
+            raise ConstraintError(self.message, path=self._bw_field, expected=self.rule,
+                                  found=context.get(self._bw_field))
+
+    def _build(self, obj, stream, context, path):
+        if not cs.evaluate(self.func, context):
+            raise EncodeError(self.message, path=self._bw_field)
 
 
 def _check_raise(sc: cs.Check, code, expr: bool = False) -> str:

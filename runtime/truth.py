@@ -46,9 +46,10 @@ def encode_failure(exc: BaseException, record: str) -> EncodeError:
 
 def fast_failure(exc: BaseException, record: str, reference: Callable[..., Any], value: Any,
                  **params: Any) -> EncodeError:
-    """The fast encoder's failure as the reference (Construct) encoder reports it: the
-    fast path packs fixed runs whole and inlines nested records, so what it raised may not
-    name the field; the reference, run again on the failure path only, does."""
+    """The fast (or compiled Construct) encoder's failure as the reference (interpreted
+    Construct) encoder reports it: the fast path packs fixed runs whole and inlines nested
+    records, compiled code notes no member or list index, so what they raised may not name
+    the field; the reference, run again on the failure path only, does."""
     own = encode_failure(exc, record)
     try:
         reference(value, **params)

@@ -1159,7 +1159,7 @@ def encode_ihdr(value: Ihdr) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_ihdr = Struct(
@@ -1315,6 +1315,8 @@ def construct_encode_png_file(value: PngFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_png_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "png_file", construct_encode_png_file, value) from None
         raise _encode_failure(exc, "png_file") from None
     return data
 
@@ -1339,6 +1341,8 @@ def construct_encode_chunk(value: Chunk, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_chunk(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "chunk", construct_encode_chunk, value) from None
         raise _encode_failure(exc, "chunk") from None
     return data
 
@@ -1363,6 +1367,8 @@ def construct_encode_ihdr(value: Ihdr, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_ihdr(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "ihdr", construct_encode_ihdr, value) from None
         raise _encode_failure(exc, "ihdr") from None
     return data
 

@@ -222,7 +222,7 @@ def _d_log_file(mv, pos, end):
                     else:
                         _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                     if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                        raise (ConstraintError if _record___event___c < 0 else TruncatedError)('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+                        raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
                     _record___event__f_tags = []
                     try:
                         for _record___event___i in range(_record___event___c):
@@ -390,7 +390,7 @@ def _u_log_file(mv, pos, end):
                 raise IndexError
             _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-            raise (ConstraintError if _record___event___c < 0 else TruncatedError)('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+            raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
         _record___event__f_tags = []
         for _record___event___i in range(_record___event___c):
             _record___event___n = mv[pos]
@@ -557,7 +557,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                 if _record___event___c < 0 or _record___event___c * 1 > end - pos:
-                    raise (ConstraintError if _record___event___c < 0 else TruncatedError)('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+                    raise ConstraintError('negative count ' + str(_record___event___c), offset=pos, path='tags', expected='>= 0', found=_record___event___c) if _record___event___c < 0 else TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
                 _record___event__f_tags = []
                 for _record___event___i in range(_record___event___c):
                     _record___event___n = mv[pos]
@@ -776,7 +776,7 @@ def _d_record(mv, pos, end):
         else:
             _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _event___c < 0 or _event___c * 1 > end - pos:
-            raise (ConstraintError if _event___c < 0 else TruncatedError)('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+            raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
         _event__f_tags = []
         try:
             for _event___i in range(_event___c):
@@ -920,7 +920,7 @@ def _u_record(mv, pos, end):
             raise IndexError
         _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _event___c < 0 or _event___c * 1 > end - pos:
-        raise (ConstraintError if _event___c < 0 else TruncatedError)('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+        raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
     _event__f_tags = []
     for _event___i in range(_event___c):
         _event___n = mv[pos]
@@ -1068,7 +1068,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _event___c < 0 or _event___c * 1 > end - pos:
-                raise (ConstraintError if _event___c < 0 else TruncatedError)('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+                raise ConstraintError('negative count ' + str(_event___c), offset=pos, path='tags', expected='>= 0', found=_event___c) if _event___c < 0 else TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
             _event__f_tags = []
             for _event___i in range(_event___c):
                 _event___n = mv[pos]
@@ -1252,7 +1252,7 @@ def _d_event(mv, pos, end):
     else:
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+        raise (ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos))
     f_tags = []
     try:
         for _i in range(_c):
@@ -1356,7 +1356,7 @@ def _u_event(mv, pos, end):
             raise IndexError
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
-        raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+        raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
     f_tags = []
     for _i in range(_c):
         _n = mv[pos]
@@ -1468,7 +1468,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 _c, pos = _uleb128(mv, pos, end, 'tags.count')
             if _c < 0 or _c * 1 > end - pos:
-                raise (ConstraintError if _c < 0 else TruncatedError)('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+                raise ConstraintError('negative count ' + str(_c), offset=pos, path='tags', expected='>= 0', found=_c) if _c < 0 else TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
             f_tags = []
             for _i in range(_c):
                 _n = mv[pos]
@@ -1820,7 +1820,7 @@ def encode_event(value: Event) -> bytes:
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_event = Struct(
@@ -1972,6 +1972,8 @@ def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_log_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "log_file", construct_encode_log_file, value) from None
         raise _encode_failure(exc, "log_file") from None
     return data
 
@@ -1996,6 +1998,8 @@ def construct_encode_record(value: Record, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_record(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "record", construct_encode_record, value) from None
         raise _encode_failure(exc, "record") from None
     return data
 
@@ -2020,6 +2024,8 @@ def construct_encode_event(value: Event, *, compiled: bool = False) -> bytes:
     try:
         data = con.build(_m2c_event(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "event", construct_encode_event, value) from None
         raise _encode_failure(exc, "event") from None
     return data
 

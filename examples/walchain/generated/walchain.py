@@ -585,7 +585,7 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
 from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck
+from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_frame = Struct(
@@ -593,18 +593,18 @@ C_frame = Struct(
     '_s_page_number' / Tell,
     'page_number' / Int32ub,
     '_e_page_number' / Tell,
-    Check(Code("((this['page_number'] >= 1))", lambda this: ((this['page_number'] >= 1)))),
+    _RuleCheck(Code("((this['page_number'] >= 1))", lambda this: ((this['page_number'] >= 1))), 'page_number', 'page_number >= 1', 'rule page_number >= 1 broken'),
     '_s_commit_size' / Tell,
     'commit_size' / Int32ub,
     '_e_commit_size' / Tell,
     '_s_salt1' / Tell,
     'salt1' / Int32ub,
     '_e_salt1' / Tell,
-    Check(Code("((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: ((this['salt1'] == this['_params']['hdr_salt1'])))),
+    _RuleCheck(Code("((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: ((this['salt1'] == this['_params']['hdr_salt1']))), 'salt1', 'salt1 == hdr_salt1', 'salt1 differs from the header'),
     '_s_salt2' / Tell,
     'salt2' / Int32ub,
     '_e_salt2' / Tell,
-    Check(Code("((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: ((this['salt2'] == this['_params']['hdr_salt2'])))),
+    _RuleCheck(Code("((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: ((this['salt2'] == this['_params']['hdr_salt2']))), 'salt2', 'salt2 == hdr_salt2', 'salt2 differs from the header'),
     '_s_data' / Tell,
     'data' / Bytes(Code("this['_params']['page_size']", lambda this: this['_params']['page_size'])),
     '_e_data' / Tell,
@@ -617,14 +617,14 @@ C_wal_file = Struct(
     '_s_magic' / Tell,
     'magic' / Int32ub,
     '_e_magic' / Tell,
-    Check(Code("(((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: (((this['magic'] == 931071618) or (this['magic'] == 931071619))))),
+    _RuleCheck(Code("(((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: (((this['magic'] == 931071618) or (this['magic'] == 931071619)))), 'magic', 'magic == 931071618 or magic == 931071619', 'bad magic (expected 0x377f0682 or 0x377f0683)'),
     '_s_format_version' / Tell,
     'format_version' / Const(3007000, Int32ub),
     '_e_format_version' / Tell,
     '_s_page_size' / Tell,
     'page_size' / Int32ub,
     '_e_page_size' / Tell,
-    Check(Code("(((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0))))),
+    _RuleCheck(Code("(((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))), 'page_size', 'page_size >= 8 and page_size % 8 == 0', 'rule page_size >= 8 and page_size % 8 == 0 broken'),
     '_s_checkpoint_seq' / Tell,
     'checkpoint_seq' / Int32ub,
     '_e_checkpoint_seq' / Tell,
@@ -727,6 +727,8 @@ def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> byte
     try:
         data = con.build(_m2c_wal_file(value))
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "wal_file", construct_encode_wal_file, value) from None
         raise _encode_failure(exc, "wal_file") from None
     return data
 
@@ -751,6 +753,8 @@ def construct_encode_frame(value: Frame, *, compiled: bool = False, prev: int = 
     try:
         data = con.build(_m2c_frame(value), prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2)
     except Exception as exc:  # Construct raises many types; map them all
+        if compiled:  # compiled code notes no member or list index: the interpreted names them
+            raise _fast_failure(exc, "frame", construct_encode_frame, value, prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2) from None
         raise _encode_failure(exc, "frame") from None
     return data
 
