@@ -173,6 +173,7 @@ class SidecarLayout:
         return {"quantized": self.quantized, "gacl": self.gacl }
 
 # -- object model -------------------------------------------------------------------
+_REQUIRED = object()  # the default of a required field after an optional one (refused)
 
 @dataclass(slots=True)
 class FileHeader:
@@ -223,7 +224,7 @@ class SnapshotEntry:
     key: str
     data: bytes
     meta: list[MetaPair]
-    tail: TailFull | TailQuantized | TailQuantizedGacl | None
+    tail: TailFull | TailQuantized | TailQuantizedGacl | None = None
 
 @dataclass(slots=True)
 class SnapshotSection:
@@ -236,7 +237,7 @@ class InsertBody:
     """Payload of INSERT. (§4 INSERT)    """
     data: bytes
     meta: list[MetaPair]
-    tail: TailFull | TailQuantized | TailQuantizedGacl | None
+    tail: TailFull | TailQuantized | TailQuantizedGacl | None = None
 
 @dataclass(slots=True)
 class UpdateBody:
@@ -247,7 +248,7 @@ class UpdateBody:
 @dataclass(slots=True)
 class SetSemanticBody:
     """Payload of SET_SEMANTIC; an all-zero tail clears the placement. (§4 SET_SEMANTIC)    """
-    tail: TailFull | TailQuantized | TailQuantizedGacl | None
+    tail: TailFull | TailQuantized | TailQuantizedGacl | None = None
 
 @dataclass(slots=True)
 class EpochBody:
@@ -287,16 +288,22 @@ class WalBlockPlain:
 class WalSection:
     """WAL header then entries to the end of the file, plain or in blocks. (§4, §5)    """
     header: WalHeader
-    entries: list[WalEntry] | None
-    blocks: list[WalBlock] | None
+    entries: list[WalEntry] | None = None
+    blocks: list[WalBlock] | None = None
 
 @dataclass(slots=True)
 class HttFile:
     """A whole .htt file, strictly decoded (the store runtime recovers torn tails). (§1)    """
     header: FileHeader
-    bounds: BoundsSection | None
-    snapshot: SnapshotSection
-    wal: WalSection
+    bounds: BoundsSection | None = None
+    snapshot: SnapshotSection = _REQUIRED
+    wal: WalSection = _REQUIRED
+
+    def __post_init__(self) -> None:
+        # optional fields may be left out; the required ones after them may not
+        for _name in ["snapshot", "wal"]:
+            if getattr(self, _name) is _REQUIRED:
+                raise TypeError(f"HttFile() missing required argument: {_name!r}")
 
 @dataclass(slots=True)
 class SidecarSegment:
@@ -304,10 +311,16 @@ class SidecarSegment:
     (quantized or GACL files) records the tail layout at offset 6. (§4.1, §7.3)    """
     version: int
     semantic_dims: int
-    layout: SidecarLayout | None
-    first_seq: int
-    end_seq: int
-    entries: list[WalEntry]
+    layout: SidecarLayout | None = None
+    first_seq: int = _REQUIRED
+    end_seq: int = _REQUIRED
+    entries: list[WalEntry] = _REQUIRED
+
+    def __post_init__(self) -> None:
+        # optional fields may be left out; the required ones after them may not
+        for _name in ["first_seq", "end_seq", "entries"]:
+            if getattr(self, _name) is _REQUIRED:
+                raise TypeError(f"SidecarSegment() missing required argument: {_name!r}")
 
 # -- fast path: constants -------------------------------------------------------------
 _new = object.__new__  # records are built slot by slot (see FastEmitter.construct)

@@ -328,6 +328,7 @@ class MembershipBits:
         return {"text_before": self.text_before, "text_after": self.text_after, "vector_before": self.vector_before, "vector_after": self.vector_after }
 
 # -- object model -------------------------------------------------------------------
+_REQUIRED = object()  # the default of a required field after an optional one (refused)
 
 @dataclass(slots=True)
 class ZeHeader:
@@ -513,11 +514,11 @@ class OpUpsertV2:
     fields: UpsertFields
     doc_id: int
     revision: int
-    vector: F32Vector | None
-    text: str | None
-    ts: int | None
-    metadata: bytes | None
-    columns: list[TypedColumn] | None
+    vector: F32Vector | None = None
+    text: str | None = None
+    ts: int | None = None
+    metadata: bytes | None = None
+    columns: list[TypedColumn] | None = None
 
 @dataclass(slots=True)
 class OpBatchMember:
@@ -632,7 +633,7 @@ class RequiredRef:
 class OptionalRef:
     """Presence byte (0/1), seven zero bytes, then a RequiredRef when present. (facts §4 Optional ref)    """
     present: int
-    ref: RequiredRef | None
+    ref: RequiredRef | None = None
 
 @dataclass(slots=True)
 class CommitState:
@@ -670,23 +671,29 @@ class ZgopKey:
 class ZgopExpected:
     """Expected state; tag 1 Absent, 2 Entity (kind + u128), 3 Deletion (revision).    """
     tag: int
-    entity: EntityKind | None
-    entity_id: int | None
-    revision: int | None
+    entity: EntityKind | None = None
+    entity_id: int | None = None
+    revision: int | None = None
 
 @dataclass(slots=True)
 class Zgop:
     """zgop (facts §4 ZGOP v1 provenance)    """
     operation: ZgopOperation
     key_present: int
-    key: ZgopKey | None
-    requested_revision: int
-    installed_revision: int
-    expected: ZgopExpected
-    incarnation_kind: EntityKind
-    incarnation: int
-    delete_mode: DeleteMode
-    original_generation: int
+    key: ZgopKey | None = None
+    requested_revision: int = _REQUIRED
+    installed_revision: int = _REQUIRED
+    expected: ZgopExpected = _REQUIRED
+    incarnation_kind: EntityKind = _REQUIRED
+    incarnation: int = _REQUIRED
+    delete_mode: DeleteMode = _REQUIRED
+    original_generation: int = _REQUIRED
+
+    def __post_init__(self) -> None:
+        # optional fields may be left out; the required ones after them may not
+        for _name in ["requested_revision", "installed_revision", "expected", "incarnation_kind", "incarnation", "delete_mode", "original_generation"]:
+            if getattr(self, _name) is _REQUIRED:
+                raise TypeError(f"Zgop() missing required argument: {_name!r}")
 
 @dataclass(slots=True)
 class ZgwMutation:
@@ -841,7 +848,7 @@ class EmbeddingTower:
     runtime: EmbedRuntime
     compute_units: ComputeUnits
     os_build_present: int
-    os_build: str | None
+    os_build: str | None = None
 
 @dataclass(slots=True)
 class EmbeddingEpoch:
@@ -890,7 +897,7 @@ class ZgenExtension:
     """zgen_extension (rules: ZGEN v1/v2)    """
     version: int
     counted_through: int
-    rows: list[ZgenRow] | None
+    rows: list[ZgenRow] | None = None
 
 @dataclass(slots=True)
 class GraphSection:
@@ -971,7 +978,7 @@ class DigestTower:
     runtime: EmbedRuntime
     compute_units: ComputeUnits
     os_build_present: int
-    os_build: str | None
+    os_build: str | None = None
 
 @dataclass(slots=True)
 class RegionEntry:
@@ -1031,9 +1038,9 @@ class Int8Factors:
 class VectorFactorsRegion:
     """vector_factors_region (facts §5 factors region (kind 4))    """
     header: VectorHeader
-    bit4: numpy.ndarray | None
-    int8: numpy.ndarray | None
-    raw: bytes | None
+    bit4: numpy.ndarray | None = None
+    int8: numpy.ndarray | None = None
+    raw: bytes | None = None
 
     def __eq__(self, other: object) -> bool:
         # numpy views compare element-wise; equality here means equal contents
@@ -1066,19 +1073,19 @@ class DictionaryColumn:
     """dictionary_column    """
     strings: list[str]
     code_width: int
-    codes16: list[int] | None
-    codes32: list[int] | None
+    codes16: list[int] | None = None
+    codes32: list[int] | None = None
 
 @dataclass(slots=True)
 class ColumnData:
     """column_data (facts §5 Columns region values)    """
     presence: bytes
-    u64s: list[int] | None
-    i64s: list[int] | None
-    f64s: list[float] | None
-    bools: list[int] | None
-    dictionary: DictionaryColumn | None
-    raw_strings: list[str] | None
+    u64s: list[int] | None = None
+    i64s: list[int] | None = None
+    f64s: list[float] | None = None
+    bools: list[int] | None = None
+    dictionary: DictionaryColumn | None = None
+    raw_strings: list[str] | None = None
 
 @dataclass(slots=True)
 class AliveRegion:

@@ -58,6 +58,21 @@ def _constraints(f: ir.Field, fam: ir.Family) -> list[dict]:
                     + (" (open)" if e.open else "")})
     if isinstance(f.type, ir.RefT) and f.type.kind == "flags":
         out.append({"kind": "flags", "text": f"flags {f.type.target}"})
+    if f.bits:  # named bit ranges (numbered from the least significant bit)
+        parts = []
+        for p in f.bits:
+            at = str(p.lo) if p.width == 1 else f"{p.lo}..{p.lo + p.width - 1}"
+            more = (f" {p.enum}" if p.enum else "") + (
+                f" = {p.const}" if p.const is not None else "") + (
+                f" = {p.value.source}" if p.value is not None else "")
+            parts.append(f"{p.name} bit{'s' if p.width > 1 else ''} {at}{more}")
+        out.append({"kind": "bits", "text": "bits (0 = least significant): "
+                    + ", ".join(parts)})
+    sentinel = f.absent if f.absent is not None else (
+        f.repeat.absent if f.repeat is not None else None)
+    if sentinel is not None:
+        out.append({"kind": "absent", "text": f"absent (None) when the "
+                    f"{'count' if f.absent is None else 'length'} is {sentinel}"})
     if f.valid is not None:
         lo, hi = f.valid
         out.append({"kind": "range", "text": f"range {'' if lo is None else lo}.."

@@ -18,7 +18,8 @@ import dataclasses
 import re
 
 from ..runtime.codec import _FIELD_NAMES
-from . import byteorder, defaults, emit_framing, ir
+from . import absent as absent_values
+from . import bitfields, byteorder, defaults, emit_framing, ir
 from . import checksum_cover as cover
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
@@ -30,6 +31,7 @@ from .runtime_names import (
     checksum_binding,
     checksum_call,
     codec_table,
+    intkind_binding,
     numeric_binding,
 )
 
@@ -67,6 +69,8 @@ class ConstructEmitter:
     # -- construct expressions -------------------------------------------------------
     def int_c(self, t: ir.IntT | ir.VarintT) -> str:
         if isinstance(t, ir.VarintT):  # the fast path's exact varint rules
+            if not t.legacy:  # a registered integer kind: the same bound codec
+                return f"IntegerKind({intkind_binding(t)})"
             return f"Leb128({t.kind!r})"
         if t.bits == 128:
             return f"BytesInteger(16, signed={t.signed}, swapped={t.endian == 'le'})"
@@ -236,6 +240,8 @@ class ConstructEmitter:
                 base = f"RepeatToEnd({base})"  # strict: a partial last item is an error
         if f.convert is not None:
             base = f"Converted({base}, {numeric_binding(f.convert)}, name={name!r})"
+        if absent_values.sentinel(f) is not None:
+            base = absent_values.construct(self, f, base)
         derived_size = any(o.derived_from == ("size", name) for o in rec.fields)
         if f.compressed is not None:
             c = f.compressed
@@ -284,13 +290,16 @@ class ConstructEmitter:
             # read as it is; checked (and on build patched over its placeholder, the
             # filler) by a LateChecksum member after the last field it covers
             out.append(f"'_o_{name}' / Tell,")
-            sc = self.fast.scalar_code(f.type)
-            fill = cover.filler_bytes(f.checksum, sc[1])
+            fill = cover.filler_bytes(f.checksum, self.fast.ck_width(f.type))
             it = self.fast.base_int(f.type)
             if it is not None:
                 fill = int.from_bytes(fill, "little" if it.endian == "le" else "big",
                                       signed=it.signed)
-            base = f"Rebuild({base}, {fill!r})"
+            if isinstance(f.type, ir.VarintT):  # a fixed-width kind: the filler's bytes
+                base = (f"Rebuild(IfThenElse({self.code(_PARSING)}, {base}, "
+                        f"Bytes({len(fill)})), {fill!r})")
+            else:
+                base = f"Rebuild({base}, {fill!r})"
         elif f.checksum is not None:
             if any(f is c for cks in self.deferred_checksums(lay_fields).values() for c in cks):
                 out.append(f"'_o_{name}' / Tell,")
@@ -349,8 +358,8 @@ class ConstructEmitter:
             if a.error == "unsupported":  # the fast path's class, message and field
                 out.append(f"VersionCheck({rule}, {rec.name!r}, {name!r}, "
                            f"{a.check.source!r}, {a.message!r}),")
-            else:  # the rule's own message, as the fast path raises it
-                out.append(f"_RuleCheck({rule}, {name!r}, {a.check.source!r}, "
+            else:  # the rule's own message (on a bit field: its name), as the fast path
+                out.append(f"_RuleCheck({rule}, {(a.path or name)!r}, {a.check.source!r}, "
                            f"{a.message!r}),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
@@ -391,7 +400,7 @@ class ConstructEmitter:
             if not (check or patch):
                 continue
             ck = ckf.checksum
-            fill = cover.filler_bytes(ck, self.fast.scalar_code(ckf.type)[1])
+            fill = cover.filler_bytes(ck, self.fast.ck_width(ckf.type))
             if ck.files:
                 r = self.res(rec)
                 parts = [f"_cover.stream_range(this, {a.render(r)}, {b.render(r)}, "
@@ -459,6 +468,12 @@ class ConstructEmitter:
                 return "_remaining(this)"
             if name == "_offset":
                 return "(this['_io'].tell() - this['_o_start'])"
+            if name in rec.bit_parts:  # built: the value's (checked); parsed: from the integer
+                holder, p = rec.bit_parts[name]
+                raw = f"this[{holder.name!r}] >> {p.lo} & {(1 << p.width) - 1}"
+                built = f"this[{name!r}]" if p.field is not None else \
+                    bitfields.call(self.family, p, p.value.render(r))
+                return f"(({raw}) if this['_parsing'] else {built})"
             f = next((x for x in rec.fields if x.name == name), None)
             if f is not None and f.derived_from and f.derived_from[0] == "size" \
                     and not isinstance(f.type, ir.VarintT):
@@ -650,6 +665,9 @@ class ConstructEmitter:
             # every field is a member of the Struct, so parsed Containers hold each one
             # (None where a condition left it out): an item read, not Container.get
             lines.append(f"    f_{f.name} = c[{f.name!r}]")
+            if f.bits:  # its bit ranges, at once (later fields' expressions read them)
+                lines += ["    " + x for x in bitfields.extract(self, [f], "f_")]
+                continue
             if f.view == "numpy":
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = _rows_to_array(f_{f.name}, "
@@ -687,6 +705,7 @@ class ConstructEmitter:
             elif conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
+        lines += ["    " + x for x in bitfields.virtuals(rec, res, "f_")]
         for f in rec.model_fields:
             if f.has_default and f.default is not None:  # absent: the field's default
                 lines.append(f"    if f_{f.name} is None:")
@@ -818,7 +837,10 @@ class ConstructEmitter:
         for f in rec.model_fields:
             val = f"v.{f.name}"
             item = self.m2c_value(f.type, "_x")
-            if f.framing is not None:
+            if f.bit_of is not None:  # a bit range: checked as the fast encoder does
+                part = rec.bit_parts[f.name][1]
+                expr = f"None if {val} is None else {bitfields.call(self.family, part, val)}"
+            elif f.framing is not None:
                 expr = emit_framing.m2c_value(f, val)
             elif f.view == "packed":
                 expr = f"None if {val} is None else list({val})"

@@ -16,12 +16,18 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import byteorder, defaults, emit_framing, ir, lookup_rows
+from . import absent, bitfields, byteorder, defaults, emit_framing, ir, lookup_rows
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
-from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
+from .runtime_names import (
+    chain_anchor,
+    checksum_call,
+    codec_table,
+    intkind_binding,
+    numeric_binding,
+)
 
 
 @dataclass
@@ -82,6 +88,22 @@ class FastEmitter:
         self._const_ids[source] = name
         self.consts.append(f"{name} = {source}")
         return name
+
+    def ck_width(self, t: ir.Type) -> int:
+        """The width of a checksum's field: a fixed-size scalar or a fixed-width kind."""
+        if isinstance(t, ir.VarintT):
+            return t.fixed
+        return self.scalar_code(t)[1]
+
+    def ck_packers(self, t: ir.Type):
+        """(pack(value), pack_into(at, value)) sources writing a checksum's field."""
+        if isinstance(t, ir.VarintT):  # a fixed-width kind (ASCII digits)
+            b, w = intkind_binding(t), t.fixed
+            return (lambda v: f"{b}.encode({v})",
+                    lambda at, v: f"out[{at}:{at} + {w}] = {b}.encode({v})")
+        sc = self.scalar_code(t)
+        st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
+        return (lambda v: f"{st}.pack({v})", lambda at, v: f"{st}.pack_into(out, {at}, {v})")
 
     def base_int(self, t: ir.Type) -> ir.IntT | None:
         if isinstance(t, ir.IntT):
@@ -410,8 +432,11 @@ class FastEmitter:
                 continue
             flush()
             body.extend(self.decode_field(rec, f, res, spans))
+            body += bitfields.extract(self, [f], "f_")  # the model's bit ranges
         flush()
-        present = {f.name for f in lay.fields}
+        body += bitfields.virtuals(rec, res, "f_")
+        present = {f.name for f in lay.fields} | {p.name for f in lay.fields for p in f.bits} \
+            | {v.name for v in rec.virtuals}
         vals = [f"f_{f.name}" if f.name in present else defaults.absent(f, self.family)
                 for f in rec.model_fields]
         lines += ["    " + b for b in body]
@@ -590,6 +615,8 @@ class FastEmitter:
         """How ``f`` joins a fixed-size run: its whole value, its length prefix, its count
         prefix, or not at all (None). Decoder, encoder and the Construct path's truncation
         checks group runs by this one rule, so the paths report a cut input alike."""
+        if f.bits or absent.sentinel(f) is not None:  # (bit ranges are taken once it is
+            return None  # read; a sentinel is tested before the rest is read)
         if self.runnable(f):
             return "value"
         if isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
@@ -721,7 +748,7 @@ class FastEmitter:
             cls = "UnsupportedError" if a.error == "unsupported" else "ConstraintError"
             src = a.check.render(lambda n: f"p_{n}" if n in rec.params else f"{px}f_{n}")
             out += [f"if not {src}:",
-                    f"    raise {cls}({a.message!r}, offset={at}, path={f.name!r}, "
+                    f"    raise {cls}({a.message!r}, offset={at}, path={(a.path or f.name)!r}, "
                     f"expected={a.check.source!r}, found={px}f_{f.name})"]
         if out and f.cond is not None:
             out = [f"if {px}f_{f.name} is not None:"] + ["    " + x for x in out]
@@ -821,7 +848,7 @@ class FastEmitter:
         if name in spans.e:
             out.append(f"_e_{name} = pos")
         if f.checksum is not None and not self.is_late(f):
-            check = self.checksum_check(f, f"pos - {self.scalar_code(f.type)[1]}")  # its start
+            check = self.checksum_check(f, f"pos - {self.ck_width(f.type)}")  # its start
             out += [f"if f_{name} is not None:"] + ["    " + x for x in check] if f.cond \
                 else check
         out += self.late_checks(f)
@@ -883,13 +910,21 @@ class FastEmitter:
             comp = [f"_plain, _clen = _decompress_prefix({alg}, mv[pos:end], {cap}, "
                     f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
         else:
-            st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
-            comp = [f"if pos + {lt.size} > end:",
-                    f"    raise TruncatedError('compressed length truncated', offset=pos, "
-                    f"path={f.name + '.compressed_len'!r}, expected={lt.size}, found=end - pos)",
-                    f"_clen = {st}.unpack_from(mv, pos)[0]",
-                    f"pos += {lt.size}",
-                    "if pos + _clen > end:",
+            if isinstance(lt, ir.VarintT):  # any integer kind
+                comp = self.varint_decode(lt, "_clen", f.name + ".compressed_len")
+            else:
+                st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
+                comp = [f"if pos + {lt.size} > end:",
+                        f"    raise TruncatedError('compressed length truncated', offset=pos, "
+                        f"path={f.name + '.compressed_len'!r}, expected={lt.size}, "
+                        "found=end - pos)",
+                        f"_clen = {st}.unpack_from(mv, pos)[0]",
+                        f"pos += {lt.size}"]
+            comp += ["if _clen < 0:",
+                     f"    raise ConstraintError('negative compressed length', offset=pos, "
+                     f"path={f.name!r}, expected='>= 0', found=_clen)"] \
+                if lt.signed else []
+            comp += ["if pos + _clen > end:",
                     f"    raise TruncatedError('compressed frame truncated', offset=pos, "
                     f"path={f.name!r}, expected=_clen, found=end - pos)",
                     f"_plain = _decompress({alg}, mv[pos:pos + _clen], {cap}, "
@@ -930,6 +965,8 @@ class FastEmitter:
         t = f.type
         if f.framing is not None:
             return emit_framing.decode_lines(self, f)
+        if absent.sentinel(f) is not None:
+            return absent.decode_lines(self, rec, f, res)
         if f.repeat is not None:
             return self.decode_repeat(rec, f, res, prefixed)
         return self.decode_one(rec, f, t, f"f_{name}", name, res, prefixed)
@@ -1056,6 +1093,8 @@ class FastEmitter:
     @staticmethod
     def varint_decode(t: ir.VarintT, target: str, label: str) -> list[str]:
         """Decode one varint into ``target``; short uleb128 values skip the call."""
+        if not t.legacy:  # a registered integer kind, bound at import
+            return [f"{target}, pos = {intkind_binding(t)}.decode(mv, pos, end, {label!r})"]
         if t.kind == "uleb128":
             # one- and two-byte values (below 16384) decode inline, the rest in one call
             return ["if pos < end and mv[pos] < 128:",
@@ -1073,6 +1112,8 @@ class FastEmitter:
         """One varint's bytes. A uleb128 value that is an exact int (not a bool, which
         the function refuses) below 16384 is written without a call: one byte from a
         prebuilt table, two built in place; anything else goes to the function."""
+        if not t.legacy:
+            return f"{intkind_binding(t)}.encode({val})"
         if t.kind == "uleb128":
             return (f"(_uleb128_encode(_w) if (_w := {val}).__class__ is not int "
                     f"or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 "
@@ -1370,7 +1411,7 @@ class FastEmitter:
             return checksum_call(f.checksum, data, res)
         if f.checksum.files:  # absolute ranges of the buffer decoded / the bytes encoded
             fill = self.const("FB", repr(cover.filler_bytes(
-                f.checksum, self.scalar_code(f.type)[1])))
+                f.checksum, self.ck_width(f.type))))
             parts = [f"_cover.file_range(mv, {a.render(res)}, {b.render(res)}, _s_{f.name}, "
                      f"{f.name!r}, {fill})" if buf == "mv" else
                      f"_cover.file_range_out(out, {a.render(res)}, {b.render(res)}, "
@@ -1395,7 +1436,7 @@ class FastEmitter:
                 close()
                 if buf == "mv":
                     fill = self.const("FB", repr(cover.filler_bytes(
-                        f.checksum, self.scalar_code(f.type)[1])))
+                        f.checksum, self.ck_width(f.type))))
                     pieces.append(f"({fill} if f_{n} is not None else b'')" if f.cond
                                   else fill)
                 else:
@@ -1437,6 +1478,10 @@ class FastEmitter:
             f = by_name.get(name)
             if f is not None and f.checksum is not None:
                 return f"f_{name}"  # computed by encode_checksum (never in the model)
+            if f is None and any(x.name == name for x in rec.virtuals):
+                return f"v.{name}"  # a value with no bytes: the model holds it
+            if f is None and name in rec.bit_parts:
+                return f"_bp_{name}"  # a bit range, checked up front (bitfields.checks)
             if f is None:
                 return "None"  # field absent in this version
             if f.derived_from:
@@ -1457,7 +1502,8 @@ class FastEmitter:
         self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
-        body: list[str] = efe.assert_checks(rec, lay, res)  # before anything is written
+        body: list[str] = bitfields.checks(self, lay.fields, res)  # the value's bit ranges
+        body += efe.assert_checks(rec, lay, res)  # before anything is written
         run: list[Item] = []
 
         def flush() -> None:
@@ -1657,6 +1703,12 @@ class FastEmitter:
         name = f.name
         want_span = name in spans
         out: list[str] = []
+        if isinstance(f.type, ir.VarintT) and f.type.fixed is not None \
+                and f.derived_from and f.derived_from[0] == "size":
+            # a fixed-width kind: a placeholder, patched in place once the size is known
+            return ([f"_s_{name} = len(out)"] if name in spans.s else []) + \
+                [f"_at_{name} = len(out)", f"out += bytes({f.type.fixed})"] + \
+                ([f"_e_{name} = len(out)"] if name in spans.e else [])
         if isinstance(f.type, ir.VarintT) and f.derived_from and f.derived_from[0] == "size":
             # written once its field's size is known (``insert_varint_size``)
             return ([f"_s_{name} = len(out)"] if name in spans.s else []) + \
@@ -1667,6 +1719,8 @@ class FastEmitter:
         if f.convert is not None:
             val = f"_convert_encode({numeric_binding(f.convert)}, v.{name}, {name!r})"
         inner = self.encode_value(rec, f, val, res, prefixed)
+        if absent.sentinel(f) is not None:
+            inner = absent.encode_lines(self, rec, f, inner, spans)
         if f.chain is not None:
             inner = [f"f__chain = {f.chain.first.render(res)}"] + inner
         size_target = None
@@ -1679,7 +1733,12 @@ class FastEmitter:
             inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
         else:  # a size the encoder cannot derive: what it wrote must agree with it
             inner = efe.size_checked(rec, f, inner, res)
-        if size_target is not None and isinstance(size_target.type, ir.VarintT):
+        if size_target is not None and isinstance(size_target.type, ir.VarintT) \
+                and size_target.type.fixed is not None:
+            k = f" + {size_target.derived_offset}" if size_target.derived_offset else ""
+            inner.append(self.ck_packers(size_target.type)[1](
+                f"_at_{size_target.name}", f"_size_{name}{k}"))
+        elif size_target is not None and isinstance(size_target.type, ir.VarintT):
             inner += self.insert_varint_size(size_target, f, spans)
         elif size_target is not None:
             st = self.patch_struct(size_target)
@@ -1728,7 +1787,9 @@ class FastEmitter:
                 out.append(f"_e_{x.name} += len(_k)")
             if x.derived_from and x.derived_from[0] == "size" and x is not target:
                 out.append(f"_at_{x.name} += len(_k)")
-            if any(x is c for cks in self.deferred.values() for c in cks):
+            if any(x is c for cks in self.deferred.values() for c in cks) or (
+                    x.checksum is not None and self.is_late(x, encode=True)):
+                # (a late checksum's placeholder, patched once its last field is written)
                 out.append(f"_atck_{x.name} += len(_k)")
         return out
 
@@ -1745,7 +1806,9 @@ class FastEmitter:
         comp += inner
         comp += ["_plain = bytes(out)", "out = _outer",
                  f"_frame = _compress({c.algorithm.render(res)}, _plain, path={f.name!r}{codecs})"]
-        if lt is not None:
+        if isinstance(lt, ir.VarintT):
+            comp.append(f"out += {self.varint_encode(lt, 'len(_frame)')}")
+        elif lt is not None:
             st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
             comp.append(f"out += {st}.pack(len(_frame))")
         comp.append("out += _frame")
@@ -1826,6 +1889,10 @@ class FastEmitter:
                     val = f"len(v.{f.derived_from[1]})"
                 elif f.value is not None:
                     val = f.value.render(res)
+            if f.valid is not None and f.in_model and f.repeat is None \
+                    and f.convert is None and val == f"v.{f.name}":
+                # the decoder's range: a value outside it would not read back
+                return efe.valid_check(f, val) + [f"out += {self.varint_encode(t, val)}"]
             return [f"out += {self.varint_encode(t, val)}"]
         if isinstance(t, ir.PaddingT):
             return [f"out += bytes((-(len(out) - start)) % {t.align})"]
@@ -1942,23 +2009,24 @@ class FastEmitter:
                         patch: bool = False) -> list[str]:
         index = next(i for i, x in enumerate(self.lay.fields) if x is f)
         expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start", self.enc_res)
-        sc = self.scalar_code(f.type)
-        st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
+        pack, pack_into = self.ck_packers(f.type)
+        width = self.ck_width(f.type)
         late = cover.anchor(self.lay.fields, index, encode=True) is not None
         if late and patch:  # every byte it covers is written: computed, written over
-            inner = [f"f_{f.name} = {expr}", f"{st}.pack_into(out, _atck_{f.name}, f_{f.name})"]
+            inner = [f"f_{f.name} = {expr}", pack_into(f"_atck_{f.name}", f"f_{f.name}")]
         elif late:  # its place: the filler as a placeholder
-            fill = self.const("FB", repr(cover.filler_bytes(f.checksum, sc[1])))
+            fill = self.const("FB", repr(cover.filler_bytes(f.checksum, width)))
             inner = ([f"_s_{f.name} = len(out)"] if f.name in spans.s else []) + [
                 f"_atck_{f.name} = len(out)", f"out += {fill}"] + (
                 [f"_e_{f.name} = len(out)"] if f.name in spans.e else [])
         elif patch:  # deferred: the covered size field has just been patched
-            inner = [f"{st}.pack_into(out, _atck_{f.name}, {expr})"]
+            inner = [pack_into(f"_atck_{f.name}", expr)]
         elif any(f is c for cks in self.deferred.values() for c in cks):
-            inner = [f"_atck_{f.name} = len(out)", f"out += {st}.pack(0)"]
+            zero = f"bytes({width})" if isinstance(f.type, ir.VarintT) else pack("0")
+            inner = [f"_atck_{f.name} = len(out)", f"out += {zero}"]
         else:
             # kept in a local: a later seed/chain expression may read it
-            inner = [f"f_{f.name} = {expr}", f"out += {st}.pack(f_{f.name})"]
+            inner = [f"f_{f.name} = {expr}", f"out += {pack(f'f_{f.name}')}"]
         if f.cond is not None:
             return [f"if {f.cond.render(self.enc_res)}:"] + ["    " + x for x in inner]
         return inner

@@ -182,14 +182,20 @@ def run_checks(fast, run: list) -> list[str]:
                     f"    raise EncodeError('expected {it.size} bytes, found ' + "
                     f"str(len({val})), path={f.name!r})"]
         if f.valid is not None:
-            lo, hi = f.valid
-            bad = ([f"{val} < {lo}"] if lo is not None else []) + \
-                ([f"{val} > {hi}"] if hi is not None else [])
-            if bad:
-                out += [f"if {' or '.join(bad)}:",
-                        f"    raise EncodeError('value ' + repr({val}) + ' out of range "
-                        f"{lo}..{hi}', path={f.name!r})"]
+            out += valid_check(f, val)
     return out
+
+
+def valid_check(f: ir.Field, val: str) -> list[str]:
+    """The encoder's check of a ``valid`` range the decoder enforces."""
+    lo, hi = f.valid
+    bad = ([f"{val} < {lo}"] if lo is not None else []) + \
+        ([f"{val} > {hi}"] if hi is not None else [])
+    if not bad:
+        return []
+    return [f"if {' or '.join(bad)}:",
+            f"    raise EncodeError('value ' + repr({val}) + ' out of range "
+            f"{lo}..{hi}', path={f.name!r})"]
 
 
 def case_check(val: str, cls: str, label: str, field: str) -> list[str]:

@@ -82,16 +82,21 @@ class BytesT:
 
 @dataclass(frozen=True)
 class VarintT:
-    """A variable-length integer: ``uleb128``, ``sleb128`` (signed LEB128) or ``zigzag``
-    (ZigZag-mapped signed value stored as ULEB128, protobuf ``sint64``). Minimal on write;
-    ``max_bytes`` caps the read; values are 64-bit."""
+    """An integer in a registered integer kind (``bytewright.runtime.numbers``): the
+    LEB128 family (``uleb128``, ``sleb128``, ``zigzag``: minimal on write, 64-bit), big-endian
+    groups, prefix-length varints, ASCII digits or a plug-in's kind. ``params`` are the
+    kind's params (a named type of the schema gives them, ``alias`` is its name)."""
 
     max_bytes: int = 10
     kind: str = "uleb128"
+    params: tuple[tuple[str, object], ...] = ()
+    alias: str | None = None
+    is_signed: bool | None = None  # from the registry (None: the LEB128 rule)
+    fixed: int | None = None  # a fixed-width kind's exact size (ASCII digits)
 
     @property
     def name(self) -> str:
-        return self.kind
+        return self.alias or self.kind
 
     @property
     def size(self) -> int:
@@ -99,7 +104,15 @@ class VarintT:
 
     @property
     def signed(self) -> bool:
+        if self.is_signed is not None:
+            return self.is_signed
         return self.kind != "uleb128"
+
+    @property
+    def legacy(self) -> bool:
+        """One of the LEB128 kinds with no params (emitted with their own inline code)."""
+        return self.kind in ("uleb128", "sleb128", "zigzag") and not self.params \
+            and self.alias is None
 
 
 @dataclass(frozen=True)
@@ -216,6 +229,7 @@ class Repeat:
     until: int | None = None  # items end at an item equal to this terminator (consumed)
     until_item: Expr | None = None  # items end after the first one for which this holds
     stop_on_error: bool = False  # eos: the first item that fails to decode ends the list
+    absent: int | None = None  # a count prefix equal to this is a list of None
 
 
 @dataclass(frozen=True)
@@ -224,7 +238,7 @@ class Compressed:
     ``codecs`` maps the algorithm value (enum member name or string) to registry names."""
 
     algorithm: Expr
-    length: IntT | None
+    length: IntT | VarintT | None
     when: Expr | None = None
     limit: Expr | None = None
     codecs: tuple[tuple[str, str], ...] | None = None
@@ -284,6 +298,27 @@ class Assert:
     check: Expr
     message: str
     error: str = "constraint"  # constraint | unsupported
+    path: str = ""  # the field it is reported on, when not its own (a bit field's)
+
+
+@dataclass
+class BitPart:
+    """A named range of bits of an integer field (``bits:``), a field of the record's
+    model; ``lo`` numbers from the least significant bit whatever the schema's order."""
+
+    name: str
+    lo: int
+    width: int
+    enum: str | None = None
+    boolean: bool = False  # a single ``bit:``: the model holds a bool
+    valid: tuple[int | None, int | None] | None = None
+    const: int | None = None  # not in the model: always this value
+    field: Field | None = None  # the model field standing for it (resolve makes it)
+    value: Expr | None = None  # not in the model: derived on encode from this expression
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.lo
 
 
 Type = IntT | FloatT | BytesT | VarintT | PaddingT | RefT | SwitchT
@@ -321,6 +356,9 @@ class Field:
     default: object = None  # int, bool, float, str or bytes (an enum member as its int)
     line: int | None = None
     path: str = ""
+    bits: tuple[BitPart, ...] = ()  # named bit ranges: the model holds these instead
+    bit_of: str | None = None  # a bit range's model field: the integer field holding it
+    absent: int | None = None  # a length prefix equal to this is a value of None
 
     @property
     def in_model(self) -> bool:
@@ -381,6 +419,9 @@ class Record:
     endian: Expr | None = None
     orders: tuple[str, ...] = ()
     endian_scope: str = "record"  # "fields": only the fields carrying the expression
+    # values with no bytes of their own: computed on decode from the fields (``value:``
+    # without a type), held by the model; fields' ``value:`` derive from them on encode
+    virtuals: list[Field] = field(default_factory=list)
 
     @property
     def class_name(self) -> str:
@@ -392,7 +433,18 @@ class Record:
         for f in self.fields:
             if f.in_model and f.name not in seen:
                 seen[f.name] = f
+            for part in f.bits:  # an integer of bit ranges: the ranges are the fields
+                if part.field is not None and part.name not in seen:
+                    seen[part.name] = part.field
+        for v in self.virtuals:
+            seen.setdefault(v.name, v)
         return list(seen.values())
+
+    @property
+    def bit_parts(self) -> dict[str, tuple[Field, BitPart]]:
+        """Bit ranges that have a value (the model's, or derived by ``value:``) by name:
+        (the integer field holding it, the range)."""
+        return {p.name: (f, p) for f in self.fields for p in f.bits if p.const is None}
 
 
 @dataclass

@@ -23,6 +23,8 @@ def fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | No
         t = table[t.target].base if table is not None else None
     if isinstance(t, (ir.IntT, ir.FloatT)):
         return t.size
+    if isinstance(t, ir.VarintT) and t.fixed is not None:
+        return t.fixed
     if isinstance(t, ir.BytesT) and t.size is not None and t.prefix is None:
         n = t.size.constant()
         return n if isinstance(n, int) and not isinstance(n, bool) else None
@@ -64,6 +66,8 @@ def record_dtype(rec: ir.Record, family: ir.Family) -> list[tuple[str, str]] | N
 def type_size(t: ir.Type, family: ir.Family, memo: dict[str, int | None]) -> int | None:
     if isinstance(t, (ir.IntT, ir.FloatT)):
         return t.size
+    if isinstance(t, ir.VarintT) and t.fixed is not None:
+        return t.fixed
     if isinstance(t, ir.BytesT):
         c = t.size.constant() if t.size is not None else None
         return c if isinstance(c, int) and not isinstance(c, bool) else None

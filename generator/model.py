@@ -45,6 +45,9 @@ def elem_annotation(t: ir.Type, family: ir.Family) -> str:
 
 def annotation(f: ir.Field, family: ir.Family) -> str:
     base = elem_annotation(f.type, family)
+    if f.bit_of is not None and f.path.endswith(f.name) and f.type == ir.IntT(8, False) \
+            and _boolean(f, family):
+        base = "bool"
     if f.convert is not None:  # the model holds the conversion's value
         from ..runtime import registry  # noqa: PLC0415
 
@@ -69,3 +72,12 @@ def call_args(callee: ir.Record, args, caller: ir.Record, res) -> str:
         else:
             out.append(repr(p.default))
     return "".join(f", {a}" for a in out)
+
+
+def _boolean(f: ir.Field, family: ir.Family) -> bool:
+    """Whether bit-range model field ``f`` is a single ``bit:`` (a bool)."""
+    for rec in family.records.values():
+        hit = rec.bit_parts.get(f.name)
+        if hit is not None and hit[1].field is f:
+            return hit[1].boolean
+    return False

@@ -22,14 +22,14 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import byteorder, defaults, imports, ir, layout, project
+from . import absent, bitfields, byteorder, defaults, imports, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
 from .resolve import Resolver
-from .runtime_names import checksum_bindings, numeric_bindings
+from .runtime_names import checksum_bindings, intkind_bindings, numeric_bindings
 from .yamlsource import Source, load_text
 
 PACKAGE_ROOT = project.PACKAGE_ROOT
@@ -249,7 +249,10 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         records=[record_ctx(r, family) for r in family.records.values()],
         consts=fast.consts, fast=blocks, construct=cblocks, dtypes=dtypes(family),
         plugins=family.plugins, checksums=checksum_bindings(family),
-        numerics=numeric_bindings(family),
+        numerics=numeric_bindings(family), intkinds=intkind_bindings(family),
+        bitfields=bitfields.uses(family),
+        absents=any(absent.sentinel(f) is not None for r in family.records.values()
+                    for f in r.fields),
         late_checksums=any_late(family),
         int_calls=any("_int_of(" in b for b in blocks),
         field_defaults=any(f.has_default for r in family.records.values() for f in r.fields),
@@ -348,10 +351,7 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
     return {
         "name": rec.name, "cls": camel(rec.name), "doc": rec.doc.strip() or rec.name,
         "spec": rec.spec,
-        "model": [{"name": f.name, "annotation": annotation(f, family),
-                   "default": (f"field(default={defaults.code(f, family)}, kw_only=True)"
-                               if f.has_default else None)}
-                  for f in rec.model_fields],
+        "model": model_defaults(rec, family),
         "arrays": [f.name for f in rec.model_fields if f.view == "numpy"],
         "sig": (", *" + sig_nostar) if sig_parts else "", "sig_nostar": sig_nostar,
         "call": "".join(f", {p}" for p in rec.params),
@@ -359,6 +359,34 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
         "convs": convs,
         "row": ", ".join(f.name for f in rec.model_fields) or "no fields",
     }
+
+
+def optional(f: ir.Field) -> bool:
+    """A model field a value may leave out (``None``): conditional, version-bound or with
+    an absent sentinel."""
+    return f.cond is not None or f.since is not None or f.until is not None \
+        or absent.sentinel(f) is not None
+
+
+def model_defaults(rec: ir.Record, family: ir.Family) -> list[dict]:
+    """The model's fields; optional ones default to None. A required field after an
+    optional one keeps its place (positional calls stay valid) with a marker default
+    that ``__post_init__`` refuses, so only optional fields may be left out."""
+    fields = rec.model_fields
+    # a declared ``default:`` makes the field keyword-only (out of the positional order)
+    positional = [f for f in fields if not f.has_default]
+    first = next((i for i, f in enumerate(positional) if optional(f)), len(positional))
+    after = {id(f) for f in positional[first:]}
+    out = []
+    for f in fields:
+        if f.has_default:
+            default = f"field(default={defaults.code(f, family)}, kw_only=True)"
+        elif id(f) in after:
+            default = "None" if optional(f) else "_REQUIRED"
+        else:
+            default = None
+        out.append({"name": f.name, "annotation": annotation(f, family), "default": default})
+    return out
 
 
 def type_label(t: ir.Type) -> str:

@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from ..runtime import registry
+from . import absent, defaults, exprcheck, framing_check, ir, numbers_check
 from . import checksum_cover as cover
-from . import defaults, exprcheck, framing_check, ir
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
@@ -45,6 +45,7 @@ _MODULE_NAMES = frozenset({
     "PrefixedArray", "VarInt", "ZigZag", "GreedyRange", "Float32l", "Float32b", "Float64l",
     "Float64b", "Int8ul", "Int8sl", "Int16ul", "Int16ub", "Int32ul", "Int32ub", "Int64ul",
     "Int64ub", "LogList", "StopReason", "This", "Path", "Renamed", "Terminator",
+    "Absent", "IntegerKind",
 })
 # Params become keyword arguments of the public functions, next to these.
 _API_ARGS = frozenset({"buf", "offset", "end", "compiled", "value", "mv", "pos", "out", "v",
@@ -70,12 +71,15 @@ def name_problem(name: str, what: str) -> str | None:
 
 
 def varint_type(text: str) -> ir.VarintT | None:
-    return ir.VarintT(kind=text) if text in _VARINTS else None
-
-
-def prefix_type(text: str, default_endian: str = "le") -> ir.IntT | ir.VarintT | None:
-    """A length/count prefix: any fixed-width integer or varint encoding."""
-    return int_type(text, default_endian) or varint_type(text)
+    """A registered integer kind that needs no params, by name."""
+    if text in _VARINTS:
+        return ir.VarintT(kind=text)
+    spec = registry.REGISTRY.integer_kinds.get(text)
+    if spec is None or spec.required:
+        return None
+    codec = registry.REGISTRY.integer_codec(text)
+    return ir.VarintT(kind=text, is_signed=spec.signed, max_bytes=codec.max_bytes,
+                      fixed=codec.fixed)
 
 
 def int_type(text: str, default_endian: str = "le") -> ir.IntT | None:
@@ -103,6 +107,15 @@ class Resolver:
         e = self.sources[0].data.get("endian", "le")
         return e if e in ("le", "be") else "le"
 
+    def kind_type(self, text: str) -> ir.VarintT | None:
+        """An integer kind by name: a registered one needing no params, or a named type
+        of the schema giving a kind its params."""
+        return self.int_kinds.get(text) or varint_type(text)
+
+    def prefix_type(self, text: str) -> ir.IntT | ir.VarintT | None:
+        """A length/count prefix: any fixed-width integer or integer kind."""
+        return int_type(text, self.default_endian) or self.kind_type(text)
+
     def err(self, src: Source, path: str, message: str) -> None:
         self.problems.add(src.file, src.line(path), path, message)
 
@@ -123,6 +136,7 @@ class Resolver:
     def run(self) -> ir.Family | None:
         head = self.sources[0].data
         self.plugins = []
+        self.int_kinds: dict[str, ir.VarintT] = {}
         endian = self.default_endian
         enums: dict[str, ir.EnumDef] = {}
         flags: dict[str, ir.FlagsDef] = {}
@@ -152,6 +166,11 @@ class Resolver:
             for i, spec in enumerate(data.get("plugins") or []):
                 self.load_plugin(src, f"plugins[{i}]", spec)
             for name, body in (data.get("types") or {}).items():
+                if "integer" in body:
+                    kt = numbers_check.integer_type(self, src, join("types", name), name, body)
+                    if kt is not None:
+                        self.int_kinds[name] = kt
+                    continue
                 base = int_type(body["base"], endian)
                 aliases[name] = ir.AliasDef(name, base, body.get("fixed_point"),
                                             body.get("doc", ""), src.line(join("types", name)),
@@ -163,7 +182,8 @@ class Resolver:
                 raw_records.append((src, name, body))
         self.enums, self.flagdefs, self.aliases = enums, flags, aliases
         names: dict[str, str] = {}
-        for kind, table in (("enum", enums), ("flags", flags), ("type", aliases)):
+        for kind, table in (("enum", enums), ("flags", flags), ("type", aliases),
+                            ("type", self.int_kinds)):
             for name in table:
                 if name in names:
                     self.err(self.sources[0], name, f"{kind} {name!r} clashes with {names[name]}")
@@ -485,8 +505,11 @@ class Resolver:
                 self.err(src, f.path, f"{ck.algorithm} stores {want // 8} bytes: the field "
                                       f"must be bytes of size {want // 8}")
             return
+        if isinstance(t, ir.VarintT) and t.fixed is not None:
+            return  # a fixed-width kind: a value it cannot write is an EncodeError
         if not isinstance(t, ir.IntT):
-            self.err(src, f.path, f"a {ck.algorithm} checksum needs an integer field")
+            self.err(src, f.path, f"a {ck.algorithm} checksum needs an integer field "
+                                  "(fixed-width binary or a fixed-width integer kind)")
         elif t.bits < want:
             hint = "" if ck.store_bits else (f"; declare store: {{bits: {t.bits}}} to keep "
                                              "its low bits")
@@ -580,12 +603,19 @@ class Resolver:
                      "version and no single loop to read rows with")
         self._cur_fields, self._cur_params = rec.fields, params
         self._cur_local = set(params) | {fb.get("name") for fb in body["fields"]
-                                         if isinstance(fb, dict)}
+                                         if isinstance(fb, dict)} | {
+            b for fb in body["fields"] if isinstance(fb, dict)
+            and isinstance(fb.get("bits"), dict) for b in fb["bits"]}  # bit ranges too
         for i, fbody in enumerate(body["fields"]):
             fpath = join(join(path, "fields"), i)
+            if isinstance(fbody, dict) and "value" in fbody and "type" not in fbody \
+                    and "switch" not in fbody:
+                numbers_check.virtual(self, src, fpath, fbody, rec)
+                continue
             f = self.field(src, fpath, fbody)
             if f is not None:
                 rec.fields.append(f)
+        absent.fold(self, src, rec)  # a size/count with absent: becomes its field's prefix
         rec._src = src  # type: ignore[attr-defined]
         return rec
 
@@ -617,7 +647,7 @@ class Resolver:
         if tname in ("bytes", "str"):
             prefix = None
             if "length" in fb:
-                prefix = prefix_type(str(fb["length"]), endian)
+                prefix = self.prefix_type(str(fb["length"]))
                 if prefix is None:
                     self.err(src, join(path, "length"), f"unknown length type {fb['length']!r}")
             size = None
@@ -635,8 +665,9 @@ class Resolver:
                                     "terminator")
             text = fb.get("encoding", "utf-8") if tname == "str" else None
             return ir.BytesT(size=size, prefix=prefix, eos=eos, text=text, terminator=term)
-        if tname in _VARINTS:
-            return ir.VarintT(kind=tname)
+        kt = self.kind_type(tname)
+        if kt is not None:
+            return kt
         if tname == "padding":
             if "align" not in fb:
                 self.err(src, path, "padding needs 'align'")
@@ -838,11 +869,11 @@ class Resolver:
             elif "count" in rp:
                 f.repeat = ir.Repeat(count=self.expr(src, join(path, "repeat.count"), rp["count"]))
             elif "prefix" in rp:
-                pt = prefix_type(str(rp["prefix"]), self.default_endian)
+                pt = self.prefix_type(str(rp["prefix"]))
                 if pt is None:
                     self.err(src, join(path, "repeat.prefix"),
                              f"unknown count type {rp['prefix']!r}")
-                f.repeat = ir.Repeat(prefix=pt)
+                f.repeat = ir.Repeat(prefix=pt, absent=rp.get("absent"))
             elif "until_item" in rp:
                 f.repeat = ir.Repeat(until_item=self.expr(src, join(path, "repeat.until_item"),
                                                           rp["until_item"]))
@@ -899,6 +930,11 @@ class Resolver:
                     items.append(ir.Assert(e, a.get("message") or f"rule {a['check']} broken",
                                            a.get("error", "constraint")))
             f.asserts = tuple(items)
+        if "bits" in fb:
+            numbers_check.bit_fields(self, src, path, fb, f)
+        if "absent" in fb:
+            f.absent = fb["absent"]
+        absent.check(self, src, path, fb, f)
         return f
 
     def compressed(self, src: Source, path: str, c: dict) -> ir.Compressed:
@@ -907,7 +943,7 @@ class Resolver:
             raw = repr(raw)  # a bare registered codec name is that codec, not a field
         alg = self.expr(src, join(path, "algorithm"), raw)
         length = c.get("length", "none")
-        lt = None if length == "none" else int_type(length, self.default_endian)
+        lt = None if length == "none" else self.prefix_type(str(length))  # any kind
         codecs = None
         if "codecs" in c:
             codecs = tuple((str(k), str(v)) for k, v in c["codecs"].items())
@@ -941,8 +977,14 @@ class Resolver:
                         and other.since is None and other.until is None:
                     self.err(src, f.path, f"field {f.name!r} appears twice")
             by_name.setdefault(f.name, f)
-        known = set(names) | set(rec.params) | {"_remaining", "_offset"}
+        known = set(names) | set(rec.params) | {"_remaining", "_offset"} | set(rec.bit_parts) \
+            | {v.name for v in rec.virtuals}
+        numbers_check.check_virtuals(self, src, rec, known, by_name)
         for f in rec.fields:
+            for p in f.bits:
+                if p.name in by_name or p.name in rec.params:
+                    self.err(src, join(f.path, f"bits.{p.name}"),
+                             f"bit field {p.name!r} clashes with a field or param")
             for label, e in self.exprs_of(f):
                 for n in sorted(e.names - known - ({"_item"} if label == "repeat.until_item"
                                                    else set())):

@@ -63,6 +63,35 @@ def numeric_bindings(family: ir.Family) -> list[dict]:
     return [{"name": numeric_binding(k), "kind": k} for k in sorted(kinds)]
 
 
+def intkind_binding(t: ir.VarintT) -> str:
+    """The module-level name of a registered integer kind bound to its params."""
+    base = f"t_{t.alias}" if t.alias else t.kind
+    clean = re.sub(r"\W", "_", base)
+    if clean != base:
+        clean += "_" + hashlib.sha256(base.encode()).hexdigest()[:6]
+    return f"_ik_{clean}"
+
+
+def intkind_bindings(family: ir.Family) -> list[dict]:
+    """Every integer kind a family's module binds (none for the LEB128 kinds, which the
+    generated code calls directly): name and the source of the binding."""
+    seen: dict[str, str] = {}
+
+    def visit(t: object) -> None:
+        if isinstance(t, ir.VarintT) and not t.legacy:
+            seen[intkind_binding(t)] = (f"_registry.integer_codec({t.kind!r}, "
+                                        f"{dict(t.params)!r})")
+
+    for rec in family.records.values():
+        for f in rec.fields:
+            visit(f.type)
+            if isinstance(f.type, ir.BytesT):
+                visit(f.type.prefix)
+            if f.repeat is not None:
+                visit(f.repeat.prefix)
+    return [{"name": k, "source": seen[k]} for k in sorted(seen)]
+
+
 def chain_anchor(family: ir.Family, f: ir.Field, order: str | None = None
                  ) -> tuple[str, int, ir.IntT]:
     """Where a chained repeat reads the previous item's stored value: ("start", k) = k

@@ -28,6 +28,7 @@ from hypothesis.errors import UnsatisfiedAssumption
 from ..generator import ir
 from ..generator.model import camel
 from ..runtime import registry as registry_mod
+from . import numbers
 from .framed import framed_value
 
 MAX_ITEMS = 3  # items in a list whose length the schema leaves free: small values shrink well
@@ -340,6 +341,7 @@ class Builder:
             if f.derived_from is not None and f.derived_from[0] == "size":
                 sized[f.derived_from[1]] = f
         local_sites: list[tuple[ir.Field, Site]] = []
+        numbers.draw_virtuals(draw, rec, env, model)
         for f in layout.fields:
             fpath = f"{path}.{f.name}"
             if f.cond is not None:
@@ -352,8 +354,14 @@ class Builder:
                     if f.in_model:
                         model[f.name] = f.default if f.has_default else None
                     continue
+            if f.bits:
+                numbers.draw_bits(self, draw, rec, f, env, model, _Unknown)
+                continue
             if not f.in_model:
                 self._derived(draw, rec, f, env, tags, deferred)
+                continue
+            if numbers.draw_absent(draw, f):
+                env[f.name] = model[f.name] = None
                 continue
             if f.compressed is not None:
                 self._check_codec(rec, f, env)
@@ -387,6 +395,8 @@ class Builder:
             if f.name == rec.version_from and version is not None:
                 env[f.name] = val
             model[f.name] = val
+            if numbers.sentinel_length(f, val):  # would read back as None: one item more
+                env[f.name] = model[f.name] = numbers.longer(val)
             if f.name in sized:
                 s = sized[f.name]
                 n = self._measured(f, val)
@@ -861,7 +871,7 @@ class Builder:
                   tags: dict, path: str, local_sites: list, top: bool,
                   conv: str | None) -> tuple[Any, Any]:
         if isinstance(t, ir.VarintT):
-            lo, hi = (-(1 << 63), (1 << 63) - 1) if t.signed else (0, (1 << 64) - 1)
+            lo, hi = numbers.kind_bounds(t)
         else:
             lo, hi = t.lo, t.hi
         if conv == "zigzag":

@@ -310,6 +310,9 @@ class Compressed(cs.Subconstruct):
                 exc.__dict__.setdefault("_bw_segs", []).insert(0, "compressed_len")
                 raise
             at = stream.tell()  # errors are reported where the frame's bytes start
+            if n < 0:  # a signed length prefix (an integer kind such as zigzag)
+                raise ConstraintError("negative compressed length", offset=at,
+                                      expected=">= 0", found=n)
             if n > _stream_end(stream) - at:
                 raise TruncatedError("compressed frame truncated", offset=at,
                                      expected=n, found=_stream_end(stream) - at)
@@ -2593,6 +2596,9 @@ class Struct(cs.Struct):
                 elif isinstance(sc, VersionCheck):  # an ``unsupported`` assert of a field
                     name = sc._bw_field
                     start = last_at if name == last else start
+                elif isinstance(sc, FieldCheck) and last is not None:
+                    # a rule reported on another name (a bit field): at the member it follows
+                    name, start = sc._bw_field, last_at
                 elif name is None and sc.name is None and last is not None:
                     name, start = last, last_at
                 note(exc, start, name)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BytewrightError, ConstraintError, UnsupportedError
+from .errors import BytewrightError, ConstraintError, EncodeError, UnsupportedError
 
 Buffer = bytes | bytearray | memoryview
 
@@ -37,6 +37,7 @@ BUILTIN_PLUGINS = (
     "bytewright.runtime.checksums:register",
     "bytewright.runtime.compression:register",
     "bytewright.runtime.fixedpoint:register",
+    "bytewright.runtime.numbers:register",
 )
 
 
@@ -148,6 +149,76 @@ class NumericSpec:
     annotation: str = "object"  # the model's type annotation for converted fields
 
 
+@dataclass(frozen=True)
+class IntegerKindSpec:
+    """A registered integer kind: how one integer is read from and written to bytes.
+
+    ``decode(buf, offset, *, path, **params) -> (value, end)`` reads one integer at
+    ``offset`` (``buf`` ends where the enclosing region ends) and raises the project's
+    decode errors with absolute offsets; ``encode(value, **params) -> bytes`` writes the
+    canonical form or raises :class:`~bytewright.runtime.errors.EncodeError`. ``max_bytes``
+    (an int, or a function of the params) bounds how far a read looks ahead; ``params``
+    names the keyword parameters a schema may give (``required`` must be given);
+    ``check(**params)`` raises ``ValueError`` for params the kind cannot honour;
+    ``bounds`` (a pair, or a function of the params) is the inclusive range of values it
+    can write (default: unsigned or signed 64-bit); ``fixed_width`` kinds always take
+    exactly ``max_bytes`` bytes (they may then hold a checksum or a size patched later).
+    """
+
+    name: str
+    decode: Callable[..., tuple[int, int]]
+    encode: Callable[..., bytes]
+    max_bytes: int | Callable[..., int]
+    signed: bool = False
+    params: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    check: Callable[..., None] | None = None
+    doc: str = ""
+    bounds: tuple[int, int] | Callable[..., tuple[int, int]] | None = None
+    fixed_width: bool = False  # always exactly ``max_bytes`` bytes (ASCII digits)
+
+
+class IntegerCodec:
+    """One integer kind with its params bound: what generated modules call on both codec
+    paths (``decode(mv, pos, end, path)``, ``encode(value)``)."""
+
+    def __init__(self, spec: IntegerKindSpec, params: dict[str, Any]) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.params = params
+        self.signed = spec.signed
+        mb = spec.max_bytes
+        self.max_bytes = int(mb(**params) if callable(mb) else params.get("max_bytes", mb))
+        self._decode = spec.decode
+        self._encode = spec.encode
+        b = spec.bounds
+        if b is None:
+            b = (-(1 << 63), (1 << 63) - 1) if spec.signed else (0, (1 << 64) - 1)
+        self.bounds: tuple[int, int] = tuple(b(**params) if callable(b) else b)
+        # the exact width of a fixed-width kind (patched in place like a binary integer)
+        self.fixed: int | None = self.max_bytes if spec.fixed_width else None
+
+    def decode(self, mv: Buffer, pos: int, end: int, path: str) -> tuple[int, int]:
+        if end != len(mv):
+            mv = (mv if isinstance(mv, memoryview) else memoryview(mv))[:end]
+        try:
+            return self._decode(mv, pos, path=path, **self.params)
+        except BytewrightError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plug-in's failure is a decode error
+            raise ConstraintError(f"{self.name} integer failed: {type(exc).__name__}: {exc}",
+                                  offset=pos, path=path) from None
+
+    def encode(self, value: Any) -> bytes:
+        try:
+            return bytes(self._encode(value, **self.params))
+        except BytewrightError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plug-in's failure is an encode error
+            raise EncodeError(f"{self.name} integer failed: {type(exc).__name__}: {exc}") \
+                from None
+
+
 class Registry:
     """Named checksums, codecs and numeric conversions, and the plug-ins that added them."""
 
@@ -155,6 +226,8 @@ class Registry:
         self.checksums: dict[str, ChecksumSpec] = {}
         self.codecs: dict[str, CodecSpec] = {}
         self.numerics: dict[str, NumericSpec] = {}
+        self.integer_kinds: dict[str, IntegerKindSpec] = {}
+        self._int_codecs: dict[tuple, IntegerCodec] = {}
         self.plugins: list[str] = []
         self._binds: dict[tuple[str, int | None], Callable[..., int | bytes]] = {}
 
@@ -197,6 +270,25 @@ class Registry:
         """Register a numeric conversion (raw stored integer <-> model value)."""
         spec = NumericSpec(name, decode, encode, signed, raw_model, doc, annotation)
         self.numerics[name] = spec
+        return spec
+
+    def add_integer_kind(self, name: str, *, decode: Callable[..., tuple[int, int]],
+                         encode: Callable[..., bytes], max_bytes: int | Callable[..., int],
+                         signed: bool = False, params: tuple[str, ...] | list[str] = (),
+                         required: tuple[str, ...] | list[str] = (),
+                         check: Callable[..., None] | None = None, doc: str = "",
+                         bounds: tuple[int, int] | Callable[..., tuple[int, int]] | None = None,
+                         fixed_width: bool = False) -> IntegerKindSpec:
+        """Register an integer kind (see :class:`IntegerKindSpec`); a schema then names it
+        wherever an integer encoding is accepted."""
+        if not callable(max_bytes) and (not isinstance(max_bytes, int) or max_bytes < 1):
+            raise ValueError(f"integer kind {name!r}: max_bytes must be a positive int")
+        if not set(required) <= set(params):
+            raise ValueError(f"integer kind {name!r}: required params must be params")
+        spec = IntegerKindSpec(name, decode, encode, max_bytes, signed, tuple(params),
+                               tuple(required), check, doc, bounds, fixed_width)
+        self.integer_kinds[name] = spec
+        self._int_codecs = {k: v for k, v in self._int_codecs.items() if k[0] != name}
         return spec
 
     # -- plug-ins -------------------------------------------------------------------
@@ -242,6 +334,22 @@ class Registry:
             raise UnsupportedError(f"unknown numeric conversion {name!r}",
                                    expected=sorted(self.numerics), found=name) from None
 
+    def integer_kind(self, name: str) -> IntegerKindSpec:
+        try:
+            return self.integer_kinds[name]
+        except KeyError:
+            raise UnsupportedError(f"unknown integer kind {name!r}",
+                                   expected=sorted(self.integer_kinds), found=name) from None
+
+    def integer_codec(self, name: str, params: dict[str, Any] | None = None) -> IntegerCodec:
+        """The bound kind generated modules keep (one per kind and params)."""
+        params = dict(params or {})
+        key = (name, tuple(sorted(params.items())))
+        codec = self._int_codecs.get(key)
+        if codec is None:
+            codec = self._int_codecs[key] = IntegerCodec(self.integer_kind(name), params)
+        return codec
+
     def checksum_func(self, name: str, store_bits: int | None = None, *,
                       fast: bool = False) -> Callable[..., Any]:
         """The bound checksum callable generated modules keep (cached per width).
@@ -277,6 +385,10 @@ def codec(name: str) -> CodecSpec:
 
 def numeric(name: str) -> NumericSpec:
     return REGISTRY.numeric(name)
+
+
+def integer_codec(name: str, params: dict[str, Any] | None = None) -> IntegerCodec:
+    return REGISTRY.integer_codec(name, params)
 
 
 def checksum_func(name: str, store_bits: int | None = None, *,
