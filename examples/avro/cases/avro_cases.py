@@ -22,5 +22,3 @@ def cases(codec):
         yield (f"two_blocks_{name}", "avro_file", {},
                codec.AvroFile(meta=meta, sync=SYNC, blocks=blocks),
                f"Header (codec {name}) and two data blocks of example.Reading records.")
-    yield ("block_deflate", "data_block", {"codec": b"deflate", "header_sync": SYNC},
-           codec.DataBlock(objects=first), "One deflate data block alone.")
