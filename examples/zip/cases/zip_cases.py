@@ -3,7 +3,7 @@ fixtures/zip/<name>.hex and refuses if an existing fixture's bytes would change.
 
 import zlib
 
-STAMP = dict(hour=12, minute=34, second_half=28, year_from_1980=43, month=5, day=17)
+STAMP = dict(hour=12, minute=34, second_half=28, year=2023, month=5, day=17)
 
 
 def _deflate(data: bytes) -> bytes:

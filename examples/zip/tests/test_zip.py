@@ -81,7 +81,7 @@ def held_to_zipfile(value, data: bytes) -> None:
             assert rec.name == info.filename
             assert rec.method == info.compress_type
             y, mo, d, h, mi, s = info.date_time
-            assert (rec.year_from_1980 + 1980, rec.month, rec.day) == (y, mo, d)
+            assert (rec.year, rec.month, rec.day) == (y, mo, d)
             assert (rec.hour, rec.minute, rec.second_half * 2) == (h, mi, s)
             assert rec.utf8_name == bool(info.flag_bits & 0x800)
         assert entry.local_offset == info.header_offset
@@ -157,7 +157,7 @@ def test_zipfile_reads_a_new_archive_the_encoders_write(encode):
             ("b/c.bin", bytes(range(40)), zp.CompressionMethod.STORED)]
     members, entries = [], []
     for name, data, method in rows:
-        stamp = dict(hour=9, minute=30, second_half=7, year_from_1980=44, month=2, day=29)
+        stamp = dict(hour=9, minute=30, second_half=7, year=2024, month=2, day=29)
         members.append(zp.LocalFile(version_needed=20, deflate_option=0, utf8_name=False,
                                     method=method, name=name, extra=[], data=data,
                                     **stamp))
