@@ -751,6 +751,36 @@ def check_byte_order(rp: RecordPair) -> Iterator[Hit]:
                   rp.loc_old(), rp.loc_new())
 
 
+def _located_parts(loc: ir.Located) -> dict[str, str]:
+    """Where and how a located field is read, part by part."""
+    def src(e: object) -> str:
+        return "-" if e is None else e.source  # type: ignore[attr-defined]
+
+    return {"record": loc.target, "how": loc.how, "at": src(loc.where),
+            "base": str(loc.base), "signature": loc.signature.hex(),
+            "within": str(loc.within), "each": f"{loc.each}.{loc.each_offset}",
+            "count": src(loc.count), "eos": str(loc.eos), "size": src(loc.size),
+            "if": src(loc.cond)}
+
+
+def check_located(rp: RecordPair) -> Iterator[Hit]:
+    """A structure found at an offset (``at:``) keeps its record and the way it is found."""
+    if rp.old is None or rp.new is None:
+        return
+    new = {loc.name: loc for loc in rp.new.located}
+    for loc in rp.old.located:
+        other = new.get(loc.name)
+        if other is None:
+            yield Hit(f"{rp.subject}.{loc.name}", "located field removed: files hold it",
+                      rp.loc_old(), rp.loc_new())
+            continue
+        a, b = _located_parts(loc), _located_parts(other)
+        changed = [f"{k} {a[k]} -> {b[k]}" for k in a if a[k] != b[k]]
+        if changed:
+            yield Hit(f"{rp.subject}.{loc.name}", "located field changed: " +
+                      "; ".join(changed), rp.loc_old(), rp.loc_new())
+
+
 def check_params_renamed(rp: RecordPair) -> Iterator[Hit]:
     if rp.old is None or rp.new is None:
         return
@@ -1012,6 +1042,9 @@ RULES: tuple[Rule, ...] = (
     Rule("W020", "byte-order-changed", WIRE, "record",
          "A record keeps its byte order, or the expression that chooses it from data.",
          check_byte_order),
+    Rule("W021", "located-field-changed", WIRE, "record",
+         "A structure found at an offset, from the end or by a signature keeps its record "
+         "and the way it is found.", check_located),
     Rule("W015", "enum-width-changed", WIRE, "table",
          "An enum or flags type keeps its storage width and byte order.", check_enum_base),
     Rule("W016", "versions-narrowed", WIRE, "registry",

@@ -100,11 +100,13 @@ def _constraints(f: ir.Field, fam: ir.Family) -> list[dict]:
     if f.compressed is not None:
         c = f.compressed
         out.append({"kind": "compressed", "text": f"compressed ({c.algorithm.source}, "
-                    f"{c.length.name + ' length' if c.length else 'self-terminating'}"
+                    f"{c.length.name + ' length' if c.length else 'stored size ' + c.stored if c.stored else 'self-terminating'}"
                     + (f", when {c.when.source}" if c.when is not None else "") + ")"})
     if f.derived_from is not None:
         out.append({"kind": "derived", "text": f"{f.derived_from[0]} of {f.derived_from[1]}"
                                                " (computed on write)"})
+    if f.filled:
+        out.append({"kind": "derived", "text": f"{f.filled} (filled on write)"})
     if isinstance(f.type, ir.SwitchT):
         cases = ", ".join(f"{lbl} -> {tgt or 'empty'}" for _, lbl, tgt in f.type.cases)
         out.append({"kind": "switch", "text": f"switch on {f.type.on.source}: {cases}; "
@@ -166,6 +168,25 @@ def _field(f: ir.Field, lay: ir.Layout, rec: ir.Record, fam: ir.Family) -> dict:
             "doc": f.doc.strip(), "spec": f.spec or rec.spec, "line": f.line}
 
 
+def _located(loc: ir.Located, rec: ir.Record) -> dict:
+    """A located field (``at:``): no offset or size in the record's own bytes."""
+    where = {"at": lambda: f"at {loc.where.source}" + (f" from {loc.base}" if loc.base else ""),
+             "find_last": lambda: f"last {loc.signature.hex()} within the last {loc.within} bytes",
+             "from_end": lambda: f"{loc.where.source} bytes before the end",
+             "each": lambda: f"one per item of {loc.each}, at its {loc.each_offset}"}[loc.how]()
+    cons = [{"kind": "located", "text": where}]
+    if loc.count is not None:
+        cons.append({"kind": "repeat", "text": f"count {loc.count.source}"})
+    if loc.size is not None:
+        cons.append({"kind": "size", "text": f"{loc.size.source} bytes"})
+    many = loc.how == "each" or loc.many
+    return {"name": loc.name, "path": f"{rec.name}.{loc.name}", "offset": None, "size": None,
+            "type": loc.target + ("[]" if many else ""),
+            "link": None if loc.target == "bytes" else {"kind": "record", "target": loc.target},
+            "constraints": cons,
+            "checksum": None, "doc": loc.doc.strip(), "spec": rec.spec, "line": loc.line}
+
+
 def _layout_id(rec: ir.Record, lay: ir.Layout) -> str:
     vs = lay.versions
     order = f"-{lay.order}" if lay.order else ""  # one layout per byte order
@@ -208,6 +229,7 @@ def _record(rec: ir.Record, fam: ir.Family, side: diff.Side) -> dict:
     layouts = []
     for lay in rec.layouts:
         fields = [_field(f, lay, rec, fam) for f in lay.fields]
+        fields += [_located(loc, rec) for loc in rec.located]
         entry = {"id": _layout_id(rec, lay),
                  "versions": list(lay.versions) if lay.versions else None,
                  "label": ("all versions" if not lay.versions else

@@ -251,15 +251,19 @@ class ConstructEmitter:
                      self.lam(f.size, rec) if f.size is not None else "None")
             length = self.int_c(c.length) if c.length is not None else "None"
             codecs = f", codecs={codec_table(self.family, rec, c)!r}" if c.codecs else ""
+            stored = f", stored={self.code(f'this[{c.stored!r}]')}" if c.stored else ""
             comp = (f"Compressed({base}, {self.lam(c.algorithm, rec)}, "
                     f"{length}, expected_size={expected}, limit={limit}, "
-                    f"name={name!r}{codecs})")
+                    f"name={name!r}{codecs}{stored})")
             if c.when is not None:
                 plain = base
                 if f.size is not None:  # uncompressed, the size bounds it as on the fast path
                     plain = f"FixedSized({self.lam(f.size, rec)}, {base})"
                     if derived_size:
                         plain = f"IfThenElse({self.code(_PARSING)}, {plain}, {base})"
+                if c.stored is not None:  # stored as it is: its stored size bounds it
+                    bound = self.code(f"this[{c.stored!r}]")
+                    plain = f"IfThenElse({self.code(_PARSING)}, FixedSized({bound}, {plain}), {plain})"
                 base = (f"IfThenElse({self.lam(c.when, rec)}, {comp}, "
                         f"Plain({plain}, name={name!r}))")
             else:
@@ -361,6 +365,14 @@ class ConstructEmitter:
             else:  # the rule's own message (on a bit field: its name), as the fast path
                 out.append(f"_RuleCheck({rule}, {(a.path or name)!r}, {a.check.source!r}, "
                            f"{a.message!r}),")
+        stored_f = next((o for o in rec.fields if o.derived_from == ("stored", name)), None)
+        if stored_f is not None and not isinstance(stored_f.type, ir.VarintT):
+            # the compressed byte count, patched over its placeholder
+            measure = self.stored_measure(name)
+            out.append(f"'_patch_{stored_f.name}' / Pointer("
+                       f"{self.code(f'this[{chr(39)}_o_{stored_f.name}{chr(39)}]')}, "
+                       f"Rebuild({self.type_c(stored_f.type, stored_f, rec)}, "
+                       f"{self.code(measure)})),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
             if f.compressed is not None:
@@ -426,15 +438,44 @@ class ConstructEmitter:
                 return f"_span_range(this, '_s_{names[first]}', '_e_{names[last]}')"
         return f"_span(this, {pieces!r})"
 
+    def stored_ahead(self, target: ir.Field, rec: ir.Record) -> str:
+        """The compressed size of ``target`` from the value to build (a varint stored size
+        is built before the field, at its real width)."""
+        t, v = target.type, f"this[{target.name!r}]"
+        if isinstance(t, ir.BytesT) and target.repeat is None:
+            plain = f"{v}.encode({t.text!r})" if t.text else f"bytes({v})"
+        elif target.repeat is not None:
+            plain = (f"b''.join(_build_bytes({self.type_c(t, target, rec)}, _x, this) "
+                     f"for _x in {v})")
+        else:
+            plain = f"_build_bytes({self.type_c(t, target, rec)}, {v}, this)"
+        c = target.compressed
+        codecs = f", codecs={codec_table(self.family, rec, c)!r}" if c.codecs else ""
+        frame = (f"len(_compress({c.algorithm.render(self.res(rec))}, {plain}, "
+                 f"path={target.name!r}{codecs}))")
+        if c.when is None:
+            return frame
+        return f"({frame} if {c.when.render(self.res(rec))} else len({plain}))"
+
+    @staticmethod
+    def stored_measure(name: str) -> str:
+        """The stored byte count of compressed field ``name`` once built (its frame, or
+        its plain bytes when it was stored as it is)."""
+        return f"this.get('_stored_{name}', None) or len(this['_plain_{name}'])"
+
     def measure_ahead(self, size_f: ir.Field, rec: ir.Record) -> str:
         """The encoded size of the field a varint size counts, from the value to build."""
         target = next(o for o in rec.fields if o.name == size_f.derived_from[1])
         t, v = target.type, f"this[{target.name!r}]"
-        if isinstance(t, ir.BytesT) and target.repeat is None and target.compressed is None:
+        if size_f.derived_from[0] == "stored":  # the compressed frame, built ahead
+            return self.stored_ahead(target, rec)
+        rp = target.repeat
+        if isinstance(t, ir.BytesT) and rp is None and target.compressed is None:
             n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"
-        elif target.repeat is not None and target.repeat.prefix is None and \
-                target.compressed is None and target.framing is None:
-            # a repeat without its own prefix measures as the sum of its items
+        elif rp is not None and rp.prefix is None and rp.until is None \
+                and target.framing is None:
+            # a repeat without its own prefix measures as the sum of its items (of a
+            # compressed repeat: its plain bytes, which its derived size counts)
             elem = self.type_c(t, target, rec)
             n = f"sum(len(_build_bytes({elem}, _x, this)) for _x in {v})"
         else:
@@ -454,7 +495,7 @@ class ConstructEmitter:
                 if kind == "range":
                     continue
                 d = fields[names.index(n)].derived_from
-                if d and d[0] == "size" and names.index(d[1]) > i:
+                if d and d[0] in ("size", "stored") and names.index(d[1]) > i:
                     later.add(names.index(d[1]))
             if later:
                 out.setdefault(names[max(later)], []).append(f)
@@ -475,6 +516,9 @@ class ConstructEmitter:
                     bitfields.call(self.family, p, p.value.render(r))
                 return f"(({raw}) if this['_parsing'] else {built})"
             f = next((x for x in rec.fields if x.name == name), None)
+            if f is not None and f.derived_from and f.derived_from[0] == "stored":
+                m = self.stored_measure(f.derived_from[1])
+                return f"(this[{name!r}] if this['_parsing'] else ({m}))"
             if f is not None and f.derived_from and f.derived_from[0] == "size" \
                     and not isinstance(f.type, ir.VarintT):
                 # a patched size reads as its placeholder while building: measure instead

@@ -906,7 +906,14 @@ class FastEmitter:
                c.limit.render(res) if c.limit is not None else "_DEFAULT_LIMIT")
         expected = f.size.render(res) if f.size is not None else "None"
         codecs = f", codecs={self.codecs_const(c)}" if c.codecs else ""
-        if lt is None:  # self-terminating: the codec finds the stream's end
+        if c.stored is not None:  # an earlier field holds the compressed byte count
+            comp = [f"_clen = {res(c.stored)}",
+                    "if _clen < 0 or pos + _clen > end:",
+                    f"    raise TruncatedError('compressed frame truncated', offset=pos, "
+                    f"path={f.name!r}, expected=_clen, found=end - pos)",
+                    f"_plain = _decompress({alg}, mv[pos:pos + _clen], {cap}, "
+                    f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
+        elif lt is None:  # self-terminating: the codec finds the stream's end
             comp = [f"_plain, _clen = _decompress_prefix({alg}, mv[pos:end], {cap}, "
                     f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
         else:
@@ -954,6 +961,17 @@ class FastEmitter:
         out.append("else:")
         if want_span:
             out.append(f"    _ps_{f.name} = pos")
+        if c.stored is not None:  # stored as it is: its stored size bounds it
+            inline_code = [f"_csec_{f.name} = end",
+                           f"end = pos + {res(c.stored)}",
+                           "if end > _csec_" + f.name + ":",
+                           f"    raise TruncatedError('stored section truncated', offset=pos, "
+                           f"path={f.name!r}, expected=end - pos, found=_csec_{f.name} - pos)",
+                           *inline_code,
+                           "if pos != end:",
+                           f"    raise ConstraintError('stored section size mismatch', "
+                           f"offset=pos, path={f.name!r}, expected=end, found=pos)",
+                           f"end = _csec_{f.name}"]
         out += ["    " + x for x in inline_code]
         if want_span:
             out.append(f"    _plain_{f.name} = mv[_ps_{f.name}:pos]")
@@ -1488,6 +1506,8 @@ class FastEmitter:
                 kind, target = f.derived_from
                 if kind == "count":
                     return f"len(v.{target})"
+                if kind == "stored":
+                    return f"_stored_{target}"
                 if f.derived_offset:
                     return f"(_size_{target} + {f.derived_offset})"
                 return f"_size_{target}"
@@ -1634,7 +1654,8 @@ class FastEmitter:
             later = set()
             for n in self.covered(lay, i):
                 d = lay.fields[names.index(n)].derived_from
-                if d and d[0] == "size" and d[1] in names and names.index(d[1]) > i:
+                if d and d[0] in ("size", "stored") and d[1] in names \
+                        and names.index(d[1]) > i:
                     later.add(names.index(d[1]))
             if later:
                 out.setdefault(names[max(later)], []).append(f)
@@ -1690,7 +1711,7 @@ class FastEmitter:
                 out.append(f"_s_{f.name} = len(out)" + (f" + {off}" if off else ""))
             if f.name in spans.e and it.role == "value":
                 out.append(f"_e_{f.name} = len(out) + {off + it.size}")
-            if it.role == "value" and f.derived_from and f.derived_from[0] == "size":
+            if it.role == "value" and f.derived_from and f.derived_from[0] in ("size", "stored"):
                 patches.append(f"_at_{f.name} = len(out) + {off}")
             off += it.size
         out += patches + efe.run_checks(self, run)
@@ -1700,6 +1721,10 @@ class FastEmitter:
 
     def encode_field(self, rec: ir.Record, f: ir.Field, res, spans: set[str],
                      prefixed: bool = False) -> list[str]:
+        if isinstance(f.type, ir.VarintT) and f.derived_from \
+                and f.derived_from[0] == "stored":  # inserted once the frame is built
+            return ([f"_s_{f.name} = len(out)"] if f.name in spans.s else []) + \
+                [f"_at_{f.name} = len(out)"]
         name = f.name
         want_span = name in spans
         out: list[str] = []
@@ -1728,6 +1753,7 @@ class FastEmitter:
             if other.derived_from == ("size", name):
                 size_target = other
         if f.compressed is not None:
+            self.cur_spans = spans  # a varint stored size is inserted (and moves spans)
             inner = self.encode_compressed(f, inner, res, want_span, size_target)
         elif size_target is not None:
             inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
@@ -1769,12 +1795,14 @@ class FastEmitter:
             out.append(f"_e_{name} = len(out)")
         return out
 
-    def insert_varint_size(self, size_f: ir.Field, target: ir.Field, spans: Spans) -> list[str]:
+    def insert_varint_size(self, size_f: ir.Field, target: ir.Field, spans: Spans,
+                           value: str | None = None) -> list[str]:
         """A varint size is only known once its field is encoded and its width depends on
         the value: insert it at its place, then move every offset remembered since."""
         k = f" + {size_f.derived_offset}" if size_f.derived_offset else ""
         at = f"_at_{size_f.name}"
-        out = [f"_k = {self.varint_encode(size_f.type, f'_size_{target.name}{k}')}",
+        value = value or f"_size_{target.name}{k}"
+        out = [f"_k = {self.varint_encode(size_f.type, value)}",
                f"out[{at}:{at}] = _k"]
         names = [x.name for x in self.lay.fields]
         between = self.lay.fields[names.index(size_f.name) + 1:names.index(target.name) + 1]
@@ -1792,6 +1820,13 @@ class FastEmitter:
                 # (a late checksum's placeholder, patched once its last field is written)
                 out.append(f"_atck_{x.name} += len(_k)")
         return out
+
+    def patch_stored(self, stored: ir.Field, f: ir.Field) -> list[str]:
+        """Write the stored (compressed) byte count ``_stored_<f>`` at its place."""
+        if isinstance(stored.type, ir.VarintT):
+            return self.insert_varint_size(stored, f, self.cur_spans, f"_stored_{f.name}")
+        return [f"{self.patch_struct(stored)}.pack_into(out, _at_{stored.name}, "
+                f"_stored_{f.name})"]
 
     def patch_struct(self, f: ir.Field) -> str:
         it = self.base_int(f.type)
@@ -1812,6 +1847,9 @@ class FastEmitter:
             st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
             comp.append(f"out += {st}.pack(len(_frame))")
         comp.append("out += _frame")
+        stored = next((o for o in self.lay.fields if o.derived_from == ("stored", f.name)), None)
+        if stored is not None:  # the compressed byte count, patched over its placeholder
+            comp += [f"_stored_{f.name} = len(_frame)", *self.patch_stored(stored, f)]
         if want_span:
             comp.append(f"_plain_{f.name} = _plain")
         if size_target is not None:
@@ -1824,6 +1862,8 @@ class FastEmitter:
             plain.append(f"_plain_{f.name} = bytes(out[_ps:])")
         if size_target is not None:
             plain.append(f"_size_{f.name} = len(out) - _ps")
+        if stored is not None:  # stored as it is: the stored size is the plain size
+            plain += [f"_stored_{f.name} = len(out) - _ps", *self.patch_stored(stored, f)]
         out += ["    " + x for x in plain]
         return out
 

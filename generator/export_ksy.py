@@ -268,6 +268,40 @@ class _Family:
                 seq.extend(entries)
                 if any(e.get("size-eos") and "if" not in e for e in entries):
                     swallowed = f.name
+        if rec.located:
+            out["instances"] = self.located(rec, expr)
+        return out
+
+    def located(self, rec: ir.Record, expr: _Expr) -> dict:
+        """Located fields (``at:``) as Kaitai instances at a ``pos``; what Kaitai cannot
+        say (a signature searched from the end, one record per item of a list) is noted."""
+        out: dict = {}
+        for loc in rec.located:
+            if loc.how in ("find_last", "each"):
+                what = ("found by a signature searched back from the end"
+                        if loc.how == "find_last" else f"one record per item of {loc.each}")
+                self.exp.notes.append(f"{rec.name}.{loc.name}: {what} (not expressible)")
+                continue
+            if loc.how == "from_end":
+                pos = f"_io.size - ({expr(loc.where)})"
+            elif loc.base not in (None, "_start"):
+                pos = f"{loc.base}_pos + ({expr(loc.where)})"
+                self.exp.notes.append(f"{rec.name}.{loc.name}: relative to {loc.base} "
+                                      f"(its position is not kept by Kaitai)")
+            else:
+                pos = expr(loc.where)
+            e: dict = {"pos": pos} if loc.target == "bytes" else {"pos": pos, "type": loc.target}
+            if loc.count is not None:
+                e.update({"repeat": "expr", "repeat-expr": expr(loc.count)})
+            elif loc.eos:
+                e["repeat"] = "eos"
+            if loc.size is not None:
+                e["size"] = expr(loc.size)
+            if loc.cond is not None:
+                e["if"] = expr(loc.cond)
+            if loc.doc.strip():
+                e["doc"] = loc.doc.strip()
+            out[loc.name] = e
         return out
 
     def param_type(self, p: ir.Param) -> str:

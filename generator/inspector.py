@@ -30,7 +30,7 @@ from ..runtime import registry
 from ..runtime.codec import LogList, construct_error
 from ..runtime.cover import LateChecksum
 from ..runtime.errors import BytewrightError, ChecksumError, DecodeError
-from . import byteorder, ir
+from . import byteorder, inspect_located, ir
 
 REPEATS = {"Array", "GreedyRange", "RepeatUntil", "RepeatToEnd", "Terminated",
            "ChainedRepeat", "PrefixedArray", "LogList"}
@@ -582,6 +582,16 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
     tracer = _Tracer(stream, record)
     tracer.format = formatter(fam, full)
     cons: dict[str, cs.Construct] = {}
+
+    def con_of(name: str) -> cs.Construct:
+        con = cons.get(name)
+        if con is None:  # copying the definition is the costly part: once per record kind
+            con = _Traced(traced(getattr(mod, f"C_{name}"), tracer, fields_of), tracer,
+                          "record", None)
+            con.name = name
+            cons[name] = con
+        return con
+
     stream.seek(offset)
     index = 0
     current = record
@@ -596,12 +606,7 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
             current, params = then, coerce_params(mod, fam, then, {})
         seq = repeat or then is not None
         tracer.reset(f"{current}[{index}]" if seq else current)
-        con = cons.get(current)
-        if con is None:  # copying the definition is the costly part: once per record kind
-            con = _Traced(traced(getattr(mod, f"C_{current}"), tracer, fields_of), tracer,
-                          "record", None)
-            con.name = current
-            cons[current] = con
+        con = con_of(current)
         try:
             con.parse_stream(stream, **params)
         except BaseException as exc:
@@ -610,6 +615,16 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
             result.failure = _failure(exc, tracer, tracer.base_path)
             keep(tracer.top)
             _collect(result, tracer)
+            return result
+        if not seq and fam.records[current].located:  # then what the record locates
+            root = tracer.top[0]
+            bad = tracer.bad
+            result.failure = inspect_located.trace(
+                stream, size, mod, fam, current, root, at, tracer, con_of, _failure)
+            bad += tracer.bad
+            tracer.top, tracer.bad = [root], bad
+            keep(tracer.top)
+            result.bad_checksums.extend(tracer.bad)
             return result
         keep(tracer.top)
         _collect(result, tracer)

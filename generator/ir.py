@@ -242,6 +242,7 @@ class Compressed:
     when: Expr | None = None
     limit: Expr | None = None
     codecs: tuple[tuple[str, str], ...] | None = None
+    stored: str | None = None  # an earlier field holding the compressed byte count
 
 
 @dataclass(frozen=True)
@@ -289,6 +290,39 @@ class Checksum:
     filler: int | bytes = 0  # what the checksum's own bytes read as when it covers itself
     files: tuple[tuple[Expr, Expr], ...] = ()  # absolute [start, end) of the user's buffer
     spans: tuple[tuple[str, str | None], ...] = ()  # {from, to} as written (resolve expands)
+
+
+@dataclass
+class Located:
+    """A field found elsewhere than after the previous one (``at:``): at an offset from
+    the outermost record's start, relative to the record's start or another located
+    field, by a signature searched back from the end, at a distance from the end, or one
+    record per item of a list of offsets. Takes no bytes of the sequential layout."""
+
+    name: str
+    target: str  # the record found there
+    how: str  # at | find_last | from_end | each
+    where: Expr | None = None  # at: the offset; from_end: the distance from the end
+    base: str | None = None  # at: "_start", a located field or a fixed-offset field
+    base_shift: int = 0  # a sequential base field: its fixed offset in the record
+    signature: bytes = b""
+    within: int = 0
+    each: str | None = None  # each: the list field whose items hold the offsets
+    each_offset: str | None = None  # each: the item field holding the offset
+    count: Expr | None = None  # a run of records: how many
+    eos: bool = False  # a run of records filling ``size`` bytes
+    size: Expr | None = None
+    lazy: bool = True
+    cond: Expr | None = None  # present only when true (absent = None; its offset filled 0)
+    doc: str = ""
+    fills: tuple[tuple[str, tuple[str, ...]], ...] = ()  # set by resolve
+    line: int | None = None
+    path: str = ""
+
+    @property
+    def many(self) -> bool:
+        """A run of records (a list), not one record."""
+        return self.count is not None or self.eos
 
 
 @dataclass(frozen=True)
@@ -351,6 +385,9 @@ class Field:
     framing: Framing | None = None  # the repeat's records travel in blocks or pages
     derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
     endian: Expr | None = None  # field-level byte order chosen by data ('le' or 'be')
+    # where a located structure is, how many records or bytes it holds: filled on encode
+    # (the object model keeps it as a keyword with a default, not compared)
+    filled: str = ""
     # ``default:``: the model's value when the field is absent (and the constructor's)
     has_default: bool = False
     default: object = None  # int, bool, float, str or bytes (an enum member as its int)
@@ -422,6 +459,7 @@ class Record:
     # values with no bytes of their own: computed on decode from the fields (``value:``
     # without a type), held by the model; fields' ``value:`` derive from them on encode
     virtuals: list[Field] = field(default_factory=list)
+    located: list[Located] = field(default_factory=list)  # fields found at offsets (at:)
 
     @property
     def class_name(self) -> str:
@@ -438,7 +476,9 @@ class Record:
                     seen[part.name] = part.field
         for v in self.virtuals:
             seen.setdefault(v.name, v)
-        return list(seen.values())
+        # filled fields have defaults: they come after every field without one
+        return [f for f in seen.values() if not f.filled] + \
+            [f for f in seen.values() if f.filled]
 
     @property
     def bit_parts(self) -> dict[str, tuple[Field, BitPart]]:

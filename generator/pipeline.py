@@ -22,7 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import absent, bitfields, byteorder, defaults, imports, ir, layout, project
+from . import absent, bitfields, byteorder, defaults, emit_located, imports, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -257,6 +257,8 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         int_calls=any("_int_of(" in b for b in blocks),
         field_defaults=any(f.has_default for r in family.records.values() for f in r.fields),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
+        located_imports=emit_located.IMPORTS if emit_located.used(family) else "",
+        located=emit_located.block(family) if emit_located.used(family) else "",
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
@@ -374,19 +376,21 @@ def model_defaults(rec: ir.Record, family: ir.Family) -> list[dict]:
     that ``__post_init__`` refuses, so only optional fields may be left out."""
     fields = rec.model_fields
     # a declared ``default:`` makes the field keyword-only (out of the positional order)
-    positional = [f for f in fields if not f.has_default]
+    positional = [f for f in fields if not f.has_default and not f.filled]
     first = next((i for i, f in enumerate(positional) if optional(f)), len(positional))
     after = {id(f) for f in positional[first:]}
     out = []
     for f in fields:
-        if f.has_default:
+        if f.filled:  # where a located structure is: filled by the encoder, not compared
+            default = "_dc_field(default=0, compare=False)"
+        elif f.has_default:
             default = f"field(default={defaults.code(f, family)}, kw_only=True)"
         elif id(f) in after:
             default = "None" if optional(f) else "_REQUIRED"
         else:
             default = None
         out.append({"name": f.name, "annotation": annotation(f, family), "default": default})
-    return out
+    return out + emit_located.model_extra(rec, family)
 
 
 def type_label(t: ir.Type) -> str:

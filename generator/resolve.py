@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ..runtime import registry
-from . import absent, defaults, exprcheck, framing_check, ir, numbers_check
+from . import absent, defaults, exprcheck, framing_check, ir, located_check, numbers_check
 from . import checksum_cover as cover
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
@@ -206,6 +206,7 @@ class Resolver:
             records[name] = self.record(src, name, body)
         for rec in records.values():
             self.check_record(rec, records)
+        located_check.check(self, records)
         for rec in records.values():  # after every derived field is known
             for f in rec.fields:
                 if f.framing is not None:
@@ -612,6 +613,11 @@ class Resolver:
                     and "switch" not in fbody:
                 numbers_check.virtual(self, src, fpath, fbody, rec)
                 continue
+            if isinstance(fbody, dict) and "at" in fbody:  # random access: apart
+                loc = located_check.resolve(self, src, fpath, fbody)
+                if loc is not None:
+                    rec.located.append(loc)
+                continue
             f = self.field(src, fpath, fbody)
             if f is not None:
                 rec.fields.append(f)
@@ -841,6 +847,14 @@ class Resolver:
 
     def field(self, src: Source, path: str, fb: dict) -> ir.Field | None:
         self.check_name(src, join(path, "name"), fb.get("name"), "field")
+        comp = fb.get("compressed")
+        if isinstance(comp, dict) and comp.get("plain_size") is not None:
+            if "size" in fb:
+                self.err(src, join(path, "compressed.plain_size"),
+                         "plain_size and size: both say the decompressed size; keep one")
+            else:  # the decompressed size: the field's size (exact, derived on encode)
+                fb = {**fb, "size": comp["plain_size"],
+                      "compressed": {"limit": comp["plain_size"], **comp}}
         ftype = self.type_of(src, path, fb)
         if ftype is None:
             return None
@@ -962,9 +976,26 @@ class Resolver:
             algorithm=alg, length=lt,
             when=self.expr(src, join(path, "when"), c["when"]) if "when" in c else None,
             limit=self.expr(src, join(path, "limit"), c["limit"]) if "limit" in c else None,
-            codecs=codecs)
+            codecs=codecs, stored=c.get("stored_size"))
 
     # -- cross-field checks ----------------------------------------------------------
+    def check_stored(self, src: Source, f: ir.Field, by_name: dict, names: list) -> None:
+        """``compressed.stored_size``: an earlier stored fixed-width integer, derived."""
+        n = f.compressed.stored
+        path = join(f.path, "compressed.stored_size")
+        tgt = by_name.get(n)
+        if f.compressed.length is not None:
+            self.err(src, path, "stored_size and length: both say where the compressed "
+                                "bytes end; keep one")
+        elif tgt is None or names.index(n) > names.index(f.name):
+            self.err(src, path, f"stored_size: {n!r} is no field before {f.name!r}")
+        elif not isinstance(tgt.type, (ir.IntT, ir.VarintT)) or not tgt.in_model \
+                or tgt.repeat is not None or tgt.convert is not None:
+            self.err(src, path, f"stored_size: {n!r} is not a plain integer field (stored, "
+                                f"not derived or computed)")
+        else:
+            tgt.derived_from = ("stored", f.name)
+
     def check_record(self, rec: ir.Record, records: dict[str, ir.Record]) -> None:
         src: Source = rec._src  # type: ignore[attr-defined]
         names = [f.name for f in rec.fields]
@@ -1005,6 +1036,8 @@ class Resolver:
                     elif tgt.value is None and tgt.derived_from is None:
                         tgt.derived_from = (kind, f.name)
                         tgt.derived_offset = k
+            if f.compressed is not None and f.compressed.stored is not None:
+                self.check_stored(src, f, by_name, names)
             if f.chain is not None:
                 self.check_chain(src, f, records)
             if f.checksum and f.checksum.ranges:

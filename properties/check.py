@@ -27,6 +27,7 @@ from hypothesis.errors import HypothesisWarning, Unsatisfiable
 from ..generator import ir, pipeline
 from ..generator import project as project_mod
 from ..runtime.errors import EncodeError
+from ..runtime.located import Lazy, LazyList
 from .strategies import Builder, Case, Unsupported, bind_sites
 
 
@@ -95,9 +96,15 @@ class Report:
 
 def normalize(v: Any) -> Any:
     """A comparable form of a model value (numpy views and packed arrays as lists)."""
+    if isinstance(v, Lazy):  # a located record: compared by what it decodes to
+        v = v.get()
+    if isinstance(v, LazyList):
+        v = list(v)
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        # fields not compared (offsets the encoder fills) are left out
         return (type(v).__name__,
-                tuple(normalize(getattr(v, f.name)) for f in dataclasses.fields(v)))
+                tuple(normalize(getattr(v, f.name)) for f in dataclasses.fields(v)
+                      if f.compare))
     if isinstance(v, enum.Enum):
         return v.value
     if hasattr(v, "tolist") and not isinstance(v, (bytes, str)):

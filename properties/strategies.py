@@ -15,6 +15,7 @@ the property: they must derive it consistently on both paths.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -363,6 +364,9 @@ class Builder:
             if numbers.draw_absent(draw, f):
                 env[f.name] = model[f.name] = None
                 continue
+            if f.filled:  # where a located structure is: the encoder fills it
+                model[f.name] = env[f.name] = 0
+                continue
             if f.compressed is not None:
                 self._check_codec(rec, f, env)
             if f.name in force:
@@ -426,6 +430,8 @@ class Builder:
                 order = "le"  # reads a value only the encoder derives: the decode will tell
             if order not in ("le", "be"):
                 self.reject(f"{rec.name}: byte order {order!r} is neither le nor be")
+        for loc in rec.located:
+            model[loc.name] = self._draw_located(draw, rec, loc, model, path, sites, env)
         for f in rec.model_fields:  # absent from this version: the default, else None
             model.setdefault(f.name, f.default if f.has_default else None)
         cls = getattr(self.module, camel(rec.name))
@@ -433,6 +439,48 @@ class Builder:
         for _f, site in local_sites:
             sites.append(site)
         return value, Scope(dict(env), frozenset(f.name for f in rec.fields))
+
+    def _draw_located(self, draw: Callable, rec: ir.Record, loc: ir.Located,
+                      model: dict, path: str, sites: list[Site], env: dict) -> Any:
+        """A located field's value: its record (a list of them for a run or ``each``),
+        placed by the encoder, which fills the offsets, counts and sizes naming it."""
+        fills = {kind for kind, _ in loc.fills}
+        raw = loc.target == "bytes"
+        if (loc.how == "at" and "offset" not in fills) or \
+                (loc.count is not None and "count" not in fills) or \
+                (loc.size is not None and "size" not in fills and not raw):
+            self.reject(f"{rec.name}.{loc.name}: a location, count or size the encoder "
+                        "checks but cannot fill")
+        fpath = f"{path}.{loc.name}"
+        if loc.cond is not None:  # presence is the value's (a chain ends within a few)
+            self._located_depth = getattr(self, "_located_depth", 0)
+            if self._located_depth >= 2 or not draw(st.booleans()):
+                return None
+            self._located_depth += 1
+            try:
+                return self._draw_located(draw, rec, dataclasses.replace(loc, cond=None),
+                                          model, path, sites, env)
+            finally:
+                self._located_depth -= 1
+        if raw:  # raw bytes placed as they are, as many as a size it cannot fill says
+            if "size" in fills:
+                return draw(st.binary(max_size=MAX_BYTES))
+            try:
+                n = self.ev(loc.size, env)
+            except _Unknown as exc:
+                raise Unsupported(f"{rec.name}.{loc.name}: size {loc.size.source!r} reads "
+                                  f"{exc}, which only the encoder derives") from None
+            if not isinstance(n, int) or not 0 <= n <= MAX_SIZE:
+                self.reject(f"{rec.name}.{loc.name}: size {loc.size.source!r} is {n!r}")
+            return draw(st.binary(min_size=n, max_size=n))
+        sub = self.family.records[loc.target]
+        if loc.how == "each":
+            n = len(model.get(loc.each) or ())
+        elif loc.many:
+            n = draw(st.integers(0, MAX_ITEMS))
+        else:
+            return self._draw_sub(draw, sub, {}, fpath, sites)[0]
+        return [self._draw_sub(draw, sub, {}, f"{fpath}[{i}]", sites)[0] for i in range(n)]
 
     def _draw_sub(self, draw: Callable, sub: ir.Record, params: dict[str, Any], path: str,
                   sites: list[Site]) -> tuple[Any, Scope]:

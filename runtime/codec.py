@@ -284,10 +284,11 @@ class Compressed(cs.Subconstruct):
     (``length=None``) a self-terminating stream whose end is found by decompressing it."""
 
     def __init__(self, subcon, algorithm, length, *, expected_size=None, limit=None,
-                 name: str = "", codecs: dict | None = None) -> None:
+                 name: str = "", codecs: dict | None = None, stored=None) -> None:
         super().__init__(subcon)
         self.algorithm = algorithm
         self.length = length
+        self.stored = stored  # the compressed byte count, held by an earlier field
         self.expected_size = expected_size
         self.limit = limit
         self.fieldname = name
@@ -297,7 +298,15 @@ class Compressed(cs.Subconstruct):
         expected = self.expected_size(context) if self.expected_size else None
         cap = self.limit(context) if self.limit else (expected or DEFAULT_LIMIT)
         at = cs.stream_tell(stream, path)
-        if self.length is None:
+        if self.stored is not None:
+            n = self.stored(context)
+            if n < 0 or n > _stream_end(stream) - at:
+                raise TruncatedError("compressed frame truncated", offset=at,
+                                     expected=n, found=_stream_end(stream) - at)
+            frame = cs.stream_read(stream, n, path)
+            plain = decompress(self.algorithm(context), frame, cap, expected_size=expected,
+                               offset=at, path=self.fieldname, codecs=self.codecs)
+        elif self.length is None:
             rest = stream.read()
             plain, used = decompress_prefix(self.algorithm(context), rest, cap,
                                             expected_size=expected, offset=at,
@@ -349,6 +358,7 @@ class Compressed(cs.Subconstruct):
                          codecs=self.codecs)
         if self.length is not None:
             self.length._build(len(frame), stream, context, path)
+        context[f"_stored_{self.fieldname}"] = len(frame)
         cs.stream_write(stream, frame, len(frame), path)
         return value
 
@@ -362,7 +372,15 @@ class Compressed(cs.Subconstruct):
         _read_exact(code)
         expected = repr(self.expected_size) if self.expected_size else "None"
         cap = repr(self.limit) if self.limit else "(expected or _bw.DEFAULT_LIMIT)"
-        if self.length is None:
+        if self.stored is not None:
+            frame = f"""n = {self.stored!r}
+                if n < 0 or n > _bw._stream_end(io) - at:
+                    raise _bw.TruncatedError("compressed frame truncated", offset=at,
+                                             expected=n, found=_bw._stream_end(io) - at)
+                plain = _bw.decompress({self.algorithm!r}, read_exact(io, n), cap,
+                                       expected_size=expected, offset=at,
+                                       path={self.fieldname!r}, codecs={self.codecs!r})"""
+        elif self.length is None:
             frame = f"""plain, used = _bw.decompress_prefix({self.algorithm!r}, io.read(), cap,
                                                     expected_size=expected, offset=at,
                                                     path={self.fieldname!r}, codecs={self.codecs!r})
@@ -397,6 +415,7 @@ class Compressed(cs.Subconstruct):
                 this[{"_plain_" + self.fieldname!r}] = plain
                 frame = _bw.compress({self.algorithm!r}, plain, path={self.fieldname!r},
                                      codecs={self.codecs!r}){length}
+                this[{"_stored_" + self.fieldname!r}] = len(frame)
                 io.write(frame)
                 return value
         """)
