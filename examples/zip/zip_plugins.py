@@ -20,7 +20,13 @@ def _stored_decompress(data: bytes, limit: int) -> bytes:
     return bytes(data)
 
 
+def _stored_prefix(data: bytes, limit: int) -> tuple[bytes, int]:
+    # The local header's compressed size bounds what the codec is given: all of it is data.
+    return _stored_decompress(data, limit), len(data)
+
+
 def register(reg) -> None:  # noqa: ANN001 - a bytewright Registry
     """Called once by ``registry.load_plugin("zip_plugins:register")``."""
     reg.add_codec("zip_stored", compress=_stored_compress, decompress=_stored_decompress,
+                  self_terminating=True, decompress_prefix=_stored_prefix,
                   doc="ZIP method 0: the member's bytes, not compressed")

@@ -225,6 +225,7 @@ def test_no_end_record_is_a_decode_error():
     data = make_zipfile()
     cut = data[: data.rindex(b"PK\x05\x06")]
     errs = errors_of(cut)
+    assert errs[0][0] is ConstraintError and errs[0][1] == "zip_file.eocd"
     assert errs == [errs[0]] * 3
 
 
