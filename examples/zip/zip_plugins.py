@@ -3,6 +3,10 @@
 A stored member's bytes are its data as they are; registering that as a codec lets the
 schema map the member's method through one `codecs:` table (0 -> zip_stored,
 8 -> deflate), with the local header's sizes bounding and checking it like any other.
+
+It registers as self-terminating: a stored member ends where the bytes it is given end,
+and the schema always gives it exactly the local header's compressed size
+(`stored_size:`), so "the stream's end" is the end of that region.
 """
 
 from __future__ import annotations
