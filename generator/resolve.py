@@ -969,7 +969,8 @@ class Resolver:
                 self.err(src, join(path, "codecs") if codecs else join(path, "algorithm"),
                          f"unknown compression codec {name!r} (registered: "
                          f"{', '.join(sorted(registry.REGISTRY.codecs))})")
-            elif lt is None and not spec.self_terminating:
+            elif lt is None and "stored_size" not in c and not spec.self_terminating:
+                # (a stored compressed size bounds the region as a length prefix does)
                 self.err(src, join(path, "length"),
                          f"codec {name!r} is not self-terminating: the region needs a length")
         return ir.Compressed(

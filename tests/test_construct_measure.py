@@ -47,3 +47,41 @@ def test_a_derived_size_of_a_repeat_of_scalars_encodes_alike_on_both_paths(m):
     assert m.ENCODERS["words"](value) == want
     for compiled in (False, True):
         assert m.CONSTRUCT_ENCODERS["words"](value, compiled=compiled) == want
+
+
+STORED = """
+bytewright: 1
+family: storedsize
+plugins: ["rev_codec:register"]
+records:
+  frame:
+    fields:
+      - {name: csize, type: u16}
+      - {name: usize, type: u16}
+      - name: data
+        type: bytes
+        compressed: {algorithm: rev, stored_size: csize, plain_size: usize}
+      - {name: tail, type: u8}
+"""
+
+
+PLUGIN = """
+def register(reg):
+    reg.add_codec("rev", compress=lambda b: bytes(reversed(b)),
+                  decompress=lambda b, limit: bytes(reversed(bytes(b)))[:limit])
+"""
+
+
+def test_a_stored_size_bounds_a_codec_that_is_not_self_terminating(schema_module, tmp_path,
+                                                                     monkeypatch):
+    (tmp_path / "rev_codec.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = schema_module(STORED, "storedsize")
+    value = m.Frame(data=b"abc", tail=7)
+    # the plug-in codec reverses its bytes and cannot find its own end
+    want = bytes.fromhex("0300" "0300") + b"cba" + b"\x07"
+    assert m.ENCODERS["frame"](value) == want
+    assert m.DECODERS["frame"](want) == (value, len(want))
+    for compiled in (False, True):
+        assert m.CONSTRUCT_ENCODERS["frame"](value, compiled=compiled) == want
+        assert m.CONSTRUCT_DECODERS["frame"](want, compiled=compiled) == value
