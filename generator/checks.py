@@ -80,7 +80,7 @@ def parse_fixture(path: Path, text: str | None = None) -> Fixture:
     if "record" not in meta:
         raise FixtureFileError(f"{path}: not a hex fixture: missing '#: record: NAME' directive")
     try:
-        params = json.loads(meta.get("params", "{}"))
+        params = json.loads(meta.get("params", "{}"), object_hook=_bytes_param)
     except json.JSONDecodeError as exc:
         raise FixtureFileError(f"{path}: '#: params:' is not JSON: {exc}") from exc
     if not isinstance(params, dict):
@@ -94,11 +94,22 @@ def parse_fixture(path: Path, text: str | None = None) -> Fixture:
                    params=params, data=bytes.fromhex(digits), doc=" ".join(docs))
 
 
+def _bytes_json(value: object) -> dict:
+    """A ``bytes`` param in a fixture's JSON line: ``{"hex": "..."}``."""
+    if isinstance(value, bytes | bytearray):
+        return {"hex": bytes(value).hex()}
+    raise TypeError(f"a fixture param of type {type(value).__name__} has no JSON form")
+
+
+def _bytes_param(obj: dict) -> object:
+    return bytes.fromhex(obj["hex"]) if set(obj) == {"hex"} else obj
+
+
 def fixture_text(record: str, params: dict, data: bytes, doc: str) -> str:
     """The canonical text of a fixture file (32 bytes a line)."""
     lines = [f"# {line}" for line in doc.splitlines()] if doc else []
     lines.append(f"#: record: {record}")
-    lines.append(f"#: params: {json.dumps(params, sort_keys=True)}")
+    lines.append(f"#: params: {json.dumps(params, sort_keys=True, default=_bytes_json)}")
     for i in range(0, len(data), 32):
         chunk = data[i:i + 32].hex()
         lines.append(" ".join(chunk[j:j + 8] for j in range(0, len(chunk), 8)))

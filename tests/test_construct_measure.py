@@ -85,3 +85,4 @@ def test_a_stored_size_bounds_a_codec_that_is_not_self_terminating(schema_module
     for compiled in (False, True):
         assert m.CONSTRUCT_ENCODERS["frame"](value, compiled=compiled) == want
         assert m.CONSTRUCT_DECODERS["frame"](want, compiled=compiled) == value
+
