@@ -1596,6 +1596,19 @@ class StringEncoded(cs.StringEncoded):
         except UnicodeDecodeError as exc:  # at the first bad byte, as the fast path
             raise text_error(exc, stream.tell() - len(data), self.encoding, "") from None
 
+    def _emitparse(self, code):
+        fname = f"parse_stringencoded_{code.allocateId()}"
+        _bw(code)
+        code.append(f"""
+            def {fname}(io, this):
+                data = {self.subcon._compileparse(code)}
+                try:
+                    return data.decode({self.encoding!r})
+                except UnicodeDecodeError as exc:
+                    raise _bw.text_error(exc, io.tell() - len(data), {self.encoding!r}, "") from None
+        """)
+        return f"{fname}(io, this)"
+
     def _emitbuild(self, code):
         fname = f"build_stringencoded_{code.allocateId()}"
         _bw(code)
