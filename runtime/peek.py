@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import construct as cs
 
-from .codec import ChainedRepeat
+from .codec import ChainedRepeat, _link
 from .errors import ConstraintError, TruncatedError
 
 
@@ -71,11 +71,66 @@ class ChainedValues(ChainedRepeat):
         return super()._parse(stream, context, path)
 
     def _next(self, item, stream, context, start: int, stop: int, path):
+        return self.value(item, context._chain)
+
+    def value(self, item, given):
+        """``source`` of ``item``, which was parsed or built with param ``given``."""
         if not isinstance(item, dict):  # the model a compiled parse built directly
             return getattr(item, self.source)
         if self.source in item:  # a member, or (on build) the model's value
             return item[self.source]
-        return self.compute(item, context._chain)  # the param this item was given
+        return self.compute(item, given)
+
+    def _emitparse(self, code):
+        fid = code.allocateId()
+        fname = f"parse_chainedvalues_{fid}"
+        me = _link(code, self)
+        code.append("from bytewright.runtime import errors as _bwe")
+        code.append(f"""
+            def {fname}(io, this):
+                n = {self.count!r}
+                here = io.tell()
+                end = io.seek(0, 2)
+                io.seek(here)
+                if n is not None and n < 0:
+                    raise _bwe.ConstraintError("negative count %d" % n, offset=here,
+                                               expected=">= 0", found=n)
+                if n is not None and n * {self.min_size} > end - here:
+                    raise _bwe.TruncatedError("count %d needs at least %d bytes"
+                                              % (n, n * {self.min_size}), offset=here,
+                                              expected=n * {self.min_size}, found=end - here)
+                items = ListContainer()
+                this['_chain'] = {self.first!r}
+                while (len(items) < n) if n is not None else (io.tell() < end):
+                    start = io.tell()
+                    item = {self.subcon._compileparse(code)}
+                    if io.tell() <= start:
+                        raise _bwe.ConstraintError("repeated item consumes no bytes",
+                                                   offset=start, path="")
+                    items.append(item)
+                    this['_chain'] = {me}.value(item, this['_chain'])
+                return items
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code):
+        fid = code.allocateId()
+        fname = f"build_chainedvalues_{fid}"
+        me = _link(code, self)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                n = {self.count!r}
+                if n is not None and len(obj) != n:
+                    raise RangeError("expected %d items, found %d" % (n, len(obj)))
+                this['_chain'] = {self.first!r}
+                items = obj
+                for obj in items:
+                    built = {self.subcon._compilebuild(code)}
+                    this['_chain'] = {me}.value(built if built is not None else obj,
+                                                this['_chain'])
+                return items
+        """)
+        return f"{fname}(obj, io, this)"
 
 
 def chain_models(items, first, convert, source: str) -> list:
