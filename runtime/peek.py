@@ -42,6 +42,25 @@ class Peek(cs.Subconstruct):
     def _sizeof(self, context, path):
         return 0
 
+    def _emitparse(self, code):
+        fname = f"parse_peek_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(io, this):
+                here = io.tell()
+                end = io.seek(0, 2)
+                io.seek(here)
+                if here + {self.size} > end:
+                    raise StreamError("stream read less than specified amount, expected "
+                                      "{self.size}, found %d" % (end - here))
+                value = {self.subcon._compileparse(code)}
+                io.seek(here)
+                return value
+        """)
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code):
+        return "None"  # owns no bytes
+
 
 class ChainedValues(ChainedRepeat):
     """A chained repeat whose items get the previous item's decoded value of ``source``
