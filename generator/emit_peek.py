@@ -72,8 +72,11 @@ def c2m_chain(ce: ConstructEmitter, f: ir.Field, rec: ir.Record, res) -> str:
         (f.chain.param, parse("_chain")),)
     item = ce.conv(f, dataclasses.replace(f.type, args=args), "_x", rec,
                    lambda n: "_p" if n == "_chain" else res(n))
-    return (f"_chain_models(f_{f.name}, {f.chain.first.render(res)}, "
+    conv = (f"_chain_models(f_{f.name}, {f.chain.first.render(res)}, "
             f"lambda _x, _p: {item}, {f.chain.source!r})")
+    if f.repeat.stop_on_error:  # keep why the log ended
+        conv = f"_LogList({conv}, f_{f.name}.stop)"
+    return conv
 
 
 def construct_prelude(rec: ir.Record) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import construct as cs
 
-from .codec import ChainedRepeat, _link
+from .codec import ChainedRepeat, _bw, _link
 from .errors import ConstraintError, TruncatedError
 
 
@@ -105,6 +105,16 @@ class ChainedValues(ChainedRepeat):
         fname = f"parse_chainedvalues_{fid}"
         me = _link(code, self)
         code.append("from bytewright.runtime import errors as _bwe")
+        _bw(code)
+        if self.stop_on_error:  # as the interpreted parse: the log ends at a bad item
+            head = "items = _bw.LogList()"
+            fail = """except Exception as exc:
+                        items.stop = _bw.stop_reason(_bw.construct_error(exc, ""), start)
+                        io.seek(end)
+                        return items"""
+        else:
+            head = "items = ListContainer()"
+            fail = "finally:\n                        pass"
         code.append(f"""
             def {fname}(io, this):
                 n = {self.count!r}
@@ -118,14 +128,16 @@ class ChainedValues(ChainedRepeat):
                     raise _bwe.TruncatedError("count %d needs at least %d bytes"
                                               % (n, n * {self.min_size}), offset=here,
                                               expected=n * {self.min_size}, found=end - here)
-                items = ListContainer()
+                {head}
                 this['_chain'] = {self.first!r}
                 while (len(items) < n) if n is not None else (io.tell() < end):
                     start = io.tell()
-                    item = {self.subcon._compileparse(code)}
-                    if io.tell() <= start:
-                        raise _bwe.ConstraintError("repeated item consumes no bytes",
-                                                   offset=start, path="")
+                    try:
+                        item = {self.subcon._compileparse(code)}
+                        if io.tell() <= start:
+                            raise _bwe.ConstraintError("repeated item consumes no bytes",
+                                                       offset=start, path="")
+                    {fail}
                     items.append(item)
                     this['_chain'] = {me}.value(item, this['_chain'])
                 return items

@@ -253,3 +253,18 @@ def test_peek_needs_bytes_to_look_at_even_inside_a_section(m):
     assert errors(m, "stream", cut) == {("TruncatedError", "stream.msgs[1].lead", 5)}
     with pytest.raises(ConstraintError):
         m.decode_stream(bytes([0x01, 0x01]))
+
+
+def test_a_log_of_decoded_chains_ends_at_its_first_bad_item(schema_module):
+    """``stop_on_error``: the list keeps the items before the bad one, on every path."""
+    text = RUNNING.replace("family: running", "family: logged").replace(
+        "        repeat: eos\n        chain: {param: running, from: op_now, first: 0x81}",
+        "        repeat: {eos: true, stop_on_error: true}\n"
+        "        chain: {param: running, from: op_now, first: 0x81}")
+    lg = schema_module(text, "logged")
+    data = bytes([0x00, 0x05, 0x83, 0x01])  # one (a=5, running 81), then op 83: no case
+    for name, decode in decoders(lg, "stream"):
+        value = decode(data)
+        assert value.rest == [lg.Msg(None, lg.One(5), 0x81)], name
+        stop = value.rest.stop
+        assert (stop.offset, type(stop.error).__name__) == (2, "ConstraintError"), name
