@@ -21,6 +21,7 @@ from ..runtime.codec import _FIELD_NAMES
 from . import absent as absent_values
 from . import bitfields, byteorder, defaults, emit_framing, ir
 from . import checksum_cover as cover
+from . import emit_peek as peek
 from .emit_fast import FastEmitter
 from .emit_fast_encode import fast_runs, late_rule, measured, needs_roundtrip, value_rule
 from .expr import parse
@@ -200,7 +201,9 @@ class ConstructEmitter:
             zero = "0" if not isinstance(f.type, ir.BytesT) else repr(bytes(
                 f.type.size.constant()))
             base = f"Const({zero}, {base})" if zero == "0" else f"Const({zero})"
-        if f.chain is not None and f.repeat is not None:
+        if f.chain is not None and f.repeat is not None and f.chain.decoded:
+            base = peek.construct_chain(self, f, rec)
+        elif f.chain is not None and f.repeat is not None:
             # items get the previous item's stored value as a param (chained checksums)
             side, k, it = chain_anchor(self.family, f, f.type.order)
             fmt = ("<" if it.endian == "le" else ">") + it.code
@@ -317,8 +320,11 @@ class ConstructEmitter:
             else:  # seed/params need the context: compute it all in the bytes function
                 base = (f"Checksum({base}, Code('_bw.identity', lambda _v: _v), "
                         f"{self.code(checksum_call(ck, data, self.res(rec)))})")
+        if f.peek:
+            base = peek.construct_member(self, f, base)
         cond = f.cond.render(self.res(rec)) if f.cond is not None else None
-        if cond is not None and "_remaining" in f.cond.names:
+        if cond is not None and ("_remaining" in f.cond.names
+                                 or f.cond.names & peek.peeked(rec)):
             # bytes left are known only while parsing; on build the value says it
             cond = f"({cond}) if this['_parsing'] else this[{name!r}] is not None"
         vcond = self.version_cond(f, rec)
@@ -600,6 +606,7 @@ class ConstructEmitter:
         lines = [] if self._prelude_done else list(_PRELUDE)
         self._prelude_done = True
         lines += emit_framing.construct_prelude(rec)
+        lines += peek.construct_prelude(rec)
         lines += [f"C_{rec.name} = Struct(", "    '_o_start' / Tell,"]
         if rec.version_range is not None and rec.version_from in rec.params:
             lo, hi = rec.version_range
@@ -732,7 +739,9 @@ class ConstructEmitter:
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
             if conv is None:
                 continue
-            if f.repeat is not None and f.view != "numpy":
+            if f.chain is not None and f.chain.decoded:
+                conv = peek.c2m_chain(self, f, rec, res)
+            elif f.repeat is not None and f.view != "numpy":
                 item = self.conv(f, f.type, "_x", rec, res)
                 conv = f"[{item} for _x in f_{f.name}]" if item else None
                 if conv and f.repeat.stop_on_error:  # keep why the log ended

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from . import absent, bitfields, byteorder, defaults, emit_framing, ir, lookup_rows
 from . import checksum_cover as cover
 from . import emit_fast_encode as efe
+from . import emit_peek as peek
 from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
 from .runtime_names import (
@@ -135,7 +136,7 @@ class FastEmitter:
         for lay in rec.layouts:
             total = 0
             for f in lay.fields:
-                if f.cond is not None or f.compressed is not None:
+                if f.cond is not None or f.compressed is not None or f.peek:
                     continue
                 total += self.field_min(f)
             sizes.append(total)
@@ -163,7 +164,7 @@ class FastEmitter:
         return 0
 
     def runnable(self, f: ir.Field) -> bool:
-        if f.cond is not None or f.compressed is not None or f.size is not None:
+        if f.cond is not None or f.compressed is not None or f.size is not None or f.peek:
             return False
         if self.uses_position(f):
             return False  # _offset/_remaining are taken at this field, not at a run's start
@@ -815,6 +816,8 @@ class FastEmitter:
 
     def decode_field(self, rec: ir.Record, f: ir.Field, res, spans: set[str],
                      prefixed: bool = False) -> list[str]:
+        if f.peek:
+            return peek.decode_lines(self, rec, f)
         out: list[str] = []
         name = f.name
         self._dec_field = name  # the path checked expression functions report
@@ -888,6 +891,8 @@ class FastEmitter:
 
     def chain_read(self, f: ir.Field, buf: str, start: str, stop: str) -> str:
         """Source reading the stored chain value of the item at ``start``..``stop``."""
+        if f.chain.decoded:  # the item just decoded (or encoded) is ``_x``
+            return f"_x.{f.chain.source}"
         side, k, it = chain_anchor(self.family, f, f.type.order)
         st = self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
         at = f"{start} + {k}" if side == "start" else f"{stop} - {k}"
@@ -1721,6 +1726,8 @@ class FastEmitter:
 
     def encode_field(self, rec: ir.Record, f: ir.Field, res, spans: set[str],
                      prefixed: bool = False) -> list[str]:
+        if f.peek:
+            return []  # a lookahead owns no bytes
         if isinstance(f.type, ir.VarintT) and f.derived_from \
                 and f.derived_from[0] == "stored":  # inserted once the frame is built
             return ([f"_s_{f.name} = len(out)"] if f.name in spans.s else []) + \
@@ -1776,7 +1783,7 @@ class FastEmitter:
         if own:  # the condition reads a size of the field itself: measured, then checked
             out += efe.own_size_cond(f, inner, f.cond.render(res), own)
         elif f.cond is not None:
-            if "_remaining" in f.cond.names and f.in_model:
+            if ("_remaining" in f.cond.names or f.cond.names & peek.peeked(rec)) and f.in_model:
                 out.append(f"if v.{name} is not None:")  # presence is the value's, on encode
             else:
                 out.append(f"if {f.cond.render(res)}:")

@@ -354,6 +354,8 @@ class _Family:
         seq_so_far = seq_so_far or []
         if f.chain is not None:
             raise Unsupported("chained parameter from the previous item")
+        if f.peek:  # a Kaitai seq field consumes its bytes
+            raise Unsupported("a field read without consuming it (peek)")
         if f.framing is not None:
             raise Unsupported("records carried in blocks or pages (framing)")
         if f.convert:

@@ -66,6 +66,12 @@ def parse(source: str | int | bool) -> Expr:
     return Expr(text, tree, frozenset(names))
 
 
+def is_none_test(node: ast.Compare) -> bool:
+    """``x is None`` / ``x is not None``: whether an optional value is present."""
+    return len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+        and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None
+
+
 def _check(node: ast.AST, names: set[str]) -> None:
     if isinstance(node, ast.Constant):
         if not isinstance(node.value, (int, bool, str, bytes)) or node.value is None:
@@ -89,6 +95,8 @@ def _check(node: ast.AST, names: set[str]) -> None:
     elif isinstance(node, ast.BoolOp):
         for value in node.values:
             _check(value, names)
+    elif isinstance(node, ast.Compare) and is_none_test(node):
+        _check(node.left, names)  # an optional value's presence: ``x is (not) None``
     elif isinstance(node, ast.Compare):
         for op in node.ops:
             if type(op) not in _CMPOPS:
@@ -133,6 +141,9 @@ def _render(node: ast.AST, resolve: Callable[[str], str]) -> str:
     if isinstance(node, ast.BoolOp):
         op = " and " if isinstance(node.op, ast.And) else " or "
         return "(" + op.join(_render(v, resolve) for v in node.values) + ")"
+    if isinstance(node, ast.Compare) and is_none_test(node):
+        op = "is" if isinstance(node.ops[0], ast.Is) else "is not"
+        return f"({_render(node.left, resolve)} {op} None)"
     if isinstance(node, ast.Compare):
         parts = [_render(node.left, resolve)]
         for op, comp in zip(node.ops, node.comparators, strict=True):

@@ -111,6 +111,9 @@ def problems(e: Expr, root: Callable[[str], Kind], member: Callable[[Kind, str],
             return "int" if _family(a) == "number" and _family(b) == "number" else None
         if isinstance(node, ast.UnaryOp):
             return "bool" if isinstance(node.op, ast.Not) else "int"
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            kind(node.left)  # ``x is (not) None``: any value may be absent
+            return "bool"
         if isinstance(node, ast.Compare):
             left = node.left
             for op, right in zip(node.ops, node.comparators, strict=True):

@@ -248,11 +248,14 @@ class Compressed:
 @dataclass(frozen=True)
 class Chain:
     """A repeat of records whose param ``param`` is ``first`` for the first item and then
-    the stored value of the previous item's field ``source`` (a chained checksum)."""
+    the value of the previous item's field ``source``: its stored bytes at a fixed offset
+    (a chained checksum), or its decoded value (``decoded``: a field of the item's model,
+    an optional field or a value with no type; running status)."""
 
     param: str
     source: str
     first: Expr
+    decoded: bool = False
 
 
 @dataclass
@@ -396,12 +399,13 @@ class Field:
     bits: tuple[BitPart, ...] = ()  # named bit ranges: the model holds these instead
     bit_of: str | None = None  # a bit range's model field: the integer field holding it
     absent: int | None = None  # a length prefix equal to this is a value of None
+    peek: bool = False  # read at the current position without consuming it; never written
 
     @property
     def in_model(self) -> bool:
         """Whether the object model carries this field (derived values are recomputed)."""
         return not (self.checksum or self.derived_from or self.value is not None
-                    or self.const is not None or self.reserved
+                    or self.const is not None or self.reserved or self.peek
                     or isinstance(self.type, PaddingT))
 
     def in_version(self, version: int | None) -> bool:

@@ -15,7 +15,7 @@ from .problems import Problems
 def fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | None:
     """Byte size of an unconditional fixed-size scalar field, else None."""
     if f.cond is not None or f.since is not None or f.until is not None or f.repeat \
-            or f.compressed is not None or f.size is not None:
+            or f.compressed is not None or f.size is not None or f.peek:
         return None
     t = f.type
     if isinstance(t, ir.RefT):
@@ -83,7 +83,7 @@ def type_size(t: ir.Type, family: ir.Family, memo: dict[str, int | None]) -> int
 
 
 def field_size(f: ir.Field, family: ir.Family, memo: dict[str, int | None]) -> int | None:
-    if f.cond is not None or f.compressed is not None:
+    if f.cond is not None or f.compressed is not None or f.peek:  # a lookahead: no run
         return None
     size = type_size(f.type, family, memo)
     if size is None:

@@ -13,7 +13,16 @@ import re
 from typing import Any
 
 from ..runtime import registry
-from . import absent, defaults, exprcheck, framing_check, ir, located_check, numbers_check
+from . import (
+    absent,
+    defaults,
+    exprcheck,
+    framing_check,
+    ir,
+    located_check,
+    numbers_check,
+    peek_check,
+)
 from . import checksum_cover as cover
 from .expr import Expr, ExprError, parse
 from .layout import fixed_size, numpy_code, record_dtype
@@ -401,6 +410,10 @@ class Resolver:
             self.err(src, join(f.path, "chain.param"),
                      f"record {callee.name!r} has no param {ch.param!r}")
         names = [x.name for x in callee.fields]
+        if callee.version_from is None and ch.source not in names \
+                and ch.source in {x.name for x in callee.model_fields}:
+            f.chain = dataclasses.replace(ch, decoded=True)  # a value with no type, a bit range
+            return
         if ch.source not in names or callee.version_from is not None:
             self.err(src, join(f.path, "chain.from"),
                      f"record {callee.name!r} has no (unversioned) field {ch.source!r}")
@@ -411,9 +424,13 @@ class Resolver:
         base = callee.fields[i].type
         if isinstance(base, ir.RefT) and base.kind == "alias":
             base = self.aliases[base.target].base
-        if not isinstance(base, ir.IntT) or sizes[i] is None or base.code is None:
+        stored = isinstance(base, ir.IntT) and sizes[i] is not None and base.code is not None
+        fixed = not (None in sizes[:i] and None in sizes[i + 1:])
+        if not (stored and fixed) and ch.source in {x.name for x in callee.model_fields}:
+            f.chain = dataclasses.replace(ch, decoded=True)  # the item's decoded value
+        elif not stored:
             self.err(src, join(f.path, "chain.from"), f"{ch.source!r} must be a stored integer")
-        elif None in sizes[:i] and None in sizes[i + 1:]:
+        elif not fixed:
             self.err(src, join(f.path, "chain.from"),
                      f"{ch.source!r} must sit at a fixed offset from the item's start or end")
 
@@ -949,6 +966,8 @@ class Resolver:
         if "absent" in fb:
             f.absent = fb["absent"]
         absent.check(self, src, path, fb, f)
+        if fb.get("peek") is True:
+            peek_check.field(self, src, path, fb, f)
         return f
 
     def compressed(self, src: Source, path: str, c: dict) -> ir.Compressed:
@@ -1041,6 +1060,7 @@ class Resolver:
                 self.check_stored(src, f, by_name, names)
             if f.chain is not None:
                 self.check_chain(src, f, records)
+            peek_check.uses(self, src, rec, f)
             if f.checksum and f.checksum.ranges:
                 # ranges are read before the checksum: they must lie in the fixed prefix
                 prefix = 0

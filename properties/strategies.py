@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
 
 from ..generator import ir
+from ..generator.expr import parse
 from ..generator.model import camel
 from ..runtime import registry as registry_mod
 from . import numbers
@@ -342,11 +343,21 @@ class Builder:
             if f.derived_from is not None and f.derived_from[0] == "size":
                 sized[f.derived_from[1]] = f
         local_sites: list[tuple[ir.Field, Site]] = []
-        numbers.draw_virtuals(draw, rec, env, model)
+        # values with no type that no field derives from are the decoder's results:
+        # computed once the fields are drawn, not drawn
+        driving = {n for g in rec.fields if g.value is not None for n in g.value.names} \
+            | {n for g in rec.fields for bp in g.bits if bp.value is not None
+               for n in bp.value.names}
+        results = [v for v in rec.virtuals if v.name not in driving]
+        numbers.draw_virtuals(draw, dataclasses.replace(
+            rec, virtuals=[v for v in rec.virtuals if v.name in driving]), env, model)
+        peeked = {f.name for f in layout.fields if f.peek}
         for f in layout.fields:
             fpath = f"{path}.{f.name}"
+            if f.peek:
+                continue  # read, never written: the fields testing it are drawn present or not
             if f.cond is not None:
-                if "_remaining" in f.cond.names:
+                if "_remaining" in f.cond.names or f.cond.names & peeked:
                     present = draw(st.booleans())
                 else:
                     present = bool(self._ev_or_unsupported(f.cond, env, rec, f))
@@ -414,6 +425,12 @@ class Builder:
                     env[f.name] = self.ev(f.value, env)
                 except _Unknown:
                     pass
+        for v in results:
+            try:
+                env[v.name] = model[v.name] = self.ev(v.value, env)
+            except _Unknown as exc:
+                raise Unsupported(f"{rec.name}.{v.name}: value {v.value.source!r} reads "
+                                  f"{exc}, which only the encoder derives") from None
         for p in sorted(solved):
             self._solve_param(rec, p, deferred, env, params)
         for f, a in deferred:
@@ -779,10 +796,19 @@ class Builder:
             n = draw(st.integers(0, MAX_ITEMS))
         forced = _forced_fields(r.until_item) if r.until_item is not None else {}
         items, svals = [], []
+        etype, chained = f.type, f.chain is not None and f.chain.decoded
+        if chained:  # each item's param: the previous item's decoded value (``first``)
+            env = _Env(env)
+            env["_chain"] = self._ev_or_unsupported(f.chain.first, env, rec, f)
+            etype = dataclasses.replace(f.type, args=tuple(
+                a for a in f.type.args if a[0] != f.chain.param)
+                + ((f.chain.param, parse("_chain")),))
         for i in range(n):
             self._force = forced if i == n - 1 else {}
-            v, s = self._draw_one(draw, rec, f, f.type, env, {}, f"{path}[{i}]", sites,
+            v, s = self._draw_one(draw, rec, f, etype, env, {}, f"{path}[{i}]", sites,
                                   local_sites, top=False)
+            if chained:
+                env["_chain"] = getattr(v, f.chain.source)
             self._force = {}
             if r.until_item is not None:
                 trial = _Env(env)

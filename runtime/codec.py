@@ -546,7 +546,7 @@ class ChainedRepeat(cs.Subconstruct):
                 stream.seek(end)
                 return items
             items.append(item)
-            context._chain = self._stored(stream, start, stop, path)
+            context._chain = self._next(item, stream, context, start, stop, path)
         return items
 
     def _build(self, obj, stream, context, path):
@@ -556,9 +556,14 @@ class ChainedRepeat(cs.Subconstruct):
         context._chain = self.first(context)
         for item in obj:
             start = cs.stream_tell(stream, path)
-            self.subcon._build(item, stream, context, path)
-            context._chain = self._stored(stream, start, cs.stream_tell(stream, path), path)
+            built = self.subcon._build(item, stream, context, path)
+            context._chain = self._next(built if built is not None else item, stream, context,
+                                        start, cs.stream_tell(stream, path), path)
         return obj
+
+    def _next(self, item, stream, context, start: int, stop: int, path):
+        """The value the next item's chain param gets (here: the stored integer)."""
+        return self._stored(stream, start, stop, path)
 
     def _sizeof(self, context, path):
         raise cs.SizeofError("chained repeats have no fixed size", path=path)

@@ -2,7 +2,9 @@
 
 mido (a MIDI library independent of bytewright) writes a two-track file in memory: a tempo
 track of meta events and a track of channel messages on two channels, a system exclusive
-message longer than 127 bytes (a two-byte length) and delta times up to four VLQ bytes.
+message longer than 127 bytes (a two-byte length) and delta times up to four VLQ bytes; and
+files with running status (consecutive messages of one status, whose status byte mido
+leaves out).
 The test walks the chunks with its own few lines and holds the generated codec to that and
 to what mido reads back, on the fast path and the Construct path (interpreted and compiled).
 """
@@ -79,8 +81,10 @@ def read_vlq(data: bytes, at: int) -> tuple[int, int]:
             return value, at
 
 
-def walk(data: bytes) -> list[list[tuple[int, int, int]]]:
-    """(absolute offset, delta, status byte) of every event of every track, by the spec."""
+def walk(data: bytes) -> list[list[tuple[int, int, int, bool]]]:
+    """(absolute offset, delta, status in effect, status byte present) of every event of
+    every track, by the spec: a first byte below 0x80 is a data byte, the status is the
+    previous channel message's (running status; system messages cancel it)."""
     assert data[:4] == b"MThd" and struct.unpack(">I", data[4:8])[0] == 6
     ntracks = struct.unpack(">H", data[10:12])[0]
     pos, tracks = 14, []
@@ -88,13 +92,17 @@ def walk(data: bytes) -> list[list[tuple[int, int, int]]]:
         assert data[pos:pos + 4] == b"MTrk"
         end = pos + 8 + struct.unpack(">I", data[pos + 4:pos + 8])[0]
         pos += 8
-        events = []
+        events, running = [], None
         while pos < end:
             start = pos
             delta, pos = read_vlq(data, pos)
-            status = data[pos]
-            assert status >= 0x80, "running status"
-            pos += 1
+            status, present = data[pos], data[pos] >= 0x80
+            if present:
+                pos += 1
+            else:
+                assert running is not None, "a data byte where no status runs"
+                status = running
+            running = status if status < 0xF0 else None
             if status == 0xFF:
                 pos += 1
                 n, pos = read_vlq(data, pos)
@@ -104,7 +112,7 @@ def walk(data: bytes) -> list[list[tuple[int, int, int]]]:
                 pos += n
             else:
                 pos += 1 if status >> 4 in (0xC, 0xD) else 2
-            events.append((start, delta, status))
+            events.append((start, delta, status, present))
         assert pos == end
         tracks.append(events)
     assert pos == len(data)
@@ -123,12 +131,13 @@ def encoders():
     yield "compiled", lambda value: midi.construct_encode_midi_file(value, compiled=True)
 
 
-def test_the_file_has_multi_byte_vlqs_and_no_running_status(smf):
+def test_the_file_has_multi_byte_vlqs_and_every_status_byte(smf):
     tracks = walk(smf)
-    deltas = [d for t in tracks for _, d, _ in t]
+    deltas = [d for t in tracks for _, d, _, _ in t]
     assert LONG_DELTA in deltas and 20000 in deltas and 130 in deltas
+    assert all(present for t in tracks for *_, present in t)
     # the four-byte VLQ of 0x0fffffff, by hand
-    at = next(off for off, d, _ in tracks[1] if d == LONG_DELTA)
+    at = next(off for off, d, _, _ in tracks[1] if d == LONG_DELTA)
     assert smf[at:at + 4] == bytes([0xFF, 0xFF, 0xFF, 0x7F])
 
 
@@ -149,8 +158,9 @@ def test_decodes_what_mido_wrote(smf, path):
 def _same_message(ev, msg) -> None:
     K = midi.EventKind
     body = ev.message
+    kind, channel = ev.effective >> 4, ev.effective & 0xF
     if msg.is_meta:
-        assert (ev.kind, ev.channel) == (K.SYSTEM, 0xF)
+        assert (kind, channel) == (K.SYSTEM, 0xF)
         meta = {
             "track_name": lambda d: d.text == msg.name.encode("latin-1"),
             "marker": lambda d: d.text == msg.text.encode("latin-1"),
@@ -171,11 +181,11 @@ def _same_message(ev, msg) -> None:
         assert body.meta_type == getattr(midi.MetaType, msg.type.upper())
         return
     if msg.type == "sysex":
-        assert (ev.kind, ev.channel) == (K.SYSTEM, 0) and body.data == bytes(msg.data)
+        assert (kind, channel) == (K.SYSTEM, 0) and body.data == bytes(msg.data)
         return
-    assert ev.channel == msg.channel
-    kind, names = _CHANNEL[msg.type]
-    assert ev.kind == kind
+    assert channel == msg.channel
+    want, names = _CHANNEL[msg.type]
+    assert kind == want
     if msg.type == "pitchwheel":
         got = ((body.high << 7 | body.low) - 8192,)  # 14 bits, low 7 first, 0x2000 = 0
     else:
@@ -215,10 +225,9 @@ def test_mido_reads_what_the_encoders_write(smf, path):
     the VLQs, the sysex length and the track length, and mido reads the result."""
     value, _ = midi.decode_midi_file(smf)
     tempo = next(e for e in value.tracks[0].events
-                 if e.kind == midi.EventKind.SYSTEM and e.message.meta_type == midi.MetaType.SET_TEMPO)
+                 if e.effective == 0xFF and e.message.meta_type == midi.MetaType.SET_TEMPO)
     tempo.message.data.tempo = 750000
-    sysex = next(e for e in value.tracks[1].events if e.kind == midi.EventKind.SYSTEM
-                 and e.channel == 0)
+    sysex = next(e for e in value.tracks[1].events if e.effective == 0xF0)
     sysex.message.data = b"\x7d" * 20000            # a three-byte length
     sysex.delta = 1
     out = dict(encoders())[path](value)
@@ -230,23 +239,87 @@ def test_mido_reads_what_the_encoders_write(smf, path):
     assert dict(decoders())[path](out) == value
 
 
-def test_running_status_is_refused_where_it_starts(smf):
-    """A file whose second note-on leaves out its status byte (what mido writes for two
-    note-ons in a row on one channel) is refused at that byte, on every path."""
-    mid = mido.MidiFile(type=0, ticks_per_beat=TICKS)
-    mid.tracks.append(mido.MidiTrack([
+def _running_file() -> tuple[bytes, list]:
+    """Format 0: note-ons and a control change on channel 2 in a row (mido leaves the
+    status byte out of each message after the first of a run), a meta event, then a new
+    run; and the messages as mido made them."""
+    messages = [
         mido.Message("note_on", channel=2, note=60, velocity=80, time=0),
         mido.Message("note_on", channel=2, note=64, velocity=80, time=10),
-    ]))
+        mido.Message("note_on", channel=2, note=67, velocity=80, time=10),
+        mido.Message("note_on", channel=2, note=60, velocity=0, time=200),
+        mido.Message("control_change", channel=2, control=7, value=90, time=0),
+        mido.Message("control_change", channel=2, control=10, value=64, time=0),
+        mido.MetaMessage("marker", text="A", time=0),
+        mido.Message("note_on", channel=2, note=72, velocity=1, time=0),
+        mido.Message("note_on", channel=2, note=73, velocity=2, time=0),
+    ]
+    mid = mido.MidiFile(type=0, ticks_per_beat=TICKS)
+    mid.tracks.append(mido.MidiTrack(messages))
     out = io.BytesIO()
     mid.save(file=out)
-    data = out.getvalue()
-    at = 14 + 8 + 4 + 1  # header, track header, first event (delta + 3 bytes), delta
-    assert data[at - 1:at + 2] == bytes([10, 64, 80])
+    return out.getvalue(), messages
+
+
+def test_mido_writes_running_status():
+    data, _ = _running_file()
+    (events,) = walk(data)
+    assert [present for *_, present in events] == [
+        True, False, False, False, True, False, True, True, False, True]
+    # the second note-on by hand: delta 10, then the data bytes 64 80 (no 0x92)
+    at = events[1][0]
+    assert data[at:at + 3] == bytes([10, 64, 80]) and data[at - 1] == 80
+
+
+@pytest.mark.parametrize("path", ["fast", "construct", "compiled"])
+def test_running_status_decodes_as_mido_reads_it(path):
+    data, messages = _running_file()
+    value = dict(decoders())[path](data)
+    (events,) = walk(data)
+    (track,) = value.tracks
+    want = list(mido.MidiFile(file=io.BytesIO(data)).tracks[0])
+    assert [m.type for m in want[:-1]] == [m.type for m in messages]
+    assert len(track.events) == len(want) == len(events)
+    for ev, msg, (_, delta, status, present) in zip(track.events, want, events, strict=True):
+        assert ev.delta == msg.time == delta
+        assert ev.effective == status
+        assert ev.status == (status if present else None)  # None: left out, running
+        _same_message(ev, msg)
+
+
+def test_running_status_re_encodes_byte_identical_on_every_path():
+    data, _ = _running_file()
+    value, end = midi.decode_midi_file(data)
+    assert end == len(data)
+    for name, decode in decoders():
+        assert decode(data) == value, name
+    for name, encode in encoders():
+        assert encode(value) == data, name
+    # the model decides: a status given where the file ran on is written out again
+    value.tracks[0].events[1].status = 0x92
+    longer = midi.encode_midi_file(value)
+    assert len(longer) == len(data) + 1
+    assert [m.note for m in mido.MidiFile(file=io.BytesIO(longer)).tracks[0]
+            if m.type == "note_on"] == [60, 64, 67, 60, 72, 73]
+    for name, encode in encoders():
+        assert encode(value) == longer, name
+
+
+def test_a_data_byte_after_a_system_message_is_refused_where_it_stands():
+    """A meta event cancels running status: a data byte right after one has no status.
+    Every path refuses it at that byte, naming the message it would start."""
+    track = bytes([0x00, 0x92, 0x3C, 0x50,        # note-on, channel 2
+                   0x00, 0xFF, 0x06, 0x01, 0x41,  # marker "A"
+                   0x00, 0x40, 0x50])             # a data byte: no status runs
+    data = (b"MThd" + struct.pack(">IHHH", 6, 0, 1, TICKS)
+            + b"MTrk" + struct.pack(">I", len(track)) + track)
+    at = 14 + 8 + 10  # header, track header, the two events, the third one's delta
+    assert data[at] == 0x40
     for name, decode in decoders():
         with pytest.raises(ConstraintError) as err:
             decode(data)
-        assert (err.value.offset, err.value.path) == (at, "midi_file.tracks[0].events[1].kind"), name
+        assert (err.value.offset, err.value.path) == (
+            at, "midi_file.tracks[0].events[2].message"), name
 
 
 @pytest.mark.parametrize("path", ["fast", "construct", "compiled"])
