@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from bytewright.cli import main as cli_main
-from bytewright.generator import diff, docs
+from bytewright.generator import diff, docs, pipeline
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,8 @@ def _field(doc, family, record, name, layout=0):
 
 def test_outputs_written(site):
     names = {p.name for p in site.iterdir()}
-    families = sorted(diff.shipped().families)
+    # the family names come from the layout pass; the emitters are not needed for them
+    families = sorted(pipeline.run(render_modules=False).families)
     assert "htt" in families
     want = {"index.html", "index.md", "layouts.json"}
     want |= {f"{f}.{ext}" for f in families for ext in ("md", "html")}
