@@ -171,7 +171,7 @@ BIG_RECORD_CASES = [(rel, damage) for damage in ("none", "cut", "flip")
                     for rel in _store_files()]
 
 
-@pytest.mark.parametrize(("rel", "damage"), spread(BIG_RECORD_CASES, 12))
+@pytest.mark.parametrize(("rel", "damage"), spread(BIG_RECORD_CASES, 7))
 def test_one_big_record_is_shown_part_by_part_with_the_same_document(rel, damage,
                                                                      tmp_path, capsys):
     """An HTT store or ZE WAL (one top-level record) is inspected part by part, its WAL
