@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bytewright.generator import diff, docs, pipeline
+from bytewright.generator import docs, pipeline
 
 from .conftest import spread
 
@@ -119,8 +120,12 @@ def test_index_and_screenshot(server):
 
 
 @pytest.fixture(scope="module")
-def model():
-    return docs.build_model(diff.shipped("schemas"))
+def model(server):
+    """The model the served site was rendered from (its layouts.json)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{server[1]}/layouts.json") as resp:
+        return json.loads(resp.read().decode("utf-8"))
 
 
 # Each family's page is a browser start: the first family by default, all under -m long.
