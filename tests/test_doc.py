@@ -97,7 +97,8 @@ def test_html_self_contained(site):
     assert re.search(r'<td class="c\d" colspan="4" title="node_count bytes 24..27">', html)
 
 
-def test_deterministic(tmp_path):
-    a = docs.render_all(docs.build_model(diff.shipped()))
+def test_deterministic(site):
+    # two independent loads and renders: the CLI's site and one in this process
+    a = {p.name: p.read_text(encoding="utf-8") for p in site.iterdir()}
     b = docs.render_all(docs.build_model(diff.shipped()))
     assert a == b
