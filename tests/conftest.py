@@ -44,6 +44,15 @@ def _long_param(case):
 
 
 @pytest.fixture(scope="session")
+def shipped_schemas():
+    """The shipped schemas as a diff side (every pass, emitters included), loaded once per
+    process for the doc tests that only read it."""
+    from bytewright.generator import diff
+
+    return diff.shipped("schemas")
+
+
+@pytest.fixture(scope="session")
 def htt_cases():
     return load_cases("htt_cases").cases()
 

@@ -38,10 +38,10 @@ def _browser() -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, shipped_schemas):
     browser = _browser()
     site = tmp_path_factory.mktemp("site")
-    docs.write(site)
+    docs.write(site, shipped_schemas)
     handler = functools.partial(_Quiet, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
