@@ -17,6 +17,41 @@ def load_cases(name: str):
     return mod
 
 
+def budget(full: int, fast: int) -> list:
+    """Parameters for a sized run (hypothesis examples, sweep cases): ``fast`` in the
+    default run and ``full`` under ``-m long``, so the default run keeps a quick test of
+    the same behaviour and the long run keeps the whole budget."""
+    return [pytest.param(fast, id=f"n{fast}"),
+            pytest.param(full, id=f"long{full}", marks=pytest.mark.long)]
+
+
+def spread(cases: list, fast: int) -> list:
+    """``cases`` as parameters: ``fast`` of them, spread over the whole list, in the
+    default run, and every one of the others under ``-m long`` (nothing is dropped).
+    A tuple case is the values of several argument names."""
+    if len(cases) <= fast:
+        return list(cases)
+    step = len(cases) / fast
+    keep = {int((i + 0.5) * step) for i in range(fast)}  # the middle of each stretch
+    return [case if i in keep else _long_param(case) for i, case in enumerate(cases)]
+
+
+def _long_param(case):
+    if isinstance(case, type(pytest.param(None))):
+        return pytest.param(*case.values, id=case.id, marks=[*case.marks, pytest.mark.long])
+    values = case if isinstance(case, tuple) else (case,)
+    return pytest.param(*values, marks=pytest.mark.long)
+
+
+@pytest.fixture(scope="session")
+def shipped_schemas():
+    """The shipped schemas as a diff side (every pass, emitters included), loaded once per
+    process for the doc tests that only read it."""
+    from bytewright.generator import diff
+
+    return diff.shipped("schemas")
+
+
 @pytest.fixture(scope="session")
 def htt_cases():
     return load_cases("htt_cases").cases()

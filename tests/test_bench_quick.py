@@ -14,6 +14,10 @@ import pytest
 from bytewright.bench import harness, measure, targets
 from bytewright.cli.main import main
 
+# The whole quick bench (every case, measurements, targets) is a long run; the default
+# run times one case through the same harness and holds it to the same checks.
+FAST_CASE = "htt_wal_tail20"  # the case with the most contenders (plain Construct too)
+
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
@@ -22,14 +26,24 @@ def full(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+@pytest.fixture(scope="module", params=[
+    pytest.param([FAST_CASE], id=FAST_CASE),
+    pytest.param(None, id="every-case", marks=pytest.mark.long)])
+def cases(request) -> list[str] | None:
+    """The harness cases a report covers (None: every case, from the whole bench)."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def report(full):
-    return full["harness"]
+def report(cases, request):
+    if cases is None:
+        return request.getfixturevalue("full")["harness"]
+    return harness.run(True, only=cases)
 
 
-def test_every_case_present_with_contenders(report):
+def test_every_case_present_with_contenders(report, cases):
     assert report["quick"] is True and report["repeat"] >= 1
-    assert set(report["cases"]) == set(harness.BUILDERS)
+    assert set(report["cases"]) == set(cases or harness.BUILDERS)
     for name, case in report["cases"].items():
         assert case["items"] == harness.SIZES[name][1]
         assert "fast" in case["decode"], name
@@ -72,6 +86,7 @@ def test_ratios_against_hand(report):
     assert htt["encode_ratio_vs_hand"]["hand"] == pytest.approx(1.0)
 
 
+@pytest.mark.long
 def test_every_target_is_evaluated(full):
     from bytewright.bench import kaitai
 
@@ -105,6 +120,7 @@ def test_every_target_is_evaluated(full):
     assert full["summary"]["targets"] == len(targets.TARGETS)
 
 
+@pytest.mark.long
 def test_quick_sizes_are_reduced_scale_and_say_so(full):
     by = {t["id"]: t for t in full["targets"]}
     assert "not 1M: run --large" in by["replay_scaling"]["note"]
@@ -114,6 +130,7 @@ def test_quick_sizes_are_reduced_scale_and_say_so(full):
         assert tid in full["summary"]["reduced_scale"]
 
 
+@pytest.mark.long
 def test_case_kinds_and_fixed_cases_not_judged(full):
     kinds = full["case_kinds"]
     assert kinds["ze_graph_nodes"]["kind"] == "fixed"
@@ -122,6 +139,7 @@ def test_case_kinds_and_fixed_cases_not_judged(full):
     assert all(decode[c]["met"] is not None for c, k in kinds.items() if k["kind"] == "variable")
 
 
+@pytest.mark.long
 def test_memory_figures_state_baseline_and_net(full):
     m = full["measure"]
     mems = [row["replay_memory"] for row in m["htt_replay"]["by_size"].values()]
@@ -134,6 +152,7 @@ def test_memory_figures_state_baseline_and_net(full):
     assert m["large_file"]["verify"]["ok"] and m["htt_verify"]["ok"]
 
 
+@pytest.mark.long
 def test_each_formats_reading_verb_is_measured_and_judged_on_a_file_of_its_own(full):
     """pile verify, ze verify and kladde resolve: a fresh child each, on a file of the
     run's size (8 MiB quick), exit 0, peak and baseline stated, judged with the large
@@ -150,6 +169,7 @@ def test_each_formats_reading_verb_is_measured_and_judged_on_a_file_of_its_own(f
     assert len(rows) == 3 and all(v["met"] is not None for v in rows), rows  # judged
 
 
+@pytest.mark.long
 def test_replay_corpus_has_the_issue_shape(full):
     rows = {int(n): r["file_bytes"] for n, r in full["measure"]["htt_replay"]["by_size"].items()}
     (a, size_a), (b, size_b) = sorted(rows.items())[:2]
@@ -158,6 +178,7 @@ def test_replay_corpus_has_the_issue_shape(full):
     assert "686 B" in full["htt_replay_corpus"] and "68.6 MB" in full["htt_replay_corpus"]
 
 
+@pytest.mark.long
 def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
     m = full["measure"]
     for row in m["htt_replay"]["by_size"].values():
@@ -197,6 +218,7 @@ def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
         assert (row["machine_ceiling"] > 0) if n > 1 else "machine_ceiling" not in row
 
 
+@pytest.mark.long
 def test_table_prints_every_target(full):
     text = targets.format_table(full)
     for t in targets.TARGETS:

@@ -7,6 +7,7 @@ with ``BYTEWRIGHT_UPDATE_GOLDEN=1`` after reviewing the change.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -65,7 +66,10 @@ CASES: dict[str, tuple[str, str]] = {
 }
 
 
+@functools.cache
 def side(text: str, label: str) -> diff.Side:
+    # The cases share their texts (most start from the shipped htt.yaml): each distinct
+    # text is loaded once per process; ``diff.compare`` only reads the sides it is given.
     return diff.load_texts({HTT: text}, label, base=pipeline.PACKAGE_ROOT)
 
 

@@ -7,14 +7,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bytewright.generator import diff, docs, svg
+from bytewright.generator import docs, svg
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
 
 @pytest.fixture(scope="module")
-def model():
-    return docs.build_model(diff.shipped("schemas"))
+def model(shipped_schemas):
+    return docs.build_model(shipped_schemas)
 
 
 @pytest.fixture(scope="module")

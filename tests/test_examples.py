@@ -33,8 +33,10 @@ def test_example_check_is_green(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_example_own_tests_pass(name):
+    # "-n 0": the example's few tests in one process (the repository's pytest settings,
+    # found from the example's folder, ask for worker processes)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "tests"], cwd=EXAMPLES / name, capture_output=True, text=True,
+                        "-n", "0", "tests"], cwd=EXAMPLES / name, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and "failed" not in r.stdout

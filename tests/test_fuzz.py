@@ -43,11 +43,17 @@ from hypothesis import strategies as st
 from bytewright.generator import checks, project
 from bytewright.runtime.errors import BytewrightError, EncodeError
 
+from .conftest import budget, spread
+
 TIME_BOUND = 5.0  # seconds per input (generous: 2 shared cores); a hang trips the alarm
 MEMORY_SLACK = 4 << 20  # bytes any decode may use regardless of input size
 MEMORY_FACTOR = 64  # ... plus this many times the input size
 EXAMPLES = 12  # per fast-path entry point (fast decode + iter in each example)
 CONSTRUCT_EXAMPLES = 6  # per Construct entry point (the slow reference path)
+# the default run fuzzes every entry point with fewer examples; -m long with the above
+FAST_EXAMPLES = 4
+FAST_CONSTRUCT_EXAMPLES = 2
+FAST_CONSTRUCT_TARGETS = 76  # of the Construct entry points (all of them under -m long)
 MAX_PARAM_SETS = 12
 
 REPO = Path(__file__).resolve().parent.parent
@@ -354,12 +360,13 @@ def test_every_generated_module_was_found():
     assert all(t.params for t in TARGETS)
 
 
+@pytest.mark.parametrize("examples", budget(EXAMPLES, FAST_EXAMPLES))
 @pytest.mark.parametrize("target", TARGETS, ids=[t.label for t in TARGETS])
-def test_fast_path_decoders_raise_only_project_errors(target, traced):
+def test_fast_path_decoders_raise_only_project_errors(target, examples, traced):
     decode = target.module.DECODERS[target.record]
     iterate = getattr(target.module, f"iter_{target.record}", None)
 
-    @_FUZZ
+    @settings(_FUZZ, max_examples=examples)
     @given(_input(target))
     def prop(case):
         buf, params = case
@@ -388,14 +395,31 @@ def _same_value(a, b) -> bool:
     return a == b or repr(a) == repr(b)
 
 
-@pytest.mark.parametrize("target", CONSTRUCT_TARGETS, ids=[t.label for t in CONSTRUCT_TARGETS])
-def test_construct_path_decoders_raise_only_project_errors_and_agree(target, traced):
+def _construct_params() -> list:
+    """Every Construct entry point with the full budget under -m long; by default a spread
+    third of them (every format) with the small one: most of this test's time is building
+    the compiled parser of each record, which the property tests do for every record."""
+    # spread() leaves the cases it keeps for the default run as they are
+    fast = {id(c) for c in spread(CONSTRUCT_TARGETS, FAST_CONSTRUCT_TARGETS)
+            if isinstance(c, Target)}
+    out = []
+    for t in CONSTRUCT_TARGETS:
+        if id(t) in fast:
+            out.append(pytest.param(t, FAST_CONSTRUCT_EXAMPLES,
+                                    id=f"{t.label}-n{FAST_CONSTRUCT_EXAMPLES}"))
+        out.append(pytest.param(t, CONSTRUCT_EXAMPLES, id=f"{t.label}-long{CONSTRUCT_EXAMPLES}",
+                                marks=pytest.mark.long))
+    return out
+
+
+@pytest.mark.parametrize(("target", "examples"), _construct_params())
+def test_construct_path_decoders_raise_only_project_errors_and_agree(target, examples, traced):
     """The Construct path is held to the same property, and both paths are strict in the
     same way: each input is accepted by both (with equal values) or refused by both."""
     decode = target.module.CONSTRUCT_DECODERS[target.record]
     fast = target.module.DECODERS[target.record]
 
-    @settings(_FUZZ, max_examples=CONSTRUCT_EXAMPLES)
+    @settings(_FUZZ, max_examples=examples)
     @given(_input(target))
     def prop(case):
         buf, params = case

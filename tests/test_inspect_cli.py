@@ -9,6 +9,8 @@ import pytest
 from bytewright.cli.main import main
 from bytewright.generator import checks
 
+from .conftest import spread
+
 FX = checks.FIXTURE_DIR
 
 
@@ -163,8 +165,13 @@ def _store_files() -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("rel", _store_files())
-@pytest.mark.parametrize("damage", ["none", "cut", "flip"])
+# every store file with every damage under -m long; a spread of them (each damage, both
+# formats) in the default run
+BIG_RECORD_CASES = [(rel, damage) for damage in ("none", "cut", "flip")
+                    for rel in _store_files()]
+
+
+@pytest.mark.parametrize(("rel", "damage"), spread(BIG_RECORD_CASES, 7))
 def test_one_big_record_is_shown_part_by_part_with_the_same_document(rel, damage,
                                                                      tmp_path, capsys):
     """An HTT store or ZE WAL (one top-level record) is inspected part by part, its WAL

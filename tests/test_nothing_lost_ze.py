@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 from pathlib import Path
 
@@ -314,12 +315,21 @@ MANIFEST_ROW = ('      manifest: {value: 10, current: 2, accepted: [2, 3], '
                 'doc: "v2 graph-free, v3 with ZGR3; v1 refused"}\n')
 
 
+@functools.cache
+def _old_side():
+    """The shipped ze.yaml as the old side (loaded once: ``diff.compare`` only reads it)."""
+    from bytewright.generator import diff, pipeline
+    path = pipeline.SCHEMA_DIR / "ze.yaml"
+    text = path.read_text(encoding="utf-8")
+    return diff.load_texts({path: text}, "old", base=pipeline.PACKAGE_ROOT)
+
+
 def _diff(new_row: str):
     from bytewright.generator import diff, pipeline
     path = pipeline.SCHEMA_DIR / "ze.yaml"
     text = path.read_text(encoding="utf-8")
     assert text.count(MANIFEST_ROW) == 1
-    old = diff.load_texts({path: text}, "old", base=pipeline.PACKAGE_ROOT)
+    old = _old_side()
     new = diff.load_texts({path: text.replace(MANIFEST_ROW, new_row)}, "new",
                           base=pipeline.PACKAGE_ROOT)
     return diff.compare(old, new)
