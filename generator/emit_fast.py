@@ -1022,9 +1022,11 @@ class FastEmitter:
             if isinstance(t.prefix, ir.VarintT):
                 out += self.varint_decode(t.prefix, "_n", label + ".length")
                 n = "_n"
+                out += self.negative_length(t.prefix, label)
             elif t.prefix is not None:
                 if prefixed:
                     n = f"n_{f.name}"
+                    out += self.negative_length(t.prefix, label, n)
                 else:
                     p = t.prefix
                     st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
@@ -1034,6 +1036,7 @@ class FastEmitter:
                             f"_n = {st}.unpack_from(mv, pos)[0]",
                             f"pos += {p.size}"]
                     n = "_n"
+                    out += self.negative_length(p, label)
             elif t.eos:
                 n = "(end - pos)"
             else:
@@ -1112,6 +1115,16 @@ class FastEmitter:
                                               byteorder.callee_suffix(callee, t.order))]
             return out
         raise AssertionError(f"no decoder for {t!r}")
+
+    @staticmethod
+    def negative_length(prefix: ir.VarintT | ir.IntT, label: str, n: str = "_n") -> list[str]:
+        """A signed length prefix that decodes negative is a rule broken where the data
+        starts (as the Construct path reports it), never a backwards read."""
+        if not prefix.signed:
+            return []
+        return [f"if {n} < 0:",
+                f"    raise ConstraintError('negative size', offset=pos, path={label!r}, "
+                f"expected='>= 0', found={n})"]
 
     @staticmethod
     def varint_decode(t: ir.VarintT, target: str, label: str) -> list[str]:

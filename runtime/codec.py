@@ -1560,6 +1560,8 @@ class Prefixed(cs.Prefixed):
             raise
         n -= self.lengthfield.sizeof() if self.includelength else 0
         at = stream.tell()
+        if n < 0:  # a signed prefix (sleb128, zigzag, iN): a rule, as on the fast path
+            raise ConstraintError("negative size", offset=at, expected=">= 0", found=n)
         if n > _stream_end(stream) - at:
             raise TruncatedError("prefixed data truncated", offset=at, expected=n,
                                  found=_stream_end(stream) - at)
@@ -1572,8 +1574,10 @@ class Prefixed(cs.Prefixed):
 
     def _emitparse(self, code):
         sub = self.lengthfield.sizeof() if self.includelength else 0
-        return (f"restream({_read_exact(code)}(io, ({self.lengthfield._compileparse(code)})"
-                f"-({sub})), lambda io: ({self.subcon._compileparse(code)}))")
+        _bw(code)
+        return (f"restream({_read_exact(code)}(io, _bw.prefixed_size(io, "
+                f"({self.lengthfield._compileparse(code)})-({sub}))), "
+                f"lambda io: ({self.subcon._compileparse(code)}))")
 
     def _emitbuild(self, code):
         fname = f"build_prefixed_{code.allocateId()}"
@@ -1588,6 +1592,14 @@ class Prefixed(cs.Prefixed):
         """)
         return f"{fname}(obj, io, this)"
 
+
+
+def prefixed_size(io, n: int) -> int:
+    """A length prefix as compiled code reads it: negative is refused where the data
+    starts, as the interpreted parser and the fast path do (not a stream error)."""
+    if n < 0:
+        raise ConstraintError("negative size", offset=io.tell(), expected=">= 0", found=n)
+    return n
 
 
 class StringEncoded(cs.StringEncoded):

@@ -10,8 +10,10 @@ interpreted parse and the fast path must give the same value.
 
 from __future__ import annotations
 
+import copy
 import io
 import re
+import struct
 from pathlib import Path
 
 import construct as cs
@@ -321,9 +323,11 @@ def _mutations(data: bytes, seed: int, n: int = 60) -> list[bytes]:
 def _outcome(fn):
     """('ok', value) or ('error', None): which error may differ (a compiled record reads
     a fixed run whole before checking its members, as the fast path does, so a cut run
-    is a truncation where the interpreted path first refuses a member)."""
+    is a truncation where the interpreted path first refuses a member). The value is
+    read whole: a located structure decodes on first use and its errors surface then
+    (docs: Random access), so they are an outcome of the decode, not of the comparison."""
     try:
-        return "ok", fn()
+        return "ok", copy.deepcopy(fn())
     except DecodeError:
         return "error", None
 
@@ -422,3 +426,45 @@ def test_a_record_read_elsewhere_stays_a_container():
     with pytest.raises(cs.CheckError):
         fast.parse(b"\x02ab")
     assert outer.compile().parse(b"\x01a") == Outer(Inner(1), b"a")  # the root: a model
+
+
+LOCATED_CRC = """
+bytewright: 1
+family: locatedcrc
+records:
+  member:
+    fields:
+      - {name: crc, type: u32, checksum: {algorithm: crc32, covers: [data]}}
+      - {name: data, type: bytes, size: 4}
+  archive:
+    fields:
+      - {name: where, type: u8}
+      - {name: member, type: member, at: where}
+"""
+
+
+def test_located_damage_is_the_same_error_on_first_use_compiled_and_interpreted(
+        schema_module):
+    """A located structure with a bad CRC: both Construct decoders return the holder
+    (the structure is read on first use), and that first use -- an attribute, a
+    comparison, a deep copy -- raises the same error (class, path, absolute offset)."""
+    import zlib
+
+    from bytewright.runtime.errors import ChecksumError
+
+    m = schema_module(LOCATED_CRC, "locatedcrc")
+    good = bytes([3, 0, 0]) + struct.pack("<I", zlib.crc32(b"data")) + b"data"
+    for compiled in (False, True):
+        assert m.CONSTRUCT_DECODERS["archive"](good, compiled=compiled).member.data == b"data"
+    bad = good[:3] + struct.pack("<I", zlib.crc32(b"data") ^ 1) + b"data"
+    errors = []
+    for compiled in (False, True):
+        dec = m.CONSTRUCT_DECODERS["archive"]
+        other = dec(bad, compiled=not compiled)
+        for use in (lambda v: v.member.data, copy.deepcopy, other.__eq__):
+            value = dec(bad, compiled=compiled)  # the holder decodes
+            with pytest.raises(ChecksumError) as info:
+                use(value)
+            errors.append((type(info.value), info.value.path, info.value.offset))
+        assert _outcome(lambda d=dec, c=compiled: d(bad, compiled=c)) == ("error", None)
+    assert set(errors) == {(ChecksumError, "archive.member.crc", 3)}, errors

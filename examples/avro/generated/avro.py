@@ -136,6 +136,8 @@ def _d_avro_file(mv, pos, end):
         for _i in range(_c):
             try:
                 _meta_entry___n, pos = _zigzag(mv, pos, end, 'key.length')
+                if _meta_entry___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='key', expected='>= 0', found=_meta_entry___n)
                 if pos + _meta_entry___n > end:
                     raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_entry___n, found=end - pos)
                 try:
@@ -144,6 +146,8 @@ def _d_avro_file(mv, pos, end):
                     raise _text_error(_u, pos, 'utf-8', 'key') from None
                 pos += _meta_entry___n
                 _meta_entry___n, pos = _zigzag(mv, pos, end, 'value.length')
+                if _meta_entry___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_meta_entry___n)
                 if pos + _meta_entry___n > end:
                     raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_meta_entry___n, found=end - pos)
                 _meta_entry__f_value = bytes(mv[pos:pos + _meta_entry___n])
@@ -198,6 +202,8 @@ def _d_avro_file(mv, pos, end):
                                 _data_block___reading___at = pos
                                 _data_block___reading__f_id, pos = _zigzag(mv, pos, end, 'id')
                                 _data_block___reading___n, pos = _zigzag(mv, pos, end, 'name.length')
+                                if _data_block___reading___n < 0:
+                                    raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_data_block___reading___n)
                                 if pos + _data_block___reading___n > end:
                                     raise TruncatedError('str truncated', offset=pos, path='name', expected=_data_block___reading___n, found=end - pos)
                                 try:
@@ -206,6 +212,8 @@ def _d_avro_file(mv, pos, end):
                                     raise _text_error(_u, pos, 'utf-8', 'name') from None
                                 pos += _data_block___reading___n
                                 _data_block___reading___n, pos = _zigzag(mv, pos, end, 'payload.length')
+                                if _data_block___reading___n < 0:
+                                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_data_block___reading___n)
                                 if pos + _data_block___reading___n > end:
                                     raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_data_block___reading___n, found=end - pos)
                                 _data_block___reading__f_payload = bytes(mv[pos:pos + _data_block___reading___n])
@@ -336,6 +344,8 @@ def _em_avro_file(values):
 
 def _d_meta_entry(mv, pos, end):
     _n, pos = _zigzag(mv, pos, end, 'key.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='key', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=_n, found=end - pos)
     try:
@@ -344,6 +354,8 @@ def _d_meta_entry(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += _n
     _n, pos = _zigzag(mv, pos, end, 'value.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_n, found=end - pos)
     f_value = bytes(mv[pos:pos + _n])
@@ -358,6 +370,8 @@ def _u_meta_entry(mv, pos, end):
     if pos > end:
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'key.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='key', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=_n, found=end - pos)
     f_key = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
@@ -367,6 +381,8 @@ def _u_meta_entry(mv, pos, end):
     if pos > end:
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'value.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_n, found=end - pos)
     f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -392,6 +408,8 @@ def _m_meta_entry(mv, pos, end, _rest=_decode_many):
             if pos > end:
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'key.length')
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='key', expected='>= 0', found=_n)
             if pos + _n > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_n, found=end - pos)
             f_key = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
@@ -401,6 +419,8 @@ def _m_meta_entry(mv, pos, end, _rest=_decode_many):
             if pos > end:
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'value.length')
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
             if pos + _n > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='value', expected=_n, found=end - pos)
             f_value = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -469,6 +489,8 @@ def _d_data_block(mv, pos, end, p_codec, p_header_sync):
                     _reading___at = pos
                     _reading__f_id, pos = _zigzag(mv, pos, end, 'id')
                     _reading___n, pos = _zigzag(mv, pos, end, 'name.length')
+                    if _reading___n < 0:
+                        raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_reading___n)
                     if pos + _reading___n > end:
                         raise TruncatedError('str truncated', offset=pos, path='name', expected=_reading___n, found=end - pos)
                     try:
@@ -477,6 +499,8 @@ def _d_data_block(mv, pos, end, p_codec, p_header_sync):
                         raise _text_error(_u, pos, 'utf-8', 'name') from None
                     pos += _reading___n
                     _reading___n, pos = _zigzag(mv, pos, end, 'payload.length')
+                    if _reading___n < 0:
+                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_reading___n)
                     if pos + _reading___n > end:
                         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_reading___n, found=end - pos)
                     _reading__f_payload = bytes(mv[pos:pos + _reading___n])
@@ -563,6 +587,8 @@ def _d_reading(mv, pos, end):
     _at = pos
     f_id, pos = _zigzag(mv, pos, end, 'id')
     _n, pos = _zigzag(mv, pos, end, 'name.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('str truncated', offset=pos, path='name', expected=_n, found=end - pos)
     try:
@@ -571,6 +597,8 @@ def _d_reading(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'name') from None
     pos += _n
     _n, pos = _zigzag(mv, pos, end, 'payload.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_n, found=end - pos)
     f_payload = bytes(mv[pos:pos + _n])
@@ -589,6 +617,8 @@ def _u_reading(mv, pos, end):
     if pos > end:
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'name.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('str truncated', offset=pos, path='name', expected=_n, found=end - pos)
     f_name = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
@@ -598,6 +628,8 @@ def _u_reading(mv, pos, end):
     if pos > end:
         raise IndexError
     _n, pos = _zigzag(mv, pos, end, 'payload.length')
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
     if pos + _n > end:
         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_n, found=end - pos)
     f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
@@ -627,6 +659,8 @@ def _m_reading(mv, pos, end, _rest=_decode_many):
             if pos > end:
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'name.length')
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='name', expected='>= 0', found=_n)
             if pos + _n > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_n, found=end - pos)
             f_name = _BD5(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
@@ -636,6 +670,8 @@ def _m_reading(mv, pos, end, _rest=_decode_many):
             if pos > end:
                 raise IndexError
             _n, pos = _zigzag(mv, pos, end, 'payload.length')
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
             if pos + _n > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_n, found=end - pos)
             f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
