@@ -22,10 +22,43 @@ def kind_bounds(t: ir.VarintT) -> tuple[int, int]:
     return registry_mod.REGISTRY.integer_codec(t.kind, dict(t.params)).bounds
 
 
-def draw_virtuals(draw: Callable, rec: ir.Record, env: dict, model: dict) -> None:
+def draw_virtuals(builder: Any, draw: Callable, rec: ir.Record, env: dict, model: dict,
+                  unknown: type[Exception]) -> None:
+    """Draw the values with no bytes that fields derive from, within what those fields
+    can hold (``year`` for a 7-bit ``value: "year - 1980"`` is 1980..2107)."""
     for v in rec.virtuals:
-        val = draw(st.one_of(st.integers(0, 300), st.integers(0, VIRTUAL_MAX)))
+        lo, hi = virtual_bounds(builder, rec, v.name, unknown)
+        if lo > hi:
+            builder.reject(f"{rec.name}.{v.name}: no value fits every field derived from it")
+        val = draw(st.one_of(st.integers(lo, min(hi, lo + 300)), st.integers(lo, hi)))
         env[v.name] = model[v.name] = val
+
+
+def virtual_bounds(builder: Any, rec: ir.Record, name: str,
+                   unknown: type[Exception]) -> tuple[int, int]:
+    """The values of the virtual ``name`` for which every bit range and integer field
+    whose ``value`` is a linear expression of ``name`` alone fits its width or type."""
+    lo, hi = 0, VIRTUAL_MAX
+    targets: list[tuple[ir.Expr, int, int]] = []
+    for g in rec.fields:
+        if g.value is not None and isinstance(g.type, ir.IntT):
+            targets.append((g.value, g.type.lo, g.type.hi))
+        targets += [(p.value, 0, (1 << p.width) - 1) for p in g.bits if p.value is not None]
+    for expr, tlo, thi in targets:
+        if expr.names != {name}:
+            continue
+        try:
+            c0, c1, c2 = (int(builder.ev(expr, {name: x})) for x in (0, 1, 2))
+        except (unknown, TypeError, ValueError):
+            continue
+        k = c1 - c0
+        if k == 0 or c2 - c1 != k:
+            continue  # not linear: the draw is checked when the field is derived
+        if k < 0:  # tlo <= c0 + k*x <= thi  <=>  c0 - thi <= -k*x <= c0 - tlo
+            c0, k, tlo, thi = -c0, -k, -thi, -tlo
+        lo = max(lo, -((c0 - tlo) // k))  # ceil((tlo - c0) / k)
+        hi = min(hi, (thi - c0) // k)
+    return lo, hi
 
 
 def model_value(module: Any, family: ir.Family, p: ir.BitPart, raw: int) -> Any:

@@ -43,6 +43,9 @@ _FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool, "sum": s
           "next": next}  # lookup() renders as a next() over the items
 
 
+_ZERO = object()  # a forced field value: the field's zero, whatever its type
+
+
 class Unsupported(Exception):
     """The IR uses a construct this strategy builder cannot draw valid values for."""
 
@@ -167,10 +170,6 @@ class Builder:
             for e in (f.cond, f.size, f.repeat.count if f.repeat else None):
                 if e is not None and "_offset" in e.names:
                     raise Unsupported(f"{rec.name}.{f.name}: an expression reads _offset")
-            if f.repeat is not None and f.repeat.until_item is not None \
-                    and not _forced_fields(f.repeat.until_item):
-                raise Unsupported(f"{rec.name}.{f.name}: repeat until_item without an "
-                                  "'_item.FIELD == CONSTANT' test to steer the last item")
             for sub in self._subrecords(f):
                 self._static_check(self.family.records[sub], seen)
 
@@ -239,10 +238,30 @@ class Builder:
                 out[p.name] = draw(st.sampled_from(members))
             elif p.default is not None:
                 out[p.name] = p.default
+            elif p.type == "bytes":
+                n = self._bytes_param_size(rec, p.name)
+                out[p.name] = draw(st.binary(min_size=0 if n is None else n,
+                                             max_size=SMALL if n is None else n))
             else:
                 raise Unsupported(f"{rec.name}: param {p.name!r} of type {p.type!r} "
                                   "has no default")
         return out
+
+    def _bytes_param_size(self, rec: ir.Record, name: str) -> int | None:
+        """The size a ``bytes`` param must have: that of a fixed-size field whose value
+        is the param (``value: sync`` or an assert ``FIELD == sync``), else None."""
+        for f in rec.fields:
+            if not isinstance(f.type, ir.BytesT):
+                continue
+            sides = [f.value] if f.value is not None else []
+            sides += [e for a in f.asserts if (e := _eq_side(a.check, f.name)) is not None]
+            if not any(e.simple_name() == name for e in sides):
+                continue
+            for size in (f.size, f.type.size):
+                n = size.constant() if size is not None else None
+                if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+                    return n
+        return None
 
     def _param_candidates(self, rec: ir.Record, name: str) -> list[int]:
         """Small values, and values near the constants of every expression reading the
@@ -349,8 +368,9 @@ class Builder:
             | {n for g in rec.fields for bp in g.bits if bp.value is not None
                for n in bp.value.names}
         results = [v for v in rec.virtuals if v.name not in driving]
-        numbers.draw_virtuals(draw, dataclasses.replace(
-            rec, virtuals=[v for v in rec.virtuals if v.name in driving]), env, model)
+        numbers.draw_virtuals(self, draw, dataclasses.replace(
+            rec, virtuals=[v for v in rec.virtuals if v.name in driving]), env, model,
+            _Unknown)
         peeked = {f.name for f in layout.fields if f.peek}
         for f in layout.fields:
             fpath = f"{path}.{f.name}"
@@ -380,7 +400,10 @@ class Builder:
                 continue
             if f.compressed is not None:
                 self._check_codec(rec, f, env)
-            if f.name in force:
+            if f.name in force and force[f.name] is _ZERO:
+                val = self._zero(rec, f, env)
+                env[f.name] = val
+            elif f.name in force:
                 val = self._coerce(f, force[f.name])
                 env[f.name] = val
             elif fpath in self._preset:
@@ -662,6 +685,21 @@ class Builder:
                     out.update(c for c in _constants(a.check) if lo <= c <= hi)
         return sorted(out)
 
+    def _zero(self, rec: ir.Record, f: ir.Field, env: dict) -> Any:
+        """``f``'s zero: zero bytes of its size, an empty text or list, or 0."""
+        t = f.type
+        if f.repeat is not None:
+            return []
+        if isinstance(t, ir.BytesT):
+            n = 0
+            size = f.size if f.size is not None else t.size
+            if size is not None and t.terminator is None:
+                n = self._ev_or_unsupported(size, env, rec, f)
+            if not isinstance(n, int) or not 0 <= n <= MAX_SIZE:
+                self.reject(f"{rec.name}.{f.name}: size {n!r} has no zero value")
+            return "\x00" * n if t.text else bytes(n)
+        return self._coerce(f, 0)
+
     def _coerce(self, f: ir.Field, raw: Any) -> Any:
         """``raw`` as the model holds it for ``f`` (an enum member for a closed enum)."""
         t = f.type
@@ -803,19 +841,34 @@ class Builder:
             etype = dataclasses.replace(f.type, args=tuple(
                 a for a in f.type.args if a[0] != f.chain.param)
                 + ((f.chain.param, parse("_chain")),))
+        # a test other than ``_item.FIELD == CONSTANT`` (``sum(_item.name) == 0``): the
+        # last item is tried with the fields the test reads at zero, then drawn freely;
+        # any item is redrawn until the test holds on the last one only
+        tries = [forced]
+        if r.until_item is not None and not forced:
+            zeros = dict.fromkeys(_item_reads(r.until_item), _ZERO)
+            tries = ([zeros] if zeros else []) + [{}] * RETRIES
         for i in range(n):
-            self._force = forced if i == n - 1 else {}
-            v, s = self._draw_one(draw, rec, f, etype, env, {}, f"{path}[{i}]", sites,
-                                  local_sites, top=False)
-            if chained:
-                env["_chain"] = getattr(v, f.chain.source)
-            self._force = {}
-            if r.until_item is not None:
+            last = i == n - 1
+            n0, l0 = len(sites), len(local_sites)
+            for k, force_now in enumerate(tries if last else [{}] * len(tries)):
+                if k:  # a redraw: forget what the thrown-away item added
+                    del sites[n0:], local_sites[l0:]
+                self._force = force_now
+                v, s = self._draw_one(draw, rec, f, etype, env, {}, f"{path}[{i}]", sites,
+                                      local_sites, top=False)
+                self._force = {}
+                if r.until_item is None:
+                    break
                 trial = _Env(env)
                 trial["_item"] = s
-                if bool(self._ev_or_unsupported(r.until_item, trial, rec, f)) != (i == n - 1):
-                    self.reject(f"{rec.name}.{f.name}: until_item holds on an item before "
-                                "the last, or not on the last")
+                if bool(self._ev_or_unsupported(r.until_item, trial, rec, f)) == last:
+                    break
+            else:
+                self.reject(f"{rec.name}.{f.name}: until_item holds on an item before "
+                            "the last, or not on the last")
+            if chained:
+                env["_chain"] = getattr(v, f.chain.source)
             if r.until is not None and v == r.until:
                 assume(False)
             items.append(v)
@@ -1265,6 +1318,18 @@ def _forced_fields(expr: ir.Expr) -> dict[str, Any]:
                 if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) \
                         and a.value.id == "_item" and isinstance(b, ast.Constant):
                     out[a.attr] = b.value
+    return out
+
+
+def _item_reads(expr: ir.Expr) -> list[str]:
+    """The fields ``expr`` reads of the item (``_item.FIELD``), in order."""
+    import ast  # noqa: PLC0415
+
+    out: list[str] = []
+    for node in ast.walk(expr.tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "_item" and node.attr not in out:
+            out.append(node.attr)
     return out
 
 
