@@ -1796,6 +1796,7 @@ class FastEmitter:
         if own:  # the condition reads a size of the field itself: measured, then checked
             out += efe.own_size_cond(f, inner, f.cond.render(res), own)
         elif f.cond is not None:
+            inner = efe.fixed_bytes_check(f) + inner
             if ("_remaining" in f.cond.names or f.cond.names & peek.peeked(rec)) and f.in_model:
                 out.append(f"if v.{name} is not None:")  # presence is the value's, on encode
             else:

@@ -186,6 +186,21 @@ def run_checks(fast, run: list) -> list[str]:
     return out
 
 
+def fixed_bytes_check(f: ir.Field) -> list[str]:
+    """A conditional fixed-size byte string is packed alone, where ``struct`` would pad or
+    cut another length silently: the encoder refuses it as the run check does."""
+    t = f.type
+    if not (f.in_model and isinstance(t, ir.BytesT) and not t.text and t.size is not None
+            and f.repeat is None and f.compressed is None and f.convert is None):
+        return []
+    n = t.size.constant()
+    if not isinstance(n, int):
+        return []
+    return [f"if len(v.{f.name}) != {n}:",
+            f"    raise EncodeError('expected {n} bytes, found ' + str(len(v.{f.name})), "
+            f"path={f.name!r})"]
+
+
 def valid_check(f: ir.Field, val: str) -> list[str]:
     """The encoder's check of a ``valid`` range the decoder enforces."""
     lo, hi = f.valid

@@ -708,6 +708,8 @@ def _e_archive(out, v):
             out += _ik_t_octal8_or_empty.encode(_block___member__v.devmajor)
             out += _ik_t_octal8_or_empty.encode(_block___member__v.devminor)
             if _block___member__v.magic == b'ustar\x0000':
+                if len(_block___member__v.prefix) != 155:
+                    raise EncodeError('expected 155 bytes, found ' + str(len(_block___member__v.prefix)), path='prefix')
                 out += _S5.pack(_block___member__v.prefix)
             elif _block___member__v.prefix is not None and _block___member__v.prefix != b'':
                 raise EncodeError('field is present but its condition is false', path='prefix')
@@ -790,6 +792,8 @@ def _em_archive(values):
                 out += _ik_t_octal8_or_empty.encode(_block___member__v.devmajor)
                 out += _ik_t_octal8_or_empty.encode(_block___member__v.devminor)
                 if _block___member__v.magic == b'ustar\x0000':
+                    if len(_block___member__v.prefix) != 155:
+                        raise EncodeError('expected 155 bytes, found ' + str(len(_block___member__v.prefix)), path='prefix')
                     out += _S5_pack(_block___member__v.prefix)
                 elif _block___member__v.prefix is not None and _block___member__v.prefix != b'':
                     raise EncodeError('field is present but its condition is false', path='prefix')
@@ -1293,6 +1297,8 @@ def _e_block(out, v):
         out += _ik_t_octal8_or_empty.encode(_member__v.devmajor)
         out += _ik_t_octal8_or_empty.encode(_member__v.devminor)
         if _member__v.magic == b'ustar\x0000':
+            if len(_member__v.prefix) != 155:
+                raise EncodeError('expected 155 bytes, found ' + str(len(_member__v.prefix)), path='prefix')
             out += _S5.pack(_member__v.prefix)
         elif _member__v.prefix is not None and _member__v.prefix != b'':
             raise EncodeError('field is present but its condition is false', path='prefix')
@@ -1367,6 +1373,8 @@ def _em_block(values):
             out += _ik_t_octal8_or_empty.encode(_member__v.devmajor)
             out += _ik_t_octal8_or_empty.encode(_member__v.devminor)
             if _member__v.magic == b'ustar\x0000':
+                if len(_member__v.prefix) != 155:
+                    raise EncodeError('expected 155 bytes, found ' + str(len(_member__v.prefix)), path='prefix')
                 out += _S5_pack(_member__v.prefix)
             elif _member__v.prefix is not None and _member__v.prefix != b'':
                 raise EncodeError('field is present but its condition is false', path='prefix')
@@ -1781,6 +1789,8 @@ def _e_member(out, v, p_name_sum):
     out += _ik_t_octal8_or_empty.encode(v.devmajor)
     out += _ik_t_octal8_or_empty.encode(v.devminor)
     if (v.magic == b'ustar\x0000'):
+        if len(v.prefix) != 155:
+            raise EncodeError('expected 155 bytes, found ' + str(len(v.prefix)), path='prefix')
         out += _S5.pack(v.prefix)
     elif v.prefix is not None and v.prefix != b'':
         raise EncodeError('field is present but its condition is false', path='prefix')
@@ -1841,6 +1851,8 @@ def _em_member(values, p_name_sum):
         out += _ik_t_octal8_or_empty.encode(v.devmajor)
         out += _ik_t_octal8_or_empty.encode(v.devminor)
         if v.magic == b'ustar\x0000':
+            if len(v.prefix) != 155:
+                raise EncodeError('expected 155 bytes, found ' + str(len(v.prefix)), path='prefix')
             out += _S5_pack(v.prefix)
         elif v.prefix is not None and v.prefix != b'':
             raise EncodeError('field is present but its condition is false', path='prefix')
