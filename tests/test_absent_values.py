@@ -8,37 +8,10 @@ import pytest
 
 from bytewright.generator import pipeline
 from bytewright.properties import Builder, run_record
-from bytewright.runtime.errors import ConstraintError, DecodeError, EncodeError, TruncatedError
+from bytewright.runtime.errors import ConstraintError, EncodeError, TruncatedError
 
 from .conftest import build_module
-
-
-def encode_all(m, record: str, value) -> bytes:
-    data = m.ENCODERS[record](value)
-    assert m.CONSTRUCT_ENCODERS[record](value) == data
-    assert m.CONSTRUCT_ENCODERS[record](value, compiled=True) == data
-    return data
-
-
-def decode_all(m, record: str, data: bytes, offset: int = 0):
-    value, end = m.DECODERS[record](data, offset)
-    assert end == len(data)
-    assert m.CONSTRUCT_DECODERS[record](data, offset) == value
-    assert m.CONSTRUCT_DECODERS[record](data, offset, compiled=True) == value
-    return value
-
-
-def errors_all(m, record: str, data: bytes, offset: int = 0) -> tuple:
-    seen = set()
-    for call in (lambda: m.DECODERS[record](data, offset),
-                 lambda: m.CONSTRUCT_DECODERS[record](data, offset),
-                 lambda: m.CONSTRUCT_DECODERS[record](data, offset, compiled=True)):
-        with pytest.raises(DecodeError) as info:
-            call()
-        seen.add((type(info.value), info.value.path, info.value.offset))
-    assert len(seen) == 1, seen
-    return seen.pop()
-
+from .three_paths import decode_all, encode_all, errors_all
 
 # Kafka protocol primitives: NULLABLE_BYTES (INT32 length, -1 = null), NULLABLE_STRING
 # (INT16 length, -1 = null), ARRAY (INT32 count, -1 = null), COMPACT_* (unsigned varint

@@ -9,36 +9,10 @@ import pytest
 
 from bytewright.generator import pipeline
 from bytewright.properties import Builder, run_record
-from bytewright.runtime.errors import ConstraintError, DecodeError, EncodeError
+from bytewright.runtime.errors import ConstraintError, EncodeError
 
 from .conftest import build_module
-
-
-def encode_all(m, record: str, value) -> bytes:
-    data = m.ENCODERS[record](value)
-    assert m.CONSTRUCT_ENCODERS[record](value) == data
-    assert m.CONSTRUCT_ENCODERS[record](value, compiled=True) == data
-    return data
-
-
-def decode_all(m, record: str, data: bytes, offset: int = 0):
-    value, end = m.DECODERS[record](data, offset)
-    assert end == len(data)
-    assert m.CONSTRUCT_DECODERS[record](data, offset) == value
-    assert m.CONSTRUCT_DECODERS[record](data, offset, compiled=True) == value
-    return value
-
-
-def errors_all(m, record: str, data: bytes, offset: int = 0) -> tuple:
-    seen = set()
-    for call in (lambda: m.DECODERS[record](data, offset),
-                 lambda: m.CONSTRUCT_DECODERS[record](data, offset),
-                 lambda: m.CONSTRUCT_DECODERS[record](data, offset, compiled=True)):
-        with pytest.raises(DecodeError) as info:
-            call()
-        seen.add((type(info.value), info.value.path, info.value.offset))
-    assert len(seen) == 1, seen
-    return seen.pop()
+from .three_paths import decode_all, encode_all, errors_all
 
 
 def encode_errors(m, record: str, value) -> str:

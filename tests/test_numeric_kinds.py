@@ -20,40 +20,12 @@ from bytewright.runtime import numbers, registry
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,
-    DecodeError,
     EncodeError,
     TruncatedError,
 )
 
 from .conftest import build_module
-
-
-def encode_all(m, record: str, value) -> bytes:
-    data = m.ENCODERS[record](value)
-    assert m.CONSTRUCT_ENCODERS[record](value) == data
-    assert m.CONSTRUCT_ENCODERS[record](value, compiled=True) == data
-    return data
-
-
-def decode_all(m, record: str, data: bytes, offset: int = 0):
-    value, end = m.DECODERS[record](data, offset)
-    assert end == len(data)
-    assert m.CONSTRUCT_DECODERS[record](data, offset) == value
-    assert m.CONSTRUCT_DECODERS[record](data, offset, compiled=True) == value
-    return value
-
-
-def errors_all(m, record: str, data: bytes, offset: int = 0) -> tuple:
-    """The (class, path, offset) of the decode error, the same on every path."""
-    seen = set()
-    for call in (lambda: m.DECODERS[record](data, offset),
-                 lambda: m.CONSTRUCT_DECODERS[record](data, offset),
-                 lambda: m.CONSTRUCT_DECODERS[record](data, offset, compiled=True)):
-        with pytest.raises(DecodeError) as info:
-            call()
-        seen.add((type(info.value), info.value.path, info.value.offset))
-    assert len(seen) == 1, seen
-    return seen.pop()
+from .three_paths import decode_all, encode_all, errors_all
 
 
 def encode_errors_all(m, record: str, value) -> str:
