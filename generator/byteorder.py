@@ -99,17 +99,6 @@ def in_scope(rec: ir.Record, f: ir.Field) -> bool:
     return rec.endian_scope == "record" or (f.endian is not None and fixed_order(f.endian) is None)
 
 
-def targets(t: ir.Type) -> list[str]:
-    if isinstance(t, ir.RefT) and t.kind == "record":
-        return [t.target]
-    if isinstance(t, ir.SwitchT):
-        out = [r for _, _, r in t.cases if r]
-        if t.default not in ("error", "bytes"):
-            out.append(t.default)
-        return out
-    return []
-
-
 # -- the plan: which records get which layouts --------------------------------------
 def plan(family: ir.Family, problems: Problems) -> None:
     """Decide every record's orders (``Record.orders``), fix literal orders in place and
@@ -155,7 +144,7 @@ def plan(family: ir.Family, problems: Problems) -> None:
                 {fixed_order(rec.endian)} if rec.endian is not None else need[rec.name] | {default})
             for f in rec.fields:
                 orders = own if in_scope(rec, f) or fixed_order(rec.endian) else {default}
-                for t in targets(f.type):
+                for t in ir.referenced_records(f.type):
                     if t in recs and recs[t].endian is None and not orders <= need[t]:
                         need[t] |= orders
                         changed = True

@@ -88,21 +88,10 @@ def needs_roundtrip(family: ir.Family) -> set[str]:
         for name, rec in family.records.items():
             if name in out:
                 continue
-            if any(t in out for f in rec.fields for t in _targets(f.type)):
+            if any(t in out for f in rec.fields for t in ir.referenced_records(f.type)):
                 out.add(name)
                 changed = True
     return out
-
-
-def _targets(t: ir.Type) -> list[str]:
-    if isinstance(t, ir.RefT) and t.kind == "record":
-        return [t.target]
-    if isinstance(t, ir.SwitchT):
-        out = [r for _, _, r in t.cases if r]
-        if t.default not in ("error", "bytes"):
-            out.append(t.default)
-        return out
-    return []
 
 
 def fast_runs(fast, rec: ir.Record) -> dict[str, tuple[int, tuple]] | None:

@@ -361,6 +361,19 @@ class BitPart:
 Type = IntT | FloatT | BytesT | VarintT | PaddingT | RefT | SwitchT
 
 
+def referenced_records(t: Type) -> list[str]:
+    """The records a field's type names: a record reference, or a switch's case and default
+    records (``empty`` cases and the ``error``/``bytes`` defaults name none)."""
+    if isinstance(t, RefT) and t.kind == "record":
+        return [t.target]
+    if isinstance(t, SwitchT):
+        out = [r for _, _, r in t.cases if r]
+        if t.default not in ("error", "bytes"):
+            out.append(t.default)
+        return out
+    return []
+
+
 @dataclass
 class Field:
     """One field of a record, as written in the schema (all versions)."""

@@ -88,7 +88,7 @@ def check(rv: Any, records: dict[str, ir.Record]) -> None:
     referenced = set()
     for rec in records.values():
         for f in rec.fields:
-            referenced |= _targets(f.type)
+            referenced |= set(ir.referenced_records(f.type))
     for rec in records.values():
         if not rec.located:
             continue
@@ -136,15 +136,6 @@ def _fixed_offset(rv: Any, rec: ir.Record, name: str) -> int | None:
             return None
         at += size
     return None
-
-
-def _targets(t: ir.Type) -> set[str]:
-    if isinstance(t, ir.RefT) and t.kind == "record":
-        return {t.target}
-    if isinstance(t, ir.SwitchT):
-        return {c for _, _, c in t.cases if c} | (
-            {t.default} if t.default not in ("error", "bytes") else set())
-    return set()
 
 
 def _names(rv: Any, src: Any, rec: ir.Record, loc: ir.Located, seq: dict,

@@ -170,19 +170,8 @@ class Builder:
             for e in (f.cond, f.size, f.repeat.count if f.repeat else None):
                 if e is not None and "_offset" in e.names:
                     raise Unsupported(f"{rec.name}.{f.name}: an expression reads _offset")
-            for sub in self._subrecords(f):
+            for sub in ir.referenced_records(f.type):
                 self._static_check(self.family.records[sub], seen)
-
-    def _subrecords(self, f: ir.Field) -> list[str]:
-        t = f.type
-        if isinstance(t, ir.RefT) and t.kind == "record":
-            return [t.target]
-        if isinstance(t, ir.SwitchT):
-            out = [r for _, _, r in t.cases if r]
-            if t.default not in ("error", "bytes"):
-                out.append(t.default)
-            return out
-        return []
 
     # -- params -----------------------------------------------------------------------
     def _tag_keys(self, rec: ir.Record) -> dict[str, list]:
@@ -292,7 +281,7 @@ class Builder:
         out = []
         for r in self.family.records.values():
             for f in r.fields:
-                if target not in self._subrecords(f):
+                if target not in ir.referenced_records(f.type):
                     continue
                 args = f.type.args if isinstance(f.type, (ir.RefT, ir.SwitchT)) else ()
                 for name, e in args:
@@ -318,7 +307,7 @@ class Builder:
                 yield t.size
             if isinstance(t, ir.SwitchT):
                 yield t.on
-            for sub in self._subrecords(f):
+            for sub in ir.referenced_records(f.type):
                 yield from self._expressions(self.family.records[sub], seen)
 
     def _resolve_keys(self, keys: list, type_name: str | None) -> list:

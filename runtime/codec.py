@@ -502,6 +502,18 @@ def convert_encode(spec: Any, value: Any, path: str) -> int:
         raise EncodeError(f"{spec.name} conversion failed: {exc}", path=path) from None
 
 
+def log_loop(stop_on_error: bool, start: str) -> tuple[str, str]:
+    """The compiled item loop's list and its ``try`` tail: a log (``stop_on_error``) ends
+    at a bad item with its stop reason at ``start`` (a local of the loop), as ``_parse``
+    does; otherwise the error propagates."""
+    if stop_on_error:
+        return "items = _bw.LogList()", f"""except Exception as exc:
+                        items.stop = _bw.stop_reason(_bw.construct_error(exc, ""), {start})
+                        io.seek(end)
+                        return items"""
+    return "items = ListContainer()", "finally:\n                        pass"
+
+
 class ChainedRepeat(cs.Subconstruct):
     """Items of ``subcon`` (``count`` of them, or to the end of the region), each parsed
     or built with ``this._chain`` = ``first`` for the first item and then the previous
@@ -576,15 +588,7 @@ class ChainedRepeat(cs.Subconstruct):
         code.append(f"chained_{fid} = struct.Struct({self.fmt.format!r})")
         count = repr(self.count) if self.count is not None else "None"
         where = f"stop - {self.at}" if self.from_end else f"start + {self.at}"
-        if self.stop_on_error:
-            head = "items = _bw.LogList()"
-            fail = """except Exception as exc:
-                        items.stop = _bw.stop_reason(_bw.construct_error(exc, ""), start)
-                        io.seek(end)
-                        return items"""
-        else:
-            head = "items = ListContainer()"
-            fail = "finally:\n                        pass"
+        head, fail = log_loop(self.stop_on_error, 'start')
         code.append(f"""
             def {fname}(io, this):
                 n = {count}
@@ -888,15 +892,7 @@ class RepeatToEnd(cs.Subconstruct):
         # a short item is "truncated" on both)
         fname = f"parse_repeattoend_{code.allocateId()}"
         _bw(code)
-        if self.stop_on_error:
-            head = "items = _bw.LogList()"
-            fail = """except Exception as exc:
-                        items.stop = _bw.stop_reason(_bw.construct_error(exc, ""), pos)
-                        io.seek(end)
-                        return items"""
-        else:
-            head = "items = ListContainer()"
-            fail = "finally:\n                        pass"
+        head, fail = log_loop(self.stop_on_error, 'pos')
         code.append(f"""
             def {fname}(io, this):
                 pos = io.tell()

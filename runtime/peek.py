@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import construct as cs
 
-from .codec import ChainedRepeat, _bw, _link
+from .codec import ChainedRepeat, _bw, _link, log_loop
 from .errors import ConstraintError, TruncatedError
 
 
@@ -106,15 +106,7 @@ class ChainedValues(ChainedRepeat):
         me = _link(code, self)
         code.append("from bytewright.runtime import errors as _bwe")
         _bw(code)
-        if self.stop_on_error:  # as the interpreted parse: the log ends at a bad item
-            head = "items = _bw.LogList()"
-            fail = """except Exception as exc:
-                        items.stop = _bw.stop_reason(_bw.construct_error(exc, ""), start)
-                        io.seek(end)
-                        return items"""
-        else:
-            head = "items = ListContainer()"
-            fail = "finally:\n                        pass"
+        head, fail = log_loop(self.stop_on_error, 'start')  # a log ends at a bad item
         code.append(f"""
             def {fname}(io, this):
                 n = {self.count!r}
