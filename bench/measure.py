@@ -232,7 +232,7 @@ t0 = time.perf_counter(); r = verify.verify_many([PATH], t)
 _out['s'] = time.perf_counter() - t0; _out['ok'] = r[0]['ok']
 """
 INSPECT_BASE = ("import contextlib, os\nfrom bytewright.cli.main import main\n"
-                "from bytewright.cli import inspect_file, inspect_walk\n_out = {}\n")
+                "from bytewright.cli import inspect_file\nfrom bytewright.review import inspect_walk\n_out = {}\n")
 INSPECT = INSPECT_BASE + """
 _mark()
 t0 = time.perf_counter()

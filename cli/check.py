@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..generator import checks, pipeline
+from ..generator import pipeline
 from ..generator import project as project_mod
+from ..review import checks
 from . import common
 
 

@@ -194,10 +194,10 @@ def activate_quietly(args: argparse.Namespace) -> None:
 
 
 def schema_side(target: str | os.PathLike[str] | None, args: argparse.Namespace, label: str,
-                machine: bool = False):  # -> generator.diff.Side
+                machine: bool = False):  # -> review.diff.Side
     """A loaded layout set: the project's schemas (``target`` None), standard input
     (``-``), or a schema file or folder. Schema problems raise ``DiffError``."""
-    from ..generator import diff
+    from ..review import diff
 
     if target is None:
         proj = project(args)

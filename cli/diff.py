@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..generator import diff, diff_rules, docs
 from ..generator import project as project_mod
+from ..review import diff, diff_rules, docs
 from . import common
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..generator import diff, docs
+from ..review import diff, docs
 from . import common
 
 

@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..generator import export_ksy, pipeline
+from ..generator import pipeline
 from ..generator import project as project_mod
+from ..review import export_ksy
 from . import common
 
 

@@ -21,8 +21,8 @@ from types import ModuleType
 
 import yaml
 
-from ..generator import checks
 from ..generator import project as project_mod
+from ..review import checks
 from . import common
 
 

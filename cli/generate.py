@@ -10,8 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..generator import checks, pipeline
+from ..generator import pipeline
 from ..generator import project as project_mod
+from ..review import checks
 from . import common
 
 

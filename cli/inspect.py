@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..generator import project as project_mod
-from ..generator.checks import FixtureFileError, parse_fixture
+from ..review.checks import FixtureFileError, parse_fixture
 from ..runtime.errors import BytewrightError
 from . import common, inspect_file, verify
 

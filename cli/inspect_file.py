@@ -3,7 +3,7 @@
 Kept apart from ``cli/inspect.py`` (which parses arguments and keeps the older
 ``inspect FAMILY RECORD FILE`` form): this module opens the input, picks the family and
 record (``--format/--record``, a fixture's own header, or the families' ``detect`` rules),
-runs ``generator.inspector`` and prints text, ``--json`` or ``--at OFFSET``.
+runs ``review.inspector`` and prints text, ``--json`` or ``--at OFFSET``.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..generator import inspector, pipeline
+from ..generator import pipeline
 from ..generator import project as project_mod
-from ..generator.checks import FixtureFileError, parse_fixture
 from ..generator.plan import stream_plan
-from . import common, inspect_walk
+from ..review import inspect_walk, inspector
+from ..review.checks import FixtureFileError, parse_fixture
+from . import common
 
 PROGRESS_MIN = 4 << 20  # show a progress bar for inputs of at least 4 MiB on a terminal
 

@@ -47,7 +47,7 @@ def _long_param(case):
 def shipped_schemas():
     """The shipped schemas as a diff side (every pass, emitters included), loaded once per
     process for the doc tests that only read it."""
-    from bytewright.generator import diff
+    from bytewright.review import diff
 
     return diff.shipped("schemas")
 

@@ -809,7 +809,7 @@ def test_every_path_reports_corruption_alike(schema_module, schema, record, make
 
 
 def test_inspector_marks_a_bad_forward_checksum_at_its_field(schema_module, tmp_path):
-    from bytewright.generator import inspector
+    from bytewright.review import inspector
 
     m = schema_module(LOG)
     src = tmp_path / "fwdlog.yaml"

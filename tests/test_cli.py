@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bytewright.cli.main import main
-from bytewright.generator.checks import FIXTURE_DIR
+from bytewright.review.checks import FIXTURE_DIR
 
 
 def test_inspect_fixture_as_json(capsys):

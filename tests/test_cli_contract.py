@@ -18,8 +18,8 @@ import pytest
 from bytewright.cli import common
 from bytewright.cli import init as init_cmd
 from bytewright.cli.main import build_parser, main
-from bytewright.generator import checks
 from bytewright.generator.project import PACKAGE_ROOT
+from bytewright.review import checks
 
 BW = [sys.executable, "-m", "bytewright"]
 ENV = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT.parent)}

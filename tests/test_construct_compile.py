@@ -20,7 +20,8 @@ import construct as cs
 import numpy as np
 import pytest
 
-from bytewright.generator import checks, project
+from bytewright.generator import project
+from bytewright.review import checks
 from bytewright.runtime import codec
 from bytewright.runtime.errors import DecodeError
 

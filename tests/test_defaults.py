@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bytewright.cli.main import main
-from bytewright.generator import checks, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import checks
 from bytewright.runtime.errors import EncodeError
 
 SCHEMA = """

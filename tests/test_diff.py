@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from bytewright.cli import main as cli_main
-from bytewright.generator import diff, diff_rules, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import diff, diff_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "diff"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bytewright.generator import diff, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import diff
 
 ROOT = Path(__file__).resolve().parent
 BASE_PATH = ROOT / "data" / "diff_demo.yaml"

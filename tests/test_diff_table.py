@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bytewright.generator import diff, docs
+from bytewright.review import diff, docs
 
 ROOT = Path(__file__).resolve().parent
 BASE_PATH = ROOT / "data" / "diff_demo.yaml"

@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 
 from bytewright.cli import main as cli_main
-from bytewright.generator import docs, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import docs
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bytewright.generator import docs, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import docs
 
 from .conftest import spread
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bytewright.generator import docs, svg
+from bytewright.review import docs, svg
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 

@@ -10,7 +10,8 @@ import struct
 
 import pytest
 
-from bytewright.generator import diff, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import diff
 from bytewright.runtime.errors import ConstraintError, EncodeError, TruncatedError
 
 from .conftest import build_module
@@ -340,7 +341,7 @@ def test_the_json_schema_accepts_expressions_and_refuses_typos(tmp_path):
 
 
 def test_docs_and_diff_show_the_expression(tmp_path):
-    from bytewright.generator import docs
+    from bytewright.review import docs
     at = tmp_path / "orders.yaml"
     side = diff.load_texts({at: SCHEMA}, "old", base=tmp_path)
     fl = docs.build_model(diff.load_texts({tmp_path / "f.yaml": FILE_LEVEL}, "f", base=tmp_path))
@@ -365,7 +366,7 @@ def test_ksy_export_notes_the_choice():
     import tempfile
     from pathlib import Path
 
-    from bytewright.generator import export_ksy
+    from bytewright.review import export_ksy
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "orders.yaml"
         path.write_text(SCHEMA)

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from bytewright.cli.main import main as cli_main
-from bytewright.generator import checks, export_ksy, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import checks, export_ksy
 
 ROOT = Path(__file__).resolve().parent.parent
 KSC_DIR = Path(os.environ.get("BYTEWRIGHT_KSC_DIR", ROOT / ".ci-cache" / "kaitai"))

@@ -22,9 +22,10 @@ from bytewright.bench import harness
 from bytewright.generated import htt as h
 from bytewright.generated import kladde as kl
 from bytewright.generated import pile as gp
-from bytewright.generator import checks, pipeline, project
+from bytewright.generator import pipeline, project
 from bytewright.generator.emit_fast import FastEmitter
 from bytewright.generator.emit_fast_encode import needs_roundtrip
+from bytewright.review import checks
 from bytewright.runtime.errors import BytewrightError, EncodeError
 
 FIXTURES = [f for f in checks.fixtures() if f.data]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from bytewright.generator.checks import fixture_text, parse_fixture
+from bytewright.review.checks import fixture_text, parse_fixture
 
 
 def test_a_fixture_keeps_a_bytes_param():

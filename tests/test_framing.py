@@ -519,7 +519,7 @@ def test_a_framed_log_in_a_sized_section_with_any_tail(schema_module):
 
 
 def test_inspect_shows_fragments_at_their_physical_offsets(tmp_path, log):
-    from bytewright.generator import inspector
+    from bytewright.review import inspector
 
     records = [bytes([i + 1]) * n for i, n in enumerate([3, 120, 50, 10])]
     data, _ = reference_log(records)

@@ -40,7 +40,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bytewright.generator import checks, project
+from bytewright.generator import project
+from bytewright.review import checks
 from bytewright.runtime.errors import BytewrightError, EncodeError
 
 from .conftest import budget, spread

@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 from bytewright.cli.main import main
-from bytewright.generator import checks, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import checks
 
 HTT = pipeline.SCHEMA_DIR / "htt.yaml"
 

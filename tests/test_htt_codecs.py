@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bytewright.generated import htt as h
-from bytewright.generator import checks
+from bytewright.review import checks
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,

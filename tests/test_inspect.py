@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bytewright.generator import checks, inspector, pipeline
+from bytewright.generator import pipeline
+from bytewright.review import checks, inspector
 
 FIXTURES = sorted(checks.FIXTURE_DIR.glob("*/*.hex"))
 # layouts that end in a to-the-end byte field: one byte less is still a valid record

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bytewright.cli.main import main
-from bytewright.generator import checks
+from bytewright.review import checks
 
 from .conftest import spread
 
@@ -123,8 +123,8 @@ def test_json_streams_the_same_document_the_whole_tree_gives(rel, cut, tmp_path,
     import io
 
     from bytewright.cli import inspect_file
-    from bytewright.generator import inspector
     from bytewright.generator import project as pm
+    from bytewright.review import inspector
 
     data = data_of(rel) * 3 if rel.startswith("pile") else data_of(rel)
     data = data if cut is None else data[:cut]
@@ -148,8 +148,8 @@ def _whole(data: bytes):
     import io
 
     from bytewright.cli import inspect_file
-    from bytewright.generator import inspector
     from bytewright.generator import project as pm
+    from bytewright.review import inspector
 
     proj = pm.resolve(None)
     target = inspector.choose(data[:512], inspect_file._families(proj), hint="")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bytewright.generated import kladde as k
-from bytewright.generator.checks import check_fixture, fixtures
+from bytewright.review.checks import check_fixture, fixtures
 from bytewright.runtime import checksums
 from bytewright.runtime.errors import BytewrightError, DecodeError, EncodeError
 from bytewright.runtime.kladde import (

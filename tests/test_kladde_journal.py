@@ -604,7 +604,7 @@ def test_cli_fold_refuses_on_damage_and_salvage_recovers(tmp_path, capsys):
 
 
 def test_journal_transaction_fixture_carries_the_real_chain_crc():
-    from bytewright.generator.checks import fixtures  # noqa: F401  (fixtures are checked there)
+    from bytewright.review.checks import fixtures  # noqa: F401  (fixtures are checked there)
 
     raw = bytes.fromhex("".join(
         line.split("#")[0] for line in

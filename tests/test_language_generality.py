@@ -419,7 +419,7 @@ def test_expression_on_another_switch_case_is_a_decode_error():
     """generated/ze.py read f_begin.payload.change_count when the first frame is not a
     Begin frame (AttributeError); now a DecodeError with an offset, on every path."""
     from bytewright.generated import ze
-    from bytewright.generator import checks
+    from bytewright.review import checks
 
     fx = next(f for f in checks.fixtures() if f.path.stem == "wal_graph_commit_v1")
     env, _ = ze.decode_graph_envelope(fx.data[14:-8])

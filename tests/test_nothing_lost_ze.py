@@ -25,7 +25,7 @@ import pytest
 
 from bytewright.cli.main import main
 from bytewright.generated import ze
-from bytewright.generator.checks import FIXTURE_DIR, parse_fixture
+from bytewright.review.checks import FIXTURE_DIR, parse_fixture
 from bytewright.runtime import cut
 from bytewright.runtime.checksums import xxh3_64
 from bytewright.runtime.errors import ChecksumError, DecodeError
@@ -318,14 +318,16 @@ MANIFEST_ROW = ('      manifest: {value: 10, current: 2, accepted: [2, 3], '
 @functools.cache
 def _old_side():
     """The shipped ze.yaml as the old side (loaded once: ``diff.compare`` only reads it)."""
-    from bytewright.generator import diff, pipeline
+    from bytewright.generator import pipeline
+    from bytewright.review import diff
     path = pipeline.SCHEMA_DIR / "ze.yaml"
     text = path.read_text(encoding="utf-8")
     return diff.load_texts({path: text}, "old", base=pipeline.PACKAGE_ROOT)
 
 
 def _diff(new_row: str):
-    from bytewright.generator import diff, pipeline
+    from bytewright.generator import pipeline
+    from bytewright.review import diff
     path = pipeline.SCHEMA_DIR / "ze.yaml"
     text = path.read_text(encoding="utf-8")
     assert text.count(MANIFEST_ROW) == 1

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from bytewright.generator import checks
+from bytewright.review import checks
 from bytewright.runtime.errors import BytewrightError, DecodeError
 
 FIXTURES = checks.fixtures()

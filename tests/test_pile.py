@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bytewright.generated import pile as g
-from bytewright.generator.checks import check_fixture, fixture_text, fixtures
+from bytewright.review.checks import check_fixture, fixture_text, fixtures
 from bytewright.runtime.errors import BytewrightError
 from bytewright.runtime.pile import (
     CorruptPile,

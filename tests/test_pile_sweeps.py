@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bytewright.generator.checks import parse_fixture
+from bytewright.review.checks import parse_fixture
 from bytewright.runtime.errors import BytewrightError
 from bytewright.runtime.pile import CorruptPile, UnsupportedRecord
 from bytewright.runtime.pile.scan import iter_records

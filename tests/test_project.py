@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from bytewright.cli.main import main
-from bytewright.generator import checks, pipeline
+from bytewright.generator import pipeline
 from bytewright.generator import project as P
+from bytewright.review import checks
 
 ENV = {**os.environ, "PYTHONPATH": str(P.PACKAGE_ROOT.parent)}
 
@@ -124,7 +125,7 @@ def test_package_project_lists_the_shipped_folders():
     assert fixture_families <= families
 
 
-PLUMBING = ["generator/project.py", "generator/pipeline.py", "generator/checks.py",
+PLUMBING = ["generator/project.py", "generator/pipeline.py", "review/checks.py",
             "cli/main.py", "cli/common.py", "cli/generate.py", "cli/check.py", "cli/init.py",
             "cli/fixtures.py", "cli/doc.py", "cli/diff.py", "cli/inspect.py",
             "tests/cases/write.py"]

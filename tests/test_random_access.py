@@ -597,7 +597,7 @@ def test_drawn_values_agree_on_every_path(schema_module, tmp_path, schema, famil
 
 
 def test_kaitai_export_reads_located_fields_as_instances(tmp_path):
-    from bytewright.generator import export_ksy
+    from bytewright.review import export_ksy
 
     src = tmp_path / "footer.yaml"
     src.write_text(FOOTER)
@@ -613,7 +613,7 @@ def test_kaitai_export_reads_located_fields_as_instances(tmp_path):
 
 
 def test_inspect_traces_located_structures_where_they_lie(schema_module, tmp_path):
-    from bytewright.generator import inspector
+    from bytewright.review import inspector
 
     m = schema_module(ZIP, "ziplike")
     src = tmp_path / "zl.yaml"

@@ -13,7 +13,8 @@ import dataclasses
 import pytest
 
 from bytewright.generated import htt as h
-from bytewright.generator import checks, pipeline, project
+from bytewright.generator import pipeline, project
+from bytewright.review import checks
 from bytewright.runtime.packed import PackedArray
 
 SCHEMA = """

@@ -8,8 +8,9 @@ import pytest
 
 from bytewright.cli import verify
 from bytewright.cli.inspect_file import _families
-from bytewright.generator import checks
 from bytewright.generator import project as project_mod
+from bytewright.review import checks
+from bytewright.review import verify as verify_core
 from bytewright.runtime.errors import DecodeError
 
 from .conftest import spy_releaser
@@ -63,7 +64,7 @@ def test_streamed_walk_agrees_with_the_whole_decode_on_every_fixture(table, proj
         except DecodeError:
             whole_end = None
         try:
-            walk_end = verify._stream(mod, row[7], data, 0, len(data), row[4])
+            walk_end = verify_core._stream(mod, row[7], data, 0, len(data), row[4])
         except DecodeError:
             walk_end = None
         assert walk_end == whole_end, path.name
@@ -124,8 +125,8 @@ def test_walked_pages_are_released_and_the_result_is_unchanged(table, tmp_path, 
 
     path = tmp_path / "r.htt"
     _build_htt(str(path), 3_000)
-    calls = spy_releaser(monkeypatch, verify, "_releaser")
-    monkeypatch.setattr(verify, "RELEASE_EVERY", 8192)
+    calls = spy_releaser(monkeypatch, verify_core, "_releaser")
+    monkeypatch.setattr(verify_core, "RELEASE_EVERY", 8192)
     (r,) = verify.verify_many([str(path)], table)
     assert r["ok"] and r["records"] == 1 and r["uncovered"] == 0, r
     assert len(calls) > 5 and calls == sorted(calls) and calls[-1] <= path.stat().st_size
@@ -142,8 +143,8 @@ def test_a_file_that_is_a_run_of_records_has_its_pages_released(table, tmp_path,
     path.write_bytes(b"".join(encode_blob(i.to_bytes(8, "little") * 64, 1_700_000_000_000 + i)
                               for i in range(n)))
     size = path.stat().st_size
-    calls = spy_releaser(monkeypatch, verify, "_releaser")
-    monkeypatch.setattr(verify, "RELEASE_EVERY", 8192)
+    calls = spy_releaser(monkeypatch, verify_core, "_releaser")
+    monkeypatch.setattr(verify_core, "RELEASE_EVERY", 8192)
     (r,) = verify.verify_many([str(path)], table)
     assert r["ok"] and r["family"] == "pile" and r["records"] == n and r["uncovered"] == 0, r
     assert calls == sorted(calls) and calls[-1] <= size, calls

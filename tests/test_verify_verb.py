@@ -8,7 +8,7 @@ import pytest
 
 from bytewright.cli import verify
 from bytewright.cli.main import main
-from bytewright.generator import checks
+from bytewright.review import checks
 
 FX = checks.FIXTURE_DIR
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bytewright.generated import ze
-from bytewright.generator.checks import FIXTURE_DIR, parse_fixture
+from bytewright.review.checks import FIXTURE_DIR, parse_fixture
 from bytewright.runtime.checksums import xxh3_64
 from bytewright.runtime.errors import (
     BytewrightError,

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from bytewright.generated import ze
-from bytewright.generator.checks import FIXTURE_DIR, parse_fixture
+from bytewright.review.checks import FIXTURE_DIR, parse_fixture
 from bytewright.runtime.checksums import xxh3_64
 from bytewright.runtime.errors import ConstraintError, DecodeError
 from bytewright.runtime.ze import envelope, wal

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bytewright.generated import ze
-from bytewright.generator.checks import FIXTURE_DIR, parse_fixture
+from bytewright.review.checks import FIXTURE_DIR, parse_fixture
 from bytewright.runtime.ze import artifacts, files, wal
 
 DELETE = parse_fixture(FIXTURE_DIR / "ze" / "wal_delete_record_v1.hex").data[14:-8]

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import byteorder, ir
+from ..generator import byteorder, ir
 
 KSY_VERSION = "0.11"
 

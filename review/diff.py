@@ -15,10 +15,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import byteorder, ir, pipeline
+from ..generator import byteorder, ir, pipeline
+from ..generator.yamlsource import Source, load_text
 from . import diff_rules as dr
 from .diff_rules import Loc
-from .yamlsource import Source, load_text
 
 FORMAT_VERSION = 1
 

@@ -26,11 +26,12 @@ from typing import Any, BinaryIO
 
 import construct as cs
 
+from ..generator import byteorder, ir
 from ..runtime import registry
 from ..runtime.codec import LogList, construct_error
 from ..runtime.cover import LateChecksum
 from ..runtime.errors import BytewrightError, ChecksumError, DecodeError
-from . import byteorder, inspect_located, ir
+from . import inspect_located
 
 REPEATS = {"Array", "GreedyRange", "RepeatUntil", "RepeatToEnd", "Terminated",
            "ChainedRepeat", "PrefixedArray", "LogList"}

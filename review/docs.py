@@ -14,7 +14,8 @@ from pathlib import Path
 
 import jinja2
 
-from . import byteorder, checksum_cover, defaults, diff, ir, pipeline, svg
+from ..generator import byteorder, checksum_cover, defaults, ir, pipeline
+from . import diff, svg
 from . import diff_rules as dr
 
 DOC_FORMAT = "bytewright-layouts"

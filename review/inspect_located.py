@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from ..generator import ir
 from ..runtime.errors import DecodeError
 from ..runtime.located import Lazy, LazyList
-from . import ir
 
 
 def places(fam: ir.Family, record: str, value: Any, path: str,

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from ..generator import inspector
 from ..generator.plan import eval_expr
 from ..runtime.errors import DecodeError
+from . import inspector
 
 Node = inspector.Node
 

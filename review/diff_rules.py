@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
-from . import byteorder, ir
-from .pipeline import type_label
+from ..generator import byteorder, ir
+from ..generator.pipeline import type_label
 
 WIRE = "WIRE-BREAKING"
 API = "API-BREAKING"

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from ..generator import pipeline, project
 from ..runtime.errors import BytewrightError
-from . import pipeline, project
 from .diff import drift_records
 
 
