@@ -15,7 +15,7 @@ from typing import Any
 
 import construct as cs
 
-from .codec import _link, _stream_end
+from .construct_support import _link, _stream_end
 from .errors import ConstraintError, EncodeError, TruncatedError
 from .truth import note
 

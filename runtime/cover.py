@@ -151,7 +151,7 @@ class LateChecksum(cs.Construct):
         return 0
 
     def _emitparse(self, code):
-        from .codec import _link  # the compiled module reaches this object by id
+        from .construct_support import _link  # the compiled module reaches this object by id
 
         if not self.check:
             return "None"

@@ -27,7 +27,7 @@ from typing import Any
 
 import construct as cs
 
-from .codec import construct_error
+from .construct_support import construct_error
 from .errors import ConstraintError, DecodeError, EncodeError, TruncatedError
 from .truth import encode_failure
 

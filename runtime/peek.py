@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import construct as cs
 
-from .codec import ChainedRepeat, _bw, _link, log_loop
+from .construct_support import ChainedRepeat, _bw, _link
 from .errors import ConstraintError, TruncatedError
+from .fastpath import log_loop
 
 
 class Peek(cs.Subconstruct):
