@@ -18,6 +18,8 @@ import dataclasses
 
 from . import ir
 from .problems import Problems
+from .sizes import base_of as base_of  # the emitters reach it as byteorder.base_of
+from .sizes import field_size
 
 ORDERS = ("le", "be")
 
@@ -70,15 +72,6 @@ def concrete_field(f: ir.Field, order: str) -> ir.Field:
     if c is not None and c.length is not None and c.length.governed:
         c = dataclasses.replace(c, length=with_order(c.length, order))
     return dataclasses.replace(f, type=with_order(f.type, order), repeat=rp, compressed=c)
-
-
-def base_of(family: ir.Family, t: ir.RefT) -> ir.IntT:
-    """The base integer of an enum/flags/alias reference, in the reference's order."""
-    table = {"enum": family.enums, "flags": family.flags, "alias": family.aliases}[t.kind]
-    base = table[t.target].base
-    if t.order is not None and base.governed:
-        return dataclasses.replace(base, endian=t.order)
-    return base
 
 
 def governed(f: ir.Field, family: ir.Family) -> bool:
@@ -189,7 +182,6 @@ def _line(rec: ir.Record, key: str) -> int | None:
 
 def mark_fields(rec: ir.Record, family: ir.Family) -> dict[str, tuple[int, ir.Field]]:
     """The fields at a fixed offset from the record's start: name -> (offset, field)."""
-    from .layout import field_size
     out: dict[str, tuple[int, ir.Field]] = {}
     pos: int | None = 0
     memo: dict[str, int | None] = {}

@@ -8,17 +8,15 @@ are defaults (a dataclass default is shared by every instance).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import ir
 from .model import enum_class
+from .problems import Checker
 from .yamlsource import Source, join
 
-if TYPE_CHECKING:
-    from .resolve import Resolver
 
-
-def resolve_default(res: Resolver, src: Source, path: str, f: ir.Field, raw: Any) -> None:
+def resolve_default(res: Checker, src: Source, path: str, f: ir.Field, raw: Any) -> None:
     """Check ``raw`` against ``f``'s type and store it on the field."""
     at = join(path, "default")
     t = f.type

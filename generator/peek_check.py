@@ -8,13 +8,9 @@ the ``if:`` of a later field of the model (on encode, that field's presence is i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from . import ir
+from .problems import Checker
 from .yamlsource import Source, join
-
-if TYPE_CHECKING:
-    from .resolve import Resolver
 
 # keys that give a field bytes, a place or a value of its own: none fits a lookahead
 _EXCLUSIVE = ("repeat", "if", "const", "value", "checksum", "size", "bits", "compressed",
@@ -22,7 +18,7 @@ _EXCLUSIVE = ("repeat", "if", "const", "value", "checksum", "size", "bits", "com
               "terminator", "chain", "framing", "view", "endian", "valid", "assert")
 
 
-def _integer(res: Resolver, t: ir.Type) -> bool:
+def _integer(res: Checker, t: ir.Type) -> bool:
     if isinstance(t, ir.RefT) and t.kind == "alias":
         t = res.aliases[t.target].base
     elif isinstance(t, ir.RefT) and t.kind == "enum":
@@ -30,7 +26,7 @@ def _integer(res: Resolver, t: ir.Type) -> bool:
     return isinstance(t, ir.IntT) and t.code is not None
 
 
-def field(res: Resolver, src: Source, path: str, fb: dict, f: ir.Field) -> None:
+def field(res: Checker, src: Source, path: str, fb: dict, f: ir.Field) -> None:
     """Mark ``f`` as a lookahead, or report why it cannot be one."""
     bad = [k for k in _EXCLUSIVE if k in fb]
     if bad:
@@ -47,7 +43,7 @@ def peeked(rec: ir.Record) -> frozenset[str]:
     return frozenset(f.name for f in rec.fields if f.peek)
 
 
-def uses(res: Resolver, src: Source, rec: ir.Record, f: ir.Field) -> None:
+def uses(res: Checker, src: Source, rec: ir.Record, f: ir.Field) -> None:
     """Expressions the encoder evaluates must not read a lookahead (it has none)."""
     names = peeked(rec)
     if not names:

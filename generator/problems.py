@@ -7,6 +7,7 @@ path, so an editor (or a human) can jump straight to it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -48,3 +49,17 @@ class Problems:
 
     def extend(self, other: Problems) -> None:
         self.items.extend(other.items)
+
+
+class Checker(Protocol):
+    """What a checking module asks of the resolve pass it serves (``resolve.Resolver``):
+    the family's enums and aliases so far, a way to report a problem at a YAML path,
+    and the expressions a field's keys hold. Typed here so the checkers need not import
+    the pass that calls them."""
+
+    enums: dict
+    aliases: dict
+
+    def err(self, src: Any, path: str, message: str) -> None: ...
+
+    def exprs_of(self, *args: Any, **kwargs: Any) -> Any: ...
