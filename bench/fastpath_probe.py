@@ -1,4 +1,4 @@
-"""Probe: the generated fast path against careful hand-written ``struct`` code (issue 16.2).
+"""Probe: the generated fast path against careful hand-written ``struct`` code.
 
 Cases: HTT WAL INSERT entries with 20 Q64.64 semantic dims (the "tailed" case) and
 the same entries without a tail. The hand decoder is what a careful engineer writes:

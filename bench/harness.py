@@ -23,7 +23,7 @@ Ratios are the median over rounds of ``time(hand) / time(contender)`` within a r
 
 ``python -m bytewright.bench.harness [--quick] [--json FILE]`` runs these alone;
 ``bytewright bench --baselines --report FILE`` runs them with bench/measure.py and
-evaluates the issue's targets (bench/targets.py).
+evaluates the targets (bench/targets.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 ``status()`` says why not when that cannot be done, and the harness then reports Kaitai as
 skipped with that message. Fields Kaitai cannot express come out as raw bytes (the HTT
 Q64.64 tail, ZE's u128 doc id): the contenders convert them the fast way a Kaitai user
-would (one precompiled ``struct`` per tail), which is the issue's "raw tail + struct"
+would (one precompiled ``struct`` per tail), the "raw tail + struct"
 variant, the fastest Kaitai one. Kaitai verifies no checksum; that is noted, not added.
 """
 

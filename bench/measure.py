@@ -1,11 +1,11 @@
-"""Scaling and memory measurements of issue 16 (each case in a fresh process).
+"""Scaling and memory measurements of the benchmark targets (each case in a fresh process).
 
 ``python -m bytewright.bench.measure [--quick] [--large] [--json FILE] [--profile]``; the
 single command that runs these with the speed ratios and evaluates the targets is
 ``bytewright bench --baselines --report FILE`` (bench/targets.py). Cases:
 
 - ``htt_replay``: HTT replay (``Store.open(readonly=True)``) against decode-only
-  (``iter_wal_entry`` over the same WAL bytes) on the issue's corpus shape — INSERT
+  (``iter_wal_entry`` over the same WAL bytes) on the replay corpus — INSERT
   entries with a 20-dim Q64.64 placement, 686 bytes each (100,000 entries = 68.6 MB) — at
   10k and 100k entries (``--large``: also 1M): entries/s, the ratio, time in the cyclic
   collector, peak RSS against the file size;
@@ -46,14 +46,14 @@ from typing import Any
 
 PY = sys.executable
 
-# the issue's replay corpus: 100,000 INSERTs with 20 Q64.64 dims in 68.6 MB
+# the replay corpus: 100,000 INSERTs with 20 Q64.64 dims in 68.6 MB
 HTT_DIMS = 20
 HTT_ENTRY_BYTES = 686
 LARGE_PAYLOAD = 1024
 # interleaved (replay, decode-only) child pairs per HTT replay size, as the harness's
 # rounds: one child's CPU time moves by +-20% on a shared machine, so each side's figure
 # is the median of its rounds and the ratio the median of the rounds' ratios. Sizes above
-# the issue's 100k (the --large 1M: ~25 s a pair) run one pair.
+# the target's 100k (the --large 1M: ~25 s a pair) run one pair.
 REPLAY_ROUNDS = 3
 REPLAY_ROUNDS_UP_TO = 100_000
 
@@ -466,7 +466,7 @@ def _htt_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:
                # compatibility with earlier reports
                "replay_peak_rss_mb": mem["peak_rss_mb"],
                "replay_rss_over_file": mem["net_over_file"]}
-        if n == ns[min(1, len(ns) - 1)]:  # `htt verify` on the issue-sized file
+        if n == ns[min(1, len(ns) - 1)]:  # `htt verify` on the target-sized file
             v = _child(_sub(HTT_VERIFY, PATH=path))
             out["htt_verify"] = {"entries": n, "ok": v["code"] == 0, "s": v["s"],
                                  "memory": _mem(v, base, file_mb)}
@@ -799,8 +799,8 @@ def memory_text(p: dict) -> str:
 
 def profiles(n_wal: int = 20_000, n_replay: int = 20_000, top: int = 10) -> list[dict]:
     """cProfile, top functions by own time: the fast path on the tailed HTT corpus, the
-    hand decoder on the same bytes, and an HTT replay (``Store.open``) of the issue's
-    corpus shape."""
+    hand decoder on the same bytes, and an HTT replay (``Store.open``) of the replay
+    corpus."""
     from bytewright.bench import hand, harness
     from bytewright.generated import htt as h
 
@@ -815,7 +815,7 @@ def profiles(n_wal: int = 20_000, n_replay: int = 20_000, top: int = 10) -> list
 
 
 def replay_profile(n: int, top: int = 10) -> dict:
-    """cProfile of ``Store.open(readonly=True)`` on ``n`` entries of the issue's corpus."""
+    """cProfile of ``Store.open(readonly=True)`` on ``n`` entries of the replay corpus."""
     from bytewright.runtime.htt.store import Store
 
     tmp = tempfile.mkdtemp(prefix="bw-prof-")

@@ -1,4 +1,4 @@
-"""The targets of issue 16, evaluated from one benchmark run.
+"""The benchmark targets, evaluated from one benchmark run.
 
 ``run()`` is what ``bytewright bench --baselines --report FILE`` does: the side-by-side
 speed ratios (bench/harness.py), the scaling / memory / ``--jobs`` measurements
@@ -42,8 +42,8 @@ CASE_RECORDS: dict[str, tuple[str, str]] = {
 # the record the Construct contenders parse per item (kladde parses one whole content)
 CONSTRUCT_RECORDS = dict(CASE_RECORDS, kladde_statements=("kladde", "table_content"))
 
-FULL_REPLAY = 1_000_000  # the issue's scaling size
-ISSUE_REPLAY = 100_000  # the issue's replay corpus
+FULL_REPLAY = 1_000_000  # the scaling target's size
+TARGET_REPLAY = 100_000  # the replay targets' size
 FULL_FILE_MB = 900  # "a 1 GB file": ~1 GiB; anything below this is a reduced scale
 
 
@@ -128,7 +128,7 @@ def construct_fallbacks(case: str) -> list[str]:
 @dataclass(frozen=True)
 class Target:
     id: str
-    statement: str  # as the issue words it
+    statement: str  # the target, in words
     how: str  # how the run measures it
     threshold: str
     check: Callable[[dict], dict]  # the whole report -> values, met, scale, why, profiles
@@ -267,9 +267,9 @@ def _replay_rows(rep: dict) -> dict[int, dict]:
 
 
 def _judged_sizes(rows: dict[int, Any]) -> set[int]:
-    """Replay targets are judged at the issue's size and above (``--large``: 1M too);
+    """Replay targets are judged at the target's size and above (``--large``: 1M too);
     smaller sizes are shown. A run that stopped below 100k is judged at its largest."""
-    big = {n for n in rows if n >= ISSUE_REPLAY}
+    big = {n for n in rows if n >= TARGET_REPLAY}
     return big or {max(rows)}
 
 
@@ -312,9 +312,9 @@ def _replay_vs_decode(rep: dict) -> dict:
                          judged=n in judged,
                          note=gc_note if n in judged else gc_note + " (shown, not judged)"))
     out: dict = {"values": values, "profile_keys": []}
-    if max(judged) < ISSUE_REPLAY:
+    if max(judged) < TARGET_REPLAY:
         out["scale"] = "reduced"
-        out["note"] = f"judged at {max(judged):,} entries, not the issue's {ISSUE_REPLAY:,}"
+        out["note"] = f"judged at {max(judged):,} entries, not the target's {TARGET_REPLAY:,}"
     if _all_met(values) is False:
         out["profile_keys"] = ["replay"]
         # where replay's cost beyond decode-only grows: the smallest size against the
@@ -492,8 +492,8 @@ def _replay_rss(rep: dict) -> dict:
                                      n in judged))
         if any(v["met"] is False for v in values):
             keys.append("memory:htt_replay")
-        if max(judged) < ISSUE_REPLAY:
-            notes.append(f"HTT at {max(judged):,} entries, not {ISSUE_REPLAY:,}")
+        if max(judged) < TARGET_REPLAY:
+            notes.append(f"HTT at {max(judged):,} entries, not {TARGET_REPLAY:,}")
     ze = {int(k): v for k, v in (m.get("ze_replay") or {}).get("by_size", {}).items()}
     if ze:
         judged = _judged_sizes(ze)
@@ -599,7 +599,7 @@ TARGETS: list[Target] = [
            _construct_compiles),
     Target("replay_vs_decode_only", "HTT replay >= 0.8x the decode-only throughput of the "
            "same WAL", "measure: Store.open(readonly=True) vs iter_wal_entry over the same "
-           "file, each in a fresh process, on the issue's corpus shape", ">= 0.8x",
+           "file, each in a fresh process, on the replay corpus", ">= 0.8x",
            _replay_vs_decode),
     Target("replay_scaling", "HTT replay throughput at 1M entries >= 0.9x that at 10k "
            "(linear scaling)", "measure: replay entries/s at the largest size run over the "
@@ -898,7 +898,7 @@ def _met_word(met: bool | None) -> str:
 def format_table(rep: dict, profile_lines: int = 5) -> str:
     """The target table, then per missed target its why and profile top lines."""
     targets = rep["targets"]
-    lines = [f"Targets of issue 16 ({rep.get('command', 'bytewright bench --baselines')}, "
+    lines = [f"Targets ({rep.get('command', 'bytewright bench --baselines')}, "
              f"started {rep.get('started_utc', '?')}, {rep.get('seconds', '?')} s wall, "
              f"{rep.get('cpu_seconds', '?')} s CPU, load average "
              f"{_load(rep.get('load_average_start'))} at the start, "

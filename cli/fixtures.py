@@ -23,7 +23,7 @@ import yaml
 
 from ..generator import project as project_mod
 from ..review import checks
-from . import common
+from . import _cases_file, common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -106,7 +106,8 @@ def load_cases(proj: project_mod.Project, family: str) -> ModuleType | None:
         raise common.InputError(f"{path}: cannot load")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses in a cases module look themselves up
-    spec.loader.exec_module(module)
+    with _cases_file.blame(path, proj.display(path)):
+        spec.loader.exec_module(module)
     return module
 
 
@@ -116,19 +117,27 @@ def plan(proj: project_mod.Project, family: str) -> list[Planned] | None:
     if cases_mod is None:
         return None
     codec = proj.load_module(family)
-    func = cases_mod.cases
-    items = func(codec) if inspect.signature(func).parameters else func()
+    src = Path(str(cases_mod.__file__))
+    shown = proj.display(src)
+    func = getattr(cases_mod, "cases", None)
+    if not callable(func):
+        raise common.UsageError(f"{shown}: defines no cases() function")
+    with _cases_file.blame(src, shown):
+        items = list(func(codec) if inspect.signature(func).parameters else func())
     out: list[Planned] = []
     seen: set[str] = set()
     fixtures = proj.fixtures or proj.root / "fixtures"
-    for name, record, params, value, doc in items:
+    for item in items:
+        name, record, params, value, doc = _cases_file.unpack(item, shown)
         if name in seen:
-            raise common.Findings(f"{family}_cases.py: two cases named {name!r}")
+            raise common.UsageError(f"{shown}: two cases named {name!r}")
         seen.add(name)
         if record not in codec.ENCODERS:
-            raise common.Findings(f"{family}_cases.py: case {name!r}: {family} has no record "
-                                  f"{record!r}")
-        data = codec.ENCODERS[record](value, **params)
+            raise common.UsageError(f"{shown}: case {name!r}: {family} has no record "
+                                    f"{record!r}")
+        _cases_file.check_params(codec.ENCODERS[record], item, shown)
+        with _cases_file.blame(src, shown, name):
+            data = codec.ENCODERS[record](value, **params)
         text = checks.fixture_text(record, params, data, doc)
         path = fixtures / family / f"{name}.hex"
         out.append(Planned(path, text, data, _state(path, text, data)))

@@ -231,7 +231,7 @@ def _lz4_prefix(data: bytes, limit: int) -> tuple[bytes, int]:
     except RuntimeError as exc:
         raise CodecFailure(f"frame header: {exc}", truncated="incomplete" in str(exc)) from exc
     declared = int(info.get("content_size") or 0)
-    if declared > limit:  # refused before a byte is decoded (issue 14: no up-front cap)
+    if declared > limit:  # refused before a byte is decoded: no up-front cap
         raise CodecFailure(f"frame declares {declared} bytes, over the {limit}-byte limit")
     dobj = lz4.frame.LZ4FrameDecompressor()
     out = bytearray()

@@ -227,7 +227,7 @@ def test_replay_targets_and_their_scale():
     assert judged == ["100,000 entries", "1,000,000 entries"]
     small = _by_id(_report(replay_sizes=(1_000, 5_000)))["replay_vs_decode_only"]
     assert [v["met"] is not None for v in small["values"]] == [False, True]
-    assert small["scale"] == "reduced" and "not the issue's 100,000" in small["note"]
+    assert small["scale"] == "reduced" and "not the target's 100,000" in small["note"]
 
 
 def test_replay_scaling_names_the_machines_dict_floor():

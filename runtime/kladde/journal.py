@@ -14,7 +14,7 @@ The layouts (records, transaction framing, journal page and trailer) are schema 
   stops at the first CRC failure or bad pointer, and keeps the complete transactions. A
   transaction whose CRC matches but whose records do not decode or break a bound is a
   writer bug: the file is refused (``Corrupt``), never treated as a torn tail;
-* **why it stopped** (issue 14): the end of the journal (only zero bytes follow), a torn
+* **why it stopped**: the end of the journal (only zero bytes follow), a torn
   tail, or damage with valid-looking transactions after it. A transaction after damage
   "looks valid" when its CRC verifies against the chain state the previous stored CRC
   gives (CRC-32C's state is its value), so bit rot in the middle is told apart from a

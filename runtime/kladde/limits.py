@@ -1,4 +1,4 @@
-"""kladde resource limits and format bounds, as named constants (issue 14 item 5).
+"""kladde resource limits and format bounds, as named constants.
 
 The format bounds come from facts.md §7.2 and §8 and are not negotiable; the resource
 limits are this implementation's choices, enforced with clear errors and overridable by

@@ -1,4 +1,4 @@
-"""ZE resource limits and format bounds, as named constants (issue 14 item 5).
+"""ZE resource limits and format bounds, as named constants.
 
 The spec's bounds (rules.txt, facts.md) are not negotiable; the scan limit is this
 implementation's choice. Callers that need more pass their own value where the API takes
