@@ -704,10 +704,16 @@ class _Family:
         if alg != "zlib" or c.when is not None or c.length is None:
             raise Unsupported(f"compression chosen by {c.algorithm.source} at run time"
                               + (f" when {c.when.source}" if c.when is not None else ""))
-        length = {"id": f"len_{ident}", "type": _int(c.length)}
-        entry["size"] = f"len_{ident}"
+        length, entry["size"] = self.length_field(c.length, ident, expr)
         entry["process"] = "zlib"
         return [length]
+
+    def length_field(self, t: ir.Type, ident: str, expr: _Expr) -> tuple[dict, str]:
+        """A ``len_<ident>`` prefix of integer type ``t`` and the size expression it gives
+        (``.value`` of an integer kind)."""
+        length = {"id": f"len_{ident}"}
+        self.type_into(length, t, None, expr, ident)  # type: ignore[arg-type]
+        return length, f"len_{ident}" + (".value" if isinstance(t, ir.VarintT) else "")
 
     def opaque(self, rec: ir.Record, f: ir.Field, ident: str, expr: _Expr) -> list[dict]:
         """The field's bytes without their meaning: sized when the layout can say how many
@@ -718,8 +724,8 @@ class _Family:
         c = f.compressed
         try:
             if c is not None and c.length is not None:
-                pre.append({"id": f"len_{ident}", "type": _int(c.length)})
-                entry["size"] = f"len_{ident}"
+                length, entry["size"] = self.length_field(c.length, ident, expr)
+                pre.append(length)
             elif isinstance(t, ir.IntT | ir.RefT) and not (
                     isinstance(t, ir.RefT) and t.kind == "record"):
                 base = t if isinstance(t, ir.IntT) else self.fam.aliases[t.target].base \
@@ -731,6 +737,8 @@ class _Family:
                     if f.repeat.count is None:
                         raise Unsupported("an opaque list without a count")
                     entry["size"] = f"{base.size} * ({expr(f.repeat.count)})"
+            elif isinstance(t, ir.VarintT) and t.fixed is not None and f.repeat is None:
+                entry["size"] = t.fixed  # a fixed-width kind (ASCII digits)
             elif f.size is not None:
                 entry["size"] = expr(f.size)
             else:

@@ -272,3 +272,176 @@ def test_constant_zlib_is_a_kaitai_process(compiler, tmp_path):
     data = len(plain).to_bytes(4, "little") + len(frame).to_bytes(4, "little") + frame + b"\x12\x34"
     k = mod.Zdemo.Packed(KaitaiStream(io.BytesIO(data)))
     assert (k.raw_len, k.body, k.tail) == (len(plain), plain, 0x1234)
+
+
+def test_ksy_is_yaml_with_a_root_that_reads_the_detected_record(families):
+    """The file is YAML (not JSON), and the root's seq is not empty: it reads what the
+    family's detect rules name."""
+    for name, fam in families.items():
+        exp = export_ksy.export_family(fam)
+        text = exp.text()
+        first = next(x for x in text.splitlines() if not x.startswith("#"))
+        assert first == "meta:", first
+        body = yaml.safe_load(text)
+        assert [e["id"] for e in body["seq"]] == ["body"]
+        t = body["seq"][0]["type"]
+        targets = set(t["cases"].values()) if isinstance(t, dict) else {t}
+        wanted = {r.record for r in fam.detect}
+        named = {x for x in targets if x in fam.records} | {
+            r for r in wanted for x in targets if x.startswith(r + "_")}
+        assert named == wanted, (name, targets)
+
+
+WHOLE = [p for p in FIXTURES if checks.parse_fixture(p, p.read_text(encoding="utf-8")).record
+         in {"htt_file", "sidecar_segment", "header_page", "pile_record", "frame_file",
+             "segment_header", "manifest_file", "wal_file", "purge_file"}]
+
+
+@pytest.mark.parametrize("path", WHOLE, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_from_bytes_parses_a_whole_file(path, compiled, families):
+    """``<Family>.from_bytes(file)`` reads the file as ``verify`` does: ``body`` is the
+    detected record (or a run of them), equal to bytewright's decode."""
+    fam_name = path.parent.name
+    kmod, meta = compiled[fam_name]
+    fx = checks.parse_fixture(path, path.read_text(encoding="utf-8"))
+    if fx.params:
+        pytest.skip("a fixture decoded with parameters is not a whole file")
+    gen = importlib.import_module(f"bytewright.generated.{fam_name}")
+    value, end = gen.DECODERS[fx.record](fx.data)
+    kobj = getattr(kmod, _camel(fam_name)).from_bytes(fx.data)
+    body = kobj.body
+    rule = next(r for r in families[fam_name].detect if r.record == fx.record)
+    if rule.repeat:
+        assert len(body.records) == 1
+        body = body.records[0]
+    elif rule.then:
+        body = body.head
+    assert type(body).__name__ == _camel(fx.record)
+    cmp = Comparer(families[fam_name], gen, meta)
+    cmp.record(value, body, fx.record)
+    assert cmp.leaves > 0
+
+
+def test_enum_names_are_kaitai_identifiers_and_every_change_is_listed(families):
+    import re
+
+    for fam in families.values():
+        exp = export_ksy.export_family(fam)
+        for enum_name, members in exp.ksy.get("enums", {}).items():
+            orig = next(e for e in [*fam.enums.values(), *fam.registries.values()]
+                        if export_ksy.ident(e.name) == enum_name)
+            changed = exp.renamed["enums"].get(orig.name, {})
+            for m in orig.members:
+                new = members[m.value]
+                assert re.fullmatch(r"[a-z][a-z0-9_]*", new), new
+                if new != m.name:
+                    assert changed[new] == m.name
+                else:
+                    assert new not in changed
+    htt = export_ksy.export_family(families["htt"])
+    assert htt.renamed["enums"]["wal_op"]["set_meta"] == "SET_META"
+
+
+@pytest.mark.parametrize("name,want", [("SET_META", "set_meta"), ("SetMeta", "set_meta"),
+                                       ("v1", "v1"), ("1st", "n_1st"), ("if", "if_"),
+                                       ("true", "true_"), ("a-b c", "a_b_c")])
+def test_ident(name, want):
+    assert export_ksy.ident(name) == want
+
+
+VARINTS = """
+bytewright: 1
+family: varints
+endian: le
+records:
+  all:
+    fields:
+      - {name: u, type: uleb128}
+      - {name: s, type: sleb128}
+      - {name: z, type: zigzag}
+      - {name: zc, type: uleb128, convert: zigzag}
+      - {name: v, type: vlq}
+      - {name: o, type: vlq_offset}
+      - {name: q, type: quic_varint}
+      - {name: e, type: vint}
+      - {name: key, type: bytes, length: zigzag}
+      - {name: items, type: u8, repeat: {prefix: sleb128}}
+      - {name: tail, type: u16}
+"""
+
+
+def test_integer_kinds_are_read_by_kaitai(compiler, tmp_path):
+    """Every built-in LEB128/VLQ/prefix-length kind is a Kaitai type whose ``value`` is
+    the integer bytewright writes: nothing is opaque."""
+    from bytewright.runtime import numbers, varint
+
+    path = tmp_path / "varints.yaml"
+    res = pipeline.run([path], texts={str(path): VARINTS}, base=tmp_path,
+                       render_modules=False)
+    assert not [p for p in res.problems if p.severity == "error"], res.problems
+    exp = export_ksy.export_family(res.families["varints"])
+    assert exp.opaque == {} and not [n for n in exp.notes if n.startswith("all.")]
+    (tmp_path / "varints.ksy").write_text(exp.text(), encoding="utf-8")
+    _compile(compiler, tmp_path / "varints.ksy", tmp_path)
+    mod = _load(tmp_path / "varints.py", "ksy_varints")
+    cases = [
+        dict(u=0, s=0, z=0, zc=0, v=0, o=0, q=0, e=0),
+        dict(u=300, s=-1, z=-1, zc=1, v=0x80, o=128, q=15293, e=300),
+        dict(u=2**64 - 1, s=-2**63, z=-2**63, zc=2**63 - 1, v=0x0FFFFFFF, o=2**20,
+             q=2**62 - 1, e=2**40),
+        dict(u=127, s=63, z=-64, zc=-3, v=127, o=127, q=63, e=126),
+    ]
+    for c in cases:
+        data = (varint.encode_uleb128(c["u"]) + varint.encode_sleb128(c["s"])
+                + varint.encode_zigzag(c["z"]) + varint.encode_zigzag(c["zc"])
+                + numbers.encode_vlq(c["v"]) + numbers.encode_vlq(c["o"], max_bytes=10,
+                                                                  add_one=True)
+                + numbers.encode_quic(c["q"]) + numbers.encode_vint(c["e"])
+                + varint.encode_zigzag(2) + b"hi"
+                + varint.encode_sleb128(3) + b"\x01\x02\x03" + b"\x34\x12")
+        k = mod.Varints.All.from_bytes(data)
+        got = {n: getattr(k, n).value for n in c}
+        assert got == c
+        assert (k.key, k.items, k.tail) == (b"hi", [1, 2, 3], 0x1234)
+
+
+ASCII = """
+bytewright: 1
+family: digits
+endian: le
+types:
+  oct8: {integer: ascii, radix: 8, width: 8, end: "hex:00"}
+records:
+  hdr:
+    fields:
+      - {name: size, type: oct8}
+      - {name: mode, type: u16}
+"""
+
+
+def test_ascii_digits_are_opaque_with_the_reason():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "digits.yaml"
+        res = pipeline.run([path], texts={str(path): ASCII}, base=Path(d),
+                           render_modules=False)
+    exp = export_ksy.export_family(res.families["digits"])
+    assert exp.opaque == {"hdr": ["size"]}
+    assert any(n.startswith("hdr.size: ASCII digits") for n in exp.notes)
+    size, mode = exp.ksy["types"]["hdr"]["seq"]
+    assert size["size"] == 8 and mode == {"id": "mode", "type": "u2le"}
+
+
+def test_protolog_example_signed_varints_are_kaitai_types():
+    """The protolog example's zigzag, sleb128 and zigzag-converted fields (once opaque
+    bytes) are typed by the integer kinds' Kaitai types."""
+    src = ROOT / "examples" / "protolog" / "schemas" / "protolog.yaml"
+    fam = pipeline.run([src], render_modules=False).families["protolog"]
+    exp = export_ksy.export_family(fam)
+    seq = {e["id"]: e for t in exp.ksy["types"].values() for e in t.get("seq", ())}
+    assert (seq["time_delta"]["type"], seq["value"]["type"], seq["offset"]["type"]) == (
+        "zigzag", "sleb128", "zigzag")
+    assert {"vlq_base128_le", "zigzag", "sleb128"} <= set(exp.ksy["types"])
+    assert not any(n.split(":")[0].endswith((".time_delta", ".value", ".offset"))
+                   for n in exp.notes)
