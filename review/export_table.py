@@ -17,8 +17,7 @@ written as text (JSON for lists and structs).
 
 ``_checksum`` is ``none`` when the record's layout declares no checksum, ``ok`` when every
 declared checksum matched, ``bad`` when a stored checksum did not match: the row is
-still decoded (from a copy of its bytes carrying the computed checksum) and the checksum
-column holds the stored value. Bytes that do not decode for any other reason end the
+still decoded, from a copy of its bytes carrying the computed checksum. Bytes that do not decode for any other reason end the
 export with one line naming the offset.
 """
 
@@ -156,7 +155,7 @@ class _Walker:
         """Decode one ``target`` at ``pos`` and add its row. A checksum mismatch is
         decoded again from a copy carrying the computed checksum (the row says ``bad``)."""
         dec = getattr(self.mod, f"decode_{target}")
-        stored: list[tuple[str, Any]] = []
+        bad = False
         buf = self.buf
         for _ in range(_BAD_TRIES):
             try:
@@ -166,16 +165,11 @@ class _Walker:
                 patched = _patch(buf, exc)
                 if patched is None:
                     raise
-                buf = patched
-                stored.append((exc.path, exc.found))
+                buf, bad = patched, True
         else:
             raise ExportError(f"offset {pos}: {target}: too many bad checksums")
         row = flatten(value)
-        for path, found in stored:  # the column shows what the file holds
-            col = path.split(".", 1)[1] if path.startswith(target + ".") else path
-            if col in row:
-                row[col] = _plain(found)
-        status = "bad" if stored else ("ok" if self.has_checksum(target) else "none")
+        status = "bad" if bad else ("ok" if self.has_checksum(target) else "none")
         self.rows.append((target, {"_offset": pos, "_size": end - pos, "_checksum": status,
                                    **row}))
         return value, end
