@@ -96,5 +96,6 @@ def _tables(args: argparse.Namespace) -> int:
     write = et.write_parquet if args.target == "parquet" else et.write_arrow
     counts = decoded.tables()
     for path in write(decoded, out):
-        print(f"wrote {path} ({len(counts[path.stem])} rows)")
+        n = len(counts[path.stem])
+        print(f"wrote {path} ({n} row{'' if n == 1 else 's'})")
     return 0
