@@ -133,3 +133,18 @@ def test_missing_pyarrow_is_one_line_with_the_install_hint(written, monkeypatch,
     assert cli_main(["export", "parquet", str(written["htt"])]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install 'bytewright[tables]'" in err
+
+
+def test_arrow_ipc_files_and_an_explicit_family(written, tmp_path):
+    import pyarrow as pa
+
+    out = tmp_path / "arrow"
+    assert cli_main(["export", "arrow", str(written["wal"]), "-o", str(out)]) == 0
+    with pa.memory_map(str(out / "wal_frame.arrow")) as src:
+        table = pa.ipc.open_file(src).read_all()
+    assert table.column("seq").to_pylist() == [1, 2, 3]
+    assert table.column_names[:3] == ["_offset", "_size", "_checksum"]
+    assert set(export_table.to_arrow(written["wal"], family="ze")) == {"wal_file_header",
+                                                                        "wal_frame"}
+    with pytest.raises(export_table.ExportError, match="no family recognises"):
+        export_table.to_arrow(written["wal"], family="htt")
