@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import io
+import json
 import os
 import shutil
 import struct
@@ -23,15 +24,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 KSC_DIR = Path(os.environ.get("BYTEWRIGHT_KSC_DIR", ROOT / ".ci-cache" / "kaitai"))
 KSC = KSC_DIR / "node_modules" / "kaitai-struct-compiler"
 COMPILE_JS = """
 const c = require(process.argv[2]);
 const fs = require("fs");
-const text = fs.readFileSync(process.argv[3], "utf8").split("\\n")
-  .filter(l => !l.startsWith("#")).join("\\n");
-c.compile("python", JSON.parse(text), null, false).then(files => {
+c.compile("python", JSON.parse(fs.readFileSync(process.argv[3], "utf8")), null, false)
+.then(files => {
   for (const k in files) { fs.writeFileSync(process.argv[4] + "/" + k, files[k]); }
 }).catch(e => { console.error(String(e)); process.exit(1); });
 """
@@ -74,8 +76,12 @@ def _compile_into(out: Path, cli_main: Any) -> tuple[dict[str, Any] | None, str 
         if cached.exists():
             shutil.copyfile(cached, py / f"{name}.py")
         else:
+            # the .ksy is YAML; the compiler's JavaScript build takes the parsed document
+            doc = out / f"{name}.ksy.parsed.json"
+            doc.write_text(json.dumps(yaml.safe_load((out / f"{name}.ksy").read_text(
+                encoding="utf-8"))), encoding="utf-8")
             proc = subprocess.run(["node", str(out / "compile.js"), str(KSC),
-                                   str(out / f"{name}.ksy"), str(py)], capture_output=True,
+                                   str(doc), str(py)], capture_output=True,
                                   text=True, timeout=300, check=False)
             if proc.returncode != 0:
                 return None, f"{name}.ksy does not compile: {proc.stderr.strip()[-300:]}"
@@ -161,7 +167,7 @@ def pile_blobs(buf: bytes) -> list:
 
 def kladde_table(buf: bytes) -> list:
     """An address-table content's statements as ``_kladde_raw`` tuples (LEB128 fields are
-    the .ksy's ``vlq`` type: groups of 7 bits, read bit by bit)."""
+    the .ksy's ``vlq_base128_le`` type: groups of 7 bits, read bit by bit)."""
     from kaitaistruct import KaitaiStream
 
     cls = _mods()["kladde"].Kladde.TableContent

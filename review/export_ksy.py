@@ -10,16 +10,37 @@ listed in the file's header comment and in ``opaque`` (checksums are never verif
 Kaitai, compression chosen by a field, plug-in conversions, chained parameters, 128-bit
 integers, multi-byte terminators, asserts).
 
-The ``.ksy`` text is written as JSON, which is valid YAML: the Kaitai compiler reads it
-either way and no YAML emitter can reorder it.
+The root type parses a whole file: its ``seq`` holds one field, ``body``, typed by the
+family's ``detect`` rules (the record ``inspect``/``verify`` decode a file as; a switch on
+the magic bytes when the family has more than one rule; a run of records for ``repeat``
+and ``then`` rules), so ``<Family>.from_bytes(data).body`` is the whole file.
+
+Integer kinds: ``uleb128`` is the Kaitai format gallery's ``vlq_base128_le`` (common/),
+written into the file; ``sleb128`` and ``zigzag`` (and ``uleb128`` with ``convert:
+zigzag``) are small types around it whose ``value`` instance computes the signed value;
+``vlq`` is the gallery's ``vlq_base128_be``; ``vlq_offset``, ``quic_varint`` and ``vint``
+are types of their own. Every one exposes ``value``. ASCII digits and plug-in kinds stay
+opaque (with the reason in the sidecar's notes).
+
+Names: Kaitai identifiers are lower snake case (``^[a-z][a-z0-9_]*$``); every enum member,
+field, type and enum whose name is changed to fit (``SET_META`` -> ``set_meta``) is listed
+in the sidecar's ``renamed`` map, keyed by the schema's names: ``{"types": {ksy id: type or
+enum}, "enums": {enum: {ksy name: member}}, "fields": {record: {ksy id: field}}}`` (a
+field that another version's layout also names gets ``<name>_alt<n>`` there too).
+
+The ``.ksy`` text is YAML (``yaml.safe_dump``, keys in Kaitai's customary order).
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import keyword
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from ..generator import byteorder, ir
 
@@ -32,7 +53,10 @@ class Export:
     ksy: dict
     notes: list[str] = field(default_factory=list)  # what Kaitai cannot express
     opaque: dict[str, list[str]] = field(default_factory=dict)  # type -> fields not decoded
-    renamed: dict[str, dict[str, str]] = field(default_factory=dict)  # type -> ksy id -> field
+    # names changed to be Kaitai identifiers: {"types": {ksy: name}, "enums": {enum: {ksy:
+    # member}}, "fields": {type: {ksy id: field}}}
+    renamed: dict[str, dict] = field(default_factory=lambda: {"types": {}, "enums": {},
+                                                               "fields": {}})
     terminated: dict[str, list[str]] = field(default_factory=dict)  # lists keeping the end item
 
     def text(self) -> str:
@@ -42,7 +66,52 @@ class Export:
                 "integers/bytes here:"]
         head += [f"#  - {n}" for n in self.notes] or ["#  - (nothing: every layout is "
                                                       "expressed)"]
-        return "\n".join(head) + "\n" + json.dumps(self.ksy, indent=2) + "\n"
+        body = yaml.dump(self.ksy, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                         width=100, default_flow_style=False)
+        return "\n".join(head) + "\n" + body
+
+    def sidecar(self) -> dict:
+        """What ``<family>.ksy.json`` holds."""
+        return {"family": self.family, "notes": self.notes, "opaque": self.opaque,
+                "renamed": self.renamed, "terminated": self.terminated}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML with multi-line text as literal blocks and lists indented under their
+    key (as hand-written .ksy files are)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        return super().increase_indent(flow, False)
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    if "\n" in text:
+        text = "\n".join(line.rstrip() for line in text.splitlines())
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text)
+
+
+_Dumper.add_representer(str, _str)
+
+_IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
+# names Kaitai's expression language or the generated Python would read as something else
+_RESERVED = {"true", "false", "not", "and", "or", "as", "sizeof", "bitsizeof", "_io",
+             "_root", "_parent", "_index", "_on", "_"} | set(keyword.kwlist) | {
+    k.lower() for k in keyword.kwlist}
+
+
+def ident(name: str) -> str:
+    """``name`` as a Kaitai identifier: lower snake case (``SetMeta``, ``SET-META`` ->
+    ``set_meta``), never starting with a digit, never a reserved word."""
+    if _IDENT.match(name) and name not in _RESERVED:
+        return name
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    text = re.sub(r"[^0-9a-zA-Z]+", "_", text).strip("_").lower() or "x"
+    if not text[0].isalpha():
+        text = f"n_{text}" if text[0].isdigit() else f"x_{text}"
+    if text in _RESERVED:
+        text += "_"
+    return text
 
 
 class Unsupported(Exception):
@@ -117,9 +186,10 @@ class _Expr:
                 return json.dumps(n.value)
             raise Unsupported(f"literal {n.value!r}")
         if isinstance(n, ast.Name):
+            name = ident(n.id) if n.id[:1].isalpha() else n.id
             if n.id in self.enum_fields:
-                return f"{n.id}.to_i"
-            return f"{n.id}.value" if n.id in self.vlq_fields else n.id
+                return f"{name}.to_i"
+            return f"{name}.value" if n.id in self.vlq_fields else name
         if isinstance(n, ast.Attribute):
             chain, root = [n.attr], n.value
             while isinstance(root, ast.Attribute):
@@ -127,7 +197,8 @@ class _Expr:
                 root = root.value
             if isinstance(root, ast.Name) and self.through_switch(root.id, chain):
                 raise Unsupported(f"{ast.unparse(n)} reads inside a switch-typed value")
-            text = f"{self.node(n.value)}.{n.attr}"
+            attr = ident(n.attr) if n.attr[:1].isalpha() else n.attr
+            text = f"{self.node(n.value)}.{attr}"
             last = self.field_at(root.id, chain) if isinstance(root, ast.Name) else None
             if last is not None and isinstance(last.type, ir.RefT) and last.type.kind == "enum":
                 return text + ".to_i"
@@ -184,7 +255,7 @@ class _Family:
         self.fam = fam
         self.exp = Export(fam.name, {})
         self.types: dict[str, dict] = {}
-        self.need_vlq = False
+        self.varints: set[str] = set()  # integer kinds used (their types are written)
         self.current = ""
 
     # -- types ---------------------------------------------------------------------------
@@ -192,21 +263,107 @@ class _Family:
         fam = self.fam
         enums = {}
         for e in list(fam.enums.values()) + list(fam.registries.values()):
-            enums[e.name] = {str(m.value): m.name.lower() for m in e.members}
+            members: dict[int, str] = {}
+            for m in e.members:
+                name = ident(m.name)
+                while name in members.values():  # two members alike after the change
+                    name += "_"
+                members[m.value] = name
+                if name != m.name:
+                    self.exp.renamed["enums"].setdefault(e.name, {})[name] = m.name
+            enums[self.tname(e.name)] = members
         for fd in fam.flags.values():
-            self.types[fd.name] = self.flags_type(fd)
+            self.types[self.tname(fd.name)] = self.flags_type(fd)
         for rec in fam.records.values():
-            self.types[rec.name] = self.record(rec)
-        if self.need_vlq:
-            self.types["vlq"] = _VLQ
-        ksy: dict = {"meta": {"id": fam.name, "title": fam.title,
+            self.types[self.tname(rec.name)] = self.record(rec)
+        root_seq, root_instances = self.root()
+        self.types.update(_varint_types(self.varints))
+        ksy: dict = {"meta": {"id": ident(fam.name), "title": fam.title,
                               "ks-version": KSY_VERSION, "endian": fam.endian},
-                     "doc": (fam.doc or fam.title).strip(), "seq": [],
-                     "types": self.types}
+                     "doc": (fam.doc or fam.title).strip(), "seq": root_seq}
+        if root_instances:
+            ksy["instances"] = root_instances
+        ksy["types"] = self.types
         if enums:
             ksy["enums"] = enums
         self.exp.ksy = ksy
         return self.exp
+
+    def tname(self, name: str) -> str:
+        """A type's or enum's Kaitai id (a change is kept in ``renamed``)."""
+        new = ident(name)
+        if new != name:
+            self.exp.renamed["types"][new] = name
+        return new
+
+    def root(self) -> tuple[list[dict], dict]:
+        """The root's ``seq`` (one field, ``body``: what the ``detect`` rules decode a
+        file as) and its instances (the magic bytes a switch between rules reads)."""
+        choices: list[tuple[list[tuple[int, bytes]], str]] = []
+        from ..review import inspector
+
+        for rule in self.fam.detect:
+            try:
+                target = self.rule_type(rule)
+            except Unsupported as why:
+                self.exp.notes.append(f"(root): detect rule for {rule.record}: {why}")
+                continue
+            choices.append((inspector.magics(self.fam, rule), target))
+        if not choices:
+            self.exp.notes.append("(root): no detect rule: the root parses nothing; parse "
+                                  "a record type directly")
+            return [], {}
+        doc = "the whole file, as the family's detect rules read it"
+        if len(choices) == 1:
+            return [{"id": "body", "type": choices[0][1], "doc": doc}], {}
+        instances: dict[str, dict] = {}
+        tests: list[tuple[int, str, int]] = []
+        for n, (magics, _) in enumerate(choices, start=1):
+            for at, magic in magics:
+                name = f"magic_{at}_{len(magic)}"
+                instances[name] = {"pos": at, "size": len(magic),
+                                   "if": f"_io.size >= {at + len(magic)}"}
+                lit = "[" + ", ".join(f"0x{b:02x}" for b in magic) + "]"
+                tests.append((len(magic), f"(_io.size >= {at + len(magic)} and {name} == "
+                                          f"{lit})", n))
+        chain = "0"
+        for _, test, n in sorted(tests):  # the longest magic wins (tested first)
+            chain = f"({test} ? {n} : {chain})"
+        instances["detected"] = {"value": chain,
+                                 "doc": "which detect rule the first bytes match (0: none)"}
+        cases = {n: target for n, (_, target) in enumerate(choices, start=1)}
+        return [{"id": "body", "type": {"switch-on": "detected", "cases": cases},
+                 "doc": doc}], instances
+
+    def rule_type(self, rule: ir.Detect) -> str:
+        """The type a detect rule reads: the record, or a run of records (``repeat``,
+        ``then``) as a type of its own."""
+        rec = self.fam.records[rule.record]
+        given = dict(rule.params)
+        vals = []
+        for p in rec.params.values():
+            v = given.get(p.name, p.default)
+            if v is None:
+                raise Unsupported(f"parameter {p.name} has no value")
+            vals.append(str(getattr(v, "value", v)).lower() if isinstance(v, bool) or
+                        not isinstance(v, str) else json.dumps(v))
+        head = self.tname(rule.record) + (f"({', '.join(vals)})" if vals else "")
+        if not rule.repeat and not rule.then:
+            return head
+        if rule.then:
+            then = self.fam.records[rule.then]
+            if then.params:
+                raise Unsupported(f"{rule.then} takes parameters")
+            name = f"{ident(rule.record)}_then_{ident(rule.then)}"
+            self.types[name] = {"doc": f"{rule.record}, then {rule.then} records to the end",
+                                "seq": [{"id": "head", "type": head},
+                                        {"id": "records", "type": self.tname(rule.then),
+                                         "repeat": "eos"}]}
+        else:
+            name = f"{ident(rule.record)}_run"
+            self.types[name] = {"doc": f"{rule.record} records to the end",
+                                "seq": [{"id": "records", "type": head, "repeat": "eos"}]}
+        return name
 
     def flags_type(self, fd: ir.FlagsDef) -> dict:
         """Flags as bit fields, least significant bit first (bit-endian le)."""
@@ -222,6 +379,8 @@ class _Family:
             pos = b.lo + b.width
         if pos < fd.base.bits:
             seq.append({"id": f"unused_{pos}", "type": f"b{fd.base.bits - pos}"})
+        for e in seq:
+            e["id"] = ident(e["id"])
         return {"meta": {"bit-endian": "le"}, "doc": fd.doc.strip() or fd.name, "seq": seq}
 
     def record(self, rec: ir.Record) -> dict:
@@ -252,19 +411,20 @@ class _Family:
                                       f"bytes of {swallowed} (its size is not expressible)")
                 self.exp.opaque.setdefault(rec.name, []).append(f.name)
                 continue
-            ident = f.name
-            if ident in seen:  # a name reused by another version's layout
-                seen[ident] += 1
-                ident = f"{f.name}_alt{seen[f.name]}"
-                self.exp.renamed.setdefault(rec.name, {})[ident] = f.name
+            kid = ident(f.name)
+            if kid in seen:  # a name reused by another version's layout
+                seen[kid] += 1
+                kid = f"{kid}_alt{seen[kid]}"
             else:
-                seen[ident] = 0
+                seen[kid] = 0
+            if kid != f.name:
+                self.exp.renamed["fields"].setdefault(rec.name, {})[kid] = f.name
             try:
-                seq.extend(self.field(rec, f, ident, expr, seq))
+                seq.extend(self.field(rec, f, kid, expr, seq))
             except Unsupported as why:
                 self.exp.notes.append(f"{rec.name}.{f.name}: {why}")
                 self.exp.opaque.setdefault(rec.name, []).append(f.name)
-                entries = self.opaque(rec, f, ident, expr)
+                entries = self.opaque(rec, f, kid, expr)
                 seq.extend(entries)
                 if any(e.get("size-eos") and "if" not in e for e in entries):
                     swallowed = f.name
@@ -290,7 +450,8 @@ class _Family:
                                       f"(its position is not kept by Kaitai)")
             else:
                 pos = expr(loc.where)
-            e: dict = {"pos": pos} if loc.target == "bytes" else {"pos": pos, "type": loc.target}
+            e: dict = {"pos": pos} if loc.target == "bytes" else {"pos": pos,
+                                                                   "type": self.tname(loc.target)}
             if loc.count is not None:
                 e.update({"repeat": "expr", "repeat-expr": expr(loc.count)})
             elif loc.eos:
@@ -358,7 +519,8 @@ class _Family:
             raise Unsupported("a field read without consuming it (peek)")
         if f.framing is not None:
             raise Unsupported("records carried in blocks or pages (framing)")
-        if f.convert:
+        if f.convert and not (f.convert == "zigzag" and isinstance(f.type, ir.VarintT)
+                              and f.type.kind == "uleb128"):
             raise Unsupported(f"numeric conversion {f.convert}")
         entry: dict = {"id": ident}
         if f.doc:
@@ -413,18 +575,22 @@ class _Family:
         elif isinstance(t, ir.FloatT):
             entry["type"] = f"f{t.size}" + t.endian
         elif isinstance(t, ir.VarintT):
-            if t.kind != "uleb128":
-                raise Unsupported(f"{t.kind} varint")
-            self.need_vlq = True
-            entry["type"] = "vlq"
+            kind = t.kind
+            if f is not None and f.convert == "zigzag" and kind == "uleb128":
+                kind = "zigzag"  # ZigZag over ULEB128 is the zigzag kind
+            if kind not in VARINT_TYPES:
+                raise Unsupported(_VARINT_WHY.get(kind, f"the plug-in integer kind {kind} "
+                                                        "(its decoding is Python code)"))
+            self.varints.add(kind)
+            entry["type"] = VARINT_TYPES[kind]
         elif isinstance(t, ir.BytesT):
             return self.bytes_into(entry, t, expr, ident)
         elif isinstance(t, ir.RefT):
             if t.kind == "enum":
                 entry["type"] = _int(fam.enums[t.target].base)
-                entry["enum"] = t.target
+                entry["enum"] = self.tname(t.target)
             elif t.kind == "flags":
-                entry["type"] = t.target
+                entry["type"] = self.tname(t.target)
             elif t.kind == "alias":
                 a = fam.aliases[t.target]
                 if a.convert:
@@ -444,9 +610,9 @@ class _Family:
                             vals.append(str(p.default).lower())
                         else:
                             vals.append(p.name)  # passed through from this record
-                    entry["type"] = f"{t.target}({', '.join(vals)})"
+                    entry["type"] = f"{self.tname(t.target)}({', '.join(vals)})"
                 else:
-                    entry["type"] = t.target
+                    entry["type"] = self.tname(t.target)
         else:
             raise Unsupported(type(t).__name__)
         return []
@@ -492,12 +658,12 @@ class _Family:
     def case_type(self, target: str, t: ir.SwitchT, expr: _Expr) -> str:
         rec = self.fam.records[target]
         if not rec.params:
-            return target
+            return self.tname(target)
         args = dict(t.args)
         vals = [expr(args[p.name]) if p.name in args else
                 (str(p.default).lower() if p.default is not None else p.name)
                 for p in rec.params.values()]
-        return f"{target}({', '.join(vals)})"
+        return f"{self.tname(target)}({', '.join(vals)})"
 
     def repeat(self, entry: dict, f: ir.Field, expr: _Expr, ident: str) -> list[dict]:
         rp = f.repeat
@@ -538,10 +704,16 @@ class _Family:
         if alg != "zlib" or c.when is not None or c.length is None:
             raise Unsupported(f"compression chosen by {c.algorithm.source} at run time"
                               + (f" when {c.when.source}" if c.when is not None else ""))
-        length = {"id": f"len_{ident}", "type": _int(c.length)}
-        entry["size"] = f"len_{ident}"
+        length, entry["size"] = self.length_field(c.length, ident, expr)
         entry["process"] = "zlib"
         return [length]
+
+    def length_field(self, t: ir.Type, ident: str, expr: _Expr) -> tuple[dict, str]:
+        """A ``len_<ident>`` prefix of integer type ``t`` and the size expression it gives
+        (``.value`` of an integer kind)."""
+        length = {"id": f"len_{ident}"}
+        self.type_into(length, t, None, expr, ident)  # type: ignore[arg-type]
+        return length, f"len_{ident}" + (".value" if isinstance(t, ir.VarintT) else "")
 
     def opaque(self, rec: ir.Record, f: ir.Field, ident: str, expr: _Expr) -> list[dict]:
         """The field's bytes without their meaning: sized when the layout can say how many
@@ -552,8 +724,8 @@ class _Family:
         c = f.compressed
         try:
             if c is not None and c.length is not None:
-                pre.append({"id": f"len_{ident}", "type": _int(c.length)})
-                entry["size"] = f"len_{ident}"
+                length, entry["size"] = self.length_field(c.length, ident, expr)
+                pre.append(length)
             elif isinstance(t, ir.IntT | ir.RefT) and not (
                     isinstance(t, ir.RefT) and t.kind == "record"):
                 base = t if isinstance(t, ir.IntT) else self.fam.aliases[t.target].base \
@@ -565,6 +737,8 @@ class _Family:
                     if f.repeat.count is None:
                         raise Unsupported("an opaque list without a count")
                     entry["size"] = f"{base.size} * ({expr(f.repeat.count)})"
+            elif isinstance(t, ir.VarintT) and t.fixed is not None and f.repeat is None:
+                entry["size"] = t.fixed  # a fixed-width kind (ASCII digits)
             elif f.size is not None:
                 entry["size"] = expr(f.size)
             else:
@@ -599,24 +773,124 @@ class _Family:
         return [*pre, entry]
 
 
-_VLQ = {
-    "doc": "Unsigned LEB128 (up to 10 groups of 7 bits, least significant first).",
-    "seq": [{"id": "groups", "type": "vlq_group", "repeat": "until",
-             "repeat-until": "not _.has_next"}],
-    "types": {"vlq_group": {"meta": {"bit-endian": "be"},
-                            "seq": [{"id": "has_next", "type": "b1"},
-                                    {"id": "value", "type": "b7"}]}},
-    "instances": {"value": {"value": " + ".join(
-        f"(groups.size > {i} ? groups[{i}].value.as<u8> << {7 * i} : 0)" for i in range(10))}},
-}
+# -- integer kinds ---------------------------------------------------------------------------
+
+VARINT_TYPES = {"uleb128": "vlq_base128_le", "sleb128": "sleb128", "zigzag": "zigzag",
+                "vlq": "vlq_base128_be", "vlq_offset": "vlq_offset",
+                "quic_varint": "quic_varint", "vint": "vint"}
+_VARINT_WHY = {"ascii": "ASCII digits: their padding and blank-field rules (leading spaces "
+                        "or NULs, an all-blank field meaning absent) have no Kaitai "
+                        "expression"}
+_GROUPS = 10  # 7-bit groups of a 64-bit LEB128 or VLQ value
+
+
+def _group_type() -> dict:
+    return {"doc": "one byte: a continuation bit and 7 bits of the value",
+            "seq": [{"id": "has_next", "type": "b1"}, {"id": "value", "type": "b7"}]}
+
+
+def _vlq_le() -> dict:
+    """The Kaitai format gallery's ``common/vlq_base128_le`` (CC0-1.0), to 10 groups."""
+    value = " + ".join(f"(len > {i} ? groups[{i}].value.as<u8> << {7 * i} : 0)"
+                       for i in range(_GROUPS))
+    return {"meta": {"bit-endian": "be"},
+            "doc": "Unsigned LEB128: 7-bit groups, least significant first (the Kaitai "
+                   "format gallery's common/vlq_base128_le).",
+            "seq": [{"id": "groups", "type": "group", "repeat": "until",
+                     "repeat-until": "not _.has_next"}],
+            "types": {"group": _group_type()},
+            "instances": {
+                "len": {"value": "groups.size"},
+                "value": {"value": value, "doc": "the unsigned value"},
+                "sign_bit": {"value": "(1 << (7 * len - 1)).as<u8>"},
+                "value_signed": {"value": "(value ^ sign_bit) - sign_bit",
+                                 "doc": "the value as signed LEB128 (sign bit extended)"}}}
+
+
+def _vlq_be() -> dict:
+    """The Kaitai format gallery's ``common/vlq_base128_be`` (CC0-1.0), to 10 groups."""
+    value = " + ".join(f"(last >= {i} ? groups[last - {i}].value.as<u8> << {7 * i} : 0)"
+                       for i in range(_GROUPS))
+    return {"meta": {"bit-endian": "be"},
+            "doc": "Big-endian 7-bit groups, most significant first (MIDI variable-length "
+                   "quantity; the Kaitai format gallery's common/vlq_base128_be).",
+            "seq": [{"id": "groups", "type": "group", "repeat": "until",
+                     "repeat-until": "not _.has_next"}],
+            "types": {"group": _group_type()},
+            "instances": {"last": {"value": "groups.size - 1"},
+                          "value": {"value": value, "doc": "the unsigned value"}}}
+
+
+def _vlq_offset() -> dict:
+    acc = {"acc_0": {"value": "groups[0].value.as<u8>"}}
+    for i in range(1, _GROUPS):
+        acc[f"acc_{i}"] = {"value": f"groups.size > {i} ? ((acc_{i - 1} + 1) << 7) | "
+                                    f"groups[{i}].value : acc_{i - 1}"}
+    return {"meta": {"bit-endian": "be"},
+            "doc": "Big-endian 7-bit groups where each continuation adds one before the "
+                   "shift (git OFS_DELTA offsets).",
+            "seq": [{"id": "groups", "type": "group", "repeat": "until",
+                     "repeat-until": "not _.has_next"}],
+            "types": {"group": _group_type()},
+            "instances": {**acc, "value": {"value": f"acc_{_GROUPS - 1}",
+                                           "doc": "the unsigned value"}}}
+
+
+def _wrapped(doc: str, value: str) -> dict:
+    return {"doc": doc, "seq": [{"id": "raw", "type": "vlq_base128_le"}],
+            "instances": {"value": {"value": value, "doc": "the signed value"}}}
+
+
+def _prefixed(doc: str, count: str, mask: str, sizes: dict[int, str]) -> dict:
+    """A first byte that says how many bytes follow (``count``: bytes in all), its low
+    bits (``mask``) the value's top bits, the rest big-endian."""
+    seq: list[dict] = [{"id": "first", "type": "u1"}]
+    value = f"(first & {mask})"
+    for n, t in sizes.items():
+        seq.append({"id": f"rest{n}", "type": t, "if": f"len == {n + 1}"})
+        value = f"(len == {n + 1} ? ((first & {mask}).as<u8> << {8 * n}) | rest{n} : {value})"
+    return {"meta": {"bit-endian": "be"}, "doc": doc, "seq": seq,
+            "instances": {"len": {"value": count}, "value": {"value": value,
+                                                             "doc": "the unsigned value"}}}
+
+
+def _varint_types(kinds: set[str]) -> dict[str, dict]:
+    """The types the integer kinds in ``kinds`` need (``vlq_base128_le`` under the
+    signed ones)."""
+    out: dict[str, dict] = {}
+    if kinds & {"uleb128", "sleb128", "zigzag"}:
+        out["vlq_base128_le"] = _vlq_le()
+    if "sleb128" in kinds:
+        out["sleb128"] = _wrapped("Signed LEB128.", "raw.value_signed")
+    if "zigzag" in kinds:
+        out["zigzag"] = _wrapped("ZigZag-mapped unsigned LEB128 (protobuf sint64, Avro "
+                                 "long).", "(raw.value >> 1) ^ -(raw.value & 1)")
+    if "vlq" in kinds:
+        out["vlq_base128_be"] = _vlq_be()
+    if "vlq_offset" in kinds:
+        out["vlq_offset"] = _vlq_offset()
+    if "quic_varint" in kinds:
+        out["quic_varint"] = _prefixed(
+            "QUIC variable-length integer (RFC 9000 section 16): the top two bits of the "
+            "first byte give the length (1, 2, 4 or 8 bytes).", "1 << (first >> 6)", "0x3f",
+            {1: "u1", 3: "b24", 7: "b56"})
+    if "vint" in kinds:
+        count = " : ".join(f"first >= 0x{0x80 >> i:02x} ? {i + 1}" for i in range(8)) + " : 9"
+        out["vint"] = _prefixed(
+            "Leading zero bits of the first byte count the bytes that follow; the marker "
+            "bit is not part of the value (EBML).", count, "(0x7f >> (len - 1))",
+            {1: "u1", 2: "b16", 3: "b24", 4: "b32", 5: "b40", 6: "b48", 7: "b56"})
+        out["vint"]["seq"][0]["valid"] = {"min": 1}
+    return out
 
 
 def export_family(fam: ir.Family) -> Export:
     return _Family(fam).run()
 
 
-def write(families: dict[str, ir.Family], out: Path) -> list[Path]:
-    """One ``<family>.ksy`` per family plus ``<family>.ksy.json`` (what is opaque)."""
+def write(families: dict[str, ir.Family], out: Path) -> list[tuple[Path, Export]]:
+    """One ``<family>.ksy`` per family plus ``<family>.ksy.json`` (what is opaque, what
+    was renamed); the ``.ksy`` paths with their exports."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in sorted(families):
@@ -624,9 +898,6 @@ def write(families: dict[str, ir.Family], out: Path) -> list[Path]:
         path = out / f"{name}.ksy"
         path.write_text(exp.text(), encoding="utf-8")
         meta = out / f"{name}.ksy.json"
-        meta.write_text(json.dumps({"family": name, "notes": exp.notes,
-                                    "opaque": exp.opaque, "renamed": exp.renamed,
-                                    "terminated": exp.terminated},
-                                   indent=2) + "\n", encoding="utf-8")
-        written += [path, meta]
+        meta.write_text(json.dumps(exp.sidecar(), indent=2) + "\n", encoding="utf-8")
+        written.append((path, exp))
     return written
