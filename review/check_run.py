@@ -112,11 +112,8 @@ def run(proj: project.Project, *, family: str | None = None, compiled: bool = Tr
     context = check_cache.generator_digest() + check_cache.plugins_digest(proj)
     problems = Problems()
     for name in names:
-        fam = result.families[name]
-        if not cache.hit(name, check_cache.family_key(fam, proj.module_path(name), context)):
-            say(f"generating {name}.py")
         report.families[name] = FamilyReport(name, checks.family_drift(
-            fam, proj.output, problems, cache, context))
+            result.families[name], proj.output, problems, cache, context, say))
     cache.save()
     report.problems = list(problems)
     if family is None:
@@ -130,7 +127,6 @@ def run(proj: project.Project, *, family: str | None = None, compiled: bool = Tr
                 fixture_name(path), f"folder {path.parent.name!r} is not a family of this "
                                     f"project ({', '.join(sorted(result.families))})"))
             continue
-        owner.fixtures_run = True
         say(f"fixture {fixture_name(path)}")
         try:
             fx = checks.parse_fixture(path)

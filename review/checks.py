@@ -208,15 +208,19 @@ class FamilyDrift:
 
 
 def family_drift(family: ir.Family, generated_dir: Path, problems: Problems,
-                 cache: CheckCache | None = None, context: str = "") -> FamilyDrift:
+                 cache: CheckCache | None = None, context: str = "",
+                 progress: Callable[[str], None] | None = None) -> FamilyDrift:
     """Compare ``family``'s checked-in module with a fresh emission, unless ``cache``
     knows these exact inputs (schema sources, generator, plug-ins, module bytes) were
-    found free of drift. Emission problems go to ``problems``."""
+    found free of drift. Emission problems go to ``problems``; ``progress`` is told
+    when the (slow) emission starts."""
     name = f"{family.name}.py"
     path = generated_dir / name
     key = check_cache.family_key(family, path, context) if cache is not None else ""
     if cache is not None and cache.hit(family.name, key):
         return FamilyDrift(family.name, name, None, cached=True)
+    if progress is not None:
+        progress(f"generating {name}")
     own = Problems()
     text = pipeline.render(family, own)
     problems.extend(own)
