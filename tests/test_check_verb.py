@@ -134,6 +134,16 @@ def test_family_checks_only_that_family(proj, capsys, no_emission):
     assert not doc["families"]["other"]["drift"]["ok"]
 
 
+def test_a_module_no_schema_generates_is_drift_of_the_project(proj, capsys):
+    shutil.copy(proj / "generated" / "other.py", proj / "generated" / "gone.py")
+    code, _, err = run(["check", "--no-compiled", "--project", str(proj)], capsys)
+    assert code == 1 and "DRIFT generated/gone.py" in err
+    code, doc = check_json(proj, capsys)
+    assert [o["module"] for o in doc["orphans"]] == ["generated/gone.py"]
+    assert doc["totals"]["drift"] == 1
+    assert check_json(proj, capsys, "--family", "notes")[0] == 0  # not notes' business
+
+
 def test_unknown_family_is_a_usage_error_on_one_line(proj, capsys):
     code, out, err = run(["check", "--project", str(proj), "--family", "nope", "--json"],
                          capsys)
