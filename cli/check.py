@@ -8,18 +8,33 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from ..generator import pipeline
 from ..generator import project as project_mod
-from ..review import checks
+from ..review import check_run, checks
 from . import common
+from .progress import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="fail on generated-code drift; run every golden fixture")
+    p = sub.add_parser(
+        "check", help="fail on generated-code drift; run every golden fixture",
+        description="Compare every family's checked-in module with a fresh generation "
+                    "(drift), then run the golden fixtures. A family whose schema sources, "
+                    "generator and checked-in module are unchanged since a clean check is "
+                    "not generated again (cache in .bytewright-cache/ under the project). "
+                    "Exit 0: all ok; 1: drift or a failed fixture; 2: usage or schema "
+                    "problems; 3: a missing or unreadable input; 4: internal error.")
     p.add_argument("--no-compiled", action="store_true",
                    help="skip the compiled-Construct comparison (faster)")
-    p.add_argument("--family", help="only this family's fixtures (a family of the project)")
+    p.add_argument("--family", help="only this family: its drift and its fixtures")
+    p.add_argument("--no-cache", action="store_true",
+                   help="generate and compare every family, whatever an earlier check found")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (drift and fixtures per family, totals)")
+    p.add_argument("--junit", type=Path, metavar="FILE",
+                   help="also write JUnit XML to FILE (a test case per fixture and per "
+                        "drift check)")
     p.add_argument("--properties", action="store_true",
                    help="instead: run the codec-truth property on every record "
                         "(docs/properties.md)")
@@ -31,57 +46,70 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     proj = common.project(args)
-    common.announce(proj)
+    common.announce(proj, machine=args.json)
     if args.properties:
+        if args.json or args.junit or args.no_cache:
+            raise common.UsageError("--json, --junit and --no-cache do not apply with "
+                                    "--properties")
         return run_properties(proj, args)
+    if args.junit is not None and args.junit.is_dir():
+        raise common.InputError(f"{args.junit}: --junit names a folder, not a file")
     try:
-        proj.activate()
-        result = pipeline.run(proj.schema_files(), base=proj.root)
+        with Progress("check") as progress:
+            report = check_run.run(proj, family=args.family, compiled=not args.no_compiled,
+                                   use_cache=not args.no_cache, progress=progress)
     except project_mod.ProjectError as exc:
         raise common.project_error(exc) from exc
-    for problem in result.problems:
+    except check_run.UnknownFamily as exc:
+        raise common.UsageError(str(exc)) from exc
+    if args.junit is not None:
+        try:
+            args.junit.write_text(check_run.render_junit(report), encoding="utf-8")
+        except OSError as exc:
+            raise common.InputError(common.io_message(args.junit, exc)) from exc
+    if args.json:
+        sys.stdout.write(check_run.render_json(report))
+        return report.exit_code
+    return print_text(report)
+
+
+def print_text(report: check_run.Report) -> int:
+    """The human form: problems and drift on stderr, the fixture table on stdout."""
+    for problem in report.problems:
         print(problem, file=sys.stderr)
-    if result.problems:
+    if report.problems:
         print("check: schema problems; nothing generated", file=sys.stderr)
-        return common.EXIT_FINDINGS
-    if args.family is not None and args.family not in result.families:
-        raise common.UsageError(f"no family {args.family!r} in this project; families: "
-                                f"{', '.join(sorted(result.families)) or '(none)'}")
-    out_label = proj.display(proj.output)
-    drifts = checks.drift(result, proj.output)
+        return report.exit_code
+    out_label = report.output
+    drifts = [*report.drifted]
     for d in drifts:
-        if d.module in result.modules and not (proj.output / d.module).is_file():
+        if d.missing:
             print(f"DRIFT {out_label}/{d.module}: not generated yet", file=sys.stderr)
             continue
-        records = ", ".join(d.records) if d.records else "(module-level)"
+        records = ", ".join(d.drift.records) if d.drift.records else "(module-level)"
         print(f"DRIFT {out_label}/{d.module}: records changed in the schema but not "
               f"regenerated: {records}", file=sys.stderr)
-        print(d.diff[:20000], file=sys.stderr)
-    if drifts:
+        print(d.drift.diff[:20000], file=sys.stderr)
+    for o in report.orphans:
+        print(f"DRIFT {out_label}/{o.module}: generated by bytewright, but no schema of the "
+              "project generates it any more", file=sys.stderr)
+    if drifts or report.orphans:
         print(f"run `bytewright generate` and commit {out_label}/ with the schema change",
               file=sys.stderr)
-        return common.EXIT_FINDINGS  # fixtures would run against stale code
-    print(f"{out_label}/: no drift ({', '.join(sorted(result.modules))})")
-    rows, failed = [], False
-    for path in checks.fixture_paths(args.family, proj.fixtures):
-        try:
-            fx = checks.parse_fixture(path)
-        except checks.FixtureFileError as exc:
-            print(f"FAIL {proj.display(path)}: {exc}", file=sys.stderr)
-            failed = True
-            continue
-        if fx.family not in result.families:
-            print(f"FAIL {proj.display(path)}: folder {fx.family!r} is not a family of this "
-                  f"project ({', '.join(sorted(result.families))})", file=sys.stderr)
-            failed = True
-            continue
-        r = checks.check_fixture(fx, compiled=not args.no_compiled, module=proj.load_module)
-        failed |= not r.ok
-        rows.append(r)
+        return report.exit_code  # fixtures would run against stale code
+    modules = ", ".join(f"{name}.py" for name in report.families)
+    print(f"{out_label}/: no drift ({modules})")
+    rows = []
+    for fam in report.families.values():
+        for b in fam.broken:
+            print(f"FAIL {b.name}: {b.message}", file=sys.stderr)
+        rows.extend(fam.fixtures)
+    for st in report.strays:
+        print(f"FAIL {st.name}: {st.message}", file=sys.stderr)
     print_table(rows)
     bad = [r for r in rows if not r.ok]
     print(f"{len(rows) - len(bad)} passed, {len(bad)} failed")
-    return common.EXIT_FINDINGS if failed else common.EXIT_OK
+    return report.exit_code
 
 
 def print_table(rows: list[checks.FixtureResult]) -> None:

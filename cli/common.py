@@ -138,10 +138,11 @@ def add_project_arg(p: argparse.ArgumentParser) -> None:
                         "formats bytewright ships)")
 
 
-def project(args: argparse.Namespace) -> project_mod.Project:
-    """The project of this invocation, or a one-line error (exit 2, or 3 if unreadable)."""
+def project(args: argparse.Namespace, fallback: bool = True) -> project_mod.Project:
+    """The project of this invocation, or a one-line error (exit 2, or 3 if unreadable);
+    ``fallback=False``: no project found is an error, not the package's own project."""
     try:
-        return project_mod.resolve(getattr(args, "project", None))
+        return project_mod.resolve(getattr(args, "project", None), fallback=fallback)
     except project_mod.ProjectError as exc:
         raise (InputError if exc.io else UsageError)(str(exc)) from exc
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..generator import project as project_mod
 from ..review import diff, diff_rules, docs
 from . import common
+from .progress import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
         raise common.UsageError("only one side can be read from standard input")
     machine = args.format != "text"
     args.allow = [*args.allow, *_project_excepts(args)]
+    with Progress("diff") as progress, diff.showing(progress):
+        return _run(args, machine)
+
+
+def _run(args: argparse.Namespace, machine: bool) -> int:
     try:
         if args.versions:
             if args.new:
@@ -67,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
                 print("diff: give at most one path with --against", file=sys.stderr)
                 return 2
             target = args.old or args.new
+            if not target:  # the project's history: never the installed package's own
+                common.project(args, fallback=False)
             new = common.schema_side(target, args, "working tree", machine)
             old = diff.load_revision(args.against, _revision_folder(args, target))
             report = diff.compare(old, new, set(args.allow))

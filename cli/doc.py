@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..review import diff, docs
 from . import common
+from .progress import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,16 +24,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        side = common.schema_side(args.schemas, args, "schemas")
-    except diff.DiffError as exc:
-        raise common.UsageError(str(exc)) from exc
-    if args.out.exists() and not args.out.is_dir():
-        raise common.InputError(f"{args.out}: --out exists and is not a folder")
-    try:
-        written = docs.write(args.out, side)
-    except OSError as exc:
-        raise common.InputError(common.io_message(exc.filename or args.out, exc)) from exc
+    with Progress("doc") as progress, diff.showing(progress):
+        try:
+            side = common.schema_side(args.schemas, args, "schemas")
+        except diff.DiffError as exc:
+            raise common.UsageError(str(exc)) from exc
+        if args.out.exists() and not args.out.is_dir():
+            raise common.InputError(f"{args.out}: --out exists and is not a folder")
+        progress("writing pages")
+        try:
+            written = docs.write(args.out, side)
+        except OSError as exc:
+            raise common.InputError(common.io_message(exc.filename or args.out, exc)) from exc
     for path in written:
         print(path)
     return 0

@@ -158,7 +158,7 @@ def _state(path: Path, text: str, data: bytes) -> str:
 
 
 def run_write(args: argparse.Namespace) -> int:
-    proj = common.project(args)
+    proj = common.project(args, fallback=False)
     common.announce(proj)
     if proj.fixtures is None:
         raise common.UsageError("this project has no fixtures folder")

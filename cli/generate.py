@@ -41,7 +41,7 @@ def target(args: argparse.Namespace) -> project_mod.Project:
             if str(s) != common.STDIN:
                 common.existing_path(s, "schema file or folder")
         return project_mod.adhoc([s for s in args.schemas if str(s) != common.STDIN], args.out)
-    proj = common.project(args)
+    proj = common.project(args, fallback=False)  # never the installed package's files
     if args.out is not None:
         proj.output = args.out.resolve()
         proj.package = None

@@ -8,7 +8,10 @@ pass in DIR. Nothing is ever overwritten: if a file it would write exists, it re
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import keyword
 import re
+import sys
 from pathlib import Path
 
 from ..generator import project as project_mod
@@ -114,11 +117,39 @@ def files_for(name: str, family: str) -> dict[str, str]:
     }
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a family (a Python module name), or None when it can."""
+    if not name.isidentifier():
+        return "not a Python identifier"
+    if keyword.iskeyword(name):
+        return "a Python keyword"
+    if keyword.issoftkeyword(name):
+        return "a Python soft keyword"
+    if not _FAMILY.match(name):
+        return "use lower-case letters, digits and _"
+    if name in sys.stdlib_module_names:
+        return "shadows the standard library module of that name"
+    if name in _installed_top_level():
+        return "collides with the installed package of that name"
+    return None
+
+
+def _installed_top_level() -> set[str]:
+    """Top-level import names of the installed distributions (and bytewright itself)."""
+    names = {"bytewright"}
+    try:
+        names.update(importlib.metadata.packages_distributions())
+    except Exception:  # noqa: BLE001 - broken metadata must not stop init; nothing to add
+        pass
+    return names
+
+
 def run(args: argparse.Namespace) -> int:
     family = args.family
-    if not _FAMILY.match(family):
-        raise common.UsageError(f"--family {family!r}: use lower-case letters, digits and _ "
-                                "(it becomes a Python module name)")
+    why = name_problem(family)
+    if why is not None:
+        raise common.UsageError(f"--family {family!r}: {why} (the family name becomes a "
+                                "Python module name)")
     target: Path = args.dir
     if target.exists() and not target.is_dir():
         raise common.InputError(f"{target}: exists and is not a folder")

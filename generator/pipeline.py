@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pprint
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,8 @@ class Result:
     modules: dict[str, str] = field(default_factory=dict)
     families: dict[str, ir.Family] = field(default_factory=dict)
     problems: Problems = field(default_factory=Problems)
+    # every loaded schema source (imported parts included): readers look lines up here
+    sources: list[Source] = field(default_factory=list)
 
 
 def schema_files(schema_dir: Path = SCHEMA_DIR) -> list[Path]:
@@ -165,11 +168,14 @@ def digest_of(sources: list[Source]) -> str:
 
 def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
         base: Path | None = None, proj: project.Project | None = None,
-        render_modules: bool = True) -> Result:
+        render_modules: bool = True,
+        progress: Callable[[str], None] | None = None) -> Result:
     """Run every pass over ``paths`` (default: the schemas of ``proj``, else of the
     package's own project); file names are shown relative to ``base`` (default the
     project's folder). ``render_modules=False`` stops after the layout pass: callers
-    that only read the families (inspect, export) skip the emitters, the slowest pass."""
+    that only read the families (doc, diff, inspect, export) skip the emitters, by far
+    the slowest pass. ``progress`` is told each step as it starts (a verb shows it)."""
+    say = progress or (lambda _step: None)
     result = Result()
     problems = result.problems
     if paths is None:
@@ -177,16 +183,20 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
         paths = proj.schema_files()
     if base is None and proj is not None:
         base = proj.root
-    sources = validate(load(paths, problems, texts, base), problems)
+    loaded = load(paths, problems, texts, base)
+    result.sources = loaded
+    sources = validate(loaded, problems)
     if problems:
         return result
     sources = imports.expand(sources, problems, _importer(sources, problems, texts, base))
+    result.sources = [*loaded, *(s for s in sources if not any(s is x for x in loaded))]
     if problems:
         return result
     by_family: dict[str, list[Source]] = {}
     for src in sources:
         by_family.setdefault(src.data["family"], []).append(src)
     for name, srcs in sorted(by_family.items()):
+        say(f"reading family {name}")
         family = Resolver(srcs, problems, digest_of(srcs)).run()
         if problems or family is None:
             continue
@@ -195,6 +205,7 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
             continue
         result.families[name] = family
         if render_modules:
+            say(f"generating {name}.py")
             result.modules[f"{name}.py"] = render(family, problems)
     return result
 

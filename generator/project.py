@@ -310,9 +310,16 @@ def package_project() -> Project:
     return load(PACKAGE_PROJECT_FILE)
 
 
-def resolve(explicit: str | Path | None = None, cwd: Path | None = None) -> Project:
+class NoProject(ProjectError):
+    """No project file was found and the verb does not fall back to the package's own."""
+
+
+def resolve(explicit: str | Path | None = None, cwd: Path | None = None, *,
+            fallback: bool = True) -> Project:
     """The project a verb works on: ``--project``, else the nearest one from ``cwd``,
-    else the package's own project."""
+    else the package's own project. With ``fallback=False`` (verbs that write files or
+    read a repository's history) that last step is refused with ``NoProject``: such a
+    verb must never act on the installed package's own files by accident."""
     if explicit is not None:
         proj = load(Path(explicit))
         proj.how = "from --project"
@@ -322,6 +329,10 @@ def resolve(explicit: str | Path | None = None, cwd: Path | None = None) -> Proj
         proj = load(found)
         proj.how = "the package's own" if proj.is_package else "found from the current folder"
         return proj
+    if not fallback:
+        raise NoProject(f"no {PROJECT_FILE} (or pyproject.toml with [tool.bytewright]) in "
+                        f"{(cwd or Path.cwd()).resolve()} or above: pass --project PATH "
+                        "(a project file or its folder)")
     proj = package_project()
     proj.how = "the package's own: no bytewright.toml found from the current folder"
     return proj

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass
 class Source:
@@ -64,7 +66,10 @@ def _scalar(node: yaml.ScalarNode) -> Any:
 
 def load_text(text: str, file: str) -> Source:
     """Parse ``text``; YAML syntax errors propagate as ``yaml.YAMLError`` with marks."""
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    try:  # libyaml composes ten times faster; the same nodes, tags and marks
+        node = yaml.compose(text, Loader=_FAST_LOADER)
+    except yaml.YAMLError:  # report the pure-Python parser's words for the error
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
     lines: dict[str, int] = {}
     data = _convert(node, "", lines) if node is not None else None
     return Source(file=file, text=text, data=data, lines=lines)

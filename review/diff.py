@@ -9,18 +9,34 @@ every rule of ``diff_rules`` on each pair, and returns ``Finding`` values; rende
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..generator import byteorder, ir, pipeline
-from ..generator.yamlsource import Source, load_text
+from ..generator.yamlsource import Source
 from . import diff_rules as dr
 from .diff_rules import Loc
 
 FORMAT_VERSION = 1
+
+Progress = Callable[[str], None] | None  # told each pipeline step (a verb shows it)
+_shown: list[Progress] = [None]  # the progress of the verb running now (``showing``)
+
+
+@contextlib.contextmanager
+def showing(progress: Progress) -> Iterator[None]:
+    """Tell ``progress`` every pipeline step of the sides loaded meanwhile (however the
+    verb reaches them)."""
+    _shown.append(progress)
+    try:
+        yield
+    finally:
+        _shown.pop()
 
 
 class DiffError(Exception):
@@ -58,21 +74,17 @@ class Side:
 
 
 def _side(label: str, paths: list[Path], texts: dict[str, str] | None, base: Path | None,
-          prefix: str = "") -> Side:
-    result = pipeline.run(paths, texts=texts, base=base)
+          prefix: str = "", progress: Progress = None) -> Side:
+    # Layouts only: the generated code is rendered on demand (``code_diff``).
+    result = pipeline.run(paths, texts=texts, base=base, render_modules=False,
+                          progress=progress or _shown[-1])
     errors = [p for p in result.problems if p.severity == "error"]
     if errors:
         raise DiffError(f"{label}: schema problems:\n" + "\n".join(
             f"  {prefix}{p}" for p in errors))
     side = Side(label, result, prefix=prefix)
-    for path in paths:
-        name = pipeline._display(path, base)
-        text = texts[str(path)] if texts is not None and str(path) in texts else (
-            path.read_text(encoding="utf-8"))
-        try:
-            side.sources[name] = load_text(text, name)
-        except Exception:  # noqa: BLE001 - the pipeline already reported it
-            continue
+    for src in result.sources:  # the files given first, then the parts they import
+        side.sources.setdefault(src.file, src)
     return side
 
 
@@ -84,18 +96,19 @@ def schema_paths(target: Path) -> list[Path]:
     raise DiffError(f"{target}: no such schema file or folder")
 
 
-def load_path(target: Path, label: str | None = None, base: Path | None = None) -> Side:
+def load_path(target: Path, label: str | None = None, base: Path | None = None,
+              progress: Progress = None) -> Side:
     """A side from a schema folder (every ``*.yaml``) or one file."""
     base = base or Path.cwd()
-    return _side(label or str(target), schema_paths(target), None, base)
+    return _side(label or str(target), schema_paths(target), None, base, progress=progress)
 
 
 def load_texts(texts: dict[Path, str], label: str, base: Path | None = None,
-               prefix: str = "") -> Side:
+               prefix: str = "", progress: Progress = None) -> Side:
     """A side from in-memory YAML texts keyed by (possibly virtual) path."""
     paths = sorted(texts)
     return _side(label, paths, {str(p): t for p, t in texts.items()},
-                 base or pipeline.PACKAGE_ROOT, prefix)
+                 base or pipeline.PACKAGE_ROOT, prefix, progress)
 
 
 def shipped(label: str = "working tree") -> Side:
@@ -113,7 +126,8 @@ def _git(args: list[str], cwd: Path) -> str:
     return proc.stdout
 
 
-def load_revision(rev: str, schema_dir: Path = pipeline.SCHEMA_DIR) -> Side:
+def load_revision(rev: str, schema_dir: Path = pipeline.SCHEMA_DIR,
+                  progress: Progress = None) -> Side:
     """The schemas of ``schema_dir`` as they were at git revision ``rev`` (read-only git)."""
     root = schema_dir.resolve().parent
     try:
@@ -139,7 +153,7 @@ def load_revision(rev: str, schema_dir: Path = pipeline.SCHEMA_DIR) -> Side:
             continue
         texts[top / name] = _git(["show", f"{commit}:{name}"], top)
     return load_texts(texts, f"{rev} ({commit[:12]})", base=schema_dir.resolve().parent,
-                      prefix=f"{rev}:")
+                      prefix=f"{rev}:", progress=progress)
 
 
 # -- findings -----------------------------------------------------------------------------
@@ -373,11 +387,20 @@ def _vtext(lay: ir.Layout) -> str:
     return dr._vlabel(lay.versions or ())
 
 
+def modules(side: Side) -> dict[str, str]:
+    """The generated modules of ``side``, rendered now unless the load already did."""
+    if not side.result.modules:
+        for name, family in sorted(side.families.items()):
+            side.result.modules[f"{name}.py"] = pipeline.render(family)
+    return side.result.modules
+
+
 def code_diff(old: Side, new: Side) -> str:
     chunks = []
-    for name in _merged(sorted(old.result.modules), sorted(new.result.modules)):
-        a = old.result.modules.get(name, "").splitlines(keepends=True)
-        b = new.result.modules.get(name, "").splitlines(keepends=True)
+    a_mods, b_mods = modules(old), modules(new)
+    for name in _merged(sorted(a_mods), sorted(b_mods)):
+        a = a_mods.get(name, "").splitlines(keepends=True)
+        b = b_mods.get(name, "").splitlines(keepends=True)
         chunks.extend(difflib.unified_diff(a, b, f"a/generated/{name}", f"b/generated/{name}"))
     return "".join(chunks)
 

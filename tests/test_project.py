@@ -169,8 +169,14 @@ def test_init_generate_check_as_real_processes(tmp_path):
 
 def test_user_family_named_like_a_stdlib_module(tmp_path, capsys):
     """A family called ``json`` is loaded from its file under a private name: it neither
-    shadows nor is shadowed by the standard library."""
-    root = new_project(tmp_path, capsys, family="json")
+    shadows nor is shadowed by the standard library. (``init`` refuses such a name, so
+    the project is written by hand here.)"""
+    from bytewright.cli import init as init_cmd
+
+    root = tmp_path / "proj"
+    for rel, text in init_cmd.files_for("proj", "json").items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
     assert run(["generate", "--project", str(root)], capsys)[0] == 0
     code, out, _ = run(["check", "--project", str(root)], capsys)
     assert code == 0 and "1 passed, 0 failed" in out
