@@ -39,6 +39,7 @@ doc: >
   A 6-byte file header, then notes to the end of the file. Each note has a kind, a
   length-prefixed UTF-8 text and a CRC-32 over the note's preceding bytes.
 endian: le
+detect: [{{record: notes_file, magic: "hex:4e4f5445"}}]  # how `inspect`/`verify` know a file
 
 enums:
   note_kind:
@@ -89,7 +90,7 @@ FIXTURE = """\
 README = """\
 # {name}
 
-A binary format described with [bytewright](https://pypi.org/project/bytewright/):
+A binary format described with bytewright (installed from a clone of its repository):
 `bytewright generate` writes the codec into `generated/`, `bytewright check` runs the
 golden fixtures, `bytewright doc` writes its documentation.
 """
