@@ -105,12 +105,19 @@ def _data_repr(data: bytes) -> str:
     return "0x" + data.hex()
 
 
+def _survey(path: str):
+    from ..runtime.htt.survey import survey
+
+    with _quiet_library_log():
+        return survey(path)
+
+
 def _info(args) -> int:
     try:
-        store = _open(args.file, readonly=True)
+        found = _survey(args.file)
     except (DecodeError, OSError) as exc:
         return _fail(args, exc)
-    info = store.info()
+    info = found.info
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -136,7 +143,7 @@ def _info(args) -> int:
             print(f"  {damage['reason']} at offset {damage['offset']}, nothing valid after "
                   f"it: a writer open cuts it, keeping the bytes in "
                   f"{args.file}.discarded-{damage['offset']}")
-        suspect = store.scan.damage.suspect if store.scan.damage is not None else None
+        suspect = found.scan.damage.suspect if found.scan.damage is not None else None
         if suspect:
             print(f"  the first WAL entry does not carry {suspect} (no checksum covers "
                   f"that field): a writer open refuses; `htt salvage` copies the records")

@@ -1,0 +1,169 @@
+"""What a replay would count, without the tree: live nodes, synthesized ancestors and the
+current epoch of a file, in memory that grows with the number of keys only (8 bytes a
+key), not with the file.
+
+``State`` (the one implementation of the ops) holds every live node with its payload,
+metadata and placement, which is what ``htt info`` and ``htt verify`` used to build just
+to print three counts. ``Census.apply`` follows ``State.apply`` op by op, holding what
+the counts depend on and nothing else: a set of 64-bit key hashes (``KeySet``) and, per
+node that has children, how many it has.
+
+It never guesses where the tree would be needed. An INSERT of a key already present (a
+real repeat, which replay skips, or two keys sharing a hash) and a DELETE of a node that
+still has children (replay removes the whole subtree; this writer logs one DELETE per
+node, children first, so its files never do that) raise ``NeedsTree``: the caller then
+replays into a ``State`` as before. What remains is a hash collision between a key that
+does not exist and one that does, met by an op on a missing key or an INSERT whose
+parent is missing (neither is written by this writer): about n**2 / 2**64 for n keys.
+"""
+
+from __future__ import annotations
+
+from ...generated.htt import SemTailLayout, WalEntry, WalOp
+from .quantized import TailCodec
+from .state import ROOT, ancestors_of, parent_of
+
+_RECENT = 1 << 16  # hashes kept in a Python set before they move into the sorted array
+
+
+class NeedsTree(Exception):
+    """The counts depend on something only the full tree knows (see the module doc)."""
+
+
+class KeySet:
+    """A set of 64-bit ints: the newest in a Python set, the rest in one sorted numpy
+    array (8 bytes each, where a Python set costs ~80), merged in batches."""
+
+    def __init__(self) -> None:
+        import numpy  # only the streaming readers need it
+
+        self._np = numpy
+        self._base = numpy.empty(0, dtype=numpy.int64)
+        self._recent: set[int] = set()
+        self._gone: set[int] = set()  # removed from ``_base``, not yet compacted away
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __contains__(self, h: int) -> bool:
+        if h in self._recent:
+            return True
+        base = self._base
+        if not len(base) or h in self._gone:
+            return False
+        i = int(base.searchsorted(h))
+        return i < len(base) and int(base[i]) == h
+
+    def add(self, h: int) -> None:
+        """Add ``h`` (the caller checked it is absent)."""
+        if h in self._gone:  # in ``_base``, removed, now back
+            self._gone.remove(h)
+        else:
+            self._recent.add(h)
+        self._size += 1
+        if len(self._recent) >= _RECENT:
+            self._merge()
+
+    def remove(self, h: int) -> None:
+        """Remove ``h`` (the caller checked it is present)."""
+        if h in self._recent:
+            self._recent.remove(h)
+        else:
+            self._gone.add(h)
+        self._size -= 1
+
+    def _merge(self) -> None:
+        np = self._np
+        base = self._base
+        if self._gone:
+            base = base[~np.isin(base, np.fromiter(self._gone, np.int64, len(self._gone)))]
+            self._gone = set()
+        new = np.sort(np.fromiter(self._recent, np.int64, len(self._recent)))
+        self._base = np.insert(base, base.searchsorted(new), new)
+        self._recent = set()
+
+
+class Census:
+    """The counts ``State`` would end with (``len(nodes)``, ``synthesized``, ``epoch``),
+    fed the same snapshot keys and WAL entries."""
+
+    def __init__(self, codec: TailCodec) -> None:
+        self.codec = codec
+        self.keys = KeySet()
+        self.kids: dict[int, int] = {}  # hash of a node -> live children (> 0 only)
+        self.synthesized = 0
+        self.epoch = 0
+        # a full-width tail the decoder holds packed cannot fail to convert (as in
+        # State.apply's hot path): only other layouts are converted to be checked
+        self._check_tails = codec.layout is not SemTailLayout.full
+
+    @property
+    def live(self) -> int:
+        return len(self.keys)
+
+    def _link(self, key: str, h: int) -> None:
+        self.keys.add(h)
+        p = parent_of(key)
+        if p is not ROOT:
+            ph = hash(p)
+            self.kids[ph] = self.kids.get(ph, 0) + 1
+
+    def ensure_parent(self, key: str) -> None:
+        """``State._synthesize_ancestors``: missing ancestors become directory nodes."""
+        parent = parent_of(key)
+        if parent is ROOT or hash(parent) in self.keys:
+            return
+        for anc in ancestors_of(key):
+            h = hash(anc)
+            if h not in self.keys:
+                self._link(anc, h)
+                self.synthesized += 1
+
+    def add_loaded(self, key: str) -> None:
+        """A snapshot entry, in the order ``State.add_loaded`` gets them."""
+        h = hash(key)
+        if h in self.keys:
+            raise NeedsTree(f"snapshot key {key!r} repeats (or shares a hash)")
+        self.ensure_parent(key)
+        self._link(key, h)
+
+    def add_unlinked(self, key: str) -> None:
+        """A v3 snapshot key, first pass: present, ancestors not yet looked at."""
+        h = hash(key)
+        if h in self.keys:
+            raise NeedsTree(f"snapshot key {key!r} repeats (or shares a hash)")
+        self._link(key, h)
+
+    def apply(self, entry: WalEntry) -> None:
+        """``State.apply`` for the counts; raises where it raises (a tail that does not
+        convert) before anything changes."""
+        op = entry.op
+        key = entry.key
+        if op is WalOp.INSERT:
+            if self._check_tails and entry.body.tail is not None:
+                self.codec.packed(entry.body.tail)
+            h = hash(key)
+            if h in self.keys:
+                raise NeedsTree(f"INSERT of {key!r}, present already (or sharing a hash)")
+            self.ensure_parent(key)
+            self._link(key, h)
+        elif op is WalOp.SET_SEMANTIC:
+            self.codec.packed(entry.body.tail)
+        elif op is WalOp.DELETE:
+            h = hash(key)
+            if h not in self.keys:
+                return
+            if self.kids.get(h):
+                raise NeedsTree(f"DELETE of {key!r}, which has children")
+            self.keys.remove(h)
+            p = parent_of(key)
+            if p is not ROOT:
+                ph = hash(p)
+                left = self.kids.get(ph, 0) - 1
+                if left > 0:
+                    self.kids[ph] = left
+                else:
+                    self.kids.pop(ph, None)
+        elif op is WalOp.EPOCH:
+            self.epoch = entry.body.epoch_id
