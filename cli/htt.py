@@ -35,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             c.add_argument("--wal", action="store_true", help="also list the WAL entries")
             c.add_argument("--reserved", action="store_true",
                            help="show the format's own '_' metadata too")
+        if name == "verify":
+            c.add_argument("--deep", action="store_true",
+                           help="also replay the file into the full tree and check that "
+                                "it agrees with the streamed counts")
         if name == "compact":
             c.add_argument("--archive", action="store_true",
                            help="archive the WAL span to a history sidecar first")
@@ -195,12 +199,13 @@ def _verify(args) -> int:
     import types
 
     from ..runtime.htt import history, sidecars
+    from ..runtime.htt.survey import deep_check
 
     try:
-        store = _open(args.file, readonly=True)
+        found = _survey(args.file)
     except (DecodeError, OSError) as exc:
         return _fail(args, exc)
-    info = store.info()
+    info = found.info
     problems, warnings = [], []
     if info["wal_truncated"]:
         damage = info["wal_damage"] or {}
@@ -211,12 +216,21 @@ def _verify(args) -> int:
     if info["wal_header_count"] not in (None, info["wal_entries"]):
         warnings.append(f"advisory wal_entry_count {info['wal_header_count']} != "
                         f"{info['wal_entries']} entries found")
+    checks = found.checks()
+    if args.deep:
+        try:
+            with _quiet_library_log():
+                problems.extend(deep_check(args.file, info))
+        except (DecodeError, OSError) as exc:
+            return _fail(args, exc)
+        checks.append("full replay into the tree, counts compared")
+    else:
+        checks.append("full replay not run (--deep runs it)")
     # Each sidecar is checked as HistoryReader checks it, one at a time and dropped:
     # building a HistoryReader would open the store a second time and keep every
     # entry of the WAL and of every sidecar in memory, only to count the segments.
-    layout = store.layout
-    store.close()
-    del store  # the live state is not needed any more: free it before the sidecars
+    layout = found.layout
+    del found
     segments = 0
     try:
         for seg_path in sidecars.sidecar_paths(args.file):
@@ -235,12 +249,13 @@ def _verify(args) -> int:
     if args.json:
         print(json.dumps({"ok": ok, "problems": problems, "warnings": warnings,
                           "live_nodes": info["live_nodes"], "wal_entries": info["wal_entries"],
-                          "sidecars": segments}, indent=2))
+                          "sidecars": segments, "checks": checks}, indent=2))
     else:
         status = "OK" if ok else "PROBLEMS"
         print(f"{args.file}: {status} - header and snapshot CRCs verified, "
               f"{info['wal_entries']} WAL entries intact, {info['live_nodes']} live nodes, "
               f"{segments} history sidecar(s)")
+        print(f"  checks: {'; '.join(checks)}")
         for p in problems:
             print(f"  problem: {p}")
         for w in warnings:

@@ -19,7 +19,10 @@ parent is missing (neither is written by this writer): about n**2 / 2**64 for n 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...generated.htt import SemTailLayout, WalEntry, WalOp
+from ..errors import DecodeError
 from .quantized import TailCodec
 from .state import ROOT, ancestors_of, parent_of
 
@@ -55,13 +58,29 @@ class KeySet:
         i = int(base.searchsorted(h))
         return i < len(base) and int(base[i]) == h
 
+    def in_base(self, hs: list[int]) -> list[bool] | None:
+        """For each hash, whether the sorted array holds it (None: the array is empty),
+        in one vectorized search; valid until the next ``settle``. A hash is in the set
+        when it is in ``recent`` or (in the array and not in ``gone``)."""
+        base = self._base
+        if not len(base):
+            return None
+        np = self._np
+        want = np.fromiter(hs, np.int64, len(hs))
+        at = base.searchsorted(want)
+        at[at == len(base)] = 0
+        return (base[at] == want).tolist()
+
     def add(self, h: int) -> None:
-        """Add ``h`` (the caller checked it is absent)."""
+        """Add ``h`` (the caller checked it is absent); ``settle`` merges later."""
         if h in self._gone:  # in ``_base``, removed, now back
             self._gone.remove(h)
         else:
             self._recent.add(h)
         self._size += 1
+
+    def settle(self) -> None:
+        """Move the newest hashes into the sorted array once there are enough of them."""
         if len(self._recent) >= _RECENT:
             self._merge()
 
@@ -127,6 +146,7 @@ class Census:
             raise NeedsTree(f"snapshot key {key!r} repeats (or shares a hash)")
         self.ensure_parent(key)
         self._link(key, h)
+        self.keys.settle()
 
     def add_unlinked(self, key: str) -> None:
         """A v3 snapshot key, first pass: present, ancestors not yet looked at."""
@@ -134,6 +154,7 @@ class Census:
         if h in self.keys:
             raise NeedsTree(f"snapshot key {key!r} repeats (or shares a hash)")
         self._link(key, h)
+        self.keys.settle()
 
     def apply(self, entry: WalEntry) -> None:
         """``State.apply`` for the counts; raises where it raises (a tail that does not
@@ -167,3 +188,57 @@ class Census:
                     self.kids.pop(ph, None)
         elif op is WalOp.EPOCH:
             self.epoch = entry.body.epoch_id
+        self.keys.settle()
+
+    def apply_rows(self, rows: list[tuple], expected: int,
+                   entry_at: Callable[[int], WalEntry]) -> tuple[int, Exception | None]:
+        """``State.apply_rows`` for the counts: ``wal_entry`` rows in order while their
+        seqs continue from ``expected``; an INSERT is counted from its row (the array
+        part of the key lookups done for the whole window at once), any other op goes
+        to ``apply`` as its entry. Returns (applied, the error that stopped it)."""
+        insert = WalOp.INSERT
+        keys = self.keys
+        recent = keys._recent
+        gone = keys._gone
+        kids = self.kids
+        check = self.codec.packed_row if self._check_tails else None
+        hashes = [hash(row[2]) for row in rows]
+        in_base = keys.in_base(hashes) or [False] * len(rows)
+        last_parent = None  # the parent of the last INSERT, known present, and its hash
+        last_hash = 0
+        first = expected
+        try:
+            for i, (seq, op, key, body) in enumerate(rows):
+                if seq != expected:
+                    break
+                if op is not insert:
+                    self.apply(entry_at(expected - first))
+                    recent = keys._recent  # apply may have merged
+                    gone = keys._gone
+                    in_base = keys.in_base(hashes) or [False] * len(rows)
+                    last_parent = None
+                    expected += 1
+                    continue
+                tail = body[2]
+                if check is not None and tail is not None:
+                    check(tail)
+                h = hashes[i]
+                if h in recent or (in_base[i] and h not in gone):
+                    raise NeedsTree(f"INSERT of {key!r}, present already (or sharing a hash)")
+                cut = key.rfind("/")
+                if cut <= 0:
+                    keys.add(h)
+                else:
+                    parent = key[:cut]
+                    if parent != last_parent:
+                        self.ensure_parent(key)
+                        last_parent = parent
+                        last_hash = hash(parent)
+                    keys.add(h)
+                    kids[last_hash] = kids.get(last_hash, 0) + 1
+                expected += 1
+        except (DecodeError, ValueError) as exc:
+            return expected - first, exc
+        finally:
+            keys.settle()
+        return expected - first, None

@@ -40,6 +40,36 @@ class Survey:
     streamed: bool  # False: the counts needed the tree and came from a full open
     why_tree: str | None = None
 
+    def checks(self) -> list[str]:
+        """What reading the file checked, in the words ``htt verify`` prints."""
+        done = ["header CRC", "snapshot entries and CRC",
+                "WAL records (CRC, sequence, ops)"]
+        if self.streamed:
+            done.append("counts streamed (no tree built)")
+        else:
+            done.append(f"counts from a full replay ({self.why_tree})")
+        return done
+
+
+# what a full open and the streamed survey both report, compared by ``deep_check``
+_COUNTED = ("live_nodes", "synthesized_ancestors", "current_epoch", "wal_entries",
+            "next_seq", "wal_truncated_at")
+
+
+def deep_check(path: str, streamed: dict, *, limits: _limits.Limits | None = None
+               ) -> list[str]:
+    """Replay ``path`` into the full tree (``Store.open(readonly=True)``) and return
+    a problem line for every count that differs from ``streamed`` (``Survey.info``)."""
+    from .store import Store
+
+    store = Store.open(path, readonly=True, limits=limits)
+    try:
+        full = store.info()
+    finally:
+        store.close()
+    return [f"full replay gives {k} {full[k]}, the streamed read {streamed[k]}"
+            for k in _COUNTED if full[k] != streamed[k]]
+
 
 def survey(path: str, *, limits: _limits.Limits | None = None) -> Survey:
     """Describe ``path`` as ``Store.open(path, readonly=True).info()`` does, locking and
