@@ -249,7 +249,7 @@ def _verify(args) -> int:
     if args.json:
         print(json.dumps({"ok": ok, "problems": problems, "warnings": warnings,
                           "live_nodes": info["live_nodes"], "wal_entries": info["wal_entries"],
-                          "sidecars": segments, "checks": checks}, indent=2))
+                          "sidecars": segments}, indent=2))
     else:
         status = "OK" if ok else "PROBLEMS"
         print(f"{args.file}: {status} - header and snapshot CRCs verified, "
