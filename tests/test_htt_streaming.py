@@ -273,3 +273,20 @@ def test_info_and_verify_peak_rss_on_a_1gb_file(tmp_path):
     finally:
         if os.path.exists(p):
             os.remove(p)
+
+
+def test_meaning_addressed_snapshot_damage_fails_with_the_same_error(tmp_path):
+    """A v3 snapshot (read twice by the census: keys, then ancestors) with a flipped
+    payload byte fails on its CRC exactly as the full open does."""
+    p = str(tmp_path / "v3.htt")
+    with Store.create(p, semantic_dims=20, meaning_addressed=True) as s:
+        for i in range(20):
+            s.put(f"/m/{i}", b"payload-%d" % i, semantic=[0.0] * 16 + [(i + 1) / 40] * 4)
+        s.compact()
+    assert survey(p).info == full_info(p)
+    _flip(p, read(p).index(b"payload-7") + 3)
+    expected = _open_error(p)
+    with pytest.raises(DecodeError) as caught:
+        survey(p)
+    assert (type(caught.value), caught.value.offset, caught.value.path, str(caught.value)) \
+        == (type(expected), expected.offset, expected.path, str(expected))
