@@ -35,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             c.add_argument("--wal", action="store_true", help="also list the WAL entries")
             c.add_argument("--reserved", action="store_true",
                            help="show the format's own '_' metadata too")
+        if name == "verify":
+            c.add_argument("--deep", action="store_true",
+                           help="also replay the file into the full tree and check that "
+                                "it agrees with the streamed counts")
         if name == "compact":
             c.add_argument("--archive", action="store_true",
                            help="archive the WAL span to a history sidecar first")
@@ -105,12 +109,19 @@ def _data_repr(data: bytes) -> str:
     return "0x" + data.hex()
 
 
+def _survey(path: str):
+    from ..runtime.htt.survey import survey
+
+    with _quiet_library_log():
+        return survey(path)
+
+
 def _info(args) -> int:
     try:
-        store = _open(args.file, readonly=True)
+        found = _survey(args.file)
     except (DecodeError, OSError) as exc:
         return _fail(args, exc)
-    info = store.info()
+    info = found.info
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -136,7 +147,7 @@ def _info(args) -> int:
             print(f"  {damage['reason']} at offset {damage['offset']}, nothing valid after "
                   f"it: a writer open cuts it, keeping the bytes in "
                   f"{args.file}.discarded-{damage['offset']}")
-        suspect = store.scan.damage.suspect if store.scan.damage is not None else None
+        suspect = found.scan.damage.suspect if found.scan.damage is not None else None
         if suspect:
             print(f"  the first WAL entry does not carry {suspect} (no checksum covers "
                   f"that field): a writer open refuses; `htt salvage` copies the records")
@@ -188,12 +199,13 @@ def _verify(args) -> int:
     import types
 
     from ..runtime.htt import history, sidecars
+    from ..runtime.htt.survey import deep_check
 
     try:
-        store = _open(args.file, readonly=True)
+        found = _survey(args.file)
     except (DecodeError, OSError) as exc:
         return _fail(args, exc)
-    info = store.info()
+    info = found.info
     problems, warnings = [], []
     if info["wal_truncated"]:
         damage = info["wal_damage"] or {}
@@ -204,12 +216,21 @@ def _verify(args) -> int:
     if info["wal_header_count"] not in (None, info["wal_entries"]):
         warnings.append(f"advisory wal_entry_count {info['wal_header_count']} != "
                         f"{info['wal_entries']} entries found")
+    checks = found.checks()
+    if args.deep:
+        try:
+            with _quiet_library_log():
+                problems.extend(deep_check(args.file, info))
+        except (DecodeError, OSError) as exc:
+            return _fail(args, exc)
+        checks.append("full replay into the tree, counts compared")
+    else:
+        checks.append("full replay not run (--deep runs it)")
     # Each sidecar is checked as HistoryReader checks it, one at a time and dropped:
     # building a HistoryReader would open the store a second time and keep every
     # entry of the WAL and of every sidecar in memory, only to count the segments.
-    layout = store.layout
-    store.close()
-    del store  # the live state is not needed any more: free it before the sidecars
+    layout = found.layout
+    del found
     segments = 0
     try:
         for seg_path in sidecars.sidecar_paths(args.file):
@@ -234,6 +255,7 @@ def _verify(args) -> int:
         print(f"{args.file}: {status} - header and snapshot CRCs verified, "
               f"{info['wal_entries']} WAL entries intact, {info['live_nodes']} live nodes, "
               f"{segments} history sidecar(s)")
+        print(f"  checks: {'; '.join(checks)}")
         for p in problems:
             print(f"  problem: {p}")
         for w in warnings:

@@ -41,6 +41,7 @@ from ...generated.htt import (
 from ..errors import ConstraintError, DecodeError, UnsupportedError
 from . import layout as _layout
 from . import limits as _limits
+from .census import Census
 from .layout import FileLayout
 from .recovery import Damage, cause_of, scan_after, suspect_header
 from .state import Node, State, depth_of
@@ -397,9 +398,11 @@ def _runner(on_entry: Callable[[WalEntry], None] | None, params: dict) -> Run:
     """A function that decodes one window's whole records and applies them in order
     while their seqs continue (see ``Run``). ``State.apply`` reads the window as rows
     (``decode_rows_wal_entry``) in the state's own loop (``State.apply_rows``: no entry
-    object for a common INSERT); any other callback gets the entries one by one."""
+    object for a common INSERT), and so does ``Census.apply`` (``Census.apply_rows``, the
+    counts ``htt info`` streams); any other callback gets the entries one by one."""
     owner = getattr(on_entry, "__self__", None)
-    if isinstance(owner, State) and getattr(on_entry, "__func__", None) is State.apply:
+    if isinstance(owner, (State, Census)) \
+            and getattr(on_entry, "__func__", None) is type(owner).apply:
         apply_rows = owner.apply_rows
 
         def rows(chunk: bytes, expected: int):
