@@ -1,4 +1,4 @@
-"""HTT (.htt) store runtime: replay, recovery, compaction, locking, history (issue 4).
+"""HTT (.htt) store runtime: replay, recovery, compaction, locking, history.
 
 Entry point: :class:`bytewright.runtime.htt.store.Store`.
 """

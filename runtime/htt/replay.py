@@ -48,7 +48,7 @@ from .state import Node, State, depth_of
 
 log = logging.getLogger("bytewright.htt")
 
-# sizes come from the generated layout (issue 13: no hand-parsed layouts)
+# sizes come from the generated layout (no hand-parsed layouts)
 HEADER_SIZE = _layout.HEADER_SIZE
 WAL_HEADER_SIZE = _layout.WAL_HEADER_SIZE
 _OP_AT = _layout.field_offset("wal_entry", "op")

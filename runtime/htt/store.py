@@ -408,7 +408,7 @@ class Store:
                 if locked:
                     # mapped and replayed under the lock (no writer can truncate the file
                     # under the mapping); the replay releases pages behind it, so memory
-                    # holds the live state, not the file (issue 16)
+                    # holds the live state, not the file
                     mapped = _map_readonly(fd)
                 else:
                     log.info("%s: a writer is active; reading without a lock", path)
