@@ -9,7 +9,7 @@ pytest.importorskip("dask.bag")
 pytest.importorskip("distributed")
 
 from bytewright.bench import dask_recipe  # noqa: E402
-from bytewright.generator import checks  # noqa: E402
+from bytewright.review import checks  # noqa: E402
 
 
 def test_bag_over_generated_corpus(tmp_path):
