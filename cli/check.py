@@ -40,10 +40,9 @@ def run(args: argparse.Namespace) -> int:
     except project_mod.ProjectError as exc:
         raise common.project_error(exc) from exc
     for problem in result.problems:
-        print(problem, file=sys.stderr)
+        print(problem)
     if result.problems:
-        print("check: schema problems; nothing generated", file=sys.stderr)
-        return common.EXIT_FINDINGS
+        raise common.schema_problems(result.problems, listed=True)
     if args.family is not None and args.family not in result.families:
         raise common.UsageError(f"no family {args.family!r} in this project; families: "
                                 f"{', '.join(sorted(result.families)) or '(none)'}")

@@ -436,3 +436,13 @@ def colour(stream: Any = None) -> bool:
     (bytewright prints no colour today; a verb that adds it asks here first.)"""
     stream = sys.stdout if stream is None else stream
     return "NO_COLOR" not in os.environ and bool(getattr(stream, "isatty", lambda: False)())
+
+
+def schema_problems(problems: list[Any], listed: bool = False) -> UsageError:
+    """The one error line for schemas with problems (exit 2): the first problem and how
+    many more (``listed``: the verb printed them all on stdout already)."""
+    problems = list(problems)
+    more_ = len(problems) - 1
+    tail = ("" if not more_ else f" (and {more_} more schema problem(s)"
+            + ("; listed above)" if listed else "; `bytewright check` lists them)"))
+    return UsageError(f"{problems[0]}{tail}")

@@ -196,8 +196,12 @@ def run(args: argparse.Namespace, path: str) -> int:
     finally:
         stream.close()
     if res.failure is not None:
-        print(f"{path}: {res.failure}", file=sys.stderr)
+        f = res.failure
+        common.report(args, f"{common.where(path, f.offset)}: "
+                            + ": ".join([*([f.path] if f.path else []), f.message]))
     elif res.bad_checksums:
-        print(f"{path}: {len(res.bad_checksums)} checksum mismatch(es), first at "
-              f"{res.bad_checksums[0].path}", file=sys.stderr)
+        first = res.bad_checksums[0]
+        common.report(args, f"{common.where(path, getattr(first, 'offset', None))}: "
+                            f"{len(res.bad_checksums)} checksum mismatch(es), first at "
+                            f"{first.path}")
     return 0 if res.ok else common.EXIT_FINDINGS
