@@ -52,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
 
         from ..bench import targets
 
-        # progress on stderr: stdout carries the table (or the JSON with --json)
-        rep = targets.run(args.quick, args.large, profiles=args.profiles,
-                          log=lambda s: print(s, file=sys.stderr, flush=True))
+        # progress on stderr, on a terminal only: stdout carries the table (or the JSON)
+        log = (lambda s: print(s, file=sys.stderr, flush=True)) if sys.stderr.isatty() \
+            else None
+        rep = targets.run(args.quick, args.large, profiles=args.profiles, log=log)
         if args.report:
             with open(args.report, "w") as f:
                 json.dump(rep, f, indent=2)

@@ -69,17 +69,17 @@ def expand(paths: list[str]) -> list[str]:
     return out
 
 
-_TABLES: dict[str, list[tuple]] = {}
+_TABLE: list = [None, None]  # (the families it was built from, the detection table)
 
 
 def _table_of(proj: Any) -> list[tuple]:
     """The project's detection table, built once per process and project."""
-    from .inspect_file import _families
+    from .inspect_file import _project_families
 
-    key = str(proj.file or proj.root)
-    if key not in _TABLES:
-        _TABLES[key] = detection_table(_families(proj))
-    return _TABLES[key]
+    families = _project_families(proj)  # the same dict while the schemas are unchanged
+    if _TABLE[0] is not families:
+        _TABLE[:] = [families, detection_table(families)]
+    return _TABLE[1]
 
 
 def _line(r: dict[str, Any]) -> str:

@@ -269,9 +269,9 @@ def test_fixture_writing_refuses_changed_bytes_without_bless(tmp_path, capsys):
     original = fx.read_bytes()
     # changed bytes: refused, listed, nothing written
     cases.write_text(cases.read_text().replace("hello, world", "hello, World"))
-    code, _, err = run(["fixtures", "write", "--project", str(root)], capsys)
+    code, out, err = run(["fixtures", "write", "--project", str(root)], capsys)
     assert code == 1
-    assert "BYTES CHANGE fixtures/notes/two_notes.hex" in err and "--bless" in err
+    assert "BYTES CHANGE fixtures/notes/two_notes.hex" in out and "--bless" in err
     assert fx.read_bytes() == original
     code, _, err = run(["fixtures", "write", "--project", str(root), "--dry-run"], capsys)
     assert code == 1 and fx.read_bytes() == original
