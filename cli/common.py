@@ -16,7 +16,7 @@ Exit codes (the same for every verb and sub-verb, documented in docs/cli.md and 
 ====  ==================================================================
 
 Every error is one line on stderr, ``bytewright VERB: FILE[:OFFSET]: message`` (a
-sub-verb names both words: ``bytewright htt verify: …``); long lists in it end in
+sub-verb names both words: ``bytewright fixtures write: …``); long lists in it end in
 ``… and N more``. A verb signals an error by raising ``UsageError``, ``InputError`` or
 ``Findings`` (or by letting an ``OSError`` or a ``BytewrightError`` escape);
 ``cli/main.py`` prints it with ``error_line``. A verb that reports findings on stdout
@@ -249,7 +249,7 @@ LINE_MAX = 400  # characters of one error line (a message longer than this is cu
 
 
 def verb_name(args: argparse.Namespace | None) -> str:
-    """``htt verify`` for a sub-verb, ``inspect`` for a verb (``cli/main.py`` records the
+    """``fixtures write`` for a sub-verb, ``inspect`` for a verb (``cli/main.py`` records the
     words of the parser that matched as ``verb_path``)."""
     if args is None:
         return ""
@@ -265,8 +265,9 @@ def more(items: list[str] | tuple[str, ...], keep: int = LIST_KEEP, sep: str = "
 
 
 _CLASS_REPR = re.compile(r"\b[A-Z][A-Za-z]*\(offset=\d+, marker=([0-9A-Fa-f]+)\)")
-_CLASS_PREFIX = re.compile(r"(?:(?<=^)|(?<=: )|(?<=\()|(?<=; ))[A-Z][A-Za-z]*(?:Error|Exception|"
-                           r"Damaged|Refused|Record|Pile|Shrunk): ")
+# a Python class name before its message ("ConstraintError: ", "WalDamaged: "): CamelCase
+# of two humps or more, at the start or after a separator
+_CLASS_PREFIX = re.compile(r"(?:(?<=^)|(?<=: )|(?<=\()|(?<=; ))(?:[A-Z][a-z]+){2,}: ")
 _EXPECTED_NONE = re.compile(r" \(expected None, found ([^)]*)\)")
 _UTF8 = re.compile(r"invalid utf-8: (?:invalid (?:start|continuation) byte|unexpected end "
                    r"of data)(?: \((?:expected None, )?found ([0-9a-f]+)\))?")

@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _name_leaves(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> None:
-    """Record on every verb's parser the words that reach it (``htt verify``): the name
+    """Record on every verb's parser the words that reach it (``fixtures write``): the name
     its error lines carry."""
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subs:

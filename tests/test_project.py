@@ -244,8 +244,9 @@ def test_plugin_checksum_from_the_project_file(tmp_path, capsys, monkeypatch):
         "{name: crc, type: u16, checksum: {algorithm: sum16_test,"))
     monkeypatch.chdir(tmp_path)  # not the project folder: --project must be enough
     assert run(["generate", "--project", str(root)], capsys)[0] == 0
-    code, _, err = run(["fixtures", "write", "--project", str(root)], capsys)
-    assert code == 1 and "two_notes.hex" in err  # the CRC became a sum16: bytes change
+    code, out, err = run(["fixtures", "write", "--project", str(root)], capsys)
+    assert code == 1 and "two_notes.hex" in out  # the CRC became a sum16: bytes change
+    assert err.startswith("bytewright fixtures write: refused")
     assert run(["fixtures", "write", "--project", str(root), "--bless"], capsys)[0] == 0
     code, out, err = run(["check", "--project", str(root)], capsys)
     assert code == 0, err
