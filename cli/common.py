@@ -204,7 +204,21 @@ def activate_quietly(args: argparse.Namespace) -> None:
 def schema_side(target: str | os.PathLike[str] | None, args: argparse.Namespace, label: str,
                 machine: bool = False):  # -> review.diff.Side
     """A loaded layout set: the project's schemas (``target`` None), standard input
-    (``-``), or a schema file or folder. Schema problems raise ``DiffError``."""
+    (``-``), or a schema file or folder. Schema problems raise ``DiffError`` of one line:
+    the first problem (``FILE:LINE: …``) and how many more."""
+    from ..review import diff
+
+    try:
+        return _schema_side(target, args, label, machine)
+    except diff.DiffError as exc:
+        head, *problems = str(exc).splitlines()
+        if not head.endswith("schema problems:") or not problems:
+            raise
+        raise diff.DiffError(str(schema_problems([p.strip() for p in problems]))) from exc
+
+
+def _schema_side(target: str | os.PathLike[str] | None, args: argparse.Namespace, label: str,
+                machine: bool = False):  # -> review.diff.Side
     from ..review import diff
 
     if target is None:

@@ -121,7 +121,8 @@ def _info(args) -> int:
     lines = [f"{s['file']}: {s['length']} bytes, {s['records']} records, status {s['status']}"]
     if pile.error is not None:
         s["valid_after"] = pile.valid_after(pile.error.offset)
-        lines.append(f"  reading stops at offset {pile.error.offset}: {pile.error} "
+        from .common import plain
+        lines.append(f"  reading stops at offset {pile.error.offset}: {plain(str(pile.error))} "
                      f"({s['valid_after']} valid-looking record(s) after it)")
     lines += [f"  {k}: {n}" for k, n in s["by_kind"].items()]
     lines.append(f"  blobs {s['blobs']}, collection records {s['collection_records']} in "
@@ -303,7 +304,8 @@ def _diagnose(args) -> int:
         out = diagnose(path, args.offset)
     if args.file == "-":
         out = {k: "-" if v == path else v for k, v in out.items()}
-    lines = [f"{k}: {v}" for k, v in out.items() if k != "fields"]
+    from .common import plain
+    lines = [f"{k}: {plain(str(v))}" for k, v in out.items() if k != "fields"]
     lines += [f"  {k}: {v}" for k, v in (out.get("fields") or {}).items()]
     _emit(args, out, lines)
     if out["status"] != "ok":

@@ -235,3 +235,21 @@ def test_stdin_dash_on_reading_verbs(argv, monkeypatch, capsys):
     err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("project")]
     assert len(err) == 1 and err[0].startswith(f"bytewright {' '.join(argv[:-1])}: -"), err
     assert "bytewright-stdin" not in err[0]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_and_colour_only_on_a_terminal(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert common.progress(10, "verify") is None  # a pipe or a log: no progress text
+    monkeypatch.setattr(sys, "stderr", _Tty())
+    bar = common.progress(10, "verify")
+    assert bar is not None
+    bar.close()
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert common.colour(_Tty()) and not common.colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not common.colour(_Tty())
