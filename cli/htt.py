@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ):
         c = hsub.add_parser(name, help=help_)
         c.add_argument("file", help="the store" + (" ('-' reads standard input)" if name in
-                                                    ("info", "dump", "verify") else ""))
+                                                    ("info", "dump", "verify", "salvage")
+                                                    else ""))
         c.add_argument("--json", action="store_true", help="machine-readable output")
         c.set_defaults(func=func)
         if name == "dump":
@@ -273,12 +274,12 @@ def _verify(args) -> int:
 
 
 def _writes_a_file(args) -> int | None:
-    """``compact`` and ``salvage`` change or read a named file: ``-`` is a usage error."""
+    """``compact`` changes the file it is given: ``-`` is a usage error."""
     from .common import STDIN, UsageError
 
     if args.file == STDIN:
-        return _fail(args, UsageError(f"-: htt {args.htt_cmd} needs a file path, not "
-                                      "standard input"))
+        return _fail(args, UsageError("-: needs a file path, not standard input "
+                                      "(compact changes the file)"))
     return None
 
 
@@ -316,17 +317,16 @@ def _compact(args) -> int:
     return 0
 
 
+@_reading
 def _salvage(args) -> int:
     from ..runtime.htt import salvage
     from ..runtime.htt.errors import StoreError
     from . import common
 
-    if (code := _writes_a_file(args)) is not None:
-        return code
     try:
         common.new_output(args.into)
         with _quiet_library_log():
-            report = salvage.salvage(args.file, args.into)
+            report = salvage.salvage(_path(args), args.into)
     except (DecodeError, OSError, StoreError, common.CliError) as exc:
         return _fail(args, exc)
     if args.json:

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
              "salvage": _salvage}
     if args.file == common.STDIN:
         if args.kladde_verb == "fold":
-            raise common.UsageError("-: kladde fold needs a file path, not standard input")
+            raise common.UsageError("-: needs a file path, not standard input (fold writes the file)")
         # at most common.STDIN_MAX bytes, read into memory
         return verbs[args.kladde_verb](KladdeFile(common.read_input(args.file), name="-"), args)
     if os.path.isdir(args.file):

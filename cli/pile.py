@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     verb = args.pile_verb
     from . import common
     if verb in ("amputate", "reframe", "salvage", "compact", "migrate") and args.file == "-":
-        raise common.UsageError(f"-: pile {verb} needs a file path, not standard input")
+        raise common.UsageError(f"-: needs a file path, not standard input ({verb} writes files)")
     if args.file != "-" and os.path.isdir(args.file):
         raise common.InputError(f"{args.file}: is a folder, not a file")
     if verb in ("reframe", "salvage", "compact"):

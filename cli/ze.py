@@ -54,7 +54,8 @@ def run_repair(args: argparse.Namespace) -> int:
     from . import common
 
     if str(args.file) == common.STDIN:
-        raise common.UsageError(f"-: ze {args.action} needs a file path, not standard input")
+        raise common.UsageError(f"-: needs a file path, not standard input ({args.action} "
+                                 "writes files)")
     if args.file.is_dir():
         raise common.InputError(f"{args.file}: is a folder, not a file")
     # a missing path: exit 3, nothing created
