@@ -285,7 +285,7 @@ _CLASS_PREFIX = re.compile(r"(?:(?<=^)|(?<=: )|(?<=\()|(?<=; ))(?:[A-Z][a-z]+){2
 _EXPECTED_NONE = re.compile(r" \(expected None, found ([^)]*)\)")
 _UTF8 = re.compile(r"invalid utf-8: (?:invalid (?:start|continuation) byte|unexpected end "
                    r"of data)(?: \((?:expected None, )?found ([0-9a-f]+)\))?")
-_CODEC = re.compile(r"'[\w-]+' codec can't decode bytes? (?:0x([0-9a-f]+) |in )?position "
+_CODEC = re.compile(r"'[\w-]+' codec can't decode bytes? (?:0x([0-9a-f]+) )?in position "
                     r"(\d+)(?:-\d+)?: [\w ]+")
 
 
@@ -326,8 +326,9 @@ def describe(exc: BaseException, path: str | os.PathLike[str] | None = None) -> 
     if isinstance(exc, CliError):
         return plain(str(exc))
     if isinstance(exc, OSError):
-        return plain(io_message(exc.filename if exc.filename is not None else (path or ""),
-                                exc))
+        name = exc.filename if exc.filename is not None else path
+        text = io_message(name if name is not None else "", exc)
+        return plain(text if name is not None else text.removeprefix(": "))
     if isinstance(exc, UnicodeDecodeError):
         return plain(f"{where(path, exc.start)}: not valid UTF-8 text")
     if isinstance(exc, DecodeError):

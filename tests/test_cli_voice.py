@@ -152,6 +152,11 @@ def test_python_error_text_is_translated():
                                            "utf-8: invalid continuation byte (expected None, "
                                            "found d0)")
     assert line == "bytewright htt verify: f.htt: offset 59: k: not valid UTF-8 text (byte d0)"
+    try:
+        b"ab\xd0(".decode("utf-8")
+    except UnicodeDecodeError as exc:  # the codec's own words, passed through a message
+        line = common.error_line("kladde info", f"f.kladde: {exc}")
+    assert line == "bytewright kladde info: f.kladde: not valid UTF-8 text (byte d0 at position 2)"
 
 
 def test_debug_keeps_the_exit_code(tmp_path, capsys):
