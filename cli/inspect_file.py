@@ -44,7 +44,7 @@ def _open(path: str) -> tuple[BinaryIO, int]:
     """The input as a seekable stream and its size; one-line errors for a missing path,
     a folder or an unreadable file."""
     if path == common.STDIN:
-        data = sys.stdin.buffer.read()
+        data = common.read_input(path)  # at most common.STDIN_MAX bytes
         return io.BytesIO(data), len(data)
     p = Path(path)
     if p.is_dir():
