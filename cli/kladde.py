@@ -13,7 +13,8 @@ torn tail's do), and when the governing header is the older slot because the new
 is damaged while a journal of the newer epoch still verifies;
 ``salvage FILE OUT`` writes every transaction that still verifies, before and after the
 damage, into a new kladde file for a human to judge. Errors are one line: exit 1 for
-corrupt data or a refusal, 2 for usage, 3 for I/O (see docs/recovery.md).
+corrupt data or a refusal, 2 for usage, 3 for I/O or an output that exists (docs/cli.md,
+docs/recovery.md). ``-`` reads standard input (into memory) for every verb but ``fold``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ its first bad record (what the appender's open does): a torn tail is cut, damage
 valid-looking records (any op) after it is refused in one line unless ``--discard-after``
 repeats the reported offset; every cut keeps its bytes in ``FILE.discarded-OFFSET``.
 ``salvage`` writes every record that still verifies, before and after the damage, into a
-new WAL for a human to judge (see docs/recovery.md).
+new WAL for a human to judge (see docs/recovery.md). ``info``, ``dump`` and ``verify`` read
+standard input for ``-`` and take ``--json``; errors are the one line of docs/cli.md.
 """
 
 from __future__ import annotations
