@@ -94,7 +94,7 @@ def _line(r: dict[str, Any]) -> str:
         where.append(f"offset {r['offset']}")
     if r.get("field"):
         where.append(r["field"])
-    return f"BAD  {r['path']}: {what}: {': '.join(where + [common.plain(r['error'])])}"
+    return f"BAD  {r['path']}: {what}: {': '.join(where + [r['error']])}"
 
 
 def _verify(files: list[str], table: list[tuple], jobs: int,
@@ -133,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     results = _verify(files, table, args.jobs, project_path)
     wall = time.perf_counter() - t0
     bad = [r for r in results if not r["ok"]]
+    for r in bad:  # the reader's words, without codec or class names (docs/cli.md)
+        r["error"] = common.plain(r["error"])
     if args.json:
         print(json.dumps({"files": results, "bad": len(bad), "jobs": args.jobs,
                           "seconds": round(wall, 3)}, indent=2))
