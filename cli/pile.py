@@ -181,7 +181,11 @@ def _verify(args) -> int:
     if pile.error is not None:
         findings.append(str(pile.error))
     walked = 0
+    from .common import progress
+    bar = progress(len(pile.blobs), "hashing blobs", unit="blob")  # a terminal only
     for handle, offsets in pile.blobs.items():
+        if bar is not None:
+            bar.update(1)
         # every occurrence hashed once (all bad is what ``get`` refuses)
         bad = []
         for o in offsets:
@@ -197,6 +201,8 @@ def _verify(args) -> int:
         else:
             findings += [f"blob {handle.hex()} at offset {o}: payload does not match its handle "
                          "(a later occurrence is used)" for o in bad]
+    if bar is not None:
+        bar.close()
     checks = {"commit_body": crypto.commit_signature_ok, "v4_commit": crypto.commit_signature_ok,
               "env_commit_body": crypto.commit_signature_ok,
               "merge_v6_body": crypto.merge_signature_ok,
