@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import positive_int
+from .common import UsageError, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ze-records", type=positive_int, default=20_000, help="ZE WAL records")
     p.add_argument("--ze-nodes", type=positive_int, default=20_000, help="ZE graph nodes")
     p.add_argument("--baselines", action="store_true",
-                   help="the issue-16 run: every case against hand-written struct, Construct "
+                   help="the full comparison: every case against hand-written struct, Construct "
                         "and Kaitai (bench/harness.py), scaling/memory/--jobs "
                         "(bench/measure.py), and the table of targets met or not, with the "
                         "profiles of those missed (bench/targets.py); < 5 min")
@@ -39,14 +39,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the --baselines options alone would silently run the default benchmark instead
+    alone = [opt for opt, given in (("--quick", args.quick), ("--large", args.large),
+                                    ("--report", args.report is not None),
+                                    ("--no-profiles", not args.profiles)) if given]
+    if alone and not args.baselines:
+        raise UsageError(f"{', '.join(alone)} only applies with --baselines "
+                         f"(e.g. `bytewright bench --baselines {alone[0]}"
+                         f"{' FILE' if alone[0] == '--report' else ''}`)")
     if args.baselines:
         import sys
 
         from ..bench import targets
 
-        # progress on stderr: stdout carries the table (or the JSON with --json)
-        rep = targets.run(args.quick, args.large, profiles=args.profiles,
-                          log=lambda s: print(s, file=sys.stderr, flush=True))
+        # progress on stderr, on a terminal only: stdout carries the table (or the JSON)
+        log = (lambda s: print(s, file=sys.stderr, flush=True)) if sys.stderr.isatty() \
+            else None
+        rep = targets.run(args.quick, args.large, profiles=args.profiles, log=log)
         if args.report:
             with open(args.report, "w") as f:
                 json.dump(rep, f, indent=2)

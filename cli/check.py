@@ -74,12 +74,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_text(report: check_run.Report) -> int:
-    """The human form: problems and drift on stderr, the fixture table on stdout."""
+    """The human form: schema problems listed on stdout then one error line; drift on
+    stderr; the fixture table on stdout."""
     for problem in report.problems:
-        print(problem, file=sys.stderr)
+        print(problem)
     if report.problems:
-        print("check: schema problems; nothing generated", file=sys.stderr)
-        return report.exit_code
+        raise common.schema_problems(report.problems, listed=True)
     out_label = report.output
     drifts = [*report.drifted]
     for d in drifts:

@@ -1,19 +1,26 @@
 """What every verb shares: exit codes, one-line errors, reading inputs, the project.
 
-Exit codes (the same for every verb, documented in README.md):
+Exit codes (the same for every verb and sub-verb, documented in docs/cli.md and in
+``bytewright --help``):
 
 ====  ==================================================================
 0     success
-1     findings: corrupt or invalid data, failed checks, breaking changes
-2     usage: a bad argument, option, project file or unknown name
-3     I/O: a path that is missing, a folder, unreadable or unwritable
+1     findings: corrupt, damaged or unrecognised data, failed checks, breaking changes
+2     usage: a bad argument or option, a schema or project file with problems, an
+      unknown name
+3     I/O: a path that is missing, a folder where a file is read, an empty folder or a
+      glob that matches nothing, unreadable input, an output that exists or cannot be
+      written
 4     internal error: a bug in bytewright or a plug-in (``--debug`` shows it)
 141   the reader of our output went away (closed pipe; nothing printed)
 ====  ==================================================================
 
-A verb signals an error by raising ``UsageError``, ``InputError`` or ``Findings`` (or by
-letting an ``OSError`` or a ``bytewright.runtime.errors.BytewrightError`` escape);
-``cli/main.py`` turns each into one line on stderr and its exit code.
+Every error is one line on stderr, ``bytewright VERB: FILE[:OFFSET]: message`` (a
+sub-verb names both words: ``bytewright fixtures write: …``); long lists in it end in
+``… and N more``. A verb signals an error by raising ``UsageError``, ``InputError`` or
+``Findings`` (or by letting an ``OSError`` or a ``BytewrightError`` escape);
+``cli/main.py`` prints it with ``error_line``. A verb that reports findings on stdout
+and exits 1 says so on stderr with ``report``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -81,7 +89,7 @@ def io_message(path: str | os.PathLike[str], exc: OSError) -> str:
 def read_input(path: str | os.PathLike[str]) -> bytes:
     """The bytes of ``path`` (``-``: standard input); ``InputError`` (exit 3) otherwise."""
     if os.fspath(path) == STDIN:
-        return sys.stdin.buffer.read()
+        return _stdin_bytes()
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a file")
@@ -99,7 +107,7 @@ def mapped_input(path: str | os.PathLike[str]) -> Iterator[tuple[Any, Callable[[
     from ..runtime.mapped import mapped_file
 
     if os.fspath(path) == STDIN:
-        yield sys.stdin.buffer.read(), lambda upto: None
+        yield _stdin_bytes(), lambda upto: None
         return
     p = Path(path)
     if p.is_dir():
@@ -197,7 +205,21 @@ def activate_quietly(args: argparse.Namespace) -> None:
 def schema_side(target: str | os.PathLike[str] | None, args: argparse.Namespace, label: str,
                 machine: bool = False):  # -> review.diff.Side
     """A loaded layout set: the project's schemas (``target`` None), standard input
-    (``-``), or a schema file or folder. Schema problems raise ``DiffError``."""
+    (``-``), or a schema file or folder. Schema problems raise ``DiffError`` of one line:
+    the first problem (``FILE:LINE: …``) and how many more."""
+    from ..review import diff
+
+    try:
+        return _schema_side(target, args, label, machine)
+    except diff.DiffError as exc:
+        head, *problems = str(exc).splitlines()
+        if not head.endswith("schema problems:") or not problems:
+            raise
+        raise diff.DiffError(str(schema_problems([p.strip() for p in problems]))) from exc
+
+
+def _schema_side(target: str | os.PathLike[str] | None, args: argparse.Namespace, label: str,
+                machine: bool = False):  # -> review.diff.Side
     from ..review import diff
 
     if target is None:
@@ -217,8 +239,8 @@ def schema_side(target: str | os.PathLike[str] | None, args: argparse.Namespace,
     if path.is_dir():
         from ..generator import pipeline
 
-        if not pipeline.schema_files(path):
-            raise UsageError(f"{path}: no *.yaml schema files in this folder")
+        if not pipeline.schema_files(path):  # like an empty folder for a data verb
+            raise InputError(f"{path}: no *.yaml schema files in this folder")
     else:
         read_input(path)  # unreadable -> exit 3 before the schema pipeline sees it
     return diff.load_path(path, label or str(path))
@@ -233,3 +255,211 @@ def kept_lines(path: str) -> list[str]:
         return []
     return [f"  bytes an earlier repair removed are kept in {p} ({os.path.getsize(p)} bytes)"
             for p in side_files(path)]
+
+
+# -- one voice: the error line ------------------------------------------------------------
+
+LIST_KEEP = 5  # items of a long list kept in an error line; the rest become "… and N more"
+LINE_MAX = 400  # characters of one error line (a message longer than this is cut)
+
+
+def verb_name(args: argparse.Namespace | None) -> str:
+    """``fixtures write`` for a sub-verb, ``inspect`` for a verb (``cli/main.py`` records the
+    words of the parser that matched as ``verb_path``)."""
+    if args is None:
+        return ""
+    return getattr(args, "verb_path", None) or getattr(args, "verb", None) or ""
+
+
+def more(items: list[str] | tuple[str, ...], keep: int = LIST_KEEP, sep: str = ", ") -> str:
+    """``a, b, c, d, e … and 37 more`` for a list longer than ``keep``."""
+    items = list(items)
+    if len(items) <= keep + 1:
+        return sep.join(items)
+    return f"{sep.join(items[:keep])} … and {len(items) - keep} more"
+
+
+_CLASS_REPR = re.compile(r"\b[A-Z][A-Za-z]*\(offset=\d+, marker=([0-9A-Fa-f]+)\)")
+# a Python class name before its message ("ConstraintError: ", "WalDamaged: "): CamelCase
+# of two humps or more, at the start or after a separator
+_CLASS_PREFIX = re.compile(r"(?:(?<=^)|(?<=: )|(?<=\()|(?<=; ))(?:[A-Z][a-z]+){2,}: ")
+_EXPECTED_NONE = re.compile(r" \(expected None, found ([^)]*)\)")
+_UTF8 = re.compile(r"invalid utf-8: (?:invalid (?:start|continuation) byte|unexpected end "
+                   r"of data)(?: \((?:expected None, )?found ([0-9a-f]+)\))?")
+_CODEC = re.compile(r"'[\w-]+' codec can't decode bytes? (?:0x([0-9a-f]+) )?in position "
+                    r"(\d+)(?:-\d+)?: [\w ]+")
+
+
+def plain(message: str) -> str:
+    """A message in the user's words: no Python class names or reprs, no ``expected None``,
+    no codec jargon; one line, long lists shortened (``… and N more``)."""
+    text = " ".join(ln.strip() for ln in str(message).splitlines() if ln.strip())
+    text = _UTF8.sub(lambda m: "not valid UTF-8 text" + (f" (byte {m.group(1)})"
+                                                          if m.group(1) else ""), text)
+    text = _CODEC.sub(lambda m: "not valid UTF-8 text (" + (
+        f"byte {m.group(1)} " if m.group(1) else "") + f"at position {m.group(2)})", text)
+    text = _CLASS_REPR.sub(lambda m: f"unknown record marker {m.group(1)}", text)
+    text = _EXPECTED_NONE.sub(lambda m: f" (found {m.group(1)})", text)
+    text = _CLASS_PREFIX.sub("", text)
+    text = "; ".join(_shorten(part) for part in text.split("; "))
+    if len(text) > LINE_MAX:
+        text = text[:LINE_MAX - 1].rstrip() + "…"
+    return text
+
+
+def _shorten(part: str) -> str:
+    """One ``;``-separated part of a message with a list of more than LIST_KEEP + 1
+    comma-separated items (``known magics: a, b, c, …``) cut to its first LIST_KEEP."""
+    items = part.split(", ")  # the first item carries the list's label ("magics: a")
+    return part if len(items) <= LIST_KEEP + 1 else more(items)
+
+
+def where(path: str | os.PathLike[str] | None, offset: int | None = None) -> str:
+    """``FILE`` or ``FILE:OFFSET`` (standard input is ``-``)."""
+    name = os.fspath(path) if path is not None else ""
+    return f"{name}:{offset}" if offset is not None and name else name
+
+
+def describe(exc: BaseException, path: str | os.PathLike[str] | None = None) -> str:
+    """``FILE[:OFFSET]: message`` for an error raised while reading ``path``."""
+    from ..runtime.errors import DecodeError
+
+    if isinstance(exc, CliError):
+        return plain(str(exc))
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else path
+        text = io_message(name if name is not None else "", exc)
+        return plain(text if name is not None else text.removeprefix(": "))
+    if isinstance(exc, UnicodeDecodeError):
+        return plain(f"{where(path, exc.start)}: not valid UTF-8 text")
+    if isinstance(exc, DecodeError):
+        name = exc.file or path
+        parts = [exc.path] if exc.path else []
+        text = exc.message
+        if exc.expected is not None or exc.found is not None:
+            from ..runtime import errors as errors_mod
+            text += (f" (expected {errors_mod._show(exc.expected)}, "
+                     f"found {errors_mod._show(exc.found)})")
+        body = ": ".join([*parts, text])
+        if name is None:
+            return plain(f"offset {exc.offset}: {body}" if exc.offset is not None else body)
+        return plain(f"{where(name, exc.offset)}: {body}")
+    text = str(exc) or type(exc).__name__
+    name = os.fspath(path) if path is not None else ""
+    if name and not text.startswith(name):
+        text = f"{name}: {text}"
+    return plain(text)
+
+
+def error_line(verb: str, message: str) -> str:
+    """The one line every error is printed as: ``bytewright VERB: FILE[:OFFSET]: message``."""
+    for tmp, name in _SHOWN_AS.items():  # standard input's temporary copy is "-"
+        message = message.replace(tmp, name)
+    message = plain(message)
+    if message.startswith("bytewright"):  # argparse's own, already naming the verb
+        return message
+    return f"bytewright {verb}: {message}" if verb else f"bytewright: {message}"
+
+
+def report(args: argparse.Namespace | str, message: str) -> None:
+    """Print one error line for the verb of ``args`` (or the verb named) on stderr: what
+    a verb that prints a report on stdout and exits 1 says about why."""
+    verb = args if isinstance(args, str) else verb_name(args)
+    print(error_line(verb, message), file=sys.stderr, flush=True)
+
+
+def exit_code(exc: BaseException) -> int:
+    """The shared exit code of an error (see the table above)."""
+    from ..runtime.errors import BytewrightError
+
+    if isinstance(exc, CliError):
+        return exc.code
+    if isinstance(exc, project_mod.ProjectError):
+        return EXIT_IO if exc.io else EXIT_USAGE
+    if isinstance(exc, OSError):
+        return EXIT_IO
+    if isinstance(exc, BytewrightError):
+        return EXIT_FINDINGS
+    return EXIT_INTERNAL
+
+
+def new_output(path: str | os.PathLike[str], verb: str = "salvage") -> None:
+    """An output that must not exist yet: ``InputError`` (exit 3) when it does."""
+    if os.path.lexists(path):
+        raise InputError(f"{os.fspath(path)}: already exists; {verb} never overwrites")
+
+
+# -- standard input -----------------------------------------------------------------------
+
+_SHOWN_AS: dict[str, str] = {}  # temporary copies of standard input -> "-"
+STDIN_MAX = 1 << 30  # bytes of standard input a verb takes (1 GiB); more: save to a file
+
+
+def _stdin_bytes() -> bytes:
+    """Standard input, at most STDIN_MAX bytes (more is an input error, exit 3)."""
+    data = sys.stdin.buffer.read(STDIN_MAX + 1)
+    if len(data) > STDIN_MAX:
+        raise InputError(f"-: standard input is over {STDIN_MAX >> 20} MiB; save it to a "
+                         "file and name the file")
+    return data
+
+
+@contextlib.contextmanager
+def real_file(path: str | os.PathLike[str], suffix: str = "") -> Iterator[str]:
+    """A path a reader can open (and map): ``path`` itself, or for ``-`` a temporary
+    file holding standard input (at most STDIN_MAX bytes), removed afterwards."""
+    if os.fspath(path) != STDIN:
+        p = Path(path)
+        if p.is_dir():
+            raise InputError(f"{p}: is a folder, not a file")
+        if not p.exists():
+            raise InputError(f"{p}: no such file or folder")
+        yield os.fspath(path)
+        return
+    import tempfile
+
+    data = _stdin_bytes()
+    fd, tmp = tempfile.mkstemp(prefix="bytewright-stdin-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        del data
+        _SHOWN_AS[tmp] = STDIN
+        yield tmp
+    finally:
+        _SHOWN_AS.pop(tmp, None)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+# -- progress and colour --------------------------------------------------------------------
+
+PROGRESS_AFTER = 2.0  # seconds: work expected to take longer shows a bar (on a terminal)
+
+
+def progress(total: int, desc: str, unit: str = "file", enabled: bool = True):
+    """A tqdm bar on stderr when stderr is a terminal (None otherwise: pipes and logs get
+    no progress text). It appears only once the work has run PROGRESS_AFTER seconds."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
+                delay=PROGRESS_AFTER, unit_scale=unit == "B")
+
+
+def colour(stream: Any = None) -> bool:
+    """Whether output to ``stream`` may be coloured: a terminal and no ``NO_COLOR``.
+    (bytewright prints no colour today; a verb that adds it asks here first.)"""
+    stream = sys.stdout if stream is None else stream
+    return "NO_COLOR" not in os.environ and bool(getattr(stream, "isatty", lambda: False)())
+
+
+def schema_problems(problems: list[Any], listed: bool = False) -> UsageError:
+    """The one error line for schemas with problems (exit 2): the first problem and how
+    many more (``listed``: the verb printed them all on stdout already)."""
+    problems = list(problems)
+    more_ = len(problems) - 1
+    tail = ("" if not more_ else f" (and {more_} more schema problem(s)"
+            + ("; listed above)" if listed else "; `bytewright check` lists them)"))
+    return UsageError(f"{problems[0]}{tail}")

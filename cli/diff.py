@@ -47,9 +47,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     unknown = [a for a in args.allow if diff_rules.find(a) is None]
     if unknown:
-        print(f"diff: unknown rule(s) for --allow: {', '.join(unknown)} "
-              "(see `bytewright diff --rules`)", file=sys.stderr)
-        return 2
+        raise common.UsageError(f"unknown rule(s) for --allow: {', '.join(unknown)} "
+                                "(see `bytewright diff --rules`)")
     if args.family and not args.versions:
         raise common.UsageError("--family only applies with --versions RECORD")
     if args.old == common.STDIN and args.new == common.STDIN:
@@ -70,8 +69,7 @@ def _run(args: argparse.Namespace, machine: bool) -> int:
             report = diff.version_steps(side, args.versions, args.family)
         elif args.against:
             if args.old and args.new:
-                print("diff: give at most one path with --against", file=sys.stderr)
-                return 2
+                raise common.UsageError("give at most one path with --against")
             target = args.old or args.new
             if not target:  # the project's history: never the installed package's own
                 common.project(args, fallback=False)
@@ -82,9 +80,8 @@ def _run(args: argparse.Namespace, machine: bool) -> int:
                 report.code_diff = diff.code_diff(old, new)
         else:
             if not (args.old and args.new):
-                print("diff: give OLD and NEW, or --against REV, or --versions RECORD",
-                      file=sys.stderr)
-                return 2
+                raise common.UsageError("give OLD and NEW, or --against REV, or --versions "
+                                        "RECORD")
             old = common.schema_side(args.old, args, args.old)
             new = common.schema_side(args.new, args, args.new)
             report = diff.compare(old, new, set(args.allow))

@@ -5,7 +5,6 @@ tables (Arrow, Parquet, JSON lines). The work is in ``review/export_ksy.py`` and
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..generator import pipeline
@@ -50,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     result = pipeline.run(paths, proj=proj, render_modules=False)
     errors = [p for p in result.problems if p.severity == "error"]
     if errors:
-        for p in errors:
-            print(p, file=sys.stderr)
-        return common.EXIT_FINDINGS
+        raise common.schema_problems(errors)
     out = Path(args.out or "ksy")
     if out.exists() and not out.is_dir():
         raise common.InputError(f"{out}: exists and is not a folder")

@@ -171,8 +171,8 @@ def run_write(args: argparse.Namespace) -> int:
             continue
         plans[family] = planned
     changed = [p for ps in plans.values() for p in ps if p.state == "bytes"]
-    for p in changed:
-        print(f"BYTES CHANGE {proj.display(p.path)} ({len(p.data)} bytes)", file=sys.stderr)
+    for p in changed:  # the report, on stdout; the refusal below is the one error line
+        print(f"BYTES CHANGE {proj.display(p.path)} ({len(p.data)} bytes)")
     if changed and not args.bless:
         raise common.Findings(
             f"refused: the bytes of {len(changed)} existing fixture(s) would change (listed "

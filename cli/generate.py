@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..generator import pipeline
@@ -62,12 +61,11 @@ def run(args: argparse.Namespace) -> int:
         result = pipeline.run(paths, texts=texts, base=proj.root)
     except project_mod.ProjectError as exc:
         raise common.project_error(exc) from exc
-    for problem in result.problems:
-        print(problem, file=sys.stderr)
     if result.problems:
-        return common.EXIT_FINDINGS
+        raise common.schema_problems(result.problems)
     if not result.modules:
-        raise common.UsageError(f"no schema files in {', '.join(map(str, proj.schemas))}")
+        raise common.InputError(f"{', '.join(map(str, proj.schemas))}: no *.yaml schema files "
+                                "in this folder")  # exit 3, as for an empty folder
     if proj.output.exists() and not proj.output.is_dir():
         raise common.InputError(f"{proj.output}: output exists and is not a folder")
     try:

@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import json
 import logging
-import sys
 
 from ..runtime.errors import DecodeError
 
@@ -28,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                               "after damage, into a new file"),
     ):
         c = hsub.add_parser(name, help=help_)
-        c.add_argument("file")
+        c.add_argument("file", help="the store" + (" ('-' reads standard input)" if name in
+                                                    ("info", "dump", "verify", "salvage")
+                                                    else ""))
         c.add_argument("--json", action="store_true", help="machine-readable output")
         c.set_defaults(func=func)
         if name == "dump":
@@ -80,22 +81,39 @@ def _open(path: str, **kw):
         return Store.open(path, **kw)
 
 
-def _fail(args, exc: Exception, code: int | None = None) -> int:
-    """One line (or one JSON object) for a failure; the exit codes every verb shares
-    (cli/common.py): 3 for a path that cannot be read, 1 for corrupt or refused data."""
-    from .common import EXIT_FINDINGS, EXIT_IO, io_message
+def _reading(func):
+    """A reading verb takes ``-``: standard input goes to a temporary file the store
+    opens (``common.real_file``); messages still name ``-``."""
+    import functools
 
-    if isinstance(exc, OSError):
-        message = io_message(exc.filename or args.file, exc)
-        code = EXIT_IO if code is None else code
-    else:
-        message = str(exc)
-        code = EXIT_FINDINGS if code is None else code
+    @functools.wraps(func)
+    def run(args) -> int:
+        from . import common
+
+        if args.file != common.STDIN:
+            return func(args)
+        with common.real_file(args.file, ".htt") as tmp:
+            args.real = tmp
+            return func(args)
+    return run
+
+
+def _path(args) -> str:
+    """The file to open: the temporary copy of standard input for ``-``."""
+    return getattr(args, "real", None) or args.file
+
+
+def _fail(args, exc: Exception, code: int | None = None) -> int:
+    """One line on stderr (and with --json one JSON object on stdout) for a failure, in
+    the shape and with the exit code every verb shares (cli/common.py)."""
+    from . import common
+
+    message = common.describe(exc, args.file)
+    code = common.exit_code(exc) if code is None else code
     if args.json:
         print(json.dumps({"ok": False, "error": message, "type": type(exc).__name__,
                           "offset": getattr(exc, "offset", None)}))
-    else:
-        print(f"error: {message}", file=sys.stderr)
+    common.report(args, message)
     return code
 
 
@@ -116,17 +134,19 @@ def _survey(path: str):
         return survey(path)
 
 
+@_reading
 def _info(args) -> int:
     try:
-        found = _survey(args.file)
+        found = _survey(_path(args))
     except (DecodeError, OSError) as exc:
         return _fail(args, exc)
     info = found.info
+    info["path"] = args.file
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     flags = [k for k, v in info["flags"].items() if v is True]
-    print(f"{info['path']}: HTT v{info['version']}, flags 0x{info['flags']['byte']:02x} "
+    print(f"{args.file}: HTT v{info['version']}, flags 0x{info['flags']['byte']:02x} "
           f"({', '.join(flags) or 'none'}"
           f"{'; ' + info['flags']['algorithm'] if info['flags']['compressed'] else ''})")
     print(f"  dimension {info['dimension']}, semantic_dims {info['semantic_dims']}, "
@@ -158,9 +178,10 @@ def _info(args) -> int:
     return 0
 
 
+@_reading
 def _dump(args) -> int:
     try:
-        store = _open(args.file, readonly=True)
+        store = _open(_path(args), readonly=True)
     except (DecodeError, OSError) as exc:
         return _fail(args, exc)
     nodes = []
@@ -195,6 +216,7 @@ def _dump(args) -> int:
     return 0
 
 
+@_reading
 def _verify(args) -> int:
     import types
 
@@ -202,7 +224,7 @@ def _verify(args) -> int:
     from ..runtime.htt.survey import deep_check
 
     try:
-        found = _survey(args.file)
+        found = _survey(_path(args))
     except (DecodeError, OSError) as exc:
         return _fail(args, exc)
     info = found.info
@@ -233,7 +255,7 @@ def _verify(args) -> int:
     del found
     segments = 0
     try:
-        for seg_path in sidecars.sidecar_paths(args.file):
+        for seg_path in sidecars.sidecar_paths(_path(args)):
             why = history.HistoryReader._check(types.SimpleNamespace(layout=layout), seg_path)
             if isinstance(why, str):
                 history.log.warning("%s: history segment skipped: %s", seg_path, why)
@@ -246,6 +268,9 @@ def _verify(args) -> int:
         problems.append(str(exc))
         segments = 0
     ok = not problems
+    from .common import plain
+
+    problems, warnings = [plain(p) for p in problems], [plain(w) for w in warnings]
     if args.json:
         print(json.dumps({"ok": ok, "problems": problems, "warnings": warnings,
                           "live_nodes": info["live_nodes"], "wal_entries": info["wal_entries"],
@@ -260,12 +285,31 @@ def _verify(args) -> int:
             print(f"  problem: {p}")
         for w in warnings:
             print(f"  warning: {w}")
+    if not ok:
+        from . import common
+
+        at = info["wal_truncated_at"] if info["wal_truncated"] else None
+        common.report(args, f"{common.where(args.file, at)}: {problems[0]}"
+                      + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1
+                         else ""))
     return 0 if ok else 1
+
+
+def _writes_a_file(args) -> int | None:
+    """``compact`` changes the file it is given: ``-`` is a usage error."""
+    from .common import STDIN, UsageError
+
+    if args.file == STDIN:
+        return _fail(args, UsageError("-: needs a file path, not standard input "
+                                      "(compact changes the file)"))
+    return None
 
 
 def _compact(args) -> int:
     from ..runtime.htt.errors import StoreError, WalDamaged
 
+    if (code := _writes_a_file(args)) is not None:
+        return code
     try:
         store = _open(args.file, history_retention="archive" if args.archive else None,
                       recovery="tolerate_corrupted_tail", discard_after=args.discard_after)
@@ -295,14 +339,17 @@ def _compact(args) -> int:
     return 0
 
 
+@_reading
 def _salvage(args) -> int:
     from ..runtime.htt import salvage
     from ..runtime.htt.errors import StoreError
+    from . import common
 
     try:
+        common.new_output(args.into)
         with _quiet_library_log():
-            report = salvage.salvage(args.file, args.into)
-    except (DecodeError, OSError, StoreError) as exc:
+            report = salvage.salvage(_path(args), args.into)
+    except (DecodeError, OSError, StoreError, common.CliError) as exc:
         return _fail(args, exc)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

@@ -150,10 +150,8 @@ def _inspect_one(args: argparse.Namespace, path: str) -> tuple[int, str, str]:
         try:
             code = inspect_file.run(args, path)
         except Exception as exc:  # noqa: BLE001 - reported per file, as main() would
-            code = (exc.code if isinstance(exc, common.CliError) else common.EXIT_IO
-                    if isinstance(exc, OSError) else common.EXIT_FINDINGS
-                    if isinstance(exc, BytewrightError) else common.EXIT_INTERNAL)
-            print(f"bytewright inspect: {exc}", file=sys.stderr)
+            code = common.exit_code(exc)
+            common.report(args, common.describe(exc, path))
     return code, out.getvalue(), err.getvalue()
 
 
@@ -224,7 +222,7 @@ def run_record(args: argparse.Namespace) -> int:
         else:
             value, end = mod.DECODERS[record](data, args.offset, **params)
     except BytewrightError as exc:
-        print(f"{args.file}: {exc}", file=sys.stderr)
+        common.report(args, common.describe(exc, args.file))
         return common.EXIT_FINDINGS
     except Exception as exc:
         if not params:

@@ -44,7 +44,7 @@ def _open(path: str) -> tuple[BinaryIO, int]:
     """The input as a seekable stream and its size; one-line errors for a missing path,
     a folder or an unreadable file."""
     if path == common.STDIN:
-        data = sys.stdin.buffer.read()
+        data = common.read_input(path)  # at most common.STDIN_MAX bytes
         return io.BytesIO(data), len(data)
     p = Path(path)
     if p.is_dir():
@@ -67,6 +67,27 @@ def _families(proj: project_mod.Project) -> dict:
     if errors:
         raise common.UsageError(f"the project's schemas have problems: {errors[0]}")
     return result.families
+
+
+_FAMILIES: dict[tuple, dict] = {}
+
+
+def _project_families(proj: project_mod.Project) -> dict:
+    """``_families``, kept per process while the project's schema files are unchanged:
+    inspecting several files (``inspect A B C``, folders) builds the layouts once."""
+    try:
+        proj.activate()  # every time: a plug-in's error is the project's error
+        files = proj.schema_files()
+    except project_mod.ProjectError as exc:
+        raise common.project_error(exc) from exc
+    stats = []
+    for f in files:
+        st = f.stat()
+        stats.append((str(f), st.st_mtime_ns, st.st_size))
+    key = (str(proj.file or proj.root), tuple(stats))
+    if key not in _FAMILIES:
+        _FAMILIES[key] = _families(proj)
+    return _FAMILIES[key]
 
 
 def _params(text: str | None) -> dict[str, Any]:
@@ -103,17 +124,23 @@ def run(args: argparse.Namespace, path: str) -> int:
     proj = common.project(args)
     machine = bool(args.json)
     common.announce(proj, machine=machine)
-    families = _families(proj)
     fixture = None
+    # the input first: a missing path or a folder is reported before any layout is built
     if args.fixture or (path != common.STDIN and path.endswith(".hex")):
         data = common.read_input(path)
         try:
             fixture = parse_fixture(Path(path), data.decode("utf-8"))
         except (UnicodeDecodeError, FixtureFileError) as exc:
-            raise common.Findings(f"{path}: not a hex fixture ({exc})") from exc
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
+            raise common.Findings(f"{path}: not a hex fixture ({why})") from exc
         stream, size = io.BytesIO(fixture.data), len(fixture.data)
     else:
         stream, size = _open(path)
+    try:
+        families = _project_families(proj)
+    except BaseException:
+        stream.close()
+        raise
     try:
         head = stream.read(512)
         stream.seek(0)
@@ -196,8 +223,12 @@ def run(args: argparse.Namespace, path: str) -> int:
     finally:
         stream.close()
     if res.failure is not None:
-        print(f"{path}: {res.failure}", file=sys.stderr)
+        f = res.failure
+        common.report(args, f"{common.where(path, f.offset)}: "
+                            + ": ".join([*([f.path] if f.path else []), f.message]))
     elif res.bad_checksums:
-        print(f"{path}: {len(res.bad_checksums)} checksum mismatch(es), first at "
-              f"{res.bad_checksums[0].path}", file=sys.stderr)
+        first = res.bad_checksums[0]
+        common.report(args, f"{common.where(path, getattr(first, 'offset', None))}: "
+                            f"{len(res.bad_checksums)} checksum mismatch(es), first at "
+                            f"{first.path}")
     return 0 if res.ok else common.EXIT_FINDINGS

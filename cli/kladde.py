@@ -13,13 +13,15 @@ torn tail's do), and when the governing header is the older slot because the new
 is damaged while a journal of the newer epoch still verifies;
 ``salvage FILE OUT`` writes every transaction that still verifies, before and after the
 damage, into a new kladde file for a human to judge. Errors are one line: exit 1 for
-corrupt data or a refusal, 2 for usage, 3 for I/O (see docs/recovery.md).
+corrupt data or a refusal, 2 for usage, 3 for I/O or an output that exists (docs/cli.md,
+docs/recovery.md). ``-`` reads standard input (into memory) for every verb but ``fold``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -33,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         ("fold", "replay the journal into a new epoch (the writer open)"),
                         ("salvage", "copy every transaction that verifies into a new file")):
         v = verbs.add_parser(name, help=help_)
-        v.add_argument("file")
+        v.add_argument("file", help="the kladde file" + ("" if name == "fold" else
+                                                          " ('-' reads standard input)"))
         if name == "resolve":
             v.add_argument("id", nargs="?", type=int, help="allocation id: print its bytes")
             v.add_argument("--check", action="store_true",
@@ -51,26 +54,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..runtime.errors import BytewrightError
     from ..runtime.kladde import open_file
+    from ..runtime.kladde.reader import KladdeFile
+    from . import common
 
     verbs = {"info": _info, "dump": _dump, "resolve": _resolve, "fold": _fold,
              "salvage": _salvage}
+    if args.file == common.STDIN:
+        if args.kladde_verb == "fold":
+            raise common.UsageError("-: needs a file path, not standard input (fold writes the file)")
+        # at most common.STDIN_MAX bytes, read into memory
+        return verbs[args.kladde_verb](KladdeFile(common.read_input(args.file), name="-"), args)
+    if os.path.isdir(args.file):
+        raise common.InputError(f"{args.file}: is a folder, not a file")
     try:
         # the reading verbs map the file (memory follows the pages read, not the file);
         # fold and salvage write, so they read it
         kf = open_file(args.file, mapped=args.kladde_verb in ("info", "dump", "resolve"))
         return verbs[args.kladde_verb](kf, args)
-    except BytewrightError as exc:
-        print(f"{args.file}: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"{getattr(exc, 'filename', None) or args.file}: error: "
-              f"{exc.strerror or exc}", file=sys.stderr)
-        return 3
     except _Refused as exc:
-        print(f"{args.file}: error: {exc}", file=sys.stderr)
-        return 1
+        raise common.Findings(f"{args.file}: {exc}") from exc
 
 
 def _print_json_list(items) -> None:
@@ -121,15 +124,14 @@ def _fold(kf, args) -> int:
 
 
 def _salvage(kf, args) -> int:
-    import os
-
     from ..runtime.kladde import Store
     from ..runtime.kladde import journal as jn
 
     txns = jn.salvage(kf.data)
     recovered = len(jn.journal_of(kf).transactions)
-    if os.path.exists(args.out):
-        raise _Refused(f"{args.out} exists; salvage never overwrites")
+    from .common import new_output
+
+    new_output(args.out)  # before anything is written
     with Store.create(args.out) as out:
         for alloc_id, content in kf.contents().items():  # the committed state
             out.write(alloc_id, 0, content)

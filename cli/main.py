@@ -21,18 +21,26 @@ import sys
 import bytewright
 import bytewright.cli as cli_pkg
 
-from ..generator.project import ProjectError
-from ..runtime.errors import BytewrightError
 from .common import (
-    EXIT_FINDINGS,
     EXIT_INTERNAL,
-    EXIT_IO,
     EXIT_PIPE,
-    EXIT_USAGE,
-    CliError,
     UsageError,
-    io_message,
+    describe,
+    error_line,
+    exit_code,
+    verb_name,
 )
+
+EPILOG = """\
+errors: one line on stderr, `bytewright VERB: FILE[:OFFSET]: message`.
+exit codes (the same for every verb):
+  0  ok
+  1  findings: corrupt, damaged or unrecognised data; failed checks; breaking changes
+  2  usage: a bad argument or option; a schema or project file with problems
+  3  input: a missing or unreadable path, a folder where a file is read, an empty
+     folder or a glob matching nothing, an output that already exists
+  4  internal error (a bug; rerun with --debug for the traceback)
+`-` as FILE reads standard input (up to 1 GiB). See docs/cli.md."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -46,8 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="bytewright",
         description="Schema-driven codecs for append-only binary storage formats.",
-        epilog="exit codes: 0 ok, 1 findings or corrupt data, 2 usage, 3 I/O, "
-               "4 internal error (a bug; rerun with --debug)")
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version",
                         version=f"bytewright {bytewright.__version__}")
     parser.add_argument("--debug", action="store_true",
@@ -60,20 +67,24 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"bytewright.cli.{info.name}")
         if hasattr(module, "register"):
             module.register(sub)
+    _name_leaves(parser, ())
     return parser
 
 
-def _one_line(text: str) -> str:
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    return " ".join(lines) if lines else text
+def _name_leaves(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> None:
+    """Record on every verb's parser the words that reach it (``fixtures write``): the name
+    its error lines carry."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        if words:
+            parser.set_defaults(verb_path=" ".join(words))
+        return
+    for name, child in subs[0].choices.items():
+        _name_leaves(child, (*words, name))
 
 
 def _fail(verb: str | None, message: str, code: int) -> int:
-    prefix = f"bytewright {verb}" if verb else "bytewright"
-    message = _one_line(message)
-    if not message.startswith("bytewright"):
-        message = f"{prefix}: {message}"
-    print(message, file=sys.stderr)
+    print(error_line(verb or "", message), file=sys.stderr)
     return code
 
 
@@ -85,12 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bytewright {bytewright.__version__}")
         return 0
     verb = next((a for a in argv if not a.startswith("-")), None)
+    args = None
     try:
         try:
             args = build_parser().parse_args(argv)
         except SystemExit as exc:  # --help / --version print and exit 0
             return int(exc.code or 0)
-        verb = args.verb
+        verb = verb_name(args)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
@@ -100,27 +112,23 @@ def main(argv: list[str] | None = None) -> int:
         print("bytewright: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if debug:
-            raise
+        if debug:  # the traceback, then the same line and exit code as without --debug
+            import traceback
+
+            traceback.print_exc()
         try:
-            return _report(verb, exc)
+            return _report(verb, exc, args)
         except BrokenPipeError:
             return _closed_pipe()
 
 
-def _report(verb: str | None, exc: Exception) -> int:
+def _report(verb: str | None, exc: Exception, args: argparse.Namespace | None = None) -> int:
     """One line and the exit code for an error no verb handled."""
-    if isinstance(exc, CliError):
-        return _fail(verb, str(exc), exc.code)
-    if isinstance(exc, ProjectError):
-        return _fail(verb, str(exc), EXIT_IO if exc.io else EXIT_USAGE)
-    if isinstance(exc, OSError):
-        where = exc.filename if exc.filename is not None else ""
-        return _fail(verb, io_message(where, exc) if where else str(exc), EXIT_IO)
-    if isinstance(exc, BytewrightError):
-        return _fail(verb, str(exc), EXIT_FINDINGS)
-    return _fail(verb, f"internal error: {type(exc).__name__}: {exc} "
-                       "(a bug; rerun with --debug for the traceback)", EXIT_INTERNAL)
+    code = exit_code(exc)
+    if code == EXIT_INTERNAL:
+        return _fail(verb, f"internal error ({type(exc).__name__}): {exc} "
+                           "(a bug; rerun with --debug for the traceback)", EXIT_INTERNAL)
+    return _fail(verb, describe(exc, getattr(args, "file", None)), code)
 
 
 def _closed_pipe() -> int:

@@ -69,9 +69,13 @@ def _offset(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     verb = args.pile_verb
+    from . import common
     if verb in ("amputate", "reframe", "salvage", "compact", "migrate") and args.file == "-":
-        from .common import UsageError
-        raise UsageError(f"pile {verb}: needs a file path, not standard input")
+        raise common.UsageError(f"-: needs a file path, not standard input ({verb} writes files)")
+    if args.file != "-" and os.path.isdir(args.file):
+        raise common.InputError(f"{args.file}: is a folder, not a file")
+    if verb in ("reframe", "salvage", "compact"):
+        common.new_output(args.into, f"pile {verb}")
     return {"info": _info, "records": _records, "verify": _verify, "amputate": _amputate,
             "reframe": _reframe, "salvage": _salvage, "diagnose": _diagnose,
             "compact": _compact, "migrate": _migrate}[verb](args)
@@ -117,7 +121,8 @@ def _info(args) -> int:
     lines = [f"{s['file']}: {s['length']} bytes, {s['records']} records, status {s['status']}"]
     if pile.error is not None:
         s["valid_after"] = pile.valid_after(pile.error.offset)
-        lines.append(f"  reading stops at offset {pile.error.offset}: {pile.error} "
+        from .common import plain
+        lines.append(f"  reading stops at offset {pile.error.offset}: {plain(str(pile.error))} "
                      f"({s['valid_after']} valid-looking record(s) after it)")
     lines += [f"  {k}: {n}" for k, n in s["by_kind"].items()]
     lines.append(f"  blobs {s['blobs']}, collection records {s['collection_records']} in "
@@ -126,7 +131,19 @@ def _info(args) -> int:
     from .common import kept_lines
     lines += kept_lines(args.file)
     _emit(args, s, lines)
+    if pile.error is not None:
+        _report(args, pile.error)
     return 0 if pile.error is None else 1
+
+
+def _report(args, problem, count: int = 1) -> None:
+    """The one stderr line of a verb that found damage (its report is on stdout)."""
+    from . import common
+    if isinstance(problem, Exception):
+        text = common.describe(problem, args.file)
+    else:
+        text = problem if problem.startswith(f"{args.file}:") else f"{args.file}: {problem}"
+    common.report(args, text + (f" (and {count - 1} more finding(s))" if count > 1 else ""))
 
 
 def _records(args) -> int:
@@ -141,13 +158,17 @@ def _records(args) -> int:
                 rows.append({"offset": rec.offset, "length": rec.length, "form": rec.form,
                              "record": rec.name, "kind": rec.kind.hex(), "span": rec.span})
         except (CorruptPile, UnsupportedRecord) as exc:
-            error = str(exc)
+            error = exc
     lines = [f"{r['offset']:>10} {r['length']:>8} {r['form']:<10} {r['record']:<26} "
              f"{r['kind'][:16]}" for r in rows]
-    if error:
-        lines.append(f"error: {error}")
-    _emit(args, {"records": rows, "error": error}, lines)
-    return 0 if error is None else 1
+    if error is not None:
+        from .common import plain
+        lines.append(f"error: {plain(str(error))}")
+        _emit(args, {"records": rows, "error": plain(str(error))}, lines)
+        _report(args, error)
+        return 1
+    _emit(args, {"records": rows, "error": None}, lines)
+    return 0
 
 
 def _verify(args) -> int:
@@ -160,7 +181,11 @@ def _verify(args) -> int:
     if pile.error is not None:
         findings.append(str(pile.error))
     walked = 0
+    from .common import progress
+    bar = progress(len(pile.blobs), "hashing blobs", unit="blob")  # a terminal only
     for handle, offsets in pile.blobs.items():
+        if bar is not None:
+            bar.update(1)
         # every occurrence hashed once (all bad is what ``get`` refuses)
         bad = []
         for o in offsets:
@@ -176,6 +201,8 @@ def _verify(args) -> int:
         else:
             findings += [f"blob {handle.hex()} at offset {o}: payload does not match its handle "
                          "(a later occurrence is used)" for o in bad]
+    if bar is not None:
+        bar.close()
     checks = {"commit_body": crypto.commit_signature_ok, "v4_commit": crypto.commit_signature_ok,
               "env_commit_body": crypto.commit_signature_ok,
               "merge_v6_body": crypto.merge_signature_ok,
@@ -196,6 +223,8 @@ def _verify(args) -> int:
              + ("ok" if not findings else f"{len(findings)} finding(s)")]
     lines += [f"  {f}" for f in findings]
     _emit(args, s, lines)
+    if findings:
+        _report(args, pile.error if pile.error is not None else findings[0], len(findings))
     return 0 if not findings else 1
 
 
@@ -268,29 +297,32 @@ def _salvage(args) -> int:
     gaps = ", ".join(f"[{a}, {b})" for a, b in res.skipped) or "none"
     _emit(args, data, [f"{args.into}: {res.kept} record(s), {res.kept_bytes} bytes kept; "
                        f"skipped byte ranges: {gaps}"])
+    if res.kept == 0 and res.skipped:  # nothing in the input verifies: not a pile
+        _report(args, f"{args.file}: no record verifies (skipped byte ranges: {gaps})")
+        return 1
     return 0
 
 
 def _diagnose(args) -> int:
     from ..runtime.pile import diagnose
-    from .common import InputError
+    from .common import real_file
+    with real_file(args.file) as path:  # ``-``: standard input in a temporary file
+        out = diagnose(path, args.offset)
     if args.file == "-":
-        raise InputError("pile diagnose: needs a file path")
-    out = diagnose(args.file, args.offset)
-    lines = [f"{k}: {v}" for k, v in out.items() if k != "fields"]
+        out = {k: "-" if v == path else v for k, v in out.items()}
+    from .common import plain
+    lines = [f"{k}: {plain(str(v))}" for k, v in out.items() if k != "fields"]
     lines += [f"  {k}: {v}" for k, v in (out.get("fields") or {}).items()]
     _emit(args, out, lines)
+    if out["status"] != "ok":
+        why = str(out.get("error") or out["status"]).removeprefix(f"offset {args.offset}: ")
+        _report(args, f"{args.file}:{args.offset}: {why}")
     return 0 if out["status"] == "ok" else 1
 
 
 def _compact(args) -> int:
     from ..runtime.pile import Pile
     from ..runtime.pile.rewrite import rewrite_retained_into
-    from .common import InputError
-    if os.path.isdir(args.file):
-        raise InputError(f"{args.file}: is a folder, not a pile")
-    if os.path.exists(args.into):
-        raise InputError(f"{args.into}: already exists; compact writes a new file")
     with Pile.open(args.file, writable=False) as pile:
         res = rewrite_retained_into(pile, args.into)
     data = {"blobs": res.blobs, "records": res.records, "opaque": res.opaque,

@@ -17,7 +17,6 @@ import argparse
 import glob
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "decoders, in parallel with --jobs",
                        description="Detect each file's format and decode it completely "
                                    "with the generated decoders; exit 1 if any is bad.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or globs")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="files, folders or globs; '-' reads standard input")
     p.add_argument("--jobs", "-j", type=common.positive_int, default=1,
                    help="worker processes (default 1: decode in this process)")
     p.add_argument("--json", action="store_true", help="one JSON document instead of lines")
@@ -48,8 +48,12 @@ def expand(paths: list[str]) -> list[str]:
     seen: set[str] = set()
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        if raw == common.STDIN:
+            found = [raw]
+        elif p.is_dir():
             found = sorted(str(f) for f in p.rglob("*") if f.is_file())
+            if not found:
+                raise common.InputError(f"{raw}: no file to verify (an empty folder)")
         elif p.exists():
             found = [raw]
         elif glob.has_magic(raw):
@@ -65,17 +69,17 @@ def expand(paths: list[str]) -> list[str]:
     return out
 
 
-_TABLES: dict[str, list[tuple]] = {}
+_TABLE: list = [None, None]  # (the families it was built from, the detection table)
 
 
 def _table_of(proj: Any) -> list[tuple]:
     """The project's detection table, built once per process and project."""
-    from .inspect_file import _families
+    from .inspect_file import _project_families
 
-    key = str(proj.file or proj.root)
-    if key not in _TABLES:
-        _TABLES[key] = detection_table(_families(proj))
-    return _TABLES[key]
+    families = _project_families(proj)  # the same dict while the schemas are unchanged
+    if _TABLE[0] is not families:
+        _TABLE[:] = [families, detection_table(families)]
+    return _TABLE[1]
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -93,6 +97,32 @@ def _line(r: dict[str, Any]) -> str:
     return f"BAD  {r['path']}: {what}: {': '.join(where + [r['error']])}"
 
 
+def _verify(files: list[str], table: list[tuple], jobs: int,
+            project_path: str | None) -> list[dict[str, Any]]:
+    """``verify_many``, with standard input (``-``) in a temporary file and a progress
+    bar on a terminal (in chunks, so the bar moves while files are decoded)."""
+    if common.STDIN in files:
+        with common.real_file(common.STDIN) as tmp:
+            results = _verify([tmp if f == common.STDIN else f for f in files], table, jobs,
+                              project_path)
+        for r in results:
+            if r["path"] == tmp:
+                r["path"] = common.STDIN
+        return results
+    bar = common.progress(len(files), "verify") if len(files) > 1 else None
+    if bar is None:
+        return verify_many(files, table, jobs, project_path)
+    step = max(jobs * 16, len(files) // 50)
+    results: list[dict[str, Any]] = []
+    try:
+        for i in range(0, len(files), step):
+            results += verify_many(files[i:i + step], table, jobs, project_path)
+            bar.update(len(files[i:i + step]))
+    finally:
+        bar.close()
+    return results
+
+
 def run(args: argparse.Namespace) -> int:
     proj = common.project(args)
     common.announce(proj, machine=args.json)
@@ -100,9 +130,11 @@ def run(args: argparse.Namespace) -> int:
     table = _table_of(proj)
     project_path = str(proj.file) if proj.file is not None else None
     t0 = time.perf_counter()
-    results = verify_many(files, table, args.jobs, project_path)
+    results = _verify(files, table, args.jobs, project_path)
     wall = time.perf_counter() - t0
     bad = [r for r in results if not r["ok"]]
+    for r in bad:  # the reader's words, without codec or class names (docs/cli.md)
+        r["error"] = common.plain(r["error"])
     if args.json:
         print(json.dumps({"files": results, "bad": len(bad), "jobs": args.jobs,
                           "seconds": round(wall, 3)}, indent=2))
@@ -113,5 +145,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(results)} file(s), {len(results) - len(bad)} ok, {len(bad)} bad; "
               f"{total:,} bytes in {wall:.2f} s with --jobs {args.jobs}")
     if bad:
-        print(f"{len(bad)} bad file(s), first: {bad[0]['path']}", file=sys.stderr)
+        first = bad[0]
+        what = f"{first['family']}.{first['record']}: " if first["family"] else ""
+        field = f"{first['field']}: " if first.get("field") else ""
+        common.report(args, f"{common.where(first['path'], first.get('offset'))}: {what}"
+                            f"{field}{first['error']}"
+                            + (f" (and {len(bad) - 1} more bad file(s))" if len(bad) > 1
+                               else ""))
     return common.EXIT_FINDINGS if bad else common.EXIT_OK

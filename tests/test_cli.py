@@ -22,7 +22,7 @@ def test_inspect_reports_decode_error(tmp_path, capsys):
     bad.write_bytes(b"HTT\0\x02" + bytes(10))
     assert main(["inspect", "htt", "htt_file", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "bad.htt" in err and "htt_file.header" in err and "offset" in err
+    assert "bytewright inspect: " in err and "bad.htt:8: htt_file.header" in err
 
 
 def test_inspect_unknown_record(tmp_path, capsys):

@@ -133,7 +133,7 @@ def test_inspect_reads_stdin(monkeypatch, capsys):
     assert f'"size": {len(data)}' in out
 
 
-DOC_EXPECT = {"missing": 3, "folder": 2, "empty": 2, "random": 2, "truncated": 2}
+DOC_EXPECT = {"missing": 3, "folder": 3, "empty": 2, "random": 2, "truncated": 2}
 
 
 @pytest.mark.parametrize("kind", sorted(DOC_EXPECT))
@@ -173,7 +173,7 @@ def test_diff_usage_errors(capsys):
     assert code == 2 and one_line_error(err)
 
 
-GEN_EXPECT = {"missing": 3, "folder": 2, "empty": 1, "random": 1, "truncated": 1}
+GEN_EXPECT = {"missing": 3, "folder": 3, "empty": 2, "random": 2, "truncated": 2}
 
 
 @pytest.mark.parametrize("kind", sorted(GEN_EXPECT))

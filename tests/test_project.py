@@ -250,8 +250,9 @@ def test_plugin_checksum_from_the_project_file(tmp_path, capsys, monkeypatch):
         "{name: crc, type: u16, checksum: {algorithm: sum16_test,"))
     monkeypatch.chdir(tmp_path)  # not the project folder: --project must be enough
     assert run(["generate", "--project", str(root)], capsys)[0] == 0
-    code, _, err = run(["fixtures", "write", "--project", str(root)], capsys)
-    assert code == 1 and "two_notes.hex" in err  # the CRC became a sum16: bytes change
+    code, out, err = run(["fixtures", "write", "--project", str(root)], capsys)
+    assert code == 1 and "two_notes.hex" in out  # the CRC became a sum16: bytes change
+    assert err.startswith("bytewright fixtures write: refused")
     assert run(["fixtures", "write", "--project", str(root), "--bless"], capsys)[0] == 0
     code, out, err = run(["check", "--project", str(root)], capsys)
     assert code == 0, err
@@ -275,9 +276,9 @@ def test_fixture_writing_refuses_changed_bytes_without_bless(tmp_path, capsys):
     original = fx.read_bytes()
     # changed bytes: refused, listed, nothing written
     cases.write_text(cases.read_text().replace("hello, world", "hello, World"))
-    code, _, err = run(["fixtures", "write", "--project", str(root)], capsys)
+    code, out, err = run(["fixtures", "write", "--project", str(root)], capsys)
     assert code == 1
-    assert "BYTES CHANGE fixtures/notes/two_notes.hex" in err and "--bless" in err
+    assert "BYTES CHANGE fixtures/notes/two_notes.hex" in out and "--bless" in err
     assert fx.read_bytes() == original
     code, _, err = run(["fixtures", "write", "--project", str(root), "--dry-run"], capsys)
     assert code == 1 and fx.read_bytes() == original

@@ -583,7 +583,8 @@ def test_ze_cli_on_graph_wal(tmp_path, capsys):
     bad[200] ^= 1
     f.write_bytes(bytes(bad))
     assert main(["ze", "verify", str(f)]) == 1
-    assert "envelopes[0]" in capsys.readouterr().out
+    err = capsys.readouterr().err  # corrupt data: the one error line (docs/cli.md)
+    assert err.startswith("bytewright ze verify: ") and "envelopes[0]" in err
 
 
 @pytest.mark.parametrize("name,family", [("store_wal_prechange_v1", "wal"),
