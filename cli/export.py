@@ -5,6 +5,7 @@ tables (Arrow, Parquet, JSON lines). The work is in ``review/export_ksy.py`` and
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..generator import pipeline
@@ -68,14 +69,15 @@ def _tables(args: argparse.Namespace) -> int:
             et._pyarrow()
         except et.MissingPyarrow as exc:
             raise common.UsageError(str(exc)) from None
-    src = common.existing_path(Path(args.file), "file")
     proj = common.project(args)
-    try:
-        decoded = et.decode_file(src, args.family, project=proj)
-    except project_mod.ProjectError as exc:
-        raise common.project_error(exc) from exc
-    except et.ExportError as exc:
-        raise common.CliError(str(exc)) from None
+    with common.real_file(args.file) as path:  # ``-``: standard input
+        try:
+            decoded = et.decode_file(Path(path), args.family, project=proj)
+        except project_mod.ProjectError as exc:
+            raise common.project_error(exc) from exc
+        except et.ExportError as exc:
+            raise common.CliError(str(exc).replace(path, args.file)) from None
+    src = Path(args.file if args.file != common.STDIN else "stdin")
     if args.target == "jsonl":
         if args.out in (None, "-"):
             for line in et.jsonl_lines(decoded):

@@ -38,7 +38,7 @@ def write_cases(generated: Path, tmp_path: Path, text: str) -> Path:
      ["notes_cases.py:2", "text"]),                                          # a field left out
     ('text="hello"', 'text=5', ["notes_cases.py", "one_note", "text"]),      # a wrong value
     ('codec.NoteKind.TEXT', 'codec.NoteKnd.TEXT', ["notes_cases.py:2", "NoteKnd"]),
-    ('notes = [', 'notes = [[', ["notes_cases.py:", "SyntaxError"]),
+    ('notes = [', 'notes = [[', ["notes_cases.py:2", "was never closed"]),
     ('"notes_file", {}', '"notes_file", {"x": 1}', ["notes_cases.py", "one_note", "'x'"]),
     (', "one")', ')', ["notes_cases.py", "(name, record, params, value, doc)"]),
     ('def cases', 'def case', ["notes_cases.py", "cases()"]),

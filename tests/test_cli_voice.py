@@ -64,10 +64,10 @@ def _argv(words: tuple[str, ...], p: argparse.ArgumentParser, path: str, out: Pa
             if a.required:
                 argv += [a.option_strings[-1], str(out / a.dest)]
             continue
-        if a.dest in FILE_DESTS or a.dest == "new":  # diff OLD NEW: both sides bad
+        if a.choices:  # the last choice: for ``export`` a table target, which reads FILE
+            argv.append(list(a.choices)[-1])
+        elif a.dest in FILE_DESTS or a.dest == "new":  # diff OLD NEW: both sides bad
             argv.append(path)
-        elif a.choices:
-            argv.append(next(iter(a.choices)))
         elif a.nargs in ("?", "*"):
             continue
         elif a.type not in (None, str, Path):
