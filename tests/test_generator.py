@@ -56,8 +56,12 @@ def test_check_command_fails_on_drift(tmp_path: Path, monkeypatch, capsys):
     (tmp_path / "bytewright.toml").write_text(
         f'schemas = ["{pipeline.SCHEMA_DIR}"]\noutput = "generated"\n', encoding="utf-8")
     assert main(["check", "--no-compiled", "--project", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert "DRIFT generated/htt.py" in err and "wal_entry" in err
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "DRIFT generated/htt.py" in err  # one line
+    assert "wal_entry" not in out  # the diff only on request
+    assert main(["check", "--no-compiled", "--diff", "--project", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "DRIFT generated/htt.py" in err and "_d_wal_entry" in out
 
 
 def test_check_command_passes(capsys):

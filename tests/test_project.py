@@ -229,8 +229,9 @@ def test_check_finds_drift_and_stray_fixture_folders(tmp_path, capsys):
     stray = root / "fixtures" / "nofamily"
     stray.mkdir()
     (stray / "x.hex").write_text("#: record: r\n00\n")
-    code, _, err = run(["check", "--project", str(root)], capsys)
-    assert code == 1 and "'nofamily' is not a family" in err
+    code, out, err = run(["check", "--project", str(root)], capsys)
+    assert code == 1 and "'nofamily' is not a family" in out
+    assert err.count("\n") == 1 and "1 fixture(s) failed: nofamily" in err
 
 
 def test_plugin_checksum_from_the_project_file(tmp_path, capsys, monkeypatch):
