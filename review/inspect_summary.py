@@ -263,9 +263,7 @@ class _Summarizer:
                     nxt, node = self._traced(pos, record, args, f"{path}[{index}]")
                     self.records -= 1  # counted below with the others
                     last = pos
-                    types[typer(inspect_walk._value(self.mod, self.fam, record, node,
-                                                    self.stream, pos, nxt, args),
-                                record)] += 1
+                    types[self._type_of(node, record, pos, nxt, args)] += 1
                     index += 1
                     pos = nxt
         finally:
@@ -275,6 +273,17 @@ class _Summarizer:
             part.end = pos
             self.records += index
         return pos
+
+    def _type_of(self, node: inspector.Node, record: str, pos: int, end: int,
+                 args: dict[str, Any]) -> str:
+        """The type of an item the fast path refused (a checksum mismatch) from its
+        inspected value; the record's name where that value does not convert."""
+        try:
+            value = inspect_walk._value(self.mod, self.fam, record, node, self.stream, pos,
+                                        end, args)
+        except Exception:  # noqa: BLE001 - only the label depends on it
+            return record
+        return self.typer(value, record)
 
     def plan(self, plan: tuple, pos: int, params: dict[str, Any], path: str,
              depth: int) -> int:
