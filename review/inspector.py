@@ -45,7 +45,7 @@ class InspectError(BytewrightError):
     """The input cannot be inspected at all (no family recognises it, unknown record)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)  # slots: a listing builds one per field
 class Node:
     """One record, field or list item as found in the bytes."""
 
@@ -466,7 +466,17 @@ def _flags(fam: ir.Family, fld: ir.Field | None, value: Any) -> str | None:
 
 
 def formatter(fam: ir.Family, full: bool = False) -> Callable[[Node, ir.Field | None, Any], str]:
+    typed: dict[int, bool] = {}  # per field: its type reads as an alias, flags or enum
+
     def fmt(node: Node, fld: ir.Field | None, value: Any) -> str:
+        if fld is None:
+            return _hexval(value) if node.checksum is not None else show_value(value, full)
+        named = typed.get(id(fld))
+        if named is None:
+            named = typed[id(fld)] = isinstance(fld.type, ir.RefT) and fld.type.kind in (
+                "alias", "flags", "enum")
+        if not named:
+            return _hexval(value) if node.checksum is not None else show_value(value, full)
         fixed = _fixed(fam, fld, value)
         if fixed is not None:
             return fixed
