@@ -17,7 +17,6 @@ import dataclasses
 import io
 import json
 import mmap
-import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -331,10 +330,7 @@ def summarize(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record: str
         if plan is not None:
             part = Part(record, 0, depth=0)
             s.parts.append(part)
-            try:
-                part.end = s.plan(plan, 0, params, record, 1)
-            finally:
-                part.end = part.end if part.end is not None else None
+            part.end = s.plan(plan, 0, params, record, 1)
         elif then is not None:
             _, pos = s.whole(0, record, params, f"{record}[0]", 0)
             s.items(pos, size, then, inspector.coerce_params(mod, fam, then, {}), then, 0)
@@ -364,13 +360,9 @@ def _buffer(stream: BinaryIO) -> tuple[Any, mmap.mmap | None]:
     stream, else the bytes read."""
     if isinstance(stream, io.BytesIO):
         return stream.getvalue(), None
-    try:
-        fd = stream.fileno()
-        if os.fstat(fd).st_size > 0:
-            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-            return memoryview(mm), mm
-    except (OSError, ValueError, io.UnsupportedOperation):
-        pass
+    buf, mm = inspector.mapped(stream)
+    if buf is not None:
+        return buf, mm
     here = stream.tell()
     stream.seek(0)
     data = stream.read()
