@@ -7,6 +7,9 @@ import functools
 import io
 import json
 
+import pytest
+
+from bytewright.cli import inspect_file
 from bytewright.cli.main import main
 from bytewright.review import checks
 
@@ -17,19 +20,27 @@ def data_of(rel: str) -> bytes:
     return checks.parse_fixture(FX / rel).data
 
 
+@pytest.fixture(autouse=True)
+def _loaded_once(monkeypatch):
+    """The schemas are loaded once for the module (the command loads them per call)."""
+    monkeypatch.setattr(inspect_file, "_families", lambda proj: _families()[1])
+
+
 def run(argv, capsys):
     code = main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
+_LOAD = inspect_file._families
+
+
 @functools.cache
 def _families():
-    from bytewright.cli import inspect_file
     from bytewright.generator import project as pm
 
     proj = pm.resolve(None)
-    return proj, inspect_file._families(proj)
+    return proj, _LOAD(proj)
 
 
 def _whole(data: bytes):
