@@ -107,7 +107,9 @@ class _Typer:
                     and t.on.source.strip() == names[0] else None
                 labels = {}
                 for key, label, target in t.cases:
-                    labels[key] = target if isinstance(key, bytes) and target else label
+                    # a byte-string or bare-number tag reads better as its case's record
+                    plain = isinstance(key, bytes) or label == str(key)
+                    labels[key] = target if plain and target else label
                 plan.append((f.name, tag, labels))
             self.plans[record] = plan
         return plan
@@ -230,14 +232,16 @@ class _Summarizer:
         return value, end
 
     def items(self, pos: int, end: int, record: str, args: dict[str, Any], path: str,
-              depth: int) -> int:
-        """Items of ``record`` from ``pos`` to ``end``; where the last one ends."""
+              depth: int, first: int = 0) -> int:
+        """Items of ``record`` from ``pos`` to ``end``, numbered from ``first`` (a run
+        after a head record goes on counting from it, as the listing names them);
+        where the last one ends."""
         part = Part(path, pos, depth=depth, record=record, items=0)
         self.parts.append(part)
         types, typer = part.types, self.typer
         it = getattr(self.mod, f"iter_{record}")
         mark = pos + RELEASE_EVERY
-        index = 0
+        index = first
         last = None
         try:
             while pos < end:
@@ -266,11 +270,11 @@ class _Summarizer:
                     index += 1
                     pos = nxt
         finally:
-            part.items = index
-            part.first = part.offset if index else None
+            part.items = index - first
+            part.first = part.offset if part.items else None
             part.last = last
             part.end = pos
-            self.records += index
+            self.records += part.items
         return pos
 
     def _type_of(self, node: inspector.Node, record: str, pos: int, end: int,
@@ -333,7 +337,8 @@ def summarize(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record: str
             part.end = s.plan(plan, 0, params, record, 1)
         elif then is not None:
             _, pos = s.whole(0, record, params, f"{record}[0]", 0)
-            s.items(pos, size, then, inspector.coerce_params(mod, fam, then, {}), then, 0)
+            s.items(pos, size, then, inspector.coerce_params(mod, fam, then, {}), then, 0,
+                    first=1)
         else:
             s.items(0, size, record, params, record, 0)
     except _Stop:

@@ -124,3 +124,23 @@ def test_list_equals_the_listing_from_memory(tmp_path, capsys):
     code, out, _ = run(["inspect", str(f), "--list"], capsys)
     want = inspector.render_text(_whole(data))
     assert code == 0 and out.split("\n", 1)[1] == want and "pile_record[3]" in want
+
+
+def test_a_run_after_a_head_record_is_numbered_as_the_listing_numbers_it(tmp_path, capsys):
+    """A ZE graph WAL (a header, then frames): the frames' names in findings go on from
+    the header's index, as in the listing."""
+    from bytewright.runtime.ze import graphwal
+
+    env = data_of("ze/wal_graph_commit_v1.hex")[14:-8]
+    data = bytearray(graphwal.file_header(5, 1) + env * 2)
+    data[-len(env) // 2] ^= 0x20  # inside the second copy
+    f = tmp_path / "g.zgw"
+    f.write_bytes(bytes(data))
+    ref = _whole(bytes(data)).as_dict()
+    code, out, _ = run(["inspect", str(f), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 1 and not ref["ok"] and ref["bad_checksums"] + [ref["error"]] != [None]
+    assert doc["bad_checksums"] == ref["bad_checksums"]
+    assert (doc["error"] or {}).get("path") == (ref["error"] or {}).get("path")
+    (head, frames) = doc["summary"]["parts"]
+    assert head["path"] == "zgw_file_header[0]" and frames["first"] == head["size"]
