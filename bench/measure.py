@@ -237,7 +237,7 @@ INSPECT = INSPECT_BASE + """
 _mark()
 t0 = time.perf_counter()
 with open(os.devnull, 'w') as _null, contextlib.redirect_stdout(_null):
-    _out['code'] = main(['inspect', '--json', PATH])
+    _out['code'] = main(['inspect', '--json', '--list', PATH])
 _out['s'] = time.perf_counter() - t0
 """
 # a format's own reading verb on a large file (pile verify, ze verify, kladde resolve):

@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "inspect", help="decode a file field by field (the format is detected from the bytes)",
         description="inspect FILE detects the family and top-level record from the bytes "
                     "(each schema's detect: rule) or a .hex fixture's header, and shows every "
-                    "record and field with offset, size, path, value and checksum status. "
+                    "record and field with offset, size, path, value and checksum status; a "
+                    "file of many records is summarised (--list shows every field). "
                     "The older form inspect FAMILY RECORD FILE decodes one record as the "
                     "object model. Exit 1 on corrupt input (after showing what decoded).")
     p.add_argument("target", nargs="+", metavar="FILE",

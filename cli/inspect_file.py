@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from ..generator import pipeline
 from ..generator import project as project_mod
 from ..generator.plan import stream_plan
-from ..review import inspect_walk, inspector
+from ..review import inspect_summary, inspect_walk, inspector
 from ..review.checks import FixtureFileError, parse_fixture
 from . import common
 
@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=common.positive_int, metavar="N",
                    help="stop after N records (files that are sequences of records)")
     p.add_argument("--full", action="store_true", help="show long byte strings in full")
+    p.add_argument("--list", action="store_true",
+                   help="list every record and field of a file of many records (a run of "
+                        "records, or a store or log holding a list of entries), which is "
+                        "otherwise summarised: parts, items by type, errors")
     p.add_argument("--fixture", action="store_true",
                    help="FILE is a hex fixture even without the .hex suffix")
 
@@ -170,8 +174,11 @@ def run(args: argparse.Namespace, path: str) -> int:
                 bar.clear()
             sys.stdout.write(text)
 
-        streaming = not args.json and args.at is None
-        json_stream = bool(args.json) and args.at is None
+        summary = None if args.list or fixture is not None or args.at is not None or any(
+            (args.limit, args.hex, args.full, args.offset)) else inspect_summary.plan_of(
+                target, _params(args.params))
+        streaming = not args.json and args.at is None and summary is None
+        json_stream = bool(args.json) and args.at is None and summary is None
         if streaming:
             sys.stdout.write(inspector.render_head(target.family.name, target.record,
                                                    target.how, size))
@@ -189,7 +196,11 @@ def run(args: argparse.Namespace, path: str) -> int:
             if plan is not None and not inspect_walk.walkable(plan, set(given)):
                 plan = None
         try:
-            if plan is not None:  # one big record: shown part by part, memory bounded
+            if summary is not None:
+                summary = inspect_summary.run_target(stream, size, target, proj.load_module,
+                                                     summary, progress=update)
+                res = summary.result
+            elif plan is not None:  # one big record: shown part by part, memory bounded
                 mod = proj.load_module(target.family.name)
                 sink = inspect_walk.JsonSink() if json_stream else inspect_walk.TextSink(
                     read if args.hex else None, bar.clear if bar is not None else _nothing)
@@ -208,7 +219,9 @@ def run(args: argparse.Namespace, path: str) -> int:
         finally:
             if bar is not None:
                 bar.close()
-        if json_stream:
+        if summary is not None:
+            sys.stdout.write(inspect_summary.render_output(summary, target, size, machine))
+        elif json_stream:
             # the records went out as they were decoded; the summary closes the object
             rest = res.as_dict()
             del rest["records"]

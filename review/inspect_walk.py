@@ -176,23 +176,23 @@ def _walk(stream: BinaryIO, size: int, mod: Any, fam: Any, plan: tuple, pos: int
             sink.open(node, depth)
             index = [0]
 
-            def item(n: Node, node: Node = node, index: list = index,
-                     target: str = target) -> None:
-                i = index[0]
+            def item(n: Node, index: list = index) -> None:
+                # named by the inspection itself (prefix): only the top node's name
+                n.name, n.kind = f"[{index[0]}]", "item"
                 index[0] += 1
-                sink.part(_rename(n, f"{target}[{i}]", f"{node.path}[{i}]", f"[{i}]",
-                                  "item"), depth + 1)
+                sink.part(n, depth + 1)
 
             res = None
             if pos < size:
                 res = inspector.inspect_stream(stream, size, mod, fam, target, args,
                                                repeat=True, offset=pos, full=full,
-                                               progress=progress, on_record=item)
+                                               progress=progress, on_record=item,
+                                               prefix=path)
             node.end = size if res is None or res.failure is None else None
             if res is not None:
                 # a failure is in the last item handed over (its partial tree is kept)
                 i = max(index[0] - 1, 0)
-                _absorb(result, res, f"{target}[{i}]", f"{path}[{i}]", only_failure=True)
+                _absorb(result, res, f"{path}[{i}]", f"{path}[{i}]", only_failure=True)
                 result.bad_checksums.extend(res.bad_checksums)
             if node.end is None:
                 node.end = stream.tell()

@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import io
+import mmap
+import os
 from collections.abc import Callable, Iterator
 from decimal import Decimal, localcontext
 from typing import Any, BinaryIO
@@ -31,6 +33,7 @@ from ..runtime import registry
 from ..runtime.codec import LogList, construct_error
 from ..runtime.cover import LateChecksum
 from ..runtime.errors import BytewrightError, ChecksumError, DecodeError
+from ..runtime.mapped import RELEASE_EVERY, releaser
 from . import inspect_located
 
 REPEATS = {"Array", "GreedyRange", "RepeatUntil", "RepeatToEnd", "Terminated",
@@ -42,7 +45,7 @@ class InspectError(BytewrightError):
     """The input cannot be inspected at all (no family recognises it, unknown record)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)  # slots: a listing builds one per field
 class Node:
     """One record, field or list item as found in the bytes."""
 
@@ -180,15 +183,19 @@ def detect(head: bytes, families: dict[str, ir.Family]) -> tuple[ir.Family, ir.D
 
 class _Tracer:
     def __init__(self, root_stream: BinaryIO, base_path: str) -> None:
-        self.root = root_stream
+        self.root = self.file = root_stream
         self.format: Callable[[Node, ir.Field | None, Any], str] = lambda n, f, v: repr(v)
         self.reset(base_path)
 
-    def reset(self, base_path: str) -> None:
-        """Forget the previous record (the traced definitions are built once per run)."""
+    def reset(self, base_path: str, root: BinaryIO | None = None, base: int = 0) -> None:
+        """Forget the previous record (the traced definitions are built once per run);
+        ``root``, when given, holds the record's bytes alone, the first at ``base``."""
+        self.root = root if root is not None else self.file
+        self.base = base if root is not None else 0
         self.stack: list[Node] = []
         self.top: list[Node] = []
-        self.bases: dict[int, tuple[int | None, str | None]] = {id(self.root): (0, None)}
+        self.bases: dict[int, tuple[int | None, str | None]] = {
+            id(self.root): (self.base, None)}
         self.alive: list[BinaryIO] = []  # sub-streams located: their ids stay theirs
         self.items: dict[int, int] = {}
         self.base_path = base_path
@@ -222,7 +229,7 @@ class _Tracer:
         if parent is not None and parent.region is None and parent.offset is not None:
             here = self.root.tell()
             try:
-                self.root.seek(parent.offset)
+                self.root.seek(parent.offset - self.base)
                 window = self.root.read(len(data) + 64)
             finally:
                 self.root.seek(here)
@@ -459,7 +466,17 @@ def _flags(fam: ir.Family, fld: ir.Field | None, value: Any) -> str | None:
 
 
 def formatter(fam: ir.Family, full: bool = False) -> Callable[[Node, ir.Field | None, Any], str]:
+    typed: dict[int, bool] = {}  # per field: its type reads as an alias, flags or enum
+
     def fmt(node: Node, fld: ir.Field | None, value: Any) -> str:
+        if fld is None:
+            return _hexval(value) if node.checksum is not None else show_value(value, full)
+        named = typed.get(id(fld))
+        if named is None:
+            named = typed[id(fld)] = isinstance(fld.type, ir.RefT) and fld.type.kind in (
+                "alias", "flags", "enum")
+        if not named:
+            return _hexval(value) if node.checksum is not None else show_value(value, full)
         fixed = _fixed(fam, fld, value)
         if fixed is not None:
             return fixed
@@ -555,11 +572,45 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
                    params: dict[str, Any], *, how: str = "", repeat: bool = False,
                    then: str | None = None, limit: int | None = None, full: bool = False,
                    offset: int = 0, progress: Callable[[int], None] | None = None,
-                   on_record: Callable[[Node], None] | None = None) -> Result:
+                   on_record: Callable[[Node], None] | None = None,
+                   prefix: str | None = None) -> Result:
     """Decode ``record`` from ``stream``; with ``repeat`` records of that kind until the
     end, with ``then`` one ``record`` and then ``then`` records until the end. One record
     is held at a time: with ``on_record`` each finished record is handed over and not
-    kept (bounded memory); ``limit`` stops after that many records."""
+    kept (bounded memory); ``limit`` stops after that many records; ``prefix`` names
+    the records of a run (``prefix[i]``, default the record's name)."""
+    buf, mm = mapped(stream) if repeat or then is not None else (None, None)
+    try:
+        return _inspect_stream(stream, size, mod, fam, record, params, how, repeat, then,
+                               limit, full, offset, progress, on_record, prefix, buf, mm)
+    finally:
+        buf = None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a value still holds a view of the map: the collector unmaps it
+
+
+def mapped(stream: BinaryIO) -> tuple[Any, mmap.mmap | None]:
+    """A file stream's bytes without reading them (a read-only map and a view of it), or
+    (None, None) for a stream that is no file."""
+    try:
+        fd = stream.fileno()
+        if os.fstat(fd).st_size > 0:
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            return memoryview(mm), mm
+    except (OSError, ValueError, io.UnsupportedOperation, AttributeError):
+        pass
+    return None, None
+
+
+def _inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record: str,
+                    params: dict[str, Any], how: str, repeat: bool, then: str | None,
+                    limit: int | None, full: bool, offset: int,
+                    progress: Callable[[int], None] | None,
+                    on_record: Callable[[Node], None] | None, prefix: str | None,
+                    buf: Any, mm: mmap.mmap | None) -> Result:
 
     def keep(nodes: list[Node]) -> None:
         result.count += len(nodes)
@@ -596,6 +647,8 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
     stream.seek(offset)
     index = 0
     current = record
+    release = releaser(mm) if mm is not None else None
+    mark = offset + RELEASE_EVERY
     while True:
         at = stream.tell()
         if index > 0 and at >= size:
@@ -606,10 +659,19 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
         if index == 1 and then is not None:
             current, params = then, coerce_params(mod, fam, then, {})
         seq = repeat or then is not None
-        tracer.reset(f"{current}[{index}]" if seq else current)
         con = con_of(current)
+        here = f"{prefix or current}[{index}]" if seq else current
+        if buf is not None and _traced_alone(buf, at, mod, current, params, con, tracer,
+                                             here):
+            stream.seek(tracer.end)
+            if release is not None and tracer.end >= mark:
+                release(tracer.end)
+                mark = tracer.end + RELEASE_EVERY
+        else:
+            tracer.reset(here)
         try:
-            con.parse_stream(stream, **params)
+            if tracer.root is stream:
+                con.parse_stream(stream, **params)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -638,9 +700,32 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
                                     "not part of it (not decoded)")
             break
         if stream.tell() == at:
-            result.failure = Failure("record consumes no bytes", at, f"{current}[{index}]")
+            result.failure = Failure("record consumes no bytes", at,
+                                     f"{prefix or current}[{index}]")
             break
     return result
+
+
+def _traced_alone(buf: Any, at: int, mod: Any, record: str, params: dict[str, Any],
+                  con: cs.Construct, tracer: _Tracer, path: str) -> bool:
+    """Trace the record at ``at`` from a copy of its own bytes, its end found by the fast
+    path first (in-memory reads cost a fraction of a file's): False, with nothing kept,
+    when the fast path refuses it or the trace ends elsewhere; the caller then traces it
+    from the file, which gives the failure its words."""
+    try:
+        end = getattr(mod, f"decode_{record}")(buf, at, **params)[1]
+    except Exception:  # noqa: BLE001 - refused: traced from the file instead
+        return False
+    item = io.BytesIO(bytes(buf[at:end]))
+    tracer.reset(path, item, at)
+    try:
+        con.parse_stream(item, **params)
+    except Exception:  # noqa: BLE001 - the file's trace is the authority
+        return False
+    if item.tell() != end - at:
+        return False
+    tracer.end = end
+    return True
 
 
 def _collect(result: Result, tracer: _Tracer) -> None:

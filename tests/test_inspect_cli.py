@@ -27,7 +27,7 @@ def run(argv, capsys):
 def test_raw_file_is_detected(tmp_path, capsys):
     f = tmp_path / "store.htt"
     f.write_bytes(data_of("htt/02_structural_only.hex"))
-    code, out, err = run(["inspect", str(f)], capsys)
+    code, out, err = run(["inspect", str(f), "--list"], capsys)
     assert code == 0, err
     assert "htt.htt_file (detected: htt magic 48545400 at 0)" in out
     assert "header_crc = 0x" in out and "[checksum ok]" in out
@@ -44,11 +44,11 @@ def test_fixture_needs_no_arguments(capsys):
 def test_corrupt_file_shows_what_decoded_then_the_error(tmp_path, capsys):
     f = tmp_path / "cut.htt"
     f.write_bytes(data_of("htt/02_structural_only.hex")[:300])
-    code, out, err = run(["inspect", str(f)], capsys)
+    code, out, err = run(["inspect", str(f), "--list"], capsys)
     assert code == 1
     assert "header_crc" in out and "error: offset" in out
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
-    code, out, _ = run(["inspect", str(f), "--json"], capsys)
+    code, out, _ = run(["inspect", str(f), "--json", "--list"], capsys)
     doc = json.loads(out)
     assert code == 1 and doc["ok"] is False and doc["error"]["offset"] is not None
     assert doc["records"][0]["children"][0]["name"] == "header"
@@ -59,7 +59,7 @@ def test_bad_checksum_exit_and_message(tmp_path, capsys):
     raw[6] ^= 1
     f = tmp_path / "flip.htt"
     f.write_bytes(bytes(raw))
-    code, out, err = run(["inspect", str(f)], capsys)
+    code, out, err = run(["inspect", str(f), "--list"], capsys)
     assert code == 1 and "CHECKSUM BAD: expected 0x" in out
     assert "checksum mismatch" in err
 
@@ -107,7 +107,7 @@ def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
     pile.write_bytes(data_of("pile/blob_hello.hex") * 200)
     monkeypatch.setattr(inspect_file, "PROGRESS_MIN", 1)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    code, out, err = run(["inspect", str(pile)], capsys)
+    code, out, err = run(["inspect", str(pile), "--list"], capsys)
     assert code == 0 and "pile_record[199]" in out
     assert "inspect:" in err and "/102k" in err  # tqdm drew a bar sized to the file
     code, out, err = run(["inspect", str(pile), "--json"], capsys)
@@ -133,7 +133,7 @@ def test_json_streams_the_same_document_the_whole_tree_gives(rel, cut, tmp_path,
     proj = pm.resolve(None)
     target = inspector.choose(data[:512], inspect_file._families(proj), hint="")
     want = inspector.run_target(io.BytesIO(data), len(data), target, proj.load_module)
-    code, out, _ = run(["inspect", str(f), "--json"], capsys)
+    code, out, _ = run(["inspect", str(f), "--json", "--list"], capsys)
     doc = json.loads(out)
     ref = json.loads(json.dumps(want.as_dict(), default=str))
     assert code == (0 if want.ok else 1) and doc["ok"] == ref["ok"]
@@ -185,7 +185,7 @@ def test_one_big_record_is_shown_part_by_part_with_the_same_document(rel, damage
     f = tmp_path / "x.bin"
     f.write_bytes(bytes(data))
     want = _whole(bytes(data))
-    code, out, err = run(["inspect", str(f), "--json"], capsys)
+    code, out, err = run(["inspect", str(f), "--json", "--list"], capsys)
     doc = json.loads(out)
     ref = json.loads(json.dumps(want.as_dict(), default=str))
     assert doc["ok"] == ref["ok"] and code == (0 if want.ok else 1)
@@ -193,9 +193,16 @@ def test_one_big_record_is_shown_part_by_part_with_the_same_document(rel, damage
     assert [c["path"] for c in doc["bad_checksums"]] == [c["path"] for c in ref["bad_checksums"]]
     if want.ok:
         assert doc == ref
+    # the summary (the default) reaches the same verdict, error and checksum findings
     code2, text, _ = run(["inspect", str(f)], capsys)
     said_ok = "every checksum verified" in text or "no checksum to verify" in text
     assert code2 == code and said_ok == want.ok
+    code3, out3, _ = run(["inspect", str(f), "--json"], capsys)
+    summary = json.loads(out3)
+    assert code3 == code and summary["ok"] == ref["ok"]
+    assert summary["bad_checksums"] == ref["bad_checksums"]
+    assert ({k: v for k, v in (summary["error"] or {}).items() if k != "message"}
+            == {k: v for k, v in (ref["error"] or {}).items() if k != "message"})
 
 
 def test_many_files_folders_and_globs_with_jobs(tmp_path, capsys):
