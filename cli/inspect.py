@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from ..generator import project as project_mod
-from ..review.checks import FixtureFileError, parse_fixture
 from ..runtime.errors import BytewrightError
 from . import common, inspect_file, verify
 
@@ -115,6 +114,8 @@ def _check_params(mod: Any, family: str, record: str, params: dict[str, Any]) ->
 
 
 def _fixture(args: argparse.Namespace):
+    from ..review.checks import FixtureFileError, parse_fixture
+
     data = common.read_input(args.file)
     try:
         text = data.decode("utf-8")

@@ -70,11 +70,17 @@ _TABLES: dict[str, list[tuple]] = {}
 
 def _table_of(proj: Any) -> list[tuple]:
     """The project's detection table, built once per process and project."""
+    from ..review import detect as plain
     from .inspect_file import _families
 
     key = str(proj.file or proj.root)
     if key not in _TABLES:
-        _TABLES[key] = detection_table(_families(proj))
+        try:  # the generated modules' own plain data: no schema is read
+            _TABLES[key] = plain.table(proj)
+        except plain.PlainData:
+            _TABLES[key] = []
+        if not _TABLES[key]:
+            _TABLES[key] = detection_table(_families(proj))
     return _TABLES[key]
 
 

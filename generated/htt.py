@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -75,6 +76,11 @@ _ck_crc32 = _registry.checksum_func("crc32", fast=True)
 FAMILY = "htt"
 SCHEMA_FILES = ["schemas/htt.yaml"]
 SCHEMA_DIGEST = "sha256:7927b5a07cefebc1b62bc1341fee3539deade474c6592eff93cf39d19e0636dd"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'HTT\x00', 'htt_file', {}, False, None, ({}, (('header', 'whole', 'file_header', None, (), None), ('bounds', 'whole', 'bounds_section', 'header.flags.meaning_addressed', (('semantic_dims', 'header.semantic_dims'),), None), ('snapshot', 'whole', 'snapshot_section', None, (('version', 'header.version'), ('compressed', 'header.flags.compressed'), ('algorithm', 'header.flags.algorithm'), ('semantic_dims', 'header.semantic_dims'), ('tail_layout', '2 if header.flags.quantized and header.flags.gacl else (1 if header.flags.quantized else 0)')), None), ('wal', 'stream', 'wal_section', None, (('block_compressed', 'header.flags.wal_block_compressed'), ('algorithm', 'header.flags.algorithm'), ('semantic_dims', 'header.semantic_dims'), ('tail_layout', '2 if header.flags.quantized and header.flags.gacl else (1 if header.flags.quantized else 0)')), ({}, (('header', 'whole', 'wal_header', None, (), None), ('entries', 'eos', 'wal_entry', 'not block_compressed', (('semantic_dims', 'semantic_dims'), ('tail_layout', 'tail_layout')), None), ('blocks', 'eos', 'wal_block', 'block_compressed', (('algorithm', 'algorithm'), ('semantic_dims', 'semantic_dims'), ('tail_layout', 'tail_layout')), None))))))), (0, b'HTTH', 'sidecar_segment', {}, False, None, None)]
+RECORD_NAMES = ('file_header', 'bound_pair', 'bounds_section', 'tail_full', 'tail_quantized', 'tail_quantized_gacl', 'meta_pair', 'snapshot_entry', 'snapshot_section', 'insert_body', 'update_body', 'set_semantic_body', 'epoch_body', 'wal_entry', 'wal_header', 'wal_block', 'wal_block_plain', 'wal_section', 'htt_file', 'sidecar_segment')
 # Version registry: current 2, accepted 1..4, retired []
 VERSION_CURRENT = 2
 VERSION_ACCEPTED = (1, 4)
@@ -8892,697 +8898,725 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_file_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'HTT\x00'),
-    '_e_magic' / Tell,
-    '_s_version' / Tell,
-    'version' / Int8ul,
-    '_e_version' / Tell,
-    Check(Code("(1 <= this['version'] and this['version'] <= 4)", lambda this: (1 <= this['version'] and this['version'] <= 4))),
-    '_s_flags' / Tell,
-    'flags' / BitFlags(Int8ul, (('quantized', 7, 1, True), ('meaning_addressed', 6, 1, True), ('gacl', 5, 1, True), ('wal_block_compressed', 4, 1, True), ('has_semantic', 3, 1, True), ('algorithm', 1, 2, False), ('compressed', 0, 1, True))),
-    '_e_flags' / Tell,
-    '_s_dimension' / Tell,
-    'dimension' / Int8ul,
-    '_e_dimension' / Tell,
-    '_s_semantic_dims' / Tell,
-    'semantic_dims' / Int8ul,
-    '_e_semantic_dims' / Tell,
-    '_s_tau' / Tell,
-    'tau' / BytesInteger(16, signed=True, swapped=True),
-    '_e_tau' / Tell,
-    '_s_node_count' / Tell,
-    'node_count' / Int32ul,
-    '_e_node_count' / Tell,
-    'header_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_magic', '_e_node_count')", lambda this: _span_range(this, '_s_magic', '_e_node_count'))),
-)
-C_file_header._bw_fast_runs = {'magic': (28, (('magic', 0, 4), ('version', 4, 1), ('flags', 5, 1), ('dimension', 6, 1), ('semantic_dims', 7, 1), ('tau', 8, 16), ('node_count', 24, 4))), 'header_crc': (4, (('header_crc', 0, 4),))}
-
-C_bound_pair = Struct(
-    '_o_start' / Tell,
-    'min' / Float64l,
-    'max' / Float64l,
-)
-C_bound_pair._bw_fast_runs = {'min': (16, (('min', 0, 8), ('max', 8, 8)))}
-
-C_bounds_section = Struct(
-    '_o_start' / Tell,
-    'bounds' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), C_bound_pair, min_size=16),
-)
-C_bounds_section._bw_fast_runs = {}
-
-C_tail_full = Struct(
-    '_o_start' / Tell,
-    'dims' / PackedView(Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
-)
-C_tail_full._bw_fast_runs = {}
-
-C_tail_quantized = Struct(
-    '_o_start' / Tell,
-    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
-)
-C_tail_quantized._bw_fast_runs = {}
-
-C_tail_quantized_gacl = Struct(
-    '_o_start' / Tell,
-    'reserved' / PackedView(Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
-    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
-)
-C_tail_quantized_gacl._bw_fast_runs = {}
-
-C_meta_pair = Struct(
-    '_o_start' / Tell,
-    'key' / PascalString(Int16ul, 'utf8'),
-    'value' / PascalString(Int16ul, 'utf8'),
-)
-C_meta_pair._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'value': (2, (('value.length', 0, 2),))}
-
-C_snapshot_entry = Struct(
-    '_o_start' / Tell,
-    'key' / PascalString(Int16ul, 'utf8'),
-    'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
-    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
-)
-C_snapshot_entry._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
-
-C_snapshot_section = Struct(
-    '_o_start' / Tell,
-    VersionCheck(Code("not this['_parsing'] or 1 <= this['_params']['version'] <= 4", lambda this: not this['_parsing'] or 1 <= this['_params']['version'] <= 4), 'snapshot_section', 'version', '1..4'),
-    '_o_snap_byte_len' / Tell,
-    'snap_byte_len' / Rebuild(Int32ul, 0),
-    'snap_node_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    '_s_entries' / Tell,
-    'entries' / IfThenElse(Code("(this['_params']['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this['_params']['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), name='entries')),
-    '_e_entries' / Tell,
-    '_patch_snap_byte_len' / Pointer(Code("this['_o_snap_byte_len']", lambda this: this['_o_snap_byte_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
-    'snapshot_crc' / If(Code("(this['_params']['version'] >= 2)", lambda this: (this['_params']['version'] >= 2)), Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')])))),
-)
-
-C_insert_body = Struct(
-    '_o_start' / Tell,
-    'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
-    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
-)
-C_insert_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
-
-C_update_body = Struct(
-    '_o_start' / Tell,
-    'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
-)
-C_update_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
-
-C_set_semantic_body = Struct(
-    '_o_start' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
-    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
-)
-C_set_semantic_body._bw_fast_runs = {}
-
-C_epoch_body = Struct(
-    '_o_start' / Tell,
-    'epoch_id' / Int64ul,
-    'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True)), model=EpochFlags),
-)
-C_epoch_body._bw_fast_runs = {'epoch_id': (9, (('epoch_id', 0, 8), ('flags', 8, 1)))}
-
-C_wal_entry = Struct(
-    '_o_start' / Tell,
-    '_s_seq' / Tell,
-    'seq' / Int32ul,
-    '_e_seq' / Tell,
-    '_s_op' / Tell,
-    'op' / ClosedEnum(Int8ul, 'WalOp', (1, 2, 3, 4, 5, 6), ()),
-    '_e_op' / Tell,
-    '_s_key' / Tell,
-    'key' / PascalString(Int16ul, 'utf8'),
-    '_e_key' / Tell,
-    '_s_body' / Tell,
-    'body' / Switch(Code("this['op']", lambda this: this['op']), {1: C_insert_body, 2: C_update_body, 3: Pass, 4: C_meta_pair, 5: C_set_semantic_body, 6: C_epoch_body}, default=Error),
-    '_e_body' / Tell,
-    'entry_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_seq', '_e_body')", lambda this: _span_range(this, '_s_seq', '_e_body'))),
-)
-C_wal_entry._bw_fast_runs = {'seq': (7, (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))), 'entry_crc': (4, (('entry_crc', 0, 4),))}
-
-C_wal_header = Struct(
-    '_o_start' / Tell,
-    'wal_entry_count' / Int32ul,
-    'wal_base_seq' / Int32ul,
-)
-C_wal_header._bw_fast_runs = {'wal_entry_count': (8, (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4)))}
-
-C_wal_block = Struct(
-    '_o_start' / Tell,
-    'block_entry_count' / Rebuild(Int16ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    Check(Code("(1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
-    'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry, min_size=11), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
-)
-C_wal_block._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
-
-C_wal_block_plain = Struct(
-    '_o_start' / Tell,
-    'block_entry_count' / Int16ul,
-    'plain' / Compressed(GreedyBytes, Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='plain', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
-)
-C_wal_block_plain._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
-
-C_wal_section = Struct(
-    '_o_start' / Tell,
-    'header' / C_wal_header,
-    FieldCheck(Code("this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None", lambda this: this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None), 'entries'),
-    'entries' / If(Code("((not this['_params']['block_compressed']))", lambda this: ((not this['_params']['block_compressed']))), RepeatToEnd(C_wal_entry)),
-    FieldCheck(Code("this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None", lambda this: this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None), 'blocks'),
-    'blocks' / If(Code("(this['_params']['block_compressed'])", lambda this: (this['_params']['block_compressed'])), RepeatToEnd(WithParams(C_wal_block, {'block_limit': Code('67108864', lambda this: 67108864)}))),
-)
-C_wal_section._bw_fast_runs = {}
-
-C_htt_file = Struct(
-    '_o_start' / Tell,
-    'header' / C_file_header,
-    FieldCheck(Code("this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None", lambda this: this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None), 'bounds'),
-    'bounds' / If(Code("(this['header']['flags']['meaning_addressed'])", lambda this: (this['header']['flags']['meaning_addressed'])), WithParams(C_bounds_section, {'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims'])})),
-    'snapshot' / WithParams(C_snapshot_section, {'version': Code("this['header']['version']", lambda this: this['header']['version']), 'compressed': Code("this['header']['flags']['compressed']", lambda this: this['header']['flags']['compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
-    'wal' / WithParams(C_wal_section, {'block_compressed': Code("this['header']['flags']['wal_block_compressed']", lambda this: this['header']['flags']['wal_block_compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
-)
-C_htt_file._bw_fast_runs = {}
-
-C_sidecar_segment = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'HTTH'),
-    'version' / Int8ul,
-    VersionCheck(Code("1 <= this['version'] <= 2", lambda this: 1 <= this['version'] <= 2), 'sidecar_segment', 'version', '1..2'),
-    'semantic_dims' / Int8ul,
-    'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)), model=SidecarLayout)),
-    'reserved6' / If(Code("(this['version'] <= 1)", lambda this: (this['version'] <= 1)), Const(0, Int8ul)),
-    'reserved7' / Const(0, Int8ul),
-    'first_seq' / Int32ul,
-    'end_seq' / Int32ul,
-    '_o_raw_len' / Tell,
-    'raw_len' / Rebuild(Int32ul, 0),
-    '_s_entries' / Tell,
-    'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries'),
-    '_e_entries' / Tell,
-    '_patch_raw_len' / Pointer(Code("this['_o_raw_len']", lambda this: this['_o_raw_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
-    'crc32' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')]))),
-)
-C_sidecar_segment._bw_version_at = ('version', 4, 1, '<B', (1, 2), '1..2', 'sidecar_segment')
-
-def _c2m_flags_header_flags(c):
-    return HeaderFlags(compressed=bool(c['compressed']), algorithm=CompressionAlgorithm(c['algorithm']), has_semantic=bool(c['has_semantic']), wal_block_compressed=bool(c['wal_block_compressed']), gacl=bool(c['gacl']), meaning_addressed=bool(c['meaning_addressed']), quantized=bool(c['quantized']))
-
-def _c2m_flags_epoch_flags(c):
-    if c.__class__ is EpochFlags:  # built by a compiled parse
-        return c
-    return EpochFlags(speculative=bool(c['speculative']), restamp=bool(c['restamp']))
-EpochFlags._bw_opaque = True
-
-def _c2m_flags_sidecar_layout(c):
-    if c.__class__ is SidecarLayout:  # built by a compiled parse
-        return c
-    return SidecarLayout(quantized=bool(c['quantized']), gacl=bool(c['gacl']))
-SidecarLayout._bw_opaque = False
-
-def _c2m_file_header(c):
-    f_version = c['version']
-    f_flags = c['flags']
-    if f_flags is not None:
-        f_flags = _c2m_flags_header_flags(f_flags)
-    f_dimension = c['dimension']
-    f_semantic_dims = c['semantic_dims']
-    f_tau = c['tau']
-    f_node_count = c['node_count']
-    return FileHeader(f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count)
-
-def _m2c_file_header(v):
-    return {
-        'version': v.version,
-        'flags': None if v.flags is None else v.flags.to_dict(),
-        'dimension': v.dimension,
-        'semantic_dims': v.semantic_dims,
-        'tau': v.tau,
-        'node_count': v.node_count,
-    }
-
-def _c2m_bound_pair(c):
-    if c.__class__ is BoundPair:  # built by a compiled parse
-        return c
-    f_min = c['min']
-    f_max = c['max']
-    return BoundPair(f_min, f_max)
-
-def _f2m_bound_pair(f_min, f_max):
-    return BoundPair(f_min, f_max)
-C_bound_pair._bw_model = (_f2m_bound_pair, ('min', 'max'), (), True)
-
-def _m2c_bound_pair(v):
-    return {
-        'min': v.min,
-        'max': v.max,
-    }
-
-def _c2m_bounds_section(c, p_semantic_dims):
-    if c.__class__ is BoundsSection:  # built by a compiled parse
-        return c
-    f_bounds = c['bounds']
-    if f_bounds is not None:
-        f_bounds = [_c2m_bound_pair(_x) for _x in f_bounds]
-    return BoundsSection(f_bounds)
-
-def _f2m_bounds_section(f_bounds):
-    if f_bounds is not None:
-        f_bounds = [(_x if _x.__class__ is BoundPair else _c2m_bound_pair(_x)) for _x in f_bounds]
-    return BoundsSection(f_bounds)
-C_bounds_section._bw_model = (_f2m_bounds_section, ('bounds',), (), True)
-
-def _m2c_bounds_section(v):
-    return {
-        'bounds': None if v.bounds is None else [_m2c_bound_pair(_x) for _x in v.bounds],
-    }
-
-_CPK_tail_full_dims = _packed_kind('<', '', 16, True)
-def _c2m_tail_full(c, p_semantic_dims):
-    if c.__class__ is TailFull:  # built by a compiled parse
-        return c
-    f_dims = c['dims']
-    if f_dims is not None:
-        f_dims = _packed_from(f_dims, _CPK_tail_full_dims)
-    return TailFull(f_dims)
-
-def _f2m_tail_full(f_dims):
-    if f_dims is not None:
-        f_dims = f_dims if f_dims.__class__ is PackedArray and f_dims.kind is _CPK_tail_full_dims else _packed_from(f_dims, _CPK_tail_full_dims)
-    return TailFull(f_dims)
-C_tail_full._bw_model = (_f2m_tail_full, ('dims',), (), True)
-
-def _m2c_tail_full(v):
-    return {
-        'dims': None if v.dims is None else list(v.dims),
-    }
-
-def _c2m_tail_quantized(c, p_semantic_dims):
-    if c.__class__ is TailQuantized:  # built by a compiled parse
-        return c
-    f_user = c['user']
-    return TailQuantized(f_user)
-
-def _f2m_tail_quantized(f_user):
-    return TailQuantized(f_user)
-C_tail_quantized._bw_model = (_f2m_tail_quantized, ('user',), (), True)
-
-def _m2c_tail_quantized(v):
-    return {
-        'user': v.user,
-    }
-
-_CPK_tail_quantized_gacl_reserved = _packed_kind('<', '', 16, True)
-def _c2m_tail_quantized_gacl(c, p_semantic_dims):
-    if c.__class__ is TailQuantizedGacl:  # built by a compiled parse
-        return c
-    f_reserved = c['reserved']
-    if f_reserved is not None:
-        f_reserved = _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
-    f_user = c['user']
-    return TailQuantizedGacl(f_reserved, f_user)
-
-def _f2m_tail_quantized_gacl(f_reserved, f_user):
-    if f_reserved is not None:
-        f_reserved = f_reserved if f_reserved.__class__ is PackedArray and f_reserved.kind is _CPK_tail_quantized_gacl_reserved else _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
-    return TailQuantizedGacl(f_reserved, f_user)
-C_tail_quantized_gacl._bw_model = (_f2m_tail_quantized_gacl, ('reserved', 'user'), (), True)
-
-def _m2c_tail_quantized_gacl(v):
-    return {
-        'reserved': None if v.reserved is None else list(v.reserved),
-        'user': v.user,
-    }
-
-def _c2m_meta_pair(c):
-    if c.__class__ is MetaPair:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    f_value = c['value']
-    return MetaPair(f_key, f_value)
-
-def _f2m_meta_pair(f_key, f_value):
-    return MetaPair(f_key, f_value)
-C_meta_pair._bw_model = (_f2m_meta_pair, ('key', 'value'), (), True)
-
-def _m2c_meta_pair(v):
-    return {
-        'key': v.key,
-        'value': v.value,
-    }
-
-def _c2m_snapshot_entry(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is SnapshotEntry:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
-    return SnapshotEntry(f_key, f_data, f_meta, f_tail)
-
-def _f2m_snapshot_entry(f_key, f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
-    if f_tail is not None:
-        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
-    return SnapshotEntry(f_key, f_data, f_meta, f_tail)
-C_snapshot_entry._bw_model = (_f2m_snapshot_entry, ('key', 'data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_snapshot_entry(v):
-    return {
-        'key': v.key,
-        'data': v.data,
-        'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
-        'tail': None if v.tail is None else _m2c_any(v.tail),
-    }
-
-def _c2m_snapshot_section(c, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    if c.__class__ is SnapshotSection:  # built by a compiled parse
-        return c
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    return SnapshotSection(f_entries)
-
-def _f2m_snapshot_section(f_entries, p_semantic_dims, p_tail_layout):
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is SnapshotEntry else _c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
-    return SnapshotSection(f_entries)
-C_snapshot_section._bw_model = (_f2m_snapshot_section, ('entries',), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_snapshot_section(v):
-    return {
-        'entries': None if v.entries is None else [_m2c_snapshot_entry(_x) for _x in v.entries],
-    }
-
-def _c2m_insert_body(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is InsertBody:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
-    return InsertBody(f_data, f_meta, f_tail)
-
-def _f2m_insert_body(f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
-    if f_tail is not None:
-        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
-    return InsertBody(f_data, f_meta, f_tail)
-C_insert_body._bw_model = (_f2m_insert_body, ('data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_insert_body(v):
-    return {
-        'data': v.data,
-        'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
-        'tail': None if v.tail is None else _m2c_any(v.tail),
-    }
-
-def _c2m_update_body(c):
-    if c.__class__ is UpdateBody:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    return UpdateBody(f_data, f_meta)
-
-def _f2m_update_body(f_data, f_meta):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
-    return UpdateBody(f_data, f_meta)
-C_update_body._bw_model = (_f2m_update_body, ('data', 'meta'), (), True)
-
-def _m2c_update_body(v):
-    return {
-        'data': v.data,
-        'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
-    }
-
-def _c2m_set_semantic_body(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is SetSemanticBody:  # built by a compiled parse
-        return c
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
-    return SetSemanticBody(f_tail)
-
-def _f2m_set_semantic_body(f_tail, p_semantic_dims, p_tail_layout):
-    if f_tail is not None:
-        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
-    return SetSemanticBody(f_tail)
-C_set_semantic_body._bw_model = (_f2m_set_semantic_body, ('tail',), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_set_semantic_body(v):
-    return {
-        'tail': None if v.tail is None else _m2c_any(v.tail),
-    }
-
-def _c2m_epoch_body(c):
-    if c.__class__ is EpochBody:  # built by a compiled parse
-        return c
-    f_epoch_id = c['epoch_id']
-    f_flags = c['flags']
-    if f_flags is not None:
-        f_flags = _c2m_flags_epoch_flags(f_flags)
-    return EpochBody(f_epoch_id, f_flags)
-
-def _f2m_epoch_body(f_epoch_id, f_flags):
-    if f_flags is not None:
-        f_flags = (f_flags if f_flags.__class__ is EpochFlags else _c2m_flags_epoch_flags(f_flags))
-    return EpochBody(f_epoch_id, f_flags)
-C_epoch_body._bw_model = (_f2m_epoch_body, ('epoch_id', 'flags'), (), False)
-
-def _m2c_epoch_body(v):
-    return {
-        'epoch_id': v.epoch_id,
-        'flags': None if v.flags is None else v.flags.to_dict(),
-    }
-
-def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is WalEntry:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_op = c['op']
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    f_key = c['key']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_insert_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 1 else (_c2m_update_body(f_body) if f_op == 2 else (None if f_op == 3 else (_c2m_meta_pair(f_body) if f_op == 4 else (_c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 5 else (_c2m_epoch_body(f_body) if f_op == 6 else None))))))
-    return WalEntry(f_seq, f_op, f_key, f_body)
-
-def _f2m_wal_entry(f_seq, f_op, f_key, f_body, p_semantic_dims, p_tail_layout):
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is InsertBody else _c2m_insert_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 1 else ((f_body if f_body.__class__ is UpdateBody else _c2m_update_body(f_body)) if f_op == 2 else (None if f_op == 3 else ((f_body if f_body.__class__ is MetaPair else _c2m_meta_pair(f_body)) if f_op == 4 else ((f_body if f_body.__class__ is SetSemanticBody else _c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 5 else ((f_body if f_body.__class__ is EpochBody else _c2m_epoch_body(f_body)) if f_op == 6 else None))))))
-    return WalEntry(f_seq, f_op, f_key, f_body)
-C_wal_entry._bw_model = (_f2m_wal_entry, ('seq', 'op', 'key', 'body'), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_wal_entry(v):
-    return {
-        'seq': v.seq,
-        'op': None if v.op is None else int(v.op),
-        'key': v.key,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.op, {1: InsertBody, 2: UpdateBody, 3: None, 4: MetaPair, 5: SetSemanticBody, 6: EpochBody}, None, 'body')),
-    }
-
-def _c2m_wal_header(c):
-    if c.__class__ is WalHeader:  # built by a compiled parse
-        return c
-    f_wal_entry_count = c['wal_entry_count']
-    f_wal_base_seq = c['wal_base_seq']
-    return WalHeader(f_wal_entry_count, f_wal_base_seq)
-
-def _f2m_wal_header(f_wal_entry_count, f_wal_base_seq):
-    return WalHeader(f_wal_entry_count, f_wal_base_seq)
-C_wal_header._bw_model = (_f2m_wal_header, ('wal_entry_count', 'wal_base_seq'), (), True)
-
-def _m2c_wal_header(v):
-    return {
-        'wal_entry_count': v.wal_entry_count,
-        'wal_base_seq': v.wal_base_seq,
-    }
-
-def _c2m_wal_block(c, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
-    if c.__class__ is WalBlock:  # built by a compiled parse
-        return c
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    return WalBlock(f_entries)
-
-def _f2m_wal_block(f_entries, p_semantic_dims, p_tail_layout):
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
-    return WalBlock(f_entries)
-C_wal_block._bw_model = (_f2m_wal_block, ('entries',), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_wal_block(v):
-    return {
-        'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
-    }
-
-def _c2m_wal_block_plain(c, p_algorithm, p_block_limit):
-    if c.__class__ is WalBlockPlain:  # built by a compiled parse
-        return c
-    f_block_entry_count = c['block_entry_count']
-    f_plain = c['plain']
-    if f_plain is not None:
-        f_plain = bytes(f_plain)
-    return WalBlockPlain(f_block_entry_count, f_plain)
-
-def _f2m_wal_block_plain(f_block_entry_count, f_plain):
-    if f_plain is not None:
-        f_plain = bytes(f_plain)
-    return WalBlockPlain(f_block_entry_count, f_plain)
-C_wal_block_plain._bw_model = (_f2m_wal_block_plain, ('block_entry_count', 'plain'), (), True)
-
-def _m2c_wal_block_plain(v):
-    return {
-        'block_entry_count': v.block_entry_count,
-        'plain': v.plain,
-    }
-
-def _c2m_wal_section(c, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    if c.__class__ is WalSection:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_wal_header(f_header)
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = [_c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864) for _x in f_blocks]
-    return WalSection(f_header, f_entries, f_blocks)
-
-def _f2m_wal_section(f_header, f_entries, f_blocks, p_algorithm, p_semantic_dims, p_tail_layout):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is WalHeader else _c2m_wal_header(f_header))
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
-    if f_blocks is not None:
-        f_blocks = [(_x if _x.__class__ is WalBlock else _c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)) for _x in f_blocks]
-    return WalSection(f_header, f_entries, f_blocks)
-C_wal_section._bw_model = (_f2m_wal_section, ('header', 'entries', 'blocks'), ('algorithm', 'semantic_dims', 'tail_layout'), True)
-
-def _m2c_wal_section(v):
-    return {
-        'header': None if v.header is None else _m2c_wal_header(v.header),
-        'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
-        'blocks': None if v.blocks is None else [_m2c_wal_block(_x) for _x in v.blocks],
-    }
-
-def _c2m_htt_file(c):
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_file_header(f_header)
-    f_bounds = c['bounds']
-    if f_bounds is not None:
-        f_bounds = _c2m_bounds_section(f_bounds, f_header.semantic_dims)
-    f_snapshot = c['snapshot']
-    if f_snapshot is not None:
-        f_snapshot = _c2m_snapshot_section(f_snapshot, f_header.version, f_header.flags.compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
-    f_wal = c['wal']
-    if f_wal is not None:
-        f_wal = _c2m_wal_section(f_wal, f_header.flags.wal_block_compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
-    return HttFile(f_header, f_bounds, f_snapshot, f_wal)
-
-def _m2c_htt_file(v):
-    return {
-        'header': None if v.header is None else _m2c_file_header(v.header),
-        'bounds': None if v.bounds is None else _m2c_bounds_section(v.bounds),
-        'snapshot': None if v.snapshot is None else _m2c_snapshot_section(v.snapshot),
-        'wal': None if v.wal is None else _m2c_wal_section(v.wal),
-    }
-
-def _c2m_sidecar_segment(c):
-    if c.__class__ is SidecarSegment:  # built by a compiled parse
-        return c
-    f_version = c['version']
-    f_semantic_dims = c['semantic_dims']
-    f_layout = c['layout']
-    if f_layout is not None:
-        f_layout = _c2m_flags_sidecar_layout(f_layout)
-    f_first_seq = c['first_seq']
-    f_end_seq = c['end_seq']
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0)) for _x in f_entries]
-    return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
-
-def _f2m_sidecar_segment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries):
-    if f_layout is not None:
-        f_layout = (f_layout if f_layout.__class__ is SidecarLayout else _c2m_flags_sidecar_layout(f_layout))
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0))) for _x in f_entries]
-    return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
-C_sidecar_segment._bw_model = (_f2m_sidecar_segment, ('version', 'semantic_dims', 'layout', 'first_seq', 'end_seq', 'entries'), (), False)
-
-def _m2c_sidecar_segment(v):
-    return {
-        'version': v.version,
-        'semantic_dims': v.semantic_dims,
-        'layout': None if v.layout is None else v.layout.to_dict(),
-        'first_seq': v.first_seq,
-        'end_seq': v.end_seq,
-        'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {FileHeader: _m2c_file_header, BoundPair: _m2c_bound_pair, BoundsSection: _m2c_bounds_section, TailFull: _m2c_tail_full, TailQuantized: _m2c_tail_quantized, TailQuantizedGacl: _m2c_tail_quantized_gacl, MetaPair: _m2c_meta_pair, SnapshotEntry: _m2c_snapshot_entry, SnapshotSection: _m2c_snapshot_section, InsertBody: _m2c_insert_body, UpdateBody: _m2c_update_body, SetSemanticBody: _m2c_set_semantic_body, EpochBody: _m2c_epoch_body, WalEntry: _m2c_wal_entry, WalHeader: _m2c_wal_header, WalBlock: _m2c_wal_block, WalBlockPlain: _m2c_wal_block_plain, WalSection: _m2c_wal_section, HttFile: _m2c_htt_file, SidecarSegment: _m2c_sidecar_segment }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_file_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'HTT\x00'),
+        '_e_magic' / Tell,
+        '_s_version' / Tell,
+        'version' / Int8ul,
+        '_e_version' / Tell,
+        Check(Code("(1 <= this['version'] and this['version'] <= 4)", lambda this: (1 <= this['version'] and this['version'] <= 4))),
+        '_s_flags' / Tell,
+        'flags' / BitFlags(Int8ul, (('quantized', 7, 1, True), ('meaning_addressed', 6, 1, True), ('gacl', 5, 1, True), ('wal_block_compressed', 4, 1, True), ('has_semantic', 3, 1, True), ('algorithm', 1, 2, False), ('compressed', 0, 1, True))),
+        '_e_flags' / Tell,
+        '_s_dimension' / Tell,
+        'dimension' / Int8ul,
+        '_e_dimension' / Tell,
+        '_s_semantic_dims' / Tell,
+        'semantic_dims' / Int8ul,
+        '_e_semantic_dims' / Tell,
+        '_s_tau' / Tell,
+        'tau' / BytesInteger(16, signed=True, swapped=True),
+        '_e_tau' / Tell,
+        '_s_node_count' / Tell,
+        'node_count' / Int32ul,
+        '_e_node_count' / Tell,
+        'header_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_magic', '_e_node_count')", lambda this: _span_range(this, '_s_magic', '_e_node_count'))),
+    )
+    C_file_header._bw_fast_runs = {'magic': (28, (('magic', 0, 4), ('version', 4, 1), ('flags', 5, 1), ('dimension', 6, 1), ('semantic_dims', 7, 1), ('tau', 8, 16), ('node_count', 24, 4))), 'header_crc': (4, (('header_crc', 0, 4),))}
+
+    C_bound_pair = Struct(
+        '_o_start' / Tell,
+        'min' / Float64l,
+        'max' / Float64l,
+    )
+    C_bound_pair._bw_fast_runs = {'min': (16, (('min', 0, 8), ('max', 8, 8)))}
+
+    C_bounds_section = Struct(
+        '_o_start' / Tell,
+        'bounds' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), C_bound_pair, min_size=16),
+    )
+    C_bounds_section._bw_fast_runs = {}
+
+    C_tail_full = Struct(
+        '_o_start' / Tell,
+        'dims' / PackedView(Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
+    )
+    C_tail_full._bw_fast_runs = {}
+
+    C_tail_quantized = Struct(
+        '_o_start' / Tell,
+        'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
+    )
+    C_tail_quantized._bw_fast_runs = {}
+
+    C_tail_quantized_gacl = Struct(
+        '_o_start' / Tell,
+        'reserved' / PackedView(Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
+        'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
+    )
+    C_tail_quantized_gacl._bw_fast_runs = {}
+
+    C_meta_pair = Struct(
+        '_o_start' / Tell,
+        'key' / PascalString(Int16ul, 'utf8'),
+        'value' / PascalString(Int16ul, 'utf8'),
+    )
+    C_meta_pair._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'value': (2, (('value.length', 0, 2),))}
+
+    C_snapshot_entry = Struct(
+        '_o_start' / Tell,
+        'key' / PascalString(Int16ul, 'utf8'),
+        'data' / Prefixed(Int32ul, GreedyBytes),
+        'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
+        'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    )
+    C_snapshot_entry._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
+
+    C_snapshot_section = Struct(
+        '_o_start' / Tell,
+        VersionCheck(Code("not this['_parsing'] or 1 <= this['_params']['version'] <= 4", lambda this: not this['_parsing'] or 1 <= this['_params']['version'] <= 4), 'snapshot_section', 'version', '1..4'),
+        '_o_snap_byte_len' / Tell,
+        'snap_byte_len' / Rebuild(Int32ul, 0),
+        'snap_node_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
+        '_s_entries' / Tell,
+        'entries' / IfThenElse(Code("(this['_params']['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this['_params']['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), name='entries')),
+        '_e_entries' / Tell,
+        '_patch_snap_byte_len' / Pointer(Code("this['_o_snap_byte_len']", lambda this: this['_o_snap_byte_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
+        'snapshot_crc' / If(Code("(this['_params']['version'] >= 2)", lambda this: (this['_params']['version'] >= 2)), Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')])))),
+    )
+
+    C_insert_body = Struct(
+        '_o_start' / Tell,
+        'data' / Prefixed(Int32ul, GreedyBytes),
+        'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
+        'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    )
+    C_insert_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
+
+    C_update_body = Struct(
+        '_o_start' / Tell,
+        'data' / Prefixed(Int32ul, GreedyBytes),
+        'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+    )
+    C_update_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
+
+    C_set_semantic_body = Struct(
+        '_o_start' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
+        'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    )
+    C_set_semantic_body._bw_fast_runs = {}
+
+    C_epoch_body = Struct(
+        '_o_start' / Tell,
+        'epoch_id' / Int64ul,
+        'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True)), model=EpochFlags),
+    )
+    C_epoch_body._bw_fast_runs = {'epoch_id': (9, (('epoch_id', 0, 8), ('flags', 8, 1)))}
+
+    C_wal_entry = Struct(
+        '_o_start' / Tell,
+        '_s_seq' / Tell,
+        'seq' / Int32ul,
+        '_e_seq' / Tell,
+        '_s_op' / Tell,
+        'op' / ClosedEnum(Int8ul, 'WalOp', (1, 2, 3, 4, 5, 6), ()),
+        '_e_op' / Tell,
+        '_s_key' / Tell,
+        'key' / PascalString(Int16ul, 'utf8'),
+        '_e_key' / Tell,
+        '_s_body' / Tell,
+        'body' / Switch(Code("this['op']", lambda this: this['op']), {1: C_insert_body, 2: C_update_body, 3: Pass, 4: C_meta_pair, 5: C_set_semantic_body, 6: C_epoch_body}, default=Error),
+        '_e_body' / Tell,
+        'entry_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_seq', '_e_body')", lambda this: _span_range(this, '_s_seq', '_e_body'))),
+    )
+    C_wal_entry._bw_fast_runs = {'seq': (7, (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))), 'entry_crc': (4, (('entry_crc', 0, 4),))}
+
+    C_wal_header = Struct(
+        '_o_start' / Tell,
+        'wal_entry_count' / Int32ul,
+        'wal_base_seq' / Int32ul,
+    )
+    C_wal_header._bw_fast_runs = {'wal_entry_count': (8, (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4)))}
+
+    C_wal_block = Struct(
+        '_o_start' / Tell,
+        'block_entry_count' / Rebuild(Int16ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
+        Check(Code("(1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
+        'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry, min_size=11), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
+    )
+    C_wal_block._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
+
+    C_wal_block_plain = Struct(
+        '_o_start' / Tell,
+        'block_entry_count' / Int16ul,
+        'plain' / Compressed(GreedyBytes, Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='plain', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
+    )
+    C_wal_block_plain._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
+
+    C_wal_section = Struct(
+        '_o_start' / Tell,
+        'header' / C_wal_header,
+        FieldCheck(Code("this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None", lambda this: this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None), 'entries'),
+        'entries' / If(Code("((not this['_params']['block_compressed']))", lambda this: ((not this['_params']['block_compressed']))), RepeatToEnd(C_wal_entry)),
+        FieldCheck(Code("this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None", lambda this: this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None), 'blocks'),
+        'blocks' / If(Code("(this['_params']['block_compressed'])", lambda this: (this['_params']['block_compressed'])), RepeatToEnd(WithParams(C_wal_block, {'block_limit': Code('67108864', lambda this: 67108864)}))),
+    )
+    C_wal_section._bw_fast_runs = {}
+
+    C_htt_file = Struct(
+        '_o_start' / Tell,
+        'header' / C_file_header,
+        FieldCheck(Code("this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None", lambda this: this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None), 'bounds'),
+        'bounds' / If(Code("(this['header']['flags']['meaning_addressed'])", lambda this: (this['header']['flags']['meaning_addressed'])), WithParams(C_bounds_section, {'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims'])})),
+        'snapshot' / WithParams(C_snapshot_section, {'version': Code("this['header']['version']", lambda this: this['header']['version']), 'compressed': Code("this['header']['flags']['compressed']", lambda this: this['header']['flags']['compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
+        'wal' / WithParams(C_wal_section, {'block_compressed': Code("this['header']['flags']['wal_block_compressed']", lambda this: this['header']['flags']['wal_block_compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
+    )
+    C_htt_file._bw_fast_runs = {}
+
+    C_sidecar_segment = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'HTTH'),
+        'version' / Int8ul,
+        VersionCheck(Code("1 <= this['version'] <= 2", lambda this: 1 <= this['version'] <= 2), 'sidecar_segment', 'version', '1..2'),
+        'semantic_dims' / Int8ul,
+        'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)), model=SidecarLayout)),
+        'reserved6' / If(Code("(this['version'] <= 1)", lambda this: (this['version'] <= 1)), Const(0, Int8ul)),
+        'reserved7' / Const(0, Int8ul),
+        'first_seq' / Int32ul,
+        'end_seq' / Int32ul,
+        '_o_raw_len' / Tell,
+        'raw_len' / Rebuild(Int32ul, 0),
+        '_s_entries' / Tell,
+        'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries'),
+        '_e_entries' / Tell,
+        '_patch_raw_len' / Pointer(Code("this['_o_raw_len']", lambda this: this['_o_raw_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
+        'crc32' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')]))),
+    )
+    C_sidecar_segment._bw_version_at = ('version', 4, 1, '<B', (1, 2), '1..2', 'sidecar_segment')
+
+    def _c2m_flags_header_flags(c):
+        return HeaderFlags(compressed=bool(c['compressed']), algorithm=CompressionAlgorithm(c['algorithm']), has_semantic=bool(c['has_semantic']), wal_block_compressed=bool(c['wal_block_compressed']), gacl=bool(c['gacl']), meaning_addressed=bool(c['meaning_addressed']), quantized=bool(c['quantized']))
+
+    def _c2m_flags_epoch_flags(c):
+        if c.__class__ is EpochFlags:  # built by a compiled parse
+            return c
+        return EpochFlags(speculative=bool(c['speculative']), restamp=bool(c['restamp']))
+    EpochFlags._bw_opaque = True
+
+    def _c2m_flags_sidecar_layout(c):
+        if c.__class__ is SidecarLayout:  # built by a compiled parse
+            return c
+        return SidecarLayout(quantized=bool(c['quantized']), gacl=bool(c['gacl']))
+    SidecarLayout._bw_opaque = False
+
+    def _c2m_file_header(c):
+        f_version = c['version']
+        f_flags = c['flags']
+        if f_flags is not None:
+            f_flags = _c2m_flags_header_flags(f_flags)
+        f_dimension = c['dimension']
+        f_semantic_dims = c['semantic_dims']
+        f_tau = c['tau']
+        f_node_count = c['node_count']
+        return FileHeader(f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count)
+
+    def _m2c_file_header(v):
+        return {
+            'version': v.version,
+            'flags': None if v.flags is None else v.flags.to_dict(),
+            'dimension': v.dimension,
+            'semantic_dims': v.semantic_dims,
+            'tau': v.tau,
+            'node_count': v.node_count,
+        }
+
+    def _c2m_bound_pair(c):
+        if c.__class__ is BoundPair:  # built by a compiled parse
+            return c
+        f_min = c['min']
+        f_max = c['max']
+        return BoundPair(f_min, f_max)
+
+    def _f2m_bound_pair(f_min, f_max):
+        return BoundPair(f_min, f_max)
+    C_bound_pair._bw_model = (_f2m_bound_pair, ('min', 'max'), (), True)
+
+    def _m2c_bound_pair(v):
+        return {
+            'min': v.min,
+            'max': v.max,
+        }
+
+    def _c2m_bounds_section(c, p_semantic_dims):
+        if c.__class__ is BoundsSection:  # built by a compiled parse
+            return c
+        f_bounds = c['bounds']
+        if f_bounds is not None:
+            f_bounds = [_c2m_bound_pair(_x) for _x in f_bounds]
+        return BoundsSection(f_bounds)
+
+    def _f2m_bounds_section(f_bounds):
+        if f_bounds is not None:
+            f_bounds = [(_x if _x.__class__ is BoundPair else _c2m_bound_pair(_x)) for _x in f_bounds]
+        return BoundsSection(f_bounds)
+    C_bounds_section._bw_model = (_f2m_bounds_section, ('bounds',), (), True)
+
+    def _m2c_bounds_section(v):
+        return {
+            'bounds': None if v.bounds is None else [_m2c_bound_pair(_x) for _x in v.bounds],
+        }
+
+    _CPK_tail_full_dims = _packed_kind('<', '', 16, True)
+    def _c2m_tail_full(c, p_semantic_dims):
+        if c.__class__ is TailFull:  # built by a compiled parse
+            return c
+        f_dims = c['dims']
+        if f_dims is not None:
+            f_dims = _packed_from(f_dims, _CPK_tail_full_dims)
+        return TailFull(f_dims)
+
+    def _f2m_tail_full(f_dims):
+        if f_dims is not None:
+            f_dims = f_dims if f_dims.__class__ is PackedArray and f_dims.kind is _CPK_tail_full_dims else _packed_from(f_dims, _CPK_tail_full_dims)
+        return TailFull(f_dims)
+    C_tail_full._bw_model = (_f2m_tail_full, ('dims',), (), True)
+
+    def _m2c_tail_full(v):
+        return {
+            'dims': None if v.dims is None else list(v.dims),
+        }
+
+    def _c2m_tail_quantized(c, p_semantic_dims):
+        if c.__class__ is TailQuantized:  # built by a compiled parse
+            return c
+        f_user = c['user']
+        return TailQuantized(f_user)
+
+    def _f2m_tail_quantized(f_user):
+        return TailQuantized(f_user)
+    C_tail_quantized._bw_model = (_f2m_tail_quantized, ('user',), (), True)
+
+    def _m2c_tail_quantized(v):
+        return {
+            'user': v.user,
+        }
+
+    _CPK_tail_quantized_gacl_reserved = _packed_kind('<', '', 16, True)
+    def _c2m_tail_quantized_gacl(c, p_semantic_dims):
+        if c.__class__ is TailQuantizedGacl:  # built by a compiled parse
+            return c
+        f_reserved = c['reserved']
+        if f_reserved is not None:
+            f_reserved = _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
+        f_user = c['user']
+        return TailQuantizedGacl(f_reserved, f_user)
+
+    def _f2m_tail_quantized_gacl(f_reserved, f_user):
+        if f_reserved is not None:
+            f_reserved = f_reserved if f_reserved.__class__ is PackedArray and f_reserved.kind is _CPK_tail_quantized_gacl_reserved else _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
+        return TailQuantizedGacl(f_reserved, f_user)
+    C_tail_quantized_gacl._bw_model = (_f2m_tail_quantized_gacl, ('reserved', 'user'), (), True)
+
+    def _m2c_tail_quantized_gacl(v):
+        return {
+            'reserved': None if v.reserved is None else list(v.reserved),
+            'user': v.user,
+        }
+
+    def _c2m_meta_pair(c):
+        if c.__class__ is MetaPair:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        f_value = c['value']
+        return MetaPair(f_key, f_value)
+
+    def _f2m_meta_pair(f_key, f_value):
+        return MetaPair(f_key, f_value)
+    C_meta_pair._bw_model = (_f2m_meta_pair, ('key', 'value'), (), True)
+
+    def _m2c_meta_pair(v):
+        return {
+            'key': v.key,
+            'value': v.value,
+        }
+
+    def _c2m_snapshot_entry(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is SnapshotEntry:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
+        return SnapshotEntry(f_key, f_data, f_meta, f_tail)
+
+    def _f2m_snapshot_entry(f_key, f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+        if f_tail is not None:
+            f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+        return SnapshotEntry(f_key, f_data, f_meta, f_tail)
+    C_snapshot_entry._bw_model = (_f2m_snapshot_entry, ('key', 'data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_snapshot_entry(v):
+        return {
+            'key': v.key,
+            'data': v.data,
+            'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
+            'tail': None if v.tail is None else _m2c_any(v.tail),
+        }
+
+    def _c2m_snapshot_section(c, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+        if c.__class__ is SnapshotSection:  # built by a compiled parse
+            return c
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
+        return SnapshotSection(f_entries)
+
+    def _f2m_snapshot_section(f_entries, p_semantic_dims, p_tail_layout):
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is SnapshotEntry else _c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+        return SnapshotSection(f_entries)
+    C_snapshot_section._bw_model = (_f2m_snapshot_section, ('entries',), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_snapshot_section(v):
+        return {
+            'entries': None if v.entries is None else [_m2c_snapshot_entry(_x) for _x in v.entries],
+        }
+
+    def _c2m_insert_body(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is InsertBody:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
+        return InsertBody(f_data, f_meta, f_tail)
+
+    def _f2m_insert_body(f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+        if f_tail is not None:
+            f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+        return InsertBody(f_data, f_meta, f_tail)
+    C_insert_body._bw_model = (_f2m_insert_body, ('data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_insert_body(v):
+        return {
+            'data': v.data,
+            'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
+            'tail': None if v.tail is None else _m2c_any(v.tail),
+        }
+
+    def _c2m_update_body(c):
+        if c.__class__ is UpdateBody:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
+        return UpdateBody(f_data, f_meta)
+
+    def _f2m_update_body(f_data, f_meta):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+        return UpdateBody(f_data, f_meta)
+    C_update_body._bw_model = (_f2m_update_body, ('data', 'meta'), (), True)
+
+    def _m2c_update_body(v):
+        return {
+            'data': v.data,
+            'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
+        }
+
+    def _c2m_set_semantic_body(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is SetSemanticBody:  # built by a compiled parse
+            return c
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
+        return SetSemanticBody(f_tail)
+
+    def _f2m_set_semantic_body(f_tail, p_semantic_dims, p_tail_layout):
+        if f_tail is not None:
+            f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+        return SetSemanticBody(f_tail)
+    C_set_semantic_body._bw_model = (_f2m_set_semantic_body, ('tail',), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_set_semantic_body(v):
+        return {
+            'tail': None if v.tail is None else _m2c_any(v.tail),
+        }
+
+    def _c2m_epoch_body(c):
+        if c.__class__ is EpochBody:  # built by a compiled parse
+            return c
+        f_epoch_id = c['epoch_id']
+        f_flags = c['flags']
+        if f_flags is not None:
+            f_flags = _c2m_flags_epoch_flags(f_flags)
+        return EpochBody(f_epoch_id, f_flags)
+
+    def _f2m_epoch_body(f_epoch_id, f_flags):
+        if f_flags is not None:
+            f_flags = (f_flags if f_flags.__class__ is EpochFlags else _c2m_flags_epoch_flags(f_flags))
+        return EpochBody(f_epoch_id, f_flags)
+    C_epoch_body._bw_model = (_f2m_epoch_body, ('epoch_id', 'flags'), (), False)
+
+    def _m2c_epoch_body(v):
+        return {
+            'epoch_id': v.epoch_id,
+            'flags': None if v.flags is None else v.flags.to_dict(),
+        }
+
+    def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is WalEntry:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_op = c['op']
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        f_key = c['key']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_insert_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 1 else (_c2m_update_body(f_body) if f_op == 2 else (None if f_op == 3 else (_c2m_meta_pair(f_body) if f_op == 4 else (_c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 5 else (_c2m_epoch_body(f_body) if f_op == 6 else None))))))
+        return WalEntry(f_seq, f_op, f_key, f_body)
+
+    def _f2m_wal_entry(f_seq, f_op, f_key, f_body, p_semantic_dims, p_tail_layout):
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is InsertBody else _c2m_insert_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 1 else ((f_body if f_body.__class__ is UpdateBody else _c2m_update_body(f_body)) if f_op == 2 else (None if f_op == 3 else ((f_body if f_body.__class__ is MetaPair else _c2m_meta_pair(f_body)) if f_op == 4 else ((f_body if f_body.__class__ is SetSemanticBody else _c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 5 else ((f_body if f_body.__class__ is EpochBody else _c2m_epoch_body(f_body)) if f_op == 6 else None))))))
+        return WalEntry(f_seq, f_op, f_key, f_body)
+    C_wal_entry._bw_model = (_f2m_wal_entry, ('seq', 'op', 'key', 'body'), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_wal_entry(v):
+        return {
+            'seq': v.seq,
+            'op': None if v.op is None else int(v.op),
+            'key': v.key,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.op, {1: InsertBody, 2: UpdateBody, 3: None, 4: MetaPair, 5: SetSemanticBody, 6: EpochBody}, None, 'body')),
+        }
+
+    def _c2m_wal_header(c):
+        if c.__class__ is WalHeader:  # built by a compiled parse
+            return c
+        f_wal_entry_count = c['wal_entry_count']
+        f_wal_base_seq = c['wal_base_seq']
+        return WalHeader(f_wal_entry_count, f_wal_base_seq)
+
+    def _f2m_wal_header(f_wal_entry_count, f_wal_base_seq):
+        return WalHeader(f_wal_entry_count, f_wal_base_seq)
+    C_wal_header._bw_model = (_f2m_wal_header, ('wal_entry_count', 'wal_base_seq'), (), True)
+
+    def _m2c_wal_header(v):
+        return {
+            'wal_entry_count': v.wal_entry_count,
+            'wal_base_seq': v.wal_base_seq,
+        }
+
+    def _c2m_wal_block(c, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
+        if c.__class__ is WalBlock:  # built by a compiled parse
+            return c
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
+        return WalBlock(f_entries)
+
+    def _f2m_wal_block(f_entries, p_semantic_dims, p_tail_layout):
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+        return WalBlock(f_entries)
+    C_wal_block._bw_model = (_f2m_wal_block, ('entries',), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_wal_block(v):
+        return {
+            'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
+        }
+
+    def _c2m_wal_block_plain(c, p_algorithm, p_block_limit):
+        if c.__class__ is WalBlockPlain:  # built by a compiled parse
+            return c
+        f_block_entry_count = c['block_entry_count']
+        f_plain = c['plain']
+        if f_plain is not None:
+            f_plain = bytes(f_plain)
+        return WalBlockPlain(f_block_entry_count, f_plain)
+
+    def _f2m_wal_block_plain(f_block_entry_count, f_plain):
+        if f_plain is not None:
+            f_plain = bytes(f_plain)
+        return WalBlockPlain(f_block_entry_count, f_plain)
+    C_wal_block_plain._bw_model = (_f2m_wal_block_plain, ('block_entry_count', 'plain'), (), True)
+
+    def _m2c_wal_block_plain(v):
+        return {
+            'block_entry_count': v.block_entry_count,
+            'plain': v.plain,
+        }
+
+    def _c2m_wal_section(c, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+        if c.__class__ is WalSection:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_wal_header(f_header)
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = [_c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864) for _x in f_blocks]
+        return WalSection(f_header, f_entries, f_blocks)
+
+    def _f2m_wal_section(f_header, f_entries, f_blocks, p_algorithm, p_semantic_dims, p_tail_layout):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is WalHeader else _c2m_wal_header(f_header))
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+        if f_blocks is not None:
+            f_blocks = [(_x if _x.__class__ is WalBlock else _c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)) for _x in f_blocks]
+        return WalSection(f_header, f_entries, f_blocks)
+    C_wal_section._bw_model = (_f2m_wal_section, ('header', 'entries', 'blocks'), ('algorithm', 'semantic_dims', 'tail_layout'), True)
+
+    def _m2c_wal_section(v):
+        return {
+            'header': None if v.header is None else _m2c_wal_header(v.header),
+            'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
+            'blocks': None if v.blocks is None else [_m2c_wal_block(_x) for _x in v.blocks],
+        }
+
+    def _c2m_htt_file(c):
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_file_header(f_header)
+        f_bounds = c['bounds']
+        if f_bounds is not None:
+            f_bounds = _c2m_bounds_section(f_bounds, f_header.semantic_dims)
+        f_snapshot = c['snapshot']
+        if f_snapshot is not None:
+            f_snapshot = _c2m_snapshot_section(f_snapshot, f_header.version, f_header.flags.compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
+        f_wal = c['wal']
+        if f_wal is not None:
+            f_wal = _c2m_wal_section(f_wal, f_header.flags.wal_block_compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
+        return HttFile(f_header, f_bounds, f_snapshot, f_wal)
+
+    def _m2c_htt_file(v):
+        return {
+            'header': None if v.header is None else _m2c_file_header(v.header),
+            'bounds': None if v.bounds is None else _m2c_bounds_section(v.bounds),
+            'snapshot': None if v.snapshot is None else _m2c_snapshot_section(v.snapshot),
+            'wal': None if v.wal is None else _m2c_wal_section(v.wal),
+        }
+
+    def _c2m_sidecar_segment(c):
+        if c.__class__ is SidecarSegment:  # built by a compiled parse
+            return c
+        f_version = c['version']
+        f_semantic_dims = c['semantic_dims']
+        f_layout = c['layout']
+        if f_layout is not None:
+            f_layout = _c2m_flags_sidecar_layout(f_layout)
+        f_first_seq = c['first_seq']
+        f_end_seq = c['end_seq']
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0)) for _x in f_entries]
+        return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
+
+    def _f2m_sidecar_segment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries):
+        if f_layout is not None:
+            f_layout = (f_layout if f_layout.__class__ is SidecarLayout else _c2m_flags_sidecar_layout(f_layout))
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0))) for _x in f_entries]
+        return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
+    C_sidecar_segment._bw_model = (_f2m_sidecar_segment, ('version', 'semantic_dims', 'layout', 'first_seq', 'end_seq', 'entries'), (), False)
+
+    def _m2c_sidecar_segment(v):
+        return {
+            'version': v.version,
+            'semantic_dims': v.semantic_dims,
+            'layout': None if v.layout is None else v.layout.to_dict(),
+            'first_seq': v.first_seq,
+            'end_seq': v.end_seq,
+            'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {FileHeader: _m2c_file_header, BoundPair: _m2c_bound_pair, BoundsSection: _m2c_bounds_section, TailFull: _m2c_tail_full, TailQuantized: _m2c_tail_quantized, TailQuantizedGacl: _m2c_tail_quantized_gacl, MetaPair: _m2c_meta_pair, SnapshotEntry: _m2c_snapshot_entry, SnapshotSection: _m2c_snapshot_section, InsertBody: _m2c_insert_body, UpdateBody: _m2c_update_body, SetSemanticBody: _m2c_set_semantic_body, EpochBody: _m2c_epoch_body, WalEntry: _m2c_wal_entry, WalHeader: _m2c_wal_header, WalBlock: _m2c_wal_block, WalBlockPlain: _m2c_wal_block_plain, WalSection: _m2c_wal_section, HttFile: _m2c_htt_file, SidecarSegment: _m2c_sidecar_segment }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_file_header(buf, offset: int = 0, *, compiled: bool = False) -> FileHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("file_header") if compiled else C_file_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9597,6 +9631,7 @@ def construct_decode_file_header(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("file_header") if compiled else C_file_header
     try:
         data = con.build(_m2c_file_header(value))
@@ -9609,6 +9644,7 @@ def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -
 
 def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False) -> BoundPair:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bound_pair") if compiled else C_bound_pair
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9623,6 +9659,7 @@ def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bound_pair") if compiled else C_bound_pair
     try:
         data = con.build(_m2c_bound_pair(value))
@@ -9635,6 +9672,7 @@ def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> 
 
 def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> BoundsSection:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bounds_section") if compiled else C_bounds_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9649,6 +9687,7 @@ def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bounds_section") if compiled else C_bounds_section
     try:
         data = con.build(_m2c_bounds_section(value), semantic_dims=semantic_dims)
@@ -9661,6 +9700,7 @@ def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = Fa
 
 def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailFull:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_full") if compiled else C_tail_full
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9675,6 +9715,7 @@ def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_full") if compiled else C_tail_full
     try:
         data = con.build(_m2c_tail_full(value), semantic_dims=semantic_dims)
@@ -9687,6 +9728,7 @@ def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, seman
 
 def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailQuantized:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized") if compiled else C_tail_quantized
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9701,6 +9743,7 @@ def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized") if compiled else C_tail_quantized
     try:
         data = con.build(_m2c_tail_quantized(value), semantic_dims=semantic_dims)
@@ -9713,6 +9756,7 @@ def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = Fa
 
 def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailQuantizedGacl:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized_gacl") if compiled else C_tail_quantized_gacl
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9727,6 +9771,7 @@ def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized_gacl") if compiled else C_tail_quantized_gacl
     try:
         data = con.build(_m2c_tail_quantized_gacl(value), semantic_dims=semantic_dims)
@@ -9739,6 +9784,7 @@ def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: 
 
 def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) -> MetaPair:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_pair") if compiled else C_meta_pair
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9753,6 +9799,7 @@ def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_meta_pair(value: MetaPair, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_pair") if compiled else C_meta_pair
     try:
         data = con.build(_m2c_meta_pair(value))
@@ -9767,6 +9814,7 @@ def construct_decode_snapshot_entry(buf, offset: int = 0, *, compiled: bool = Fa
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9783,6 +9831,7 @@ def construct_encode_snapshot_entry(value: SnapshotEntry, *, compiled: bool = Fa
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
     try:
         data = con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9799,6 +9848,7 @@ def construct_decode_snapshot_section(buf, offset: int = 0, *, compiled: bool = 
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9817,6 +9867,7 @@ def construct_encode_snapshot_section(value: SnapshotSection, *, compiled: bool 
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
     try:
         data = con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9831,6 +9882,7 @@ def construct_decode_insert_body(buf, offset: int = 0, *, compiled: bool = False
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("insert_body") if compiled else C_insert_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9847,6 +9899,7 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("insert_body") if compiled else C_insert_body
     try:
         data = con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9859,6 +9912,7 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
 
 def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False) -> UpdateBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("update_body") if compiled else C_update_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9873,6 +9927,7 @@ def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_update_body(value: UpdateBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("update_body") if compiled else C_update_body
     try:
         data = con.build(_m2c_update_body(value))
@@ -9887,6 +9942,7 @@ def construct_decode_set_semantic_body(buf, offset: int = 0, *, compiled: bool =
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9903,6 +9959,7 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
     try:
         data = con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9915,6 +9972,7 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
 
 def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False) -> EpochBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_body") if compiled else C_epoch_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9929,6 +9987,7 @@ def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_epoch_body(value: EpochBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_body") if compiled else C_epoch_body
     try:
         data = con.build(_m2c_epoch_body(value))
@@ -9943,6 +10002,7 @@ def construct_decode_wal_entry(buf, offset: int = 0, *, compiled: bool = False, 
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_entry") if compiled else C_wal_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9959,6 +10019,7 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_entry") if compiled else C_wal_entry
     try:
         data = con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9971,6 +10032,7 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
 
 def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False) -> WalHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_header") if compiled else C_wal_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9985,6 +10047,7 @@ def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_wal_header(value: WalHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_header") if compiled else C_wal_header
     try:
         data = con.build(_m2c_wal_header(value))
@@ -10001,6 +10064,7 @@ def construct_decode_wal_block(buf, offset: int = 0, *, compiled: bool = False, 
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_block") if compiled else C_wal_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10019,6 +10083,7 @@ def construct_encode_wal_block(value: WalBlock, *, compiled: bool = False, algor
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_block") if compiled else C_wal_block
     try:
         data = con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
@@ -10033,6 +10098,7 @@ def construct_decode_wal_block_plain(buf, offset: int = 0, *, compiled: bool = F
     """Decode through the Construct definition (the reference path)."""
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
+    _construct()
     con = _compiled("wal_block_plain") if compiled else C_wal_block_plain
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10049,6 +10115,7 @@ def construct_encode_wal_block_plain(value: WalBlockPlain, *, compiled: bool = F
     """Encode through the Construct definition (the reference path)."""
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
+    _construct()
     con = _compiled("wal_block_plain") if compiled else C_wal_block_plain
     try:
         data = con.build(_m2c_wal_block_plain(value), algorithm=algorithm, block_limit=block_limit)
@@ -10065,6 +10132,7 @@ def construct_decode_wal_section(buf, offset: int = 0, *, compiled: bool = False
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_section") if compiled else C_wal_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10083,6 +10151,7 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_section") if compiled else C_wal_section
     try:
         data = con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -10095,6 +10164,7 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
 
 def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -> HttFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("htt_file") if compiled else C_htt_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10109,6 +10179,7 @@ def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("htt_file") if compiled else C_htt_file
     try:
         data = con.build(_m2c_htt_file(value))
@@ -10121,6 +10192,7 @@ def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> byte
 
 def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = False) -> SidecarSegment:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sidecar_segment") if compiled else C_sidecar_segment
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10135,6 +10207,7 @@ def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_sidecar_segment(value: SidecarSegment, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sidecar_segment") if compiled else C_sidecar_segment
     try:
         data = con.build(_m2c_sidecar_segment(value))
@@ -10150,6 +10223,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -10944,3 +11018,109 @@ DECODERS = {"file_header": decode_file_header, "bound_pair": decode_bound_pair, 
 ENCODERS = {"file_header": encode_file_header, "bound_pair": encode_bound_pair, "bounds_section": encode_bounds_section, "tail_full": encode_tail_full, "tail_quantized": encode_tail_quantized, "tail_quantized_gacl": encode_tail_quantized_gacl, "meta_pair": encode_meta_pair, "snapshot_entry": encode_snapshot_entry, "snapshot_section": encode_snapshot_section, "insert_body": encode_insert_body, "update_body": encode_update_body, "set_semantic_body": encode_set_semantic_body, "epoch_body": encode_epoch_body, "wal_entry": encode_wal_entry, "wal_header": encode_wal_header, "wal_block": encode_wal_block, "wal_block_plain": encode_wal_block_plain, "wal_section": encode_wal_section, "htt_file": encode_htt_file, "sidecar_segment": encode_sidecar_segment }
 CONSTRUCT_DECODERS = {"file_header": construct_decode_file_header, "bound_pair": construct_decode_bound_pair, "bounds_section": construct_decode_bounds_section, "tail_full": construct_decode_tail_full, "tail_quantized": construct_decode_tail_quantized, "tail_quantized_gacl": construct_decode_tail_quantized_gacl, "meta_pair": construct_decode_meta_pair, "snapshot_entry": construct_decode_snapshot_entry, "snapshot_section": construct_decode_snapshot_section, "insert_body": construct_decode_insert_body, "update_body": construct_decode_update_body, "set_semantic_body": construct_decode_set_semantic_body, "epoch_body": construct_decode_epoch_body, "wal_entry": construct_decode_wal_entry, "wal_header": construct_decode_wal_header, "wal_block": construct_decode_wal_block, "wal_block_plain": construct_decode_wal_block_plain, "wal_section": construct_decode_wal_section, "htt_file": construct_decode_htt_file, "sidecar_segment": construct_decode_sidecar_segment }
 CONSTRUCT_ENCODERS = {"file_header": construct_encode_file_header, "bound_pair": construct_encode_bound_pair, "bounds_section": construct_encode_bounds_section, "tail_full": construct_encode_tail_full, "tail_quantized": construct_encode_tail_quantized, "tail_quantized_gacl": construct_encode_tail_quantized_gacl, "meta_pair": construct_encode_meta_pair, "snapshot_entry": construct_encode_snapshot_entry, "snapshot_section": construct_encode_snapshot_section, "insert_body": construct_encode_insert_body, "update_body": construct_encode_update_body, "set_semantic_body": construct_encode_set_semantic_body, "epoch_body": construct_encode_epoch_body, "wal_entry": construct_encode_wal_entry, "wal_header": construct_encode_wal_header, "wal_block": construct_encode_wal_block, "wal_block_plain": construct_encode_wal_block_plain, "wal_section": construct_encode_wal_section, "htt_file": construct_encode_htt_file, "sidecar_segment": construct_encode_sidecar_segment }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-rkfZEPIJbtG@^NRg5#`9rpB%N{wgb+pNo_$^wI5=o{chZ3zwic`mS&U<%z++FS6o_F^|QE?0>sb#C(#7MMl^I^b%lh%om77dCv'
+    'ZD6#hP@qjx18yBO{cxH#MT|Htf)q&X22Inx_hvuub5Ep1B{hE>_x5IH=e>E~^XBd2!f$-w6J7LYUzc05q(wtnkgd#uRF(|U(v6H_'
+    'ICkoQSW>hl=e#rYVdq0m+7`-UNpkFjY*~(-v=mE&Z<`LCIKk2xxHrTO>4sirCJX>S2xdjfJ9Y+t-=~yCV~HKmjgn}w<M4x0RPv&w'
+    'K=bq|$uQx<WTPV!Loj?nhi;$S%f`n>aBfVN#DZiDGqKF{3U(1SmeZ@{g2_xN&&Mc9Vp%CKjEIGTA(^IBU`0if%pvH-%(7T9W!++W'
+    'k(Kp=#H6xiD3S>S7I09pQjyAq5xuM}F+hYRjfnV2rs)eAwpY`bQnsW8m?YB_3t%3B){0op^aG0crDOLXDw6a}=OM@5VCH41B%0d+'
+    'Etw^;q&cFUDkuw*379)*%Hr7M)LqjvW7D}wamRFCDoVNhXl`l@KF23Ui;^@xIX+WBxF@D3@>7#DV^Xm=GoCNP-O(9o$JF>#q2Snk'
+    '9_k#q%kDcSEhwgCgchtfUo{MX)|u<E`^0=+s#sFNnd_bt&N_ClAz6w6-yd@10sH6}Q%nNilFF>88?2&<N|~c^n2obV#gbVKn&EPo'
+    'P4J%{sfuMwIRlutL`5?*PBmvIrE;}o(p0X^>!k|y(aTv;ThQT2atY_%I}45OmWuwg<)pmT7ILB~;m^W7W$Q$U26KvKI&*z?%2XE0'
+    'F#B`zI(fa_x1a+q@cUEn+}@H@$^mKsv@{ISk54#4w?YrGg)^oFNKBp*wW{RIbpaN39Xqg}?c6!Na~HE@i4~-xSk){d6#PykqL(FR'
+    '5J{S>R5dMTRx1_VupD{wynMraH7AdT9-%2YN1mMPhQaT|FC&Wv(p!N6h7EBMAEAjr<Y{k6v#b=0LyZPYXlEvHtR5I^J6yA(0sJ_O'
+    'BZ(}h>G_j<B}6vC8OMa>V1V?Za=OuYeXtyoaSCt-gC=0mjoyu20AR6d;xBGD34Wg5A1opBmk@YR11<!Ja!W3&G5~3T;X(mRk7XQr'
+    'jeXUH=f~)_>E8zlp#$T=0^S51BWOw)7GV>tUTRU)vU<gl-{#Z9A^CPW?S8v+u1_AORhLI#vE>XdasXB8p84am$4+=izatNb1zZs0'
+    '1CoKNmza4{sUZ6^=`?T*P%%3xEj7e>>b*zr-g{!!L;GeLAP<xwS|X7}NwP%z(y;U0vxjGSXGHISA(eniX(|oZ<M`}}?2*|Md$EH6'
+    '9d0lsi^$D;2u^c5C)Wo3*JA(Uvq$#MpSWi~j*)~h#=IGuAdi4S^DM9HMgiopC7HWm8MTo!lA#mRvb-jVz%>oVPR<^^cmE+AGzEih'
+    'GbND0CDAx388AlSlvvJ#JVh3fDtcaqXH-FE8WHlj^L={{g8)Ybg9MZZEbL-CPVbl=*>U>70VW#AR-FEbWUjvO`~<r<(jKNZOXMOS'
+    'oVx`mWe|YM;>@$Ks(RH5lZ+CdWQ1Z>(-1Zk0h>HTWeZBlWT)ACrY15|6OE9v#+P{>wT-1Cy+=l;hG2vf?-|X^?DC<5iv@&8(v(7o'
+    '#X<wG_Xo}{h<VMUzC9(S9DTqre*m8%;vZCD(-}lo<1_D*6<8>*@d&Ly$07(2l==(=07!n|X9Xu+H1txKzfCsD(g*kMKRiTyFwN5b'
+    'q=zzW9@H(_0R;x^E@{PGtRj+LwsfKsL&^ggBF%t7kQWWG4n!hCP^+-`$qUa<XU0RzeMdD{1qF)_COxp0PbJImp!z$2S2cR%@fJjI'
+    'Csz)=*l(X=g*8LJr>tOkK(*_j9PH$xQm|xDp0<Em&6x)zUL8_uU{#1Y4LZQk=K>N5sk)B=iF_Ou@@aW1^c`Hp)e1c*(r>LSnptmg'
+    'uxkRkcFRxWQ#VE_bPwAR?RyQ%Ptph3(C{#Z5R8#VX7uc!1w*f*N>ak};Tpw^4lQtU{1}K9f2b)W0vHQyhP+gQF?WHOk}9UV%r4Cn'
+    'eYu1W&p9;_9eAT_S!8_!4xf?=o-$Hn@gdDEXnIc6Mh+<&Xm*g42GVBw)cBo4k-_CE4AmP9wIwiBe4$7-3-q19uE-znK7cGx1l>^u'
+    '!9-M+0W;PDLRUCwnrH&3z$;bW#BExZB$%eiPEESpLc(l4>c0bA|AA^oik<=iHbCOiBjS(vGk&2R-3FK&Kr_1vHUw}f;;btGbhKjV'
+    'D(U9!i@;_hN|BM^PHSRL(vY`xSp71vs$%MBg+%d&7NTj1rHV(o?yx(MNJPF2#JMAAd!coWXmLgVFpVqH16`DE=I}#1(7dEiTopnX'
+    'T7%-=)iMX?_5pI%n;;+I0lsh#@blH!_@TuQ;iM}{8qY>RlP~a@&YTEILoTVfeFMun#$*L08(0z20+Kru(X%L`uAU-D){^WRW&luT'
+    '6oI)1Wmm7LDPYoa>6Ln9Y9fnD1?1LVyk8@?z7~P+ae4SDA3l2k%sEgD6&>6XhejgxG+^&@)d2m@==ZxASqp48*_zwg*d2FFO$;+@'
+    'QQu|~uWQ7yOc@>9$qvtEaJI+5ZP3fGqLwp{HoW!7XclzGH~h(cGcvgi;mOG_Q+w1kAQ(vNcvCpd#_zaehNVYmrgn~l&M@JjQ}E1T'
+    '_9)ElQTC4AY;0z7Y=Y)+pZv-^A<b12gtP(FN?FcSh`H1;`Z0{RZ`-M&B54KB@=qSXZ(-4%EQt#sQEkCms*rz?+6Vk-hCK{4n;m;|'
+    'L%&!$T>;Nnn8km7kCdrbLH0Rz_XG}XNa!Ss=<4<D2j|QJ5rd77(G<Y6vxSpNx!}y(DKvV^Iw}=VIbie>8KJi62gfoS{JI{$hFf&w'
+    '%Ah-L!b5UZMFT4qF4usTJ|mT}$$3D*6V5So!&0sfFmER$-E_{u9HrB+x^_P>Y6(q2-N3bmHS5c51AqO&9ovAA<qNg|lz<aWf~yAr'
+    '!UZt5qTxjzA#?T%(7el$_nsp^N`c1m4*@W+Izb*nJK>ZfEy7KE-tGgR7&Hp$&dGUut!r6i(XxP+y=Wg8;M@(t;=}kdxSx0%y&TXC'
+    'aJk;=;p0hOH;*f>q27h*4xrX_oi+fo*Snktl6u${Dk3Owdy7j`nGiW;IMqC`18j{uhwK#iDDV(mAu(s70}X&wB<ZAc4zTpSKtQ_w'
+    'w<EvaR2&W1>x(?>;Wq}%s_VMDy5`mO^f^eM8}Jhlsa^#a+(!pgs#nvG*U*plym~ENOwOyD=>B!^iTF~lr>~po^9CFMaiiV{SMac#'
+    ';NLlQ3w1p>C#pBYRZBdK5*}1W!)>L{TXBpq^zvf>HTdVpq+-B5^3UYQ?35)M3$Q-&<F)`-u%dR7lrtwX`9d5F%wHPdbM1j2ivhg7'
+    '25c{2w6=?X>rs%yd30_Hig^-jVxyV|I{~zCXn@s2N4`Be#^a!4UBo7BjgmB&&pB=|`1Y5N3^2lWfVwJ!+dH(Hh$*y3%tRc-BrLHC'
+    '=uk5_2bV?cB-sLvI*L#JnmUHRspB{TA?W(!U>1o6Gr`Kj;6z2lKo9xTtA`M&JwhhqAfz9|A6c>zqh!Kr$YjWm+xqcZi-k<jv{*O='
+    'cB`?ps&rCpkCv%eXmS17ypeB>mYen;+dn>r%;P%aXs4KLM<z2iommzp&=}qCsc2uIp9fWJ<j2Rr)XbxuZ-OrDlTPQgDh4lx?0$0d'
+    'vlNyEEop-LgL;!_7Iis7aMd}m2*mP&M5@5d>u7pia5cAqdVCP?S46O3h5*WCt;j<A6`5|jB53{Jd;;7UZbW-q5EKsyxpN6{=Nwgp'
+    'J|A-IwXS0K3>m@D7tzXE=iMjJ(UjpH1sbPlcpm0%jgRST=H>6o|7Q1d`<|@OIcE2AV~0#&`TKKS>TL+VAU`&jRHyMWrS8Fhz3MFf'
+    '>r;>5zw6Z#`0u7Fnr>$#ueZQ^cSG-P-n*Ok?&iHW@ZJLNEmS?BBm!O^v;{<iBX1<DixfJp=UTo8lI6>arXN}5cHb$*u&Sa)8zQ}$'
+    'o)<0JYyg9_pPcz@MN~kfeaGVg^>JLz@1o@%lAmDvIb>+04rsa<+6n;5dRK@sR@JJgaGJZxqqzXSsAbtsS(L=ns4Siel*JVU<Rfi?'
+    '9Bs*0cO9g74d`|-hc)F4kLwb1pg6-ocNIK<21bFmg)oXv^^9jovvH3FRh6D~lBTQCbqPKna@0zINn|heqwrldIjLLJH?5u}u+@(f'
+    '`&89a;oE)w?GPtu>S@Fe@`1WUy88?c`$7D8lt1?|`iDUb9=FQ6ajP)7KjV^nhyYT&b*;g`hem6Gc%;@~=#VP7>rDQc@4_Zsh5VoH'
+    'BY$jP6^$~Eu+b?;enWoKPVQ66_f~v|))q9W2tD7lg?Zc__V4$AGf2Y4PUNlA)Znl#7Q6;I`F}tT{T%4+e?j_mA(qzxzIt%u=S@3t'
+    'yqfb{+DUT59r>re54}PD*}OZzhG2lJstrbkn`$>=P2fv|Qxdsnto9L_))3tg%Itn}aI=afp(tMm%B_+G5iS`9_{irtQA5X-<f|pl'
+    'S1iI;KE<>bAR_SA{-csHg4{FWGYw0F=p1GsQij~^@?E$Yi0&-k$fV6eZ>x^SuGI60D3_`Ba9T+oMO7Y(q3|DGw-XqEa-pEmnHirC'
+    'pY`}~-ep7eIYN@@vR|0p%nsOX4ebW;{hWZ){=S~m1lLcA^4TGe&+4u64w+2-9e-T)i#VXqSsZ<DsDFSBh@RCy!VY*_{R)136&p0-'
+    'j`(z}{w00>72OFFEm~&zlNc^p8RGpgC*B)9;`Q+#k8U>~fTkm~wGs`+duG<O6DCLXrC_x@I#gfAA1;mz|EZ1)|G6m{ey|g%PiP2j'
+    '4+gaOUkzvx8Mg&3e)H1N;+Hrr{$4<fU&am>Lz^$+&wqv=e~xV~y{v9Z<0~bY&(#R#=%U6W@TvDi@?wUY>;kj2QmSYQT;Oi}5IJ&>'
+    'UP{XU?>fr=c~i>&Xa|&kbrebN{&hh9H}urm`10P>5X1JS`rUM}afY~&BkUJJg#<QEv0BbMb!>6A4O=9DAjb$Z>3A$91bsIGv<-Ra'
+    '>Y&ZFU|8FIC#9uD+9Ux&tee8772zoL2RO%-;i^w?uDY!;R}sN<;xrN6z9l=aG}-yd_^aI7Yup_bpxkQ3jb=(asFkKCrHaMS{9t5L'
+    'TzWaWrKd)Y%6l6N(O>Vxip7Mly70(-Jq^Mm!2B2<`FHmYP%W-?bbmI8AG##ak4uxRTE&r_jyiCWoUyXOg-_Mkkv;}Gkp=SPMWI3!'
+    'aS^W!Jbbzx9$ItDJ@+<D7i2gB=H)Dz%(O&<avq73wq>`moTTaS-ObG6yOm^rZ@lpQI6Llz;qS&Y$BrW|_t!Fr`e08pL&NFB#P+ra'
+    'vba646lN5wo>AzbD?uFgb?-fKU}Pu5z2spgWfn4QySP2KJ-?cp5YN>Zs!`N*6oM3ZGHWYLu_l<Bzd~5(bFr{78Vei9N-d&sD3Vv$'
+    'z=%bdmq&+xJ{BTlZI=tEyLlYH_c#ciyd287>A|>YV3-d?GJ5L+CC~J<HmC+_3?Xdq8bWq5PdQl7{1J)@J?TL2DmmqF*&{EJgYu;F'
+    'BoA!aNgnv)Ym5O}lP2#pT<!n{`BUUY^kT-mXaqsgi?$H$gkB*7|4qB+pr1{Y6YT-o5vAlL`aLimyBeB~8&T5MJz--D+wpR<?{CMV'
+    'y7883a5JhwO8IxQ61_pZu#&%ZkdAK^a>9$We1>ZkCETnUUpFpxpc_Bifo|O3<E+89!%Gd!$aUBui(8#pO)9tEfWDP)I0ItS1u4iE'
+    '9-?jfCC2r~N=SeChjy>K_3xZ@E{c}E!fEN&I$DYyTn`~>kdPEJePM+(AgKiPTd-soiGe?kiGeukkmk``8CuIxh9STDm7a$2@mG2}'
+    'i;uq&i2Zh+{Hu+h_-dOc4%R&J)t-y=xbckI{vcI9$h`<@l=Jlyl+U-C-J0m^<nx{mOaY58ShCZMcx?fXCWJNet)XK9n0Q~q2y_I2'
+    '6kckdu4|#qK?-c(cHZ7{u<>W7$S0v3-8zu$Rv`5QNMGt{9d2p3XoJBRH^UfT?xFSiLtHQQEA*wY;@leayERapgOR&Z{XB1tqCO2!'
+    ';j|>r2+@?1f;purJk*po9eF~YIP1tWcAsonSvoTaUw7NR_!Uq6odtsgY!5n6gGrPtp=bXjreug^->vm~w@qL==qE7I0TFSru^u5U'
+    'vx`Aves0&2$!EnwGg7HyE!E{Z&GmF5Vb%KsA$DGU5br$XiP|R|^#dfvvefTk`V<MpJex_)(a(8~)&j@#;E*ce?d9e#{b|f~X>9>L'
+    '<Gbx{ni%q}t4%X35H|dPFOzkxKp7Zxrj(_F^+1CF8X2ZF#HwXzYeozzJPkwZv5TD=yAz&JFuhZ#b?fXso=$l6ff0u39Fu`1c3Yh#'
+    'c3Wdh4EQPB3<T)wwvYqS6WNZ2b&a$-4`jJDV$fY0(~rXun14K%+qD7H5hHM}`w53^G4*fo0sn{}|B8|#Vil%Im(6k6HYX5`hBH-O'
+    ';kWs(ex^$FK|OPcIpN8M4^z{LWj#^7BN2J91VsEo2iEF<QpUvpY)&sk!Z=40^<kWkv<u^0>A{I_)MO`yVDD(x<JVf6V!zyRiN9`-'
+    '!&v65!*TeVJwBkH?upoi&os6Rml1$apCi7C7kyBl_m>f7`vv^cKJ3ueK#H>;7281ig^Db^)Shm}S}N76j*3f~E*4O!@iGGxPw2;^'
+    'i*DJ0D<Q0KJW(4~_(;>R!e4YEsH+w5?xi|G{q!%Rp#HlWVhO?imY|M_!*8|6Ve9RzOo-ulB@ULR-Cci+%Pnt#r&xyqW^}7|bi7&h'
+    '$qqQ@Z#&?ejizMz$NB5{=XVpeDPeD^rvGQE>0dafyv=v|YUw3jw%I#F{1UDPvy19nHK_GMzM0QK#6TO6fg+`3t^}R-`*ob@H08{H'
+    '=zuf(c?E`AmVC8drP+PFsZxl>H{Mkf-?&-R7nHoHMN8ofv(XVOX;oOwed5<^PH+UUca&xESdBiDALF@JFDz4&tt_xVXbWs>-Lo;o'
+    'OH`L4;12rg6?o`a$$ZBn<+(M!yZzk+!SYzx$)<aKcvLHL`s90^BobjMn7aIkHyRLk!jv9q9k<(D(#yJ~mz6w&wpFQ|ml!|EyP72Z'
+    '<C=UKAK;FRv={4h2<4|aQ6IXZi25h(z>Veju2?e6O+hjYOH&w-N(T~utm?7cH`?JTUe*Fv3$5(17aJeuc(IKo(^F%6yx1MJ!_v^<'
+    'C`G`?`Z_^A7F;IeUzvx0g8U%44se;2A0`75E>m)W6xWlE)sdBU`IqO-cFPm1=)fB4(tgKblt-eef*FV|uz3u<x*+>ioS0r2G2NP^'
+    'wC}LIbJR_?7UoxRQ{hNgcRP$vv{Z)sFrfl#hLx%oo!i{SyjqHuUZJD;lsky~1nvgTqO6+|?cWr6K~T`1gQz`mm|1sU|FW2tPqo&^'
+    'Kdm(_)9TMi9TQj12|Oty87OA@Rp7sNt8W+Tj!OSWCk804gjduk(9ttOy^bFA7wz&TAY2@|t?8~Yz5*aSO1W4|rR>0L&bBj8Ru$a-'
+    '_TaX*HAj&rcn4m2ma`DwT~|!zmAYV5hl!mU^NPxGZaT!tr(;X>9fD_x_W7j$PJu{&)}`uG;oE|LJ0SKW$?i@KQmQN%CideEh<zik'
+    'VAz!0H(bp6&vnnet9@Ce<tE)6xwetCC3rfrN?WJfpcQ}V4!7JdG_-5*b}PH4Hl~8@FDfNQeWNE(qL(5KM(s+ph({+9IJ27*krQJB'
+    'oFsYnMg!z537rMsmO{w61s~<6fv8&(NP6;a^=)+Vq@&)R;MiFKVYR6(akiFKhtU*J$^{9lrsHAqP;wB@9sq}VbYyD6tsow%G`fqG'
+    'B`g(bNN%BV5@VY$JU>aTcn#}NO;z7KxcpoBd@&=<@J@KZcXxGlVVUMz@?wSQWfsn2abck(7N?^?*L^~rHF7@}$+QXI<B4Q`x5o^N'
+    ';<cTK;=!OyEG<-6ApcgqK;{x**%J5?Y2e#kqTX6Z)Eu~utd69Mk2(*TORuL^YM<%~lyRKMe^Eu-wwP4VTEP7j>pz(&$ato+Xfl7C'
+    ';o$tCSCtIQpI{sEe^CByGhNA7lh;P0Wf)d11tGXZ^|hH|@tiiVg1=vq7yA|@^rAFr7|&*5QDr7kPo->$dC$+vNk!d|=<zv`Cvl}K'
+    'k}<-6MgNOZHocIYQN?^Ou~N}+94xWxR(c-dd0DqNmBzckk;_{qyYT#YX0ij(99xpAPs9C=gym<N3d`q&cEa+;PK4zEQb2=b`mZ;z'
+    'TvMJm*VJ@F=k7`hD;}BbuGy&#fqVH(){v=n4YELe4RbnF^Im+HOrs>@c|AB8WB1al2FiuHQ~UOYx^Y{b!@s7{S?g<R#NBH`CtHV&'
+    'ckDgoa#^<Kk4(i_@mNRXQf{62=Bs{Oh`H*7#s<pgwKmFU!!P`5OvhM_)~QMRg9rkD4}_<l+*7?^t9z-qnDIO8swmySYW#c&Gj3Y$'
+    'L`_=mYjyJbH7>tr5;bYLtCVmXOI5s7uPR;++138O8^7BZQ5D0Ts0zyA=amuzJ+VGnZ&1H1w2+nZx34G#vD+ok8$1H_fb2*+JlEYy'
+    'J3Ql+w&O$*QU-1)t)|8>DuXq9Eg<t;)sjLL*6Rew%WVWm3J<-AFp|?Y1*KN<zZ}S#v(6Lk&V|}Hdr?7pp+tk1Uc8~+lJq7IkVL**'
+    '1X$|Zk?<aC)oQKR>T|7H-P|1R%TA1Y+7V+c#ntB>VQ8VcUh?+O_~C@mLauig(l6@%#>%V}KRnQ);rdntDBGbaUKgRYh#9qdMAq_r'
+    '*L5vnJ0C9I6oD=DlAToqt)+{;sTF870#DtNBs*wj2x?gpjceTi?+=VI#j8B+B0qSW4*HpqpRmdglQa`N($N<EsKpMq@>cSm;_T^g'
+    'c~J{rnyB_AeDG;+eI42!g9(15W|>Q#jK(pVEO{~-<)&8ER;_Nt*vIl_#)8pqZ$7h7t6{Izv#nZ<2B#L2k-O>!AyR&-CrGCZQ4GF('
+    'B&8d;Y>uk?K&b|j+cF{E9Xw`#bBIH&?rFXjp;pK1Ve1ZH+Zi;Rfrh`Dj5G}8l-?gSe82A(?rd~3gsul#F_`6CAr{`gc1kr?#!Lbn'
+    'mlpc;>w>RO$%hC8%hrf&X#57VRg~?YZPjXPT(za%*FdnprJ`0;MX4n|vs$_ImIAq=6bK2~x0J^(iSl@NJLS>(u=?S>e4m41KQ}&Q'
+    'f?uDvv?X^Vq`=a2>>NuVFawLUm-tIW(E(#{x6I$+IOJ9MxroH<jmc&qA}UVKq9Gy{2@%b7wDsz}+0cE3U^r6rqxwjZ{QdA&WN4%C'
+    'CtxuLq$V`wwGaU{$i=AH&9r;z9dL)XwMv4d_r4u+E-_i%U%Q`IgSU=?PrQ~u^Y>D%Dg(VgCZw^_yZ5w#)V_t@TV4{aJm1PJd2f1W'
+    '-qzLXVd8<9n22SLro1Y0jSsARwQY>Gv!Wu)1pUF7pvOy&_DbVUITu0oAU#}&pSqL~KNJ(<iH;zic9z5EmlWU+!~{6jtJKy|x^>&s'
+    'So=DjmMt22nO^1X<pQiGn`dJpBG${(dhzwB?GG@~Tgyy9L3lR|-#WIMh<G?ABBo;@!VnkRSMa;OS`KBZg~~0hRNcPi<j#sQ@v(CS'
+    '(-CT&+m(MqOMN7DHcg>auAoAZ($OKj?Y-h^&u%tGaaFfnZP3)|)YENu1iRt(!<GQXxBEx1G2`N(H5=3-tv`(&^8V7n5JSOf>@AVI'
+    'tv$ZMRD+pif&nI)`*NXHdjijOOXMzjc&#1MSTjmB2)jJns@2ApUUPT!%vg<g8FE9f3mRVUJCfazn=O3PyMu<ajoi@Lnu>NDb|e<b'
+    'Bk;4%^2$DLPc>w^?WxvG*IUDM*uGWS#}3mwn&fEOscmOWtFX-pdtmZJLk}#~&;yH^nmJGDlk+Q?C7FvUVP|3;C9U-}YL(4!eYwA|'
+    '`iYeLyCmoCR==d*5w*Lvre729Zb!>7iL;l<3PwPdnA?%P1HHCA8F>f(joua5cy+n=!%Wl`#U+y=-DcQ*u7Vk3=|HFG27jvt)dU>!'
+    'DlpT+QOyXhgz&H*e<>-O;yI&h=_EX+4NYgFFJ){{3$LebExaG2<n2Me@5PU+@nbW7+=3ss<HrboOybAmsk-8Iq1UAHx0@!_Yg6>5'
+    ')EiUurqrz|I`Wjpe``r%%x&OlK-c&uo<eU+^<I%mgLLyjy7?diA4K4T2t;+wYw$GzaNP<3IJgo34t5Nn1k`=3gV0yi?#DN^nEdqT'
+    'ha9`NqE#1^GQA}Bb`%1O^sdK@8{)%&V1`#oy^D903`ew61<8`~7FLkOw^`oJzj<|Y`I9N->iZO^>T>KJ(Q*K3R}&=?<J$t}$>IBY'
+    'Epfr5s;Zw)`Kp43_)###AxHf}ieiDGA=EFXa8+JNaa`B~?yGR6(-nHxedhlFfBqnp'
+)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -77,6 +78,11 @@ _ck_crc32c = _registry.checksum_func("crc32c", fast=True)
 FAMILY = "kladde"
 SCHEMA_FILES = ["schemas/kladde.yaml"]
 SCHEMA_DIGEST = "sha256:6c5f0681c7db6a11ce5a64b50e865eb9d850361193203cef690d01e68e58a5c9"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\x8bKLADDE\r\n\x1a\n', 'header_page', {}, False, None, None)]
+RECORD_NAMES = ('header_fields', 'ref_body', 'zero_body', 'shrink_body', 'grow_body', 'inline_body', 'statement', 'child_ref', 'table_content', 'page', 'header_slot', 'table_page', 'header_page', 'journal_free', 'journal_resize', 'journal_write', 'journal_splice', 'journal_copy', 'journal_record', 'journal_records', 'journal_transaction', 'journal_page', 'journal_seed')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -7582,799 +7588,827 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_header_fields = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'\x8bKLADDE\r\n\x1a\n'),
-    'log2_page_size' / Const(12, Int8ul),
-    'format_version' / Int16ul,
-    'min_reader_version' / Int16ul,
-    'root_allocation' / Int32ul,
-    'schema_table' / Int32ul,
-    'consolidator_state' / Int32ul,
-    'root_fingerprint' / Bytes(16),
-    'journal_pointer' / Int32ul,
-)
-C_header_fields._bw_fast_runs = {'magic': (48, (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4)))}
-
-C_ref_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-    'size' / Leb128('uleb128'),
-    'address' / Leb128('uleb128'),
-)
-C_ref_body._bw_fast_runs = {}
-
-C_zero_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-    'size' / Leb128('uleb128'),
-)
-C_zero_body._bw_fast_runs = {}
-
-C_shrink_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-)
-C_shrink_body._bw_fast_runs = {}
-
-C_grow_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-)
-C_grow_body._bw_fast_runs = {}
-
-C_inline_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-    'payload' / Bytes(Code("(this['_params']['size_tag'] - 4)", lambda this: (this['_params']['size_tag'] - 4))),
-)
-C_inline_body._bw_fast_runs = {}
-
-C_statement = Struct(
-    '_o_start' / Tell,
-    'id_delta' / Leb128('uleb128'),
-    'tag' / Int8ul,
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {0: C_ref_body, 1: C_zero_body, 2: C_shrink_body, 3: C_grow_body, 4: Pass}, default=WithParams(C_inline_body, {'size_tag': Code("this['tag']", lambda this: this['tag'])})),
-)
-C_statement._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_child_ref = Struct(
-    '_o_start' / Tell,
-    'page_delta' / Leb128('uleb128'),
-)
-C_child_ref._bw_fast_runs = {}
-
-C_table_content = Struct(
-    '_o_start' / Tell,
-    'children' / Terminated(Leb128('uleb128'), 0),
-    'statements' / RepeatToEnd(C_statement),
-)
-C_table_content._bw_fast_runs = {}
-
-C_page = Struct(
-    '_o_start' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
-)
-C_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_header_slot = Struct(
-    '_o_start' / Tell,
-    '_s_header' / Tell,
-    'header' / C_header_fields,
-    '_e_header' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
-)
-C_header_slot._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_table_page = Struct(
-    '_o_start' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
-)
-C_table_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_header_page = Struct(
-    '_o_start' / Tell,
-    '_s_header' / Tell,
-    'header' / C_header_fields,
-    '_e_header' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
-)
-C_header_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_journal_free = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-)
-C_journal_free._bw_fast_runs = {}
-
-C_journal_resize = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-    'size' / Leb128('uleb128'),
-    _RuleCheck(Code("((this['size'] <= 4294967295))", lambda this: ((this['size'] <= 4294967295))), 'size', 'size <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-)
-C_journal_resize._bw_fast_runs = {}
-
-C_journal_write = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-    'offset' / Leb128('uleb128'),
-    'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'data' / Bytes(Code("this['length']", lambda this: this['length'])),
-)
-C_journal_write._bw_fast_runs = {}
-
-C_journal_splice = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-    'offset' / Leb128('uleb128'),
-    'old_len' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['offset'] + this['old_len']) <= 4294967295))", lambda this: (((this['offset'] + this['old_len']) <= 4294967295))), 'old_len', 'offset + old_len <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'data' / Bytes(Code("this['length']", lambda this: this['length'])),
-)
-C_journal_splice._bw_fast_runs = {}
-
-C_journal_copy = Struct(
-    '_o_start' / Tell,
-    'src' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: (((this['src'] >= 1) and (this['src'] <= 4294967295)))), 'src', 'src >= 1 and src <= 4294967295', 'a journal record names an invalid id'),
-    'src_offset' / Leb128('uleb128'),
-    'length' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['src_offset'] + this['length']) <= 4294967295))", lambda this: (((this['src_offset'] + this['length']) <= 4294967295))), 'length', 'src_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'dst' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))), 'dst', 'dst >= 1 and dst <= 4294967295', 'a journal record names an invalid id'),
-    'dst_offset' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: (((this['dst_offset'] + this['length']) <= 4294967295))), 'dst_offset', 'dst_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-)
-C_journal_copy._bw_fast_runs = {}
-
-C_journal_record = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'JournalTag', (1, 2, 3, 4, 5, 6), ()),
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_journal_free, 2: C_journal_resize, 3: C_journal_write, 4: C_journal_splice, 5: C_journal_copy, 6: C_journal_copy}, default=Error),
-)
-C_journal_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_journal_records = Struct(
-    '_o_start' / Tell,
-    'records' / RepeatToEnd(C_journal_record),
-)
-C_journal_records._bw_fast_runs = {}
-
-C_journal_transaction = Struct(
-    '_o_start' / Tell,
-    'length' / Rebuild(Leb128('uleb128'), Code("len(this['records'])", lambda this: len(this['records']))),
-    _RuleCheck(Code("((this['length'] <= 4294967295))", lambda this: ((this['length'] <= 4294967295))), 'length', 'length <= 4294967295', 'a transaction longer than 2**32 - 1 bytes'),
-    'records' / Bytes(Code("this['length']", lambda this: this['length'])),
-    'crc' / Int32ul,
-)
-C_journal_transaction._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
-
-C_journal_page = Struct(
-    '_o_start' / Tell,
-    'stream' / Bytes(4088),
-    'next' / Int32ul,
-    'crc' / Int32ul,
-)
-C_journal_page._bw_fast_runs = {'stream': (4096, (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4)))}
-
-C_journal_seed = Struct(
-    '_o_start' / Tell,
-    'segment_epoch' / Int64ul,
-)
-C_journal_seed._bw_fast_runs = {'segment_epoch': (8, (('segment_epoch', 0, 8),))}
-
-def _c2m_header_fields(c):
-    if c.__class__ is HeaderFields:  # built by a compiled parse
-        return c
-    f_format_version = c['format_version']
-    f_min_reader_version = c['min_reader_version']
-    f_root_allocation = c['root_allocation']
-    f_schema_table = c['schema_table']
-    f_consolidator_state = c['consolidator_state']
-    f_root_fingerprint = c['root_fingerprint']
-    if f_root_fingerprint is not None:
-        f_root_fingerprint = bytes(f_root_fingerprint)
-    f_journal_pointer = c['journal_pointer']
-    return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
-
-def _f2m_header_fields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer):
-    if f_root_fingerprint is not None:
-        f_root_fingerprint = bytes(f_root_fingerprint)
-    return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
-C_header_fields._bw_model = (_f2m_header_fields, ('format_version', 'min_reader_version', 'root_allocation', 'schema_table', 'consolidator_state', 'root_fingerprint', 'journal_pointer'), (), True)
-
-def _m2c_header_fields(v):
-    return {
-        'format_version': v.format_version,
-        'min_reader_version': v.min_reader_version,
-        'root_allocation': v.root_allocation,
-        'schema_table': v.schema_table,
-        'consolidator_state': v.consolidator_state,
-        'root_fingerprint': v.root_fingerprint,
-        'journal_pointer': v.journal_pointer,
-    }
-
-def _c2m_ref_body(c):
-    if c.__class__ is RefBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    f_size = c['size']
-    f_address = c['address']
-    return RefBody(f_offset_delta, f_size, f_address)
-
-def _f2m_ref_body(f_offset_delta, f_size, f_address):
-    return RefBody(f_offset_delta, f_size, f_address)
-C_ref_body._bw_model = (_f2m_ref_body, ('offset_delta', 'size', 'address'), (), True)
-
-def _m2c_ref_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-        'size': v.size,
-        'address': v.address,
-    }
-
-def _c2m_zero_body(c):
-    if c.__class__ is ZeroBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    f_size = c['size']
-    return ZeroBody(f_offset_delta, f_size)
-
-def _f2m_zero_body(f_offset_delta, f_size):
-    return ZeroBody(f_offset_delta, f_size)
-C_zero_body._bw_model = (_f2m_zero_body, ('offset_delta', 'size'), (), True)
-
-def _m2c_zero_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-        'size': v.size,
-    }
-
-def _c2m_shrink_body(c):
-    if c.__class__ is ShrinkBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    return ShrinkBody(f_offset_delta)
-
-def _f2m_shrink_body(f_offset_delta):
-    return ShrinkBody(f_offset_delta)
-C_shrink_body._bw_model = (_f2m_shrink_body, ('offset_delta',), (), True)
-
-def _m2c_shrink_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-    }
-
-def _c2m_grow_body(c):
-    if c.__class__ is GrowBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    return GrowBody(f_offset_delta)
-
-def _f2m_grow_body(f_offset_delta):
-    return GrowBody(f_offset_delta)
-C_grow_body._bw_model = (_f2m_grow_body, ('offset_delta',), (), True)
-
-def _m2c_grow_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-    }
-
-def _c2m_inline_body(c, p_size_tag):
-    if c.__class__ is InlineBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return InlineBody(f_offset_delta, f_payload)
-
-def _f2m_inline_body(f_offset_delta, f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return InlineBody(f_offset_delta, f_payload)
-C_inline_body._bw_model = (_f2m_inline_body, ('offset_delta', 'payload'), (), True)
-
-def _m2c_inline_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-        'payload': v.payload,
-    }
-
-def _c2m_statement(c):
-    if c.__class__ is Statement:  # built by a compiled parse
-        return c
-    f_id_delta = c['id_delta']
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
-        f_tag = f_tag if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_ref_body(f_body) if f_tag == 0 else (_c2m_zero_body(f_body) if f_tag == 1 else (_c2m_shrink_body(f_body) if f_tag == 2 else (_c2m_grow_body(f_body) if f_tag == 3 else (None if f_tag == 4 else _c2m_inline_body(f_body, f_tag))))))
-    return Statement(f_id_delta, f_tag, f_body)
-
-def _f2m_statement(f_id_delta, f_tag, f_body):
-    if f_tag is not None:
-        _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
-        f_tag = f_tag if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is RefBody else _c2m_ref_body(f_body)) if f_tag == 0 else ((f_body if f_body.__class__ is ZeroBody else _c2m_zero_body(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is ShrinkBody else _c2m_shrink_body(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is GrowBody else _c2m_grow_body(f_body)) if f_tag == 3 else (None if f_tag == 4 else (f_body if f_body.__class__ is InlineBody else _c2m_inline_body(f_body, f_tag)))))))
-    return Statement(f_id_delta, f_tag, f_body)
-C_statement._bw_model = (_f2m_statement, ('id_delta', 'tag', 'body'), (), True)
-
-def _m2c_statement(v):
-    return {
-        'id_delta': v.id_delta,
-        'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {0: RefBody, 1: ZeroBody, 2: ShrinkBody, 3: GrowBody, 4: None}, InlineBody, 'body')),
-    }
-
-def _c2m_child_ref(c):
-    if c.__class__ is ChildRef:  # built by a compiled parse
-        return c
-    f_page_delta = c['page_delta']
-    return ChildRef(f_page_delta)
-
-def _f2m_child_ref(f_page_delta):
-    return ChildRef(f_page_delta)
-C_child_ref._bw_model = (_f2m_child_ref, ('page_delta',), (), True)
-
-def _m2c_child_ref(v):
-    return {
-        'page_delta': v.page_delta,
-    }
-
-def _c2m_table_content(c):
-    if c.__class__ is TableContent:  # built by a compiled parse
-        return c
-    f_children = c['children']
-    f_statements = c['statements']
-    if f_statements is not None:
-        f_statements = [_c2m_statement(_x) for _x in f_statements]
-    return TableContent(f_children, f_statements)
-
-def _f2m_table_content(f_children, f_statements):
-    if f_statements is not None:
-        f_statements = [(_x if _x.__class__ is Statement else _c2m_statement(_x)) for _x in f_statements]
-    return TableContent(f_children, f_statements)
-C_table_content._bw_model = (_f2m_table_content, ('children', 'statements'), (), True)
-
-def _m2c_table_content(v):
-    return {
-        'children': v.children,
-        'statements': None if v.statements is None else [_m2c_statement(_x) for _x in v.statements],
-    }
-
-def _c2m_page(c):
-    if c.__class__ is Page:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return Page(f_kind, f_epoch, f_content)
-
-def _f2m_page(f_kind, f_epoch, f_content):
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return Page(f_kind, f_epoch, f_content)
-C_page._bw_model = (_f2m_page, ('kind', 'epoch', 'content'), (), True)
-
-def _m2c_page(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': v.content,
-    }
-
-def _c2m_header_slot(c):
-    if c.__class__ is HeaderSlot:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_header_fields(f_header)
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return HeaderSlot(f_header, f_kind, f_epoch, f_content)
-
-def _f2m_header_slot(f_header, f_kind, f_epoch, f_content):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return HeaderSlot(f_header, f_kind, f_epoch, f_content)
-C_header_slot._bw_model = (_f2m_header_slot, ('header', 'kind', 'epoch', 'content'), (), True)
-
-def _m2c_header_slot(v):
-    return {
-        'header': None if v.header is None else _m2c_header_fields(v.header),
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': v.content,
-    }
-
-def _c2m_table_page(c):
-    if c.__class__ is TablePage:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = _c2m_table_content(f_content)
-    return TablePage(f_kind, f_epoch, f_content)
-
-def _f2m_table_page(f_kind, f_epoch, f_content):
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
-    return TablePage(f_kind, f_epoch, f_content)
-C_table_page._bw_model = (_f2m_table_page, ('kind', 'epoch', 'content'), (), True)
-
-def _m2c_table_page(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': None if v.content is None else _m2c_table_content(v.content),
-    }
-
-def _c2m_header_page(c):
-    if c.__class__ is HeaderPage:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_header_fields(f_header)
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = _c2m_table_content(f_content)
-    return HeaderPage(f_header, f_kind, f_epoch, f_content)
-
-def _f2m_header_page(f_header, f_kind, f_epoch, f_content):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
-    return HeaderPage(f_header, f_kind, f_epoch, f_content)
-C_header_page._bw_model = (_f2m_header_page, ('header', 'kind', 'epoch', 'content'), (), True)
-
-def _m2c_header_page(v):
-    return {
-        'header': None if v.header is None else _m2c_header_fields(v.header),
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': None if v.content is None else _m2c_table_content(v.content),
-    }
-
-def _c2m_journal_free(c):
-    if c.__class__ is JournalFree:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    return JournalFree(f_id)
-
-def _f2m_journal_free(f_id):
-    return JournalFree(f_id)
-C_journal_free._bw_model = (_f2m_journal_free, ('id',), (), True)
-
-def _m2c_journal_free(v):
-    return {
-        'id': v.id,
-    }
-
-def _c2m_journal_resize(c):
-    if c.__class__ is JournalResize:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_size = c['size']
-    return JournalResize(f_id, f_size)
-
-def _f2m_journal_resize(f_id, f_size):
-    return JournalResize(f_id, f_size)
-C_journal_resize._bw_model = (_f2m_journal_resize, ('id', 'size'), (), True)
-
-def _m2c_journal_resize(v):
-    return {
-        'id': v.id,
-        'size': v.size,
-    }
-
-def _c2m_journal_write(c):
-    if c.__class__ is JournalWrite:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_offset = c['offset']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalWrite(f_id, f_offset, f_data)
-
-def _f2m_journal_write(f_id, f_offset, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalWrite(f_id, f_offset, f_data)
-C_journal_write._bw_model = (_f2m_journal_write, ('id', 'offset', 'data'), (), True)
-
-def _m2c_journal_write(v):
-    return {
-        'id': v.id,
-        'offset': v.offset,
-        'data': v.data,
-    }
-
-def _c2m_journal_splice(c):
-    if c.__class__ is JournalSplice:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_offset = c['offset']
-    f_old_len = c['old_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalSplice(f_id, f_offset, f_old_len, f_data)
-
-def _f2m_journal_splice(f_id, f_offset, f_old_len, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalSplice(f_id, f_offset, f_old_len, f_data)
-C_journal_splice._bw_model = (_f2m_journal_splice, ('id', 'offset', 'old_len', 'data'), (), True)
-
-def _m2c_journal_splice(v):
-    return {
-        'id': v.id,
-        'offset': v.offset,
-        'old_len': v.old_len,
-        'data': v.data,
-    }
-
-def _c2m_journal_copy(c):
-    if c.__class__ is JournalCopy:  # built by a compiled parse
-        return c
-    f_src = c['src']
-    f_src_offset = c['src_offset']
-    f_length = c['length']
-    f_dst = c['dst']
-    f_dst_offset = c['dst_offset']
-    return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
-
-def _f2m_journal_copy(f_src, f_src_offset, f_length, f_dst, f_dst_offset):
-    return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
-C_journal_copy._bw_model = (_f2m_journal_copy, ('src', 'src_offset', 'length', 'dst', 'dst_offset'), (), True)
-
-def _m2c_journal_copy(v):
-    return {
-        'src': v.src,
-        'src_offset': v.src_offset,
-        'length': v.length,
-        'dst': v.dst,
-        'dst_offset': v.dst_offset,
-    }
-
-def _c2m_journal_record(c):
-    if c.__class__ is JournalRecord:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _JOURNALTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_journal_free(f_body) if f_tag == 1 else (_c2m_journal_resize(f_body) if f_tag == 2 else (_c2m_journal_write(f_body) if f_tag == 3 else (_c2m_journal_splice(f_body) if f_tag == 4 else (_c2m_journal_copy(f_body) if f_tag == 5 else (_c2m_journal_copy(f_body) if f_tag == 6 else None))))))
-    return JournalRecord(f_tag, f_body)
-
-def _f2m_journal_record(f_tag, f_body):
-    if f_tag is not None:
-        _t = _JOURNALTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is JournalFree else _c2m_journal_free(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is JournalResize else _c2m_journal_resize(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is JournalWrite else _c2m_journal_write(f_body)) if f_tag == 3 else ((f_body if f_body.__class__ is JournalSplice else _c2m_journal_splice(f_body)) if f_tag == 4 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 5 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 6 else None))))))
-    return JournalRecord(f_tag, f_body)
-C_journal_record._bw_model = (_f2m_journal_record, ('tag', 'body'), (), True)
-
-def _m2c_journal_record(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: JournalFree, 2: JournalResize, 3: JournalWrite, 4: JournalSplice, 5: JournalCopy, 6: JournalCopy}, None, 'body')),
-    }
-
-def _c2m_journal_records(c):
-    if c.__class__ is JournalRecords:  # built by a compiled parse
-        return c
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_journal_record(_x) for _x in f_records]
-    return JournalRecords(f_records)
-
-def _f2m_journal_records(f_records):
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is JournalRecord else _c2m_journal_record(_x)) for _x in f_records]
-    return JournalRecords(f_records)
-C_journal_records._bw_model = (_f2m_journal_records, ('records',), (), True)
-
-def _m2c_journal_records(v):
-    return {
-        'records': None if v.records is None else [_m2c_journal_record(_x) for _x in v.records],
-    }
-
-def _c2m_journal_transaction(c):
-    if c.__class__ is JournalTransaction:  # built by a compiled parse
-        return c
-    f_records = c['records']
-    if f_records is not None:
-        f_records = bytes(f_records)
-    f_crc = c['crc']
-    return JournalTransaction(f_records, f_crc)
-
-def _f2m_journal_transaction(f_records, f_crc):
-    if f_records is not None:
-        f_records = bytes(f_records)
-    return JournalTransaction(f_records, f_crc)
-C_journal_transaction._bw_model = (_f2m_journal_transaction, ('records', 'crc'), (), True)
-
-def _m2c_journal_transaction(v):
-    return {
-        'records': v.records,
-        'crc': v.crc,
-    }
-
-def _c2m_journal_page(c):
-    if c.__class__ is JournalPage:  # built by a compiled parse
-        return c
-    f_stream = c['stream']
-    if f_stream is not None:
-        f_stream = bytes(f_stream)
-    f_next = c['next']
-    f_crc = c['crc']
-    return JournalPage(f_stream, f_next, f_crc)
-
-def _f2m_journal_page(f_stream, f_next, f_crc):
-    if f_stream is not None:
-        f_stream = bytes(f_stream)
-    return JournalPage(f_stream, f_next, f_crc)
-C_journal_page._bw_model = (_f2m_journal_page, ('stream', 'next', 'crc'), (), True)
-
-def _m2c_journal_page(v):
-    return {
-        'stream': v.stream,
-        'next': v.next,
-        'crc': v.crc,
-    }
-
-def _c2m_journal_seed(c):
-    if c.__class__ is JournalSeed:  # built by a compiled parse
-        return c
-    f_segment_epoch = c['segment_epoch']
-    return JournalSeed(f_segment_epoch)
-
-def _f2m_journal_seed(f_segment_epoch):
-    return JournalSeed(f_segment_epoch)
-C_journal_seed._bw_model = (_f2m_journal_seed, ('segment_epoch',), (), True)
-
-def _m2c_journal_seed(v):
-    return {
-        'segment_epoch': v.segment_epoch,
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {HeaderFields: _m2c_header_fields, RefBody: _m2c_ref_body, ZeroBody: _m2c_zero_body, ShrinkBody: _m2c_shrink_body, GrowBody: _m2c_grow_body, InlineBody: _m2c_inline_body, Statement: _m2c_statement, ChildRef: _m2c_child_ref, TableContent: _m2c_table_content, Page: _m2c_page, HeaderSlot: _m2c_header_slot, TablePage: _m2c_table_page, HeaderPage: _m2c_header_page, JournalFree: _m2c_journal_free, JournalResize: _m2c_journal_resize, JournalWrite: _m2c_journal_write, JournalSplice: _m2c_journal_splice, JournalCopy: _m2c_journal_copy, JournalRecord: _m2c_journal_record, JournalRecords: _m2c_journal_records, JournalTransaction: _m2c_journal_transaction, JournalPage: _m2c_journal_page, JournalSeed: _m2c_journal_seed }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_header_fields = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'\x8bKLADDE\r\n\x1a\n'),
+        'log2_page_size' / Const(12, Int8ul),
+        'format_version' / Int16ul,
+        'min_reader_version' / Int16ul,
+        'root_allocation' / Int32ul,
+        'schema_table' / Int32ul,
+        'consolidator_state' / Int32ul,
+        'root_fingerprint' / Bytes(16),
+        'journal_pointer' / Int32ul,
+    )
+    C_header_fields._bw_fast_runs = {'magic': (48, (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4)))}
+
+    C_ref_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+        'size' / Leb128('uleb128'),
+        'address' / Leb128('uleb128'),
+    )
+    C_ref_body._bw_fast_runs = {}
+
+    C_zero_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+        'size' / Leb128('uleb128'),
+    )
+    C_zero_body._bw_fast_runs = {}
+
+    C_shrink_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+    )
+    C_shrink_body._bw_fast_runs = {}
+
+    C_grow_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+    )
+    C_grow_body._bw_fast_runs = {}
+
+    C_inline_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+        'payload' / Bytes(Code("(this['_params']['size_tag'] - 4)", lambda this: (this['_params']['size_tag'] - 4))),
+    )
+    C_inline_body._bw_fast_runs = {}
+
+    C_statement = Struct(
+        '_o_start' / Tell,
+        'id_delta' / Leb128('uleb128'),
+        'tag' / Int8ul,
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {0: C_ref_body, 1: C_zero_body, 2: C_shrink_body, 3: C_grow_body, 4: Pass}, default=WithParams(C_inline_body, {'size_tag': Code("this['tag']", lambda this: this['tag'])})),
+    )
+    C_statement._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_child_ref = Struct(
+        '_o_start' / Tell,
+        'page_delta' / Leb128('uleb128'),
+    )
+    C_child_ref._bw_fast_runs = {}
+
+    C_table_content = Struct(
+        '_o_start' / Tell,
+        'children' / Terminated(Leb128('uleb128'), 0),
+        'statements' / RepeatToEnd(C_statement),
+    )
+    C_table_content._bw_fast_runs = {}
+
+    C_page = Struct(
+        '_o_start' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
+    )
+    C_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_header_slot = Struct(
+        '_o_start' / Tell,
+        '_s_header' / Tell,
+        'header' / C_header_fields,
+        '_e_header' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
+    )
+    C_header_slot._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_table_page = Struct(
+        '_o_start' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
+    )
+    C_table_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_header_page = Struct(
+        '_o_start' / Tell,
+        '_s_header' / Tell,
+        'header' / C_header_fields,
+        '_e_header' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
+    )
+    C_header_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_journal_free = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+    )
+    C_journal_free._bw_fast_runs = {}
+
+    C_journal_resize = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+        'size' / Leb128('uleb128'),
+        _RuleCheck(Code("((this['size'] <= 4294967295))", lambda this: ((this['size'] <= 4294967295))), 'size', 'size <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+    )
+    C_journal_resize._bw_fast_runs = {}
+
+    C_journal_write = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+        'offset' / Leb128('uleb128'),
+        'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
+        _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'data' / Bytes(Code("this['length']", lambda this: this['length'])),
+    )
+    C_journal_write._bw_fast_runs = {}
+
+    C_journal_splice = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+        'offset' / Leb128('uleb128'),
+        'old_len' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['offset'] + this['old_len']) <= 4294967295))", lambda this: (((this['offset'] + this['old_len']) <= 4294967295))), 'old_len', 'offset + old_len <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
+        _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'data' / Bytes(Code("this['length']", lambda this: this['length'])),
+    )
+    C_journal_splice._bw_fast_runs = {}
+
+    C_journal_copy = Struct(
+        '_o_start' / Tell,
+        'src' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: (((this['src'] >= 1) and (this['src'] <= 4294967295)))), 'src', 'src >= 1 and src <= 4294967295', 'a journal record names an invalid id'),
+        'src_offset' / Leb128('uleb128'),
+        'length' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['src_offset'] + this['length']) <= 4294967295))", lambda this: (((this['src_offset'] + this['length']) <= 4294967295))), 'length', 'src_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'dst' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))), 'dst', 'dst >= 1 and dst <= 4294967295', 'a journal record names an invalid id'),
+        'dst_offset' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: (((this['dst_offset'] + this['length']) <= 4294967295))), 'dst_offset', 'dst_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+    )
+    C_journal_copy._bw_fast_runs = {}
+
+    C_journal_record = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'JournalTag', (1, 2, 3, 4, 5, 6), ()),
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_journal_free, 2: C_journal_resize, 3: C_journal_write, 4: C_journal_splice, 5: C_journal_copy, 6: C_journal_copy}, default=Error),
+    )
+    C_journal_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_journal_records = Struct(
+        '_o_start' / Tell,
+        'records' / RepeatToEnd(C_journal_record),
+    )
+    C_journal_records._bw_fast_runs = {}
+
+    C_journal_transaction = Struct(
+        '_o_start' / Tell,
+        'length' / Rebuild(Leb128('uleb128'), Code("len(this['records'])", lambda this: len(this['records']))),
+        _RuleCheck(Code("((this['length'] <= 4294967295))", lambda this: ((this['length'] <= 4294967295))), 'length', 'length <= 4294967295', 'a transaction longer than 2**32 - 1 bytes'),
+        'records' / Bytes(Code("this['length']", lambda this: this['length'])),
+        'crc' / Int32ul,
+    )
+    C_journal_transaction._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
+
+    C_journal_page = Struct(
+        '_o_start' / Tell,
+        'stream' / Bytes(4088),
+        'next' / Int32ul,
+        'crc' / Int32ul,
+    )
+    C_journal_page._bw_fast_runs = {'stream': (4096, (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4)))}
+
+    C_journal_seed = Struct(
+        '_o_start' / Tell,
+        'segment_epoch' / Int64ul,
+    )
+    C_journal_seed._bw_fast_runs = {'segment_epoch': (8, (('segment_epoch', 0, 8),))}
+
+    def _c2m_header_fields(c):
+        if c.__class__ is HeaderFields:  # built by a compiled parse
+            return c
+        f_format_version = c['format_version']
+        f_min_reader_version = c['min_reader_version']
+        f_root_allocation = c['root_allocation']
+        f_schema_table = c['schema_table']
+        f_consolidator_state = c['consolidator_state']
+        f_root_fingerprint = c['root_fingerprint']
+        if f_root_fingerprint is not None:
+            f_root_fingerprint = bytes(f_root_fingerprint)
+        f_journal_pointer = c['journal_pointer']
+        return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
+
+    def _f2m_header_fields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer):
+        if f_root_fingerprint is not None:
+            f_root_fingerprint = bytes(f_root_fingerprint)
+        return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
+    C_header_fields._bw_model = (_f2m_header_fields, ('format_version', 'min_reader_version', 'root_allocation', 'schema_table', 'consolidator_state', 'root_fingerprint', 'journal_pointer'), (), True)
+
+    def _m2c_header_fields(v):
+        return {
+            'format_version': v.format_version,
+            'min_reader_version': v.min_reader_version,
+            'root_allocation': v.root_allocation,
+            'schema_table': v.schema_table,
+            'consolidator_state': v.consolidator_state,
+            'root_fingerprint': v.root_fingerprint,
+            'journal_pointer': v.journal_pointer,
+        }
+
+    def _c2m_ref_body(c):
+        if c.__class__ is RefBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        f_size = c['size']
+        f_address = c['address']
+        return RefBody(f_offset_delta, f_size, f_address)
+
+    def _f2m_ref_body(f_offset_delta, f_size, f_address):
+        return RefBody(f_offset_delta, f_size, f_address)
+    C_ref_body._bw_model = (_f2m_ref_body, ('offset_delta', 'size', 'address'), (), True)
+
+    def _m2c_ref_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+            'size': v.size,
+            'address': v.address,
+        }
+
+    def _c2m_zero_body(c):
+        if c.__class__ is ZeroBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        f_size = c['size']
+        return ZeroBody(f_offset_delta, f_size)
+
+    def _f2m_zero_body(f_offset_delta, f_size):
+        return ZeroBody(f_offset_delta, f_size)
+    C_zero_body._bw_model = (_f2m_zero_body, ('offset_delta', 'size'), (), True)
+
+    def _m2c_zero_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+            'size': v.size,
+        }
+
+    def _c2m_shrink_body(c):
+        if c.__class__ is ShrinkBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        return ShrinkBody(f_offset_delta)
+
+    def _f2m_shrink_body(f_offset_delta):
+        return ShrinkBody(f_offset_delta)
+    C_shrink_body._bw_model = (_f2m_shrink_body, ('offset_delta',), (), True)
+
+    def _m2c_shrink_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+        }
+
+    def _c2m_grow_body(c):
+        if c.__class__ is GrowBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        return GrowBody(f_offset_delta)
+
+    def _f2m_grow_body(f_offset_delta):
+        return GrowBody(f_offset_delta)
+    C_grow_body._bw_model = (_f2m_grow_body, ('offset_delta',), (), True)
+
+    def _m2c_grow_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+        }
+
+    def _c2m_inline_body(c, p_size_tag):
+        if c.__class__ is InlineBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return InlineBody(f_offset_delta, f_payload)
+
+    def _f2m_inline_body(f_offset_delta, f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return InlineBody(f_offset_delta, f_payload)
+    C_inline_body._bw_model = (_f2m_inline_body, ('offset_delta', 'payload'), (), True)
+
+    def _m2c_inline_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+            'payload': v.payload,
+        }
+
+    def _c2m_statement(c):
+        if c.__class__ is Statement:  # built by a compiled parse
+            return c
+        f_id_delta = c['id_delta']
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
+            f_tag = f_tag if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_ref_body(f_body) if f_tag == 0 else (_c2m_zero_body(f_body) if f_tag == 1 else (_c2m_shrink_body(f_body) if f_tag == 2 else (_c2m_grow_body(f_body) if f_tag == 3 else (None if f_tag == 4 else _c2m_inline_body(f_body, f_tag))))))
+        return Statement(f_id_delta, f_tag, f_body)
+
+    def _f2m_statement(f_id_delta, f_tag, f_body):
+        if f_tag is not None:
+            _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
+            f_tag = f_tag if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is RefBody else _c2m_ref_body(f_body)) if f_tag == 0 else ((f_body if f_body.__class__ is ZeroBody else _c2m_zero_body(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is ShrinkBody else _c2m_shrink_body(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is GrowBody else _c2m_grow_body(f_body)) if f_tag == 3 else (None if f_tag == 4 else (f_body if f_body.__class__ is InlineBody else _c2m_inline_body(f_body, f_tag)))))))
+        return Statement(f_id_delta, f_tag, f_body)
+    C_statement._bw_model = (_f2m_statement, ('id_delta', 'tag', 'body'), (), True)
+
+    def _m2c_statement(v):
+        return {
+            'id_delta': v.id_delta,
+            'tag': None if v.tag is None else int(v.tag),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {0: RefBody, 1: ZeroBody, 2: ShrinkBody, 3: GrowBody, 4: None}, InlineBody, 'body')),
+        }
+
+    def _c2m_child_ref(c):
+        if c.__class__ is ChildRef:  # built by a compiled parse
+            return c
+        f_page_delta = c['page_delta']
+        return ChildRef(f_page_delta)
+
+    def _f2m_child_ref(f_page_delta):
+        return ChildRef(f_page_delta)
+    C_child_ref._bw_model = (_f2m_child_ref, ('page_delta',), (), True)
+
+    def _m2c_child_ref(v):
+        return {
+            'page_delta': v.page_delta,
+        }
+
+    def _c2m_table_content(c):
+        if c.__class__ is TableContent:  # built by a compiled parse
+            return c
+        f_children = c['children']
+        f_statements = c['statements']
+        if f_statements is not None:
+            f_statements = [_c2m_statement(_x) for _x in f_statements]
+        return TableContent(f_children, f_statements)
+
+    def _f2m_table_content(f_children, f_statements):
+        if f_statements is not None:
+            f_statements = [(_x if _x.__class__ is Statement else _c2m_statement(_x)) for _x in f_statements]
+        return TableContent(f_children, f_statements)
+    C_table_content._bw_model = (_f2m_table_content, ('children', 'statements'), (), True)
+
+    def _m2c_table_content(v):
+        return {
+            'children': v.children,
+            'statements': None if v.statements is None else [_m2c_statement(_x) for _x in v.statements],
+        }
+
+    def _c2m_page(c):
+        if c.__class__ is Page:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return Page(f_kind, f_epoch, f_content)
+
+    def _f2m_page(f_kind, f_epoch, f_content):
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return Page(f_kind, f_epoch, f_content)
+    C_page._bw_model = (_f2m_page, ('kind', 'epoch', 'content'), (), True)
+
+    def _m2c_page(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': v.content,
+        }
+
+    def _c2m_header_slot(c):
+        if c.__class__ is HeaderSlot:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_header_fields(f_header)
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return HeaderSlot(f_header, f_kind, f_epoch, f_content)
+
+    def _f2m_header_slot(f_header, f_kind, f_epoch, f_content):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return HeaderSlot(f_header, f_kind, f_epoch, f_content)
+    C_header_slot._bw_model = (_f2m_header_slot, ('header', 'kind', 'epoch', 'content'), (), True)
+
+    def _m2c_header_slot(v):
+        return {
+            'header': None if v.header is None else _m2c_header_fields(v.header),
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': v.content,
+        }
+
+    def _c2m_table_page(c):
+        if c.__class__ is TablePage:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = _c2m_table_content(f_content)
+        return TablePage(f_kind, f_epoch, f_content)
+
+    def _f2m_table_page(f_kind, f_epoch, f_content):
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
+        return TablePage(f_kind, f_epoch, f_content)
+    C_table_page._bw_model = (_f2m_table_page, ('kind', 'epoch', 'content'), (), True)
+
+    def _m2c_table_page(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': None if v.content is None else _m2c_table_content(v.content),
+        }
+
+    def _c2m_header_page(c):
+        if c.__class__ is HeaderPage:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_header_fields(f_header)
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = _c2m_table_content(f_content)
+        return HeaderPage(f_header, f_kind, f_epoch, f_content)
+
+    def _f2m_header_page(f_header, f_kind, f_epoch, f_content):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
+        return HeaderPage(f_header, f_kind, f_epoch, f_content)
+    C_header_page._bw_model = (_f2m_header_page, ('header', 'kind', 'epoch', 'content'), (), True)
+
+    def _m2c_header_page(v):
+        return {
+            'header': None if v.header is None else _m2c_header_fields(v.header),
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': None if v.content is None else _m2c_table_content(v.content),
+        }
+
+    def _c2m_journal_free(c):
+        if c.__class__ is JournalFree:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        return JournalFree(f_id)
+
+    def _f2m_journal_free(f_id):
+        return JournalFree(f_id)
+    C_journal_free._bw_model = (_f2m_journal_free, ('id',), (), True)
+
+    def _m2c_journal_free(v):
+        return {
+            'id': v.id,
+        }
+
+    def _c2m_journal_resize(c):
+        if c.__class__ is JournalResize:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_size = c['size']
+        return JournalResize(f_id, f_size)
+
+    def _f2m_journal_resize(f_id, f_size):
+        return JournalResize(f_id, f_size)
+    C_journal_resize._bw_model = (_f2m_journal_resize, ('id', 'size'), (), True)
+
+    def _m2c_journal_resize(v):
+        return {
+            'id': v.id,
+            'size': v.size,
+        }
+
+    def _c2m_journal_write(c):
+        if c.__class__ is JournalWrite:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_offset = c['offset']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalWrite(f_id, f_offset, f_data)
+
+    def _f2m_journal_write(f_id, f_offset, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalWrite(f_id, f_offset, f_data)
+    C_journal_write._bw_model = (_f2m_journal_write, ('id', 'offset', 'data'), (), True)
+
+    def _m2c_journal_write(v):
+        return {
+            'id': v.id,
+            'offset': v.offset,
+            'data': v.data,
+        }
+
+    def _c2m_journal_splice(c):
+        if c.__class__ is JournalSplice:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_offset = c['offset']
+        f_old_len = c['old_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalSplice(f_id, f_offset, f_old_len, f_data)
+
+    def _f2m_journal_splice(f_id, f_offset, f_old_len, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalSplice(f_id, f_offset, f_old_len, f_data)
+    C_journal_splice._bw_model = (_f2m_journal_splice, ('id', 'offset', 'old_len', 'data'), (), True)
+
+    def _m2c_journal_splice(v):
+        return {
+            'id': v.id,
+            'offset': v.offset,
+            'old_len': v.old_len,
+            'data': v.data,
+        }
+
+    def _c2m_journal_copy(c):
+        if c.__class__ is JournalCopy:  # built by a compiled parse
+            return c
+        f_src = c['src']
+        f_src_offset = c['src_offset']
+        f_length = c['length']
+        f_dst = c['dst']
+        f_dst_offset = c['dst_offset']
+        return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
+
+    def _f2m_journal_copy(f_src, f_src_offset, f_length, f_dst, f_dst_offset):
+        return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
+    C_journal_copy._bw_model = (_f2m_journal_copy, ('src', 'src_offset', 'length', 'dst', 'dst_offset'), (), True)
+
+    def _m2c_journal_copy(v):
+        return {
+            'src': v.src,
+            'src_offset': v.src_offset,
+            'length': v.length,
+            'dst': v.dst,
+            'dst_offset': v.dst_offset,
+        }
+
+    def _c2m_journal_record(c):
+        if c.__class__ is JournalRecord:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _JOURNALTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_journal_free(f_body) if f_tag == 1 else (_c2m_journal_resize(f_body) if f_tag == 2 else (_c2m_journal_write(f_body) if f_tag == 3 else (_c2m_journal_splice(f_body) if f_tag == 4 else (_c2m_journal_copy(f_body) if f_tag == 5 else (_c2m_journal_copy(f_body) if f_tag == 6 else None))))))
+        return JournalRecord(f_tag, f_body)
+
+    def _f2m_journal_record(f_tag, f_body):
+        if f_tag is not None:
+            _t = _JOURNALTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is JournalFree else _c2m_journal_free(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is JournalResize else _c2m_journal_resize(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is JournalWrite else _c2m_journal_write(f_body)) if f_tag == 3 else ((f_body if f_body.__class__ is JournalSplice else _c2m_journal_splice(f_body)) if f_tag == 4 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 5 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 6 else None))))))
+        return JournalRecord(f_tag, f_body)
+    C_journal_record._bw_model = (_f2m_journal_record, ('tag', 'body'), (), True)
+
+    def _m2c_journal_record(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: JournalFree, 2: JournalResize, 3: JournalWrite, 4: JournalSplice, 5: JournalCopy, 6: JournalCopy}, None, 'body')),
+        }
+
+    def _c2m_journal_records(c):
+        if c.__class__ is JournalRecords:  # built by a compiled parse
+            return c
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_journal_record(_x) for _x in f_records]
+        return JournalRecords(f_records)
+
+    def _f2m_journal_records(f_records):
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is JournalRecord else _c2m_journal_record(_x)) for _x in f_records]
+        return JournalRecords(f_records)
+    C_journal_records._bw_model = (_f2m_journal_records, ('records',), (), True)
+
+    def _m2c_journal_records(v):
+        return {
+            'records': None if v.records is None else [_m2c_journal_record(_x) for _x in v.records],
+        }
+
+    def _c2m_journal_transaction(c):
+        if c.__class__ is JournalTransaction:  # built by a compiled parse
+            return c
+        f_records = c['records']
+        if f_records is not None:
+            f_records = bytes(f_records)
+        f_crc = c['crc']
+        return JournalTransaction(f_records, f_crc)
+
+    def _f2m_journal_transaction(f_records, f_crc):
+        if f_records is not None:
+            f_records = bytes(f_records)
+        return JournalTransaction(f_records, f_crc)
+    C_journal_transaction._bw_model = (_f2m_journal_transaction, ('records', 'crc'), (), True)
+
+    def _m2c_journal_transaction(v):
+        return {
+            'records': v.records,
+            'crc': v.crc,
+        }
+
+    def _c2m_journal_page(c):
+        if c.__class__ is JournalPage:  # built by a compiled parse
+            return c
+        f_stream = c['stream']
+        if f_stream is not None:
+            f_stream = bytes(f_stream)
+        f_next = c['next']
+        f_crc = c['crc']
+        return JournalPage(f_stream, f_next, f_crc)
+
+    def _f2m_journal_page(f_stream, f_next, f_crc):
+        if f_stream is not None:
+            f_stream = bytes(f_stream)
+        return JournalPage(f_stream, f_next, f_crc)
+    C_journal_page._bw_model = (_f2m_journal_page, ('stream', 'next', 'crc'), (), True)
+
+    def _m2c_journal_page(v):
+        return {
+            'stream': v.stream,
+            'next': v.next,
+            'crc': v.crc,
+        }
+
+    def _c2m_journal_seed(c):
+        if c.__class__ is JournalSeed:  # built by a compiled parse
+            return c
+        f_segment_epoch = c['segment_epoch']
+        return JournalSeed(f_segment_epoch)
+
+    def _f2m_journal_seed(f_segment_epoch):
+        return JournalSeed(f_segment_epoch)
+    C_journal_seed._bw_model = (_f2m_journal_seed, ('segment_epoch',), (), True)
+
+    def _m2c_journal_seed(v):
+        return {
+            'segment_epoch': v.segment_epoch,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {HeaderFields: _m2c_header_fields, RefBody: _m2c_ref_body, ZeroBody: _m2c_zero_body, ShrinkBody: _m2c_shrink_body, GrowBody: _m2c_grow_body, InlineBody: _m2c_inline_body, Statement: _m2c_statement, ChildRef: _m2c_child_ref, TableContent: _m2c_table_content, Page: _m2c_page, HeaderSlot: _m2c_header_slot, TablePage: _m2c_table_page, HeaderPage: _m2c_header_page, JournalFree: _m2c_journal_free, JournalResize: _m2c_journal_resize, JournalWrite: _m2c_journal_write, JournalSplice: _m2c_journal_splice, JournalCopy: _m2c_journal_copy, JournalRecord: _m2c_journal_record, JournalRecords: _m2c_journal_records, JournalTransaction: _m2c_journal_transaction, JournalPage: _m2c_journal_page, JournalSeed: _m2c_journal_seed }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_header_fields(buf, offset: int = 0, *, compiled: bool = False) -> HeaderFields:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_fields") if compiled else C_header_fields
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8389,6 +8423,7 @@ def construct_decode_header_fields(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_header_fields(value: HeaderFields, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_fields") if compiled else C_header_fields
     try:
         data = con.build(_m2c_header_fields(value))
@@ -8401,6 +8436,7 @@ def construct_encode_header_fields(value: HeaderFields, *, compiled: bool = Fals
 
 def construct_decode_ref_body(buf, offset: int = 0, *, compiled: bool = False) -> RefBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ref_body") if compiled else C_ref_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8415,6 +8451,7 @@ def construct_decode_ref_body(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_ref_body(value: RefBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ref_body") if compiled else C_ref_body
     try:
         data = con.build(_m2c_ref_body(value))
@@ -8427,6 +8464,7 @@ def construct_encode_ref_body(value: RefBody, *, compiled: bool = False) -> byte
 
 def construct_decode_zero_body(buf, offset: int = 0, *, compiled: bool = False) -> ZeroBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zero_body") if compiled else C_zero_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8441,6 +8479,7 @@ def construct_decode_zero_body(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zero_body(value: ZeroBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zero_body") if compiled else C_zero_body
     try:
         data = con.build(_m2c_zero_body(value))
@@ -8453,6 +8492,7 @@ def construct_encode_zero_body(value: ZeroBody, *, compiled: bool = False) -> by
 
 def construct_decode_shrink_body(buf, offset: int = 0, *, compiled: bool = False) -> ShrinkBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("shrink_body") if compiled else C_shrink_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8467,6 +8507,7 @@ def construct_decode_shrink_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_shrink_body(value: ShrinkBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("shrink_body") if compiled else C_shrink_body
     try:
         data = con.build(_m2c_shrink_body(value))
@@ -8479,6 +8520,7 @@ def construct_encode_shrink_body(value: ShrinkBody, *, compiled: bool = False) -
 
 def construct_decode_grow_body(buf, offset: int = 0, *, compiled: bool = False) -> GrowBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("grow_body") if compiled else C_grow_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8493,6 +8535,7 @@ def construct_decode_grow_body(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_grow_body(value: GrowBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("grow_body") if compiled else C_grow_body
     try:
         data = con.build(_m2c_grow_body(value))
@@ -8505,6 +8548,7 @@ def construct_encode_grow_body(value: GrowBody, *, compiled: bool = False) -> by
 
 def construct_decode_inline_body(buf, offset: int = 0, *, compiled: bool = False, size_tag: int) -> InlineBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("inline_body") if compiled else C_inline_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8519,6 +8563,7 @@ def construct_decode_inline_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_inline_body(value: InlineBody, *, compiled: bool = False, size_tag: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("inline_body") if compiled else C_inline_body
     try:
         data = con.build(_m2c_inline_body(value), size_tag=size_tag)
@@ -8531,6 +8576,7 @@ def construct_encode_inline_body(value: InlineBody, *, compiled: bool = False, s
 
 def construct_decode_statement(buf, offset: int = 0, *, compiled: bool = False) -> Statement:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("statement") if compiled else C_statement
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8545,6 +8591,7 @@ def construct_decode_statement(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_statement(value: Statement, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("statement") if compiled else C_statement
     try:
         data = con.build(_m2c_statement(value))
@@ -8557,6 +8604,7 @@ def construct_encode_statement(value: Statement, *, compiled: bool = False) -> b
 
 def construct_decode_child_ref(buf, offset: int = 0, *, compiled: bool = False) -> ChildRef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("child_ref") if compiled else C_child_ref
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8571,6 +8619,7 @@ def construct_decode_child_ref(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_child_ref(value: ChildRef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("child_ref") if compiled else C_child_ref
     try:
         data = con.build(_m2c_child_ref(value))
@@ -8583,6 +8632,7 @@ def construct_encode_child_ref(value: ChildRef, *, compiled: bool = False) -> by
 
 def construct_decode_table_content(buf, offset: int = 0, *, compiled: bool = False) -> TableContent:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_content") if compiled else C_table_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8597,6 +8647,7 @@ def construct_decode_table_content(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_table_content(value: TableContent, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_content") if compiled else C_table_content
     try:
         data = con.build(_m2c_table_content(value))
@@ -8609,6 +8660,7 @@ def construct_encode_table_content(value: TableContent, *, compiled: bool = Fals
 
 def construct_decode_page(buf, offset: int = 0, *, compiled: bool = False) -> Page:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("page") if compiled else C_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8623,6 +8675,7 @@ def construct_decode_page(buf, offset: int = 0, *, compiled: bool = False) -> Pa
 
 def construct_encode_page(value: Page, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("page") if compiled else C_page
     try:
         data = con.build(_m2c_page(value))
@@ -8635,6 +8688,7 @@ def construct_encode_page(value: Page, *, compiled: bool = False) -> bytes:
 
 def construct_decode_header_slot(buf, offset: int = 0, *, compiled: bool = False) -> HeaderSlot:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_slot") if compiled else C_header_slot
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8649,6 +8703,7 @@ def construct_decode_header_slot(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_header_slot(value: HeaderSlot, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_slot") if compiled else C_header_slot
     try:
         data = con.build(_m2c_header_slot(value))
@@ -8661,6 +8716,7 @@ def construct_encode_header_slot(value: HeaderSlot, *, compiled: bool = False) -
 
 def construct_decode_table_page(buf, offset: int = 0, *, compiled: bool = False) -> TablePage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_page") if compiled else C_table_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8675,6 +8731,7 @@ def construct_decode_table_page(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_table_page(value: TablePage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_page") if compiled else C_table_page
     try:
         data = con.build(_m2c_table_page(value))
@@ -8687,6 +8744,7 @@ def construct_encode_table_page(value: TablePage, *, compiled: bool = False) -> 
 
 def construct_decode_header_page(buf, offset: int = 0, *, compiled: bool = False) -> HeaderPage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_page") if compiled else C_header_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8701,6 +8759,7 @@ def construct_decode_header_page(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_header_page(value: HeaderPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_page") if compiled else C_header_page
     try:
         data = con.build(_m2c_header_page(value))
@@ -8713,6 +8772,7 @@ def construct_encode_header_page(value: HeaderPage, *, compiled: bool = False) -
 
 def construct_decode_journal_free(buf, offset: int = 0, *, compiled: bool = False) -> JournalFree:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_free") if compiled else C_journal_free
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8727,6 +8787,7 @@ def construct_decode_journal_free(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_free(value: JournalFree, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_free") if compiled else C_journal_free
     try:
         data = con.build(_m2c_journal_free(value))
@@ -8739,6 +8800,7 @@ def construct_encode_journal_free(value: JournalFree, *, compiled: bool = False)
 
 def construct_decode_journal_resize(buf, offset: int = 0, *, compiled: bool = False) -> JournalResize:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_resize") if compiled else C_journal_resize
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8753,6 +8815,7 @@ def construct_decode_journal_resize(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_journal_resize(value: JournalResize, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_resize") if compiled else C_journal_resize
     try:
         data = con.build(_m2c_journal_resize(value))
@@ -8765,6 +8828,7 @@ def construct_encode_journal_resize(value: JournalResize, *, compiled: bool = Fa
 
 def construct_decode_journal_write(buf, offset: int = 0, *, compiled: bool = False) -> JournalWrite:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_write") if compiled else C_journal_write
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8779,6 +8843,7 @@ def construct_decode_journal_write(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_journal_write(value: JournalWrite, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_write") if compiled else C_journal_write
     try:
         data = con.build(_m2c_journal_write(value))
@@ -8791,6 +8856,7 @@ def construct_encode_journal_write(value: JournalWrite, *, compiled: bool = Fals
 
 def construct_decode_journal_splice(buf, offset: int = 0, *, compiled: bool = False) -> JournalSplice:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_splice") if compiled else C_journal_splice
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8805,6 +8871,7 @@ def construct_decode_journal_splice(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_journal_splice(value: JournalSplice, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_splice") if compiled else C_journal_splice
     try:
         data = con.build(_m2c_journal_splice(value))
@@ -8817,6 +8884,7 @@ def construct_encode_journal_splice(value: JournalSplice, *, compiled: bool = Fa
 
 def construct_decode_journal_copy(buf, offset: int = 0, *, compiled: bool = False) -> JournalCopy:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_copy") if compiled else C_journal_copy
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8831,6 +8899,7 @@ def construct_decode_journal_copy(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_copy(value: JournalCopy, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_copy") if compiled else C_journal_copy
     try:
         data = con.build(_m2c_journal_copy(value))
@@ -8843,6 +8912,7 @@ def construct_encode_journal_copy(value: JournalCopy, *, compiled: bool = False)
 
 def construct_decode_journal_record(buf, offset: int = 0, *, compiled: bool = False) -> JournalRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_record") if compiled else C_journal_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8857,6 +8927,7 @@ def construct_decode_journal_record(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_journal_record(value: JournalRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_record") if compiled else C_journal_record
     try:
         data = con.build(_m2c_journal_record(value))
@@ -8869,6 +8940,7 @@ def construct_encode_journal_record(value: JournalRecord, *, compiled: bool = Fa
 
 def construct_decode_journal_records(buf, offset: int = 0, *, compiled: bool = False) -> JournalRecords:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_records") if compiled else C_journal_records
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8883,6 +8955,7 @@ def construct_decode_journal_records(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_journal_records(value: JournalRecords, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_records") if compiled else C_journal_records
     try:
         data = con.build(_m2c_journal_records(value))
@@ -8895,6 +8968,7 @@ def construct_encode_journal_records(value: JournalRecords, *, compiled: bool = 
 
 def construct_decode_journal_transaction(buf, offset: int = 0, *, compiled: bool = False) -> JournalTransaction:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_transaction") if compiled else C_journal_transaction
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8909,6 +8983,7 @@ def construct_decode_journal_transaction(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_journal_transaction(value: JournalTransaction, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_transaction") if compiled else C_journal_transaction
     try:
         data = con.build(_m2c_journal_transaction(value))
@@ -8921,6 +8996,7 @@ def construct_encode_journal_transaction(value: JournalTransaction, *, compiled:
 
 def construct_decode_journal_page(buf, offset: int = 0, *, compiled: bool = False) -> JournalPage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_page") if compiled else C_journal_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8935,6 +9011,7 @@ def construct_decode_journal_page(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_page(value: JournalPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_page") if compiled else C_journal_page
     try:
         data = con.build(_m2c_journal_page(value))
@@ -8947,6 +9024,7 @@ def construct_encode_journal_page(value: JournalPage, *, compiled: bool = False)
 
 def construct_decode_journal_seed(buf, offset: int = 0, *, compiled: bool = False) -> JournalSeed:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_seed") if compiled else C_journal_seed
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8961,6 +9039,7 @@ def construct_decode_journal_seed(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_seed(value: JournalSeed, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_seed") if compiled else C_journal_seed
     try:
         data = con.build(_m2c_journal_seed(value))
@@ -8976,6 +9055,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -9764,3 +9844,100 @@ DECODERS = {"header_fields": decode_header_fields, "ref_body": decode_ref_body, 
 ENCODERS = {"header_fields": encode_header_fields, "ref_body": encode_ref_body, "zero_body": encode_zero_body, "shrink_body": encode_shrink_body, "grow_body": encode_grow_body, "inline_body": encode_inline_body, "statement": encode_statement, "child_ref": encode_child_ref, "table_content": encode_table_content, "page": encode_page, "header_slot": encode_header_slot, "table_page": encode_table_page, "header_page": encode_header_page, "journal_free": encode_journal_free, "journal_resize": encode_journal_resize, "journal_write": encode_journal_write, "journal_splice": encode_journal_splice, "journal_copy": encode_journal_copy, "journal_record": encode_journal_record, "journal_records": encode_journal_records, "journal_transaction": encode_journal_transaction, "journal_page": encode_journal_page, "journal_seed": encode_journal_seed }
 CONSTRUCT_DECODERS = {"header_fields": construct_decode_header_fields, "ref_body": construct_decode_ref_body, "zero_body": construct_decode_zero_body, "shrink_body": construct_decode_shrink_body, "grow_body": construct_decode_grow_body, "inline_body": construct_decode_inline_body, "statement": construct_decode_statement, "child_ref": construct_decode_child_ref, "table_content": construct_decode_table_content, "page": construct_decode_page, "header_slot": construct_decode_header_slot, "table_page": construct_decode_table_page, "header_page": construct_decode_header_page, "journal_free": construct_decode_journal_free, "journal_resize": construct_decode_journal_resize, "journal_write": construct_decode_journal_write, "journal_splice": construct_decode_journal_splice, "journal_copy": construct_decode_journal_copy, "journal_record": construct_decode_journal_record, "journal_records": construct_decode_journal_records, "journal_transaction": construct_decode_journal_transaction, "journal_page": construct_decode_journal_page, "journal_seed": construct_decode_journal_seed }
 CONSTRUCT_ENCODERS = {"header_fields": construct_encode_header_fields, "ref_body": construct_encode_ref_body, "zero_body": construct_encode_zero_body, "shrink_body": construct_encode_shrink_body, "grow_body": construct_encode_grow_body, "inline_body": construct_encode_inline_body, "statement": construct_encode_statement, "child_ref": construct_encode_child_ref, "table_content": construct_encode_table_content, "page": construct_encode_page, "header_slot": construct_encode_header_slot, "table_page": construct_encode_table_page, "header_page": construct_encode_header_page, "journal_free": construct_encode_journal_free, "journal_resize": construct_encode_journal_resize, "journal_write": construct_encode_journal_write, "journal_splice": construct_encode_journal_splice, "journal_copy": construct_encode_journal_copy, "journal_record": construct_encode_journal_record, "journal_records": construct_encode_journal_records, "journal_transaction": construct_encode_journal_transaction, "journal_page": construct_encode_journal_page, "journal_seed": construct_encode_journal_seed }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-rkfTaX-Ab-Oz=`_=<VL9s14Eo?_S*6wI$U)~2MtR>mlqaDkZ3JA6`>6z)-?pAO2(A}fmwPTWy7`)IZanayVF<=6OB*Z`x$b)Av'
+    'feKX=<pdHJl?wSu_y~N2N+qN!4&<D3Z$IYMGqXFA7Vv(|_VnD>x#xZEx%d8B{9UOx_t2knIKOF2>!z|Q+o@GamrT(%%#>ofPXFEF'
+    'nxbvG?{t&D?mp&@IdNTFli>X&O)M7SAz>@F2LBJS7Xo~kl4S|Dn8(*~t1J~<XPN(6QZ)E5%r(&#M7>yDS{TE^DSN|S5=vshwo+?F'
+    ';kl2bC!YJrOwx5?MWf)p{=>aJJ$EY`Qc;)@GRj>-SzMK@lyK&<WNy+ILE0!tWm`~<im8hlD<Bj^(^TMpdR9PKEx{-WB@<xNR~Lm#'
+    'ie4NSq_R<v$AyBS+mdeQEaef&|28hzvZM>5aO%NR6Vp?t1OxgLB<d8~6Y>&3B~?`x%38(3dfwY57)!ATJqor#@7Zu+8Wc+q&Aeip'
+    'qPdw8&e4b`X@b)5gCxk3ScLv8&9JRSVP@WY!9d}CV~ZT5ajFY16w~V*`@j;WVc6Bvo)VTd4KM?9I<c-4ZCOyD#;Rmm)VHSCfZz!j'
+    'rXuP~!e!A^uof?B=n^Yd(Jf_F2eh0$b60w5J~a$9!s@tAA5uaBac{X7UFV=xkfk-zI?0G4wJEM?uITg^6@c4zoqH@<oSL0moGZ+h'
+    'Cg<kUg*%G*IWe6sNVDSHOn!D!nxC7M@(acJ*~#g-bb4WWYI3?DmF5;Ei<4<-ZeE(57iS9#t}_S-vJ^wN+^mz3^vaq=G(3b8pF^y>'
+    'a*s1`27Wj#m3$hP6Y^mvo);|%e~#a)+ZRIg4`{O7%%IcH;B~j;J@Q^>a1|*6zdupQI|FOdS{}LvXvd(5VeDarUWGbwMwb~HE-+R}'
+    'To$#8<Ys#15huklG{G2y2xW{Toe?z7xu~s+n?TdR90P@lX#$!7&_S_)3;;vPR`T+3zq|Np(H33#M5YfqNEhJ?HMJ<1;yR}!Qz}W&'
+    'N&(QA-xMB{N`hsJwzLKfTdq8jl~d591l8|F8YRA=nknJ_vZRj-7Ncv;pn;C*Kx&Nsi&7y8t(OhchM^1VrU6`l)l;rK<ctuvBde!o'
+    'L1Y-vmivS=U`n=P0vJFtaZS--Y7W8N?(v6|v&B_czQIS@f_y~2nSVQ$8I)f^sF800jL5elCW5($0c<!GJpjv+#~}|HrIIB9ue1Lr'
+    'kcpGRog}m#;s_b{c!&M!PfB>6-yoR=HjaqAExK`F%15YleKY;%WmC~Fc?dfp>IK;_855Iu0TBxP=(Yc<I|V(ex%fS%v5t+!ps|~%'
+    '0j#nlfG7rbv;^G{%BGQ*8dV;;V65dW8<-tih(ilW9EMU9iUw7+LFy_NNVt$ltQ`!}jd|Wf9>|{6lrWo0P0h}d{L_Vdb;Po;E*ln-'
+    '{3eo-ph@~FiX;?PtHK0G{joGwN+*{DBOp4g0z_t@2C_i%ii(b6%mO(C1a=G+i*Qcfw3Gs<1g3zvk^!=tNu^zR_6d3JqASm5jsTI3'
+    'aP3h`Vy|tV#Nv0GlH`#=pHggy;|C?ggooon1=J9GQC~LkI#aPF4}-U0QIDiFoCZ=*@D#9fW2!1^O2J3tc(@ruE9R)F4%&;KGRm9S'
+    'S^|mPG7A8JS;$q5tZ3Qv!QVD)W(CA2Hq#HyoCGxst@0rtp<NaWKsH4{b;T@z4ioiNpT4AG6@{I<kL!ICsKG2UGGn^*4n}M!Ie~*E'
+    '^D?wJCVFHenWkZm6D^CNpiSsmRJ0@ss6!s5%!5#*W(khjElx7YO1=ULP7_yA!8ik=rhxWf&ukn_@$6wDJXcaA4PJq2=x6PPb<bl?'
+    'KmVO+kHp>hEvz^aYvQT`R#n{IER&AvzYFmb)>1@8&J7LiI%%T}mR<Y|{_|_}v$+LjolaxRNW4x=M14GX3N)xKf^vb<57HP;WJa7g'
+    'DbTFbk6f!8ptzjjf}wd>&Vb$n10Watx);BOOY{M!CD5L<pp$$>(QE}&wKG&QjYlLMi@X!&;Bogs7Yg>5K|3iM&|yq6EO!gWC~cs='
+    '8@44Aj2;AyG~S4F=;4j|eCF)(>C<N(HXqg>-bjlN>xjo5fD8mCjyho}py%+RqT7mw4+R9%JvH)nR&~$tjbOwKdZYq9qJ{=W&dOH+'
+    'YS3nqi2cVeE7CfSqhPF+Q8l3Ebp}DG7A{$pH7I@}>x=^06=)>~u)!-J5hw@B&`pBsHgu4hHVr`r!G%9_Lk=GIdNuudmG@+kL^KUa'
+    '|5;~57Oh-SDv1@%hCvQ^k69qhMJHYsZP|5xj+0@kiUL#Y-$Ro?#mACPKiD?V4dPVHTg;k>mnG?vy9M+5xKDq3HDh%uM@AHrR$EPl'
+    ';)rvrp=+B$dP*3ZnOvA-k_2RTdU_%~=kp;TM}AiRSXTacR{lg*{*%n8{AXM8Cvm3bPi5sl&&q$1mH!fFQvR!~{OP3pnXLTTto*sG'
+    '{CS!W`3q3}ueancBG60nb1mRa6TI@@WaTes<*(EL$FxI^n~v4M?XLmu=p@(&fb<EA47DZDIjlO=6t!BYvO56kl`VmqiU8^W5L3=%'
+    'wb}w~N)%XeVO;_BD}qh84qtd(VXb1>Xf0MO?stHR)J<sbYzggj1ho6m$;pYDW)uh$)u0MBpeDhL0dLTAjwZ+q7lPX30wP%_<EMKN'
+    'zN#gJGZ7GuG8ZbxyzEHuP6pr=C97a6We}9yuejPk{z6M2XQPM~1+oDW7e#xH%>HOl)5=;|BkPi2nka+dgi6ebx$3~ax+So45y0*z'
+    'nk|9MmrNKp$X)>T?fmB}@{{}t_4Ax7zgvEfuZj1|PiN)#f|>a~7}NXV|1+pq<qyao@^q*C2U+<Kx8y&{${%G4@)kxuLa4hi3kb}v'
+    '=-$*Ux15?gqS)Cp#>)mqCd_CeSSTqb2q$ux0VXdDWJ#;!cAPnp7RJEynL^J8JQegbp!k{l?@o3T;=5WxJYNejTCew902I{5cSPnz'
+    '0~MQurgBw$XskZ`ldSftr@*}d^GSps$s`@+Qrxpe;@}ygLAA$wPxduhA)2^pRBSXv(a1bY-vUGQP*#4k{2R_Ng^rjdkePG_n4Llf'
+    'ulxke%vUob^7Ek3U&!p0zYWy-Z<#~#_cA{#|7Yfi+Sl9DlNqm|HTH<)RT+UQy-=kOs`NpXI8=#4l{i${&#J_s3QVm;7M}?7J?F%k'
+    '4tg0`NAw#SSEDQjm9q-qEV^j5k-6;*URF%IB5D+n8X&<ykp?g{!Qw0B@<tKdnqT#3P<;jTD!&;G@{kZ_kb>={VPItoV@a<Sk(ol4'
+    '_|TfTkz?*tW>|jO8K`JdK0P(>szcCZ(n*l70FynWSUDb2%3`o=g9mU%fU3Gjm#+c3ywRge5725euptwI2-;F_#}U&Dbpo*f@Te(x'
+    'V4$cc;WMjF(q|e!yFU7RqedTP)D7^cjk_D5xGxHdsYYVq)elOgMIlUXEKcA@qri{V1+du-tzz>iJH=pF6($e%Q4j?D;Z@*P=$297'
+    'W3D<vu#Up#mb!<Y_rm8zSACg3Q^f1)Z8%GZsKn2(s$)2TJ(hZyeZ7Ir7c%5&^+seFWJmQTn%E;)`zU_g%$gVIA8_0d`tfxv_nLZ^'
+    'qyBaS3eN!wZ}L#+kN(Goj~<8|e!39}-hfffMl?vYwLeT-6!q(vxH26O*Vzt;Ys8{BY8`p~GAFNHNL{Z3^c?lj6B>R~`Vs*_b1Yt5'
+    'jiMzo3)mZ>P%$mT6vPtPP=Z1$LONmZKp1<hzs~Vj=m3A`I}r}6V4l=r&)U7%yBKCJfAEpGo5A4xb}(1Pci30wc)Q#I-hQzYzEdci'
+    'Ux&H3>|(Jlg&8k2{x$@=Gr(6Yn)z*`C@gb)5d%HAr<}xHihh6DkE%LxO)7!k_mmUQ;v%~rZOu7@US-#b73>Wva~3<}W%4x+;2<EN'
+    '&nRQL*!fD{FXkjD80?1J$9UjAj_}%}mD=`3J%>_#1}0u?>{fOa6{QxaXsDzX*%DH%nxb`t@buG~hPT2*#yRtth?`hvJ|iK(7==HF'
+    '{!=Il&wki)V&tpCm`9vr+)ZOET*ujx71?29Y@sU&vu3r=np+*PX08*F>W?wZn9ntEaR!y5@7`R0_SD0Y)rX-S=8Vxg9(rhTFr@?c'
+    '3>>mJ<^_Of2;TK7F6t~ead-mX(VN{a17So05#_|hnJ6Vc^ZdGE7vzwi*@t0HU)rc&M`XTReJ^5$3lVy!egHo{guhmEc+BVUuLm6N'
+    'Bnq^SH3r3&$p?Nb<|mvX+Z-PI<a^1Eg2$M=LP{AP<MIR9x4Os_B<$6Hzz^b<ZjbLR?&B^lYFacK?p4BAITB+H9k!?L*D>4*j5C3Y'
+    'i^V`Hq=XA><(%i^z!TT*lrH4)+maw+fN}zDY1R;}mDpATvtZ1`C9E~+q?dwKE^C<UM5!07h*{AjE6EnaZz3t@52$(>ykqm>%XKp9'
+    'Z>wb#qASyDg=Ll8iL5HfipKoakgV$Kt2O_eVOo#ck+5=(>X^SEOycZMdKiKxl{JOpj@_fFUkTHc4`QT|_(7y8DoPQ+2@qR(7%U?W'
+    'jNW2MKgaVyK>4tunu4qEqGq64T$e>#V8Jd<eG|6K3y$%WF#z0$*w5%;F;$;tl9)n)DI2tCe%#^&$>{4=qAwnpU@H`~R=7h#OZ3$e'
+    '+F)NZWq7#*0^3tHZ($-k+}A)M(qx&EzHJ)2k?52m&ofXs*+mf;%N3v{XJ6(g3PuGNX}KZx30!ig)$AM~4<oyKEZZpO3_VA9a<_n-'
+    'U<{p6>TiZ4*;RAZj^Z5-Cy;Ha&j(0-nxW&H`0<>lCfZfH>MQ#EslN>#*%Ukh<<y_Yuj+C5+!nZxw*<GL<@v!2L7pcvBZlJ|r0^jx'
+    'vDiK^jiMK{3Mhx<Vl%e3gi6^<7F`4W#D%cUY6fMttv|_LY0N6+D>~lrkvY}9eVjZyVZ9scSnp_4)_YS2tQSXs!yLC*&vEk8wPf=R'
+    'k8I?_9nnmuBKjRb2`~330Y};ny(cJ(xO#=^)io<r$4j8;LF^*);sU#u<wPX14oF`&728G;(>-9WGy^8e;2aI7Gq*^DNT-Dp)#=YC'
+    'z|VT+odRZkG=XI0`}^MFHUdY!LRm2+kfB5i*nX=SY!Mj|>H|n>4Lx=BY+t=?itn1*rh#{i#jb^S{M*eyj!KJ&70g15R0u!4y~NiZ'
+    'ADSE&7Lq|Go+nJ&qD|0QgQvVSs9;4*)K(3ka2dTW7}E4q0Ut1b8rQ)Fr41$)*=#=Uq7E@k@cuFJI_tzO30KCLjwKilY&re3WQhxY'
+    '3AWNFKg(03OiY;Chwsax4g~<twr2RrW-~k!9Rs2Sf99kOo@3uaUK+0Ut?KSd&we1m4FC^j!%O^k84iwN2BMcdwk8#qJaK@Dt>_L|'
+    '-INROY6j+PBQ5u#WnF-hiVnl2#b&9<r4}X$0e*ZHcnP;)7-jK|70`NquDRuJOz@Vf8Kg{Ovi%!L<{^2M$mk-xMT45~_hry*g~SfC'
+    'L0=YRl;if1bZWYDgY(W>tp~~{)1#h2)z?e3nHeH6k{PLRMTjMOS&2bbqEF5D(Ry`QN4~X_Fe*<Tz`Y+~Rr&S?#%Vt*+uYESAG@j='
+    '^S$AiU1;3xtczVYHUGXAgN{&;gy|?%-_?P>zr{eKwB6a-f$nc_petW&s-cPWTPx>hT8w)7Css#)patX+iiCtll%{TPpz3PiC8;<$'
+    'm+(U)2Wbr-nSxafdQ+y)uv%5$i1k$y2lK3Ik<AafRJHMSyNdMpT1-Pk1|VrjkPD9lU_1tof%a721Rve!v=6r!@?1j?a5=n9FH$4&'
+    'Kuq8aPEeJCY$ye98;d23`J4Gb7mf>*^FPkiEo~ke4{!V{;0_p_x;}1&_xw@DT-lUtsmN60fskq(r|ht)&UNFJI^C!~$;jjB%p_BQ'
+    'X{G=dn2KETRU|7o*`B6+ssl|q9E6&}it?+w$*24%P}Y&^=t7&G<+ar{e;hr|^wm%`-`}aKc{X~`t-Zl!;VBFRwoew_*HRs$?_<$3'
+    'G5yn_c|IOJ3p2Y<@%(A@h#UH3%geM-#C1=2OEHf*(k|U}vR)%GMZ>n>?yu1bGo9;%uU$2N=_A|lmul5OZ>&D;<jE+mzskPSryJN9'
+    'ZK{Inr@lVZV$eJBm7Eh*!Eti+7a0jp;<jR)+dgT*C>FaJ0{LtUpmyR{IY(y~wh<TIvDfvv7BEf!^ytFRx0s5ZxM9xi4FjgLcWgIe'
+    'x-0bN7h25NF7(*G)MCgDJvOJ>V;keL#xOx!E)wo)cH)F~q<i7Z@UE$vQ&o5r(~DqMlZO`u4KL2sDdBB6X7Sjyam+s1fl40r_HUKw'
+    'M1(*mFUM-LION=Rm(@et`!J_w%uAjb7pA8s@`~Nz?k-$zU#2bE;pKLWRfn>yoFmZFtM0@@dhigRB8l~>g_(u9JEj(9S&nD_U525B'
+    'l04Pl$9a3oi7o3v_NLQMn@-t||EHXRQ^s0ZG=mIK^>-2cu;>Kg*-UQYuKJi!rd?am&pq}TzaP;VDNxh6kW2-FJkZ`C544}RG=R9S'
+    'ZX8~z7h~Qy+8Wm=ueuki=3__`IIOebVW~2E?~mqfi66mVPcWndypbcpkVb=7Qq3rjc&bCrd6{ejYrvXl6FRqw{-!{FMg$!}fJ^p@'
+    'PCNVom9CRuITN_8U$<;iq%_ax<Yz1S$K6O-^gPI-n>|?+CjH3lo}+kN$fBPTCSl$kF6Ps@DrBPX4Gy88qeVKF4X0~mgPd!;hX1t='
+    'n0v1Wp~;Uj2`y37o7~&x?+&$vnu+;+WMfsChY!Ta4mlqXF><8(dYqg$5E+hjO5q{S;}ouz;9osiUrQ!at%gJBI%lbm;>`UDemsUB'
+    'Z^HR)hfn?y_(Z7X6Glb5Xd_i~N^%a6IbSRDqcL}-De=TR#@ryUd7z$x4)|!g5=N7AyiWF+l1Rrt(Jttz+i#zq5+;PS+aWGrXpPH;'
+    'X;Tld1CSPlyh-Qc@zhw|6MT3U8MBqlijHZEXq};2pO7|eIyuiqAxVe`^7!|MkLw|+)OmorU0M0}ounFiGqcW)atcJ{^Dl|YmqcZA'
+    '_WI{=QeqVmwUd+9@147~3$}24yCo!132FW8G`On{Nl3^KL6?-kl4SOL{1iAEp)Fe_kV|eA$vH8o;zn&`p!mtfnp$z}q`q1_*wH0A'
+    'gO{YubvjK9CaJpFAwOEOCmuvgT4=DNd?UdL@0h)o%ItS~oAa9b-?4~rPCvly`##0M_fbDu*UpQL+8N^Q?5o?Hwy$GGKFDhxtrsXq'
+    'y?GpC!$6p%F#CR~bN2n0mP8*FV?=y5$%1$>Rv%M)u>}%1m0+=Jkp=OuEn%N-WEh;M(+(H$oV~iEGl5o<UY@gmIN`W}+h08+A`}b|'
+    'EkTzgZ=GXbU>dOV6g##IzR|8_@U885Q5HX*F)$5I#a}WFUNQ}u^4GsNvb-4;wUbqV;%ztB1>bEAM&$V}{OnTqx;uq8`zn<W>00Pi'
+    'RRAH;K#}V42t~TTPLb~KnCuVnnm5<8-_3y{B^YolJ5{9LYfU9ln)JnMK<ptI*&8Pr8H@Yq?T^=DXeb`N=e3ckNESh)p{VYS6XJGm'
+    'BC3ZO5Z8`of6|P<|7cCK(?7A+-+#3Rex{N6cRxF(dJ)fz*TjNUX9IHK%ClOkj;S6OELkbpo+*f@IM+sn_#xOG+kSV)+qC_@vz_I!'
+    '0v)9tSbkrsxBQ%#MSFOzw~~WV1PfpIrB2Ch+cH$Y+Dat0Z5$4SL}L8`Dccyuo^C42J;5ufneL=v?9@d3zeWpENNnwG;PsDl-xUF*'
+    'AGQJ}eVq+}mdtZ3n9*(pUcMW}GQ-<ZxE^sHtW&rLJEr}^yymfbHau3NaKGCHBk@PAC?x8j>{!vVcY%C`Q3Uc8zjRT)jwE)2d~G<2'
+    'YcF4M7(0}&E3w{I6c@ECcQ|}A#&wrX!C<;2n<f%J{<4W+cyZ^>z)HL&sWdc)--Gv|uoGJFqLguAT~-P*%SNL+P^_lcq$C%~I%e5t'
+    'c;GXcYoZ;xrUhfEC}ZGdfc_<+qI(;Ud3)X+QDV{Cip<j1Lbs!^dt2x-myV6=uhbgXWc)O?uYa(;3>7;2Ib>m<OVlTYf4#Rp{WZw1'
+    'e(lxFuU^^H+jt!vzqb?3`xYDfKLs-6+gIb*E%iI_JO;o25~c9bL11}G_o0KpO0=9!2Z5;+zJ|wytdl<jkNvXAAL)oNVj!AS3`gQH'
+    'uFl-<ZDVd5<|y2U=Pp%eO?dZQ@f-?%;~-{bu|x)o_F2?rGEfe1rDMi8pQy{}q(ilO2;Z6BO7o+(R)%^z;FNvUvtor=rIM)2)qJ#h'
+    'mN+uj?l{nA<p#w2vBr3}B2)67Sr%-Np%zFt#n6vi9=b^mE_$RCI&mi@RMp@&nH50ZdY7!_D>i@Y)h-%zgaN;VO0htMnq~#4X-uSp'
+    'A29d0vYPbHhzeaz#f0yWFMK<fxEr;EB|q9w+^!t#go+OOcc%qY5vHWKH4wTxaLk+=!e|l3z*?a+ripahDZk-UT5-9b;|5p!yC1!k'
+    'A8i`C9cdc6_4h)^kG8qAf2dvKt)uW^ht}0FuX(86x;oS-7Ri#-l42DXX$D?W0z4+_L4q2;k*-7Y>lTy+x7EsmP-pEV9zJ?a!?Dg$'
+    'TIS}`Vys4fb@R@Wm0R1Lo%Bw&%*?ax>Ucq;w|Qoa66@Keqt$0wp5&uQl{dQz>TT_U+URu8*Q1z1qaaMBBI<m>BE8SHi1;_p*kCfR'
+    'vDEIcs5;L5tMSk;;VmZo#v0T+6<x=0wl`nip>Uur=t>-Rt{j_FMK4$U%YMB}Z}_=6mM|}zJ>x~mnF+&2$4)8cb_^Z2RK(u+c|EKo'
+    '=D=&fh`O|43p72+6lklpHFOe+f`O@;G!D>rihqb1(^5wR7vVx^(!5*lI@Vn8sMTD=LLueFwyac{LO1npCn#ULkM!>n4bI(Rli2L!'
+    '@A%B*{Cw4&O)LMiul~}ec#BJ$Cd1?wLK{d0+(o45cxzd~G%SmqwbWIHNi}p_+dUO8jx-Z}^w{BQk|!c#bKgB6PPPPMN0RM$wNzur'
+    'JF;ac#R{=aH$j?g2~xxJiGQ$MbwBzd-u}y(ajA;7Lh^|7Kik;m34?&q1-j?aKg^If;!&mrKZDE?!Pb@e9oBfrF27^2WN4bP&gY2Q'
+    'QA)ln@oeWn#-U82qR=~D<uwj-Z7IdzDnedj-LuU(T`^g7IFLp6h3|;(Tnc^DlR_&!`+e8!g#@`~-+_O?=0r6sFYXI=*}cGjzyg_g'
+    'gS~Yt$G0V@=vcgvp!(lBht1i;=ONd|A(bz$-;FJt5YpYG-MNOei*Q7`Wtj{9fy7~zheybHh+Ya23($x~`G0Jw7=8fnYd*AF;9w|x'
+    'h1)gh3f7Kk;fEeAWClHz)Z1UBlIZJTl}eiG0Miv`*pyZk;46jSEL_$qt9W7VMc3&sO14z6`9*D~*%xo)B5RHgKzO3&cH2IYE|mS$'
+    '7Qc-wj@*uiEZTULF^<w1;Wwz!t-<gn_5T#@kd*'
+)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -78,6 +79,11 @@ from bytewright.runtime.errors import (
 FAMILY = "pile"
 SCHEMA_FILES = ["schemas/pile.yaml"]
 SCHEMA_DIGEST = "sha256:0ff72e0bb4e0f7aded9dfc5e20ed0eebef1393a8f4cde614c3725ff8ee24590a"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05', 'pile_record', {}, True, None, None), (0, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13', 'pile_record', {}, True, None, None), (0, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96', 'pile_record', {}, True, None, None), (0, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04', 'pile_record', {}, True, None, None), (0, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40', 'pile_record', {}, True, None, None), (0, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z', 'pile_record', {}, True, None, None), (0, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7', 'pile_record', {}, True, None, None), (0, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO', 'pile_record', {}, True, None, None), (0, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^', 'pile_record', {}, True, None, None), (0, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r', 'pile_record', {}, True, None, None), (0, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t', 'pile_record', {}, True, None, None), (0, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q', 'pile_record', {}, True, None, None), (0, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1', 'pile_record', {}, True, None, None), (0, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw', 'pile_record', {}, True, None, None), (0, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9', 'pile_record', {}, True, None, None), (0, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80', 'pile_record', {}, True, None, None), (0, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f', 'pile_record', {}, True, None, None), (0, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'", 'pile_record', {}, True, None, None), (0, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9', 'pile_record', {}, True, None, None)]
+RECORD_NAMES = ('pile_record', 'frame_rest', 'frame_head', 'blob_head', 'blob_data', 'blob_body', 'pin_head_body', 'pin_tombstone_body', 'want_blob', 'want_merge', 'want_derive', 'want_request', 'want_v3_body', 'commit_body', 'merge_v6_body', 'derive_v7_body', 'proof_edge', 'proof_v5_body', 'retired_blob_want_body', 'retired_typed_want_body', 'unsigned_merge_body', 'unsigned_derive_body', 'peer_body', 'store_scope_body', 'artifact_offer_body', 'proof_v1_edge', 'proof_v1_content', 'proof_v2_edge', 'proof_v2_content', 'proof_v1_data', 'proof_v2_data', 'proof_v1_body', 'proof_v2_body', 'proof_v3_edge', 'proof_v3_content', 'proof_v3_data', 'proof_v3_body', 'v1_blob_data', 'v1_blob', 'v1_branch', 'v1_tombstone', 'v3_blob', 'v3_branch', 'v3_tombstone', 'v3_blob_want', 'v3_local_cell', 'v3_collection_definition', 'v3_commit', 'v3_merge', 'v3_derive', 'v4_commit', 'v4_merge', 'v4_derive', 'envelope36_rest', 'env_blob_body', 'env_branch_body', 'env_tombstone_body', 'env_blob_want_body', 'env_typed_want_body', 'env_commit_body', 'env_merge_body', 'env_derive_v4_body', 'env_derive_v5_body', 'commit_transcript', 'merge_endorsement', 'derive_endorsement', 'dense_commit', 'dense_unsigned_merge', 'dense_unsigned_derive', 'dense_signed_merge', 'dense_signed_derive', 'dense_witness_merge', 'dense_witness_derive', 'dense_record', 'pile_file')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -21364,3173 +21370,3201 @@ def encode_pile_file(value: PileFile) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_blob_head = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
-    'scalar_pad' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'hash' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_blob_head._bw_fast_runs = {'timestamp': (192, (('timestamp', 0, 8), ('length', 8, 8), ('scalar_pad', 16, 16), ('hash', 32, 32), ('reserved', 64, 128)))}
-
-C_blob_data = Struct(
-    '_o_start' / Tell,
-    'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
-    'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 256", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 256), True),
-)
-C_blob_data._bw_fast_runs = {}
-
-C_blob_body = Struct(
-    '_o_start' / Tell,
-    'head' / WithParams(C_blob_head, {'span': Code("this['_params']['span']", lambda this: this['_params']['span'])}),
-    'data' / WithParams(C_blob_data, {'length': Code("this['head']['length']", lambda this: this['head']['length'])}),
-)
-C_blob_body._bw_fast_runs = {}
-
-C_pin_head_body = Struct(
-    '_o_start' / Tell,
-    'pin' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
-    'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'head' / Bytes(32),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_pin_head_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved1', 16, 16), ('head', 32, 32), ('reserved2', 64, 128)))}
-
-C_pin_tombstone_body = Struct(
-    '_o_start' / Tell,
-    'pin' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_pin_tombstone_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved', 16, 176)))}
-
-C_want_blob = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_want_blob._bw_fast_runs = {'blob': (96, (('blob', 0, 32), ('zero', 32, 64)))}
-
-C_want_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge request high < low'),
-)
-C_want_merge._bw_fast_runs = {'collection': (96, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32)))}
-
-C_want_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_want_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('zero', 64, 32)))}
-
-C_want_v3_body = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
-    'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_want_v3_body._bw_fast_runs = {'tag': (32, (('tag', 0, 1), ('reserved1', 1, 31))), 'reserved2': (64, (('reserved2', 0, 64),))}
-
-C_commit_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_commit_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
-
-C_merge_v6_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'collection', 'span == 2', 'kind requires span 2'),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'low_witness' / Bytes(32),
-    'high_witness' / Bytes(32),
-    _RuleCheck(Code("(((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))), 'high_witness', 'high + high_witness >= low + low_witness', 'merge inputs out of canonical order'),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_merge_v6_body._bw_fast_runs = {'collection': (448, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32), ('reserved', 288, 160)))}
-
-C_derive_v7_body = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'target', 'span == 2', 'kind requires span 2'),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'input_witness' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_derive_v7_body._bw_fast_runs = {'target': (448, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32), ('reserved', 224, 224)))}
-
-C_proof_edge = Struct(
-    '_o_start' / Tell,
-    'capability' / Bytes(32),
-    'delegate' / Bytes(32),
-    'signature' / Bytes(64),
-)
-C_proof_edge._bw_fast_runs = {'capability': (128, (('capability', 0, 32), ('delegate', 32, 32), ('signature', 64, 64)))}
-
-C_proof_v5_body = Struct(
-    '_o_start' / Tell,
-    'resource' / Bytes(32),
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_edge),
-)
-C_proof_v5_body._bw_fast_runs = {'resource': (64, (('resource', 0, 32), ('root', 32, 32)))}
-
-C_retired_blob_want_body = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_retired_blob_want_body._bw_fast_runs = {'blob': (192, (('blob', 0, 32), ('reserved', 32, 160)))}
-
-C_retired_typed_want_body = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
-    'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'a' / Bytes(32),
-    'b' / Bytes(32),
-    'c' / Bytes(32),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_retired_typed_want_body._bw_fast_runs = {'tag': (192, (('tag', 0, 1), ('reserved1', 1, 31), ('a', 32, 32), ('b', 64, 32), ('c', 96, 32), ('reserved2', 128, 64)))}
-
-C_unsigned_merge_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_unsigned_merge_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 64)))}
-
-C_unsigned_derive_body = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_unsigned_derive_body._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 96)))}
-
-C_peer_body = Struct(
-    '_o_start' / Tell,
-    'team' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
-    'peer' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_peer_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('peer', 32, 32), ('reserved', 64, 128)))}
-
-C_store_scope_body = Struct(
-    '_o_start' / Tell,
-    'team' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_store_scope_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('reserved', 32, 160)))}
-
-C_artifact_offer_body = Struct(
-    '_o_start' / Tell,
-    'content' / Bytes(192),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'content', 'span == 1', 'kind requires span 1'),
-)
-C_artifact_offer_body._bw_fast_runs = {'content': (192, (('content', 0, 192),))}
-
-C_proof_v1_edge = Struct(
-    '_o_start' / Tell,
-    'head' / Bytes(96),
-    'delegate' / Bytes(32),
-)
-C_proof_v1_edge._bw_fast_runs = {'head': (128, (('head', 0, 96), ('delegate', 96, 32)))}
-
-C_proof_v1_content = Struct(
-    '_o_start' / Tell,
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_v1_edge),
-)
-C_proof_v1_content._bw_fast_runs = {'root': (32, (('root', 0, 32),))}
-
-C_proof_v1_data = Struct(
-    '_o_start' / Tell,
-    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v1_content),
-    'tail' / GreedyBytes,
-    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
-)
-C_proof_v1_data._bw_fast_runs = {}
-
-C_proof_v1_body = Struct(
-    '_o_start' / Tell,
-    'body_len' / Int64ul,
-    _RuleCheck(Code("(((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))), 'body_len', 'body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', 'bad proof v1 body length'),
-    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_proof_v1_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
-)
-C_proof_v1_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
-
-C_proof_v2_edge = Struct(
-    '_o_start' / Tell,
-    'action' / Bytes(16),
-    _RuleCheck(Code("((max(this['action']) > 0))", lambda this: ((max(this['action']) > 0))), 'action', 'max(action) > 0', 'nil action id'),
-    'flags' / Int8ul,
-    _RuleCheck(Code("((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))), 'flags', 'flags & 248 == 0 and flags & 3 != 0', 'bad proof v2 edge flags'),
-    'lower' / BytesInteger(16, signed=True, swapped=False),
-    'upper' / BytesInteger(16, signed=True, swapped=False),
-    _RuleCheck(Code("(((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', '(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', 'bad proof v2 validity bounds'),
-    'delegate' / Bytes(32),
-    'signature' / Bytes(64),
-)
-C_proof_v2_edge._bw_fast_runs = {'action': (145, (('action', 0, 16), ('flags', 16, 1), ('lower', 17, 16), ('upper', 33, 16), ('delegate', 49, 32), ('signature', 81, 64)))}
-
-C_proof_v2_content = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d'),
-    'resource' / Bytes(32),
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_v2_edge),
-)
-C_proof_v2_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
-
-C_proof_v2_data = Struct(
-    '_o_start' / Tell,
-    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v2_content),
-    'tail' / GreedyBytes,
-    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
-)
-C_proof_v2_data._bw_fast_runs = {}
-
-C_proof_v2_body = Struct(
-    '_o_start' / Tell,
-    'body_len' / Int64ul,
-    _RuleCheck(Code("(((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))), 'body_len', 'body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', 'bad proof v2 body length'),
-    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_proof_v2_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
-)
-C_proof_v2_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
-
-C_proof_v3_edge = Struct(
-    '_o_start' / Tell,
-    'capability' / Bytes(32),
-    'flags' / Int8ul,
-    _RuleCheck(Code("(((this['flags'] & 248) == 0))", lambda this: (((this['flags'] & 248) == 0))), 'flags', 'flags & 248 == 0', 'bad proof v3 edge flags'),
-    'lower' / BytesInteger(16, signed=True, swapped=False),
-    'upper' / BytesInteger(16, signed=True, swapped=False),
-    _RuleCheck(Code("(((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', 'flags & 4 or (lower == 0 and upper == 0)', 'proof v3 validity bounds set without bit 2'),
-    'delegate' / Bytes(32),
-    'signature' / Bytes(64),
-)
-C_proof_v3_edge._bw_fast_runs = {'capability': (161, (('capability', 0, 32), ('flags', 32, 1), ('lower', 33, 16), ('upper', 49, 16), ('delegate', 65, 32), ('signature', 97, 64)))}
-
-C_proof_v3_content = Struct(
-    '_o_start' / Tell,
-    'magic' / Bytes(16),
-    'resource' / Bytes(32),
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_v3_edge),
-)
-C_proof_v3_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
-
-C_proof_v3_data = Struct(
-    '_o_start' / Tell,
-    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v3_content),
-    'tail' / GreedyBytes,
-    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
-)
-C_proof_v3_data._bw_fast_runs = {}
-
-C_proof_v3_body = Struct(
-    '_o_start' / Tell,
-    'body_len' / Int64ul,
-    _RuleCheck(Code("(((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))", lambda this: (((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))), 'body_len', 'body_len >= 241 and (body_len - 80) % 161 == 0', 'bad proof v3 body length'),
-    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_proof_v3_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
-)
-C_proof_v3_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
-
-C_frame_rest = Struct(
-    '_o_start' / Tell,
-    'magic_tail' / Const(b'\x9d\x96V\xa5\xeaZIs 5\x1f;'),
-    'span' / Int32ul,
-    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
-    'kind' / Bytes(32),
-    'body' / FixedSized(Code("((this['span'] * 256) - 64)", lambda this: ((this['span'] * 256) - 64)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': WithParams(C_pin_head_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': WithParams(C_pin_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WithParams(C_want_v3_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': WithParams(C_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': WithParams(C_merge_v6_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': WithParams(C_derive_v7_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': WithParams(C_proof_v5_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': WithParams(C_unsigned_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": WithParams(C_unsigned_derive_body, {'span': Code("this['span']", lambda this: this['span'])}), b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': WithParams(C_peer_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': WithParams(C_store_scope_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': WithParams(C_artifact_offer_body, {'span': Code("this['span']", lambda this: this['span'])}), b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': WithParams(C_proof_v1_body, {'span': Code("this['span']", lambda this: this['span'])}), b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': WithParams(C_proof_v2_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': WithParams(C_proof_v3_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
-)
-C_frame_rest._bw_fast_runs = {'magic_tail': (48, (('magic_tail', 0, 12), ('span', 12, 4), ('kind', 16, 32)))}
-
-C_env_blob_body = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
-    'hash' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
-)
-C_env_blob_body._bw_fast_runs = {'timestamp': (220, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('reserved', 48, 172)))}
-
-C_env_branch_body = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'head' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_branch_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('head', 16, 32), ('reserved', 48, 172)))}
-
-C_env_tombstone_body = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_tombstone_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('reserved', 16, 204)))}
-
-C_env_blob_want_body = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_blob_want_body._bw_fast_runs = {'blob': (220, (('blob', 0, 32), ('reserved', 32, 188)))}
-
-C_env_typed_want_body = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
-    'a' / Bytes(32),
-    'b' / Bytes(32),
-    'c' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_typed_want_body._bw_fast_runs = {'tag': (220, (('tag', 0, 1), ('a', 1, 32), ('b', 33, 32), ('c', 65, 32), ('reserved', 97, 123)))}
-
-C_env_commit_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_commit_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 28)))}
-
-C_env_merge_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_merge_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 92)))}
-
-C_env_derive_v4_body = Struct(
-    '_o_start' / Tell,
-    'source' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'source', 'span == 1', 'kind requires span 1'),
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_derive_v4_body._bw_fast_runs = {'source': (220, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 92)))}
-
-C_env_derive_v5_body = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_derive_v5_body._bw_fast_runs = {'target': (220, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 124)))}
-
-C_envelope36_rest = Struct(
-    '_o_start' / Tell,
-    'kind' / Bytes(16),
-    'span' / Int32ul,
-    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
-    'body' / FixedSized(Code("((this['span'] * 256) - 36)", lambda this: ((this['span'] * 256) - 36)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': WithParams(C_env_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': WithParams(C_env_branch_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': WithParams(C_env_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': WithParams(C_env_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": WithParams(C_env_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': WithParams(C_env_derive_v4_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': WithParams(C_env_derive_v5_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
-)
-C_envelope36_rest._bw_fast_runs = {'kind': (20, (('kind', 0, 16), ('span', 16, 4)))}
-
-C_v1_blob_data = Struct(
-    '_o_start' / Tell,
-    'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
-    'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 64", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 64), True),
-)
-C_v1_blob_data._bw_fast_runs = {}
-
-C_v1_blob = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    'hash' / Bytes(32),
-    'data' / WithParams(C_v1_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
-)
-C_v1_blob._bw_fast_runs = {'timestamp': (48, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32)))}
-
-C_v1_branch = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'head' / Bytes(32),
-)
-C_v1_branch._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('head', 16, 32)))}
-
-C_v1_tombstone = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'unchecked' / Bytes(32),
-)
-C_v1_tombstone._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('unchecked', 16, 32)))}
-
-C_v3_blob = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    'hash' / Bytes(32),
-    'unchecked' / Bytes(192),
-    'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
-)
-C_v3_blob._bw_fast_runs = {'timestamp': (240, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('unchecked', 48, 192)))}
-
-C_v3_branch = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'head' / Bytes(32),
-    'unchecked' / Bytes(192),
-)
-C_v3_branch._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('head', 16, 32), ('unchecked', 48, 192)))}
-
-C_v3_tombstone = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'unchecked' / Bytes(224),
-)
-C_v3_tombstone._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('unchecked', 16, 224)))}
-
-C_v3_blob_want = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    'unchecked' / Bytes(208),
-)
-C_v3_blob_want._bw_fast_runs = {'blob': (240, (('blob', 0, 32), ('unchecked', 32, 208)))}
-
-C_v3_local_cell = Struct(
-    '_o_start' / Tell,
-    'cell' / Bytes(16),
-    'rest' / Bytes(224),
-)
-C_v3_local_cell._bw_fast_runs = {'cell': (240, (('cell', 0, 16), ('rest', 16, 224)))}
-
-C_v3_collection_definition = Struct(
-    '_o_start' / Tell,
-    'scope' / Bytes(16),
-    _RuleCheck(Code("((max(this['scope']) > 0))", lambda this: ((max(this['scope']) > 0))), 'scope', 'max(scope) > 0', 'nil id'),
-    'representation' / Bytes(16),
-    _RuleCheck(Code("((max(this['representation']) > 0))", lambda this: ((max(this['representation']) > 0))), 'representation', 'max(representation) > 0', 'nil id'),
-    'recipe' / Bytes(16),
-    _RuleCheck(Code("((max(this['recipe']) > 0))", lambda this: ((max(this['recipe']) > 0))), 'recipe', 'max(recipe) > 0', 'nil id'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_collection_definition._bw_fast_runs = {'scope': (240, (('scope', 0, 16), ('representation', 16, 16), ('recipe', 32, 16), ('reserved', 48, 192)))}
-
-C_v3_commit = Struct(
-    '_o_start' / Tell,
-    'definition' / Bytes(16),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_commit._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('data', 16, 32), ('metadata', 48, 32), ('author', 80, 32), ('sig_r', 112, 32), ('sig_s', 144, 32), ('reserved', 176, 64)))}
-
-C_v3_merge = Struct(
-    '_o_start' / Tell,
-    'definition' / Bytes(16),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_merge._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('low', 16, 32), ('high', 48, 32), ('result', 80, 32), ('reserved', 112, 128)))}
-
-C_v3_derive = Struct(
-    '_o_start' / Tell,
-    'source' / Bytes(16),
-    'target' / Bytes(16),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_derive._bw_fast_runs = {'source': (240, (('source', 0, 16), ('target', 16, 16), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 144)))}
-
-C_v4_commit = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v4_commit._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 48)))}
-
-C_v4_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v4_merge._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 112)))}
-
-C_v4_derive = Struct(
-    '_o_start' / Tell,
-    'source' / Bytes(32),
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v4_derive._bw_fast_runs = {'source': (240, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 112)))}
-
-C_pile_record = Struct(
-    '_o_start' / Tell,
-    'marker' / Bytes(16),
-    'record' / Switch(Code("this['marker']", lambda this: this['marker']), {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': C_frame_rest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': C_envelope36_rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': C_v1_blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': C_v1_branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': C_v1_tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': C_v3_blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': C_v3_branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': C_v3_tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': C_v3_blob_want, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': C_v3_blob_want, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': C_v3_local_cell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': C_v3_local_cell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': C_v3_collection_definition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': C_v3_commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': C_v3_merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': C_v3_derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': C_v4_commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": C_v4_merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': C_v4_derive}, default=Error),
-)
-C_pile_record._bw_fast_runs = {'marker': (16, (('marker', 0, 16),))}
-
-C_frame_head = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;'),
-    'span' / Int32ul,
-    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
-    'kind' / Bytes(32),
-    'head' / FixedSized(Code('192', lambda this: 192), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_head, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
-)
-C_frame_head._bw_fast_runs = {'magic': (64, (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32)))}
-
-C_want_request = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
-    'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
-)
-C_want_request._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_commit_transcript = Struct(
-    '_o_start' / Tell,
-    'domain' / Const(b'triblespace.collection.commit.transcript'),
-    'semantic_kind' / Const(b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03'),
-    'version' / Const(2, Int32ub),
-    'author' / Bytes(32),
-    'collection' / Bytes(32),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-)
-C_commit_transcript._bw_fast_runs = {'domain': (188, (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32)))}
-
-C_merge_endorsement = Struct(
-    '_o_start' / Tell,
-    'domain' / Const(b'triblespace.collection.merge.endorsement'),
-    'semantic_kind' / Const(b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai'),
-    'author' / Bytes(32),
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'low_witness' / Bytes(32),
-    'high_witness' / Bytes(32),
-)
-C_merge_endorsement._bw_fast_runs = {'domain': (280, (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32)))}
-
-C_derive_endorsement = Struct(
-    '_o_start' / Tell,
-    'domain' / Const(b'triblespace.collection.derive.endorsement'),
-    'semantic_kind' / Const(b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b'),
-    'author' / Bytes(32),
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'input_witness' / Bytes(32),
-)
-C_derive_endorsement._bw_fast_runs = {'domain': (217, (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32)))}
-
-C_dense_commit = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_commit._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
-
-C_dense_unsigned_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-)
-C_dense_unsigned_merge._bw_fast_runs = {'collection': (128, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32)))}
-
-C_dense_unsigned_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-)
-C_dense_unsigned_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32)))}
-
-C_dense_signed_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_signed_merge._bw_fast_runs = {'collection': (224, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
-
-C_dense_signed_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_signed_derive._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
-
-C_dense_witness_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'low_witness' / Bytes(32),
-    'high_witness' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_witness_merge._bw_fast_runs = {'collection': (288, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32)))}
-
-C_dense_witness_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'input_witness' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_witness_derive._bw_fast_runs = {'target': (224, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
-
-C_dense_record = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'DenseTag', (1, 2, 3, 4, 5, 6, 7), ()),
-    'payload' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_dense_commit, 2: C_dense_unsigned_merge, 3: C_dense_unsigned_derive, 4: C_dense_signed_merge, 5: C_dense_signed_derive, 6: C_dense_witness_merge, 7: C_dense_witness_derive}, default=Error),
-)
-C_dense_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_pile_file = Struct(
-    '_o_start' / Tell,
-    'records' / RepeatToEnd(C_pile_record),
-)
-C_pile_file._bw_fast_runs = {}
-
-def _c2m_pile_record(c):
-    if c.__class__ is PileRecord:  # built by a compiled parse
-        return c
-    f_marker = c['marker']
-    if f_marker is not None:
-        f_marker = bytes(f_marker)
-    f_record = c['record']
-    if f_record is not None:
-        f_record = (_c2m_frame_rest(f_record) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else (_c2m_envelope36_rest(f_record) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else (_c2m_v1_blob(f_record) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else (_c2m_v1_branch(f_record) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else (_c2m_v1_tombstone(f_record) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else (_c2m_v3_blob(f_record) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_v3_branch(f_record) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_v3_tombstone(f_record) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_v3_blob_want(f_record) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_v3_blob_want(f_record) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_v3_local_cell(f_record) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else (_c2m_v3_local_cell(f_record) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else (_c2m_v3_collection_definition(f_record) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else (_c2m_v3_commit(f_record) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else (_c2m_v3_merge(f_record) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else (_c2m_v3_derive(f_record) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else (_c2m_v4_commit(f_record) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_v4_merge(f_record) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_v4_derive(f_record) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
-    return PileRecord(f_marker, f_record)
-
-def _f2m_pile_record(f_marker, f_record):
-    if f_marker is not None:
-        f_marker = bytes(f_marker)
-    if f_record is not None:
-        f_record = ((f_record if f_record.__class__ is FrameRest else _c2m_frame_rest(f_record)) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else ((f_record if f_record.__class__ is Envelope36Rest else _c2m_envelope36_rest(f_record)) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else ((f_record if f_record.__class__ is V1Blob else _c2m_v1_blob(f_record)) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else ((f_record if f_record.__class__ is V1Branch else _c2m_v1_branch(f_record)) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else ((f_record if f_record.__class__ is V1Tombstone else _c2m_v1_tombstone(f_record)) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else ((f_record if f_record.__class__ is V3Blob else _c2m_v3_blob(f_record)) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_record if f_record.__class__ is V3Branch else _c2m_v3_branch(f_record)) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_record if f_record.__class__ is V3Tombstone else _c2m_v3_tombstone(f_record)) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else ((f_record if f_record.__class__ is V3CollectionDefinition else _c2m_v3_collection_definition(f_record)) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else ((f_record if f_record.__class__ is V3Commit else _c2m_v3_commit(f_record)) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else ((f_record if f_record.__class__ is V3Merge else _c2m_v3_merge(f_record)) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else ((f_record if f_record.__class__ is V3Derive else _c2m_v3_derive(f_record)) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else ((f_record if f_record.__class__ is V4Commit else _c2m_v4_commit(f_record)) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_record if f_record.__class__ is V4Merge else _c2m_v4_merge(f_record)) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_record if f_record.__class__ is V4Derive else _c2m_v4_derive(f_record)) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
-    return PileRecord(f_marker, f_record)
-C_pile_record._bw_model = (_f2m_pile_record, ('marker', 'record'), (), True)
-
-def _m2c_pile_record(v):
-    return {
-        'marker': v.marker,
-        'record': None if v.record is None else _m2c_any(_case_value(v.record, v.marker, {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': FrameRest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': Envelope36Rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': V1Blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': V1Branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': V1Tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': V3Blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': V3Branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': V3Tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': V3BlobWant, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': V3BlobWant, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': V3LocalCell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': V3LocalCell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': V3CollectionDefinition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': V3Commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': V3Merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': V3Derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': V4Commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": V4Merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': V4Derive}, None, 'record')),
-    }
-
-def _c2m_frame_rest(c):
-    if c.__class__ is FrameRest:  # built by a compiled parse
-        return c
-    f_span = c['span']
-    f_kind = c['kind']
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_blob_body(f_body, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else (_c2m_pin_head_body(f_body, f_span) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else (_c2m_pin_tombstone_body(f_body, f_span) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else (_c2m_want_v3_body(f_body, f_span) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else (_c2m_commit_body(f_body, f_span) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else (_c2m_merge_v6_body(f_body, f_span) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else (_c2m_derive_v7_body(f_body, f_span) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else (_c2m_proof_v5_body(f_body, f_span) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else (_c2m_unsigned_merge_body(f_body, f_span) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else (_c2m_unsigned_derive_body(f_body, f_span) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else (_c2m_peer_body(f_body, f_span) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else (_c2m_store_scope_body(f_body, f_span) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else (_c2m_artifact_offer_body(f_body, f_span) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else (_c2m_proof_v1_body(f_body, f_span) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else (_c2m_proof_v2_body(f_body, f_span) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else (_c2m_proof_v3_body(f_body, f_span) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
-    return FrameRest(f_span, f_kind, f_body)
-
-def _f2m_frame_rest(f_span, f_kind, f_body):
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is BlobBody else _c2m_blob_body(f_body, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else ((f_body if f_body.__class__ is PinHeadBody else _c2m_pin_head_body(f_body, f_span)) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else ((f_body if f_body.__class__ is PinTombstoneBody else _c2m_pin_tombstone_body(f_body, f_span)) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else ((f_body if f_body.__class__ is WantV3Body else _c2m_want_v3_body(f_body, f_span)) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else ((f_body if f_body.__class__ is CommitBody else _c2m_commit_body(f_body, f_span)) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else ((f_body if f_body.__class__ is MergeV6Body else _c2m_merge_v6_body(f_body, f_span)) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else ((f_body if f_body.__class__ is DeriveV7Body else _c2m_derive_v7_body(f_body, f_span)) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else ((f_body if f_body.__class__ is ProofV5Body else _c2m_proof_v5_body(f_body, f_span)) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else ((f_body if f_body.__class__ is UnsignedMergeBody else _c2m_unsigned_merge_body(f_body, f_span)) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else ((f_body if f_body.__class__ is UnsignedDeriveBody else _c2m_unsigned_derive_body(f_body, f_span)) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else ((f_body if f_body.__class__ is PeerBody else _c2m_peer_body(f_body, f_span)) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else ((f_body if f_body.__class__ is StoreScopeBody else _c2m_store_scope_body(f_body, f_span)) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else ((f_body if f_body.__class__ is ArtifactOfferBody else _c2m_artifact_offer_body(f_body, f_span)) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else ((f_body if f_body.__class__ is ProofV1Body else _c2m_proof_v1_body(f_body, f_span)) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else ((f_body if f_body.__class__ is ProofV2Body else _c2m_proof_v2_body(f_body, f_span)) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else ((f_body if f_body.__class__ is ProofV3Body else _c2m_proof_v3_body(f_body, f_span)) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
-    return FrameRest(f_span, f_kind, f_body)
-C_frame_rest._bw_model = (_f2m_frame_rest, ('span', 'kind', 'body'), (), True)
-
-def _m2c_frame_rest(v):
-    return {
-        'span': v.span,
-        'kind': v.kind,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobBody, b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': PinHeadBody, b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': PinTombstoneBody, b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WantV3Body, b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': CommitBody, b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': MergeV6Body, b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': DeriveV7Body, b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': ProofV5Body, b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': RetiredBlobWantBody, b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': RetiredBlobWantBody, b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': RetiredTypedWantBody, b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': RetiredTypedWantBody, b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': UnsignedMergeBody, b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": UnsignedDeriveBody, b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': PeerBody, b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': StoreScopeBody, b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': ArtifactOfferBody, b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': ProofV1Body, b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': ProofV2Body, b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': ProofV3Body}, None, 'body')),
-    }
-
-def _c2m_frame_head(c):
-    if c.__class__ is FrameHead:  # built by a compiled parse
-        return c
-    f_span = c['span']
-    f_kind = c['kind']
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = (_c2m_blob_head(f_head, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
-    return FrameHead(f_span, f_kind, f_head)
-
-def _f2m_frame_head(f_span, f_kind, f_head):
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    if f_head is not None:
-        f_head = ((f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
-    return FrameHead(f_span, f_kind, f_head)
-C_frame_head._bw_model = (_f2m_frame_head, ('span', 'kind', 'head'), (), True)
-
-def _m2c_frame_head(v):
-    return {
-        'span': v.span,
-        'kind': v.kind,
-        'head': None if v.head is None else _m2c_any(_case_value(v.head, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobHead}, None, 'head')),
-    }
-
-def _c2m_blob_head(c, p_span):
-    if c.__class__ is BlobHead:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    return BlobHead(f_timestamp, f_length, f_hash)
-
-def _f2m_blob_head(f_timestamp, f_length, f_hash):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    return BlobHead(f_timestamp, f_length, f_hash)
-C_blob_head._bw_model = (_f2m_blob_head, ('timestamp', 'length', 'hash'), (), False)
-
-def _m2c_blob_head(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-    }
-
-def _c2m_blob_data(c, p_length):
-    if c.__class__ is BlobData:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return BlobData(f_payload)
-
-def _f2m_blob_data(f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return BlobData(f_payload)
-C_blob_data._bw_model = (_f2m_blob_data, ('payload',), (), True)
-
-def _m2c_blob_data(v):
-    return {
-        'payload': v.payload,
-    }
-
-def _c2m_blob_body(c, p_span):
-    if c.__class__ is BlobBody:  # built by a compiled parse
-        return c
-    f_head = c['head']
-    if f_head is not None:
-        f_head = _c2m_blob_head(f_head, p_span)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_blob_data(f_data, f_head.length)
-    return BlobBody(f_head, f_data)
-
-def _f2m_blob_body(f_head, f_data, p_span):
-    if f_head is not None:
-        f_head = (f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, p_span))
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_head.length))
-    return BlobBody(f_head, f_data)
-C_blob_body._bw_model = (_f2m_blob_body, ('head', 'data'), ('span',), True)
-
-def _m2c_blob_body(v):
-    return {
-        'head': None if v.head is None else _m2c_blob_head(v.head),
-        'data': None if v.data is None else _m2c_blob_data(v.data),
-    }
-
-def _c2m_pin_head_body(c, p_span):
-    if c.__class__ is PinHeadBody:  # built by a compiled parse
-        return c
-    f_pin = c['pin']
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return PinHeadBody(f_pin, f_head)
-
-def _f2m_pin_head_body(f_pin, f_head):
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return PinHeadBody(f_pin, f_head)
-C_pin_head_body._bw_model = (_f2m_pin_head_body, ('pin', 'head'), (), True)
-
-def _m2c_pin_head_body(v):
-    return {
-        'pin': v.pin,
-        'head': v.head,
-    }
-
-def _c2m_pin_tombstone_body(c, p_span):
-    if c.__class__ is PinTombstoneBody:  # built by a compiled parse
-        return c
-    f_pin = c['pin']
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    return PinTombstoneBody(f_pin)
-
-def _f2m_pin_tombstone_body(f_pin):
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    return PinTombstoneBody(f_pin)
-C_pin_tombstone_body._bw_model = (_f2m_pin_tombstone_body, ('pin',), (), True)
-
-def _m2c_pin_tombstone_body(v):
-    return {
-        'pin': v.pin,
-    }
-
-def _c2m_want_blob(c):
-    if c.__class__ is WantBlob:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return WantBlob(f_blob)
-
-def _f2m_want_blob(f_blob):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return WantBlob(f_blob)
-C_want_blob._bw_model = (_f2m_want_blob, ('blob',), (), True)
-
-def _m2c_want_blob(v):
-    return {
-        'blob': v.blob,
-    }
-
-def _c2m_want_merge(c):
-    if c.__class__ is WantMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    return WantMerge(f_collection, f_low, f_high)
-
-def _f2m_want_merge(f_collection, f_low, f_high):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    return WantMerge(f_collection, f_low, f_high)
-C_want_merge._bw_model = (_f2m_want_merge, ('collection', 'low', 'high'), (), True)
-
-def _m2c_want_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-    }
-
-def _c2m_want_derive(c):
-    if c.__class__ is WantDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    return WantDerive(f_target, f_input)
-
-def _f2m_want_derive(f_target, f_input):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    return WantDerive(f_target, f_input)
-C_want_derive._bw_model = (_f2m_want_derive, ('target', 'input'), (), True)
-
-def _m2c_want_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-    }
-
-def _c2m_want_request(c):
-    if c.__class__ is WantRequest:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    f_request = c['request']
-    if f_request is not None:
-        f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
-    return WantRequest(f_tag, f_request)
-
-def _f2m_want_request(f_tag, f_request):
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    if f_request is not None:
-        f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
-    return WantRequest(f_tag, f_request)
-C_want_request._bw_model = (_f2m_want_request, ('tag', 'request'), (), True)
-
-def _m2c_want_request(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
-    }
-
-def _c2m_want_v3_body(c, p_span):
-    if c.__class__ is WantV3Body:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    f_request = c['request']
-    if f_request is not None:
-        f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
-    return WantV3Body(f_tag, f_request)
-
-def _f2m_want_v3_body(f_tag, f_request):
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    if f_request is not None:
-        f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
-    return WantV3Body(f_tag, f_request)
-C_want_v3_body._bw_model = (_f2m_want_v3_body, ('tag', 'request'), (), True)
-
-def _m2c_want_v3_body(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
-    }
-
-def _c2m_commit_body(c, p_span):
-    if c.__class__ is CommitBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_commit_body._bw_model = (_f2m_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_commit_body(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_merge_v6_body(c, p_span):
-    if c.__class__ is MergeV6Body:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_low_witness = c['low_witness']
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    f_high_witness = c['high_witness']
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_merge_v6_body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-C_merge_v6_body._bw_model = (_f2m_merge_v6_body, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_merge_v6_body(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'low_witness': v.low_witness,
-        'high_witness': v.high_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_derive_v7_body(c, p_span):
-    if c.__class__ is DeriveV7Body:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_input_witness = c['input_witness']
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_derive_v7_body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-C_derive_v7_body._bw_model = (_f2m_derive_v7_body, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_derive_v7_body(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'input_witness': v.input_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_proof_edge(c):
-    if c.__class__ is ProofEdge:  # built by a compiled parse
-        return c
-    f_capability = c['capability']
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    f_signature = c['signature']
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofEdge(f_capability, f_delegate, f_signature)
-
-def _f2m_proof_edge(f_capability, f_delegate, f_signature):
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofEdge(f_capability, f_delegate, f_signature)
-C_proof_edge._bw_model = (_f2m_proof_edge, ('capability', 'delegate', 'signature'), (), True)
-
-def _m2c_proof_edge(v):
-    return {
-        'capability': v.capability,
-        'delegate': v.delegate,
-        'signature': v.signature,
-    }
-
-def _c2m_proof_v5_body(c, p_span):
-    if c.__class__ is ProofV5Body:  # built by a compiled parse
-        return c
-    f_resource = c['resource']
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_edge(_x) for _x in f_edges]
-    return ProofV5Body(f_resource, f_root, f_edges)
-
-def _f2m_proof_v5_body(f_resource, f_root, f_edges):
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofEdge else _c2m_proof_edge(_x)) for _x in f_edges]
-    return ProofV5Body(f_resource, f_root, f_edges)
-C_proof_v5_body._bw_model = (_f2m_proof_v5_body, ('resource', 'root', 'edges'), (), True)
-
-def _m2c_proof_v5_body(v):
-    return {
-        'resource': v.resource,
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_retired_blob_want_body(c, p_span):
-    if c.__class__ is RetiredBlobWantBody:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return RetiredBlobWantBody(f_blob)
-
-def _f2m_retired_blob_want_body(f_blob):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return RetiredBlobWantBody(f_blob)
-C_retired_blob_want_body._bw_model = (_f2m_retired_blob_want_body, ('blob',), (), True)
-
-def _m2c_retired_blob_want_body(v):
-    return {
-        'blob': v.blob,
-    }
-
-def _c2m_retired_typed_want_body(c, p_span):
-    if c.__class__ is RetiredTypedWantBody:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_a = c['a']
-    if f_a is not None:
-        f_a = bytes(f_a)
-    f_b = c['b']
-    if f_b is not None:
-        f_b = bytes(f_b)
-    f_c = c['c']
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
-
-def _f2m_retired_typed_want_body(f_tag, f_a, f_b, f_c):
-    if f_a is not None:
-        f_a = bytes(f_a)
-    if f_b is not None:
-        f_b = bytes(f_b)
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
-C_retired_typed_want_body._bw_model = (_f2m_retired_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
-
-def _m2c_retired_typed_want_body(v):
-    return {
-        'tag': v.tag,
-        'a': v.a,
-        'b': v.b,
-        'c': v.c,
-    }
-
-def _c2m_unsigned_merge_body(c, p_span):
-    if c.__class__ is UnsignedMergeBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
-
-def _f2m_unsigned_merge_body(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
-C_unsigned_merge_body._bw_model = (_f2m_unsigned_merge_body, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_unsigned_merge_body(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_unsigned_derive_body(c, p_span):
-    if c.__class__ is UnsignedDeriveBody:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return UnsignedDeriveBody(f_target, f_input, f_output)
-
-def _f2m_unsigned_derive_body(f_target, f_input, f_output):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return UnsignedDeriveBody(f_target, f_input, f_output)
-C_unsigned_derive_body._bw_model = (_f2m_unsigned_derive_body, ('target', 'input', 'output'), (), True)
-
-def _m2c_unsigned_derive_body(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_peer_body(c, p_span):
-    if c.__class__ is PeerBody:  # built by a compiled parse
-        return c
-    f_team = c['team']
-    if f_team is not None:
-        f_team = bytes(f_team)
-    f_peer = c['peer']
-    if f_peer is not None:
-        f_peer = bytes(f_peer)
-    return PeerBody(f_team, f_peer)
-
-def _f2m_peer_body(f_team, f_peer):
-    if f_team is not None:
-        f_team = bytes(f_team)
-    if f_peer is not None:
-        f_peer = bytes(f_peer)
-    return PeerBody(f_team, f_peer)
-C_peer_body._bw_model = (_f2m_peer_body, ('team', 'peer'), (), True)
-
-def _m2c_peer_body(v):
-    return {
-        'team': v.team,
-        'peer': v.peer,
-    }
-
-def _c2m_store_scope_body(c, p_span):
-    if c.__class__ is StoreScopeBody:  # built by a compiled parse
-        return c
-    f_team = c['team']
-    if f_team is not None:
-        f_team = bytes(f_team)
-    return StoreScopeBody(f_team)
-
-def _f2m_store_scope_body(f_team):
-    if f_team is not None:
-        f_team = bytes(f_team)
-    return StoreScopeBody(f_team)
-C_store_scope_body._bw_model = (_f2m_store_scope_body, ('team',), (), True)
-
-def _m2c_store_scope_body(v):
-    return {
-        'team': v.team,
-    }
-
-def _c2m_artifact_offer_body(c, p_span):
-    if c.__class__ is ArtifactOfferBody:  # built by a compiled parse
-        return c
-    f_content = c['content']
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return ArtifactOfferBody(f_content)
-
-def _f2m_artifact_offer_body(f_content):
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return ArtifactOfferBody(f_content)
-C_artifact_offer_body._bw_model = (_f2m_artifact_offer_body, ('content',), (), True)
-
-def _m2c_artifact_offer_body(v):
-    return {
-        'content': v.content,
-    }
-
-def _c2m_proof_v1_edge(c):
-    if c.__class__ is ProofV1Edge:  # built by a compiled parse
-        return c
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    return ProofV1Edge(f_head, f_delegate)
-
-def _f2m_proof_v1_edge(f_head, f_delegate):
-    if f_head is not None:
-        f_head = bytes(f_head)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    return ProofV1Edge(f_head, f_delegate)
-C_proof_v1_edge._bw_model = (_f2m_proof_v1_edge, ('head', 'delegate'), (), True)
-
-def _m2c_proof_v1_edge(v):
-    return {
-        'head': v.head,
-        'delegate': v.delegate,
-    }
-
-def _c2m_proof_v1_content(c):
-    if c.__class__ is ProofV1Content:  # built by a compiled parse
-        return c
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_v1_edge(_x) for _x in f_edges]
-    return ProofV1Content(f_root, f_edges)
-
-def _f2m_proof_v1_content(f_root, f_edges):
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofV1Edge else _c2m_proof_v1_edge(_x)) for _x in f_edges]
-    return ProofV1Content(f_root, f_edges)
-C_proof_v1_content._bw_model = (_f2m_proof_v1_content, ('root', 'edges'), (), True)
-
-def _m2c_proof_v1_content(v):
-    return {
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_v1_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_proof_v2_edge(c):
-    if c.__class__ is ProofV2Edge:  # built by a compiled parse
-        return c
-    f_action = c['action']
-    if f_action is not None:
-        f_action = bytes(f_action)
-    f_flags = c['flags']
-    f_lower = c['lower']
-    f_upper = c['upper']
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    f_signature = c['signature']
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
-
-def _f2m_proof_v2_edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature):
-    if f_action is not None:
-        f_action = bytes(f_action)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
-C_proof_v2_edge._bw_model = (_f2m_proof_v2_edge, ('action', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
-
-def _m2c_proof_v2_edge(v):
-    return {
-        'action': v.action,
-        'flags': v.flags,
-        'lower': v.lower,
-        'upper': v.upper,
-        'delegate': v.delegate,
-        'signature': v.signature,
-    }
-
-def _c2m_proof_v2_content(c):
-    if c.__class__ is ProofV2Content:  # built by a compiled parse
-        return c
-    f_resource = c['resource']
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_v2_edge(_x) for _x in f_edges]
-    return ProofV2Content(f_resource, f_root, f_edges)
-
-def _f2m_proof_v2_content(f_resource, f_root, f_edges):
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofV2Edge else _c2m_proof_v2_edge(_x)) for _x in f_edges]
-    return ProofV2Content(f_resource, f_root, f_edges)
-C_proof_v2_content._bw_model = (_f2m_proof_v2_content, ('resource', 'root', 'edges'), (), True)
-
-def _m2c_proof_v2_content(v):
-    return {
-        'resource': v.resource,
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_v2_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_proof_v1_data(c, p_body_len):
-    if c.__class__ is ProofV1Data:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_proof_v1_content(f_body)
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV1Data(f_body, f_tail)
-
-def _f2m_proof_v1_data(f_body, f_tail):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is ProofV1Content else _c2m_proof_v1_content(f_body))
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV1Data(f_body, f_tail)
-C_proof_v1_data._bw_model = (_f2m_proof_v1_data, ('body', 'tail'), (), True)
-
-def _m2c_proof_v1_data(v):
-    return {
-        'body': None if v.body is None else _m2c_proof_v1_content(v.body),
-        'tail': v.tail,
-    }
-
-def _c2m_proof_v2_data(c, p_body_len):
-    if c.__class__ is ProofV2Data:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_proof_v2_content(f_body)
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV2Data(f_body, f_tail)
-
-def _f2m_proof_v2_data(f_body, f_tail):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is ProofV2Content else _c2m_proof_v2_content(f_body))
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV2Data(f_body, f_tail)
-C_proof_v2_data._bw_model = (_f2m_proof_v2_data, ('body', 'tail'), (), True)
-
-def _m2c_proof_v2_data(v):
-    return {
-        'body': None if v.body is None else _m2c_proof_v2_content(v.body),
-        'tail': v.tail,
-    }
-
-def _c2m_proof_v1_body(c, p_span):
-    if c.__class__ is ProofV1Body:  # built by a compiled parse
-        return c
-    f_body_len = c['body_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_proof_v1_data(f_data, f_body_len)
-    return ProofV1Body(f_body_len, f_data)
-
-def _f2m_proof_v1_body(f_body_len, f_data):
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is ProofV1Data else _c2m_proof_v1_data(f_data, f_body_len))
-    return ProofV1Body(f_body_len, f_data)
-C_proof_v1_body._bw_model = (_f2m_proof_v1_body, ('body_len', 'data'), (), True)
-
-def _m2c_proof_v1_body(v):
-    return {
-        'body_len': v.body_len,
-        'data': None if v.data is None else _m2c_proof_v1_data(v.data),
-    }
-
-def _c2m_proof_v2_body(c, p_span):
-    if c.__class__ is ProofV2Body:  # built by a compiled parse
-        return c
-    f_body_len = c['body_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_proof_v2_data(f_data, f_body_len)
-    return ProofV2Body(f_body_len, f_data)
-
-def _f2m_proof_v2_body(f_body_len, f_data):
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is ProofV2Data else _c2m_proof_v2_data(f_data, f_body_len))
-    return ProofV2Body(f_body_len, f_data)
-C_proof_v2_body._bw_model = (_f2m_proof_v2_body, ('body_len', 'data'), (), True)
-
-def _m2c_proof_v2_body(v):
-    return {
-        'body_len': v.body_len,
-        'data': None if v.data is None else _m2c_proof_v2_data(v.data),
-    }
-
-def _c2m_proof_v3_edge(c):
-    if c.__class__ is ProofV3Edge:  # built by a compiled parse
-        return c
-    f_capability = c['capability']
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    f_flags = c['flags']
-    f_lower = c['lower']
-    f_upper = c['upper']
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    f_signature = c['signature']
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
-
-def _f2m_proof_v3_edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature):
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
-C_proof_v3_edge._bw_model = (_f2m_proof_v3_edge, ('capability', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
-
-def _m2c_proof_v3_edge(v):
-    return {
-        'capability': v.capability,
-        'flags': v.flags,
-        'lower': v.lower,
-        'upper': v.upper,
-        'delegate': v.delegate,
-        'signature': v.signature,
-    }
-
-def _c2m_proof_v3_content(c):
-    if c.__class__ is ProofV3Content:  # built by a compiled parse
-        return c
-    f_magic = c['magic']
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    f_resource = c['resource']
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_v3_edge(_x) for _x in f_edges]
-    return ProofV3Content(f_magic, f_resource, f_root, f_edges)
-
-def _f2m_proof_v3_content(f_magic, f_resource, f_root, f_edges):
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofV3Edge else _c2m_proof_v3_edge(_x)) for _x in f_edges]
-    return ProofV3Content(f_magic, f_resource, f_root, f_edges)
-C_proof_v3_content._bw_model = (_f2m_proof_v3_content, ('magic', 'resource', 'root', 'edges'), (), True)
-
-def _m2c_proof_v3_content(v):
-    return {
-        'magic': v.magic,
-        'resource': v.resource,
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_v3_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_proof_v3_data(c, p_body_len):
-    if c.__class__ is ProofV3Data:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_proof_v3_content(f_body)
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV3Data(f_body, f_tail)
-
-def _f2m_proof_v3_data(f_body, f_tail):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is ProofV3Content else _c2m_proof_v3_content(f_body))
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV3Data(f_body, f_tail)
-C_proof_v3_data._bw_model = (_f2m_proof_v3_data, ('body', 'tail'), (), True)
-
-def _m2c_proof_v3_data(v):
-    return {
-        'body': None if v.body is None else _m2c_proof_v3_content(v.body),
-        'tail': v.tail,
-    }
-
-def _c2m_proof_v3_body(c, p_span):
-    if c.__class__ is ProofV3Body:  # built by a compiled parse
-        return c
-    f_body_len = c['body_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_proof_v3_data(f_data, f_body_len)
-    return ProofV3Body(f_body_len, f_data)
-
-def _f2m_proof_v3_body(f_body_len, f_data):
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is ProofV3Data else _c2m_proof_v3_data(f_data, f_body_len))
-    return ProofV3Body(f_body_len, f_data)
-C_proof_v3_body._bw_model = (_f2m_proof_v3_body, ('body_len', 'data'), (), True)
-
-def _m2c_proof_v3_body(v):
-    return {
-        'body_len': v.body_len,
-        'data': None if v.data is None else _m2c_proof_v3_data(v.data),
-    }
-
-def _c2m_v1_blob_data(c, p_length):
-    if c.__class__ is V1BlobData:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return V1BlobData(f_payload)
-
-def _f2m_v1_blob_data(f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return V1BlobData(f_payload)
-C_v1_blob_data._bw_model = (_f2m_v1_blob_data, ('payload',), (), True)
-
-def _m2c_v1_blob_data(v):
-    return {
-        'payload': v.payload,
-    }
-
-def _c2m_v1_blob(c):
-    if c.__class__ is V1Blob:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_v1_blob_data(f_data, f_length)
-    return V1Blob(f_timestamp, f_length, f_hash, f_data)
-
-def _f2m_v1_blob(f_timestamp, f_length, f_hash, f_data):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is V1BlobData else _c2m_v1_blob_data(f_data, f_length))
-    return V1Blob(f_timestamp, f_length, f_hash, f_data)
-C_v1_blob._bw_model = (_f2m_v1_blob, ('timestamp', 'length', 'hash', 'data'), (), False)
-
-def _m2c_v1_blob(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-        'data': None if v.data is None else _m2c_v1_blob_data(v.data),
-    }
-
-def _c2m_v1_branch(c):
-    if c.__class__ is V1Branch:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return V1Branch(f_branch, f_head)
-
-def _f2m_v1_branch(f_branch, f_head):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return V1Branch(f_branch, f_head)
-C_v1_branch._bw_model = (_f2m_v1_branch, ('branch', 'head'), (), True)
-
-def _m2c_v1_branch(v):
-    return {
-        'branch': v.branch,
-        'head': v.head,
-    }
-
-def _c2m_v1_tombstone(c):
-    if c.__class__ is V1Tombstone:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V1Tombstone(f_branch, f_unchecked)
-
-def _f2m_v1_tombstone(f_branch, f_unchecked):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V1Tombstone(f_branch, f_unchecked)
-C_v1_tombstone._bw_model = (_f2m_v1_tombstone, ('branch', 'unchecked'), (), True)
-
-def _m2c_v1_tombstone(v):
-    return {
-        'branch': v.branch,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_blob(c):
-    if c.__class__ is V3Blob:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_blob_data(f_data, f_length)
-    return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
-
-def _f2m_v3_blob(f_timestamp, f_length, f_hash, f_unchecked, f_data):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
-    return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
-C_v3_blob._bw_model = (_f2m_v3_blob, ('timestamp', 'length', 'hash', 'unchecked', 'data'), (), False)
-
-def _m2c_v3_blob(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-        'unchecked': v.unchecked,
-        'data': None if v.data is None else _m2c_blob_data(v.data),
-    }
-
-def _c2m_v3_branch(c):
-    if c.__class__ is V3Branch:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Branch(f_branch, f_head, f_unchecked)
-
-def _f2m_v3_branch(f_branch, f_head, f_unchecked):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Branch(f_branch, f_head, f_unchecked)
-C_v3_branch._bw_model = (_f2m_v3_branch, ('branch', 'head', 'unchecked'), (), True)
-
-def _m2c_v3_branch(v):
-    return {
-        'branch': v.branch,
-        'head': v.head,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_tombstone(c):
-    if c.__class__ is V3Tombstone:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Tombstone(f_branch, f_unchecked)
-
-def _f2m_v3_tombstone(f_branch, f_unchecked):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Tombstone(f_branch, f_unchecked)
-C_v3_tombstone._bw_model = (_f2m_v3_tombstone, ('branch', 'unchecked'), (), True)
-
-def _m2c_v3_tombstone(v):
-    return {
-        'branch': v.branch,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_blob_want(c):
-    if c.__class__ is V3BlobWant:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3BlobWant(f_blob, f_unchecked)
-
-def _f2m_v3_blob_want(f_blob, f_unchecked):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3BlobWant(f_blob, f_unchecked)
-C_v3_blob_want._bw_model = (_f2m_v3_blob_want, ('blob', 'unchecked'), (), True)
-
-def _m2c_v3_blob_want(v):
-    return {
-        'blob': v.blob,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_local_cell(c):
-    if c.__class__ is V3LocalCell:  # built by a compiled parse
-        return c
-    f_cell = c['cell']
-    if f_cell is not None:
-        f_cell = bytes(f_cell)
-    f_rest = c['rest']
-    if f_rest is not None:
-        f_rest = bytes(f_rest)
-    return V3LocalCell(f_cell, f_rest)
-
-def _f2m_v3_local_cell(f_cell, f_rest):
-    if f_cell is not None:
-        f_cell = bytes(f_cell)
-    if f_rest is not None:
-        f_rest = bytes(f_rest)
-    return V3LocalCell(f_cell, f_rest)
-C_v3_local_cell._bw_model = (_f2m_v3_local_cell, ('cell', 'rest'), (), True)
-
-def _m2c_v3_local_cell(v):
-    return {
-        'cell': v.cell,
-        'rest': v.rest,
-    }
-
-def _c2m_v3_collection_definition(c):
-    if c.__class__ is V3CollectionDefinition:  # built by a compiled parse
-        return c
-    f_scope = c['scope']
-    if f_scope is not None:
-        f_scope = bytes(f_scope)
-    f_representation = c['representation']
-    if f_representation is not None:
-        f_representation = bytes(f_representation)
-    f_recipe = c['recipe']
-    if f_recipe is not None:
-        f_recipe = bytes(f_recipe)
-    return V3CollectionDefinition(f_scope, f_representation, f_recipe)
-
-def _f2m_v3_collection_definition(f_scope, f_representation, f_recipe):
-    if f_scope is not None:
-        f_scope = bytes(f_scope)
-    if f_representation is not None:
-        f_representation = bytes(f_representation)
-    if f_recipe is not None:
-        f_recipe = bytes(f_recipe)
-    return V3CollectionDefinition(f_scope, f_representation, f_recipe)
-C_v3_collection_definition._bw_model = (_f2m_v3_collection_definition, ('scope', 'representation', 'recipe'), (), True)
-
-def _m2c_v3_collection_definition(v):
-    return {
-        'scope': v.scope,
-        'representation': v.representation,
-        'recipe': v.recipe,
-    }
-
-def _c2m_v3_commit(c):
-    if c.__class__ is V3Commit:  # built by a compiled parse
-        return c
-    f_definition = c['definition']
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_v3_commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_v3_commit._bw_model = (_f2m_v3_commit, ('definition', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_v3_commit(v):
-    return {
-        'definition': v.definition,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_v3_merge(c):
-    if c.__class__ is V3Merge:  # built by a compiled parse
-        return c
-    f_definition = c['definition']
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V3Merge(f_definition, f_low, f_high, f_result)
-
-def _f2m_v3_merge(f_definition, f_low, f_high, f_result):
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V3Merge(f_definition, f_low, f_high, f_result)
-C_v3_merge._bw_model = (_f2m_v3_merge, ('definition', 'low', 'high', 'result'), (), True)
-
-def _m2c_v3_merge(v):
-    return {
-        'definition': v.definition,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_v3_derive(c):
-    if c.__class__ is V3Derive:  # built by a compiled parse
-        return c
-    f_source = c['source']
-    if f_source is not None:
-        f_source = bytes(f_source)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V3Derive(f_source, f_target, f_input, f_output)
-
-def _f2m_v3_derive(f_source, f_target, f_input, f_output):
-    if f_source is not None:
-        f_source = bytes(f_source)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V3Derive(f_source, f_target, f_input, f_output)
-C_v3_derive._bw_model = (_f2m_v3_derive, ('source', 'target', 'input', 'output'), (), True)
-
-def _m2c_v3_derive(v):
-    return {
-        'source': v.source,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_v4_commit(c):
-    if c.__class__ is V4Commit:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_v4_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_v4_commit._bw_model = (_f2m_v4_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_v4_commit(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_v4_merge(c):
-    if c.__class__ is V4Merge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V4Merge(f_collection, f_low, f_high, f_result)
-
-def _f2m_v4_merge(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V4Merge(f_collection, f_low, f_high, f_result)
-C_v4_merge._bw_model = (_f2m_v4_merge, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_v4_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_v4_derive(c):
-    if c.__class__ is V4Derive:  # built by a compiled parse
-        return c
-    f_source = c['source']
-    if f_source is not None:
-        f_source = bytes(f_source)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V4Derive(f_source, f_target, f_input, f_output)
-
-def _f2m_v4_derive(f_source, f_target, f_input, f_output):
-    if f_source is not None:
-        f_source = bytes(f_source)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V4Derive(f_source, f_target, f_input, f_output)
-C_v4_derive._bw_model = (_f2m_v4_derive, ('source', 'target', 'input', 'output'), (), True)
-
-def _m2c_v4_derive(v):
-    return {
-        'source': v.source,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_envelope36_rest(c):
-    if c.__class__ is Envelope36Rest:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    f_span = c['span']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_env_blob_body(f_body, f_span) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_env_branch_body(f_body, f_span) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_env_tombstone_body(f_body, f_span) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else (_c2m_env_commit_body(f_body, f_span) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_env_merge_body(f_body, f_span) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_env_derive_v4_body(f_body, f_span) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else (_c2m_env_derive_v5_body(f_body, f_span) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
-    return Envelope36Rest(f_kind, f_span, f_body)
-
-def _f2m_envelope36_rest(f_kind, f_span, f_body):
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is EnvBlobBody else _c2m_env_blob_body(f_body, f_span)) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_body if f_body.__class__ is EnvBranchBody else _c2m_env_branch_body(f_body, f_span)) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_body if f_body.__class__ is EnvTombstoneBody else _c2m_env_tombstone_body(f_body, f_span)) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else ((f_body if f_body.__class__ is EnvCommitBody else _c2m_env_commit_body(f_body, f_span)) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_body if f_body.__class__ is EnvMergeBody else _c2m_env_merge_body(f_body, f_span)) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_body if f_body.__class__ is EnvDeriveV4Body else _c2m_env_derive_v4_body(f_body, f_span)) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else ((f_body if f_body.__class__ is EnvDeriveV5Body else _c2m_env_derive_v5_body(f_body, f_span)) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
-    return Envelope36Rest(f_kind, f_span, f_body)
-C_envelope36_rest._bw_model = (_f2m_envelope36_rest, ('kind', 'span', 'body'), (), True)
-
-def _m2c_envelope36_rest(v):
-    return {
-        'kind': v.kind,
-        'span': v.span,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': EnvBlobBody, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': EnvBranchBody, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': EnvTombstoneBody, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': EnvBlobWantBody, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': EnvBlobWantBody, b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': EnvTypedWantBody, b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': EnvTypedWantBody, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': EnvCommitBody, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": EnvMergeBody, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': EnvDeriveV4Body, b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': EnvDeriveV5Body}, None, 'body')),
-    }
-
-def _c2m_env_blob_body(c, p_span):
-    if c.__class__ is EnvBlobBody:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_blob_data(f_data, f_length)
-    return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
-
-def _f2m_env_blob_body(f_timestamp, f_length, f_hash, f_data):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
-    return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
-C_env_blob_body._bw_model = (_f2m_env_blob_body, ('timestamp', 'length', 'hash', 'data'), (), False)
-
-def _m2c_env_blob_body(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-        'data': None if v.data is None else _m2c_blob_data(v.data),
-    }
-
-def _c2m_env_branch_body(c, p_span):
-    if c.__class__ is EnvBranchBody:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return EnvBranchBody(f_branch, f_head)
-
-def _f2m_env_branch_body(f_branch, f_head):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return EnvBranchBody(f_branch, f_head)
-C_env_branch_body._bw_model = (_f2m_env_branch_body, ('branch', 'head'), (), True)
-
-def _m2c_env_branch_body(v):
-    return {
-        'branch': v.branch,
-        'head': v.head,
-    }
-
-def _c2m_env_tombstone_body(c, p_span):
-    if c.__class__ is EnvTombstoneBody:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    return EnvTombstoneBody(f_branch)
-
-def _f2m_env_tombstone_body(f_branch):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    return EnvTombstoneBody(f_branch)
-C_env_tombstone_body._bw_model = (_f2m_env_tombstone_body, ('branch',), (), True)
-
-def _m2c_env_tombstone_body(v):
-    return {
-        'branch': v.branch,
-    }
-
-def _c2m_env_blob_want_body(c, p_span):
-    if c.__class__ is EnvBlobWantBody:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return EnvBlobWantBody(f_blob)
-
-def _f2m_env_blob_want_body(f_blob):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return EnvBlobWantBody(f_blob)
-C_env_blob_want_body._bw_model = (_f2m_env_blob_want_body, ('blob',), (), True)
-
-def _m2c_env_blob_want_body(v):
-    return {
-        'blob': v.blob,
-    }
-
-def _c2m_env_typed_want_body(c, p_span):
-    if c.__class__ is EnvTypedWantBody:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_a = c['a']
-    if f_a is not None:
-        f_a = bytes(f_a)
-    f_b = c['b']
-    if f_b is not None:
-        f_b = bytes(f_b)
-    f_c = c['c']
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
-
-def _f2m_env_typed_want_body(f_tag, f_a, f_b, f_c):
-    if f_a is not None:
-        f_a = bytes(f_a)
-    if f_b is not None:
-        f_b = bytes(f_b)
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
-C_env_typed_want_body._bw_model = (_f2m_env_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
-
-def _m2c_env_typed_want_body(v):
-    return {
-        'tag': v.tag,
-        'a': v.a,
-        'b': v.b,
-        'c': v.c,
-    }
-
-def _c2m_env_commit_body(c, p_span):
-    if c.__class__ is EnvCommitBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_env_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_env_commit_body._bw_model = (_f2m_env_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_env_commit_body(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_env_merge_body(c, p_span):
-    if c.__class__ is EnvMergeBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return EnvMergeBody(f_collection, f_low, f_high, f_result)
-
-def _f2m_env_merge_body(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return EnvMergeBody(f_collection, f_low, f_high, f_result)
-C_env_merge_body._bw_model = (_f2m_env_merge_body, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_env_merge_body(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_env_derive_v4_body(c, p_span):
-    if c.__class__ is EnvDeriveV4Body:  # built by a compiled parse
-        return c
-    f_source = c['source']
-    if f_source is not None:
-        f_source = bytes(f_source)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
-
-def _f2m_env_derive_v4_body(f_source, f_target, f_input, f_output):
-    if f_source is not None:
-        f_source = bytes(f_source)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
-C_env_derive_v4_body._bw_model = (_f2m_env_derive_v4_body, ('source', 'target', 'input', 'output'), (), True)
-
-def _m2c_env_derive_v4_body(v):
-    return {
-        'source': v.source,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_env_derive_v5_body(c, p_span):
-    if c.__class__ is EnvDeriveV5Body:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV5Body(f_target, f_input, f_output)
-
-def _f2m_env_derive_v5_body(f_target, f_input, f_output):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV5Body(f_target, f_input, f_output)
-C_env_derive_v5_body._bw_model = (_f2m_env_derive_v5_body, ('target', 'input', 'output'), (), True)
-
-def _m2c_env_derive_v5_body(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_commit_transcript(c):
-    if c.__class__ is CommitTranscript:  # built by a compiled parse
-        return c
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    return CommitTranscript(f_author, f_collection, f_data, f_metadata)
-
-def _f2m_commit_transcript(f_author, f_collection, f_data, f_metadata):
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    return CommitTranscript(f_author, f_collection, f_data, f_metadata)
-C_commit_transcript._bw_model = (_f2m_commit_transcript, ('author', 'collection', 'data', 'metadata'), (), True)
-
-def _m2c_commit_transcript(v):
-    return {
-        'author': v.author,
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-    }
-
-def _c2m_merge_endorsement(c):
-    if c.__class__ is MergeEndorsement:  # built by a compiled parse
-        return c
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_low_witness = c['low_witness']
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    f_high_witness = c['high_witness']
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
-
-def _f2m_merge_endorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness):
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
-C_merge_endorsement._bw_model = (_f2m_merge_endorsement, ('author', 'collection', 'low', 'high', 'result', 'low_witness', 'high_witness'), (), True)
-
-def _m2c_merge_endorsement(v):
-    return {
-        'author': v.author,
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'low_witness': v.low_witness,
-        'high_witness': v.high_witness,
-    }
-
-def _c2m_derive_endorsement(c):
-    if c.__class__ is DeriveEndorsement:  # built by a compiled parse
-        return c
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_input_witness = c['input_witness']
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
-
-def _f2m_derive_endorsement(f_author, f_target, f_input, f_output, f_input_witness):
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
-C_derive_endorsement._bw_model = (_f2m_derive_endorsement, ('author', 'target', 'input', 'output', 'input_witness'), (), True)
-
-def _m2c_derive_endorsement(v):
-    return {
-        'author': v.author,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'input_witness': v.input_witness,
-    }
-
-def _c2m_dense_commit(c):
-    if c.__class__ is DenseCommit:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_dense_commit._bw_model = (_f2m_dense_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_commit(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_unsigned_merge(c):
-    if c.__class__ is DenseUnsignedMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
-
-def _f2m_dense_unsigned_merge(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
-C_dense_unsigned_merge._bw_model = (_f2m_dense_unsigned_merge, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_dense_unsigned_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_dense_unsigned_derive(c):
-    if c.__class__ is DenseUnsignedDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return DenseUnsignedDerive(f_target, f_input, f_output)
-
-def _f2m_dense_unsigned_derive(f_target, f_input, f_output):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return DenseUnsignedDerive(f_target, f_input, f_output)
-C_dense_unsigned_derive._bw_model = (_f2m_dense_unsigned_derive, ('target', 'input', 'output'), (), True)
-
-def _m2c_dense_unsigned_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_dense_signed_merge(c):
-    if c.__class__ is DenseSignedMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_signed_merge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
-C_dense_signed_merge._bw_model = (_f2m_dense_signed_merge, ('collection', 'low', 'high', 'result', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_signed_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_signed_derive(c):
-    if c.__class__ is DenseSignedDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_signed_derive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
-C_dense_signed_derive._bw_model = (_f2m_dense_signed_derive, ('target', 'input', 'output', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_signed_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_witness_merge(c):
-    if c.__class__ is DenseWitnessMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_low_witness = c['low_witness']
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    f_high_witness = c['high_witness']
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_witness_merge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-C_dense_witness_merge._bw_model = (_f2m_dense_witness_merge, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_witness_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'low_witness': v.low_witness,
-        'high_witness': v.high_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_witness_derive(c):
-    if c.__class__ is DenseWitnessDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_input_witness = c['input_witness']
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_witness_derive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-C_dense_witness_derive._bw_model = (_f2m_dense_witness_derive, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_witness_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'input_witness': v.input_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_record(c):
-    if c.__class__ is DenseRecord:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _DENSETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_dense_commit(f_payload) if f_tag == 1 else (_c2m_dense_unsigned_merge(f_payload) if f_tag == 2 else (_c2m_dense_unsigned_derive(f_payload) if f_tag == 3 else (_c2m_dense_signed_merge(f_payload) if f_tag == 4 else (_c2m_dense_signed_derive(f_payload) if f_tag == 5 else (_c2m_dense_witness_merge(f_payload) if f_tag == 6 else (_c2m_dense_witness_derive(f_payload) if f_tag == 7 else None)))))))
-    return DenseRecord(f_tag, f_payload)
-
-def _f2m_dense_record(f_tag, f_payload):
-    if f_tag is not None:
-        _t = _DENSETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is DenseCommit else _c2m_dense_commit(f_payload)) if f_tag == 1 else ((f_payload if f_payload.__class__ is DenseUnsignedMerge else _c2m_dense_unsigned_merge(f_payload)) if f_tag == 2 else ((f_payload if f_payload.__class__ is DenseUnsignedDerive else _c2m_dense_unsigned_derive(f_payload)) if f_tag == 3 else ((f_payload if f_payload.__class__ is DenseSignedMerge else _c2m_dense_signed_merge(f_payload)) if f_tag == 4 else ((f_payload if f_payload.__class__ is DenseSignedDerive else _c2m_dense_signed_derive(f_payload)) if f_tag == 5 else ((f_payload if f_payload.__class__ is DenseWitnessMerge else _c2m_dense_witness_merge(f_payload)) if f_tag == 6 else ((f_payload if f_payload.__class__ is DenseWitnessDerive else _c2m_dense_witness_derive(f_payload)) if f_tag == 7 else None)))))))
-    return DenseRecord(f_tag, f_payload)
-C_dense_record._bw_model = (_f2m_dense_record, ('tag', 'payload'), (), True)
-
-def _m2c_dense_record(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.tag, {1: DenseCommit, 2: DenseUnsignedMerge, 3: DenseUnsignedDerive, 4: DenseSignedMerge, 5: DenseSignedDerive, 6: DenseWitnessMerge, 7: DenseWitnessDerive}, None, 'payload')),
-    }
-
-def _c2m_pile_file(c):
-    if c.__class__ is PileFile:  # built by a compiled parse
-        return c
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_pile_record(_x) for _x in f_records]
-    return PileFile(f_records)
-
-def _f2m_pile_file(f_records):
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is PileRecord else _c2m_pile_record(_x)) for _x in f_records]
-    return PileFile(f_records)
-C_pile_file._bw_model = (_f2m_pile_file, ('records',), (), True)
-
-def _m2c_pile_file(v):
-    return {
-        'records': None if v.records is None else [_m2c_pile_record(_x) for _x in v.records],
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {PileRecord: _m2c_pile_record, FrameRest: _m2c_frame_rest, FrameHead: _m2c_frame_head, BlobHead: _m2c_blob_head, BlobData: _m2c_blob_data, BlobBody: _m2c_blob_body, PinHeadBody: _m2c_pin_head_body, PinTombstoneBody: _m2c_pin_tombstone_body, WantBlob: _m2c_want_blob, WantMerge: _m2c_want_merge, WantDerive: _m2c_want_derive, WantRequest: _m2c_want_request, WantV3Body: _m2c_want_v3_body, CommitBody: _m2c_commit_body, MergeV6Body: _m2c_merge_v6_body, DeriveV7Body: _m2c_derive_v7_body, ProofEdge: _m2c_proof_edge, ProofV5Body: _m2c_proof_v5_body, RetiredBlobWantBody: _m2c_retired_blob_want_body, RetiredTypedWantBody: _m2c_retired_typed_want_body, UnsignedMergeBody: _m2c_unsigned_merge_body, UnsignedDeriveBody: _m2c_unsigned_derive_body, PeerBody: _m2c_peer_body, StoreScopeBody: _m2c_store_scope_body, ArtifactOfferBody: _m2c_artifact_offer_body, ProofV1Edge: _m2c_proof_v1_edge, ProofV1Content: _m2c_proof_v1_content, ProofV2Edge: _m2c_proof_v2_edge, ProofV2Content: _m2c_proof_v2_content, ProofV1Data: _m2c_proof_v1_data, ProofV2Data: _m2c_proof_v2_data, ProofV1Body: _m2c_proof_v1_body, ProofV2Body: _m2c_proof_v2_body, ProofV3Edge: _m2c_proof_v3_edge, ProofV3Content: _m2c_proof_v3_content, ProofV3Data: _m2c_proof_v3_data, ProofV3Body: _m2c_proof_v3_body, V1BlobData: _m2c_v1_blob_data, V1Blob: _m2c_v1_blob, V1Branch: _m2c_v1_branch, V1Tombstone: _m2c_v1_tombstone, V3Blob: _m2c_v3_blob, V3Branch: _m2c_v3_branch, V3Tombstone: _m2c_v3_tombstone, V3BlobWant: _m2c_v3_blob_want, V3LocalCell: _m2c_v3_local_cell, V3CollectionDefinition: _m2c_v3_collection_definition, V3Commit: _m2c_v3_commit, V3Merge: _m2c_v3_merge, V3Derive: _m2c_v3_derive, V4Commit: _m2c_v4_commit, V4Merge: _m2c_v4_merge, V4Derive: _m2c_v4_derive, Envelope36Rest: _m2c_envelope36_rest, EnvBlobBody: _m2c_env_blob_body, EnvBranchBody: _m2c_env_branch_body, EnvTombstoneBody: _m2c_env_tombstone_body, EnvBlobWantBody: _m2c_env_blob_want_body, EnvTypedWantBody: _m2c_env_typed_want_body, EnvCommitBody: _m2c_env_commit_body, EnvMergeBody: _m2c_env_merge_body, EnvDeriveV4Body: _m2c_env_derive_v4_body, EnvDeriveV5Body: _m2c_env_derive_v5_body, CommitTranscript: _m2c_commit_transcript, MergeEndorsement: _m2c_merge_endorsement, DeriveEndorsement: _m2c_derive_endorsement, DenseCommit: _m2c_dense_commit, DenseUnsignedMerge: _m2c_dense_unsigned_merge, DenseUnsignedDerive: _m2c_dense_unsigned_derive, DenseSignedMerge: _m2c_dense_signed_merge, DenseSignedDerive: _m2c_dense_signed_derive, DenseWitnessMerge: _m2c_dense_witness_merge, DenseWitnessDerive: _m2c_dense_witness_derive, DenseRecord: _m2c_dense_record, PileFile: _m2c_pile_file }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_blob_head = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
+        'scalar_pad' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'hash' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_blob_head._bw_fast_runs = {'timestamp': (192, (('timestamp', 0, 8), ('length', 8, 8), ('scalar_pad', 16, 16), ('hash', 32, 32), ('reserved', 64, 128)))}
+
+    C_blob_data = Struct(
+        '_o_start' / Tell,
+        'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
+        'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 256", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 256), True),
+    )
+    C_blob_data._bw_fast_runs = {}
+
+    C_blob_body = Struct(
+        '_o_start' / Tell,
+        'head' / WithParams(C_blob_head, {'span': Code("this['_params']['span']", lambda this: this['_params']['span'])}),
+        'data' / WithParams(C_blob_data, {'length': Code("this['head']['length']", lambda this: this['head']['length'])}),
+    )
+    C_blob_body._bw_fast_runs = {}
+
+    C_pin_head_body = Struct(
+        '_o_start' / Tell,
+        'pin' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
+        'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'head' / Bytes(32),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_pin_head_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved1', 16, 16), ('head', 32, 32), ('reserved2', 64, 128)))}
+
+    C_pin_tombstone_body = Struct(
+        '_o_start' / Tell,
+        'pin' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_pin_tombstone_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved', 16, 176)))}
+
+    C_want_blob = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_want_blob._bw_fast_runs = {'blob': (96, (('blob', 0, 32), ('zero', 32, 64)))}
+
+    C_want_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge request high < low'),
+    )
+    C_want_merge._bw_fast_runs = {'collection': (96, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32)))}
+
+    C_want_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_want_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('zero', 64, 32)))}
+
+    C_want_v3_body = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+        'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_want_v3_body._bw_fast_runs = {'tag': (32, (('tag', 0, 1), ('reserved1', 1, 31))), 'reserved2': (64, (('reserved2', 0, 64),))}
+
+    C_commit_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_commit_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
+
+    C_merge_v6_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'collection', 'span == 2', 'kind requires span 2'),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'low_witness' / Bytes(32),
+        'high_witness' / Bytes(32),
+        _RuleCheck(Code("(((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))), 'high_witness', 'high + high_witness >= low + low_witness', 'merge inputs out of canonical order'),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_merge_v6_body._bw_fast_runs = {'collection': (448, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32), ('reserved', 288, 160)))}
+
+    C_derive_v7_body = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'target', 'span == 2', 'kind requires span 2'),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'input_witness' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_derive_v7_body._bw_fast_runs = {'target': (448, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32), ('reserved', 224, 224)))}
+
+    C_proof_edge = Struct(
+        '_o_start' / Tell,
+        'capability' / Bytes(32),
+        'delegate' / Bytes(32),
+        'signature' / Bytes(64),
+    )
+    C_proof_edge._bw_fast_runs = {'capability': (128, (('capability', 0, 32), ('delegate', 32, 32), ('signature', 64, 64)))}
+
+    C_proof_v5_body = Struct(
+        '_o_start' / Tell,
+        'resource' / Bytes(32),
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_edge),
+    )
+    C_proof_v5_body._bw_fast_runs = {'resource': (64, (('resource', 0, 32), ('root', 32, 32)))}
+
+    C_retired_blob_want_body = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_retired_blob_want_body._bw_fast_runs = {'blob': (192, (('blob', 0, 32), ('reserved', 32, 160)))}
+
+    C_retired_typed_want_body = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
+        'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'a' / Bytes(32),
+        'b' / Bytes(32),
+        'c' / Bytes(32),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_retired_typed_want_body._bw_fast_runs = {'tag': (192, (('tag', 0, 1), ('reserved1', 1, 31), ('a', 32, 32), ('b', 64, 32), ('c', 96, 32), ('reserved2', 128, 64)))}
+
+    C_unsigned_merge_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_unsigned_merge_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 64)))}
+
+    C_unsigned_derive_body = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_unsigned_derive_body._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 96)))}
+
+    C_peer_body = Struct(
+        '_o_start' / Tell,
+        'team' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
+        'peer' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_peer_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('peer', 32, 32), ('reserved', 64, 128)))}
+
+    C_store_scope_body = Struct(
+        '_o_start' / Tell,
+        'team' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_store_scope_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('reserved', 32, 160)))}
+
+    C_artifact_offer_body = Struct(
+        '_o_start' / Tell,
+        'content' / Bytes(192),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'content', 'span == 1', 'kind requires span 1'),
+    )
+    C_artifact_offer_body._bw_fast_runs = {'content': (192, (('content', 0, 192),))}
+
+    C_proof_v1_edge = Struct(
+        '_o_start' / Tell,
+        'head' / Bytes(96),
+        'delegate' / Bytes(32),
+    )
+    C_proof_v1_edge._bw_fast_runs = {'head': (128, (('head', 0, 96), ('delegate', 96, 32)))}
+
+    C_proof_v1_content = Struct(
+        '_o_start' / Tell,
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_v1_edge),
+    )
+    C_proof_v1_content._bw_fast_runs = {'root': (32, (('root', 0, 32),))}
+
+    C_proof_v1_data = Struct(
+        '_o_start' / Tell,
+        'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v1_content),
+        'tail' / GreedyBytes,
+        _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
+    )
+    C_proof_v1_data._bw_fast_runs = {}
+
+    C_proof_v1_body = Struct(
+        '_o_start' / Tell,
+        'body_len' / Int64ul,
+        _RuleCheck(Code("(((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))), 'body_len', 'body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', 'bad proof v1 body length'),
+        _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_proof_v1_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
+    )
+    C_proof_v1_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
+
+    C_proof_v2_edge = Struct(
+        '_o_start' / Tell,
+        'action' / Bytes(16),
+        _RuleCheck(Code("((max(this['action']) > 0))", lambda this: ((max(this['action']) > 0))), 'action', 'max(action) > 0', 'nil action id'),
+        'flags' / Int8ul,
+        _RuleCheck(Code("((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))), 'flags', 'flags & 248 == 0 and flags & 3 != 0', 'bad proof v2 edge flags'),
+        'lower' / BytesInteger(16, signed=True, swapped=False),
+        'upper' / BytesInteger(16, signed=True, swapped=False),
+        _RuleCheck(Code("(((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', '(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', 'bad proof v2 validity bounds'),
+        'delegate' / Bytes(32),
+        'signature' / Bytes(64),
+    )
+    C_proof_v2_edge._bw_fast_runs = {'action': (145, (('action', 0, 16), ('flags', 16, 1), ('lower', 17, 16), ('upper', 33, 16), ('delegate', 49, 32), ('signature', 81, 64)))}
+
+    C_proof_v2_content = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d'),
+        'resource' / Bytes(32),
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_v2_edge),
+    )
+    C_proof_v2_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
+
+    C_proof_v2_data = Struct(
+        '_o_start' / Tell,
+        'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v2_content),
+        'tail' / GreedyBytes,
+        _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
+    )
+    C_proof_v2_data._bw_fast_runs = {}
+
+    C_proof_v2_body = Struct(
+        '_o_start' / Tell,
+        'body_len' / Int64ul,
+        _RuleCheck(Code("(((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))), 'body_len', 'body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', 'bad proof v2 body length'),
+        _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_proof_v2_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
+    )
+    C_proof_v2_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
+
+    C_proof_v3_edge = Struct(
+        '_o_start' / Tell,
+        'capability' / Bytes(32),
+        'flags' / Int8ul,
+        _RuleCheck(Code("(((this['flags'] & 248) == 0))", lambda this: (((this['flags'] & 248) == 0))), 'flags', 'flags & 248 == 0', 'bad proof v3 edge flags'),
+        'lower' / BytesInteger(16, signed=True, swapped=False),
+        'upper' / BytesInteger(16, signed=True, swapped=False),
+        _RuleCheck(Code("(((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', 'flags & 4 or (lower == 0 and upper == 0)', 'proof v3 validity bounds set without bit 2'),
+        'delegate' / Bytes(32),
+        'signature' / Bytes(64),
+    )
+    C_proof_v3_edge._bw_fast_runs = {'capability': (161, (('capability', 0, 32), ('flags', 32, 1), ('lower', 33, 16), ('upper', 49, 16), ('delegate', 65, 32), ('signature', 97, 64)))}
+
+    C_proof_v3_content = Struct(
+        '_o_start' / Tell,
+        'magic' / Bytes(16),
+        'resource' / Bytes(32),
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_v3_edge),
+    )
+    C_proof_v3_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
+
+    C_proof_v3_data = Struct(
+        '_o_start' / Tell,
+        'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v3_content),
+        'tail' / GreedyBytes,
+        _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
+    )
+    C_proof_v3_data._bw_fast_runs = {}
+
+    C_proof_v3_body = Struct(
+        '_o_start' / Tell,
+        'body_len' / Int64ul,
+        _RuleCheck(Code("(((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))", lambda this: (((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))), 'body_len', 'body_len >= 241 and (body_len - 80) % 161 == 0', 'bad proof v3 body length'),
+        _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_proof_v3_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
+    )
+    C_proof_v3_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
+
+    C_frame_rest = Struct(
+        '_o_start' / Tell,
+        'magic_tail' / Const(b'\x9d\x96V\xa5\xeaZIs 5\x1f;'),
+        'span' / Int32ul,
+        _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
+        'kind' / Bytes(32),
+        'body' / FixedSized(Code("((this['span'] * 256) - 64)", lambda this: ((this['span'] * 256) - 64)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': WithParams(C_pin_head_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': WithParams(C_pin_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WithParams(C_want_v3_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': WithParams(C_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': WithParams(C_merge_v6_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': WithParams(C_derive_v7_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': WithParams(C_proof_v5_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': WithParams(C_unsigned_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": WithParams(C_unsigned_derive_body, {'span': Code("this['span']", lambda this: this['span'])}), b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': WithParams(C_peer_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': WithParams(C_store_scope_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': WithParams(C_artifact_offer_body, {'span': Code("this['span']", lambda this: this['span'])}), b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': WithParams(C_proof_v1_body, {'span': Code("this['span']", lambda this: this['span'])}), b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': WithParams(C_proof_v2_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': WithParams(C_proof_v3_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
+    )
+    C_frame_rest._bw_fast_runs = {'magic_tail': (48, (('magic_tail', 0, 12), ('span', 12, 4), ('kind', 16, 32)))}
+
+    C_env_blob_body = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
+        'hash' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
+    )
+    C_env_blob_body._bw_fast_runs = {'timestamp': (220, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('reserved', 48, 172)))}
+
+    C_env_branch_body = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'head' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_branch_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('head', 16, 32), ('reserved', 48, 172)))}
+
+    C_env_tombstone_body = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_tombstone_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('reserved', 16, 204)))}
+
+    C_env_blob_want_body = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_blob_want_body._bw_fast_runs = {'blob': (220, (('blob', 0, 32), ('reserved', 32, 188)))}
+
+    C_env_typed_want_body = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
+        'a' / Bytes(32),
+        'b' / Bytes(32),
+        'c' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_typed_want_body._bw_fast_runs = {'tag': (220, (('tag', 0, 1), ('a', 1, 32), ('b', 33, 32), ('c', 65, 32), ('reserved', 97, 123)))}
+
+    C_env_commit_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_commit_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 28)))}
+
+    C_env_merge_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_merge_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 92)))}
+
+    C_env_derive_v4_body = Struct(
+        '_o_start' / Tell,
+        'source' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'source', 'span == 1', 'kind requires span 1'),
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_derive_v4_body._bw_fast_runs = {'source': (220, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 92)))}
+
+    C_env_derive_v5_body = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_derive_v5_body._bw_fast_runs = {'target': (220, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 124)))}
+
+    C_envelope36_rest = Struct(
+        '_o_start' / Tell,
+        'kind' / Bytes(16),
+        'span' / Int32ul,
+        _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
+        'body' / FixedSized(Code("((this['span'] * 256) - 36)", lambda this: ((this['span'] * 256) - 36)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': WithParams(C_env_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': WithParams(C_env_branch_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': WithParams(C_env_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': WithParams(C_env_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": WithParams(C_env_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': WithParams(C_env_derive_v4_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': WithParams(C_env_derive_v5_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
+    )
+    C_envelope36_rest._bw_fast_runs = {'kind': (20, (('kind', 0, 16), ('span', 16, 4)))}
+
+    C_v1_blob_data = Struct(
+        '_o_start' / Tell,
+        'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
+        'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 64", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 64), True),
+    )
+    C_v1_blob_data._bw_fast_runs = {}
+
+    C_v1_blob = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        'hash' / Bytes(32),
+        'data' / WithParams(C_v1_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
+    )
+    C_v1_blob._bw_fast_runs = {'timestamp': (48, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32)))}
+
+    C_v1_branch = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'head' / Bytes(32),
+    )
+    C_v1_branch._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('head', 16, 32)))}
+
+    C_v1_tombstone = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'unchecked' / Bytes(32),
+    )
+    C_v1_tombstone._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('unchecked', 16, 32)))}
+
+    C_v3_blob = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        'hash' / Bytes(32),
+        'unchecked' / Bytes(192),
+        'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
+    )
+    C_v3_blob._bw_fast_runs = {'timestamp': (240, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('unchecked', 48, 192)))}
+
+    C_v3_branch = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'head' / Bytes(32),
+        'unchecked' / Bytes(192),
+    )
+    C_v3_branch._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('head', 16, 32), ('unchecked', 48, 192)))}
+
+    C_v3_tombstone = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'unchecked' / Bytes(224),
+    )
+    C_v3_tombstone._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('unchecked', 16, 224)))}
+
+    C_v3_blob_want = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        'unchecked' / Bytes(208),
+    )
+    C_v3_blob_want._bw_fast_runs = {'blob': (240, (('blob', 0, 32), ('unchecked', 32, 208)))}
+
+    C_v3_local_cell = Struct(
+        '_o_start' / Tell,
+        'cell' / Bytes(16),
+        'rest' / Bytes(224),
+    )
+    C_v3_local_cell._bw_fast_runs = {'cell': (240, (('cell', 0, 16), ('rest', 16, 224)))}
+
+    C_v3_collection_definition = Struct(
+        '_o_start' / Tell,
+        'scope' / Bytes(16),
+        _RuleCheck(Code("((max(this['scope']) > 0))", lambda this: ((max(this['scope']) > 0))), 'scope', 'max(scope) > 0', 'nil id'),
+        'representation' / Bytes(16),
+        _RuleCheck(Code("((max(this['representation']) > 0))", lambda this: ((max(this['representation']) > 0))), 'representation', 'max(representation) > 0', 'nil id'),
+        'recipe' / Bytes(16),
+        _RuleCheck(Code("((max(this['recipe']) > 0))", lambda this: ((max(this['recipe']) > 0))), 'recipe', 'max(recipe) > 0', 'nil id'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_collection_definition._bw_fast_runs = {'scope': (240, (('scope', 0, 16), ('representation', 16, 16), ('recipe', 32, 16), ('reserved', 48, 192)))}
+
+    C_v3_commit = Struct(
+        '_o_start' / Tell,
+        'definition' / Bytes(16),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_commit._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('data', 16, 32), ('metadata', 48, 32), ('author', 80, 32), ('sig_r', 112, 32), ('sig_s', 144, 32), ('reserved', 176, 64)))}
+
+    C_v3_merge = Struct(
+        '_o_start' / Tell,
+        'definition' / Bytes(16),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_merge._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('low', 16, 32), ('high', 48, 32), ('result', 80, 32), ('reserved', 112, 128)))}
+
+    C_v3_derive = Struct(
+        '_o_start' / Tell,
+        'source' / Bytes(16),
+        'target' / Bytes(16),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_derive._bw_fast_runs = {'source': (240, (('source', 0, 16), ('target', 16, 16), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 144)))}
+
+    C_v4_commit = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v4_commit._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 48)))}
+
+    C_v4_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v4_merge._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 112)))}
+
+    C_v4_derive = Struct(
+        '_o_start' / Tell,
+        'source' / Bytes(32),
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v4_derive._bw_fast_runs = {'source': (240, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 112)))}
+
+    C_pile_record = Struct(
+        '_o_start' / Tell,
+        'marker' / Bytes(16),
+        'record' / Switch(Code("this['marker']", lambda this: this['marker']), {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': C_frame_rest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': C_envelope36_rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': C_v1_blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': C_v1_branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': C_v1_tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': C_v3_blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': C_v3_branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': C_v3_tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': C_v3_blob_want, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': C_v3_blob_want, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': C_v3_local_cell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': C_v3_local_cell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': C_v3_collection_definition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': C_v3_commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': C_v3_merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': C_v3_derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': C_v4_commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": C_v4_merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': C_v4_derive}, default=Error),
+    )
+    C_pile_record._bw_fast_runs = {'marker': (16, (('marker', 0, 16),))}
+
+    C_frame_head = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;'),
+        'span' / Int32ul,
+        _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
+        'kind' / Bytes(32),
+        'head' / FixedSized(Code('192', lambda this: 192), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_head, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
+    )
+    C_frame_head._bw_fast_runs = {'magic': (64, (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32)))}
+
+    C_want_request = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
+        'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
+    )
+    C_want_request._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_commit_transcript = Struct(
+        '_o_start' / Tell,
+        'domain' / Const(b'triblespace.collection.commit.transcript'),
+        'semantic_kind' / Const(b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03'),
+        'version' / Const(2, Int32ub),
+        'author' / Bytes(32),
+        'collection' / Bytes(32),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+    )
+    C_commit_transcript._bw_fast_runs = {'domain': (188, (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32)))}
+
+    C_merge_endorsement = Struct(
+        '_o_start' / Tell,
+        'domain' / Const(b'triblespace.collection.merge.endorsement'),
+        'semantic_kind' / Const(b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai'),
+        'author' / Bytes(32),
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'low_witness' / Bytes(32),
+        'high_witness' / Bytes(32),
+    )
+    C_merge_endorsement._bw_fast_runs = {'domain': (280, (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32)))}
+
+    C_derive_endorsement = Struct(
+        '_o_start' / Tell,
+        'domain' / Const(b'triblespace.collection.derive.endorsement'),
+        'semantic_kind' / Const(b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b'),
+        'author' / Bytes(32),
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'input_witness' / Bytes(32),
+    )
+    C_derive_endorsement._bw_fast_runs = {'domain': (217, (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32)))}
+
+    C_dense_commit = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_commit._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
+
+    C_dense_unsigned_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+    )
+    C_dense_unsigned_merge._bw_fast_runs = {'collection': (128, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32)))}
+
+    C_dense_unsigned_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+    )
+    C_dense_unsigned_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32)))}
+
+    C_dense_signed_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_signed_merge._bw_fast_runs = {'collection': (224, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
+
+    C_dense_signed_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_signed_derive._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
+
+    C_dense_witness_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'low_witness' / Bytes(32),
+        'high_witness' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_witness_merge._bw_fast_runs = {'collection': (288, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32)))}
+
+    C_dense_witness_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'input_witness' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_witness_derive._bw_fast_runs = {'target': (224, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
+
+    C_dense_record = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'DenseTag', (1, 2, 3, 4, 5, 6, 7), ()),
+        'payload' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_dense_commit, 2: C_dense_unsigned_merge, 3: C_dense_unsigned_derive, 4: C_dense_signed_merge, 5: C_dense_signed_derive, 6: C_dense_witness_merge, 7: C_dense_witness_derive}, default=Error),
+    )
+    C_dense_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_pile_file = Struct(
+        '_o_start' / Tell,
+        'records' / RepeatToEnd(C_pile_record),
+    )
+    C_pile_file._bw_fast_runs = {}
+
+    def _c2m_pile_record(c):
+        if c.__class__ is PileRecord:  # built by a compiled parse
+            return c
+        f_marker = c['marker']
+        if f_marker is not None:
+            f_marker = bytes(f_marker)
+        f_record = c['record']
+        if f_record is not None:
+            f_record = (_c2m_frame_rest(f_record) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else (_c2m_envelope36_rest(f_record) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else (_c2m_v1_blob(f_record) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else (_c2m_v1_branch(f_record) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else (_c2m_v1_tombstone(f_record) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else (_c2m_v3_blob(f_record) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_v3_branch(f_record) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_v3_tombstone(f_record) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_v3_blob_want(f_record) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_v3_blob_want(f_record) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_v3_local_cell(f_record) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else (_c2m_v3_local_cell(f_record) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else (_c2m_v3_collection_definition(f_record) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else (_c2m_v3_commit(f_record) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else (_c2m_v3_merge(f_record) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else (_c2m_v3_derive(f_record) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else (_c2m_v4_commit(f_record) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_v4_merge(f_record) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_v4_derive(f_record) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
+        return PileRecord(f_marker, f_record)
+
+    def _f2m_pile_record(f_marker, f_record):
+        if f_marker is not None:
+            f_marker = bytes(f_marker)
+        if f_record is not None:
+            f_record = ((f_record if f_record.__class__ is FrameRest else _c2m_frame_rest(f_record)) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else ((f_record if f_record.__class__ is Envelope36Rest else _c2m_envelope36_rest(f_record)) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else ((f_record if f_record.__class__ is V1Blob else _c2m_v1_blob(f_record)) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else ((f_record if f_record.__class__ is V1Branch else _c2m_v1_branch(f_record)) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else ((f_record if f_record.__class__ is V1Tombstone else _c2m_v1_tombstone(f_record)) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else ((f_record if f_record.__class__ is V3Blob else _c2m_v3_blob(f_record)) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_record if f_record.__class__ is V3Branch else _c2m_v3_branch(f_record)) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_record if f_record.__class__ is V3Tombstone else _c2m_v3_tombstone(f_record)) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else ((f_record if f_record.__class__ is V3CollectionDefinition else _c2m_v3_collection_definition(f_record)) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else ((f_record if f_record.__class__ is V3Commit else _c2m_v3_commit(f_record)) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else ((f_record if f_record.__class__ is V3Merge else _c2m_v3_merge(f_record)) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else ((f_record if f_record.__class__ is V3Derive else _c2m_v3_derive(f_record)) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else ((f_record if f_record.__class__ is V4Commit else _c2m_v4_commit(f_record)) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_record if f_record.__class__ is V4Merge else _c2m_v4_merge(f_record)) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_record if f_record.__class__ is V4Derive else _c2m_v4_derive(f_record)) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
+        return PileRecord(f_marker, f_record)
+    C_pile_record._bw_model = (_f2m_pile_record, ('marker', 'record'), (), True)
+
+    def _m2c_pile_record(v):
+        return {
+            'marker': v.marker,
+            'record': None if v.record is None else _m2c_any(_case_value(v.record, v.marker, {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': FrameRest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': Envelope36Rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': V1Blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': V1Branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': V1Tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': V3Blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': V3Branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': V3Tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': V3BlobWant, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': V3BlobWant, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': V3LocalCell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': V3LocalCell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': V3CollectionDefinition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': V3Commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': V3Merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': V3Derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': V4Commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": V4Merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': V4Derive}, None, 'record')),
+        }
+
+    def _c2m_frame_rest(c):
+        if c.__class__ is FrameRest:  # built by a compiled parse
+            return c
+        f_span = c['span']
+        f_kind = c['kind']
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_blob_body(f_body, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else (_c2m_pin_head_body(f_body, f_span) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else (_c2m_pin_tombstone_body(f_body, f_span) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else (_c2m_want_v3_body(f_body, f_span) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else (_c2m_commit_body(f_body, f_span) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else (_c2m_merge_v6_body(f_body, f_span) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else (_c2m_derive_v7_body(f_body, f_span) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else (_c2m_proof_v5_body(f_body, f_span) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else (_c2m_unsigned_merge_body(f_body, f_span) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else (_c2m_unsigned_derive_body(f_body, f_span) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else (_c2m_peer_body(f_body, f_span) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else (_c2m_store_scope_body(f_body, f_span) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else (_c2m_artifact_offer_body(f_body, f_span) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else (_c2m_proof_v1_body(f_body, f_span) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else (_c2m_proof_v2_body(f_body, f_span) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else (_c2m_proof_v3_body(f_body, f_span) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
+        return FrameRest(f_span, f_kind, f_body)
+
+    def _f2m_frame_rest(f_span, f_kind, f_body):
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is BlobBody else _c2m_blob_body(f_body, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else ((f_body if f_body.__class__ is PinHeadBody else _c2m_pin_head_body(f_body, f_span)) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else ((f_body if f_body.__class__ is PinTombstoneBody else _c2m_pin_tombstone_body(f_body, f_span)) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else ((f_body if f_body.__class__ is WantV3Body else _c2m_want_v3_body(f_body, f_span)) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else ((f_body if f_body.__class__ is CommitBody else _c2m_commit_body(f_body, f_span)) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else ((f_body if f_body.__class__ is MergeV6Body else _c2m_merge_v6_body(f_body, f_span)) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else ((f_body if f_body.__class__ is DeriveV7Body else _c2m_derive_v7_body(f_body, f_span)) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else ((f_body if f_body.__class__ is ProofV5Body else _c2m_proof_v5_body(f_body, f_span)) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else ((f_body if f_body.__class__ is UnsignedMergeBody else _c2m_unsigned_merge_body(f_body, f_span)) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else ((f_body if f_body.__class__ is UnsignedDeriveBody else _c2m_unsigned_derive_body(f_body, f_span)) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else ((f_body if f_body.__class__ is PeerBody else _c2m_peer_body(f_body, f_span)) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else ((f_body if f_body.__class__ is StoreScopeBody else _c2m_store_scope_body(f_body, f_span)) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else ((f_body if f_body.__class__ is ArtifactOfferBody else _c2m_artifact_offer_body(f_body, f_span)) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else ((f_body if f_body.__class__ is ProofV1Body else _c2m_proof_v1_body(f_body, f_span)) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else ((f_body if f_body.__class__ is ProofV2Body else _c2m_proof_v2_body(f_body, f_span)) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else ((f_body if f_body.__class__ is ProofV3Body else _c2m_proof_v3_body(f_body, f_span)) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
+        return FrameRest(f_span, f_kind, f_body)
+    C_frame_rest._bw_model = (_f2m_frame_rest, ('span', 'kind', 'body'), (), True)
+
+    def _m2c_frame_rest(v):
+        return {
+            'span': v.span,
+            'kind': v.kind,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobBody, b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': PinHeadBody, b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': PinTombstoneBody, b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WantV3Body, b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': CommitBody, b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': MergeV6Body, b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': DeriveV7Body, b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': ProofV5Body, b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': RetiredBlobWantBody, b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': RetiredBlobWantBody, b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': RetiredTypedWantBody, b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': RetiredTypedWantBody, b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': UnsignedMergeBody, b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": UnsignedDeriveBody, b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': PeerBody, b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': StoreScopeBody, b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': ArtifactOfferBody, b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': ProofV1Body, b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': ProofV2Body, b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': ProofV3Body}, None, 'body')),
+        }
+
+    def _c2m_frame_head(c):
+        if c.__class__ is FrameHead:  # built by a compiled parse
+            return c
+        f_span = c['span']
+        f_kind = c['kind']
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = (_c2m_blob_head(f_head, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
+        return FrameHead(f_span, f_kind, f_head)
+
+    def _f2m_frame_head(f_span, f_kind, f_head):
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        if f_head is not None:
+            f_head = ((f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
+        return FrameHead(f_span, f_kind, f_head)
+    C_frame_head._bw_model = (_f2m_frame_head, ('span', 'kind', 'head'), (), True)
+
+    def _m2c_frame_head(v):
+        return {
+            'span': v.span,
+            'kind': v.kind,
+            'head': None if v.head is None else _m2c_any(_case_value(v.head, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobHead}, None, 'head')),
+        }
+
+    def _c2m_blob_head(c, p_span):
+        if c.__class__ is BlobHead:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        return BlobHead(f_timestamp, f_length, f_hash)
+
+    def _f2m_blob_head(f_timestamp, f_length, f_hash):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        return BlobHead(f_timestamp, f_length, f_hash)
+    C_blob_head._bw_model = (_f2m_blob_head, ('timestamp', 'length', 'hash'), (), False)
+
+    def _m2c_blob_head(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+        }
+
+    def _c2m_blob_data(c, p_length):
+        if c.__class__ is BlobData:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return BlobData(f_payload)
+
+    def _f2m_blob_data(f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return BlobData(f_payload)
+    C_blob_data._bw_model = (_f2m_blob_data, ('payload',), (), True)
+
+    def _m2c_blob_data(v):
+        return {
+            'payload': v.payload,
+        }
+
+    def _c2m_blob_body(c, p_span):
+        if c.__class__ is BlobBody:  # built by a compiled parse
+            return c
+        f_head = c['head']
+        if f_head is not None:
+            f_head = _c2m_blob_head(f_head, p_span)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_blob_data(f_data, f_head.length)
+        return BlobBody(f_head, f_data)
+
+    def _f2m_blob_body(f_head, f_data, p_span):
+        if f_head is not None:
+            f_head = (f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, p_span))
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_head.length))
+        return BlobBody(f_head, f_data)
+    C_blob_body._bw_model = (_f2m_blob_body, ('head', 'data'), ('span',), True)
+
+    def _m2c_blob_body(v):
+        return {
+            'head': None if v.head is None else _m2c_blob_head(v.head),
+            'data': None if v.data is None else _m2c_blob_data(v.data),
+        }
+
+    def _c2m_pin_head_body(c, p_span):
+        if c.__class__ is PinHeadBody:  # built by a compiled parse
+            return c
+        f_pin = c['pin']
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return PinHeadBody(f_pin, f_head)
+
+    def _f2m_pin_head_body(f_pin, f_head):
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return PinHeadBody(f_pin, f_head)
+    C_pin_head_body._bw_model = (_f2m_pin_head_body, ('pin', 'head'), (), True)
+
+    def _m2c_pin_head_body(v):
+        return {
+            'pin': v.pin,
+            'head': v.head,
+        }
+
+    def _c2m_pin_tombstone_body(c, p_span):
+        if c.__class__ is PinTombstoneBody:  # built by a compiled parse
+            return c
+        f_pin = c['pin']
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        return PinTombstoneBody(f_pin)
+
+    def _f2m_pin_tombstone_body(f_pin):
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        return PinTombstoneBody(f_pin)
+    C_pin_tombstone_body._bw_model = (_f2m_pin_tombstone_body, ('pin',), (), True)
+
+    def _m2c_pin_tombstone_body(v):
+        return {
+            'pin': v.pin,
+        }
+
+    def _c2m_want_blob(c):
+        if c.__class__ is WantBlob:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return WantBlob(f_blob)
+
+    def _f2m_want_blob(f_blob):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return WantBlob(f_blob)
+    C_want_blob._bw_model = (_f2m_want_blob, ('blob',), (), True)
+
+    def _m2c_want_blob(v):
+        return {
+            'blob': v.blob,
+        }
+
+    def _c2m_want_merge(c):
+        if c.__class__ is WantMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        return WantMerge(f_collection, f_low, f_high)
+
+    def _f2m_want_merge(f_collection, f_low, f_high):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        return WantMerge(f_collection, f_low, f_high)
+    C_want_merge._bw_model = (_f2m_want_merge, ('collection', 'low', 'high'), (), True)
+
+    def _m2c_want_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+        }
+
+    def _c2m_want_derive(c):
+        if c.__class__ is WantDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        return WantDerive(f_target, f_input)
+
+    def _f2m_want_derive(f_target, f_input):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        return WantDerive(f_target, f_input)
+    C_want_derive._bw_model = (_f2m_want_derive, ('target', 'input'), (), True)
+
+    def _m2c_want_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+        }
+
+    def _c2m_want_request(c):
+        if c.__class__ is WantRequest:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        f_request = c['request']
+        if f_request is not None:
+            f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
+        return WantRequest(f_tag, f_request)
+
+    def _f2m_want_request(f_tag, f_request):
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        if f_request is not None:
+            f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
+        return WantRequest(f_tag, f_request)
+    C_want_request._bw_model = (_f2m_want_request, ('tag', 'request'), (), True)
+
+    def _m2c_want_request(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
+        }
+
+    def _c2m_want_v3_body(c, p_span):
+        if c.__class__ is WantV3Body:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        f_request = c['request']
+        if f_request is not None:
+            f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
+        return WantV3Body(f_tag, f_request)
+
+    def _f2m_want_v3_body(f_tag, f_request):
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        if f_request is not None:
+            f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
+        return WantV3Body(f_tag, f_request)
+    C_want_v3_body._bw_model = (_f2m_want_v3_body, ('tag', 'request'), (), True)
+
+    def _m2c_want_v3_body(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
+        }
+
+    def _c2m_commit_body(c, p_span):
+        if c.__class__ is CommitBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_commit_body._bw_model = (_f2m_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_commit_body(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_merge_v6_body(c, p_span):
+        if c.__class__ is MergeV6Body:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_low_witness = c['low_witness']
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        f_high_witness = c['high_witness']
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_merge_v6_body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+    C_merge_v6_body._bw_model = (_f2m_merge_v6_body, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_merge_v6_body(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'low_witness': v.low_witness,
+            'high_witness': v.high_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_derive_v7_body(c, p_span):
+        if c.__class__ is DeriveV7Body:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_input_witness = c['input_witness']
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_derive_v7_body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+    C_derive_v7_body._bw_model = (_f2m_derive_v7_body, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_derive_v7_body(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'input_witness': v.input_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_proof_edge(c):
+        if c.__class__ is ProofEdge:  # built by a compiled parse
+            return c
+        f_capability = c['capability']
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        f_signature = c['signature']
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofEdge(f_capability, f_delegate, f_signature)
+
+    def _f2m_proof_edge(f_capability, f_delegate, f_signature):
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofEdge(f_capability, f_delegate, f_signature)
+    C_proof_edge._bw_model = (_f2m_proof_edge, ('capability', 'delegate', 'signature'), (), True)
+
+    def _m2c_proof_edge(v):
+        return {
+            'capability': v.capability,
+            'delegate': v.delegate,
+            'signature': v.signature,
+        }
+
+    def _c2m_proof_v5_body(c, p_span):
+        if c.__class__ is ProofV5Body:  # built by a compiled parse
+            return c
+        f_resource = c['resource']
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_edge(_x) for _x in f_edges]
+        return ProofV5Body(f_resource, f_root, f_edges)
+
+    def _f2m_proof_v5_body(f_resource, f_root, f_edges):
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofEdge else _c2m_proof_edge(_x)) for _x in f_edges]
+        return ProofV5Body(f_resource, f_root, f_edges)
+    C_proof_v5_body._bw_model = (_f2m_proof_v5_body, ('resource', 'root', 'edges'), (), True)
+
+    def _m2c_proof_v5_body(v):
+        return {
+            'resource': v.resource,
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_retired_blob_want_body(c, p_span):
+        if c.__class__ is RetiredBlobWantBody:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return RetiredBlobWantBody(f_blob)
+
+    def _f2m_retired_blob_want_body(f_blob):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return RetiredBlobWantBody(f_blob)
+    C_retired_blob_want_body._bw_model = (_f2m_retired_blob_want_body, ('blob',), (), True)
+
+    def _m2c_retired_blob_want_body(v):
+        return {
+            'blob': v.blob,
+        }
+
+    def _c2m_retired_typed_want_body(c, p_span):
+        if c.__class__ is RetiredTypedWantBody:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_a = c['a']
+        if f_a is not None:
+            f_a = bytes(f_a)
+        f_b = c['b']
+        if f_b is not None:
+            f_b = bytes(f_b)
+        f_c = c['c']
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
+
+    def _f2m_retired_typed_want_body(f_tag, f_a, f_b, f_c):
+        if f_a is not None:
+            f_a = bytes(f_a)
+        if f_b is not None:
+            f_b = bytes(f_b)
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
+    C_retired_typed_want_body._bw_model = (_f2m_retired_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
+
+    def _m2c_retired_typed_want_body(v):
+        return {
+            'tag': v.tag,
+            'a': v.a,
+            'b': v.b,
+            'c': v.c,
+        }
+
+    def _c2m_unsigned_merge_body(c, p_span):
+        if c.__class__ is UnsignedMergeBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
+
+    def _f2m_unsigned_merge_body(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
+    C_unsigned_merge_body._bw_model = (_f2m_unsigned_merge_body, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_unsigned_merge_body(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_unsigned_derive_body(c, p_span):
+        if c.__class__ is UnsignedDeriveBody:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return UnsignedDeriveBody(f_target, f_input, f_output)
+
+    def _f2m_unsigned_derive_body(f_target, f_input, f_output):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return UnsignedDeriveBody(f_target, f_input, f_output)
+    C_unsigned_derive_body._bw_model = (_f2m_unsigned_derive_body, ('target', 'input', 'output'), (), True)
+
+    def _m2c_unsigned_derive_body(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_peer_body(c, p_span):
+        if c.__class__ is PeerBody:  # built by a compiled parse
+            return c
+        f_team = c['team']
+        if f_team is not None:
+            f_team = bytes(f_team)
+        f_peer = c['peer']
+        if f_peer is not None:
+            f_peer = bytes(f_peer)
+        return PeerBody(f_team, f_peer)
+
+    def _f2m_peer_body(f_team, f_peer):
+        if f_team is not None:
+            f_team = bytes(f_team)
+        if f_peer is not None:
+            f_peer = bytes(f_peer)
+        return PeerBody(f_team, f_peer)
+    C_peer_body._bw_model = (_f2m_peer_body, ('team', 'peer'), (), True)
+
+    def _m2c_peer_body(v):
+        return {
+            'team': v.team,
+            'peer': v.peer,
+        }
+
+    def _c2m_store_scope_body(c, p_span):
+        if c.__class__ is StoreScopeBody:  # built by a compiled parse
+            return c
+        f_team = c['team']
+        if f_team is not None:
+            f_team = bytes(f_team)
+        return StoreScopeBody(f_team)
+
+    def _f2m_store_scope_body(f_team):
+        if f_team is not None:
+            f_team = bytes(f_team)
+        return StoreScopeBody(f_team)
+    C_store_scope_body._bw_model = (_f2m_store_scope_body, ('team',), (), True)
+
+    def _m2c_store_scope_body(v):
+        return {
+            'team': v.team,
+        }
+
+    def _c2m_artifact_offer_body(c, p_span):
+        if c.__class__ is ArtifactOfferBody:  # built by a compiled parse
+            return c
+        f_content = c['content']
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return ArtifactOfferBody(f_content)
+
+    def _f2m_artifact_offer_body(f_content):
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return ArtifactOfferBody(f_content)
+    C_artifact_offer_body._bw_model = (_f2m_artifact_offer_body, ('content',), (), True)
+
+    def _m2c_artifact_offer_body(v):
+        return {
+            'content': v.content,
+        }
+
+    def _c2m_proof_v1_edge(c):
+        if c.__class__ is ProofV1Edge:  # built by a compiled parse
+            return c
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        return ProofV1Edge(f_head, f_delegate)
+
+    def _f2m_proof_v1_edge(f_head, f_delegate):
+        if f_head is not None:
+            f_head = bytes(f_head)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        return ProofV1Edge(f_head, f_delegate)
+    C_proof_v1_edge._bw_model = (_f2m_proof_v1_edge, ('head', 'delegate'), (), True)
+
+    def _m2c_proof_v1_edge(v):
+        return {
+            'head': v.head,
+            'delegate': v.delegate,
+        }
+
+    def _c2m_proof_v1_content(c):
+        if c.__class__ is ProofV1Content:  # built by a compiled parse
+            return c
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_v1_edge(_x) for _x in f_edges]
+        return ProofV1Content(f_root, f_edges)
+
+    def _f2m_proof_v1_content(f_root, f_edges):
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofV1Edge else _c2m_proof_v1_edge(_x)) for _x in f_edges]
+        return ProofV1Content(f_root, f_edges)
+    C_proof_v1_content._bw_model = (_f2m_proof_v1_content, ('root', 'edges'), (), True)
+
+    def _m2c_proof_v1_content(v):
+        return {
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_v1_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_proof_v2_edge(c):
+        if c.__class__ is ProofV2Edge:  # built by a compiled parse
+            return c
+        f_action = c['action']
+        if f_action is not None:
+            f_action = bytes(f_action)
+        f_flags = c['flags']
+        f_lower = c['lower']
+        f_upper = c['upper']
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        f_signature = c['signature']
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
+
+    def _f2m_proof_v2_edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature):
+        if f_action is not None:
+            f_action = bytes(f_action)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
+    C_proof_v2_edge._bw_model = (_f2m_proof_v2_edge, ('action', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
+
+    def _m2c_proof_v2_edge(v):
+        return {
+            'action': v.action,
+            'flags': v.flags,
+            'lower': v.lower,
+            'upper': v.upper,
+            'delegate': v.delegate,
+            'signature': v.signature,
+        }
+
+    def _c2m_proof_v2_content(c):
+        if c.__class__ is ProofV2Content:  # built by a compiled parse
+            return c
+        f_resource = c['resource']
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_v2_edge(_x) for _x in f_edges]
+        return ProofV2Content(f_resource, f_root, f_edges)
+
+    def _f2m_proof_v2_content(f_resource, f_root, f_edges):
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofV2Edge else _c2m_proof_v2_edge(_x)) for _x in f_edges]
+        return ProofV2Content(f_resource, f_root, f_edges)
+    C_proof_v2_content._bw_model = (_f2m_proof_v2_content, ('resource', 'root', 'edges'), (), True)
+
+    def _m2c_proof_v2_content(v):
+        return {
+            'resource': v.resource,
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_v2_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_proof_v1_data(c, p_body_len):
+        if c.__class__ is ProofV1Data:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_proof_v1_content(f_body)
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV1Data(f_body, f_tail)
+
+    def _f2m_proof_v1_data(f_body, f_tail):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is ProofV1Content else _c2m_proof_v1_content(f_body))
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV1Data(f_body, f_tail)
+    C_proof_v1_data._bw_model = (_f2m_proof_v1_data, ('body', 'tail'), (), True)
+
+    def _m2c_proof_v1_data(v):
+        return {
+            'body': None if v.body is None else _m2c_proof_v1_content(v.body),
+            'tail': v.tail,
+        }
+
+    def _c2m_proof_v2_data(c, p_body_len):
+        if c.__class__ is ProofV2Data:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_proof_v2_content(f_body)
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV2Data(f_body, f_tail)
+
+    def _f2m_proof_v2_data(f_body, f_tail):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is ProofV2Content else _c2m_proof_v2_content(f_body))
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV2Data(f_body, f_tail)
+    C_proof_v2_data._bw_model = (_f2m_proof_v2_data, ('body', 'tail'), (), True)
+
+    def _m2c_proof_v2_data(v):
+        return {
+            'body': None if v.body is None else _m2c_proof_v2_content(v.body),
+            'tail': v.tail,
+        }
+
+    def _c2m_proof_v1_body(c, p_span):
+        if c.__class__ is ProofV1Body:  # built by a compiled parse
+            return c
+        f_body_len = c['body_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_proof_v1_data(f_data, f_body_len)
+        return ProofV1Body(f_body_len, f_data)
+
+    def _f2m_proof_v1_body(f_body_len, f_data):
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is ProofV1Data else _c2m_proof_v1_data(f_data, f_body_len))
+        return ProofV1Body(f_body_len, f_data)
+    C_proof_v1_body._bw_model = (_f2m_proof_v1_body, ('body_len', 'data'), (), True)
+
+    def _m2c_proof_v1_body(v):
+        return {
+            'body_len': v.body_len,
+            'data': None if v.data is None else _m2c_proof_v1_data(v.data),
+        }
+
+    def _c2m_proof_v2_body(c, p_span):
+        if c.__class__ is ProofV2Body:  # built by a compiled parse
+            return c
+        f_body_len = c['body_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_proof_v2_data(f_data, f_body_len)
+        return ProofV2Body(f_body_len, f_data)
+
+    def _f2m_proof_v2_body(f_body_len, f_data):
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is ProofV2Data else _c2m_proof_v2_data(f_data, f_body_len))
+        return ProofV2Body(f_body_len, f_data)
+    C_proof_v2_body._bw_model = (_f2m_proof_v2_body, ('body_len', 'data'), (), True)
+
+    def _m2c_proof_v2_body(v):
+        return {
+            'body_len': v.body_len,
+            'data': None if v.data is None else _m2c_proof_v2_data(v.data),
+        }
+
+    def _c2m_proof_v3_edge(c):
+        if c.__class__ is ProofV3Edge:  # built by a compiled parse
+            return c
+        f_capability = c['capability']
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        f_flags = c['flags']
+        f_lower = c['lower']
+        f_upper = c['upper']
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        f_signature = c['signature']
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
+
+    def _f2m_proof_v3_edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature):
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
+    C_proof_v3_edge._bw_model = (_f2m_proof_v3_edge, ('capability', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
+
+    def _m2c_proof_v3_edge(v):
+        return {
+            'capability': v.capability,
+            'flags': v.flags,
+            'lower': v.lower,
+            'upper': v.upper,
+            'delegate': v.delegate,
+            'signature': v.signature,
+        }
+
+    def _c2m_proof_v3_content(c):
+        if c.__class__ is ProofV3Content:  # built by a compiled parse
+            return c
+        f_magic = c['magic']
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        f_resource = c['resource']
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_v3_edge(_x) for _x in f_edges]
+        return ProofV3Content(f_magic, f_resource, f_root, f_edges)
+
+    def _f2m_proof_v3_content(f_magic, f_resource, f_root, f_edges):
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofV3Edge else _c2m_proof_v3_edge(_x)) for _x in f_edges]
+        return ProofV3Content(f_magic, f_resource, f_root, f_edges)
+    C_proof_v3_content._bw_model = (_f2m_proof_v3_content, ('magic', 'resource', 'root', 'edges'), (), True)
+
+    def _m2c_proof_v3_content(v):
+        return {
+            'magic': v.magic,
+            'resource': v.resource,
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_v3_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_proof_v3_data(c, p_body_len):
+        if c.__class__ is ProofV3Data:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_proof_v3_content(f_body)
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV3Data(f_body, f_tail)
+
+    def _f2m_proof_v3_data(f_body, f_tail):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is ProofV3Content else _c2m_proof_v3_content(f_body))
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV3Data(f_body, f_tail)
+    C_proof_v3_data._bw_model = (_f2m_proof_v3_data, ('body', 'tail'), (), True)
+
+    def _m2c_proof_v3_data(v):
+        return {
+            'body': None if v.body is None else _m2c_proof_v3_content(v.body),
+            'tail': v.tail,
+        }
+
+    def _c2m_proof_v3_body(c, p_span):
+        if c.__class__ is ProofV3Body:  # built by a compiled parse
+            return c
+        f_body_len = c['body_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_proof_v3_data(f_data, f_body_len)
+        return ProofV3Body(f_body_len, f_data)
+
+    def _f2m_proof_v3_body(f_body_len, f_data):
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is ProofV3Data else _c2m_proof_v3_data(f_data, f_body_len))
+        return ProofV3Body(f_body_len, f_data)
+    C_proof_v3_body._bw_model = (_f2m_proof_v3_body, ('body_len', 'data'), (), True)
+
+    def _m2c_proof_v3_body(v):
+        return {
+            'body_len': v.body_len,
+            'data': None if v.data is None else _m2c_proof_v3_data(v.data),
+        }
+
+    def _c2m_v1_blob_data(c, p_length):
+        if c.__class__ is V1BlobData:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return V1BlobData(f_payload)
+
+    def _f2m_v1_blob_data(f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return V1BlobData(f_payload)
+    C_v1_blob_data._bw_model = (_f2m_v1_blob_data, ('payload',), (), True)
+
+    def _m2c_v1_blob_data(v):
+        return {
+            'payload': v.payload,
+        }
+
+    def _c2m_v1_blob(c):
+        if c.__class__ is V1Blob:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_v1_blob_data(f_data, f_length)
+        return V1Blob(f_timestamp, f_length, f_hash, f_data)
+
+    def _f2m_v1_blob(f_timestamp, f_length, f_hash, f_data):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is V1BlobData else _c2m_v1_blob_data(f_data, f_length))
+        return V1Blob(f_timestamp, f_length, f_hash, f_data)
+    C_v1_blob._bw_model = (_f2m_v1_blob, ('timestamp', 'length', 'hash', 'data'), (), False)
+
+    def _m2c_v1_blob(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+            'data': None if v.data is None else _m2c_v1_blob_data(v.data),
+        }
+
+    def _c2m_v1_branch(c):
+        if c.__class__ is V1Branch:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return V1Branch(f_branch, f_head)
+
+    def _f2m_v1_branch(f_branch, f_head):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return V1Branch(f_branch, f_head)
+    C_v1_branch._bw_model = (_f2m_v1_branch, ('branch', 'head'), (), True)
+
+    def _m2c_v1_branch(v):
+        return {
+            'branch': v.branch,
+            'head': v.head,
+        }
+
+    def _c2m_v1_tombstone(c):
+        if c.__class__ is V1Tombstone:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V1Tombstone(f_branch, f_unchecked)
+
+    def _f2m_v1_tombstone(f_branch, f_unchecked):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V1Tombstone(f_branch, f_unchecked)
+    C_v1_tombstone._bw_model = (_f2m_v1_tombstone, ('branch', 'unchecked'), (), True)
+
+    def _m2c_v1_tombstone(v):
+        return {
+            'branch': v.branch,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_blob(c):
+        if c.__class__ is V3Blob:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_blob_data(f_data, f_length)
+        return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
+
+    def _f2m_v3_blob(f_timestamp, f_length, f_hash, f_unchecked, f_data):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
+        return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
+    C_v3_blob._bw_model = (_f2m_v3_blob, ('timestamp', 'length', 'hash', 'unchecked', 'data'), (), False)
+
+    def _m2c_v3_blob(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+            'unchecked': v.unchecked,
+            'data': None if v.data is None else _m2c_blob_data(v.data),
+        }
+
+    def _c2m_v3_branch(c):
+        if c.__class__ is V3Branch:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Branch(f_branch, f_head, f_unchecked)
+
+    def _f2m_v3_branch(f_branch, f_head, f_unchecked):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Branch(f_branch, f_head, f_unchecked)
+    C_v3_branch._bw_model = (_f2m_v3_branch, ('branch', 'head', 'unchecked'), (), True)
+
+    def _m2c_v3_branch(v):
+        return {
+            'branch': v.branch,
+            'head': v.head,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_tombstone(c):
+        if c.__class__ is V3Tombstone:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Tombstone(f_branch, f_unchecked)
+
+    def _f2m_v3_tombstone(f_branch, f_unchecked):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Tombstone(f_branch, f_unchecked)
+    C_v3_tombstone._bw_model = (_f2m_v3_tombstone, ('branch', 'unchecked'), (), True)
+
+    def _m2c_v3_tombstone(v):
+        return {
+            'branch': v.branch,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_blob_want(c):
+        if c.__class__ is V3BlobWant:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3BlobWant(f_blob, f_unchecked)
+
+    def _f2m_v3_blob_want(f_blob, f_unchecked):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3BlobWant(f_blob, f_unchecked)
+    C_v3_blob_want._bw_model = (_f2m_v3_blob_want, ('blob', 'unchecked'), (), True)
+
+    def _m2c_v3_blob_want(v):
+        return {
+            'blob': v.blob,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_local_cell(c):
+        if c.__class__ is V3LocalCell:  # built by a compiled parse
+            return c
+        f_cell = c['cell']
+        if f_cell is not None:
+            f_cell = bytes(f_cell)
+        f_rest = c['rest']
+        if f_rest is not None:
+            f_rest = bytes(f_rest)
+        return V3LocalCell(f_cell, f_rest)
+
+    def _f2m_v3_local_cell(f_cell, f_rest):
+        if f_cell is not None:
+            f_cell = bytes(f_cell)
+        if f_rest is not None:
+            f_rest = bytes(f_rest)
+        return V3LocalCell(f_cell, f_rest)
+    C_v3_local_cell._bw_model = (_f2m_v3_local_cell, ('cell', 'rest'), (), True)
+
+    def _m2c_v3_local_cell(v):
+        return {
+            'cell': v.cell,
+            'rest': v.rest,
+        }
+
+    def _c2m_v3_collection_definition(c):
+        if c.__class__ is V3CollectionDefinition:  # built by a compiled parse
+            return c
+        f_scope = c['scope']
+        if f_scope is not None:
+            f_scope = bytes(f_scope)
+        f_representation = c['representation']
+        if f_representation is not None:
+            f_representation = bytes(f_representation)
+        f_recipe = c['recipe']
+        if f_recipe is not None:
+            f_recipe = bytes(f_recipe)
+        return V3CollectionDefinition(f_scope, f_representation, f_recipe)
+
+    def _f2m_v3_collection_definition(f_scope, f_representation, f_recipe):
+        if f_scope is not None:
+            f_scope = bytes(f_scope)
+        if f_representation is not None:
+            f_representation = bytes(f_representation)
+        if f_recipe is not None:
+            f_recipe = bytes(f_recipe)
+        return V3CollectionDefinition(f_scope, f_representation, f_recipe)
+    C_v3_collection_definition._bw_model = (_f2m_v3_collection_definition, ('scope', 'representation', 'recipe'), (), True)
+
+    def _m2c_v3_collection_definition(v):
+        return {
+            'scope': v.scope,
+            'representation': v.representation,
+            'recipe': v.recipe,
+        }
+
+    def _c2m_v3_commit(c):
+        if c.__class__ is V3Commit:  # built by a compiled parse
+            return c
+        f_definition = c['definition']
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_v3_commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_v3_commit._bw_model = (_f2m_v3_commit, ('definition', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_v3_commit(v):
+        return {
+            'definition': v.definition,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_v3_merge(c):
+        if c.__class__ is V3Merge:  # built by a compiled parse
+            return c
+        f_definition = c['definition']
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V3Merge(f_definition, f_low, f_high, f_result)
+
+    def _f2m_v3_merge(f_definition, f_low, f_high, f_result):
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V3Merge(f_definition, f_low, f_high, f_result)
+    C_v3_merge._bw_model = (_f2m_v3_merge, ('definition', 'low', 'high', 'result'), (), True)
+
+    def _m2c_v3_merge(v):
+        return {
+            'definition': v.definition,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_v3_derive(c):
+        if c.__class__ is V3Derive:  # built by a compiled parse
+            return c
+        f_source = c['source']
+        if f_source is not None:
+            f_source = bytes(f_source)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V3Derive(f_source, f_target, f_input, f_output)
+
+    def _f2m_v3_derive(f_source, f_target, f_input, f_output):
+        if f_source is not None:
+            f_source = bytes(f_source)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V3Derive(f_source, f_target, f_input, f_output)
+    C_v3_derive._bw_model = (_f2m_v3_derive, ('source', 'target', 'input', 'output'), (), True)
+
+    def _m2c_v3_derive(v):
+        return {
+            'source': v.source,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_v4_commit(c):
+        if c.__class__ is V4Commit:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_v4_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_v4_commit._bw_model = (_f2m_v4_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_v4_commit(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_v4_merge(c):
+        if c.__class__ is V4Merge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V4Merge(f_collection, f_low, f_high, f_result)
+
+    def _f2m_v4_merge(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V4Merge(f_collection, f_low, f_high, f_result)
+    C_v4_merge._bw_model = (_f2m_v4_merge, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_v4_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_v4_derive(c):
+        if c.__class__ is V4Derive:  # built by a compiled parse
+            return c
+        f_source = c['source']
+        if f_source is not None:
+            f_source = bytes(f_source)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V4Derive(f_source, f_target, f_input, f_output)
+
+    def _f2m_v4_derive(f_source, f_target, f_input, f_output):
+        if f_source is not None:
+            f_source = bytes(f_source)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V4Derive(f_source, f_target, f_input, f_output)
+    C_v4_derive._bw_model = (_f2m_v4_derive, ('source', 'target', 'input', 'output'), (), True)
+
+    def _m2c_v4_derive(v):
+        return {
+            'source': v.source,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_envelope36_rest(c):
+        if c.__class__ is Envelope36Rest:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        f_span = c['span']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_env_blob_body(f_body, f_span) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_env_branch_body(f_body, f_span) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_env_tombstone_body(f_body, f_span) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else (_c2m_env_commit_body(f_body, f_span) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_env_merge_body(f_body, f_span) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_env_derive_v4_body(f_body, f_span) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else (_c2m_env_derive_v5_body(f_body, f_span) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
+        return Envelope36Rest(f_kind, f_span, f_body)
+
+    def _f2m_envelope36_rest(f_kind, f_span, f_body):
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is EnvBlobBody else _c2m_env_blob_body(f_body, f_span)) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_body if f_body.__class__ is EnvBranchBody else _c2m_env_branch_body(f_body, f_span)) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_body if f_body.__class__ is EnvTombstoneBody else _c2m_env_tombstone_body(f_body, f_span)) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else ((f_body if f_body.__class__ is EnvCommitBody else _c2m_env_commit_body(f_body, f_span)) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_body if f_body.__class__ is EnvMergeBody else _c2m_env_merge_body(f_body, f_span)) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_body if f_body.__class__ is EnvDeriveV4Body else _c2m_env_derive_v4_body(f_body, f_span)) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else ((f_body if f_body.__class__ is EnvDeriveV5Body else _c2m_env_derive_v5_body(f_body, f_span)) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
+        return Envelope36Rest(f_kind, f_span, f_body)
+    C_envelope36_rest._bw_model = (_f2m_envelope36_rest, ('kind', 'span', 'body'), (), True)
+
+    def _m2c_envelope36_rest(v):
+        return {
+            'kind': v.kind,
+            'span': v.span,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': EnvBlobBody, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': EnvBranchBody, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': EnvTombstoneBody, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': EnvBlobWantBody, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': EnvBlobWantBody, b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': EnvTypedWantBody, b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': EnvTypedWantBody, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': EnvCommitBody, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": EnvMergeBody, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': EnvDeriveV4Body, b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': EnvDeriveV5Body}, None, 'body')),
+        }
+
+    def _c2m_env_blob_body(c, p_span):
+        if c.__class__ is EnvBlobBody:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_blob_data(f_data, f_length)
+        return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
+
+    def _f2m_env_blob_body(f_timestamp, f_length, f_hash, f_data):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
+        return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
+    C_env_blob_body._bw_model = (_f2m_env_blob_body, ('timestamp', 'length', 'hash', 'data'), (), False)
+
+    def _m2c_env_blob_body(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+            'data': None if v.data is None else _m2c_blob_data(v.data),
+        }
+
+    def _c2m_env_branch_body(c, p_span):
+        if c.__class__ is EnvBranchBody:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return EnvBranchBody(f_branch, f_head)
+
+    def _f2m_env_branch_body(f_branch, f_head):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return EnvBranchBody(f_branch, f_head)
+    C_env_branch_body._bw_model = (_f2m_env_branch_body, ('branch', 'head'), (), True)
+
+    def _m2c_env_branch_body(v):
+        return {
+            'branch': v.branch,
+            'head': v.head,
+        }
+
+    def _c2m_env_tombstone_body(c, p_span):
+        if c.__class__ is EnvTombstoneBody:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        return EnvTombstoneBody(f_branch)
+
+    def _f2m_env_tombstone_body(f_branch):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        return EnvTombstoneBody(f_branch)
+    C_env_tombstone_body._bw_model = (_f2m_env_tombstone_body, ('branch',), (), True)
+
+    def _m2c_env_tombstone_body(v):
+        return {
+            'branch': v.branch,
+        }
+
+    def _c2m_env_blob_want_body(c, p_span):
+        if c.__class__ is EnvBlobWantBody:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return EnvBlobWantBody(f_blob)
+
+    def _f2m_env_blob_want_body(f_blob):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return EnvBlobWantBody(f_blob)
+    C_env_blob_want_body._bw_model = (_f2m_env_blob_want_body, ('blob',), (), True)
+
+    def _m2c_env_blob_want_body(v):
+        return {
+            'blob': v.blob,
+        }
+
+    def _c2m_env_typed_want_body(c, p_span):
+        if c.__class__ is EnvTypedWantBody:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_a = c['a']
+        if f_a is not None:
+            f_a = bytes(f_a)
+        f_b = c['b']
+        if f_b is not None:
+            f_b = bytes(f_b)
+        f_c = c['c']
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
+
+    def _f2m_env_typed_want_body(f_tag, f_a, f_b, f_c):
+        if f_a is not None:
+            f_a = bytes(f_a)
+        if f_b is not None:
+            f_b = bytes(f_b)
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
+    C_env_typed_want_body._bw_model = (_f2m_env_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
+
+    def _m2c_env_typed_want_body(v):
+        return {
+            'tag': v.tag,
+            'a': v.a,
+            'b': v.b,
+            'c': v.c,
+        }
+
+    def _c2m_env_commit_body(c, p_span):
+        if c.__class__ is EnvCommitBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_env_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_env_commit_body._bw_model = (_f2m_env_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_env_commit_body(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_env_merge_body(c, p_span):
+        if c.__class__ is EnvMergeBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return EnvMergeBody(f_collection, f_low, f_high, f_result)
+
+    def _f2m_env_merge_body(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return EnvMergeBody(f_collection, f_low, f_high, f_result)
+    C_env_merge_body._bw_model = (_f2m_env_merge_body, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_env_merge_body(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_env_derive_v4_body(c, p_span):
+        if c.__class__ is EnvDeriveV4Body:  # built by a compiled parse
+            return c
+        f_source = c['source']
+        if f_source is not None:
+            f_source = bytes(f_source)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
+
+    def _f2m_env_derive_v4_body(f_source, f_target, f_input, f_output):
+        if f_source is not None:
+            f_source = bytes(f_source)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
+    C_env_derive_v4_body._bw_model = (_f2m_env_derive_v4_body, ('source', 'target', 'input', 'output'), (), True)
+
+    def _m2c_env_derive_v4_body(v):
+        return {
+            'source': v.source,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_env_derive_v5_body(c, p_span):
+        if c.__class__ is EnvDeriveV5Body:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV5Body(f_target, f_input, f_output)
+
+    def _f2m_env_derive_v5_body(f_target, f_input, f_output):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV5Body(f_target, f_input, f_output)
+    C_env_derive_v5_body._bw_model = (_f2m_env_derive_v5_body, ('target', 'input', 'output'), (), True)
+
+    def _m2c_env_derive_v5_body(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_commit_transcript(c):
+        if c.__class__ is CommitTranscript:  # built by a compiled parse
+            return c
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        return CommitTranscript(f_author, f_collection, f_data, f_metadata)
+
+    def _f2m_commit_transcript(f_author, f_collection, f_data, f_metadata):
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        return CommitTranscript(f_author, f_collection, f_data, f_metadata)
+    C_commit_transcript._bw_model = (_f2m_commit_transcript, ('author', 'collection', 'data', 'metadata'), (), True)
+
+    def _m2c_commit_transcript(v):
+        return {
+            'author': v.author,
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+        }
+
+    def _c2m_merge_endorsement(c):
+        if c.__class__ is MergeEndorsement:  # built by a compiled parse
+            return c
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_low_witness = c['low_witness']
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        f_high_witness = c['high_witness']
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
+
+    def _f2m_merge_endorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness):
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
+    C_merge_endorsement._bw_model = (_f2m_merge_endorsement, ('author', 'collection', 'low', 'high', 'result', 'low_witness', 'high_witness'), (), True)
+
+    def _m2c_merge_endorsement(v):
+        return {
+            'author': v.author,
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'low_witness': v.low_witness,
+            'high_witness': v.high_witness,
+        }
+
+    def _c2m_derive_endorsement(c):
+        if c.__class__ is DeriveEndorsement:  # built by a compiled parse
+            return c
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_input_witness = c['input_witness']
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
+
+    def _f2m_derive_endorsement(f_author, f_target, f_input, f_output, f_input_witness):
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
+    C_derive_endorsement._bw_model = (_f2m_derive_endorsement, ('author', 'target', 'input', 'output', 'input_witness'), (), True)
+
+    def _m2c_derive_endorsement(v):
+        return {
+            'author': v.author,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'input_witness': v.input_witness,
+        }
+
+    def _c2m_dense_commit(c):
+        if c.__class__ is DenseCommit:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_dense_commit._bw_model = (_f2m_dense_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_commit(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_unsigned_merge(c):
+        if c.__class__ is DenseUnsignedMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
+
+    def _f2m_dense_unsigned_merge(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
+    C_dense_unsigned_merge._bw_model = (_f2m_dense_unsigned_merge, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_dense_unsigned_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_dense_unsigned_derive(c):
+        if c.__class__ is DenseUnsignedDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return DenseUnsignedDerive(f_target, f_input, f_output)
+
+    def _f2m_dense_unsigned_derive(f_target, f_input, f_output):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return DenseUnsignedDerive(f_target, f_input, f_output)
+    C_dense_unsigned_derive._bw_model = (_f2m_dense_unsigned_derive, ('target', 'input', 'output'), (), True)
+
+    def _m2c_dense_unsigned_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_dense_signed_merge(c):
+        if c.__class__ is DenseSignedMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_signed_merge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
+    C_dense_signed_merge._bw_model = (_f2m_dense_signed_merge, ('collection', 'low', 'high', 'result', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_signed_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_signed_derive(c):
+        if c.__class__ is DenseSignedDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_signed_derive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
+    C_dense_signed_derive._bw_model = (_f2m_dense_signed_derive, ('target', 'input', 'output', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_signed_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_witness_merge(c):
+        if c.__class__ is DenseWitnessMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_low_witness = c['low_witness']
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        f_high_witness = c['high_witness']
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_witness_merge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+    C_dense_witness_merge._bw_model = (_f2m_dense_witness_merge, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_witness_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'low_witness': v.low_witness,
+            'high_witness': v.high_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_witness_derive(c):
+        if c.__class__ is DenseWitnessDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_input_witness = c['input_witness']
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_witness_derive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+    C_dense_witness_derive._bw_model = (_f2m_dense_witness_derive, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_witness_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'input_witness': v.input_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_record(c):
+        if c.__class__ is DenseRecord:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _DENSETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_dense_commit(f_payload) if f_tag == 1 else (_c2m_dense_unsigned_merge(f_payload) if f_tag == 2 else (_c2m_dense_unsigned_derive(f_payload) if f_tag == 3 else (_c2m_dense_signed_merge(f_payload) if f_tag == 4 else (_c2m_dense_signed_derive(f_payload) if f_tag == 5 else (_c2m_dense_witness_merge(f_payload) if f_tag == 6 else (_c2m_dense_witness_derive(f_payload) if f_tag == 7 else None)))))))
+        return DenseRecord(f_tag, f_payload)
+
+    def _f2m_dense_record(f_tag, f_payload):
+        if f_tag is not None:
+            _t = _DENSETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is DenseCommit else _c2m_dense_commit(f_payload)) if f_tag == 1 else ((f_payload if f_payload.__class__ is DenseUnsignedMerge else _c2m_dense_unsigned_merge(f_payload)) if f_tag == 2 else ((f_payload if f_payload.__class__ is DenseUnsignedDerive else _c2m_dense_unsigned_derive(f_payload)) if f_tag == 3 else ((f_payload if f_payload.__class__ is DenseSignedMerge else _c2m_dense_signed_merge(f_payload)) if f_tag == 4 else ((f_payload if f_payload.__class__ is DenseSignedDerive else _c2m_dense_signed_derive(f_payload)) if f_tag == 5 else ((f_payload if f_payload.__class__ is DenseWitnessMerge else _c2m_dense_witness_merge(f_payload)) if f_tag == 6 else ((f_payload if f_payload.__class__ is DenseWitnessDerive else _c2m_dense_witness_derive(f_payload)) if f_tag == 7 else None)))))))
+        return DenseRecord(f_tag, f_payload)
+    C_dense_record._bw_model = (_f2m_dense_record, ('tag', 'payload'), (), True)
+
+    def _m2c_dense_record(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.tag, {1: DenseCommit, 2: DenseUnsignedMerge, 3: DenseUnsignedDerive, 4: DenseSignedMerge, 5: DenseSignedDerive, 6: DenseWitnessMerge, 7: DenseWitnessDerive}, None, 'payload')),
+        }
+
+    def _c2m_pile_file(c):
+        if c.__class__ is PileFile:  # built by a compiled parse
+            return c
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_pile_record(_x) for _x in f_records]
+        return PileFile(f_records)
+
+    def _f2m_pile_file(f_records):
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is PileRecord else _c2m_pile_record(_x)) for _x in f_records]
+        return PileFile(f_records)
+    C_pile_file._bw_model = (_f2m_pile_file, ('records',), (), True)
+
+    def _m2c_pile_file(v):
+        return {
+            'records': None if v.records is None else [_m2c_pile_record(_x) for _x in v.records],
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {PileRecord: _m2c_pile_record, FrameRest: _m2c_frame_rest, FrameHead: _m2c_frame_head, BlobHead: _m2c_blob_head, BlobData: _m2c_blob_data, BlobBody: _m2c_blob_body, PinHeadBody: _m2c_pin_head_body, PinTombstoneBody: _m2c_pin_tombstone_body, WantBlob: _m2c_want_blob, WantMerge: _m2c_want_merge, WantDerive: _m2c_want_derive, WantRequest: _m2c_want_request, WantV3Body: _m2c_want_v3_body, CommitBody: _m2c_commit_body, MergeV6Body: _m2c_merge_v6_body, DeriveV7Body: _m2c_derive_v7_body, ProofEdge: _m2c_proof_edge, ProofV5Body: _m2c_proof_v5_body, RetiredBlobWantBody: _m2c_retired_blob_want_body, RetiredTypedWantBody: _m2c_retired_typed_want_body, UnsignedMergeBody: _m2c_unsigned_merge_body, UnsignedDeriveBody: _m2c_unsigned_derive_body, PeerBody: _m2c_peer_body, StoreScopeBody: _m2c_store_scope_body, ArtifactOfferBody: _m2c_artifact_offer_body, ProofV1Edge: _m2c_proof_v1_edge, ProofV1Content: _m2c_proof_v1_content, ProofV2Edge: _m2c_proof_v2_edge, ProofV2Content: _m2c_proof_v2_content, ProofV1Data: _m2c_proof_v1_data, ProofV2Data: _m2c_proof_v2_data, ProofV1Body: _m2c_proof_v1_body, ProofV2Body: _m2c_proof_v2_body, ProofV3Edge: _m2c_proof_v3_edge, ProofV3Content: _m2c_proof_v3_content, ProofV3Data: _m2c_proof_v3_data, ProofV3Body: _m2c_proof_v3_body, V1BlobData: _m2c_v1_blob_data, V1Blob: _m2c_v1_blob, V1Branch: _m2c_v1_branch, V1Tombstone: _m2c_v1_tombstone, V3Blob: _m2c_v3_blob, V3Branch: _m2c_v3_branch, V3Tombstone: _m2c_v3_tombstone, V3BlobWant: _m2c_v3_blob_want, V3LocalCell: _m2c_v3_local_cell, V3CollectionDefinition: _m2c_v3_collection_definition, V3Commit: _m2c_v3_commit, V3Merge: _m2c_v3_merge, V3Derive: _m2c_v3_derive, V4Commit: _m2c_v4_commit, V4Merge: _m2c_v4_merge, V4Derive: _m2c_v4_derive, Envelope36Rest: _m2c_envelope36_rest, EnvBlobBody: _m2c_env_blob_body, EnvBranchBody: _m2c_env_branch_body, EnvTombstoneBody: _m2c_env_tombstone_body, EnvBlobWantBody: _m2c_env_blob_want_body, EnvTypedWantBody: _m2c_env_typed_want_body, EnvCommitBody: _m2c_env_commit_body, EnvMergeBody: _m2c_env_merge_body, EnvDeriveV4Body: _m2c_env_derive_v4_body, EnvDeriveV5Body: _m2c_env_derive_v5_body, CommitTranscript: _m2c_commit_transcript, MergeEndorsement: _m2c_merge_endorsement, DeriveEndorsement: _m2c_derive_endorsement, DenseCommit: _m2c_dense_commit, DenseUnsignedMerge: _m2c_dense_unsigned_merge, DenseUnsignedDerive: _m2c_dense_unsigned_derive, DenseSignedMerge: _m2c_dense_signed_merge, DenseSignedDerive: _m2c_dense_signed_derive, DenseWitnessMerge: _m2c_dense_witness_merge, DenseWitnessDerive: _m2c_dense_witness_derive, DenseRecord: _m2c_dense_record, PileFile: _m2c_pile_file }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_pile_record(buf, offset: int = 0, *, compiled: bool = False) -> PileRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_record") if compiled else C_pile_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24545,6 +24579,7 @@ def construct_decode_pile_record(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_pile_record(value: PileRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_record") if compiled else C_pile_record
     try:
         data = con.build(_m2c_pile_record(value))
@@ -24557,6 +24592,7 @@ def construct_encode_pile_record(value: PileRecord, *, compiled: bool = False) -
 
 def construct_decode_frame_rest(buf, offset: int = 0, *, compiled: bool = False) -> FrameRest:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_rest") if compiled else C_frame_rest
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24571,6 +24607,7 @@ def construct_decode_frame_rest(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_frame_rest(value: FrameRest, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_rest") if compiled else C_frame_rest
     try:
         data = con.build(_m2c_frame_rest(value))
@@ -24583,6 +24620,7 @@ def construct_encode_frame_rest(value: FrameRest, *, compiled: bool = False) -> 
 
 def construct_decode_frame_head(buf, offset: int = 0, *, compiled: bool = False) -> FrameHead:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_head") if compiled else C_frame_head
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24597,6 +24635,7 @@ def construct_decode_frame_head(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_frame_head(value: FrameHead, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_head") if compiled else C_frame_head
     try:
         data = con.build(_m2c_frame_head(value))
@@ -24609,6 +24648,7 @@ def construct_encode_frame_head(value: FrameHead, *, compiled: bool = False) -> 
 
 def construct_decode_blob_head(buf, offset: int = 0, *, compiled: bool = False, span: int) -> BlobHead:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_head") if compiled else C_blob_head
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24623,6 +24663,7 @@ def construct_decode_blob_head(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_blob_head(value: BlobHead, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_head") if compiled else C_blob_head
     try:
         data = con.build(_m2c_blob_head(value), span=span)
@@ -24635,6 +24676,7 @@ def construct_encode_blob_head(value: BlobHead, *, compiled: bool = False, span:
 
 def construct_decode_blob_data(buf, offset: int = 0, *, compiled: bool = False, length: int) -> BlobData:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_data") if compiled else C_blob_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24649,6 +24691,7 @@ def construct_decode_blob_data(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_blob_data(value: BlobData, *, compiled: bool = False, length: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_data") if compiled else C_blob_data
     try:
         data = con.build(_m2c_blob_data(value), length=length)
@@ -24661,6 +24704,7 @@ def construct_encode_blob_data(value: BlobData, *, compiled: bool = False, lengt
 
 def construct_decode_blob_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> BlobBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_body") if compiled else C_blob_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24675,6 +24719,7 @@ def construct_decode_blob_body(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_blob_body(value: BlobBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_body") if compiled else C_blob_body
     try:
         data = con.build(_m2c_blob_body(value), span=span)
@@ -24687,6 +24732,7 @@ def construct_encode_blob_body(value: BlobBody, *, compiled: bool = False, span:
 
 def construct_decode_pin_head_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> PinHeadBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_head_body") if compiled else C_pin_head_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24701,6 +24747,7 @@ def construct_decode_pin_head_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_pin_head_body(value: PinHeadBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_head_body") if compiled else C_pin_head_body
     try:
         data = con.build(_m2c_pin_head_body(value), span=span)
@@ -24713,6 +24760,7 @@ def construct_encode_pin_head_body(value: PinHeadBody, *, compiled: bool = False
 
 def construct_decode_pin_tombstone_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> PinTombstoneBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_tombstone_body") if compiled else C_pin_tombstone_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24727,6 +24775,7 @@ def construct_decode_pin_tombstone_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_pin_tombstone_body(value: PinTombstoneBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_tombstone_body") if compiled else C_pin_tombstone_body
     try:
         data = con.build(_m2c_pin_tombstone_body(value), span=span)
@@ -24739,6 +24788,7 @@ def construct_encode_pin_tombstone_body(value: PinTombstoneBody, *, compiled: bo
 
 def construct_decode_want_blob(buf, offset: int = 0, *, compiled: bool = False) -> WantBlob:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_blob") if compiled else C_want_blob
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24753,6 +24803,7 @@ def construct_decode_want_blob(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_want_blob(value: WantBlob, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_blob") if compiled else C_want_blob
     try:
         data = con.build(_m2c_want_blob(value))
@@ -24765,6 +24816,7 @@ def construct_encode_want_blob(value: WantBlob, *, compiled: bool = False) -> by
 
 def construct_decode_want_merge(buf, offset: int = 0, *, compiled: bool = False) -> WantMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_merge") if compiled else C_want_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24779,6 +24831,7 @@ def construct_decode_want_merge(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_want_merge(value: WantMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_merge") if compiled else C_want_merge
     try:
         data = con.build(_m2c_want_merge(value))
@@ -24791,6 +24844,7 @@ def construct_encode_want_merge(value: WantMerge, *, compiled: bool = False) -> 
 
 def construct_decode_want_derive(buf, offset: int = 0, *, compiled: bool = False) -> WantDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_derive") if compiled else C_want_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24805,6 +24859,7 @@ def construct_decode_want_derive(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_want_derive(value: WantDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_derive") if compiled else C_want_derive
     try:
         data = con.build(_m2c_want_derive(value))
@@ -24817,6 +24872,7 @@ def construct_encode_want_derive(value: WantDerive, *, compiled: bool = False) -
 
 def construct_decode_want_request(buf, offset: int = 0, *, compiled: bool = False) -> WantRequest:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_request") if compiled else C_want_request
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24831,6 +24887,7 @@ def construct_decode_want_request(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_want_request(value: WantRequest, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_request") if compiled else C_want_request
     try:
         data = con.build(_m2c_want_request(value))
@@ -24843,6 +24900,7 @@ def construct_encode_want_request(value: WantRequest, *, compiled: bool = False)
 
 def construct_decode_want_v3_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> WantV3Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_v3_body") if compiled else C_want_v3_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24857,6 +24915,7 @@ def construct_decode_want_v3_body(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_want_v3_body(value: WantV3Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_v3_body") if compiled else C_want_v3_body
     try:
         data = con.build(_m2c_want_v3_body(value), span=span)
@@ -24869,6 +24928,7 @@ def construct_encode_want_v3_body(value: WantV3Body, *, compiled: bool = False, 
 
 def construct_decode_commit_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> CommitBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_body") if compiled else C_commit_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24883,6 +24943,7 @@ def construct_decode_commit_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_commit_body(value: CommitBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_body") if compiled else C_commit_body
     try:
         data = con.build(_m2c_commit_body(value), span=span)
@@ -24895,6 +24956,7 @@ def construct_encode_commit_body(value: CommitBody, *, compiled: bool = False, s
 
 def construct_decode_merge_v6_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> MergeV6Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_v6_body") if compiled else C_merge_v6_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24909,6 +24971,7 @@ def construct_decode_merge_v6_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_merge_v6_body(value: MergeV6Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_v6_body") if compiled else C_merge_v6_body
     try:
         data = con.build(_m2c_merge_v6_body(value), span=span)
@@ -24921,6 +24984,7 @@ def construct_encode_merge_v6_body(value: MergeV6Body, *, compiled: bool = False
 
 def construct_decode_derive_v7_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> DeriveV7Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_v7_body") if compiled else C_derive_v7_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24935,6 +24999,7 @@ def construct_decode_derive_v7_body(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_derive_v7_body(value: DeriveV7Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_v7_body") if compiled else C_derive_v7_body
     try:
         data = con.build(_m2c_derive_v7_body(value), span=span)
@@ -24947,6 +25012,7 @@ def construct_encode_derive_v7_body(value: DeriveV7Body, *, compiled: bool = Fal
 
 def construct_decode_proof_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofEdge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_edge") if compiled else C_proof_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24961,6 +25027,7 @@ def construct_decode_proof_edge(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_proof_edge(value: ProofEdge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_edge") if compiled else C_proof_edge
     try:
         data = con.build(_m2c_proof_edge(value))
@@ -24973,6 +25040,7 @@ def construct_encode_proof_edge(value: ProofEdge, *, compiled: bool = False) -> 
 
 def construct_decode_proof_v5_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV5Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v5_body") if compiled else C_proof_v5_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24987,6 +25055,7 @@ def construct_decode_proof_v5_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v5_body(value: ProofV5Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v5_body") if compiled else C_proof_v5_body
     try:
         data = con.build(_m2c_proof_v5_body(value), span=span)
@@ -24999,6 +25068,7 @@ def construct_encode_proof_v5_body(value: ProofV5Body, *, compiled: bool = False
 
 def construct_decode_retired_blob_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> RetiredBlobWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_blob_want_body") if compiled else C_retired_blob_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25013,6 +25083,7 @@ def construct_decode_retired_blob_want_body(buf, offset: int = 0, *, compiled: b
 
 def construct_encode_retired_blob_want_body(value: RetiredBlobWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_blob_want_body") if compiled else C_retired_blob_want_body
     try:
         data = con.build(_m2c_retired_blob_want_body(value), span=span)
@@ -25025,6 +25096,7 @@ def construct_encode_retired_blob_want_body(value: RetiredBlobWantBody, *, compi
 
 def construct_decode_retired_typed_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> RetiredTypedWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_typed_want_body") if compiled else C_retired_typed_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25039,6 +25111,7 @@ def construct_decode_retired_typed_want_body(buf, offset: int = 0, *, compiled: 
 
 def construct_encode_retired_typed_want_body(value: RetiredTypedWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_typed_want_body") if compiled else C_retired_typed_want_body
     try:
         data = con.build(_m2c_retired_typed_want_body(value), span=span)
@@ -25051,6 +25124,7 @@ def construct_encode_retired_typed_want_body(value: RetiredTypedWantBody, *, com
 
 def construct_decode_unsigned_merge_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> UnsignedMergeBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_merge_body") if compiled else C_unsigned_merge_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25065,6 +25139,7 @@ def construct_decode_unsigned_merge_body(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_unsigned_merge_body(value: UnsignedMergeBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_merge_body") if compiled else C_unsigned_merge_body
     try:
         data = con.build(_m2c_unsigned_merge_body(value), span=span)
@@ -25077,6 +25152,7 @@ def construct_encode_unsigned_merge_body(value: UnsignedMergeBody, *, compiled: 
 
 def construct_decode_unsigned_derive_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> UnsignedDeriveBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_derive_body") if compiled else C_unsigned_derive_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25091,6 +25167,7 @@ def construct_decode_unsigned_derive_body(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_unsigned_derive_body(value: UnsignedDeriveBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_derive_body") if compiled else C_unsigned_derive_body
     try:
         data = con.build(_m2c_unsigned_derive_body(value), span=span)
@@ -25103,6 +25180,7 @@ def construct_encode_unsigned_derive_body(value: UnsignedDeriveBody, *, compiled
 
 def construct_decode_peer_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> PeerBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("peer_body") if compiled else C_peer_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25117,6 +25195,7 @@ def construct_decode_peer_body(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_peer_body(value: PeerBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("peer_body") if compiled else C_peer_body
     try:
         data = con.build(_m2c_peer_body(value), span=span)
@@ -25129,6 +25208,7 @@ def construct_encode_peer_body(value: PeerBody, *, compiled: bool = False, span:
 
 def construct_decode_store_scope_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> StoreScopeBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("store_scope_body") if compiled else C_store_scope_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25143,6 +25223,7 @@ def construct_decode_store_scope_body(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_store_scope_body(value: StoreScopeBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("store_scope_body") if compiled else C_store_scope_body
     try:
         data = con.build(_m2c_store_scope_body(value), span=span)
@@ -25155,6 +25236,7 @@ def construct_encode_store_scope_body(value: StoreScopeBody, *, compiled: bool =
 
 def construct_decode_artifact_offer_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ArtifactOfferBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_offer_body") if compiled else C_artifact_offer_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25169,6 +25251,7 @@ def construct_decode_artifact_offer_body(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_artifact_offer_body(value: ArtifactOfferBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_offer_body") if compiled else C_artifact_offer_body
     try:
         data = con.build(_m2c_artifact_offer_body(value), span=span)
@@ -25181,6 +25264,7 @@ def construct_encode_artifact_offer_body(value: ArtifactOfferBody, *, compiled: 
 
 def construct_decode_proof_v1_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofV1Edge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_edge") if compiled else C_proof_v1_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25195,6 +25279,7 @@ def construct_decode_proof_v1_edge(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v1_edge(value: ProofV1Edge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_edge") if compiled else C_proof_v1_edge
     try:
         data = con.build(_m2c_proof_v1_edge(value))
@@ -25207,6 +25292,7 @@ def construct_encode_proof_v1_edge(value: ProofV1Edge, *, compiled: bool = False
 
 def construct_decode_proof_v1_content(buf, offset: int = 0, *, compiled: bool = False) -> ProofV1Content:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_content") if compiled else C_proof_v1_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25221,6 +25307,7 @@ def construct_decode_proof_v1_content(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_proof_v1_content(value: ProofV1Content, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_content") if compiled else C_proof_v1_content
     try:
         data = con.build(_m2c_proof_v1_content(value))
@@ -25233,6 +25320,7 @@ def construct_encode_proof_v1_content(value: ProofV1Content, *, compiled: bool =
 
 def construct_decode_proof_v2_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofV2Edge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_edge") if compiled else C_proof_v2_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25247,6 +25335,7 @@ def construct_decode_proof_v2_edge(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v2_edge(value: ProofV2Edge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_edge") if compiled else C_proof_v2_edge
     try:
         data = con.build(_m2c_proof_v2_edge(value))
@@ -25259,6 +25348,7 @@ def construct_encode_proof_v2_edge(value: ProofV2Edge, *, compiled: bool = False
 
 def construct_decode_proof_v2_content(buf, offset: int = 0, *, compiled: bool = False) -> ProofV2Content:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_content") if compiled else C_proof_v2_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25273,6 +25363,7 @@ def construct_decode_proof_v2_content(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_proof_v2_content(value: ProofV2Content, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_content") if compiled else C_proof_v2_content
     try:
         data = con.build(_m2c_proof_v2_content(value))
@@ -25285,6 +25376,7 @@ def construct_encode_proof_v2_content(value: ProofV2Content, *, compiled: bool =
 
 def construct_decode_proof_v1_data(buf, offset: int = 0, *, compiled: bool = False, body_len: int) -> ProofV1Data:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_data") if compiled else C_proof_v1_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25299,6 +25391,7 @@ def construct_decode_proof_v1_data(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v1_data(value: ProofV1Data, *, compiled: bool = False, body_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_data") if compiled else C_proof_v1_data
     try:
         data = con.build(_m2c_proof_v1_data(value), body_len=body_len)
@@ -25311,6 +25404,7 @@ def construct_encode_proof_v1_data(value: ProofV1Data, *, compiled: bool = False
 
 def construct_decode_proof_v2_data(buf, offset: int = 0, *, compiled: bool = False, body_len: int) -> ProofV2Data:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_data") if compiled else C_proof_v2_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25325,6 +25419,7 @@ def construct_decode_proof_v2_data(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v2_data(value: ProofV2Data, *, compiled: bool = False, body_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_data") if compiled else C_proof_v2_data
     try:
         data = con.build(_m2c_proof_v2_data(value), body_len=body_len)
@@ -25337,6 +25432,7 @@ def construct_encode_proof_v2_data(value: ProofV2Data, *, compiled: bool = False
 
 def construct_decode_proof_v1_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV1Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_body") if compiled else C_proof_v1_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25351,6 +25447,7 @@ def construct_decode_proof_v1_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v1_body(value: ProofV1Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_body") if compiled else C_proof_v1_body
     try:
         data = con.build(_m2c_proof_v1_body(value), span=span)
@@ -25363,6 +25460,7 @@ def construct_encode_proof_v1_body(value: ProofV1Body, *, compiled: bool = False
 
 def construct_decode_proof_v2_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV2Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_body") if compiled else C_proof_v2_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25377,6 +25475,7 @@ def construct_decode_proof_v2_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v2_body(value: ProofV2Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_body") if compiled else C_proof_v2_body
     try:
         data = con.build(_m2c_proof_v2_body(value), span=span)
@@ -25389,6 +25488,7 @@ def construct_encode_proof_v2_body(value: ProofV2Body, *, compiled: bool = False
 
 def construct_decode_proof_v3_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofV3Edge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_edge") if compiled else C_proof_v3_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25403,6 +25503,7 @@ def construct_decode_proof_v3_edge(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v3_edge(value: ProofV3Edge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_edge") if compiled else C_proof_v3_edge
     try:
         data = con.build(_m2c_proof_v3_edge(value))
@@ -25415,6 +25516,7 @@ def construct_encode_proof_v3_edge(value: ProofV3Edge, *, compiled: bool = False
 
 def construct_decode_proof_v3_content(buf, offset: int = 0, *, compiled: bool = False) -> ProofV3Content:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_content") if compiled else C_proof_v3_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25429,6 +25531,7 @@ def construct_decode_proof_v3_content(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_proof_v3_content(value: ProofV3Content, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_content") if compiled else C_proof_v3_content
     try:
         data = con.build(_m2c_proof_v3_content(value))
@@ -25441,6 +25544,7 @@ def construct_encode_proof_v3_content(value: ProofV3Content, *, compiled: bool =
 
 def construct_decode_proof_v3_data(buf, offset: int = 0, *, compiled: bool = False, body_len: int) -> ProofV3Data:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_data") if compiled else C_proof_v3_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25455,6 +25559,7 @@ def construct_decode_proof_v3_data(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v3_data(value: ProofV3Data, *, compiled: bool = False, body_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_data") if compiled else C_proof_v3_data
     try:
         data = con.build(_m2c_proof_v3_data(value), body_len=body_len)
@@ -25467,6 +25572,7 @@ def construct_encode_proof_v3_data(value: ProofV3Data, *, compiled: bool = False
 
 def construct_decode_proof_v3_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV3Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_body") if compiled else C_proof_v3_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25481,6 +25587,7 @@ def construct_decode_proof_v3_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v3_body(value: ProofV3Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_body") if compiled else C_proof_v3_body
     try:
         data = con.build(_m2c_proof_v3_body(value), span=span)
@@ -25493,6 +25600,7 @@ def construct_encode_proof_v3_body(value: ProofV3Body, *, compiled: bool = False
 
 def construct_decode_v1_blob_data(buf, offset: int = 0, *, compiled: bool = False, length: int) -> V1BlobData:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob_data") if compiled else C_v1_blob_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25507,6 +25615,7 @@ def construct_decode_v1_blob_data(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v1_blob_data(value: V1BlobData, *, compiled: bool = False, length: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob_data") if compiled else C_v1_blob_data
     try:
         data = con.build(_m2c_v1_blob_data(value), length=length)
@@ -25519,6 +25628,7 @@ def construct_encode_v1_blob_data(value: V1BlobData, *, compiled: bool = False, 
 
 def construct_decode_v1_blob(buf, offset: int = 0, *, compiled: bool = False) -> V1Blob:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob") if compiled else C_v1_blob
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25533,6 +25643,7 @@ def construct_decode_v1_blob(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_v1_blob(value: V1Blob, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob") if compiled else C_v1_blob
     try:
         data = con.build(_m2c_v1_blob(value))
@@ -25545,6 +25656,7 @@ def construct_encode_v1_blob(value: V1Blob, *, compiled: bool = False) -> bytes:
 
 def construct_decode_v1_branch(buf, offset: int = 0, *, compiled: bool = False) -> V1Branch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_branch") if compiled else C_v1_branch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25559,6 +25671,7 @@ def construct_decode_v1_branch(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v1_branch(value: V1Branch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_branch") if compiled else C_v1_branch
     try:
         data = con.build(_m2c_v1_branch(value))
@@ -25571,6 +25684,7 @@ def construct_encode_v1_branch(value: V1Branch, *, compiled: bool = False) -> by
 
 def construct_decode_v1_tombstone(buf, offset: int = 0, *, compiled: bool = False) -> V1Tombstone:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_tombstone") if compiled else C_v1_tombstone
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25585,6 +25699,7 @@ def construct_decode_v1_tombstone(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v1_tombstone(value: V1Tombstone, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_tombstone") if compiled else C_v1_tombstone
     try:
         data = con.build(_m2c_v1_tombstone(value))
@@ -25597,6 +25712,7 @@ def construct_encode_v1_tombstone(value: V1Tombstone, *, compiled: bool = False)
 
 def construct_decode_v3_blob(buf, offset: int = 0, *, compiled: bool = False) -> V3Blob:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob") if compiled else C_v3_blob
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25611,6 +25727,7 @@ def construct_decode_v3_blob(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_v3_blob(value: V3Blob, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob") if compiled else C_v3_blob
     try:
         data = con.build(_m2c_v3_blob(value))
@@ -25623,6 +25740,7 @@ def construct_encode_v3_blob(value: V3Blob, *, compiled: bool = False) -> bytes:
 
 def construct_decode_v3_branch(buf, offset: int = 0, *, compiled: bool = False) -> V3Branch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_branch") if compiled else C_v3_branch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25637,6 +25755,7 @@ def construct_decode_v3_branch(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v3_branch(value: V3Branch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_branch") if compiled else C_v3_branch
     try:
         data = con.build(_m2c_v3_branch(value))
@@ -25649,6 +25768,7 @@ def construct_encode_v3_branch(value: V3Branch, *, compiled: bool = False) -> by
 
 def construct_decode_v3_tombstone(buf, offset: int = 0, *, compiled: bool = False) -> V3Tombstone:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_tombstone") if compiled else C_v3_tombstone
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25663,6 +25783,7 @@ def construct_decode_v3_tombstone(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v3_tombstone(value: V3Tombstone, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_tombstone") if compiled else C_v3_tombstone
     try:
         data = con.build(_m2c_v3_tombstone(value))
@@ -25675,6 +25796,7 @@ def construct_encode_v3_tombstone(value: V3Tombstone, *, compiled: bool = False)
 
 def construct_decode_v3_blob_want(buf, offset: int = 0, *, compiled: bool = False) -> V3BlobWant:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob_want") if compiled else C_v3_blob_want
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25689,6 +25811,7 @@ def construct_decode_v3_blob_want(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v3_blob_want(value: V3BlobWant, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob_want") if compiled else C_v3_blob_want
     try:
         data = con.build(_m2c_v3_blob_want(value))
@@ -25701,6 +25824,7 @@ def construct_encode_v3_blob_want(value: V3BlobWant, *, compiled: bool = False) 
 
 def construct_decode_v3_local_cell(buf, offset: int = 0, *, compiled: bool = False) -> V3LocalCell:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_local_cell") if compiled else C_v3_local_cell
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25715,6 +25839,7 @@ def construct_decode_v3_local_cell(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_v3_local_cell(value: V3LocalCell, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_local_cell") if compiled else C_v3_local_cell
     try:
         data = con.build(_m2c_v3_local_cell(value))
@@ -25727,6 +25852,7 @@ def construct_encode_v3_local_cell(value: V3LocalCell, *, compiled: bool = False
 
 def construct_decode_v3_collection_definition(buf, offset: int = 0, *, compiled: bool = False) -> V3CollectionDefinition:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_collection_definition") if compiled else C_v3_collection_definition
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25741,6 +25867,7 @@ def construct_decode_v3_collection_definition(buf, offset: int = 0, *, compiled:
 
 def construct_encode_v3_collection_definition(value: V3CollectionDefinition, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_collection_definition") if compiled else C_v3_collection_definition
     try:
         data = con.build(_m2c_v3_collection_definition(value))
@@ -25753,6 +25880,7 @@ def construct_encode_v3_collection_definition(value: V3CollectionDefinition, *, 
 
 def construct_decode_v3_commit(buf, offset: int = 0, *, compiled: bool = False) -> V3Commit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_commit") if compiled else C_v3_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25767,6 +25895,7 @@ def construct_decode_v3_commit(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v3_commit(value: V3Commit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_commit") if compiled else C_v3_commit
     try:
         data = con.build(_m2c_v3_commit(value))
@@ -25779,6 +25908,7 @@ def construct_encode_v3_commit(value: V3Commit, *, compiled: bool = False) -> by
 
 def construct_decode_v3_merge(buf, offset: int = 0, *, compiled: bool = False) -> V3Merge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_merge") if compiled else C_v3_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25793,6 +25923,7 @@ def construct_decode_v3_merge(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_v3_merge(value: V3Merge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_merge") if compiled else C_v3_merge
     try:
         data = con.build(_m2c_v3_merge(value))
@@ -25805,6 +25936,7 @@ def construct_encode_v3_merge(value: V3Merge, *, compiled: bool = False) -> byte
 
 def construct_decode_v3_derive(buf, offset: int = 0, *, compiled: bool = False) -> V3Derive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_derive") if compiled else C_v3_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25819,6 +25951,7 @@ def construct_decode_v3_derive(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v3_derive(value: V3Derive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_derive") if compiled else C_v3_derive
     try:
         data = con.build(_m2c_v3_derive(value))
@@ -25831,6 +25964,7 @@ def construct_encode_v3_derive(value: V3Derive, *, compiled: bool = False) -> by
 
 def construct_decode_v4_commit(buf, offset: int = 0, *, compiled: bool = False) -> V4Commit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_commit") if compiled else C_v4_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25845,6 +25979,7 @@ def construct_decode_v4_commit(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v4_commit(value: V4Commit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_commit") if compiled else C_v4_commit
     try:
         data = con.build(_m2c_v4_commit(value))
@@ -25857,6 +25992,7 @@ def construct_encode_v4_commit(value: V4Commit, *, compiled: bool = False) -> by
 
 def construct_decode_v4_merge(buf, offset: int = 0, *, compiled: bool = False) -> V4Merge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_merge") if compiled else C_v4_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25871,6 +26007,7 @@ def construct_decode_v4_merge(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_v4_merge(value: V4Merge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_merge") if compiled else C_v4_merge
     try:
         data = con.build(_m2c_v4_merge(value))
@@ -25883,6 +26020,7 @@ def construct_encode_v4_merge(value: V4Merge, *, compiled: bool = False) -> byte
 
 def construct_decode_v4_derive(buf, offset: int = 0, *, compiled: bool = False) -> V4Derive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_derive") if compiled else C_v4_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25897,6 +26035,7 @@ def construct_decode_v4_derive(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v4_derive(value: V4Derive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_derive") if compiled else C_v4_derive
     try:
         data = con.build(_m2c_v4_derive(value))
@@ -25909,6 +26048,7 @@ def construct_encode_v4_derive(value: V4Derive, *, compiled: bool = False) -> by
 
 def construct_decode_envelope36_rest(buf, offset: int = 0, *, compiled: bool = False) -> Envelope36Rest:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("envelope36_rest") if compiled else C_envelope36_rest
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25923,6 +26063,7 @@ def construct_decode_envelope36_rest(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_envelope36_rest(value: Envelope36Rest, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("envelope36_rest") if compiled else C_envelope36_rest
     try:
         data = con.build(_m2c_envelope36_rest(value))
@@ -25935,6 +26076,7 @@ def construct_encode_envelope36_rest(value: Envelope36Rest, *, compiled: bool = 
 
 def construct_decode_env_blob_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvBlobBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_body") if compiled else C_env_blob_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25949,6 +26091,7 @@ def construct_decode_env_blob_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_env_blob_body(value: EnvBlobBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_body") if compiled else C_env_blob_body
     try:
         data = con.build(_m2c_env_blob_body(value), span=span)
@@ -25961,6 +26104,7 @@ def construct_encode_env_blob_body(value: EnvBlobBody, *, compiled: bool = False
 
 def construct_decode_env_branch_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvBranchBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_branch_body") if compiled else C_env_branch_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25975,6 +26119,7 @@ def construct_decode_env_branch_body(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_env_branch_body(value: EnvBranchBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_branch_body") if compiled else C_env_branch_body
     try:
         data = con.build(_m2c_env_branch_body(value), span=span)
@@ -25987,6 +26132,7 @@ def construct_encode_env_branch_body(value: EnvBranchBody, *, compiled: bool = F
 
 def construct_decode_env_tombstone_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvTombstoneBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_tombstone_body") if compiled else C_env_tombstone_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26001,6 +26147,7 @@ def construct_decode_env_tombstone_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_tombstone_body(value: EnvTombstoneBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_tombstone_body") if compiled else C_env_tombstone_body
     try:
         data = con.build(_m2c_env_tombstone_body(value), span=span)
@@ -26013,6 +26160,7 @@ def construct_encode_env_tombstone_body(value: EnvTombstoneBody, *, compiled: bo
 
 def construct_decode_env_blob_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvBlobWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_want_body") if compiled else C_env_blob_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26027,6 +26175,7 @@ def construct_decode_env_blob_want_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_blob_want_body(value: EnvBlobWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_want_body") if compiled else C_env_blob_want_body
     try:
         data = con.build(_m2c_env_blob_want_body(value), span=span)
@@ -26039,6 +26188,7 @@ def construct_encode_env_blob_want_body(value: EnvBlobWantBody, *, compiled: boo
 
 def construct_decode_env_typed_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvTypedWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_typed_want_body") if compiled else C_env_typed_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26053,6 +26203,7 @@ def construct_decode_env_typed_want_body(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_env_typed_want_body(value: EnvTypedWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_typed_want_body") if compiled else C_env_typed_want_body
     try:
         data = con.build(_m2c_env_typed_want_body(value), span=span)
@@ -26065,6 +26216,7 @@ def construct_encode_env_typed_want_body(value: EnvTypedWantBody, *, compiled: b
 
 def construct_decode_env_commit_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvCommitBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_commit_body") if compiled else C_env_commit_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26079,6 +26231,7 @@ def construct_decode_env_commit_body(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_env_commit_body(value: EnvCommitBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_commit_body") if compiled else C_env_commit_body
     try:
         data = con.build(_m2c_env_commit_body(value), span=span)
@@ -26091,6 +26244,7 @@ def construct_encode_env_commit_body(value: EnvCommitBody, *, compiled: bool = F
 
 def construct_decode_env_merge_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvMergeBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_merge_body") if compiled else C_env_merge_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26105,6 +26259,7 @@ def construct_decode_env_merge_body(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_env_merge_body(value: EnvMergeBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_merge_body") if compiled else C_env_merge_body
     try:
         data = con.build(_m2c_env_merge_body(value), span=span)
@@ -26117,6 +26272,7 @@ def construct_encode_env_merge_body(value: EnvMergeBody, *, compiled: bool = Fal
 
 def construct_decode_env_derive_v4_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvDeriveV4Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v4_body") if compiled else C_env_derive_v4_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26131,6 +26287,7 @@ def construct_decode_env_derive_v4_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_derive_v4_body(value: EnvDeriveV4Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v4_body") if compiled else C_env_derive_v4_body
     try:
         data = con.build(_m2c_env_derive_v4_body(value), span=span)
@@ -26143,6 +26300,7 @@ def construct_encode_env_derive_v4_body(value: EnvDeriveV4Body, *, compiled: boo
 
 def construct_decode_env_derive_v5_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvDeriveV5Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v5_body") if compiled else C_env_derive_v5_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26157,6 +26315,7 @@ def construct_decode_env_derive_v5_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_derive_v5_body(value: EnvDeriveV5Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v5_body") if compiled else C_env_derive_v5_body
     try:
         data = con.build(_m2c_env_derive_v5_body(value), span=span)
@@ -26169,6 +26328,7 @@ def construct_encode_env_derive_v5_body(value: EnvDeriveV5Body, *, compiled: boo
 
 def construct_decode_commit_transcript(buf, offset: int = 0, *, compiled: bool = False) -> CommitTranscript:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_transcript") if compiled else C_commit_transcript
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26183,6 +26343,7 @@ def construct_decode_commit_transcript(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_commit_transcript(value: CommitTranscript, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_transcript") if compiled else C_commit_transcript
     try:
         data = con.build(_m2c_commit_transcript(value))
@@ -26195,6 +26356,7 @@ def construct_encode_commit_transcript(value: CommitTranscript, *, compiled: boo
 
 def construct_decode_merge_endorsement(buf, offset: int = 0, *, compiled: bool = False) -> MergeEndorsement:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_endorsement") if compiled else C_merge_endorsement
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26209,6 +26371,7 @@ def construct_decode_merge_endorsement(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_merge_endorsement(value: MergeEndorsement, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_endorsement") if compiled else C_merge_endorsement
     try:
         data = con.build(_m2c_merge_endorsement(value))
@@ -26221,6 +26384,7 @@ def construct_encode_merge_endorsement(value: MergeEndorsement, *, compiled: boo
 
 def construct_decode_derive_endorsement(buf, offset: int = 0, *, compiled: bool = False) -> DeriveEndorsement:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_endorsement") if compiled else C_derive_endorsement
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26235,6 +26399,7 @@ def construct_decode_derive_endorsement(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_derive_endorsement(value: DeriveEndorsement, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_endorsement") if compiled else C_derive_endorsement
     try:
         data = con.build(_m2c_derive_endorsement(value))
@@ -26247,6 +26412,7 @@ def construct_encode_derive_endorsement(value: DeriveEndorsement, *, compiled: b
 
 def construct_decode_dense_commit(buf, offset: int = 0, *, compiled: bool = False) -> DenseCommit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_commit") if compiled else C_dense_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26261,6 +26427,7 @@ def construct_decode_dense_commit(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_dense_commit(value: DenseCommit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_commit") if compiled else C_dense_commit
     try:
         data = con.build(_m2c_dense_commit(value))
@@ -26273,6 +26440,7 @@ def construct_encode_dense_commit(value: DenseCommit, *, compiled: bool = False)
 
 def construct_decode_dense_unsigned_merge(buf, offset: int = 0, *, compiled: bool = False) -> DenseUnsignedMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_merge") if compiled else C_dense_unsigned_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26287,6 +26455,7 @@ def construct_decode_dense_unsigned_merge(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_dense_unsigned_merge(value: DenseUnsignedMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_merge") if compiled else C_dense_unsigned_merge
     try:
         data = con.build(_m2c_dense_unsigned_merge(value))
@@ -26299,6 +26468,7 @@ def construct_encode_dense_unsigned_merge(value: DenseUnsignedMerge, *, compiled
 
 def construct_decode_dense_unsigned_derive(buf, offset: int = 0, *, compiled: bool = False) -> DenseUnsignedDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_derive") if compiled else C_dense_unsigned_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26313,6 +26483,7 @@ def construct_decode_dense_unsigned_derive(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_dense_unsigned_derive(value: DenseUnsignedDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_derive") if compiled else C_dense_unsigned_derive
     try:
         data = con.build(_m2c_dense_unsigned_derive(value))
@@ -26325,6 +26496,7 @@ def construct_encode_dense_unsigned_derive(value: DenseUnsignedDerive, *, compil
 
 def construct_decode_dense_signed_merge(buf, offset: int = 0, *, compiled: bool = False) -> DenseSignedMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_merge") if compiled else C_dense_signed_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26339,6 +26511,7 @@ def construct_decode_dense_signed_merge(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_dense_signed_merge(value: DenseSignedMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_merge") if compiled else C_dense_signed_merge
     try:
         data = con.build(_m2c_dense_signed_merge(value))
@@ -26351,6 +26524,7 @@ def construct_encode_dense_signed_merge(value: DenseSignedMerge, *, compiled: bo
 
 def construct_decode_dense_signed_derive(buf, offset: int = 0, *, compiled: bool = False) -> DenseSignedDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_derive") if compiled else C_dense_signed_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26365,6 +26539,7 @@ def construct_decode_dense_signed_derive(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_dense_signed_derive(value: DenseSignedDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_derive") if compiled else C_dense_signed_derive
     try:
         data = con.build(_m2c_dense_signed_derive(value))
@@ -26377,6 +26552,7 @@ def construct_encode_dense_signed_derive(value: DenseSignedDerive, *, compiled: 
 
 def construct_decode_dense_witness_merge(buf, offset: int = 0, *, compiled: bool = False) -> DenseWitnessMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_merge") if compiled else C_dense_witness_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26391,6 +26567,7 @@ def construct_decode_dense_witness_merge(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_dense_witness_merge(value: DenseWitnessMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_merge") if compiled else C_dense_witness_merge
     try:
         data = con.build(_m2c_dense_witness_merge(value))
@@ -26403,6 +26580,7 @@ def construct_encode_dense_witness_merge(value: DenseWitnessMerge, *, compiled: 
 
 def construct_decode_dense_witness_derive(buf, offset: int = 0, *, compiled: bool = False) -> DenseWitnessDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_derive") if compiled else C_dense_witness_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26417,6 +26595,7 @@ def construct_decode_dense_witness_derive(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_dense_witness_derive(value: DenseWitnessDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_derive") if compiled else C_dense_witness_derive
     try:
         data = con.build(_m2c_dense_witness_derive(value))
@@ -26429,6 +26608,7 @@ def construct_encode_dense_witness_derive(value: DenseWitnessDerive, *, compiled
 
 def construct_decode_dense_record(buf, offset: int = 0, *, compiled: bool = False) -> DenseRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_record") if compiled else C_dense_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26443,6 +26623,7 @@ def construct_decode_dense_record(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_dense_record(value: DenseRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_record") if compiled else C_dense_record
     try:
         data = con.build(_m2c_dense_record(value))
@@ -26455,6 +26636,7 @@ def construct_encode_dense_record(value: DenseRecord, *, compiled: bool = False)
 
 def construct_decode_pile_file(buf, offset: int = 0, *, compiled: bool = False) -> PileFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_file") if compiled else C_pile_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26469,6 +26651,7 @@ def construct_decode_pile_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_pile_file(value: PileFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_file") if compiled else C_pile_file
     try:
         data = con.build(_m2c_pile_file(value))
@@ -26484,6 +26667,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -29305,3 +29489,244 @@ DECODERS = {"pile_record": decode_pile_record, "frame_rest": decode_frame_rest, 
 ENCODERS = {"pile_record": encode_pile_record, "frame_rest": encode_frame_rest, "frame_head": encode_frame_head, "blob_head": encode_blob_head, "blob_data": encode_blob_data, "blob_body": encode_blob_body, "pin_head_body": encode_pin_head_body, "pin_tombstone_body": encode_pin_tombstone_body, "want_blob": encode_want_blob, "want_merge": encode_want_merge, "want_derive": encode_want_derive, "want_request": encode_want_request, "want_v3_body": encode_want_v3_body, "commit_body": encode_commit_body, "merge_v6_body": encode_merge_v6_body, "derive_v7_body": encode_derive_v7_body, "proof_edge": encode_proof_edge, "proof_v5_body": encode_proof_v5_body, "retired_blob_want_body": encode_retired_blob_want_body, "retired_typed_want_body": encode_retired_typed_want_body, "unsigned_merge_body": encode_unsigned_merge_body, "unsigned_derive_body": encode_unsigned_derive_body, "peer_body": encode_peer_body, "store_scope_body": encode_store_scope_body, "artifact_offer_body": encode_artifact_offer_body, "proof_v1_edge": encode_proof_v1_edge, "proof_v1_content": encode_proof_v1_content, "proof_v2_edge": encode_proof_v2_edge, "proof_v2_content": encode_proof_v2_content, "proof_v1_data": encode_proof_v1_data, "proof_v2_data": encode_proof_v2_data, "proof_v1_body": encode_proof_v1_body, "proof_v2_body": encode_proof_v2_body, "proof_v3_edge": encode_proof_v3_edge, "proof_v3_content": encode_proof_v3_content, "proof_v3_data": encode_proof_v3_data, "proof_v3_body": encode_proof_v3_body, "v1_blob_data": encode_v1_blob_data, "v1_blob": encode_v1_blob, "v1_branch": encode_v1_branch, "v1_tombstone": encode_v1_tombstone, "v3_blob": encode_v3_blob, "v3_branch": encode_v3_branch, "v3_tombstone": encode_v3_tombstone, "v3_blob_want": encode_v3_blob_want, "v3_local_cell": encode_v3_local_cell, "v3_collection_definition": encode_v3_collection_definition, "v3_commit": encode_v3_commit, "v3_merge": encode_v3_merge, "v3_derive": encode_v3_derive, "v4_commit": encode_v4_commit, "v4_merge": encode_v4_merge, "v4_derive": encode_v4_derive, "envelope36_rest": encode_envelope36_rest, "env_blob_body": encode_env_blob_body, "env_branch_body": encode_env_branch_body, "env_tombstone_body": encode_env_tombstone_body, "env_blob_want_body": encode_env_blob_want_body, "env_typed_want_body": encode_env_typed_want_body, "env_commit_body": encode_env_commit_body, "env_merge_body": encode_env_merge_body, "env_derive_v4_body": encode_env_derive_v4_body, "env_derive_v5_body": encode_env_derive_v5_body, "commit_transcript": encode_commit_transcript, "merge_endorsement": encode_merge_endorsement, "derive_endorsement": encode_derive_endorsement, "dense_commit": encode_dense_commit, "dense_unsigned_merge": encode_dense_unsigned_merge, "dense_unsigned_derive": encode_dense_unsigned_derive, "dense_signed_merge": encode_dense_signed_merge, "dense_signed_derive": encode_dense_signed_derive, "dense_witness_merge": encode_dense_witness_merge, "dense_witness_derive": encode_dense_witness_derive, "dense_record": encode_dense_record, "pile_file": encode_pile_file }
 CONSTRUCT_DECODERS = {"pile_record": construct_decode_pile_record, "frame_rest": construct_decode_frame_rest, "frame_head": construct_decode_frame_head, "blob_head": construct_decode_blob_head, "blob_data": construct_decode_blob_data, "blob_body": construct_decode_blob_body, "pin_head_body": construct_decode_pin_head_body, "pin_tombstone_body": construct_decode_pin_tombstone_body, "want_blob": construct_decode_want_blob, "want_merge": construct_decode_want_merge, "want_derive": construct_decode_want_derive, "want_request": construct_decode_want_request, "want_v3_body": construct_decode_want_v3_body, "commit_body": construct_decode_commit_body, "merge_v6_body": construct_decode_merge_v6_body, "derive_v7_body": construct_decode_derive_v7_body, "proof_edge": construct_decode_proof_edge, "proof_v5_body": construct_decode_proof_v5_body, "retired_blob_want_body": construct_decode_retired_blob_want_body, "retired_typed_want_body": construct_decode_retired_typed_want_body, "unsigned_merge_body": construct_decode_unsigned_merge_body, "unsigned_derive_body": construct_decode_unsigned_derive_body, "peer_body": construct_decode_peer_body, "store_scope_body": construct_decode_store_scope_body, "artifact_offer_body": construct_decode_artifact_offer_body, "proof_v1_edge": construct_decode_proof_v1_edge, "proof_v1_content": construct_decode_proof_v1_content, "proof_v2_edge": construct_decode_proof_v2_edge, "proof_v2_content": construct_decode_proof_v2_content, "proof_v1_data": construct_decode_proof_v1_data, "proof_v2_data": construct_decode_proof_v2_data, "proof_v1_body": construct_decode_proof_v1_body, "proof_v2_body": construct_decode_proof_v2_body, "proof_v3_edge": construct_decode_proof_v3_edge, "proof_v3_content": construct_decode_proof_v3_content, "proof_v3_data": construct_decode_proof_v3_data, "proof_v3_body": construct_decode_proof_v3_body, "v1_blob_data": construct_decode_v1_blob_data, "v1_blob": construct_decode_v1_blob, "v1_branch": construct_decode_v1_branch, "v1_tombstone": construct_decode_v1_tombstone, "v3_blob": construct_decode_v3_blob, "v3_branch": construct_decode_v3_branch, "v3_tombstone": construct_decode_v3_tombstone, "v3_blob_want": construct_decode_v3_blob_want, "v3_local_cell": construct_decode_v3_local_cell, "v3_collection_definition": construct_decode_v3_collection_definition, "v3_commit": construct_decode_v3_commit, "v3_merge": construct_decode_v3_merge, "v3_derive": construct_decode_v3_derive, "v4_commit": construct_decode_v4_commit, "v4_merge": construct_decode_v4_merge, "v4_derive": construct_decode_v4_derive, "envelope36_rest": construct_decode_envelope36_rest, "env_blob_body": construct_decode_env_blob_body, "env_branch_body": construct_decode_env_branch_body, "env_tombstone_body": construct_decode_env_tombstone_body, "env_blob_want_body": construct_decode_env_blob_want_body, "env_typed_want_body": construct_decode_env_typed_want_body, "env_commit_body": construct_decode_env_commit_body, "env_merge_body": construct_decode_env_merge_body, "env_derive_v4_body": construct_decode_env_derive_v4_body, "env_derive_v5_body": construct_decode_env_derive_v5_body, "commit_transcript": construct_decode_commit_transcript, "merge_endorsement": construct_decode_merge_endorsement, "derive_endorsement": construct_decode_derive_endorsement, "dense_commit": construct_decode_dense_commit, "dense_unsigned_merge": construct_decode_dense_unsigned_merge, "dense_unsigned_derive": construct_decode_dense_unsigned_derive, "dense_signed_merge": construct_decode_dense_signed_merge, "dense_signed_derive": construct_decode_dense_signed_derive, "dense_witness_merge": construct_decode_dense_witness_merge, "dense_witness_derive": construct_decode_dense_witness_derive, "dense_record": construct_decode_dense_record, "pile_file": construct_decode_pile_file }
 CONSTRUCT_ENCODERS = {"pile_record": construct_encode_pile_record, "frame_rest": construct_encode_frame_rest, "frame_head": construct_encode_frame_head, "blob_head": construct_encode_blob_head, "blob_data": construct_encode_blob_data, "blob_body": construct_encode_blob_body, "pin_head_body": construct_encode_pin_head_body, "pin_tombstone_body": construct_encode_pin_tombstone_body, "want_blob": construct_encode_want_blob, "want_merge": construct_encode_want_merge, "want_derive": construct_encode_want_derive, "want_request": construct_encode_want_request, "want_v3_body": construct_encode_want_v3_body, "commit_body": construct_encode_commit_body, "merge_v6_body": construct_encode_merge_v6_body, "derive_v7_body": construct_encode_derive_v7_body, "proof_edge": construct_encode_proof_edge, "proof_v5_body": construct_encode_proof_v5_body, "retired_blob_want_body": construct_encode_retired_blob_want_body, "retired_typed_want_body": construct_encode_retired_typed_want_body, "unsigned_merge_body": construct_encode_unsigned_merge_body, "unsigned_derive_body": construct_encode_unsigned_derive_body, "peer_body": construct_encode_peer_body, "store_scope_body": construct_encode_store_scope_body, "artifact_offer_body": construct_encode_artifact_offer_body, "proof_v1_edge": construct_encode_proof_v1_edge, "proof_v1_content": construct_encode_proof_v1_content, "proof_v2_edge": construct_encode_proof_v2_edge, "proof_v2_content": construct_encode_proof_v2_content, "proof_v1_data": construct_encode_proof_v1_data, "proof_v2_data": construct_encode_proof_v2_data, "proof_v1_body": construct_encode_proof_v1_body, "proof_v2_body": construct_encode_proof_v2_body, "proof_v3_edge": construct_encode_proof_v3_edge, "proof_v3_content": construct_encode_proof_v3_content, "proof_v3_data": construct_encode_proof_v3_data, "proof_v3_body": construct_encode_proof_v3_body, "v1_blob_data": construct_encode_v1_blob_data, "v1_blob": construct_encode_v1_blob, "v1_branch": construct_encode_v1_branch, "v1_tombstone": construct_encode_v1_tombstone, "v3_blob": construct_encode_v3_blob, "v3_branch": construct_encode_v3_branch, "v3_tombstone": construct_encode_v3_tombstone, "v3_blob_want": construct_encode_v3_blob_want, "v3_local_cell": construct_encode_v3_local_cell, "v3_collection_definition": construct_encode_v3_collection_definition, "v3_commit": construct_encode_v3_commit, "v3_merge": construct_encode_v3_merge, "v3_derive": construct_encode_v3_derive, "v4_commit": construct_encode_v4_commit, "v4_merge": construct_encode_v4_merge, "v4_derive": construct_encode_v4_derive, "envelope36_rest": construct_encode_envelope36_rest, "env_blob_body": construct_encode_env_blob_body, "env_branch_body": construct_encode_env_branch_body, "env_tombstone_body": construct_encode_env_tombstone_body, "env_blob_want_body": construct_encode_env_blob_want_body, "env_typed_want_body": construct_encode_env_typed_want_body, "env_commit_body": construct_encode_env_commit_body, "env_merge_body": construct_encode_env_merge_body, "env_derive_v4_body": construct_encode_env_derive_v4_body, "env_derive_v5_body": construct_encode_env_derive_v5_body, "commit_transcript": construct_encode_commit_transcript, "merge_endorsement": construct_encode_merge_endorsement, "derive_endorsement": construct_encode_derive_endorsement, "dense_commit": construct_encode_dense_commit, "dense_unsigned_merge": construct_encode_dense_unsigned_merge, "dense_unsigned_derive": construct_encode_dense_unsigned_derive, "dense_signed_merge": construct_encode_dense_signed_merge, "dense_signed_derive": construct_encode_dense_signed_derive, "dense_witness_merge": construct_encode_dense_witness_merge, "dense_witness_derive": construct_encode_dense_witness_derive, "dense_record": construct_encode_dense_record, "pile_file": construct_encode_pile_file }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-rl~3!EEO*+1UB-`l11Dy2-J&|TQwW+urbX=x=_#O*G%EkzL6&SqzKl4g^b%WfBn6h%rUC`h=xO1TKgRY4K{f+!VHQFwvZpUA7C'
+    '7Qq)^ZX(`A<o}#=W-^ydCX;lx+vF{u58Y&P=A84K^IX2qbDnd~uKH_g=G4qV|78{rPo?<DL}*M%^^NgSKEb78iM~)Gn`sPi<Dtk@'
+    '_Udf+#n}t9U77kQH_m4>_3=;y{xqaQDfD;#M)*o~r4pgx2%n5|LB1QxB;$NAo3SaLQs^~mG?p0WQdAfEy)U&RwU!#?f~jQR_z3m*'
+    '9dz&Gci7?Wx{+8g`%$`f&Kx&+E0m-Xd@z<6Nm9XBG{~j+DEvP{O@>ke6^&7&sF1*OBYa{l#YHK8Jf4~&PvO<v15{TZ<xM9Nd^DA-'
+    'kxTFtV`qEOKv1IzpmAgk#ZiotJQ?T4Lcty?CGZr`5v97)R)*T(@1a6b`L*FlEVw<1o&_W6kx+CDmmdu!lBsTJe+25YGNdSJmf9YI'
+    'r(LL&XM?-nZ>0n%2K|kV;#bkntCG|RpA05K@l+@l?e3$_h;EO@CZqVrBq5%oCb&pwg!CJe5{q*mPxH9ZU?P@G!Z5*rL!F@nCZLbn'
+    'B6W?TSqk+jNhSFRA54)>Lrp-y8vF$l5B(s;1uim5bp^@zb(1l%iX*^BC-_J#j$TP@=Mz0tECHR{O0V8(UA@&tMffo;I3@mw=4dJ<'
+    'pkd-8NokJK(PTOvk0sE=l0oXD+>r>3X^J1?6J(+yp%idkFCQHV;a7mUlBCuVYMAe91-2!>Wiz#yOA!+!v*%_rM<jy+Kh7mrV=kED'
+    '#v@rS(>M|u<CCdu=G3IX!ECOvjE*`O-ZDIF<1M2OV5kw-$Y{{cGZuct!t=xYC~b9FIp?S?IKs2EEogNx_R&!%&oef=%fe+d%@fd9'
+    'n6G4ZFw?+C)8k1jJk66_G&Pjs#<IekOp_m;`}onEYzYm*;!OQ8m*mmU^`}KsTNH9P97-j#{mq%iWN0kPk7V}<9m3p9^H>a;Lf<b-'
+    '4`-Uj`SD?B8A$DdDq2ws1Nf1mkxacO5*vn50j5dw+5Q@#E%O04wGQ#`u*iXHDNhgOrOxLQv23PEoNS<_nF|K_I807<Fg+}+%2nAg'
+    'z$eC_+b8wcLTwIITQC+u>;!|*LwVqPBsK}N7*D4tGTf;Cb(8=)hwAcD>(^19?yS%|DD<goZuIeq&;+i!9;#lAs!nmxSSlwMu>@&B'
+    'TRZN(R3#5D2hN1y-^7Dt03X9FfD~|Jl$A&zX@{Dif$wmMZlZBgp#+kiDB{P_G)PikR%pqzVT}dq%G$?*rURajX7^;8#Nsgi{dHWX'
+    'J`#$;055`>X&K?8NuEso(%f{f6P5|f#cwP6n}uWXqzcEuTna1E94f}a8yg=FrO-H_39~4NcZ5rEJ=8d#;>f4?_8w|e54D-<qFoFT'
+    'Zr!o%I3r4!Ni}=j%Bo@3dhjIm0Qt#u1hh8II1TEYE7d8_TOCv?&RGwcBv1_L6q>9q7i&;g+h%p|5Cgd5+*BmSjr7K%5l|)Qr!|ye'
+    'kCo%WFgD$m+Ba+Z+yG6jQ8hJ!e_NwZh-S?7+c-0nih`!fk<$ombYTjp33d&266*SDED)2VB=py5G}awrjdHh}pvn_QL{4^~I*Cxo'
+    '6*4w$g-9~oND#0J7flalSH-yYiWZBH24mQ?bzz(k3Q|dsKfYTn6t+HFR&ebR)|{IaPVPS@J)8y|9O1^07R)q(tpXiKK8yAjtGG6#'
+    'l!wR@qyZZ@k&g=fC}bK(LwsaJ(r^s{^i8SU8i{oQnM_T^u_A5sAbORmG#NS{tin=V(8KSDqnG{YPwtJzWGtNs!aKDzlJ-=BhtG8!'
+    'vKh@@(DEtJE2#7)+=-L=J2UmjJcGh)L@FQ}11+0rh0z>}jgBVyRJI?KGnl9$`PaGVtFlBbXpII0wvy1ua5@x8g}|I-T1FGG^U>s>'
+    '2G7lYI=d+g1smg_oI*RG!8$&c1Wi<*;&&j0-J0SPV960_SY@|m=BM&3KbpHaKo`I&)aQmIAQ&EfNJmql2>K92L?ZnUBE=^rkom#('
+    'BLwAzDIhb!$9WEwsGkV&lc?cfY#cg;pa*&n%r0P~^f(khX)x1HSaf6vh=E7I5>PGy_N^O?O$<OpB86KOxKI@REW#1^I9GZzH;_Wd'
+    'AYuw&RA8FxGi?Hw92((AIgos$k)@A=z=(E$tz1gTW{wuwu1~>neT1<-W&xgE(Vb}odkc-ADddKe#QN38d479#4-8{m<~NC7Q^=%m'
+    '20;r73SO&?MYF<AvGhekQn*<7WTt))VQ7h8GPN*@LNZeqOzp^`UpIixk$xQ(E(3kP2gv*k{Jp%t5gN}3pMyRoIdSeAf>@fmyq$F)'
+    '|N3cf4{ty5+rQlP+x2&a8nT&{0>5L8#p<9vjLj9Wung;A+#a9L<Fxo0tKaQnT^4&b(~6NJ3<ON_?yR@-cXyq4?q}K_+5O2^w%>4L'
+    '@_{48iu`uB%kH=PoNkN9<90fnjNit3Twa&oVf9#PYc?}aLV#9Qu5Eeq{l~t)`qYPBzxR(n`|JbfUMto{`z=n7g<%2#CSY@TSii^Z'
+    '4bVQ;>GxReJ{JgD(*!+)Knbqpq#s>%$6ucR$*s2u-(TB$v%Oxdh4FY@F52w~*nM^%<F>kOtkY|^dMs|Y#cH?MKw?lW2`(BGa6P}j'
+    '?CBke+Mj%N1K<DeYyaa3i$t5#>GXOXP6uOQpdP=?%i3+8fFDN4<+WL%SUc2{ij5D0!UL<0s=C4Y)`Q14o<0298~v}Wd)j`sSe46b'
+    'wfg-YJ7c%7b~nrT-F~ml<F{FTUa!?|cO$~AGGX_!>+0`&>AuAeTyyc)ers9rf>?{&Yh|rIi_IPI)9wK6@K{}TC+(qO-Yg95b0EU3'
+    'O2VFd>gFe3yJtgta{e-=VQl&7Vm&^K*W<Q$oqo65WAj?P4lB*jUMpj<vkuyC3n0R*8p1xe{ts`y@zbmR`oZYkx4#!#cb-_4GXQi2'
+    '{64?eXLHd3)*4`;R<}LiV*^&7-A}4Qgbg8}i>vCL80~$(X7?NHoj+=u|E<eAq-paxSe9jcfq;c}I{ZMZ+v#;#JT&9+09W|3!t3bm'
+    'l_#8j*IR*G?%lV4<yS+K{VmelHioqY+%7-xpPP1jy%xWPvAO-M%i*wjEUs*(13Cik7#A4|@{tJc$>}dAzIy2u$KE#Z=K0&6pL*yc'
+    'VqLa?AK<&&?_`}mhH=|$KEKc5W-UIu!{uS^bXIr=y}kCO=8c1=Z}Pmm^6tdXe!k%)@olTePg|V8XE2g>=vDv(&FywDKGx^5dHr-Y'
+    'vjln~+fk&NLeUWVh&%PI^k=^Ox0@b&;=iu>^ylxqW^7Wd*5h&5oo+W9aJT}VfY;`uVe;)R#_e>$v^m7d4-!a->Up}R`QD@d{3rW;'
+    'cW%AC`-zkOSF8s{2D<0=(!PK#V71!a0k_l6y6p_`G~@BRkf&lD!WaZs)AYvMTmSm@!k>Hhy#LNIpI)#_(jYKH0brN_3)2O%X|p<A'
+    '0gzid;Iz{=r-gKfsAgQxQ|~-`-Sa2fE`2F7|Ah|M&QYm5o&e(wxEww^NUF`r`f1in11ng3R+q!evZx-LlB}D~t-WG{hoydY&G|!#'
+    '*d41R2?J@jFixKhsIan(#mBnr4&Xxv!v<jR9f&NOf~+^*?fc)k|6PBq?{AO%u-@PQuq5+dm@dEHW%2u*78^h#TfhNI$YHVBK=wT@'
+    '(w!Vx0KV@5Z!VFDA%p-h5bPDQ07<O$!Jz^>z>8*9xL#<1|Nmo9_`;y@#X;eQL1FJ6;YMUEg_{P2n+Jtk28AynV<_A@DBRX9+&(CL'
+    'c~H1xP`DGDG~q6I`|dr$J;-jc!o7wji^e8P`0Ai=-=J{+9s=ope|j_*X8=$K&Nhy_^iV+|2KEdrKLsA81_^+(jT~wcVIWAVpkq#T'
+    'ogqIXQ0)R@m3zcjFYE><Un-pvxD>$0ktD@)3Bc2_1T~!Cx$Q|*Bu#=eP%x3kfesX|K-~jql>j%vOMXC6rVB9a7>e-Gv6OIOH+cJi'
+    'UXGEFr=98=2_?bG2L%dGM|Tg3DP;j6abV*x=xi6Aa|wOaCt{NbGj&MML8p!({L>WSrU2g~u!(Tw2K-G1n+pboaUlxEGqeK$2?mw$'
+    '4jBTBXoV!q<pcelX#}ax$A}jmbtc1$Yv#-WHsN4y`!e+?I*}EQz(5A~8R4LI62TZs24e`uJ^&mYN~F?U1jjL&kZwz1M-#a1DIuIg'
+    '$WIC52pY=(r4@&7!1Dwo2Owoa{9#H)C4g#~EC7>Ba`?4f*gdEL9<>tiAgDvQdQiyj5v~~&t|hSY7!pIG*}gvT4@ED61f*~WvKo2t'
+    'w(q@m>+P?deOi*TAG0=l0MfAqq+^*R9Wszn<2i+JD8{B9#lq02$WAz=a>Cm(8&a_p7m=8laGlwx-&!1kK#U!V60ls7Qb0WC#=uy{'
+    'lMNV1D<Ea21qUS8ucPQJ2A54<0Nz|efiLSL{3z(IN5$!VEPN`kpRiB(o@R>c0Zi7#;+Wk(nW;N9<<Fr|F4Gpo)gng%7m%5yMrM{~'
+    'v8EQp+v>_&B>uszOW3su+?yl^!j@Tp$*`zIy*nFT0ELk+0q#cvoB<%?Ug7%m@TaqeEOCZ0OVEW`LfBnMMywhcp-PvL^@_0Xn!+Jp'
+    'Wx$u}k~A9%DomeAIm>v27$cz>j*Uzqp?Oez^i73>vm3@J$7t|Pm&-&CX1B-%!joNIs%F9GEXVvVY8zj4R``-#oBJ;JQBVBgx%MmG'
+    '_g>iXkBjF%m(BPv5}^Ta1gsW1;J34WtBv*1tlb6R5m1QT%J`ign~kw}ZT^7I0-zW0rOoQ_S$qMPlLj-7kP619m<E6b)Jgju{`cJX'
+    '?tgSMKe+f?dmH!9KkHB7f2@CN%U8}l<AV9WiI0ozf}3ISxB`9)RP3>Mz{3Fdzz?Y0<MLTpzlCP(t^k18fD0h9-)?h*H)6Lt0MGgY'
+    '4h!o8L>do8htTqb-1ZeWt$KBwrQUk{i#v|FWciJMyXb_bZ*=^y_TTHi`drih9-FycY}@H`1sI3l!TJ!^@%z1u%j0kY_Oj7_mp|Ze'
+    '1Q^!h@YpOqfG!NcS)Usy1<dAR7^l|_{@r}kb`Ijp9r)y1nZ$25-E+#x-VfZBxp8veYkQ``7a#GPzdyd|p8x!xzh4-WIshQa>2)xE'
+    '25=j+V+DtZcDr3p<oP)Od;=_Xph=)<0Ga`(7nk$;{A|GK0N(&iE)IMn=Rj)u7UrY}{<6Ze`+Ez1dg8ynd)LmdkNopLzi{j~uD;Cq'
+    'ogKfV?><Xx+D%&-a0#pcu4x<Nba<__&1YlW0k4;K17`GKN5JcIxuKZNWpz5OPLJQ=^m$MZ?EvB02%MB#9-wwV^hEZ<rwkt5_UwnQ'
+    'zxeZG`{(`ml`k%copr{hp6^_JR*TrO&Bs`r;FfxAE}PA51B6feVB!Ndr_1T2T@35+TPy)Dc#19$ZDRv=m)&k>7%!k|tKEft5DY+v'
+    'CRn-cU;fqor{$BYBd;!OzVI4v`flH)ZGS#u->)yZfx2MJiQoSIr^L2>o&am316CS_mkF?5zk{|zXM8R@aI@VFPKuMYcmg(>_F8;?'
+    'r_JSMfC20_<lB4gPH@D<ILXk2LvH-WIe&fqis0{F|G@fZzjVnFpIdmr>gK0jyylH(zWKQ8#22!Sd&S0Gh%WHPoj%s;xBES`+X_J0'
+    '%>cX6&HxQe%>*n?FSO*c`@LQ$=w+<nn)n<pn}u~@R!_uYqeByRx$QTW)o!T2uX*LV2fj*YuKwr7x-)+0y=LEEHb48X*0*naq%I(~'
+    '?e_vj47jP__F9|_xXd1_+i#_T)2sov-2yJX-RrP{E9|ud>~^a+5b#={sM`iUE@*>nW|0_zm)%gg6Zbx~`IsMm=;||{nD@-vzxw^R'
+    'ue|J?dzY^K@}}2TeBf8-SRVeE)Cuq>J$5S{fQFnfmkzHD=Gh;x_+Y3#K9|Mm3^3qQxxmw7?cm)rH0}2J>|QHq2)hS55xx_w7HW`x'
+    '>qgJi`}>bRVSW0}-~MKJ&qKdH<>YS!c3pq-YY!j)_hnsgiVd=Ma6<ex2An<6Ftm?>frn{!`ayZHj1$~YpC3sb=r-1AaXH-}aUK_A'
+    '4>)Nr<MhLbFP5lALC+Bl*|+b!H2kT%8tpBu*$Y1(=wJHtzhA%aN8CN<U-iQ;TzAt=3nZp<1Eo$Dq}b|qSy-#x;<C71Hefo&#@alz'
+    '3$zfhzSrV)v9#OcaJy))!v!+v3b+EGl&#tDeInWIZ!sPFzkOS4IJW87W#<hJ^t}8v{-GN_eQEN&BY*xme)E*1%e{WT6`VJ}#p443'
+    'bF<*@f&?+N*X{>@+Q)ePRu8Cm59{(e?M~KV4ftrQ&*coTF!c_Qup`srVgvE@WRlN+X8C{3TmNYAgjEfhC%6}vefQ)4*|+ukedj*2'
+    '?X?Y8Jbp4O_Q2r=7v1lpEdi_F<7KT3%Q!4{r`Ky^X&<nnmv+!z9|NYw3lnYkdHpO5y$$RNu)Nm_)hx*MKoq!K7nqCwb@#1*xut&P'
+    'i_}>!-*M|lF8b6bKC$)ICpTVq<3DdYZ_V--#4cDF2k@}l?FJR+rojufLERR+%Wri%+*Uj72so{v`=JYND~y5##@ioog98i&pzA0S'
+    '5a;=X-0pQhxFI!OlUlZG{_U~mpFFX0fA>*aR=$423&D$i`sFizwC-I=%E8}u0f)0b3+=GcUMH9^H+c9KCyYDv!f#<*G*T%xzsKeE'
+    'IasSB;6n^=2T}9|JlRYqj{Fk`MQ;AJ3znSyr0a~Ith{L;^Qnif>hL|cjQhqb*M0Y)=uzqKedQ_1r1;%n8=ZEy*9o$0_c16uY4bVZ'
+    'E6g@+@!4$9FE2}bfDxdpw1;K=w8sHL=Jt6#$fO(zj$sIaBNPf&4nX(4fgdcsthRUfJJI7V`^ASB`IbI1@~O$6Ufwr;|L5Oo-L+Y='
+    '=q@)*Gc@6FIxP(2V;PU1^)p~WfEnF1YqQZVkDCR?b~t=Cr-$*gVEJ8O3N3DgHDonM%WYc+&aWRFy78xf`rV=>x4yf0)BJgkZ=LhY'
+    'A3Xfm(=K}WW#{jomnPk6^EuoWo6T<zxcojFu%De~X(up&hjxIeV}K(8TiCrmU`xOqEDS=x159Cc`kg+z+%_Y({p?p({3dqm|NF{6'
+    'uD;RR`{LhyJ0Jdj{NjhF{`l<ALa*%VSkH)UgDUqiV5ZrC+v<bS47glYP(D`1=ko%juz^i=dF>91llCClro90l%R&LC#p1Jqyvl9o'
+    'tT_pckfnt1LQn$4!^ojR^7Ud<9!S2Ea4EoPp&`5o)hjyAfTdXpE%%}<lF(=<NTJ@W%|$OreuN?!LR#w3$IuF>KM%ViCn6V*>ZMp4'
+    '@v9m<q3G%HoL3b-6ZPj6_($>GoR3u-i{m)|09u!jJgiIuUWrmTRs(Yso>i0hersC0A^=aqucOAmW!sz{&Q%zG8$Fc$l~d%(I>cA!'
+    '<yAIMZvsm9F3vXgF06X-sxP}KG0#Aoh$A`Q+-QnVP^#rC99keVOLA3EGm<Z*P1-?g_&8fdOu|7Nf`5)GvuzL;p{$_@a^>-RJ1{4Z'
+    '_!y2hwMaf0oedua<8)y*d^BRr@N)QfPxu)8nSy^|9FIdBBFBruHpDh3;1a9wt6gCS{Ou<)gCZ~eo#CD6qa_{gR+eZdCF-FBl~#t3'
+    '2E!+zsYU^$a1UxO+>5?H5bh&gu;4$yc;Ye-aze6l$SB-Y3#BztqXsc(Q@|N!oN8xyS;@|DUVzlQOuKwFT>+vC^SKcXfr$VSkz#}J'
+    'P>EsQ@P-^Wgilwi$W2&9hPRZVP{L=Ec|H$`Y<L^~GClE`@EGD&0sVslG2syEgP8!#Cya-@i~vkHL2Sr@1Yo8$D1WgriG~prB7xHx'
+    'K`{|P3GYU+G!p*69oUTw>pkJ;(aatkt6g{k6w0LzJS(+!*_S`lb()zjdHOzSJbk(*YClSvWNpNHkc^9*QBfKmVxDkd7%#o#3>$8z'
+    '2PbXD(j?Q8gpWnr7E1L|oA^<vOMnVFz%OXFl29-aOOFZgH<tuUC1YesC6uC~`~)(Lv2;-2(Q=BIx3rduK??~H2?^W;FJ^$|vcjnC'
+    'd^|-ZxJe4i@x-`w=8RhpPH!v2#<kYw*|?5c*~TqH7A(9DJvl|Tak#{?LN;!~q>T%I2pKckwtYy)wzZ@}<1ky?cw8O&KSdMzUlEF;'
+    ';5&-KqBnY|Gomoz;|Llgd6X-YoX&{sRltx(Ner12QZuU<jbv5An3$va9Wbwej^o_O2w*CaM=0st=`mxO6&NwCTSw8<NmQ4(Tyhcs'
+    'D0?@xdNl%4*#on30CQ{oAD0&<M0=Nq#EaR#9A<WpjHofQwkiXVpR85&R>IXsiq(fRNDwqQ{C&AQi^TFvb2z+1ej;_SIS`4(628zx'
+    'A!M)e6PAk=tjJZ_p7*3#exgMID<rkrg=xdn!7H#pW))5n#*+-HC>l%Qi4O9ih&0)FlEsx9^MK*=hTLy}7c#BMAQ#~hLvdnKb)bW='
+    'OJz+urv*1$R<4|1Ye=avY~YeYcIMzw<`i*BN;G4VidZKZDk(dh>cXp#phY6w`60BHAI0WsT34v9GaM(Y0fO9Hz-y_awQkF<;=p1i'
+    'S>bv^5^Z`AWN-`KEONR>-04DfiEx0}bJo_^hs1BKY65W*MG~b{C<-Gn)uyt`wjS%@IhlryC~HEIUn_b<nL4}{3skgaI&&-i;6397'
+    '_4IJkJXi=xV4;6s4lP6oT0knOzd3vx`qLTy8u~*CdzGLeLP``UxJv~gE;s8Y6Nrpb>6KpcFLaPZlQ_bKgc93_iwhf!ysS=KfIA4@'
+    '%guSLhv+qfHk#wHWJ=Pub27~v0Z)XYV~U*D1}+jBi)N8s!b60A&t_V<#BeB;;1W~W%ch;4TMX&ZO^_OO6P+eW2}1HH<p|N&EA|>d'
+    'HI}3(ze5q08jhu-BR~h$g$$si3q>WkmYPh2QYk))lRrpe{8EL8AyjSeW5^$CPT;V)eWo@i8x4e4QsMtXe~_RdD_VkF{YneM!~3yR'
+    'B}L&;ipCerqU+0QROlLiRm%j%^_Vm2!IP1>0zBCVGL2;OL>9yHnejQzIGbhg*Ijx1h2n&!a*T)~Nrjv1auWn&5pIL8SgDY4z_Tse'
+    'sy1v1Byf)6&n@m0+DMsB@rs=Wih){JTQJ~U&%vwNLdvHtH<asY55`d5Z8(&=qPhWDyfp-Nu2Uh-)x_EnW2gw`=7d_;=7pa^<E}7u'
+    'YRMxuu58Jxugi0P*AauZqz;)m$$XKg`&8+Gx0;p2j9L;i`I4Bai-)2I6B3u_F}CD9#sl;W!=I|1k@#n30Zz(7y8=TAo<JPvtk%IX'
+    'AhCU%+tCG+(M_$VEP7OaGE?v6A`wN(-e@`+RHW=>>Y$3O4*39AvHmz$ncugzPBm2ZV%a93I@7$JpPIy5uHY4QUCk;d`_xpPldTxk'
+    'Ir5;kiLbZk4{CdEP*ImugW4JmMJN~(Dm0Qel$RR&ieCo>a*Uh~t;nh}qmNspElhMpxQpK`O00o%EE(gOau`>l&g7gzj@ld=k4JcS'
+    'A}F8@h~)XSI)x7x9Sz3J)H8(u`}b-!gEGq=;v+@r)eTf{*g$sLBl*Hp6e3np6^BOWFCa|@<`c@HxN<zgO@T`f@E1W?KG8b~&$T|H'
+    'Gdp93(^;4A3L?b;mh=2N?Al?ANrkg@>e%sG@~ciEwF`K!S?hYG+PYq;gLAQxJ;aS`__VqMUR9hSs~SF|E`L?gfReLyDG8rfm;27u'
+    'sVEz%)1|CbgBcd;aN$CxGCW?VJ3a?$Aj4^$@hM^$zYE%8rBYj{Q+`cYM}ydzgH^}Q?w?)F__#S*b=?V{LOteQE2bk8{CI4FPZIAU'
+    '6vb}D&2=;AMtr59HWc>ucWRX%JiA||>mD^7?jqTuXgjJx<^8QL-=U}{g(_ox{z;{qnIqAZ$4(9oDUkX?^1*cTs%8Tp{>YF_UG{e>'
+    'k3m6a!K|V3kAK18FfTQpMl0Doj%6X17n~)p2LCh1$J=sz{2sCDt@X%K%dCtaQ{?d}DsFzlbdD1q1G4o~!Oq9j=d*LGye+p<nEF{|'
+    ')`Co_8LqC2#3n0+%;${BqzxCzLSw?AL#IJhpba1OvL2s|WE}eVV0}rcU-FBL`o(5B;>Q&V0(Rln@SCcI-zDUr8u4r-a&FVfxa%dZ'
+    '^!}Ie+%kF^YqL^g4d|ZvgY^~emGT&<B-N!D<sO{sLXN*FQ<)uGpRdf0ugA)a!O9E|pVBuuo;+6ms!nZr%B*T@!=oi`M_1@JK3})t'
+    '=yHV!`!AHc+Z805QECl%vMWWc{jvz9Mv)w36Avz#WkZq|i;$@+;-@M_+^0HgOL5Q}S)@}4_}b~gD1weyw-JmoS+Bw*-O67n)vs!?'
+    '{+U^^CVL}A#j2F+>vS+n9X>%$y_l4#M<)zsiOes?-fi~`t=;?<rgph%YQ=t=5!R+0jk=ky;l1^mwZFafg<N>iX+{NdDX{R{iP&w~'
+    'o$ap`Xbkz_W4&O<8gh4bH_CQhAZ5FDmyn%W#z?(fY@~Fd`DrM<BgjQ#(NK_!P%Z~qa8}C3c76&8##k5KP3_!Cxx1_k{@{^5c+rP4'
+    '<=_kTc}rJ&iFLaT{i(?<UE!xSs->%6n+>jI)xou_PH+v+yqe3yH>18y3y)V%z^n+?dLxes#Z6mg_CB0n5JF^Xt+d(+K4x|;&L4`='
+    'X=GV%BbK%5HPYL~2FYOQ1P9X#z>j(L8u&5G5s^O?qf>Xuq~}cc;1+7as)+cZNFRQh1Pl^NQe%nOBt8pNtz4%)@b{g9N*FJ2)DT^)'
+    '2%8XPOnyBkw>Y9u&99nO&DX0{^YuEa`S=+HqM2o~U#G-<BrcUbtmgGN{+~*~tvK$&jFw+AqmE)`AvuvcmyaVJwLOh$?foLe8wHD+'
+    'r8ARfGOK#6)Ck3?7RISAav;6*bR8w9Uq@s3Wc2A=J4fl5#v^64bl%9NQ$j2;ljAhsKf>7Uw2O+Tha;gN0=m;leoZm*twwQ%WN2(C'
+    'Q6X`Lf!boE+KQ2ytQ1n~ijiv9GxleAPahaKZHva%qk}xSR62o=B8*Lld(BCmR4Tzmi8bm`X8e*ZVw8jmGV|p`37q0<)8y1oD^O@{'
+    '$X_88gON)}c*4<uut3<~fFm25(Vt!6ZRpR<c@awGD-?N!BCk;76?J^$FJ>{t4Qfnr!$HRsGmxvu%uudk?M&n<G9`xS2U=^CX-BG4'
+    'tjs_ProK{Q&jWLdQ)=Woez0;VomZSvL;FweQm7QO&{>>XBXi#tiA@fPcP3N{$ww3?*~sj-qjj=Fk7fg9Ojh<zqLdvM7y8Iu8ZtHc'
+    'd1J4Xv)HQH(<{I8bc5=hCV3yQrj{f1muwBXqgldTELQXZqwYMW?#|KTJ6*Z%ES8^WZA+JCAsCT{JArFeEeRh-mW1(gOcGs$f;<;F'
+    'cuh{jF46SNFV4kw1BHxGONGemqT-aY29$2D97-1#r_^CU>9)$DbV+eaon<9ovKDo`{pMLsz8qLuoKBaX-_<?f-*l><nqYgR8;N@H'
+    'UP{ps!$(v^rYN#}rSzq&#Ft`b&X<~!e5rwbHHMiT;ja^C>M`O>J&m0y;x6qY?$UnDvMAoNcYvxf&IBQ~QKUAC)TZxz344*xCOcpQ'
+    '4K-#xu$$E$*v&PEc)o~1;C4^LOa*Qa)b$Eq(@<*Q7PtfCNV<cvPkm&s8Bc4na{P}KCP+03)i#og)+z;!A8UeKBY&#{qpC{tL5?#)'
+    'wY56n+e#Cp+NuM;9dCkEdvyS~6HJiGmV@9JMzd{T|Lh{TRVD~^=s~y>ef~|SZ3PVHC>6umW*oy=8g($7I*spRjTplTjTpoE35MHD'
+    'FdW8N`v7O{FO=qo-=@gh1yS056-qm*#`Mkwa;!2xqTac1f1}>c1uo7Fha#cWRCY$!;&aXP%J-I)wH9y8jlDI>q;Pp0Or1wF!lQeo'
+    'Q~XSh#8FZs)XXkY_7xcjBZSnFTffTAT&7OuC}{w4t@Tiw$hjMvr*kA$7a0lNB;pUDJI}<aLY#_TP+nNPmf|9jUVJGN`iUG5jyLq7'
+    '`d1|>@z@{jo@YntXJ9@c=_1fCk}7(r5v!sni2C?RqdKGbA@W%Bt3s7@n|AnaQ#*XO=^PG%ZgM4;+Ro&XzIgPy)D~6h6<EeRvPKn#'
+    'P+dA=YM&pxFp~~NW-)4DhBe08;$vW>G#aoR6gr*=*`AVeZON_8_$pw<m1O`A&;`6`crJriGOhSt;h|89N7wIlBvY~YP%Jt`ZdTj_'
+    'y@Ym38-<gLkAj}U_$YGMy*VRC)BrVMR~$8u*HgPDg-}pHX#qK9As#(19si43S|#14Xq7HqUz6kf9t!gUOul$X5hx{++f5Xac+MCf'
+    '9g$97L};py+LGWx_#}EA#U(1MwNwI)=QzI_T@6X$(N2nI5_1u$JXB2XU?xZ7gDoG2A64h#L+9{KjO3L2@NXJtaC7r(jd?kaZxZeJ'
+    'F42E2O=|7<CV5PLRjEbVv|7AVtrqXpiG#gYA#t#(N?;uDBJu5##8>|Yrvo^>AbeD#X6j}+e(o!QUfq2n^d|BS-n89|-l519>Z_r$'
+    '1Ul$hPHhTB;kg#kxMt1^ThWxCmGqu;Zb9B=@4T?~deh>3pIV&nE4YtDaV&Q8Ox@p5H7BiP(B>kX<Akp06+c@QpT+xd8a=UCM0p{O'
+    'cwTkw=?VE#o5l$)lIGD_V_gPAQ+QW}`Ivo^d@>8Cb6AV%#@pqaaEdfuCpUhi_|gKo@pk!<`No%sFCA61@p`%OW5kyzx$!0PBVIEY'
+    'l-^bqvYt=j%i}1lP0(CR`zo0pGXJ&`4{96eM{2HHtL8LU)E(GXr0_4aKJDyoMH<*x3e85yyoRfksQ*VwA=zlrqoz_0ml@bp3du&9'
+    'W;MY|A$fBtB-^TDE7`!7QfSuAG~X-%HHB_1h}4kMr73*H%V;{uqsz(Qi52;Nu}OYJ0p-H|O*816eN+d*sdu2=(S*IRZ(t`a{M{xT'
+    'O_vVb)8Ce+e1#&fP&#|n1_Gw>-$QEr_fX{~mRFfO_c0_k$4g?Pb4P2HWs#p_mfniVB{yKzf%+n>dMKP$)JalP%RZ%O;9Rp)YP4zk'
+    '>y@+c&6%aQjEh$eIkP@&mRQ{@SX`1xmtLeuRwMuMG+A}hgkC6qA~eEBgZ#`J?%y>P+z_Uh!$_`3F_E4~E?rR=>8+-X^do8`{YVAp'
+    '9#)r;4j~~pAx{Vt*O*sX24dJW!A52prGQij!P`v}%#@MRRO`|l2)u1}m3qW9wYukjtjW{rVxrR_pw>4w=c{$Sv?fr~+l*6}NC|}^'
+    'A2F@SzoS;<-_gk_s88|Sc=oU=KiH}~S))7zIL`A4^EnWxbftu#QpR-BWkAzI?81kEv@wZ{At2r8_iv)QkPuRQf?G@F6xMJoC7|W~'
+    'Bxtu#G{q<42|mS-%)I8hNk?;isTpgo$C~r6^TR(;@=vPU8wR4Lb=Bi)UG=yQ=tNB&)>H>uQ|(0TeXPXZ$y6-C4<&=KIA3*3{1=*{'
+    'RCjUzXi1(oZ#jLFe`vG!^o{-;`j~l{eYv2_s@Lzo)U3OHKWSP@f1sAqABa+_JTWvF18o&8n54H=tG)M4%cLKc)RPA;QN>8OL@I=m'
+    'M}}gfqs7n#2Q2(yiG`&XDg5GEe8Fafn?jq#L&zH8q{yUz);iD`I-<!!zln$J%sjs@ZPD_3cv*|;rcC@*bx+^GMW)mGJH%{6Ixn-|'
+    '(^ByEOg(15yjjES+h!MyeMT?mk~W*SkMo=>1b1FuoKjsy9&}UUnxT|gO6R4duc2J5czLs!vWaeW9*ObfcJ&-uQ`~Kt+lv5*E>Ap6'
+    'v%SA1KS5o*rV^*1D?Ca3c$=7+u2S}wnihl3+_2?zx-1D}I+E~i<?zQ<DqF85)Qm8oY}W!g*hov1l!G1aXv&$WPWUJ%UWboBU&Hg^'
+    '-?Fl-KW~aoT~Qd?q!k2YL)H|@itfTbi<E~HOeZFIDjoxwNUl*OJ$IKc2H}>xMC5l#A~McE&fy&~^H^mBt|-|EFnLB`cRuT98abm&'
+    'X%3;gTj!yRO-W}9-EBHeH?&>RqI*MIYrz}Z+Df^hZLXa3r$trsa;OS*L6tApfvzwm)a%`1S_EKSuV+*kv*uG6J}7Cend3$y+*p!2'
+    'fnsb<l>BMIy9K0&R%*pMGV6(^+$@WEpmpx(NG=gHJk^9ozsvkNOh8~hYcz<b9^v%UP)gMTJ_AXf-M{B!=C-`!nA(a$Zv~Ug6JP4g'
+    'XOhnRBu|r+E!3Xp^kj>4o|A5-sdSdp@*FJ-<tOs(y$yr0l>g%<FYrB9tl>DBu!Zs?Z35|Wl0XQ<Drs0e%;mH@LtqYOlTzj4KZ?tR'
+    ';f5xZDupAOvUKbcj=fCi$kYyl<~?o?-kQ}r!9_wNXwMHWPl;QY@eZ4GG=h#2L%pYlLn(@x)?;{YC{CYIj$}hR9@nQY{5sN+B7F;T'
+    '^x^V^zUewXJF~uvjM~ZTNcG)RXf&r3Y!n|!0>&jpayo<b1AXl#3FHl@jrw=Q6?a~z(8<sy<z|7%jZ2N>Mv)}FOe}wNPHq;+Pr^G<'
+    '4TT-|->Z#JjreAxQsU}1r2P5vCfD({x{lU-i&G;%$~49jXb`hny&C>DBC~)pE!^XkV%6QH=(}F=r9QcfE9FN9jcZ7?iZ3}!Y5ZjI'
+    'rFC-SR{0UH>Cd`6&AvXDAtVgr(ZIb@<p?cPDXg5lU`Z)iYwayA)z<28hHoiOsZsXtPZ|$)_HWsgeyKR6x;eiq^W1($a{Fy|#r1RL'
+    'IV_*a`R!NbJeDhPyh<4E@5H>`e+1_C{uRV!r^#mWkH`)^F5d~|Ye@M{Qohq*^Le&pPoL5A^!r=$J^hZ_gLjj*xAUBZ?%JhST=Zt&'
+    '9oHq=`;NaNdjK4Ar=CO1l;ZfmSvi7#mnmY6a%U<iq;t0^Vwv(nI=c^@kj_1(=+w=a@omy7ITF&r8{=uVN3-``ityO%iU?2nYH+YM'
+    'FK*L8qL+B5cqfV1SV$CSqpbRHp-zMC<hPX(*(X<s$Xf0a9WA%BrXW9zmBbGU9NvsZd?><4v#MLFKHI7rSZU6MGEf2Oma39P<Lmm-'
+    'a5M&{GEP!lD545&N!&aG0V)>8rVBOLO`S|Jb{2agUGhWhox~Cpiet%7x^*HNhRC~ckSkM%XUAle>$+CmC|7gAC|8Tp1*zSTGVu7('
+    'd89d&+HM%|%A<X<sT|tFcdE&ef(lDakiJy*&NQUw$2&~86UHHq@?(~(#7a&yLDETL+0}U@Nwru?A;~7bWS2==B|qXdRNC_cIc!cH'
+    'T-U0JY_3-0S0ovDH42AEKwR)DEqWlHBT}lj^gwYHqPvQ~>MW=s6_`811a}a37k)%*&G-}*9QTkc4AOn-^<%6q%U?g<t+hm0)hm{d'
+    '6~^T&Wvm!zjmz&!GcE{mmt$PWupB(I@@;)@%cNN$!gf%MO87=RFw<lpv`TWO>_hneRy~b!*eV>h3MQ>W_=VPzvxvS^T&PVddS><&'
+    '{qIXq^xrg{1@~ih7Tk|@a#cyc6#@TKW@@=_qvTMai&SWqMDDwC4|^$e$Mo@NnO+X;Ykyw78vlOsIsn}EQjxSNbECVDR5$aph(;^2'
+    'W@m6M%V+hK*wNB*#9wOimm?G*4N5G3Y~C{7vGNjU-9W7H`lcdJ{RBC>uUXqT(0KoX!tws{$4XLBCz~9r4~pg8Ir41s6H>$VwfQwD'
+    '1}GqwKP^{-RemB3P@ArO?0;XbW<Y#tWB!`N#(YJ(Q4baoc)dii@*o0O5TCJ>kS*burj^oNbX_i%I*G~&;YmpBuoQy7JDu0m6`S!q'
+    '4$#e1Y*8$|7reko!!c5N#-iN(wa8DjwdhWr1RR#-)v(Nfhg9Hbh4{kCToujo6RmPtDQ{56W(bY6YVm0)nSMNnp`@WNRpgMRC-r@)'
+    '1I(w-)M^hbUoyMf`~I^ynRL->j&&WROC$%0u-!B{K$pUx%*;jZ1J4v63f+A|yfz1qq~CQRqpg#Dx0aG|Ko1U@<=OupiUYolB~wV}'
+    '6o}|fd%pGu+wvm6Xx#Dkgl6#;Q#sy?e`<!GmZ+k<-!qNRo>AkoXAT{F#xV9g0Oqvd`LWsc@frFV;WPMs_VC$DhbTVVSPDK1Z)?l1'
+    ';i~EeWg8C|lwDOBpo}RKl!bS-P3s<@!;owGAXoVMw*2r#5p4Cme)!@*_bT4frdjNsWo-3};$)VIt$tT&*y@+Xhk`M)zkw-j9h_jT'
+    'bzq;te}kW*Jrs>BbW}9cGmomiHyx<zxssPRta%$E*0<*atcNNmapWaE2C`01T7PEkFbZ{A`ub=p6rG3#$-yKD<jI$w^pKoolE(-P'
+    'DJ3>eTk>zGc1u7>_bVIb_3LKw9_&p1qS@`%1ITXwZE^N6Qnfg**EsciTDkduig(v22kPx<@2=5(;Bo?bEKwx=+;}Z(8kx6Vck8y!'
+    'D&6!Xde6<jXS}#LES6W`I88lEN=fuSTHzv@Zd~${R>_SYEkEKl{aKX{>AQ+&dY_mRTuqiYmE=?C7CQm$N5^WjRC#{2xPVki-uG+8'
+    'DXo&c@7Ie{s+;$n%v-dyN_pQbo!jm$->D~Fq}M|%Ne{KfeOhmni^h`Ba&$z?t3A1W-#zl(Yxr7^9_d;SrjMbz(0<rnE}as3aVL7A'
+    '6C->wm<Yx3HqFv+GIO^}3Fo(HZZZ>w`zew@zJer>(<Fi1O%ljC?cHW2C7l1N<b-ppUc&jK?X#P3ejtqaN4?}+Yn7&#zhjEnDoHQ@'
+    'lPO}$OfN?s)FF~y{%2Ek>ZX@(*re5^B)xnr!Hth|iDK?GOKa22A80Ql&HS<U8A>yMvkX^Rn+f>m_L4FIA8oIUOu%>b?eF1Cz{8n<'
+    'hcf{yH52e(#f92rCZKipGXekBZax$6uclX;f1+M#{>iMaH20}inr(EUm1gj4*6E)CGUMyWf2`Vd<XaB%I<i*u`^+tqS`ROi9$qE|'
+    '71vm+tJ|w>nY67qnPo1M{<*!vmPy--4~6bB>44U$TO(?Z-gtr^4efwmBBAX(H9@bQVAPAEEFJBkNIshKPTLP9<9x6$wIhY2Y}n`P'
+    '#X&dR0=Xy~^>Zv5N<!`A=>AdgA^BwYT1pW)o4E^d2Ro)=X|<--tiRZfaskm*!diFnk&b*ou^)%Ru1UW%2mhxlhsjzE6XFN?OxT!X'
+    'LR5e|2w{{3hz*xZY^bE$RB#N_9{xjas>AQp;%gKd!hb?4_s{UpWz*j0g+=?Ui-SMxrnb`fx@RiRO+{j0g%Kh{fHw}GQ!$F8SR09X'
+    'jHe^1P&~p@T_~?uJV=*{Me*sP-D+%%rb^B2$=U<r_HS#s9rKtzHlAmesfGV1^D%tZFma@IT2Zm_{2hhnZ>eVf%&=SXVD@sEQ7?_G'
+    ')Yob&CWv~p5sgfFmKf<sVu|r|O_LIwK})>cXb^M*tG$vQ;YL$@0&9?QF0mb*&YjaNDZE?-3PpWyyuFVuef{XgeDfC}AyhO%U;)2I'
+    'Vx`y+T4X~QA-^gMsY9rXO>2)A6x!p3ywg^P6I?VXRLE(oq_Z=8+G^+ASwC$Rbs_(>RYH9kr>(B6Ro<(D#01x5MsKgH9F5pzOr<Wc'
+    'I02~xGOS&!O<bnV(+zk9rFL!^D<~avrR8HwPX5v4g8bui#XDt*$B#S7W3{MLrbYdi3Q_;17ARo8KE%a5ynL=+aHM)AJ8YR-ax}S5'
+    '3!+o8@!@1D7B!P(nQ2K!MNnKRH(#wTO0TYLp9->_E2$9gwc?EfR;I5H9wHxkG7(Cpz}?2-^x<@hQn(J~3;%};3x8~`uJGf>YT-Z8'
+    'wDA8%A^g9YRWE^6!!qlk=_NRfdRZl2g42jbBQGIV&{)jEy+g({x{PSFmgfomqPD_3p*2Q>pnH?^>07PX6Oz;+xI2C5khlb&<P#J8'
+    'h$?;pN)rWXkZ%NKdZ>6Tnd*&mBPho{6+_Roz7kWquk`7;=6ofrB`w5ddfV7#B4zifG%90SqrR-rs4pLeQ&kG5PEq>}*6Q?*+{RSW'
+    ')nN-f##HJq%bbi9q38o51t_6JawAm|-_@2=iYV-?1&9A%IpFZ|95{Si-!l}|Tmc7BPqCeBTCu&VP;9RrR%}(O*gmB8o2(`IiAGYt'
+    'S9{&){@IoK(~1(R>mV)#!B;qlvh0^H)y?w?O0|*8w_hd4KGSmix<Za$*UIsGbroZrPS;K#UKX6>%;otP=G06bV{xia@_BA{S#@Jk'
+    'N_AP)4y-!KbK9wSC`zqHSBJviE-5$gO!wfH9!hDuaw!7kv9U*ojS)LZY^+$Z$B#vG^qh)~`%Sa)I|?>_N4r8%ALJvEY$fbi*{aG5'
+    'fw_&uf?Q+>_21Ol;0SDFD@5g<S)5i~M&1I9jEhpJDB!AigbVV((!mJNC2}mS=H~5uJVkLy0AExr&V4-1Q)n+(aEc=Bm(S;8I(#0U'
+    'hxvSRo?2bw$DQP{T3v54&FBA6@cBQqeBOXB$UgKJ;^v}-INaA6UWdDKo-PV&DTu;aOF>~B;!AV$QP|uZ3PW8`t;02<b-2<O;Lb(T'
+    'a-u?7g0V=1$CoD#jqszPXb62Yqa@~n#2{xRn&K+smdwS7UDTbPVZM1#pKs<D<eMW);hRO`ON;aQW^s;h9@Own`2Kk%qxbVl;u)h`'
+    '0UM!`P$j6Ad4yL`XJ?p4em-y3J-nY!1CI=q#3M`@X~;7a;3+!|d0R;o>!twp00fcWqU5*K;hzJ9&{ya{iz^AVc#uE|!~o!U?N!Ej'
+    't|UJxOLRgBb)4rc(}3eW1>ks33piS3$}0k1k7{Fk!PxkC$dre;q;g#0F=Hx?;<S#2ilI_4rqXC-(qB1LhK#8+TASQlIaG#?sWdtl'
+    'Wn1M?x!ssbdl|NMhK_zI+qOoGNo4hm>CxDjqGHo(J?D4kThE1^*m~k+-%hOT`Yl)+^l!xC(jUkC)PE%y%==}NieD2GY$@^@MP8%G'
+    'YZQ46Sz`4eEW>8)Y`8|fd9_Ao^D62_C0N-6VuBASm|&bwm^!^L%+yzmFeeR(G_tWDJd}tuSRWgxFS5xL6Jof@RJHL~evwhXs5q67'
+    '%lDb2-Ik~|{HAKRWmj{_9#6_}=8SN|*DJ@?qz#F*mSJkXr*-3Y&8{0aVMw8FzS1(VG`Q5X8k%HbLxb2A3<qLeFf?Dsh6ZdzJkPY?'
+    'f)pu8k%GvW>{1z%sA*%;pf)BA`NjlnMg>@somx0C!Y4u#rc6m&U1b={3yn!MG9;6gV=X^nOr??1{aEFkN_LSkm1St%OdW00+#_@4'
+    '?5f>e#x&XrA$(G7S{3h8`HEM#2()e+f%lU{nSKl(jR?wgTTbgjsZPC8NabFsQn@=!tK1f~%5BlX@5fh;yk4rFWm|Oy%61!5StWt8'
+    '%Z#b4l0exWV=Aj8Q1%&PDyt+=cDXT?_HwRcvuTpJEVCOZ%NUcW8z{4Gwdn-P(7DFJ7}`aF(p#utI+5U`Daw2Lz`$u+$~UeHj>z|F'
+    'kO7mzXJQ=e6cPv9M&e+*NF3~Dvfk9Ke2p>}KC`II?<Y;0-ww6;?Wk<?`+2o*Ypco#+SP_c9*&?Lx)HRj;mlP@1nn9_BFppTXhv;>'
+    ';<M|^U2909t}E9CHb^IgmX4w$^}z=56QL148sy72Jn6!QM;RqMg+$4=ktmtQ)D#G(#Z|`Tv!;#95o+Udg!ypVA;;A>XmQ7MMAQyB'
+    'D)$;wStUWW8;z-~lAzj6##ENGl=0{h8WLw&58rG|qOKx75frgrOf8rFK9Y#V<J@rM095faM;HXyC=xn5g@n%3dKgMks#1yon_3B9'
+    'Z#og}Sw$k+vs(4LyAneEccE!sAx$$Mo!}#}IB#W#(5?+L8kn4;sW{t$nxWIH!<%Xj_<-R8hfde%Ug*W;pSCaNxT1zsIj%xY$$0f{'
+    'GXrmA6v(9z!h_<2Zz?!!xAG_l_@+B1;+1&2r87OB?DBTrV14Vs;~UQ&e(jC^SJpjkKRYY@I@1AtBip&qNwC@7S#RgP?7I5<Ub=7b'
+    '1J_*qwclD+ypR=so0*4;;r+&P!RMa3`N`Mr+0dSxzl>=ZTYh?0_@B&tR4}(cQ7-$r^?!Ktjh|li*AGVTzWu$}y7RKaYou&$E16uj'
+    'cVe{n{hHlxuy_8bZT`0|@5l;og$L%(nS*}&LgUoLoPS>V%{!0(;@s!D-&m2&tQ7biYg}#%>u@<(izVQ8Sv*d+ld-!z7QfHJxcpv*'
+    '&Ss9p9h-{tBih!kIe$m%rdLvb`Ap+a2V$>8#2Oi&%kFSHoEEp8@!K4>fZYjg_-r;G8}Qp$Z#KMH?9x;3JbT^qC)zH3DKh_s4%g1n'
+    'Y`7Wiy1+w5f+uogH=SF1#Rd;c{p_0ahZ3<nR%OHOsO(%+7K2>5=o|0${qNlWu0PiIw?}?h@9%#&8}39!@t_ekJOp|>SNzTGfxmT)'
+    '`?uad@!boi-uu)-kqp0&_1M^egK<LN?RM5<aj;(6;c>VEKBtwoXVn$jr3zD7;hymGHPV41r>ceZ)Edo!B87!BU#QT5BEaE`P`xGH'
+    'YLc0UE()Md#M`WTDJzRo?adzyZ=gW%q1|uQ7$4f*B<I`f?BOYRw*1Qc?K|`GYM7@tP^Ihpub5Fgy5|Yp>W1+Y&teu|6E~_U4wj=?'
+    '@w8fez}y;&%RSj1LMPjfP+c6g)w&vaY`91_zS{@i??82>tqirnk2lGYmq7G`+tJB&;=K^~ENbeE==NxAGK#Athe4C=bA7Fv!&<DR'
+    'AJ(#HzV@&dVRt{_?*2}4Bg6t3QtXCj_@{amfVkDP7w4O=^5XE<**xOv3Dy2bmFAy?gRTs~zy-B4dfPxzaG<#dpadnOIa#Sgv0KZ`'
+    '-2&1^t))2)(IG!EcelWD@r4z+D%$g&G|Nx4IB10&y~77h=iN4NQ*Fs;==;U_u1bzBd$KsCOj&U}hbE49@9g@IKPpb=|CK|`eq4Mg'
+    'blqu>U$nC$;)!O`S!JTx#U>JL<yvAs*HJWe5*6e_k*)|IT@62w6F)AVKZ94yXXcwa+zhRvk;S$bjZZd%g7>Oy>0_pC>8Wa4da8~s'
+    't%x&#POF<%(>9%c?iqFYn*H!;M#iTZ6}e~UIV~VpI?+{jSliFc&`OsPJpKNB4WYAa{9Z6asGgUFdNH#K`&CI{_rIurK%08!uIhBQ'
+    'JmvhfY32N3wQ~OOVdZ>Klyec-{VT+$E0uhz4$K|EO<(AYDovK~)3Ym-zcxuMJu7m#?#M!N2~wALz8XAxS|y1;H!X<+YDpZ>k;Fsl'
+    'h_(MS!uU!af2t$j2PBNNQ<H1>=<EvP?@SUqJHnXM5k_)Q90*?CDRJ=ZQI#<6H!X~t)xx-0M;Q0kYhr56GZj;-9>*izq<e?A(UsN;'
+    'GWXUO^g@iutj%8vXwE0IIsfw7!i_5~!7b8wo!t15;!6wU#@ppb<{MukzI0U4#_Q$Aj}c#@<i?lCkF>YaQn@)tZL8+|+NP47sn?NK'
+    'IbLPr)$4g?9I88-D#oFD+bq3C!P9S44!wUgORrI$(RV9{-gnH>TVCoXV^w2<3uYG+{K+h}wpjrMcj<tFy(9?~sf_*_EJ^(<FoX5G'
+    '0TpmEQosdkNI{Aeq)0&oA1+YAhgVI*hqKi1;jH<G_zr{rGg$tgc>y3ro=27KSbWzEtyQvb@n2?Wt&-h~@0p>sO7<}R+YGH$vXk+B'
+    'Gqjd-@Yj6pX)McTcR%BtIunHI?rNmvmDk+<#^QS#XB2%bUyzSJ4#M8YWh!Ly7t_e(95pgI=P)ukM36}%5(-Kw6mnK+m2Kv1GC}I$'
+    'EuDw%md<7q^H(JsJ6lYUT8@uj>(XR}oin>8xzz-nv*X=gS=hcF=oZg&R5rA>&a4d`Qrpm>`G@ir&;K(9w6jjTa;4sDQDxg!k1$DY'
+    'mF!=gZ<5?9*~ogNNpj2C(faBF4Xv|mdls0ab$0B}KlAO+f$wWoTb_2)mM5sTJV71rt?h7*$SfG24;18KyJ_Q7LE88zljPFXp^cZB'
+    'B)7Z`B8(;-Z|Cf;_8o1KSnI5)<IM~6-GMf8Rb=5aJPWDeohmiF$gCR993jRlQwc7b3?@SHR92ytZ(5kAl{1Yav2iX`=;E79t<9q5'
+    'fv%DnKGT&-goY!0GR_70KKa6-KJl<PWnb0I;w|CL@?~fxVyojMw#pkoGndhIB>8bJnhFJn&<@jsc8QR;^MMa7wp@JK6CXMI<d0l?'
+    '{#9SDJCJcW-rP7CU9i?P!6%a9HA>p^9m21-0QViYN0*ZR+5_nL3FbOpC5vpU%u#E!%vM2X2zHsH)>a)0<K5<{wO7Z|_=)DI)m?Av'
+    '+amB3?R1h8gD6g1Rin6cN{A&WbdFn+>hg~;c029DyBg(f{<c24^lkoM%9-~^bLRc_h2$DL^rtKQJ@m&(mc>pc0lss{lG#qOWOjpW'
+    '_HQSz;5R$ToAuIyn%-iY3Jy@_;Q)!1^3jo40!$PiRl$LpMfpw|>R18xxqG38eWno#kR$t4{WJ*$blxnVBP}Y9%o{v2zS4sW58j?6'
+    'Z|Al5?0wa__h&19y5Wr9UA^Zsp#veFHb*>N9cGj<M=etwX4GnqT5EMI<J!zoYpax%Tw`kO=BTw-$GRtLj#}1$+Q%w~T8BAm9R}1s'
+    'T{+Y`%~9*r1B53aK*%^PIY2nz-*l><nqXCsPzwZ^(t%+8A`u7<EU77g1Tm0v5+L_cvc|iEtnpq?)_A{(d9eS#@#OUXy$~)`146yE'
+    'Vp0!9>QSS_9@8jsz8FR;024n^5=_k0+GusesJnES*j)hZi6@F0;lxs2EuT}@t3r|a<9FyG#Z7xZcjlMo{kZK%E9M`0<cr)F4}|&;'
+    'nxwu;pyDYe$z`fz{oZYoTx)f#7<o*RYpaeGBd<wvjo_kCIpq3GlB*kJT7@wM?Z{yYpMTS7TLDx!@<2s6y{L?%sV|nWME}oqp+q-<'
+    '04}mjbQW1Anj*_Y|AD8W|6vVy=+=M-y#*%nrW!7+F%1{mNBC%x7c=9PK;h*@6@6XJhY_nRmsv$7vdXq!^%o_yO7>oDC`xFRtO*Si'
+    'CA3O*T@4l`v`V&IonDksyPn0Oe5fRq;>IYNigQzu7&k(7(Jn^3Spk_UVOz;|>VI-}YG3JFiOSeUq_Ru_)0Sxg87Ju)ACf7qv{25)'
+    '6>Xu;KumFhnkm%8R@r`>t)>a4t0R_srfGt!WE;yzO%rS_qVE`mzGIvRrtj7+mh{~&Gg~`MZR=3!w2zq9X$v)DLR=W7QcEvB#B*(p'
+    'Ip93R0jmmdfcbm9Dk$PGWS-(GNmJcso?_jbB#x2A+$xK?i#;$Y-;tB@ZH5_}#@U)Gxjws;pgS6cLP+Jym5o$JHDMPmsa1wk#!Ql1'
+    'B`8HONp6*3l#oest<@1s2%99=RvjUQ?Iy{!S4UtWVv=082;8>Gc9>yo2WE)x${FJQX5cmn8SEk<gPTdnV4o=rUOd<^Y}$YysT#X{'
+    'Sl+axqG5TWPI<JR4y{!N%9Cd4trAF{GD~ljgviro>8+AT`Gi?|t0Z7PX_nq%adZ1L#?4!o<j2kRJj^0-bKN!EqNXfbswtZcrJ{T?'
+    'neU9Av!tS((F=80Lq%(qd83~&OK+99qZgT_w@UocU1sUER!0)_#b)WXRYw~1C(Y7puMTMTDYNvl)d9^eF-xzbI-uF7&C;uz*nf%)'
+    '%~(auLE8G+y++RTC)H4)C^eek#(4_b;}c~<w;>6-4Nx_vf)bAr?DjMXN?>%hkD#;tc(MlO)R>D=s8afi!@Q|d(<7vz&ktEVU)dpx'
+    '%XQY0)x=g=%pzl&;3^4PTw$7EraID>KWm!cDp`E^oN0oqWclGr(*#$^0>o9O3D#YLaLaJOp|=FFMv<gHop|8Cm*lTe=!SA|Zhf&e'
+    '3WKct;ue2*sj2#8u$7jcU0UecIMoH};hWLP%oqZ!!}lq7&(MYE*Xg9Yl5b{A_I`4q@q^-nZz{MS6LqnvtJ?B!6%(H9f*<{OW5e!j'
+    'f30vD&LD-4b;1D7yMmAP!bfnn27GJ~&cMq)@Uc-i3y00%W0P<$MpnDCsjP4hIld2%CG>m|`Z6;^dVSF$)w?M%!=gPeV|)}OG1!|-'
+    '#S%QlM}x7EP;_h!mO6Zg{LY;eu2GV}GKI>uH195W@qQ#UrTsa;EMA6`R7%0srlp`I9*XcoqwtR^s40qo;v~FL4f{h~nD>Q}ct70H'
+    'lsj6o6Fv@Nb$S_;3m<{LhUde-dtl6=rqZVL%V<iElBP6ARY4KqU_NhgQ<Fk00y70A*GLCxQ^8m?$ffuw{6Eq|MPn4Ih!S`XG$hr<'
+    'MJawfo|+<0LrE(40M*jnM<vqHRA`)EjlNRJAQw&MYK}#D;1T>M6iud}#vUpagP-HEM2boQca4S;$rLpVdK(J$wW8fq|E?)x_tcP<'
+    'dxX*cIZ26S6s&TySyoABS`++OD49xx_#`xxX^KbEV?ajs+-#<CgirCo6nqrsWEy?s%hg%2M-Kp(bO6(O=VUXrTq+B*chhB<r0z^T'
+    'P#w(<!e4GInH3&@US-<&=tzi*4)HtUi7fQ9@Basfa4F~'
+)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -76,6 +77,11 @@ _ck_xxh3_64 = _registry.checksum_func("xxh3_64", fast=True)
 FAMILY = "ze"
 SCHEMA_FILES = ["schemas/ze.yaml"]
 SCHEMA_DIGEST = "sha256:f1a4be14d8595ff36918a892a0bedc85c441d6690d25d98a62a60b2de818b0ec"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'ZEPEMBED\x01\x00', 'frame_file', {}, False, None, None), (0, b'ZEPEMBED\x02\x00', 'segment_header', {}, False, None, None), (0, b'ZEPEMBED\n\x00', 'manifest_file', {}, False, None, None), (0, b'ZEPEMBED\x0b\x00', 'wal_file', {}, False, None, ({}, (('header', 'whole', 'wal_file_header', None, (), None), ('records', 'eos', 'wal_frame', None, (), None)))), (0, b'ZEPEMBED\x0f\x00', 'purge_file', {}, False, None, None), (0, b'ZEPEMBED\x13\x00', 'zgw_file_header', {}, False, 'zgw_frame', None)]
+RECORD_NAMES = ('ze_header', 'ze_header_ident', 'framed_trailer_check', 'segment_trailer', 'wal_file_header', 'wal_record_header', 'wal_frame', 'wal_file', 'wal_record', 'wal_payload', 'payload_v1_header', 'f32_vector', 'op_upsert_v1', 'op_delete_v1', 'metadata_value', 'value_u64', 'value_i64', 'value_f64', 'value_bool', 'value_string', 'value_id128', 'op_metadata_edit_v1', 'op_timestamped_upsert_v1', 'op_upsert_metadata_v1', 'op_upsert_ts_metadata_v1', 'typed_column', 'op_upsert_v2', 'op_batch_member', 'transaction_binding', 'op_prepared_mutation', 'op_mixed_member', 'zgw_file_header', 'zgw_frame', 'zgw_frame_header', 'zgw_envelope_size', 'graph_envelope', 'zgw_begin', 'artifact_descriptor', 'required_ref', 'optional_ref', 'commit_state', 'zgw_commit', 'zgop_key', 'zgop_expected', 'zgop', 'zgw_mutation', 'zgw_inventory', 'zgw_reclaim_intent', 'descriptor_list', 'zgw_reclaim_complete', 'spill_binding', 'zgcp_prepared_inventory', 'zgcp_captured_base', 'zgcp_participant', 'fold_authority', 'captured_base_value', 'protected_value', 'frame_block', 'frame_file', 'manifest_block', 'manifest_file', 'epoch_alias', 'manifest_segment', 'embedding_tower', 'embedding_epoch', 'column_def', 'clustering_range', 'tsr1_body', 'graph_object', 'zgen_row', 'zgen_extension', 'graph_section', 'zgr3_body', 'manifest_extension', 'manifest_payload', 'purge_token_input', 'purge_payload', 'purge_block', 'purge_file', 'epoch_digest_input', 'epoch_digest_input_v1', 'digest_tower', 'region_entry', 'segment_header', 'vector_header', 'vector_codes_region', 'bit4_factors', 'int8_factors', 'vector_factors_region', 'vector_rescore_region', 'columns_region', 'dictionary_column', 'column_data', 'alive_region', 'checksum_entry', 'checksum_table_region', 'document_version', 'document_versions_region', 'stored_metadata_region', 'stored_text_region', 'graph_node_block', 'graph_node_blocks_region')
 
 # Id registries: id -> (name, current version, accepted (min, max)); retired ids never reused
 REGISTRIES = {
@@ -38240,4094 +38246,4122 @@ def encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, region_len:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_ze_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    'family_id' / Int16ul,
-    'family_version' / Int16ul,
-    'flags' / Int32ul,
-    'header_length' / Int64ul,
-    _RuleCheck(Code("((this['header_length'] >= 32))", lambda this: ((this['header_length'] >= 32))), 'header_length', 'header_length >= 32', 'header_length must be at least 32'),
-    'file_length' / Int64ul,
-)
-C_ze_header._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8)))}
-
-C_ze_header_ident = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    'family_id' / Int16ul,
-    'family_version' / Int16ul,
-)
-C_ze_header_ident._bw_fast_runs = {'magic': (12, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2)))}
-
-C_framed_trailer_check = Struct(
-    '_o_start' / Tell,
-    '_s_header' / Tell,
-    'header' / Bytes(24),
-    '_e_header' / Tell,
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40))), GreedyBytes),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_header', '_e_block')", lambda this: _span_range(this, '_s_header', '_e_block'))),
-)
-C_framed_trailer_check._bw_fast_runs = {'header': (32, (('header', 0, 24), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-
-C_segment_trailer = Struct(
-    '_o_start' / Tell,
-    'checksum' / Int64ul,
-)
-C_segment_trailer._bw_fast_runs = {'checksum': (8, (('checksum', 0, 8),))}
-
-C_wal_file_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    'family_id' / Rebuild(Int16ul, Code('11', lambda this: 11)),
-    _RuleCheck(Code("((this['family_id'] == 11))", lambda this: ((this['family_id'] == 11))), 'family_id', 'family_id == 11', 'wrong family id (expected 11, WAL)'),
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL header flags must be zero'),
-    'header_length' / Rebuild(Int64ul, Code('40', lambda this: 40)),
-    _RuleCheck(Code("((this['header_length'] == 40))", lambda this: ((this['header_length'] == 40))), 'header_length', 'header_length == 40', 'WAL header_length must be exactly 40'),
-    'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'WAL file_length must be zero (append-only)'),
-    'first_seq' / Int64ul,
-)
-C_wal_file_header._bw_fast_runs = {'magic': (40, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('first_seq', 32, 8)))}
-
-C_wal_record_header = Struct(
-    '_o_start' / Tell,
-    'payload_len' / Int32ul,
-    'seq' / Int64ul,
-    'op' / Int16ul,
-)
-C_wal_record_header._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2)))}
-
-C_wal_frame = Struct(
-    '_o_start' / Tell,
-    '_o_payload_len' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Rebuild(Int32ul, 0),
-    '_e_payload_len' / Tell,
-    '_s_seq' / Tell,
-    'seq' / Int64ul,
-    '_e_seq' / Tell,
-    '_s_op' / Tell,
-    'op' / Int16ul,
-    '_e_op' / Tell,
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
-    '_e_payload' / Tell,
-    '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
-)
-C_wal_frame._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_wal_file = Struct(
-    '_o_start' / Tell,
-    'header' / C_wal_file_header,
-    'records' / RepeatToEnd(C_wal_frame),
-)
-C_wal_file._bw_fast_runs = {}
-
-C_payload_v1_header = Struct(
-    '_o_start' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'payload_v1_header', 'version', 'version == 1', 'unsupported WAL payload version (Version)'),
-    'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL payload flags must be zero (Flags)'),
-)
-C_payload_v1_header._bw_fast_runs = {'version': (4, (('version', 0, 2), ('flags', 2, 2)))}
-
-C_f32_vector = Struct(
-    '_o_start' / Tell,
-    'dims' / Rebuild(Int32ul, Code("len(this['values'])", lambda this: len(this['values']))),
-    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
-    'values' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
-)
-C_f32_vector._bw_fast_runs = {'dims': (4, (('dims', 0, 4),))}
-
-C_op_upsert_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'vector' / C_f32_vector,
-)
-C_op_upsert_v1._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
-
-C_op_delete_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
-    _RuleCheck(Code("((this['count'] >= 1))", lambda this: ((this['count'] >= 1))), 'count', 'count >= 1', 'delete of zero ids (EmptyDelete)'),
-    'doc_ids' / Array(Code("this['count']", lambda this: this['count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
-)
-C_op_delete_v1._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
-
-C_value_u64 = Struct(
-    '_o_start' / Tell,
-    'value' / Int64ul,
-)
-C_value_u64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
-
-C_value_i64 = Struct(
-    '_o_start' / Tell,
-    'value' / Int64sl,
-)
-C_value_i64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
-
-C_value_f64 = Struct(
-    '_o_start' / Tell,
-    'value' / Int64ul,
-)
-C_value_f64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
-
-C_value_bool = Struct(
-    '_o_start' / Tell,
-    'value' / Int8ul,
-    _RuleCheck(Code("(((this['value'] == 0) or (this['value'] == 1)))", lambda this: (((this['value'] == 0) or (this['value'] == 1)))), 'value', 'value == 0 or value == 1', 'boolean byte must be 0 or 1 (Boolean)'),
-)
-C_value_bool._bw_fast_runs = {'value': (1, (('value', 0, 1),))}
-
-C_value_string = Struct(
-    '_o_start' / Tell,
-    'value' / GreedyString('utf8'),
-)
-C_value_string._bw_fast_runs = {}
-
-C_value_id128 = Struct(
-    '_o_start' / Tell,
-    'value' / BytesInteger(16, signed=False, swapped=True),
-)
-C_value_id128._bw_fast_runs = {'value': (16, (('value', 0, 16),))}
-
-C_metadata_value = Struct(
-    '_o_start' / Tell,
-    'kind' / ClosedEnum(Int8ul, 'ValueKind', (0, 1, 2, 3, 4, 5, 6), ()),
-    'reserved' / Const(b'\x00\x00\x00'),
-    '_o_value_len' / Tell,
-    'value_len' / Rebuild(Int32ul, 0),
-    '_s_value' / Tell,
-    'value' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))", lambda this: (this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)),
-    '_e_value' / Tell,
-    '_patch_value_len' / Pointer(Code("this['_o_value_len']", lambda this: this['_o_value_len']), Rebuild(Int32ul, Code("this['_e_value'] - this['_s_value']", lambda this: this['_e_value'] - this['_s_value']))),
-    Check(Code("not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len']", lambda this: not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len'])),
-)
-C_metadata_value._bw_fast_runs = {'kind': (8, (('kind', 0, 1), ('reserved', 1, 3), ('value_len', 4, 4)))}
-
-C_op_metadata_edit_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'column_id' / Int32ul,
-    'value' / C_metadata_value,
-)
-C_op_metadata_edit_v1._bw_fast_runs = {'doc_id': (28, (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4)))}
-
-C_op_timestamped_upsert_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'ts' / Int64sl,
-    'vector' / C_f32_vector,
-)
-C_op_timestamped_upsert_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8)))}
-
-C_op_upsert_metadata_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    '_o_metadata_len' / Tell,
-    'metadata_len' / Rebuild(Int32ul, 0),
-    'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
-    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
-    '_s_metadata' / Tell,
-    'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
-    '_e_metadata' / Tell,
-    '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
-    Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
-    'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
-)
-C_op_upsert_metadata_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('metadata_len', 24, 4), ('dims', 28, 4)))}
-
-C_op_upsert_ts_metadata_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'ts' / Int64sl,
-    '_o_metadata_len' / Tell,
-    'metadata_len' / Rebuild(Int32ul, 0),
-    'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
-    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
-    '_s_metadata' / Tell,
-    'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
-    '_e_metadata' / Tell,
-    '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
-    Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
-    'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
-)
-C_op_upsert_ts_metadata_v1._bw_fast_runs = {'doc_id': (40, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8), ('metadata_len', 32, 4), ('dims', 36, 4)))}
-
-C_typed_column = Struct(
-    '_o_start' / Tell,
-    'column_id' / Int32ul,
-    'value' / C_metadata_value,
-    _RuleCheck(Code("((this['value']['kind'] != 0))", lambda this: ((this['value']['kind'] != 0))), 'value', 'value.kind != 0', 'typed columns cannot carry Null'),
-)
-C_typed_column._bw_fast_runs = {'column_id': (4, (('column_id', 0, 4),))}
-
-C_op_upsert_v2 = Struct(
-    '_o_start' / Tell,
-    'fields' / BitFlags(Int32ul, (('columns', 4, 1, True), ('metadata', 3, 1, True), ('ts', 2, 1, True), ('text', 1, 1, True), ('vector', 0, 1, True)), model=UpsertFields),
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    FieldCheck(Code("this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None", lambda this: this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None), 'vector'),
-    'vector' / If(Code("(this['fields']['vector'])", lambda this: (this['fields']['vector'])), C_f32_vector),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['text']) or this.get('text') is None", lambda this: this['_parsing'] or (this['fields']['text']) or this.get('text') is None), 'text'),
-    'text' / If(Code("(this['fields']['text'])", lambda this: (this['fields']['text'])), PascalString(Int32ul, 'utf8')),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None", lambda this: this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None), 'ts'),
-    'ts' / If(Code("(this['fields']['ts'])", lambda this: (this['fields']['ts'])), Int64sl),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None", lambda this: this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None), 'metadata'),
-    'metadata' / If(Code("(this['fields']['metadata'])", lambda this: (this['fields']['metadata'])), Prefixed(Int32ul, GreedyBytes)),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None", lambda this: this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None), 'columns'),
-    'columns' / If(Code("(this['fields']['columns'])", lambda this: (this['fields']['columns'])), PrefixedArray(Int32ul, C_typed_column, min_size=12)),
-)
-C_op_upsert_v2._bw_fast_runs = {'fields': (28, (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8)))}
-
-C_op_batch_member = Struct(
-    '_o_start' / Tell,
-    'index' / Int32ul,
-    'count' / Int32ul,
-    _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
-    'body' / C_op_upsert_v2,
-)
-C_op_batch_member._bw_fast_runs = {'index': (8, (('index', 0, 4), ('count', 4, 4)))}
-
-C_transaction_binding = Struct(
-    '_o_start' / Tell,
-    'transaction' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['transaction'] != 0))", lambda this: ((this['transaction'] != 0))), 'transaction', 'transaction != 0', 'transaction id must be non-zero'),
-    'participant' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['participant'] != 0))", lambda this: ((this['participant'] != 0))), 'participant', 'participant != 0', 'participant id must be non-zero'),
-    'first_seq' / Int64ul,
-    _RuleCheck(Code("((this['first_seq'] != 0))", lambda this: ((this['first_seq'] != 0))), 'first_seq', 'first_seq != 0', 'first_seq must be non-zero'),
-    'last_seq' / Int64ul,
-    _RuleCheck(Code("(((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))", lambda this: (((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))), 'last_seq', 'last_seq >= first_seq and last_seq - first_seq < 4294967295', 'binding sequence span must fit u32'),
-    'manifest_digest' / Int64ul,
-    'final_generation' / Int64ul,
-    _RuleCheck(Code("((this['final_generation'] != 0))", lambda this: ((this['final_generation'] != 0))), 'final_generation', 'final_generation != 0', 'final_generation must be non-zero'),
-)
-C_transaction_binding._bw_fast_runs = {'transaction': (64, (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8)))}
-
-C_op_prepared_mutation = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'binding' / C_transaction_binding,
-    'index' / Int32ul,
-    'count' / Int32ul,
-    _RuleCheck(Code("((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))", lambda this: ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))), 'count', 'count == binding.last_seq - binding.first_seq + 1', 'count must equal last_seq - first_seq + 1'),
-    _RuleCheck(Code("((this['index'] < this['count']))", lambda this: ((this['index'] < this['count']))), 'count', 'index < count', 'batch position out of range (BatchPosition)'),
-    'inner_op' / Int16ul,
-    _RuleCheck(Code("(((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))", lambda this: (((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))), 'inner_op', 'inner_op >= 1 and inner_op <= 7', 'prepared mutation inner op must be 1..7'),
-    'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2}, default=Error),
-)
-C_op_prepared_mutation._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
-
-C_zgw_begin = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'envelope_kind' / ClosedEnum(Int8ul, 'EnvelopeKind', (1, 2), ()),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'base_generation' / Int64ul,
-    'target_generation' / Int64ul,
-    _RuleCheck(Code("((this['target_generation'] == (this['base_generation'] + 1)))", lambda this: ((this['target_generation'] == (this['base_generation'] + 1)))), 'target_generation', 'target_generation == base_generation + 1', 'target generation must be base + 1'),
-    'change_count' / Int32ul,
-    Check(Code("(this['change_count'] <= 16384)", lambda this: (this['change_count'] <= 16384))),
-    'reserved2' / Const(0, Int32ul),
-    'complete_envelope_bytes' / Int64ul,
-    Check(Code("(this['complete_envelope_bytes'] <= 16777216)", lambda this: (this['complete_envelope_bytes'] <= 16777216))),
-)
-C_zgw_begin._bw_fast_runs = {'store': (56, (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8)))}
-
-C_zgop_key = Struct(
-    '_o_start' / Tell,
-    'entity' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
-    'namespace' / PascalString(Int64ul, 'utf8'),
-    'key' / PascalString(Int64ul, 'utf8'),
-)
-C_zgop_key._bw_fast_runs = {'entity': (9, (('entity', 0, 1), ('namespace.length', 1, 8))), 'key': (8, (('key.length', 0, 8),))}
-
-C_zgop_expected = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("(((this['tag'] >= 1) and (this['tag'] <= 3)))", lambda this: (((this['tag'] >= 1) and (this['tag'] <= 3)))), 'tag', 'tag >= 1 and tag <= 3', 'unknown expected-state tag'),
-    FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None), 'entity'),
-    'entity' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), ClosedEnum(Int8ul, 'EntityKind', (1, 2), ())),
-    FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None), 'entity_id'),
-    'entity_id' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), BytesInteger(16, signed=False, swapped=True)),
-    FieldCheck(Code("this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None", lambda this: this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None), 'revision'),
-    'revision' / If(Code("((this['tag'] == 3))", lambda this: ((this['tag'] == 3))), Int64ul),
-)
-C_zgop_expected._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_zgop = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZGOP'),
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgop', 'version', 'version == 1', 'unsupported ZGOP version'),
-    'operation' / ClosedEnum(Int8ul, 'ZgopOperation', (1, 2, 3, 4, 5), ()),
-    'key_present' / Int8ul,
-    _RuleCheck(Code("(((this['key_present'] == 0) or (this['key_present'] == 1)))", lambda this: (((this['key_present'] == 0) or (this['key_present'] == 1)))), 'key_present', 'key_present == 0 or key_present == 1', 'unknown presence tag'),
-    FieldCheck(Code("this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None", lambda this: this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None), 'key'),
-    'key' / If(Code("((this['key_present'] == 1))", lambda this: ((this['key_present'] == 1))), C_zgop_key),
-    'requested_revision' / Int64ul,
-    _RuleCheck(Code("((this['requested_revision'] != 0))", lambda this: ((this['requested_revision'] != 0))), 'requested_revision', 'requested_revision != 0', 'requested revision must be non-zero'),
-    'installed_revision' / Int64ul,
-    _RuleCheck(Code("((this['installed_revision'] != 0))", lambda this: ((this['installed_revision'] != 0))), 'installed_revision', 'installed_revision != 0', 'installed revision must be non-zero'),
-    'expected' / C_zgop_expected,
-    'incarnation_kind' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
-    _RuleCheck(Code("(((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))", lambda this: (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'key_present == 0 or key.entity == incarnation_kind', 'ZGOP key kind must match the incarnation kind'),
-    _RuleCheck(Code("(((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))", lambda this: (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'expected.tag != 2 or expected.entity == incarnation_kind', 'ZGOP expected entity kind must match the incarnation kind'),
-    'incarnation' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("(((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))", lambda this: (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))), 'incarnation', 'incarnation != 0 or incarnation_kind == 1', 'relationship incarnation must be non-zero'),
-    'delete_mode' / ClosedEnum(Int8ul, 'DeleteMode', (0, 1, 2), ()),
-    'original_generation' / Int64ul,
-)
-C_zgop._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))), 'requested_revision': (16, (('requested_revision', 0, 8), ('installed_revision', 8, 8))), 'incarnation_kind': (26, (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8)))}
-
-C_artifact_descriptor = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'artifact' / BytesInteger(16, signed=False, swapped=True),
-    'creation_generation' / Int64ul,
-    'creation_serial' / Int64ul,
-    'complete_file_length' / Int32ul,
-    'family' / Int16ul,
-    'version' / Int16ul,
-    'whole_file_checksum' / Int64ul,
-)
-C_artifact_descriptor._bw_fast_runs = {'store': (64, (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8)))}
-
-C_required_ref = Struct(
-    '_o_start' / Tell,
-    'descriptor' / C_artifact_descriptor,
-    'artifact' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['artifact'] == this['descriptor']['artifact']))", lambda this: ((this['artifact'] == this['descriptor']['artifact']))), 'artifact', 'artifact == descriptor.artifact', "physical ref artifact must equal the descriptor's"),
-    'offset' / Int64ul,
-    'length' / Int32ul,
-    'block_kind' / Int16ul,
-    'block_version' / Int16ul,
-)
-C_required_ref._bw_fast_runs = {'artifact': (32, (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2)))}
-
-C_optional_ref = Struct(
-    '_o_start' / Tell,
-    'present' / Int8ul,
-    _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    FieldCheck(Code("this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None", lambda this: this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None), 'ref'),
-    'ref' / If(Code("((this['present'] == 1))", lambda this: ((this['present'] == 1))), C_required_ref),
-)
-C_optional_ref._bw_fast_runs = {'present': (8, (('present', 0, 1), ('reserved', 1, 7)))}
-
-C_zgw_mutation = Struct(
-    '_o_start' / Tell,
-    'live' / Int8ul,
-    _RuleCheck(Code("(((this['live'] == 0) or (this['live'] == 1)))", lambda this: (((this['live'] == 0) or (this['live'] == 1)))), 'live', 'live == 0 or live == 1', 'live must be 0 or 1'),
-    'membership' / BitFlags(Int8ul, (('vector_after', 3, 1, True), ('vector_before', 2, 1, True), ('text_after', 1, 1, True), ('text_before', 0, 1, True)), model=MembershipBits),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00'),
-    '_o_zgop_len' / Tell,
-    'zgop_len' / Rebuild(Int64ul, 0),
-    Check(Code("not this['_parsing'] or (this['zgop_len'] <= 8388608)", lambda this: not this['_parsing'] or (this['zgop_len'] <= 8388608))),
-    '_s_zgop' / Tell,
-    'zgop' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))", lambda this: (this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))), C_zgop), C_zgop),
-    '_e_zgop' / Tell,
-    '_patch_zgop_len' / Pointer(Code("this['_o_zgop_len']", lambda this: this['_o_zgop_len']), Rebuild(Int64ul, Code("this['_e_zgop'] - this['_s_zgop']", lambda this: this['_e_zgop'] - this['_s_zgop']))),
-    Check(Code("not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len']", lambda this: not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len'])),
-    'canonical' / C_optional_ref,
-    FieldCheck(Code("this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)", lambda this: this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)), 'zgop_len'),
-)
-C_zgw_mutation._bw_fast_runs = {'live': (16, (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8)))}
-
-C_zgw_inventory = Struct(
-    '_o_start' / Tell,
-    'descriptor' / C_artifact_descriptor,
-    'state' / ClosedEnum(Int8ul, 'InventoryState', (1, 2, 3, 4), ()),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'intent' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("(((this['intent'] == 0) == (this['state'] <= 2)))", lambda this: (((this['intent'] == 0) == (this['state'] <= 2)))), 'intent', '(intent == 0) == (state <= 2)', 'intent id must be zero for Prepared/Retained and non-zero otherwise'),
-)
-C_zgw_inventory._bw_fast_runs = {'state': (24, (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16)))}
-
-C_zgw_reclaim_intent = Struct(
-    '_o_start' / Tell,
-    'id' / BytesInteger(16, signed=False, swapped=True),
-    'capture_generation' / Int64ul,
-    'capture_sequence' / Int64ul,
-    'serial_fence' / Int64ul,
-    'completed_mark_state' / Int8ul,
-    _RuleCheck(Code("((this['completed_mark_state'] == 1))", lambda this: ((this['completed_mark_state'] == 1))), 'completed_mark_state', 'completed_mark_state == 1', 'completed-mark state must be 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'protected' / C_required_ref,
-    'protected_digest' / Int64ul,
-    'completed_mark' / C_required_ref,
-    'mark_digest' / Int64ul,
-    'candidate_count' / Rebuild(Int32ul, Code("len(this['candidates'])", lambda this: len(this['candidates']))),
-    'reserved2' / Const(0, Int32ul),
-    'candidates' / Array(Code("this['candidate_count']", lambda this: this['candidate_count']), C_artifact_descriptor, min_size=64),
-)
-C_zgw_reclaim_intent._bw_fast_runs = {'id': (48, (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))), 'protected_digest': (8, (('protected_digest', 0, 8),)), 'mark_digest': (16, (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4)))}
-
-C_descriptor_list = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows']))),
-    'reserved' / Const(0, Int32ul),
-    'rows' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
-)
-C_descriptor_list._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
-
-C_zgw_reclaim_complete = Struct(
-    '_o_start' / Tell,
-    'id' / BytesInteger(16, signed=False, swapped=True),
-    'intent' / C_required_ref,
-    'durable_state' / Int8ul,
-    _RuleCheck(Code("((this['durable_state'] == 3))", lambda this: ((this['durable_state'] == 3))), 'durable_state', 'durable_state == 3', 'durable state must be 3'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'completed' / C_descriptor_list,
-    'remaining' / C_descriptor_list,
-)
-C_zgw_reclaim_complete._bw_fast_runs = {'id': (16, (('id', 0, 16),)), 'durable_state': (8, (('durable_state', 0, 1), ('reserved', 1, 7)))}
-
-C_commit_state = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'generation' / Int64ul,
-    'sequence' / Int64ul,
-    'node_high_water' / BytesInteger(16, signed=False, swapped=True),
-    'relationship_high_water' / BytesInteger(16, signed=False, swapped=True),
-    'symbol_high_water' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
-    'creation_serial' / Int64ul,
-    'roots' / Array(Code('8', lambda this: 8), C_optional_ref, min_size=8),
-    'catalog' / C_required_ref,
-    'vector' / C_optional_ref,
-    'text' / C_optional_ref,
-    'reclaim' / C_optional_ref,
-    'prepared_count' / Rebuild(Int32ul, Code("len(this['prepared'])", lambda this: len(this['prepared']))),
-    'reserved' / Const(0, Int32ul),
-    'prepared' / Array(Code("this['prepared_count']", lambda this: this['prepared_count']), C_required_ref, min_size=96),
-)
-C_commit_state._bw_fast_runs = {'store': (64, (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))), 'creation_serial': (8, (('creation_serial', 0, 8),)), 'prepared_count': (8, (('prepared_count', 0, 4), ('reserved', 4, 4)))}
-
-C_zgw_commit = Struct(
-    '_o_start' / Tell,
-    'change_count' / Int32ul,
-    'reserved' / Const(0, Int32ul),
-    'digest' / Int64ul,
-    'state' / C_commit_state,
-)
-C_zgw_commit._bw_fast_runs = {'change_count': (16, (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8)))}
-
-C_zgw_frame = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZGWF'),
-    '_e_magic' / Tell,
-    '_s_kind' / Tell,
-    'kind' / ClosedEnum(Int16ul, 'ZgwFrameKind', (1, 2, 3, 4, 5, 6), ()),
-    '_e_kind' / Tell,
-    '_s_version' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_version' / Tell,
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgw_frame', 'version', 'version == 1', 'unsupported graph frame version'),
-    '_o_payload_len' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Rebuild(Int32ul, 0),
-    '_e_payload_len' / Tell,
-    '_s_frame_index' / Tell,
-    'frame_index' / Int32ul,
-    '_e_frame_index' / Tell,
-    '_s_sequence' / Tell,
-    'sequence' / Int64ul,
-    '_e_sequence' / Tell,
-    '_s_batch_id' / Tell,
-    'batch_id' / BytesInteger(16, signed=False, swapped=True),
-    '_e_batch_id' / Tell,
-    _RuleCheck(Code("((this['batch_id'] != 0))", lambda this: ((this['batch_id'] != 0))), 'batch_id', 'batch_id != 0', 'batch id must be non-zero'),
-    '_s_reserved' / Tell,
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    '_e_reserved' / Tell,
-    '_o_header_checksum' / Tell,
-    '_s_header_checksum' / Tell,
-    'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
-    '_e_header_checksum' / Tell,
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)),
-    '_e_payload' / Tell,
-    '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
-    '_patch_header_checksum' / If(Code("not this['_parsing']", lambda this: not this['_parsing']), Pointer(Code("this['_o_header_checksum']", lambda this: this['_o_header_checksum']), Rebuild(Int64ul, Code("_ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')]))", lambda this: _ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')])))))),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_payload')", lambda this: _span_range(this, '_s_magic', '_e_payload'))),
-)
-C_zgw_frame._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),)), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_graph_envelope = Struct(
-    '_o_start' / Tell,
-    'begin' / C_zgw_frame,
-    'changes' / Array(Code("this['begin']['payload']['change_count']", lambda this: this['begin']['payload']['change_count']), C_zgw_frame, min_size=128),
-    'commit' / C_zgw_frame,
-)
-C_graph_envelope._bw_fast_runs = {}
-
-C_op_mixed_member = Struct(
-    '_o_start' / Tell,
-    'index' / Int32ul,
-    'count' / Int32ul,
-    _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
-    'inner_op' / Int16ul,
-    _RuleCheck(Code("(((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))", lambda this: (((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))), 'inner_op', 'inner_op == 2 or inner_op == 7 or inner_op == 10', 'mixed batch inner op must be 2, 7 or 10'),
-    'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {2: C_op_delete_v1, 7: C_op_upsert_v2, 10: C_graph_envelope}, default=Error),
-)
-C_op_mixed_member._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
-
-C_wal_payload = Struct(
-    '_o_start' / Tell,
-    'body' / Switch(Code("this['_params']['op']", lambda this: this['_params']['op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2, 8: C_op_batch_member, 9: C_op_prepared_mutation, 10: C_graph_envelope, 11: C_op_mixed_member}, default=Error),
-)
-C_wal_payload._bw_fast_runs = {}
-
-C_wal_record = Struct(
-    '_o_start' / Tell,
-    '_o_payload_len' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Rebuild(Int32ul, 0),
-    '_e_payload_len' / Tell,
-    '_s_seq' / Tell,
-    'seq' / Int64ul,
-    '_e_seq' / Tell,
-    '_s_op' / Tell,
-    'op' / ClosedEnum(Int16ul, 'WalOp', (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), ()),
-    '_e_op' / Tell,
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})),
-    '_e_payload' / Tell,
-    '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
-)
-C_wal_record._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_zgw_file_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('19', lambda this: 19)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 19))", lambda this: ((this['family_id'] == 19))), 'family_id', 'family_id == 19', 'wrong family id (expected 19, graph WAL)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph WAL header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('64', lambda this: 64)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 64))", lambda this: ((this['header_length'] == 64))), 'header_length', 'header_length == 64', 'graph WAL header_length must be exactly 64'),
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    '_e_file_length' / Tell,
-    _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'graph WAL file_length must be zero'),
-    '_s_store' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    '_e_store' / Tell,
-    _RuleCheck(Code("((this['store'] != 0))", lambda this: ((this['store'] != 0))), 'store', 'store != 0', 'store instance id must be non-zero'),
-    '_s_first_commit_sequence' / Tell,
-    'first_commit_sequence' / Int64ul,
-    '_e_first_commit_sequence' / Tell,
-    _RuleCheck(Code("((this['first_commit_sequence'] != 0))", lambda this: ((this['first_commit_sequence'] != 0))), 'first_commit_sequence', 'first_commit_sequence != 0', 'first commit sequence must be non-zero'),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_first_commit_sequence')", lambda this: _span_range(this, '_s_magic', '_e_first_commit_sequence'))),
-)
-C_zgw_file_header._bw_fast_runs = {'magic': (56, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_zgw_frame_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZGWF'),
-    '_e_magic' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int16ul,
-    '_e_kind' / Tell,
-    '_s_version' / Tell,
-    'version' / Int16ul,
-    '_e_version' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Int32ul,
-    '_e_payload_len' / Tell,
-    '_s_frame_index' / Tell,
-    'frame_index' / Int32ul,
-    '_e_frame_index' / Tell,
-    '_s_sequence' / Tell,
-    'sequence' / Int64ul,
-    '_e_sequence' / Tell,
-    '_s_batch_id' / Tell,
-    'batch_id' / BytesInteger(16, signed=False, swapped=True),
-    '_e_batch_id' / Tell,
-    '_s_reserved' / Tell,
-    'reserved' / Bytes(16),
-    '_e_reserved' / Tell,
-    'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
-)
-C_zgw_frame_header._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
-
-C_zgw_envelope_size = Struct(
-    '_o_start' / Tell,
-    'size' / Int64ul,
-)
-C_zgw_envelope_size._bw_fast_runs = {'size': (8, (('size', 0, 8),))}
-
-C_spill_binding = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'session' / BytesInteger(16, signed=False, swapped=True),
-    'capture_generation' / Int64ul,
-    'target_generation' / Int64ul,
-    'sequence' / Int64ul,
-    'serial_fence' / Int64ul,
-)
-C_spill_binding._bw_fast_runs = {'store': (64, (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8)))}
-
-C_zgcp_prepared_inventory = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Int32ul, Code("len(this['descriptors'])", lambda this: len(this['descriptors']))),
-    'reserved' / Const(0, Int32ul),
-    'descriptors' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
-)
-C_zgcp_prepared_inventory._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
-
-C_zgcp_captured_base = Struct(
-    '_o_start' / Tell,
-    'unpinned' / Bytes(8),
-    'binding' / C_spill_binding,
-    'absorbed_through' / Int64ul,
-    'manifest_generation' / Int64ul,
-    '_o_state_len' / Tell,
-    'state_len' / Rebuild(Int32ul, 0),
-    'reserved' / Const(0, Int32ul),
-    '_s_state' / Tell,
-    'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
-    '_e_state' / Tell,
-    '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
-    Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
-)
-C_zgcp_captured_base._bw_fast_runs = {'unpinned': (8, (('unpinned', 0, 8),)), 'absorbed_through': (24, (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4)))}
-
-C_zgcp_participant = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZGCP'),
-    '_e_magic' / Tell,
-    '_s_role' / Tell,
-    'role' / ClosedEnum(Int16ul, 'ZgcpRole', (1, 2, 3, 4, 5, 6, 7), ()),
-    '_e_role' / Tell,
-    '_s_version' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_version' / Tell,
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgcp_participant', 'version', 'version == 1', 'unsupported ZGCP participant version'),
-    '_s_body' / Tell,
-    'body' / Switch(Code("this['role']", lambda this: this['role']), {2: C_zgcp_prepared_inventory, 7: C_zgcp_captured_base}, default=GreedyBytes),
-    '_e_body' / Tell,
-    'checksum' / If(Code("((this['role'] == 7))", lambda this: ((this['role'] == 7))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_body')", lambda this: _span_range(this, '_s_magic', '_e_body')))),
-)
-C_zgcp_participant._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2)))}
-
-C_fold_authority = Struct(
-    '_o_start' / Tell,
-    'values' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_fold_authority._bw_fast_runs = {'reserved': (72, (('reserved', 0, 72),))}
-
-C_captured_base_value = Struct(
-    '_o_start' / Tell,
-    'ref' / C_required_ref,
-    'sequence' / Int64ul,
-)
-C_captured_base_value._bw_fast_runs = {'sequence': (8, (('sequence', 0, 8),))}
-
-C_protected_value = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("(((this['tag'] != 3) and (this['tag'] != 4)))", lambda this: (((this['tag'] != 3) and (this['tag'] != 4)))), 'tag', 'tag != 3 and tag != 4', 'old protected-value tags 3/4 are refused (finish those cycles with the previous binary)'),
-    _RuleCheck(Code("(((this['tag'] == 5) or (this['tag'] == 6)))", lambda this: (((this['tag'] == 5) or (this['tag'] == 6)))), 'tag', 'tag == 5 or tag == 6', 'invalid protected-stream value tag'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'value' / FixedSized(Code('104', lambda this: 104), Switch(Code("this['tag']", lambda this: this['tag']), {5: C_fold_authority, 6: C_captured_base_value}, default=Error)),
-)
-C_protected_value._bw_fast_runs = {'tag': (8, (('tag', 0, 1), ('reserved', 1, 7)))}
-
-C_frame_block = Struct(
-    '_o_start' / Tell,
-    '_o_block_len' / Tell,
-    'block_len' / Rebuild(Int64ul, 0),
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
-    '_e_payload' / Tell,
-    '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
-    'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
-)
-C_frame_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
-
-C_frame_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 1))", lambda this: ((this['family_id'] == 1))), 'family_id', 'family_id == 1', 'wrong family id (expected 1, frame)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'frame_file', 'family_version', 'family_version == 1', 'unsupported frame version (registry accepts 1..1)'),
-    '_s_flags' / Tell,
-    'flags' / Int32ul,
-    '_e_flags' / Tell,
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_frame_block), C_frame_block),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
-)
-C_frame_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-
-C_epoch_alias = Struct(
-    '_o_start' / Tell,
-    'present' / Int8ul,
-    _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag (alias)'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'embedding_epoch_id' / Int64ul,
-    'tokenizer_epoch_id' / Int64ul,
-    _RuleCheck(Code("(((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))", lambda this: (((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))), 'tokenizer_epoch_id', 'present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', 'absent alias must carry zero ids'),
-)
-C_epoch_alias._bw_fast_runs = {'present': (24, (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8)))}
-
-C_manifest_segment = Struct(
-    '_o_start' / Tell,
-    'segment_id' / Bytes(16),
-    'row_count' / Int32ul,
-    'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
-    'reserved' / Const(0, Int16ul),
-    'dims' / Int32ul,
-    'file_size' / Int64ul,
-    'epoch_present' / Int8ul,
-    _RuleCheck(Code("(((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))", lambda this: (((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))), 'epoch_present', 'epoch_present == 0 or epoch_present == 1', 'unknown presence tag (segment epoch)'),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'embedding_epoch_id' / Int64ul,
-    _RuleCheck(Code("(((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))", lambda this: (((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))), 'embedding_epoch_id', 'epoch_present == 1 or embedding_epoch_id == 0', 'absent segment epoch must be zero'),
-)
-C_manifest_segment._bw_fast_runs = {'segment_id': (52, (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8)))}
-
-C_embedding_tower = Struct(
-    '_o_start' / Tell,
-    'model_id' / PascalString(Int32ul, 'utf8'),
-    'model_version' / PascalString(Int32ul, 'utf8'),
-    'weights_digest' / Prefixed(Int32ul, GreedyBytes),
-    'dims' / Int32ul,
-    'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
-    'prompt_prefix' / PascalString(Int32ul, 'utf8'),
-    'max_tokens' / Int32ul,
-    'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
-    'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
-    'os_build_present' / Int8ul,
-    _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
-    'reserved' / Const(b'\x00\x00\x00'),
-    FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
-    'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
-)
-C_embedding_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (12, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3)))}
-
-C_embedding_epoch = Struct(
-    '_o_start' / Tell,
-    'embedding_epoch_id' / Int64ul,
-    'tokenizer_epoch_id' / Int64ul,
-    'document' / C_embedding_tower,
-    'query' / C_embedding_tower,
-    'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
-)
-C_embedding_epoch._bw_fast_runs = {'embedding_epoch_id': (16, (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
-
-C_column_def = Struct(
-    '_o_start' / Tell,
-    'column_id' / Int32ul,
-    'type' / ClosedEnum(Int16ul, 'ColumnType', (1, 2, 3, 4, 5, 6), ()),
-    'nullable' / Int16ul,
-    _RuleCheck(Code("(((this['nullable'] == 0) or (this['nullable'] == 1)))", lambda this: (((this['nullable'] == 0) or (this['nullable'] == 1)))), 'nullable', 'nullable == 0 or nullable == 1', 'nullable must be 0 or 1'),
-    'name' / PascalString(Int32ul, 'utf8'),
-)
-C_column_def._bw_fast_runs = {'column_id': (12, (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4)))}
-
-C_clustering_range = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'RangeTag', (0, 1, 2), ()),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'min_ts' / Int64sl,
-    'max_ts' / Int64sl,
-    _RuleCheck(Code("(((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))", lambda this: (((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))), 'max_ts', 'tag == 2 or (min_ts == 0 and max_ts == 0)', 'Unstamped/Empty ranges require zero bounds'),
-    _RuleCheck(Code("(((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))", lambda this: (((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))), 'max_ts', 'tag != 2 or min_ts <= max_ts', 'bounded range requires min_ts <= max_ts'),
-)
-C_clustering_range._bw_fast_runs = {'tag': (24, (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8)))}
-
-C_tsr1_body = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Int32ul, Code("len(this['ranges'])", lambda this: len(this['ranges']))),
-    _RuleCheck(Code("((this['count'] == this['_params']['segment_count']))", lambda this: ((this['count'] == this['_params']['segment_count']))), 'count', 'count == segment_count', 'TSR1 count must equal segment_count'),
-    'ranges' / Array(Code("this['count']", lambda this: this['count']), C_clustering_range, min_size=24),
-)
-C_tsr1_body._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
-
-C_graph_object = Struct(
-    '_o_start' / Tell,
-    'artifact_id' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['artifact_id'] != 0))", lambda this: ((this['artifact_id'] != 0))), 'artifact_id', 'artifact_id != 0', 'artifact ids are non-zero nonces'),
-    'length' / Int64ul,
-    'checksum' / Int64ul,
-)
-C_graph_object._bw_fast_runs = {'artifact_id': (32, (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8)))}
-
-C_zgen_row = Struct(
-    '_o_start' / Tell,
-    'after_sequence' / Int64ul,
-    'increment_count' / Int64ul,
-    _RuleCheck(Code("((this['increment_count'] > 0))", lambda this: ((this['increment_count'] > 0))), 'increment_count', 'increment_count > 0', 'ZGEN increment counts must be positive'),
-)
-C_zgen_row._bw_fast_runs = {'after_sequence': (16, (('after_sequence', 0, 8), ('increment_count', 8, 8)))}
-
-C_zgen_extension = Struct(
-    '_o_start' / Tell,
-    'magic' / Rebuild(Int32ul, Code('1313163098', lambda this: 1313163098)),
-    _RuleCheck(Code("((this['magic'] == 1313163098))", lambda this: ((this['magic'] == 1313163098))), 'magic', 'magic == 0x4e45475a', 'graph object count/length mismatch (trailing object bytes)'),
-    'version' / Int32ul,
-    VersionCheck(Code("(((this['version'] == 1) or (this['version'] == 2)))", lambda this: (((this['version'] == 1) or (this['version'] == 2)))), 'zgen_extension', 'version', 'version == 1 or version == 2', 'unknown graph generation boundary version'),
-    'counted_through' / Int64ul,
-    'row_count' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows'])))),
-    _RuleCheck(Code("this['row_count'] is None or ((this['row_count'] >= 1))", lambda this: this['row_count'] is None or ((this['row_count'] >= 1))), 'row_count', 'row_count >= 1', 'ZGEN v2 needs at least one row'),
-    'reserved' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Const(0, Int32ul)),
-    FieldCheck(Code("this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None", lambda this: this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None), 'rows'),
-    'rows' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Array(Code("this['row_count']", lambda this: this['row_count']), C_zgen_row, min_size=16)),
-)
-C_zgen_extension._bw_fast_runs = {'magic': (16, (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8)))}
-
-C_graph_section = Struct(
-    '_o_start' / Tell,
-    'graph_present' / Int8ul,
-    _RuleCheck(Code("((this['graph_present'] == 1))", lambda this: ((this['graph_present'] == 1))), 'graph_present', 'graph_present == 1', 'graph_present must be 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'absorbed_through' / Int64ul,
-    '_o_state_len' / Tell,
-    'state_len' / Rebuild(Int32ul, 0),
-    '_s_state' / Tell,
-    'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
-    '_e_state' / Tell,
-    '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
-    Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
-    'object_count' / Rebuild(Int32ul, Code("len(this['objects'])", lambda this: len(this['objects']))),
-    'objects' / Array(Code("this['object_count']", lambda this: this['object_count']), C_graph_object, min_size=32),
-    'zgen' / RepeatToEnd(C_zgen_extension),
-)
-C_graph_section._bw_fast_runs = {'graph_present': (20, (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))), 'object_count': (4, (('object_count', 0, 4),))}
-
-C_zgr3_body = Struct(
-    '_o_start' / Tell,
-    '_o_section_len' / Tell,
-    'section_len' / Rebuild(Int32ul, 0),
-    '_s_graph' / Tell,
-    'graph' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))", lambda this: (this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))), C_graph_section), C_graph_section),
-    '_e_graph' / Tell,
-    '_patch_section_len' / Pointer(Code("this['_o_section_len']", lambda this: this['_o_section_len']), Rebuild(Int32ul, Code("this['_e_graph'] - this['_s_graph']", lambda this: this['_e_graph'] - this['_s_graph']))),
-    Check(Code("not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len']", lambda this: not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len'])),
-)
-C_zgr3_body._bw_fast_runs = {'section_len': (4, (('section_len', 0, 4),))}
-
-C_manifest_extension = Struct(
-    '_o_start' / Tell,
-    '_s_tag' / Tell,
-    'tag' / Int32ul,
-    '_e_tag' / Tell,
-    _RuleCheck(Code("(((this['tag'] == 827478868) or (this['tag'] == 861030234)))", lambda this: (((this['tag'] == 827478868) or (this['tag'] == 861030234)))), 'tag', 'tag == 0x31525354 or tag == 0x3352475a', 'unknown manifest extension'),
-    _RuleCheck(Code("(((this['tag'] != 861030234) or (this['_params']['version'] == 3)))", lambda this: (((this['tag'] != 861030234) or (this['_params']['version'] == 3)))), 'tag', 'tag != 0x3352475a or version == 3', 'ZGR3 graph section requires manifest v3'),
-    '_s_body' / Tell,
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {827478868: C_tsr1_body, 861030234: C_zgr3_body}, default=Error),
-    '_e_body' / Tell,
-    'checksum' / If(Code("((this['tag'] == 861030234))", lambda this: ((this['tag'] == 861030234))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_tag', '_e_body')", lambda this: _span_range(this, '_s_tag', '_e_body')))),
-)
-C_manifest_extension._bw_fast_runs = {'tag': (4, (('tag', 0, 4),))}
-
-C_manifest_payload = Struct(
-    '_o_start' / Tell,
-    'generation' / Int64ul,
-    'log_seq' / Int64ul,
-    'segment_count' / Rebuild(Int32ul, Code("len(this['segments'])", lambda this: len(this['segments']))),
-    'epoch_count' / Rebuild(Int32ul, Code("len(this['epochs'])", lambda this: len(this['epochs']))),
-    'user_column_count' / Rebuild(Int32ul, Code("len(this['columns'])", lambda this: len(this['columns']))),
-    'reserved' / Const(0, Int32ul),
-    'alias' / C_epoch_alias,
-    'segments' / Array(Code("this['segment_count']", lambda this: this['segment_count']), C_manifest_segment, min_size=52),
-    'epochs' / Array(Code("this['epoch_count']", lambda this: this['epoch_count']), C_embedding_epoch, min_size=88),
-    'columns' / Array(Code("this['user_column_count']", lambda this: this['user_column_count']), C_column_def, min_size=12),
-    'extensions' / RepeatToEnd(WithParams(C_manifest_extension, {'segment_count': Code("this['segment_count']", lambda this: this['segment_count'])})),
-)
-C_manifest_payload._bw_fast_runs = {'generation': (32, (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4)))}
-
-C_manifest_block = Struct(
-    '_o_start' / Tell,
-    '_o_block_len' / Tell,
-    'block_len' / Rebuild(Int64ul, 0),
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_manifest_payload), C_manifest_payload),
-    '_e_payload' / Tell,
-    '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
-    'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
-)
-C_manifest_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
-
-C_manifest_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('10', lambda this: 10)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 10))", lambda this: ((this['family_id'] == 10))), 'family_id', 'family_id == 10', 'wrong family id (expected 10, manifest)'),
-    '_s_family_version' / Tell,
-    'family_version' / Int16ul,
-    '_e_family_version' / Tell,
-    VersionCheck(Code("2 <= this['family_version'] <= 3", lambda this: 2 <= this['family_version'] <= 3), 'manifest_file', 'family_version', '2..3'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'manifest header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
-)
-C_manifest_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-C_manifest_file._bw_version_at = ('family_version', 10, 2, '<H', (2, 3), '2..3', 'manifest_file')
-
-C_purge_token_input = Struct(
-    '_o_start' / Tell,
-    'generation' / Int64ul,
-    'doc_ids' / RepeatToEnd(BytesInteger(16, signed=False, swapped=True)),
-)
-C_purge_token_input._bw_fast_runs = {'generation': (8, (('generation', 0, 8),))}
-
-C_purge_payload = Struct(
-    '_o_start' / Tell,
-    'token_id' / Int64ul,
-    'id_count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
-    'reserved' / Const(0, Int32ul),
-    'doc_ids' / Array(Code("this['id_count']", lambda this: this['id_count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
-)
-C_purge_payload._bw_fast_runs = {'token_id': (16, (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4)))}
-
-C_purge_block = Struct(
-    '_o_start' / Tell,
-    '_o_block_len' / Tell,
-    'block_len' / Rebuild(Int64ul, 0),
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_purge_payload), C_purge_payload),
-    '_e_payload' / Tell,
-    '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
-    'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
-)
-C_purge_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
-
-C_purge_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('15', lambda this: 15)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 15))", lambda this: ((this['family_id'] == 15))), 'family_id', 'family_id == 15', 'wrong family id (expected 15, purge intent)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'purge_file', 'family_version', 'family_version == 1', 'unsupported purge intent version (registry accepts 1..1)'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'purge header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_purge_block), C_purge_block),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
-)
-C_purge_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-
-C_digest_tower = Struct(
-    '_o_start' / Tell,
-    'model_id' / PascalString(Int32ul, 'utf8'),
-    'model_version' / PascalString(Int32ul, 'utf8'),
-    'weights_digest' / Prefixed(Int32ul, GreedyBytes),
-    'dims' / Int32ul,
-    'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
-    'prompt_prefix' / PascalString(Int32ul, 'utf8'),
-    'max_tokens' / Int32ul,
-    'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
-    'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
-    'os_build_present' / Int8ul,
-    _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
-    FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
-    'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
-)
-C_digest_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (9, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1)))}
-
-C_epoch_digest_input = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEEMBEP2'),
-    'document' / C_digest_tower,
-    'query' / C_digest_tower,
-    'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
-)
-C_epoch_digest_input._bw_fast_runs = {'magic': (8, (('magic', 0, 8),)), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
-
-C_epoch_digest_input_v1 = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEEMBEP1'),
-    'tower' / C_digest_tower,
-)
-C_epoch_digest_input_v1._bw_fast_runs = {'magic': (8, (('magic', 0, 8),))}
-
-C_region_entry = Struct(
-    '_o_start' / Tell,
-    'kind' / Int16ul,
-    'version' / Int16ul,
-    'reserved' / Const(0, Int32ul),
-    'offset' / Int64ul,
-    _RuleCheck(Code("(((this['offset'] % 16384) == 0))", lambda this: (((this['offset'] % 16384) == 0))), 'offset', 'offset % 16384 == 0', 'region offset must be 16 KiB aligned'),
-    'length' / Int64ul,
-    'checksum' / Int64ul,
-)
-C_region_entry._bw_fast_runs = {'kind': (32, (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8)))}
-
-C_segment_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('2', lambda this: 2)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 2))", lambda this: ((this['family_id'] == 2))), 'family_id', 'family_id == 2', 'wrong family id (expected 2, segment)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'segment_header', 'family_version', 'family_version == 1', 'unsupported segment version (registry accepts 1..1)'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'segment header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code("(72 + (32 * len(this['regions'])))", lambda this: (72 + (32 * len(this['regions']))))),
-    '_e_header_length' / Tell,
-    Check(Code("not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576)", lambda this: not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576))),
-    '_s_file_length' / Tell,
-    'file_length' / Int64ul,
-    '_e_file_length' / Tell,
-    '_s_segment_id' / Tell,
-    'segment_id' / Bytes(16),
-    '_e_segment_id' / Tell,
-    '_s_row_count' / Tell,
-    'row_count' / Int32ul,
-    '_e_row_count' / Tell,
-    '_s_region_count' / Tell,
-    'region_count' / Rebuild(Int16ul, Code("len(this['regions'])", lambda this: len(this['regions']))),
-    '_e_region_count' / Tell,
-    _RuleCheck(Code("((this['header_length'] == (72 + (32 * this['region_count']))))", lambda this: ((this['header_length'] == (72 + (32 * this['region_count']))))), 'region_count', 'header_length == 72 + 32 * region_count', 'header_length must equal 72 + 32 x region_count'),
-    '_s_reserved' / Tell,
-    'reserved' / Const(0, Int16ul),
-    '_e_reserved' / Tell,
-    '_s_scheme' / Tell,
-    'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
-    '_e_scheme' / Tell,
-    '_s_reserved2' / Tell,
-    'reserved2' / Const(0, Int16ul),
-    '_e_reserved2' / Tell,
-    '_s_dims' / Tell,
-    'dims' / Int32ul,
-    '_e_dims' / Tell,
-    '_s_regions' / Tell,
-    'regions' / Array(Code("this['region_count']", lambda this: this['region_count']), C_region_entry, min_size=32),
-    '_e_regions' / Tell,
-    'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_regions')", lambda this: _span_range(this, '_s_magic', '_e_regions'))),
-)
-C_segment_header._bw_fast_runs = {'magic': (64, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
-
-C_vector_header = Struct(
-    '_o_start' / Tell,
-    'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
-    'vector_space_id' / Const(0, Int16ul),
-    'dims' / Int32ul,
-    'row_stride' / Int32ul,
-    'factor_stride' / Int16ul,
-    'transform_kind' / Const(0, Int16ul),
-    'transform_seed' / Const(0, Int64ul),
-    'row_count' / Int32ul,
-    'reserved' / Const(0, Int32ul),
-)
-C_vector_header._bw_fast_runs = {'scheme': (32, (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4)))}
-
-C_vector_codes_region = Struct(
-    '_o_start' / Tell,
-    'header' / C_vector_header,
-    'codes' / NumpyArray(Code("(this['header']['row_stride'] * this['header']['row_count'])", lambda this: (this['header']['row_stride'] * this['header']['row_count'])), '<u1'),
-)
-C_vector_codes_region._bw_fast_runs = {}
-
-C_bit4_factors = Struct(
-    '_o_start' / Tell,
-    'scale' / Float32l,
-    'normalized_norm' / Float32l,
-    'normalized_correction' / Float32l,
-)
-C_bit4_factors._bw_fast_runs = {'scale': (12, (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4)))}
-
-C_int8_factors = Struct(
-    '_o_start' / Tell,
-    'scale' / Float32l,
-    'offset' / Float32l,
-)
-C_int8_factors._bw_fast_runs = {'scale': (8, (('scale', 0, 4), ('offset', 4, 4)))}
-
-C_vector_factors_region = Struct(
-    '_o_start' / Tell,
-    'header' / C_vector_header,
-    FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None), 'bit4'),
-    'bit4' / If(Code("(((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))", lambda this: (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Bit4Factors_DTYPE)),
-    FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None), 'int8'),
-    'int8' / If(Code("(((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))", lambda this: (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Int8Factors_DTYPE)),
-    FieldCheck(Code("this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None", lambda this: this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None), 'raw'),
-    'raw' / If(Code("((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))", lambda this: ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))), Bytes(Code("(this['header']['factor_stride'] * this['header']['row_count'])", lambda this: (this['header']['factor_stride'] * this['header']['row_count'])))),
-)
-C_vector_factors_region._bw_fast_runs = {}
-
-C_vector_rescore_region = Struct(
-    '_o_start' / Tell,
-    'header' / C_vector_header,
-    _RuleCheck(Code("(((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))", lambda this: (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))), 'header', 'header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', 'rescore header must be scheme 0, stride dims x 4, factor stride 0'),
-    'values' / NumpyArray(Code("(this['header']['dims'] * this['header']['row_count'])", lambda this: (this['header']['dims'] * this['header']['row_count'])), '<f4'),
-)
-C_vector_rescore_region._bw_fast_runs = {}
-
-C_columns_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Int32ul,
-    'column_count' / Rebuild(Int32ul, Code("len(this['defs'])", lambda this: len(this['defs']))),
-    'defs' / Array(Code("this['column_count']", lambda this: this['column_count']), C_column_def, min_size=12),
-    'data' / GreedyBytes,
-)
-C_columns_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('column_count', 4, 4)))}
-
-C_dictionary_column = Struct(
-    '_o_start' / Tell,
-    'dict_count' / Rebuild(Int32ul, Code("len(this['strings'])", lambda this: len(this['strings']))),
-    'strings' / Array(Code("this['dict_count']", lambda this: this['dict_count']), PascalString(Int32ul, 'utf8'), min_size=4),
-    'code_width' / Int16ul,
-    _RuleCheck(Code("(((this['code_width'] == 2) or (this['code_width'] == 4)))", lambda this: (((this['code_width'] == 2) or (this['code_width'] == 4)))), 'code_width', 'code_width == 2 or code_width == 4', 'dictionary code width must be 2 or 4'),
-    'reserved' / Const(0, Int16ul),
-    FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None", lambda this: this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None), 'codes16'),
-    'codes16' / If(Code("((this['code_width'] == 2))", lambda this: ((this['code_width'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int16ul, min_size=2)),
-    FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None", lambda this: this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None), 'codes32'),
-    'codes32' / If(Code("((this['code_width'] == 4))", lambda this: ((this['code_width'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int32ul, min_size=4)),
-)
-C_dictionary_column._bw_fast_runs = {'dict_count': (4, (('dict_count', 0, 4),)), 'code_width': (4, (('code_width', 0, 2), ('reserved', 2, 2)))}
-
-C_column_data = Struct(
-    '_o_start' / Tell,
-    '_o_presence_len' / Tell,
-    'presence_len' / Rebuild(Int32ul, 0),
-    _RuleCheck(Code("not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
-    '_s_presence' / Tell,
-    'presence' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence']))", lambda this: (this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])))), GreedyBytes),
-    '_e_presence' / Tell,
-    '_patch_presence_len' / Pointer(Code("this['_o_presence_len']", lambda this: this['_o_presence_len']), Rebuild(Int32ul, Code("this['_e_presence'] - this['_s_presence']", lambda this: this['_e_presence'] - this['_s_presence']))),
-    Check(Code("not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len']", lambda this: not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len'])),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None), 'u64s'),
-    'u64s' / If(Code("((this['_params']['type'] == 1))", lambda this: ((this['_params']['type'] == 1))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64ul, min_size=8)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None), 'i64s'),
-    'i64s' / If(Code("((this['_params']['type'] == 2))", lambda this: ((this['_params']['type'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64sl, min_size=8)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None), 'f64s'),
-    'f64s' / If(Code("((this['_params']['type'] == 3))", lambda this: ((this['_params']['type'] == 3))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Float64l, min_size=8)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None), 'bools'),
-    'bools' / If(Code("((this['_params']['type'] == 4))", lambda this: ((this['_params']['type'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int8ul)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None), 'dictionary'),
-    'dictionary' / If(Code("((this['_params']['type'] == 5))", lambda this: ((this['_params']['type'] == 5))), C_dictionary_column),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None), 'raw_strings'),
-    'raw_strings' / If(Code("((this['_params']['type'] == 6))", lambda this: ((this['_params']['type'] == 6))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), PascalString(Int32ul, 'utf8'), min_size=4)),
-    _RuleCheck(Code("this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
-)
-C_column_data._bw_fast_runs = {'presence_len': (4, (('presence_len', 0, 4),))}
-
-C_alive_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Int32ul,
-    '_o_bitmap_len' / Tell,
-    'bitmap_len' / Rebuild(Int32ul, 0),
-    _RuleCheck(Code("not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
-    '_s_bitmap' / Tell,
-    'bitmap' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap']))", lambda this: (this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])))), GreedyBytes),
-    '_e_bitmap' / Tell,
-    '_patch_bitmap_len' / Pointer(Code("this['_o_bitmap_len']", lambda this: this['_o_bitmap_len']), Rebuild(Int32ul, Code("this['_e_bitmap'] - this['_s_bitmap']", lambda this: this['_e_bitmap'] - this['_s_bitmap']))),
-    Check(Code("not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len']", lambda this: not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len'])),
-    _RuleCheck(Code("this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
-)
-C_alive_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('bitmap_len', 4, 4)))}
-
-C_checksum_entry = Struct(
-    '_o_start' / Tell,
-    'kind' / Int16ul,
-    'reserved' / Const(0, Int16ul),
-    'chunk_index' / Int32ul,
-    'checksum' / Int64ul,
-)
-C_checksum_entry._bw_fast_runs = {'kind': (16, (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8)))}
-
-C_checksum_table_region = Struct(
-    '_o_start' / Tell,
-    'entry_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    'chunk_size' / Rebuild(Int32ul, Code('65536', lambda this: 65536)),
-    _RuleCheck(Code("((this['chunk_size'] == 65536))", lambda this: ((this['chunk_size'] == 65536))), 'chunk_size', 'chunk_size == 65536', 'checksum table chunk size must be 65536'),
-    'entries' / Array(Code("this['entry_count']", lambda this: this['entry_count']), C_checksum_entry, min_size=16),
-)
-C_checksum_table_region._bw_fast_runs = {'entry_count': (8, (('entry_count', 0, 4), ('chunk_size', 4, 4)))}
-
-C_document_version = Struct(
-    '_o_start' / Tell,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-)
-C_document_version._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
-
-C_document_versions_region = Struct(
-    '_o_start' / Tell,
-    'rows' / RepeatToEnd(C_document_version),
-)
-C_document_versions_region._bw_fast_runs = {}
-
-C_stored_metadata_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
-    'reserved' / Const(0, Int32ul),
-    'start' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['start'] == 0))", lambda this: ((this['start'] == 0))), 'start', 'start == 0', 'stored metadata start offset must be zero'),
-    'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
-    'data' / GreedyBytes,
-)
-C_stored_metadata_region._bw_fast_runs = {'row_count': (16, (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8)))}
-
-C_stored_text_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
-    'reserved' / Const(0, Int32ul),
-    'presence' / Bytes(Code("((this['row_count'] + 7) // 8)", lambda this: ((this['row_count'] + 7) // 8))),
-    'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
-    'data' / GreedyBytes,
-)
-C_stored_text_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('reserved', 4, 4)))}
-
-C_graph_node_block = Struct(
-    '_o_start' / Tell,
-    'codes' / Bytes(Code("this['_params']['code_bytes']", lambda this: this['_params']['code_bytes'])),
-    'factors' / C_bit4_factors,
-    'degree' / Int8ul,
-    _RuleCheck(Code("((this['degree'] <= this['_params']['max_degree']))", lambda this: ((this['degree'] <= this['_params']['max_degree']))), 'degree', 'degree <= max_degree', 'degree exceeds max_degree'),
-    'flags' / BitFlags(Int8ul, (('hub', 1, 1, True), ('entry_seed', 0, 1, True)), model=GraphBlockFlags),
-    'reserved' / Const(0, Int16ul),
-    'neighbours' / PackedView(Array(Code("this['_params']['max_degree']", lambda this: this['_params']['max_degree']), Int32ul, min_size=4), _packed_kind('<', 'I', 4, False)),
-    'pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 128", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 128)),
-)
-C_graph_node_block._bw_fast_runs = {'degree': (4, (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2)))}
-
-C_graph_node_blocks_region = Struct(
-    '_o_start' / Tell,
-    '_s_blocks' / Tell,
-    'blocks' / Bytes(Code("(this['_params']['region_len'] - 128)", lambda this: (this['_params']['region_len'] - 128))),
-    '_e_blocks' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEGRNB01'),
-    '_e_magic' / Tell,
-    '_s_version' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_version' / Tell,
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'graph_node_blocks_region', 'version', 'version == 1', 'unsupported graph node block version'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph trailer flags must be zero'),
-    '_s_dims' / Tell,
-    'dims' / Int32ul,
-    '_e_dims' / Tell,
-    _RuleCheck(Code("((this['dims'] > 0))", lambda this: ((this['dims'] > 0))), 'dims', 'dims > 0', 'graph dims must be positive'),
-    '_s_padded_dims' / Tell,
-    'padded_dims' / Int32ul,
-    '_e_padded_dims' / Tell,
-    _RuleCheck(Code("((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))", lambda this: ((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))), 'padded_dims', 'padded_dims % 128 == 0 and padded_dims >= dims', 'padded_dims must be a multiple of 128 and >= dims'),
-    '_s_max_degree' / Tell,
-    'max_degree' / Int8ul,
-    '_e_max_degree' / Tell,
-    '_s_reserved' / Tell,
-    'reserved' / Const(b'\x00\x00\x00'),
-    '_e_reserved' / Tell,
-    '_s_stride' / Tell,
-    'stride' / Int32ul,
-    '_e_stride' / Tell,
-    _RuleCheck(Code("((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))", lambda this: ((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))), 'stride', 'stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', 'stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)'),
-    '_s_node_count' / Tell,
-    'node_count' / Int32ul,
-    '_e_node_count' / Tell,
-    _RuleCheck(Code("((len(this['blocks']) == (this['stride'] * this['node_count'])))", lambda this: ((len(this['blocks']) == (this['stride'] * this['node_count'])))), 'node_count', 'len(blocks) == stride * node_count', 'region length must be stride x node_count + 128'),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_blocks', '_e_node_count')", lambda this: _span_range(this, '_s_blocks', '_e_node_count'))),
-    'reserved_tail' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_graph_node_blocks_region._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))), 'checksum': (96, (('checksum', 0, 8), ('reserved_tail', 8, 88)))}
-
-def _c2m_flags_upsert_fields(c):
-    if c.__class__ is UpsertFields:  # built by a compiled parse
-        return c
-    return UpsertFields(vector=bool(c['vector']), text=bool(c['text']), ts=bool(c['ts']), metadata=bool(c['metadata']), columns=bool(c['columns']))
-UpsertFields._bw_opaque = False
-
-def _c2m_flags_graph_block_flags(c):
-    if c.__class__ is GraphBlockFlags:  # built by a compiled parse
-        return c
-    return GraphBlockFlags(entry_seed=bool(c['entry_seed']), hub=bool(c['hub']))
-GraphBlockFlags._bw_opaque = True
-
-def _c2m_flags_membership_bits(c):
-    if c.__class__ is MembershipBits:  # built by a compiled parse
-        return c
-    return MembershipBits(text_before=bool(c['text_before']), text_after=bool(c['text_after']), vector_before=bool(c['vector_before']), vector_after=bool(c['vector_after']))
-MembershipBits._bw_opaque = True
-
-def _c2m_ze_header(c):
-    if c.__class__ is ZeHeader:  # built by a compiled parse
-        return c
-    f_family_id = c['family_id']
-    f_family_version = c['family_version']
-    f_flags = c['flags']
-    f_header_length = c['header_length']
-    f_file_length = c['file_length']
-    return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
-
-def _f2m_ze_header(f_family_id, f_family_version, f_flags, f_header_length, f_file_length):
-    return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
-C_ze_header._bw_model = (_f2m_ze_header, ('family_id', 'family_version', 'flags', 'header_length', 'file_length'), (), True)
-
-def _m2c_ze_header(v):
-    return {
-        'family_id': v.family_id,
-        'family_version': v.family_version,
-        'flags': v.flags,
-        'header_length': v.header_length,
-        'file_length': v.file_length,
-    }
-
-def _c2m_ze_header_ident(c):
-    if c.__class__ is ZeHeaderIdent:  # built by a compiled parse
-        return c
-    f_family_id = c['family_id']
-    f_family_version = c['family_version']
-    return ZeHeaderIdent(f_family_id, f_family_version)
-
-def _f2m_ze_header_ident(f_family_id, f_family_version):
-    return ZeHeaderIdent(f_family_id, f_family_version)
-C_ze_header_ident._bw_model = (_f2m_ze_header_ident, ('family_id', 'family_version'), (), True)
-
-def _m2c_ze_header_ident(v):
-    return {
-        'family_id': v.family_id,
-        'family_version': v.family_version,
-    }
-
-def _c2m_framed_trailer_check(c):
-    if c.__class__ is FramedTrailerCheck:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = bytes(f_header)
-    f_block = c['block']
-    if f_block is not None:
-        f_block = bytes(f_block)
-    return FramedTrailerCheck(f_header, f_block)
-
-def _f2m_framed_trailer_check(f_header, f_block):
-    if f_header is not None:
-        f_header = bytes(f_header)
-    if f_block is not None:
-        f_block = bytes(f_block)
-    return FramedTrailerCheck(f_header, f_block)
-C_framed_trailer_check._bw_model = (_f2m_framed_trailer_check, ('header', 'block'), (), True)
-
-def _m2c_framed_trailer_check(v):
-    return {
-        'header': v.header,
-        'block': v.block,
-    }
-
-def _c2m_segment_trailer(c):
-    if c.__class__ is SegmentTrailer:  # built by a compiled parse
-        return c
-    f_checksum = c['checksum']
-    return SegmentTrailer(f_checksum)
-
-def _f2m_segment_trailer(f_checksum):
-    return SegmentTrailer(f_checksum)
-C_segment_trailer._bw_model = (_f2m_segment_trailer, ('checksum',), (), True)
-
-def _m2c_segment_trailer(v):
-    return {
-        'checksum': v.checksum,
-    }
-
-def _c2m_wal_file_header(c):
-    if c.__class__ is WalFileHeader:  # built by a compiled parse
-        return c
-    f_first_seq = c['first_seq']
-    return WalFileHeader(f_first_seq)
-
-def _f2m_wal_file_header(f_first_seq):
-    return WalFileHeader(f_first_seq)
-C_wal_file_header._bw_model = (_f2m_wal_file_header, ('first_seq',), (), False)
-
-def _m2c_wal_file_header(v):
-    return {
-        'first_seq': v.first_seq,
-    }
-
-def _c2m_wal_record_header(c):
-    if c.__class__ is WalRecordHeader:  # built by a compiled parse
-        return c
-    f_payload_len = c['payload_len']
-    f_seq = c['seq']
-    f_op = c['op']
-    return WalRecordHeader(f_payload_len, f_seq, f_op)
-
-def _f2m_wal_record_header(f_payload_len, f_seq, f_op):
-    return WalRecordHeader(f_payload_len, f_seq, f_op)
-C_wal_record_header._bw_model = (_f2m_wal_record_header, ('payload_len', 'seq', 'op'), (), True)
-
-def _m2c_wal_record_header(v):
-    return {
-        'payload_len': v.payload_len,
-        'seq': v.seq,
-        'op': v.op,
-    }
-
-def _c2m_wal_frame(c):
-    if c.__class__ is WalFrame:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_op = c['op']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return WalFrame(f_seq, f_op, f_payload)
-
-def _f2m_wal_frame(f_seq, f_op, f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return WalFrame(f_seq, f_op, f_payload)
-C_wal_frame._bw_model = (_f2m_wal_frame, ('seq', 'op', 'payload'), (), False)
-
-def _m2c_wal_frame(v):
-    return {
-        'seq': v.seq,
-        'op': v.op,
-        'payload': v.payload,
-    }
-
-def _c2m_wal_file(c):
-    if c.__class__ is WalFile:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_wal_file_header(f_header)
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_wal_frame(_x) for _x in f_records]
-    return WalFile(f_header, f_records)
-
-def _f2m_wal_file(f_header, f_records):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is WalFileHeader else _c2m_wal_file_header(f_header))
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is WalFrame else _c2m_wal_frame(_x)) for _x in f_records]
-    return WalFile(f_header, f_records)
-C_wal_file._bw_model = (_f2m_wal_file, ('header', 'records'), (), True)
-
-def _m2c_wal_file(v):
-    return {
-        'header': None if v.header is None else _m2c_wal_file_header(v.header),
-        'records': None if v.records is None else [_m2c_wal_frame(_x) for _x in v.records],
-    }
-
-def _c2m_wal_record(c):
-    if c.__class__ is WalRecord:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_op = c['op']
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = _c2m_wal_payload(f_payload, f_op)
-    return WalRecord(f_seq, f_op, f_payload)
-
-def _f2m_wal_record(f_seq, f_op, f_payload):
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = (f_payload if f_payload.__class__ is WalPayload else _c2m_wal_payload(f_payload, f_op))
-    return WalRecord(f_seq, f_op, f_payload)
-C_wal_record._bw_model = (_f2m_wal_record, ('seq', 'op', 'payload'), (), False)
-
-def _m2c_wal_record(v):
-    return {
-        'seq': v.seq,
-        'op': None if v.op is None else int(v.op),
-        'payload': None if v.payload is None else _m2c_wal_payload(v.payload),
-    }
-
-def _c2m_wal_payload(c, p_op):
-    if c.__class__ is WalPayload:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_op_upsert_v1(f_body) if p_op == 1 else (_c2m_op_delete_v1(f_body) if p_op == 2 else (_c2m_op_metadata_edit_v1(f_body) if p_op == 3 else (_c2m_op_timestamped_upsert_v1(f_body) if p_op == 4 else (_c2m_op_upsert_metadata_v1(f_body) if p_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_body) if p_op == 6 else (_c2m_op_upsert_v2(f_body) if p_op == 7 else (_c2m_op_batch_member(f_body) if p_op == 8 else (_c2m_op_prepared_mutation(f_body) if p_op == 9 else (_c2m_graph_envelope(f_body) if p_op == 10 else (_c2m_op_mixed_member(f_body) if p_op == 11 else None)))))))))))
-    return WalPayload(f_body)
-
-def _f2m_wal_payload(f_body, p_op):
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_body)) if p_op == 1 else ((f_body if f_body.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_body)) if p_op == 2 else ((f_body if f_body.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_body)) if p_op == 3 else ((f_body if f_body.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_body)) if p_op == 4 else ((f_body if f_body.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_body)) if p_op == 5 else ((f_body if f_body.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_body)) if p_op == 6 else ((f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body)) if p_op == 7 else ((f_body if f_body.__class__ is OpBatchMember else _c2m_op_batch_member(f_body)) if p_op == 8 else ((f_body if f_body.__class__ is OpPreparedMutation else _c2m_op_prepared_mutation(f_body)) if p_op == 9 else ((f_body if f_body.__class__ is GraphEnvelope else _c2m_graph_envelope(f_body)) if p_op == 10 else ((f_body if f_body.__class__ is OpMixedMember else _c2m_op_mixed_member(f_body)) if p_op == 11 else None)))))))))))
-    return WalPayload(f_body)
-C_wal_payload._bw_model = (_f2m_wal_payload, ('body',), ('op',), True)
-
-def _m2c_wal_payload(v):
-    return {
-        'body': None if v.body is None else _m2c_any(v.body),
-    }
-
-def _c2m_payload_v1_header(c):
-    if c.__class__ is PayloadV1Header:  # built by a compiled parse
-        return c
-    return PayloadV1Header()
-
-def _f2m_payload_v1_header():
-    return PayloadV1Header()
-C_payload_v1_header._bw_model = (_f2m_payload_v1_header, (), (), True)
-
-def _m2c_payload_v1_header(v):
-    return {
-    }
-
-_CPK_f32_vector_values = _packed_kind('<', 'f', 4, True)
-def _c2m_f32_vector(c):
-    if c.__class__ is F32Vector:  # built by a compiled parse
-        return c
-    f_values = c['values']
-    if f_values is not None:
-        f_values = _packed_from(f_values, _CPK_f32_vector_values)
-    return F32Vector(f_values)
-
-def _f2m_f32_vector(f_values):
-    if f_values is not None:
-        f_values = f_values if f_values.__class__ is PackedArray and f_values.kind is _CPK_f32_vector_values else _packed_from(f_values, _CPK_f32_vector_values)
-    return F32Vector(f_values)
-C_f32_vector._bw_model = (_f2m_f32_vector, ('values',), (), False)
-
-def _m2c_f32_vector(v):
-    return {
-        'values': None if v.values is None else list(v.values),
-    }
-
-def _c2m_op_upsert_v1(c):
-    if c.__class__ is OpUpsertV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_f32_vector(f_vector)
-    return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
-
-def _f2m_op_upsert_v1(f_header, f_doc_id, f_revision, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
-    return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
-C_op_upsert_v1._bw_model = (_f2m_op_upsert_v1, ('header', 'doc_id', 'revision', 'vector'), (), False)
-
-def _m2c_op_upsert_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
-    }
-
-def _c2m_op_delete_v1(c):
-    if c.__class__ is OpDeleteV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_ids = c['doc_ids']
-    return OpDeleteV1(f_header, f_doc_ids)
-
-def _f2m_op_delete_v1(f_header, f_doc_ids):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    return OpDeleteV1(f_header, f_doc_ids)
-C_op_delete_v1._bw_model = (_f2m_op_delete_v1, ('header', 'doc_ids'), (), True)
-
-def _m2c_op_delete_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_ids': v.doc_ids,
-    }
-
-def _c2m_metadata_value(c):
-    if c.__class__ is MetadataValue:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _VALUEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
-    f_value = c['value']
-    if f_value is not None:
-        f_value = (None if f_kind == 0 else (_c2m_value_u64(f_value) if f_kind == 1 else (_c2m_value_i64(f_value) if f_kind == 2 else (_c2m_value_f64(f_value) if f_kind == 3 else (_c2m_value_bool(f_value) if f_kind == 4 else (_c2m_value_string(f_value) if f_kind == 5 else (_c2m_value_id128(f_value) if f_kind == 6 else None)))))))
-    return MetadataValue(f_kind, f_value)
-
-def _f2m_metadata_value(f_kind, f_value):
-    if f_kind is not None:
-        _t = _VALUEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
-    if f_value is not None:
-        f_value = (None if f_kind == 0 else ((f_value if f_value.__class__ is ValueU64 else _c2m_value_u64(f_value)) if f_kind == 1 else ((f_value if f_value.__class__ is ValueI64 else _c2m_value_i64(f_value)) if f_kind == 2 else ((f_value if f_value.__class__ is ValueF64 else _c2m_value_f64(f_value)) if f_kind == 3 else ((f_value if f_value.__class__ is ValueBool else _c2m_value_bool(f_value)) if f_kind == 4 else ((f_value if f_value.__class__ is ValueString else _c2m_value_string(f_value)) if f_kind == 5 else ((f_value if f_value.__class__ is ValueId128 else _c2m_value_id128(f_value)) if f_kind == 6 else None)))))))
-    return MetadataValue(f_kind, f_value)
-C_metadata_value._bw_model = (_f2m_metadata_value, ('kind', 'value'), (), False)
-
-def _m2c_metadata_value(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'value': None if v.value is None else _m2c_any(_case_value(v.value, v.kind, {0: None, 1: ValueU64, 2: ValueI64, 3: ValueF64, 4: ValueBool, 5: ValueString, 6: ValueId128}, None, 'value')),
-    }
-
-def _c2m_value_u64(c):
-    if c.__class__ is ValueU64:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueU64(f_value)
-
-def _f2m_value_u64(f_value):
-    return ValueU64(f_value)
-C_value_u64._bw_model = (_f2m_value_u64, ('value',), (), True)
-
-def _m2c_value_u64(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_i64(c):
-    if c.__class__ is ValueI64:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueI64(f_value)
-
-def _f2m_value_i64(f_value):
-    return ValueI64(f_value)
-C_value_i64._bw_model = (_f2m_value_i64, ('value',), (), True)
-
-def _m2c_value_i64(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_f64(c):
-    if c.__class__ is ValueF64:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueF64(f_value)
-
-def _f2m_value_f64(f_value):
-    return ValueF64(f_value)
-C_value_f64._bw_model = (_f2m_value_f64, ('value',), (), True)
-
-def _m2c_value_f64(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_bool(c):
-    if c.__class__ is ValueBool:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueBool(f_value)
-
-def _f2m_value_bool(f_value):
-    return ValueBool(f_value)
-C_value_bool._bw_model = (_f2m_value_bool, ('value',), (), True)
-
-def _m2c_value_bool(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_string(c):
-    if c.__class__ is ValueString:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueString(f_value)
-
-def _f2m_value_string(f_value):
-    return ValueString(f_value)
-C_value_string._bw_model = (_f2m_value_string, ('value',), (), True)
-
-def _m2c_value_string(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_id128(c):
-    if c.__class__ is ValueId128:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueId128(f_value)
-
-def _f2m_value_id128(f_value):
-    return ValueId128(f_value)
-C_value_id128._bw_model = (_f2m_value_id128, ('value',), (), True)
-
-def _m2c_value_id128(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_op_metadata_edit_v1(c):
-    if c.__class__ is OpMetadataEditV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_column_id = c['column_id']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = _c2m_metadata_value(f_value)
-    return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
-
-def _f2m_op_metadata_edit_v1(f_header, f_doc_id, f_revision, f_column_id, f_value):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_value is not None:
-        f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
-    return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
-C_op_metadata_edit_v1._bw_model = (_f2m_op_metadata_edit_v1, ('header', 'doc_id', 'revision', 'column_id', 'value'), (), True)
-
-def _m2c_op_metadata_edit_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'column_id': v.column_id,
-        'value': None if v.value is None else _m2c_metadata_value(v.value),
-    }
-
-def _c2m_op_timestamped_upsert_v1(c):
-    if c.__class__ is OpTimestampedUpsertV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_ts = c['ts']
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_f32_vector(f_vector)
-    return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
-
-def _f2m_op_timestamped_upsert_v1(f_header, f_doc_id, f_revision, f_ts, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
-    return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
-C_op_timestamped_upsert_v1._bw_model = (_f2m_op_timestamped_upsert_v1, ('header', 'doc_id', 'revision', 'ts', 'vector'), (), False)
-
-def _m2c_op_timestamped_upsert_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'ts': v.ts,
-        'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
-    }
-
-_CPK_op_upsert_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
-def _c2m_op_upsert_metadata_v1(c):
-    if c.__class__ is OpUpsertMetadataV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
-    return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
-
-def _f2m_op_upsert_metadata_v1(f_header, f_doc_id, f_revision, f_metadata, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_vector is not None:
-        f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
-    return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
-C_op_upsert_metadata_v1._bw_model = (_f2m_op_upsert_metadata_v1, ('header', 'doc_id', 'revision', 'metadata', 'vector'), (), False)
-
-def _m2c_op_upsert_metadata_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'metadata': v.metadata,
-        'vector': None if v.vector is None else list(v.vector),
-    }
-
-_CPK_op_upsert_ts_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
-def _c2m_op_upsert_ts_metadata_v1(c):
-    if c.__class__ is OpUpsertTsMetadataV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_ts = c['ts']
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
-    return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
-
-def _f2m_op_upsert_ts_metadata_v1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_vector is not None:
-        f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_ts_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
-    return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
-C_op_upsert_ts_metadata_v1._bw_model = (_f2m_op_upsert_ts_metadata_v1, ('header', 'doc_id', 'revision', 'ts', 'metadata', 'vector'), (), False)
-
-def _m2c_op_upsert_ts_metadata_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'ts': v.ts,
-        'metadata': v.metadata,
-        'vector': None if v.vector is None else list(v.vector),
-    }
-
-def _c2m_typed_column(c):
-    if c.__class__ is TypedColumn:  # built by a compiled parse
-        return c
-    f_column_id = c['column_id']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = _c2m_metadata_value(f_value)
-    return TypedColumn(f_column_id, f_value)
-
-def _f2m_typed_column(f_column_id, f_value):
-    if f_value is not None:
-        f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
-    return TypedColumn(f_column_id, f_value)
-C_typed_column._bw_model = (_f2m_typed_column, ('column_id', 'value'), (), True)
-
-def _m2c_typed_column(v):
-    return {
-        'column_id': v.column_id,
-        'value': None if v.value is None else _m2c_metadata_value(v.value),
-    }
-
-def _c2m_op_upsert_v2(c):
-    if c.__class__ is OpUpsertV2:  # built by a compiled parse
-        return c
-    f_fields = c['fields']
-    if f_fields is not None:
-        f_fields = _c2m_flags_upsert_fields(f_fields)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_f32_vector(f_vector)
-    f_text = c['text']
-    f_ts = c['ts']
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_columns = c['columns']
-    if f_columns is not None:
-        f_columns = [_c2m_typed_column(_x) for _x in f_columns]
-    return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
-
-def _f2m_op_upsert_v2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns):
-    if f_fields is not None:
-        f_fields = (f_fields if f_fields.__class__ is UpsertFields else _c2m_flags_upsert_fields(f_fields))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_columns is not None:
-        f_columns = [(_x if _x.__class__ is TypedColumn else _c2m_typed_column(_x)) for _x in f_columns]
-    return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
-C_op_upsert_v2._bw_model = (_f2m_op_upsert_v2, ('fields', 'doc_id', 'revision', 'vector', 'text', 'ts', 'metadata', 'columns'), (), False)
-
-def _m2c_op_upsert_v2(v):
-    return {
-        'fields': None if v.fields is None else v.fields.to_dict(),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
-        'text': v.text,
-        'ts': v.ts,
-        'metadata': v.metadata,
-        'columns': None if v.columns is None else [_m2c_typed_column(_x) for _x in v.columns],
-    }
-
-def _c2m_op_batch_member(c):
-    if c.__class__ is OpBatchMember:  # built by a compiled parse
-        return c
-    f_index = c['index']
-    f_count = c['count']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_op_upsert_v2(f_body)
-    return OpBatchMember(f_index, f_count, f_body)
-
-def _f2m_op_batch_member(f_index, f_count, f_body):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body))
-    return OpBatchMember(f_index, f_count, f_body)
-C_op_batch_member._bw_model = (_f2m_op_batch_member, ('index', 'count', 'body'), (), True)
-
-def _m2c_op_batch_member(v):
-    return {
-        'index': v.index,
-        'count': v.count,
-        'body': None if v.body is None else _m2c_op_upsert_v2(v.body),
-    }
-
-def _c2m_transaction_binding(c):
-    if c.__class__ is TransactionBinding:  # built by a compiled parse
-        return c
-    f_transaction = c['transaction']
-    f_participant = c['participant']
-    f_first_seq = c['first_seq']
-    f_last_seq = c['last_seq']
-    f_manifest_digest = c['manifest_digest']
-    f_final_generation = c['final_generation']
-    return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
-
-def _f2m_transaction_binding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation):
-    return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
-C_transaction_binding._bw_model = (_f2m_transaction_binding, ('transaction', 'participant', 'first_seq', 'last_seq', 'manifest_digest', 'final_generation'), (), False)
-
-def _m2c_transaction_binding(v):
-    return {
-        'transaction': v.transaction,
-        'participant': v.participant,
-        'first_seq': v.first_seq,
-        'last_seq': v.last_seq,
-        'manifest_digest': v.manifest_digest,
-        'final_generation': v.final_generation,
-    }
-
-def _c2m_op_prepared_mutation(c):
-    if c.__class__ is OpPreparedMutation:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_binding = c['binding']
-    if f_binding is not None:
-        f_binding = _c2m_transaction_binding(f_binding)
-    f_index = c['index']
-    f_count = c['count']
-    f_inner_op = c['inner_op']
-    f_inner = c['inner']
-    if f_inner is not None:
-        f_inner = (_c2m_op_upsert_v1(f_inner) if f_inner_op == 1 else (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_metadata_edit_v1(f_inner) if f_inner_op == 3 else (_c2m_op_timestamped_upsert_v1(f_inner) if f_inner_op == 4 else (_c2m_op_upsert_metadata_v1(f_inner) if f_inner_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_inner) if f_inner_op == 6 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else None)))))))
-    return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
-
-def _f2m_op_prepared_mutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_binding is not None:
-        f_binding = (f_binding if f_binding.__class__ is TransactionBinding else _c2m_transaction_binding(f_binding))
-    if f_inner is not None:
-        f_inner = ((f_inner if f_inner.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_inner)) if f_inner_op == 1 else ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_inner)) if f_inner_op == 3 else ((f_inner if f_inner.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_inner)) if f_inner_op == 4 else ((f_inner if f_inner.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_inner)) if f_inner_op == 5 else ((f_inner if f_inner.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_inner)) if f_inner_op == 6 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else None)))))))
-    return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
-C_op_prepared_mutation._bw_model = (_f2m_op_prepared_mutation, ('header', 'binding', 'index', 'count', 'inner_op', 'inner'), (), True)
-
-def _m2c_op_prepared_mutation(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'binding': None if v.binding is None else _m2c_transaction_binding(v.binding),
-        'index': v.index,
-        'count': v.count,
-        'inner_op': v.inner_op,
-        'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {1: OpUpsertV1, 2: OpDeleteV1, 3: OpMetadataEditV1, 4: OpTimestampedUpsertV1, 5: OpUpsertMetadataV1, 6: OpUpsertTsMetadataV1, 7: OpUpsertV2}, None, 'inner')),
-    }
-
-def _c2m_op_mixed_member(c):
-    if c.__class__ is OpMixedMember:  # built by a compiled parse
-        return c
-    f_index = c['index']
-    f_count = c['count']
-    f_inner_op = c['inner_op']
-    f_inner = c['inner']
-    if f_inner is not None:
-        f_inner = (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else (_c2m_graph_envelope(f_inner) if f_inner_op == 10 else None)))
-    return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
-
-def _f2m_op_mixed_member(f_index, f_count, f_inner_op, f_inner):
-    if f_inner is not None:
-        f_inner = ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else ((f_inner if f_inner.__class__ is GraphEnvelope else _c2m_graph_envelope(f_inner)) if f_inner_op == 10 else None)))
-    return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
-C_op_mixed_member._bw_model = (_f2m_op_mixed_member, ('index', 'count', 'inner_op', 'inner'), (), True)
-
-def _m2c_op_mixed_member(v):
-    return {
-        'index': v.index,
-        'count': v.count,
-        'inner_op': v.inner_op,
-        'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {2: OpDeleteV1, 7: OpUpsertV2, 10: GraphEnvelope}, None, 'inner')),
-    }
-
-def _c2m_zgw_file_header(c):
-    if c.__class__ is ZgwFileHeader:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_first_commit_sequence = c['first_commit_sequence']
-    return ZgwFileHeader(f_store, f_first_commit_sequence)
-
-def _f2m_zgw_file_header(f_store, f_first_commit_sequence):
-    return ZgwFileHeader(f_store, f_first_commit_sequence)
-C_zgw_file_header._bw_model = (_f2m_zgw_file_header, ('store', 'first_commit_sequence'), (), True)
-
-def _m2c_zgw_file_header(v):
-    return {
-        'store': v.store,
-        'first_commit_sequence': v.first_commit_sequence,
-    }
-
-def _c2m_zgw_frame(c):
-    if c.__class__ is ZgwFrame:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
-    f_frame_index = c['frame_index']
-    f_sequence = c['sequence']
-    f_batch_id = c['batch_id']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_zgw_begin(f_payload) if f_kind == 1 else (_c2m_zgw_mutation(f_payload) if f_kind == 2 else (_c2m_zgw_inventory(f_payload) if f_kind == 3 else (_c2m_zgw_reclaim_intent(f_payload) if f_kind == 4 else (_c2m_zgw_reclaim_complete(f_payload) if f_kind == 5 else (_c2m_zgw_commit(f_payload) if f_kind == 6 else None))))))
-    return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
-
-def _f2m_zgw_frame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload):
-    if f_kind is not None:
-        _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is ZgwBegin else _c2m_zgw_begin(f_payload)) if f_kind == 1 else ((f_payload if f_payload.__class__ is ZgwMutation else _c2m_zgw_mutation(f_payload)) if f_kind == 2 else ((f_payload if f_payload.__class__ is ZgwInventory else _c2m_zgw_inventory(f_payload)) if f_kind == 3 else ((f_payload if f_payload.__class__ is ZgwReclaimIntent else _c2m_zgw_reclaim_intent(f_payload)) if f_kind == 4 else ((f_payload if f_payload.__class__ is ZgwReclaimComplete else _c2m_zgw_reclaim_complete(f_payload)) if f_kind == 5 else ((f_payload if f_payload.__class__ is ZgwCommit else _c2m_zgw_commit(f_payload)) if f_kind == 6 else None))))))
-    return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
-C_zgw_frame._bw_model = (_f2m_zgw_frame, ('kind', 'frame_index', 'sequence', 'batch_id', 'payload'), (), False)
-
-def _m2c_zgw_frame(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'frame_index': v.frame_index,
-        'sequence': v.sequence,
-        'batch_id': v.batch_id,
-        'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.kind, {1: ZgwBegin, 2: ZgwMutation, 3: ZgwInventory, 4: ZgwReclaimIntent, 5: ZgwReclaimComplete, 6: ZgwCommit}, None, 'payload')),
-    }
-
-def _c2m_zgw_frame_header(c):
-    if c.__class__ is ZgwFrameHeader:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    f_version = c['version']
-    f_payload_len = c['payload_len']
-    f_frame_index = c['frame_index']
-    f_sequence = c['sequence']
-    f_batch_id = c['batch_id']
-    f_reserved = c['reserved']
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
-    return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
-
-def _f2m_zgw_frame_header(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved):
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
-    return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
-C_zgw_frame_header._bw_model = (_f2m_zgw_frame_header, ('kind', 'version', 'payload_len', 'frame_index', 'sequence', 'batch_id', 'reserved'), (), False)
-
-def _m2c_zgw_frame_header(v):
-    return {
-        'kind': v.kind,
-        'version': v.version,
-        'payload_len': v.payload_len,
-        'frame_index': v.frame_index,
-        'sequence': v.sequence,
-        'batch_id': v.batch_id,
-        'reserved': v.reserved,
-    }
-
-def _c2m_zgw_envelope_size(c):
-    if c.__class__ is ZgwEnvelopeSize:  # built by a compiled parse
-        return c
-    f_size = c['size']
-    return ZgwEnvelopeSize(f_size)
-
-def _f2m_zgw_envelope_size(f_size):
-    return ZgwEnvelopeSize(f_size)
-C_zgw_envelope_size._bw_model = (_f2m_zgw_envelope_size, ('size',), (), True)
-
-def _m2c_zgw_envelope_size(v):
-    return {
-        'size': v.size,
-    }
-
-def _c2m_graph_envelope(c):
-    if c.__class__ is GraphEnvelope:  # built by a compiled parse
-        return c
-    f_begin = c['begin']
-    if f_begin is not None:
-        f_begin = _c2m_zgw_frame(f_begin)
-    f_changes = c['changes']
-    if f_changes is not None:
-        f_changes = [_c2m_zgw_frame(_x) for _x in f_changes]
-    f_commit = c['commit']
-    if f_commit is not None:
-        f_commit = _c2m_zgw_frame(f_commit)
-    return GraphEnvelope(f_begin, f_changes, f_commit)
-
-def _f2m_graph_envelope(f_begin, f_changes, f_commit):
-    if f_begin is not None:
-        f_begin = (f_begin if f_begin.__class__ is ZgwFrame else _c2m_zgw_frame(f_begin))
-    if f_changes is not None:
-        f_changes = [(_x if _x.__class__ is ZgwFrame else _c2m_zgw_frame(_x)) for _x in f_changes]
-    if f_commit is not None:
-        f_commit = (f_commit if f_commit.__class__ is ZgwFrame else _c2m_zgw_frame(f_commit))
-    return GraphEnvelope(f_begin, f_changes, f_commit)
-C_graph_envelope._bw_model = (_f2m_graph_envelope, ('begin', 'changes', 'commit'), (), True)
-
-def _m2c_graph_envelope(v):
-    return {
-        'begin': None if v.begin is None else _m2c_zgw_frame(v.begin),
-        'changes': None if v.changes is None else [_m2c_zgw_frame(_x) for _x in v.changes],
-        'commit': None if v.commit is None else _m2c_zgw_frame(v.commit),
-    }
-
-def _c2m_zgw_begin(c):
-    if c.__class__ is ZgwBegin:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_envelope_kind = c['envelope_kind']
-    if f_envelope_kind is not None:
-        _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
-        f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
-    f_base_generation = c['base_generation']
-    f_target_generation = c['target_generation']
-    f_change_count = c['change_count']
-    f_complete_envelope_bytes = c['complete_envelope_bytes']
-    return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
-
-def _f2m_zgw_begin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes):
-    if f_envelope_kind is not None:
-        _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
-        f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
-    return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
-C_zgw_begin._bw_model = (_f2m_zgw_begin, ('store', 'envelope_kind', 'base_generation', 'target_generation', 'change_count', 'complete_envelope_bytes'), (), False)
-
-def _m2c_zgw_begin(v):
-    return {
-        'store': v.store,
-        'envelope_kind': None if v.envelope_kind is None else int(v.envelope_kind),
-        'base_generation': v.base_generation,
-        'target_generation': v.target_generation,
-        'change_count': v.change_count,
-        'complete_envelope_bytes': v.complete_envelope_bytes,
-    }
-
-def _c2m_artifact_descriptor(c):
-    if c.__class__ is ArtifactDescriptor:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_artifact = c['artifact']
-    f_creation_generation = c['creation_generation']
-    f_creation_serial = c['creation_serial']
-    f_complete_file_length = c['complete_file_length']
-    f_family = c['family']
-    f_version = c['version']
-    f_whole_file_checksum = c['whole_file_checksum']
-    return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
-
-def _f2m_artifact_descriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum):
-    return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
-C_artifact_descriptor._bw_model = (_f2m_artifact_descriptor, ('store', 'artifact', 'creation_generation', 'creation_serial', 'complete_file_length', 'family', 'version', 'whole_file_checksum'), (), False)
-
-def _m2c_artifact_descriptor(v):
-    return {
-        'store': v.store,
-        'artifact': v.artifact,
-        'creation_generation': v.creation_generation,
-        'creation_serial': v.creation_serial,
-        'complete_file_length': v.complete_file_length,
-        'family': v.family,
-        'version': v.version,
-        'whole_file_checksum': v.whole_file_checksum,
-    }
-
-def _c2m_required_ref(c):
-    if c.__class__ is RequiredRef:  # built by a compiled parse
-        return c
-    f_descriptor = c['descriptor']
-    if f_descriptor is not None:
-        f_descriptor = _c2m_artifact_descriptor(f_descriptor)
-    f_artifact = c['artifact']
-    f_offset = c['offset']
-    f_length = c['length']
-    f_block_kind = c['block_kind']
-    f_block_version = c['block_version']
-    return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
-
-def _f2m_required_ref(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version):
-    if f_descriptor is not None:
-        f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
-    return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
-C_required_ref._bw_model = (_f2m_required_ref, ('descriptor', 'artifact', 'offset', 'length', 'block_kind', 'block_version'), (), False)
-
-def _m2c_required_ref(v):
-    return {
-        'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
-        'artifact': v.artifact,
-        'offset': v.offset,
-        'length': v.length,
-        'block_kind': v.block_kind,
-        'block_version': v.block_version,
-    }
-
-def _c2m_optional_ref(c):
-    if c.__class__ is OptionalRef:  # built by a compiled parse
-        return c
-    f_present = c['present']
-    f_ref = c['ref']
-    if f_ref is not None:
-        f_ref = _c2m_required_ref(f_ref)
-    return OptionalRef(f_present, f_ref)
-
-def _f2m_optional_ref(f_present, f_ref):
-    if f_ref is not None:
-        f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
-    return OptionalRef(f_present, f_ref)
-C_optional_ref._bw_model = (_f2m_optional_ref, ('present', 'ref'), (), True)
-
-def _m2c_optional_ref(v):
-    return {
-        'present': v.present,
-        'ref': None if v.ref is None else _m2c_required_ref(v.ref),
-    }
-
-def _c2m_commit_state(c):
-    if c.__class__ is CommitState:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_generation = c['generation']
-    f_sequence = c['sequence']
-    f_node_high_water = c['node_high_water']
-    f_relationship_high_water = c['relationship_high_water']
-    f_symbol_high_water = c['symbol_high_water']
-    f_creation_serial = c['creation_serial']
-    f_roots = c['roots']
-    if f_roots is not None:
-        f_roots = [_c2m_optional_ref(_x) for _x in f_roots]
-    f_catalog = c['catalog']
-    if f_catalog is not None:
-        f_catalog = _c2m_required_ref(f_catalog)
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_optional_ref(f_vector)
-    f_text = c['text']
-    if f_text is not None:
-        f_text = _c2m_optional_ref(f_text)
-    f_reclaim = c['reclaim']
-    if f_reclaim is not None:
-        f_reclaim = _c2m_optional_ref(f_reclaim)
-    f_prepared = c['prepared']
-    if f_prepared is not None:
-        f_prepared = [_c2m_required_ref(_x) for _x in f_prepared]
-    return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
-
-def _f2m_commit_state(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared):
-    if f_roots is not None:
-        f_roots = [(_x if _x.__class__ is OptionalRef else _c2m_optional_ref(_x)) for _x in f_roots]
-    if f_catalog is not None:
-        f_catalog = (f_catalog if f_catalog.__class__ is RequiredRef else _c2m_required_ref(f_catalog))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is OptionalRef else _c2m_optional_ref(f_vector))
-    if f_text is not None:
-        f_text = (f_text if f_text.__class__ is OptionalRef else _c2m_optional_ref(f_text))
-    if f_reclaim is not None:
-        f_reclaim = (f_reclaim if f_reclaim.__class__ is OptionalRef else _c2m_optional_ref(f_reclaim))
-    if f_prepared is not None:
-        f_prepared = [(_x if _x.__class__ is RequiredRef else _c2m_required_ref(_x)) for _x in f_prepared]
-    return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
-C_commit_state._bw_model = (_f2m_commit_state, ('store', 'generation', 'sequence', 'node_high_water', 'relationship_high_water', 'symbol_high_water', 'creation_serial', 'roots', 'catalog', 'vector', 'text', 'reclaim', 'prepared'), (), False)
-
-def _m2c_commit_state(v):
-    return {
-        'store': v.store,
-        'generation': v.generation,
-        'sequence': v.sequence,
-        'node_high_water': v.node_high_water,
-        'relationship_high_water': v.relationship_high_water,
-        'symbol_high_water': v.symbol_high_water,
-        'creation_serial': v.creation_serial,
-        'roots': None if v.roots is None else [_m2c_optional_ref(_x) for _x in v.roots],
-        'catalog': None if v.catalog is None else _m2c_required_ref(v.catalog),
-        'vector': None if v.vector is None else _m2c_optional_ref(v.vector),
-        'text': None if v.text is None else _m2c_optional_ref(v.text),
-        'reclaim': None if v.reclaim is None else _m2c_optional_ref(v.reclaim),
-        'prepared': None if v.prepared is None else [_m2c_required_ref(_x) for _x in v.prepared],
-    }
-
-def _c2m_zgw_commit(c):
-    if c.__class__ is ZgwCommit:  # built by a compiled parse
-        return c
-    f_change_count = c['change_count']
-    f_digest = c['digest']
-    f_state = c['state']
-    if f_state is not None:
-        f_state = _c2m_commit_state(f_state)
-    return ZgwCommit(f_change_count, f_digest, f_state)
-
-def _f2m_zgw_commit(f_change_count, f_digest, f_state):
-    if f_state is not None:
-        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
-    return ZgwCommit(f_change_count, f_digest, f_state)
-C_zgw_commit._bw_model = (_f2m_zgw_commit, ('change_count', 'digest', 'state'), (), False)
-
-def _m2c_zgw_commit(v):
-    return {
-        'change_count': v.change_count,
-        'digest': v.digest,
-        'state': None if v.state is None else _m2c_commit_state(v.state),
-    }
-
-def _c2m_zgop_key(c):
-    if c.__class__ is ZgopKey:  # built by a compiled parse
-        return c
-    f_entity = c['entity']
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    f_namespace = c['namespace']
-    f_key = c['key']
-    return ZgopKey(f_entity, f_namespace, f_key)
-
-def _f2m_zgop_key(f_entity, f_namespace, f_key):
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    return ZgopKey(f_entity, f_namespace, f_key)
-C_zgop_key._bw_model = (_f2m_zgop_key, ('entity', 'namespace', 'key'), (), False)
-
-def _m2c_zgop_key(v):
-    return {
-        'entity': None if v.entity is None else int(v.entity),
-        'namespace': v.namespace,
-        'key': v.key,
-    }
-
-def _c2m_zgop_expected(c):
-    if c.__class__ is ZgopExpected:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_entity = c['entity']
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    f_entity_id = c['entity_id']
-    f_revision = c['revision']
-    return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
-
-def _f2m_zgop_expected(f_tag, f_entity, f_entity_id, f_revision):
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
-C_zgop_expected._bw_model = (_f2m_zgop_expected, ('tag', 'entity', 'entity_id', 'revision'), (), False)
-
-def _m2c_zgop_expected(v):
-    return {
-        'tag': v.tag,
-        'entity': None if v.entity is None else int(v.entity),
-        'entity_id': v.entity_id,
-        'revision': v.revision,
-    }
-
-def _c2m_zgop(c):
-    if c.__class__ is Zgop:  # built by a compiled parse
-        return c
-    f_operation = c['operation']
-    if f_operation is not None:
-        _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
-        f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
-    f_key_present = c['key_present']
-    f_key = c['key']
-    if f_key is not None:
-        f_key = _c2m_zgop_key(f_key)
-    f_requested_revision = c['requested_revision']
-    f_installed_revision = c['installed_revision']
-    f_expected = c['expected']
-    if f_expected is not None:
-        f_expected = _c2m_zgop_expected(f_expected)
-    f_incarnation_kind = c['incarnation_kind']
-    if f_incarnation_kind is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
-        f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
-    f_incarnation = c['incarnation']
-    f_delete_mode = c['delete_mode']
-    if f_delete_mode is not None:
-        _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
-        f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
-    f_original_generation = c['original_generation']
-    return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
-
-def _f2m_zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation):
-    if f_operation is not None:
-        _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
-        f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
-    if f_key is not None:
-        f_key = (f_key if f_key.__class__ is ZgopKey else _c2m_zgop_key(f_key))
-    if f_expected is not None:
-        f_expected = (f_expected if f_expected.__class__ is ZgopExpected else _c2m_zgop_expected(f_expected))
-    if f_incarnation_kind is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
-        f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
-    if f_delete_mode is not None:
-        _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
-        f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
-    return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
-C_zgop._bw_model = (_f2m_zgop, ('operation', 'key_present', 'key', 'requested_revision', 'installed_revision', 'expected', 'incarnation_kind', 'incarnation', 'delete_mode', 'original_generation'), (), True)
-
-def _m2c_zgop(v):
-    return {
-        'operation': None if v.operation is None else int(v.operation),
-        'key_present': v.key_present,
-        'key': None if v.key is None else _m2c_zgop_key(v.key),
-        'requested_revision': v.requested_revision,
-        'installed_revision': v.installed_revision,
-        'expected': None if v.expected is None else _m2c_zgop_expected(v.expected),
-        'incarnation_kind': None if v.incarnation_kind is None else int(v.incarnation_kind),
-        'incarnation': v.incarnation,
-        'delete_mode': None if v.delete_mode is None else int(v.delete_mode),
-        'original_generation': v.original_generation,
-    }
-
-def _c2m_zgw_mutation(c):
-    if c.__class__ is ZgwMutation:  # built by a compiled parse
-        return c
-    f_live = c['live']
-    f_membership = c['membership']
-    if f_membership is not None:
-        f_membership = _c2m_flags_membership_bits(f_membership)
-    f_zgop = c['zgop']
-    if f_zgop is not None:
-        f_zgop = _c2m_zgop(f_zgop)
-    f_canonical = c['canonical']
-    if f_canonical is not None:
-        f_canonical = _c2m_optional_ref(f_canonical)
-    return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
-
-def _f2m_zgw_mutation(f_live, f_membership, f_zgop, f_canonical):
-    if f_membership is not None:
-        f_membership = (f_membership if f_membership.__class__ is MembershipBits else _c2m_flags_membership_bits(f_membership))
-    if f_zgop is not None:
-        f_zgop = (f_zgop if f_zgop.__class__ is Zgop else _c2m_zgop(f_zgop))
-    if f_canonical is not None:
-        f_canonical = (f_canonical if f_canonical.__class__ is OptionalRef else _c2m_optional_ref(f_canonical))
-    return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
-C_zgw_mutation._bw_model = (_f2m_zgw_mutation, ('live', 'membership', 'zgop', 'canonical'), (), True)
-
-def _m2c_zgw_mutation(v):
-    return {
-        'live': v.live,
-        'membership': None if v.membership is None else v.membership.to_dict(),
-        'zgop': None if v.zgop is None else _m2c_zgop(v.zgop),
-        'canonical': None if v.canonical is None else _m2c_optional_ref(v.canonical),
-    }
-
-def _c2m_zgw_inventory(c):
-    if c.__class__ is ZgwInventory:  # built by a compiled parse
-        return c
-    f_descriptor = c['descriptor']
-    if f_descriptor is not None:
-        f_descriptor = _c2m_artifact_descriptor(f_descriptor)
-    f_state = c['state']
-    if f_state is not None:
-        _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
-        f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
-    f_intent = c['intent']
-    return ZgwInventory(f_descriptor, f_state, f_intent)
-
-def _f2m_zgw_inventory(f_descriptor, f_state, f_intent):
-    if f_descriptor is not None:
-        f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
-    if f_state is not None:
-        _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
-        f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
-    return ZgwInventory(f_descriptor, f_state, f_intent)
-C_zgw_inventory._bw_model = (_f2m_zgw_inventory, ('descriptor', 'state', 'intent'), (), True)
-
-def _m2c_zgw_inventory(v):
-    return {
-        'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
-        'state': None if v.state is None else int(v.state),
-        'intent': v.intent,
-    }
-
-def _c2m_zgw_reclaim_intent(c):
-    if c.__class__ is ZgwReclaimIntent:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_capture_generation = c['capture_generation']
-    f_capture_sequence = c['capture_sequence']
-    f_serial_fence = c['serial_fence']
-    f_completed_mark_state = c['completed_mark_state']
-    f_protected = c['protected']
-    if f_protected is not None:
-        f_protected = _c2m_required_ref(f_protected)
-    f_protected_digest = c['protected_digest']
-    f_completed_mark = c['completed_mark']
-    if f_completed_mark is not None:
-        f_completed_mark = _c2m_required_ref(f_completed_mark)
-    f_mark_digest = c['mark_digest']
-    f_candidates = c['candidates']
-    if f_candidates is not None:
-        f_candidates = [_c2m_artifact_descriptor(_x) for _x in f_candidates]
-    return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
-
-def _f2m_zgw_reclaim_intent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates):
-    if f_protected is not None:
-        f_protected = (f_protected if f_protected.__class__ is RequiredRef else _c2m_required_ref(f_protected))
-    if f_completed_mark is not None:
-        f_completed_mark = (f_completed_mark if f_completed_mark.__class__ is RequiredRef else _c2m_required_ref(f_completed_mark))
-    if f_candidates is not None:
-        f_candidates = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_candidates]
-    return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
-C_zgw_reclaim_intent._bw_model = (_f2m_zgw_reclaim_intent, ('id', 'capture_generation', 'capture_sequence', 'serial_fence', 'completed_mark_state', 'protected', 'protected_digest', 'completed_mark', 'mark_digest', 'candidates'), (), True)
-
-def _m2c_zgw_reclaim_intent(v):
-    return {
-        'id': v.id,
-        'capture_generation': v.capture_generation,
-        'capture_sequence': v.capture_sequence,
-        'serial_fence': v.serial_fence,
-        'completed_mark_state': v.completed_mark_state,
-        'protected': None if v.protected is None else _m2c_required_ref(v.protected),
-        'protected_digest': v.protected_digest,
-        'completed_mark': None if v.completed_mark is None else _m2c_required_ref(v.completed_mark),
-        'mark_digest': v.mark_digest,
-        'candidates': None if v.candidates is None else [_m2c_artifact_descriptor(_x) for _x in v.candidates],
-    }
-
-def _c2m_descriptor_list(c):
-    if c.__class__ is DescriptorList:  # built by a compiled parse
-        return c
-    f_rows = c['rows']
-    if f_rows is not None:
-        f_rows = [_c2m_artifact_descriptor(_x) for _x in f_rows]
-    return DescriptorList(f_rows)
-
-def _f2m_descriptor_list(f_rows):
-    if f_rows is not None:
-        f_rows = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_rows]
-    return DescriptorList(f_rows)
-C_descriptor_list._bw_model = (_f2m_descriptor_list, ('rows',), (), True)
-
-def _m2c_descriptor_list(v):
-    return {
-        'rows': None if v.rows is None else [_m2c_artifact_descriptor(_x) for _x in v.rows],
-    }
-
-def _c2m_zgw_reclaim_complete(c):
-    if c.__class__ is ZgwReclaimComplete:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_intent = c['intent']
-    if f_intent is not None:
-        f_intent = _c2m_required_ref(f_intent)
-    f_durable_state = c['durable_state']
-    f_completed = c['completed']
-    if f_completed is not None:
-        f_completed = _c2m_descriptor_list(f_completed)
-    f_remaining = c['remaining']
-    if f_remaining is not None:
-        f_remaining = _c2m_descriptor_list(f_remaining)
-    return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
-
-def _f2m_zgw_reclaim_complete(f_id, f_intent, f_durable_state, f_completed, f_remaining):
-    if f_intent is not None:
-        f_intent = (f_intent if f_intent.__class__ is RequiredRef else _c2m_required_ref(f_intent))
-    if f_completed is not None:
-        f_completed = (f_completed if f_completed.__class__ is DescriptorList else _c2m_descriptor_list(f_completed))
-    if f_remaining is not None:
-        f_remaining = (f_remaining if f_remaining.__class__ is DescriptorList else _c2m_descriptor_list(f_remaining))
-    return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
-C_zgw_reclaim_complete._bw_model = (_f2m_zgw_reclaim_complete, ('id', 'intent', 'durable_state', 'completed', 'remaining'), (), True)
-
-def _m2c_zgw_reclaim_complete(v):
-    return {
-        'id': v.id,
-        'intent': None if v.intent is None else _m2c_required_ref(v.intent),
-        'durable_state': v.durable_state,
-        'completed': None if v.completed is None else _m2c_descriptor_list(v.completed),
-        'remaining': None if v.remaining is None else _m2c_descriptor_list(v.remaining),
-    }
-
-def _c2m_spill_binding(c):
-    if c.__class__ is SpillBinding:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_session = c['session']
-    f_capture_generation = c['capture_generation']
-    f_target_generation = c['target_generation']
-    f_sequence = c['sequence']
-    f_serial_fence = c['serial_fence']
-    return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
-
-def _f2m_spill_binding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence):
-    return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
-C_spill_binding._bw_model = (_f2m_spill_binding, ('store', 'session', 'capture_generation', 'target_generation', 'sequence', 'serial_fence'), (), True)
-
-def _m2c_spill_binding(v):
-    return {
-        'store': v.store,
-        'session': v.session,
-        'capture_generation': v.capture_generation,
-        'target_generation': v.target_generation,
-        'sequence': v.sequence,
-        'serial_fence': v.serial_fence,
-    }
-
-def _c2m_zgcp_prepared_inventory(c):
-    if c.__class__ is ZgcpPreparedInventory:  # built by a compiled parse
-        return c
-    f_descriptors = c['descriptors']
-    if f_descriptors is not None:
-        f_descriptors = [_c2m_artifact_descriptor(_x) for _x in f_descriptors]
-    return ZgcpPreparedInventory(f_descriptors)
-
-def _f2m_zgcp_prepared_inventory(f_descriptors):
-    if f_descriptors is not None:
-        f_descriptors = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_descriptors]
-    return ZgcpPreparedInventory(f_descriptors)
-C_zgcp_prepared_inventory._bw_model = (_f2m_zgcp_prepared_inventory, ('descriptors',), (), True)
-
-def _m2c_zgcp_prepared_inventory(v):
-    return {
-        'descriptors': None if v.descriptors is None else [_m2c_artifact_descriptor(_x) for _x in v.descriptors],
-    }
-
-def _c2m_zgcp_captured_base(c):
-    if c.__class__ is ZgcpCapturedBase:  # built by a compiled parse
-        return c
-    f_unpinned = c['unpinned']
-    if f_unpinned is not None:
-        f_unpinned = bytes(f_unpinned)
-    f_binding = c['binding']
-    if f_binding is not None:
-        f_binding = _c2m_spill_binding(f_binding)
-    f_absorbed_through = c['absorbed_through']
-    f_manifest_generation = c['manifest_generation']
-    f_state = c['state']
-    if f_state is not None:
-        f_state = _c2m_commit_state(f_state)
-    return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
-
-def _f2m_zgcp_captured_base(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state):
-    if f_unpinned is not None:
-        f_unpinned = bytes(f_unpinned)
-    if f_binding is not None:
-        f_binding = (f_binding if f_binding.__class__ is SpillBinding else _c2m_spill_binding(f_binding))
-    if f_state is not None:
-        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
-    return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
-C_zgcp_captured_base._bw_model = (_f2m_zgcp_captured_base, ('unpinned', 'binding', 'absorbed_through', 'manifest_generation', 'state'), (), True)
-
-def _m2c_zgcp_captured_base(v):
-    return {
-        'unpinned': v.unpinned,
-        'binding': None if v.binding is None else _m2c_spill_binding(v.binding),
-        'absorbed_through': v.absorbed_through,
-        'manifest_generation': v.manifest_generation,
-        'state': None if v.state is None else _m2c_commit_state(v.state),
-    }
-
-def _c2m_zgcp_participant(c):
-    if c.__class__ is ZgcpParticipant:  # built by a compiled parse
-        return c
-    f_role = c['role']
-    if f_role is not None:
-        _t = _ZGCPROLE_BY_VALUE.get(f_role)
-        f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_zgcp_prepared_inventory(f_body) if f_role == 2 else (_c2m_zgcp_captured_base(f_body) if f_role == 7 else f_body))
-    return ZgcpParticipant(f_role, f_body)
-
-def _f2m_zgcp_participant(f_role, f_body):
-    if f_role is not None:
-        _t = _ZGCPROLE_BY_VALUE.get(f_role)
-        f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is ZgcpPreparedInventory else _c2m_zgcp_prepared_inventory(f_body)) if f_role == 2 else ((f_body if f_body.__class__ is ZgcpCapturedBase else _c2m_zgcp_captured_base(f_body)) if f_role == 7 else f_body))
-    return ZgcpParticipant(f_role, f_body)
-C_zgcp_participant._bw_model = (_f2m_zgcp_participant, ('role', 'body'), (), True)
-
-def _m2c_zgcp_participant(v):
-    return {
-        'role': None if v.role is None else int(v.role),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.role, {2: ZgcpPreparedInventory, 7: ZgcpCapturedBase}, None, 'body')),
-    }
-
-def _c2m_fold_authority(c):
-    if c.__class__ is FoldAuthority:  # built by a compiled parse
-        return c
-    f_values = c['values']
-    return FoldAuthority(f_values)
-
-def _f2m_fold_authority(f_values):
-    return FoldAuthority(f_values)
-C_fold_authority._bw_model = (_f2m_fold_authority, ('values',), (), True)
-
-def _m2c_fold_authority(v):
-    return {
-        'values': v.values,
-    }
-
-def _c2m_captured_base_value(c):
-    if c.__class__ is CapturedBaseValue:  # built by a compiled parse
-        return c
-    f_ref = c['ref']
-    if f_ref is not None:
-        f_ref = _c2m_required_ref(f_ref)
-    f_sequence = c['sequence']
-    return CapturedBaseValue(f_ref, f_sequence)
-
-def _f2m_captured_base_value(f_ref, f_sequence):
-    if f_ref is not None:
-        f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
-    return CapturedBaseValue(f_ref, f_sequence)
-C_captured_base_value._bw_model = (_f2m_captured_base_value, ('ref', 'sequence'), (), True)
-
-def _m2c_captured_base_value(v):
-    return {
-        'ref': None if v.ref is None else _m2c_required_ref(v.ref),
-        'sequence': v.sequence,
-    }
-
-def _c2m_protected_value(c):
-    if c.__class__ is ProtectedValue:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = (_c2m_fold_authority(f_value) if f_tag == 5 else (_c2m_captured_base_value(f_value) if f_tag == 6 else None))
-    return ProtectedValue(f_tag, f_value)
-
-def _f2m_protected_value(f_tag, f_value):
-    if f_value is not None:
-        f_value = ((f_value if f_value.__class__ is FoldAuthority else _c2m_fold_authority(f_value)) if f_tag == 5 else ((f_value if f_value.__class__ is CapturedBaseValue else _c2m_captured_base_value(f_value)) if f_tag == 6 else None))
-    return ProtectedValue(f_tag, f_value)
-C_protected_value._bw_model = (_f2m_protected_value, ('tag', 'value'), (), False)
-
-def _m2c_protected_value(v):
-    return {
-        'tag': v.tag,
-        'value': None if v.value is None else _m2c_any(_case_value(v.value, v.tag, {5: FoldAuthority, 6: CapturedBaseValue}, None, 'value')),
-    }
-
-def _c2m_frame_block(c):
-    if c.__class__ is FrameBlock:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return FrameBlock(f_payload)
-
-def _f2m_frame_block(f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return FrameBlock(f_payload)
-C_frame_block._bw_model = (_f2m_frame_block, ('payload',), (), False)
-
-def _m2c_frame_block(v):
-    return {
-        'payload': v.payload,
-    }
-
-def _c2m_frame_file(c):
-    if c.__class__ is FrameFile:  # built by a compiled parse
-        return c
-    f_flags = c['flags']
-    f_block = c['block']
-    if f_block is not None:
-        f_block = _c2m_frame_block(f_block)
-    return FrameFile(f_flags, f_block)
-
-def _f2m_frame_file(f_flags, f_block):
-    if f_block is not None:
-        f_block = (f_block if f_block.__class__ is FrameBlock else _c2m_frame_block(f_block))
-    return FrameFile(f_flags, f_block)
-C_frame_file._bw_model = (_f2m_frame_file, ('flags', 'block'), (), True)
-
-def _m2c_frame_file(v):
-    return {
-        'flags': v.flags,
-        'block': None if v.block is None else _m2c_frame_block(v.block),
-    }
-
-def _c2m_manifest_block(c, p_version):
-    if c.__class__ is ManifestBlock:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = _c2m_manifest_payload(f_payload, p_version)
-    return ManifestBlock(f_payload)
-
-def _f2m_manifest_block(f_payload, p_version):
-    if f_payload is not None:
-        f_payload = (f_payload if f_payload.__class__ is ManifestPayload else _c2m_manifest_payload(f_payload, p_version))
-    return ManifestBlock(f_payload)
-C_manifest_block._bw_model = (_f2m_manifest_block, ('payload',), ('version',), False)
-
-def _m2c_manifest_block(v):
-    return {
-        'payload': None if v.payload is None else _m2c_manifest_payload(v.payload),
-    }
-
-def _c2m_manifest_file(c):
-    if c.__class__ is ManifestFile:  # built by a compiled parse
-        return c
-    f_family_version = c['family_version']
-    f_block = c['block']
-    if f_block is not None:
-        f_block = _c2m_manifest_block(f_block, f_family_version)
-    return ManifestFile(f_family_version, f_block)
-
-def _f2m_manifest_file(f_family_version, f_block):
-    if f_block is not None:
-        f_block = (f_block if f_block.__class__ is ManifestBlock else _c2m_manifest_block(f_block, f_family_version))
-    return ManifestFile(f_family_version, f_block)
-C_manifest_file._bw_model = (_f2m_manifest_file, ('family_version', 'block'), (), True)
-
-def _m2c_manifest_file(v):
-    return {
-        'family_version': v.family_version,
-        'block': None if v.block is None else _m2c_manifest_block(v.block),
-    }
-
-def _c2m_epoch_alias(c):
-    if c.__class__ is EpochAlias:  # built by a compiled parse
-        return c
-    f_present = c['present']
-    f_embedding_epoch_id = c['embedding_epoch_id']
-    f_tokenizer_epoch_id = c['tokenizer_epoch_id']
-    return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
-
-def _f2m_epoch_alias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id):
-    return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
-C_epoch_alias._bw_model = (_f2m_epoch_alias, ('present', 'embedding_epoch_id', 'tokenizer_epoch_id'), (), True)
-
-def _m2c_epoch_alias(v):
-    return {
-        'present': v.present,
-        'embedding_epoch_id': v.embedding_epoch_id,
-        'tokenizer_epoch_id': v.tokenizer_epoch_id,
-    }
-
-def _c2m_manifest_segment(c):
-    if c.__class__ is ManifestSegment:  # built by a compiled parse
-        return c
-    f_segment_id = c['segment_id']
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    f_row_count = c['row_count']
-    f_scheme = c['scheme']
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c['dims']
-    f_file_size = c['file_size']
-    f_epoch_present = c['epoch_present']
-    f_embedding_epoch_id = c['embedding_epoch_id']
-    return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
-
-def _f2m_manifest_segment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id):
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
-C_manifest_segment._bw_model = (_f2m_manifest_segment, ('segment_id', 'row_count', 'scheme', 'dims', 'file_size', 'epoch_present', 'embedding_epoch_id'), (), False)
-
-def _m2c_manifest_segment(v):
-    return {
-        'segment_id': v.segment_id,
-        'row_count': v.row_count,
-        'scheme': None if v.scheme is None else int(v.scheme),
-        'dims': v.dims,
-        'file_size': v.file_size,
-        'epoch_present': v.epoch_present,
-        'embedding_epoch_id': v.embedding_epoch_id,
-    }
-
-def _c2m_embedding_tower(c):
-    if c.__class__ is EmbeddingTower:  # built by a compiled parse
-        return c
-    f_model_id = c['model_id']
-    f_model_version = c['model_version']
-    f_weights_digest = c['weights_digest']
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    f_dims = c['dims']
-    f_normalization = c['normalization']
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    f_prompt_prefix = c['prompt_prefix']
-    f_max_tokens = c['max_tokens']
-    f_runtime = c['runtime']
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    f_compute_units = c['compute_units']
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    f_os_build_present = c['os_build_present']
-    f_os_build = c['os_build']
-    return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-
-def _f2m_embedding_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-C_embedding_tower._bw_model = (_f2m_embedding_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
-
-def _m2c_embedding_tower(v):
-    return {
-        'model_id': v.model_id,
-        'model_version': v.model_version,
-        'weights_digest': v.weights_digest,
-        'dims': v.dims,
-        'normalization': None if v.normalization is None else int(v.normalization),
-        'prompt_prefix': v.prompt_prefix,
-        'max_tokens': v.max_tokens,
-        'runtime': None if v.runtime is None else int(v.runtime),
-        'compute_units': None if v.compute_units is None else int(v.compute_units),
-        'os_build_present': v.os_build_present,
-        'os_build': v.os_build,
-    }
-
-def _c2m_embedding_epoch(c):
-    if c.__class__ is EmbeddingEpoch:  # built by a compiled parse
-        return c
-    f_embedding_epoch_id = c['embedding_epoch_id']
-    f_tokenizer_epoch_id = c['tokenizer_epoch_id']
-    f_document = c['document']
-    if f_document is not None:
-        f_document = _c2m_embedding_tower(f_document)
-    f_query = c['query']
-    if f_query is not None:
-        f_query = _c2m_embedding_tower(f_query)
-    f_alignment_digest = c['alignment_digest']
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
-
-def _f2m_embedding_epoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest):
-    if f_document is not None:
-        f_document = (f_document if f_document.__class__ is EmbeddingTower else _c2m_embedding_tower(f_document))
-    if f_query is not None:
-        f_query = (f_query if f_query.__class__ is EmbeddingTower else _c2m_embedding_tower(f_query))
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
-C_embedding_epoch._bw_model = (_f2m_embedding_epoch, ('embedding_epoch_id', 'tokenizer_epoch_id', 'document', 'query', 'alignment_digest'), (), True)
-
-def _m2c_embedding_epoch(v):
-    return {
-        'embedding_epoch_id': v.embedding_epoch_id,
-        'tokenizer_epoch_id': v.tokenizer_epoch_id,
-        'document': None if v.document is None else _m2c_embedding_tower(v.document),
-        'query': None if v.query is None else _m2c_embedding_tower(v.query),
-        'alignment_digest': v.alignment_digest,
-    }
-
-def _c2m_column_def(c):
-    if c.__class__ is ColumnDef:  # built by a compiled parse
-        return c
-    f_column_id = c['column_id']
-    f_type = c['type']
-    if f_type is not None:
-        _t = _COLUMNTYPE_BY_VALUE.get(f_type)
-        f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
-    f_nullable = c['nullable']
-    f_name = c['name']
-    return ColumnDef(f_column_id, f_type, f_nullable, f_name)
-
-def _f2m_column_def(f_column_id, f_type, f_nullable, f_name):
-    if f_type is not None:
-        _t = _COLUMNTYPE_BY_VALUE.get(f_type)
-        f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
-    return ColumnDef(f_column_id, f_type, f_nullable, f_name)
-C_column_def._bw_model = (_f2m_column_def, ('column_id', 'type', 'nullable', 'name'), (), True)
-
-def _m2c_column_def(v):
-    return {
-        'column_id': v.column_id,
-        'type': None if v.type is None else int(v.type),
-        'nullable': v.nullable,
-        'name': v.name,
-    }
-
-def _c2m_clustering_range(c):
-    if c.__class__ is ClusteringRange:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _RANGETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
-    f_min_ts = c['min_ts']
-    f_max_ts = c['max_ts']
-    return ClusteringRange(f_tag, f_min_ts, f_max_ts)
-
-def _f2m_clustering_range(f_tag, f_min_ts, f_max_ts):
-    if f_tag is not None:
-        _t = _RANGETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
-    return ClusteringRange(f_tag, f_min_ts, f_max_ts)
-C_clustering_range._bw_model = (_f2m_clustering_range, ('tag', 'min_ts', 'max_ts'), (), False)
-
-def _m2c_clustering_range(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'min_ts': v.min_ts,
-        'max_ts': v.max_ts,
-    }
-
-def _c2m_tsr1_body(c, p_segment_count):
-    if c.__class__ is Tsr1Body:  # built by a compiled parse
-        return c
-    f_ranges = c['ranges']
-    if f_ranges is not None:
-        f_ranges = [_c2m_clustering_range(_x) for _x in f_ranges]
-    return Tsr1Body(f_ranges)
-
-def _f2m_tsr1_body(f_ranges):
-    if f_ranges is not None:
-        f_ranges = [(_x if _x.__class__ is ClusteringRange else _c2m_clustering_range(_x)) for _x in f_ranges]
-    return Tsr1Body(f_ranges)
-C_tsr1_body._bw_model = (_f2m_tsr1_body, ('ranges',), (), True)
-
-def _m2c_tsr1_body(v):
-    return {
-        'ranges': None if v.ranges is None else [_m2c_clustering_range(_x) for _x in v.ranges],
-    }
-
-def _c2m_graph_object(c):
-    if c.__class__ is GraphObject:  # built by a compiled parse
-        return c
-    f_artifact_id = c['artifact_id']
-    f_length = c['length']
-    f_checksum = c['checksum']
-    return GraphObject(f_artifact_id, f_length, f_checksum)
-
-def _f2m_graph_object(f_artifact_id, f_length, f_checksum):
-    return GraphObject(f_artifact_id, f_length, f_checksum)
-C_graph_object._bw_model = (_f2m_graph_object, ('artifact_id', 'length', 'checksum'), (), True)
-
-def _m2c_graph_object(v):
-    return {
-        'artifact_id': v.artifact_id,
-        'length': v.length,
-        'checksum': v.checksum,
-    }
-
-def _c2m_zgen_row(c):
-    if c.__class__ is ZgenRow:  # built by a compiled parse
-        return c
-    f_after_sequence = c['after_sequence']
-    f_increment_count = c['increment_count']
-    return ZgenRow(f_after_sequence, f_increment_count)
-
-def _f2m_zgen_row(f_after_sequence, f_increment_count):
-    return ZgenRow(f_after_sequence, f_increment_count)
-C_zgen_row._bw_model = (_f2m_zgen_row, ('after_sequence', 'increment_count'), (), True)
-
-def _m2c_zgen_row(v):
-    return {
-        'after_sequence': v.after_sequence,
-        'increment_count': v.increment_count,
-    }
-
-def _c2m_zgen_extension(c):
-    if c.__class__ is ZgenExtension:  # built by a compiled parse
-        return c
-    f_version = c['version']
-    f_counted_through = c['counted_through']
-    f_rows = c['rows']
-    if f_rows is not None:
-        f_rows = [_c2m_zgen_row(_x) for _x in f_rows]
-    return ZgenExtension(f_version, f_counted_through, f_rows)
-
-def _f2m_zgen_extension(f_version, f_counted_through, f_rows):
-    if f_rows is not None:
-        f_rows = [(_x if _x.__class__ is ZgenRow else _c2m_zgen_row(_x)) for _x in f_rows]
-    return ZgenExtension(f_version, f_counted_through, f_rows)
-C_zgen_extension._bw_model = (_f2m_zgen_extension, ('version', 'counted_through', 'rows'), (), False)
-
-def _m2c_zgen_extension(v):
-    return {
-        'version': v.version,
-        'counted_through': v.counted_through,
-        'rows': None if v.rows is None else [_m2c_zgen_row(_x) for _x in v.rows],
-    }
-
-def _c2m_graph_section(c):
-    if c.__class__ is GraphSection:  # built by a compiled parse
-        return c
-    f_graph_present = c['graph_present']
-    f_absorbed_through = c['absorbed_through']
-    f_state = c['state']
-    if f_state is not None:
-        f_state = _c2m_commit_state(f_state)
-    f_objects = c['objects']
-    if f_objects is not None:
-        f_objects = [_c2m_graph_object(_x) for _x in f_objects]
-    f_zgen = c['zgen']
-    if f_zgen is not None:
-        f_zgen = [_c2m_zgen_extension(_x) for _x in f_zgen]
-    return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
-
-def _f2m_graph_section(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen):
-    if f_state is not None:
-        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
-    if f_objects is not None:
-        f_objects = [(_x if _x.__class__ is GraphObject else _c2m_graph_object(_x)) for _x in f_objects]
-    if f_zgen is not None:
-        f_zgen = [(_x if _x.__class__ is ZgenExtension else _c2m_zgen_extension(_x)) for _x in f_zgen]
-    return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
-C_graph_section._bw_model = (_f2m_graph_section, ('graph_present', 'absorbed_through', 'state', 'objects', 'zgen'), (), True)
-
-def _m2c_graph_section(v):
-    return {
-        'graph_present': v.graph_present,
-        'absorbed_through': v.absorbed_through,
-        'state': None if v.state is None else _m2c_commit_state(v.state),
-        'objects': None if v.objects is None else [_m2c_graph_object(_x) for _x in v.objects],
-        'zgen': None if v.zgen is None else [_m2c_zgen_extension(_x) for _x in v.zgen],
-    }
-
-def _c2m_zgr3_body(c):
-    if c.__class__ is Zgr3Body:  # built by a compiled parse
-        return c
-    f_graph = c['graph']
-    if f_graph is not None:
-        f_graph = _c2m_graph_section(f_graph)
-    return Zgr3Body(f_graph)
-
-def _f2m_zgr3_body(f_graph):
-    if f_graph is not None:
-        f_graph = (f_graph if f_graph.__class__ is GraphSection else _c2m_graph_section(f_graph))
-    return Zgr3Body(f_graph)
-C_zgr3_body._bw_model = (_f2m_zgr3_body, ('graph',), (), True)
-
-def _m2c_zgr3_body(v):
-    return {
-        'graph': None if v.graph is None else _m2c_graph_section(v.graph),
-    }
-
-def _c2m_manifest_extension(c, p_version, p_segment_count):
-    if c.__class__ is ManifestExtension:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_tsr1_body(f_body, p_segment_count) if f_tag == 827478868 else (_c2m_zgr3_body(f_body) if f_tag == 861030234 else None))
-    return ManifestExtension(f_tag, f_body)
-
-def _f2m_manifest_extension(f_tag, f_body, p_segment_count):
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is Tsr1Body else _c2m_tsr1_body(f_body, p_segment_count)) if f_tag == 827478868 else ((f_body if f_body.__class__ is Zgr3Body else _c2m_zgr3_body(f_body)) if f_tag == 861030234 else None))
-    return ManifestExtension(f_tag, f_body)
-C_manifest_extension._bw_model = (_f2m_manifest_extension, ('tag', 'body'), ('segment_count',), False)
-
-def _m2c_manifest_extension(v):
-    return {
-        'tag': v.tag,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {827478868: Tsr1Body, 861030234: Zgr3Body}, None, 'body')),
-    }
-
-def _c2m_manifest_payload(c, p_version):
-    if c.__class__ is ManifestPayload:  # built by a compiled parse
-        return c
-    f_generation = c['generation']
-    f_log_seq = c['log_seq']
-    f_segment_count = c['segment_count']
-    f_alias = c['alias']
-    if f_alias is not None:
-        f_alias = _c2m_epoch_alias(f_alias)
-    f_segments = c['segments']
-    if f_segments is not None:
-        f_segments = [_c2m_manifest_segment(_x) for _x in f_segments]
-    f_epochs = c['epochs']
-    if f_epochs is not None:
-        f_epochs = [_c2m_embedding_epoch(_x) for _x in f_epochs]
-    f_columns = c['columns']
-    if f_columns is not None:
-        f_columns = [_c2m_column_def(_x) for _x in f_columns]
-    f_extensions = c['extensions']
-    if f_extensions is not None:
-        f_extensions = [_c2m_manifest_extension(_x, p_version, f_segment_count) for _x in f_extensions]
-    return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
-
-def _f2m_manifest_payload(f_generation, f_log_seq, f_segment_count, f_alias, f_segments, f_epochs, f_columns, f_extensions, p_version):
-    if f_alias is not None:
-        f_alias = (f_alias if f_alias.__class__ is EpochAlias else _c2m_epoch_alias(f_alias))
-    if f_segments is not None:
-        f_segments = [(_x if _x.__class__ is ManifestSegment else _c2m_manifest_segment(_x)) for _x in f_segments]
-    if f_epochs is not None:
-        f_epochs = [(_x if _x.__class__ is EmbeddingEpoch else _c2m_embedding_epoch(_x)) for _x in f_epochs]
-    if f_columns is not None:
-        f_columns = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_columns]
-    if f_extensions is not None:
-        f_extensions = [(_x if _x.__class__ is ManifestExtension else _c2m_manifest_extension(_x, p_version, f_segment_count)) for _x in f_extensions]
-    return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
-C_manifest_payload._bw_model = (_f2m_manifest_payload, ('generation', 'log_seq', 'segment_count', 'alias', 'segments', 'epochs', 'columns', 'extensions'), ('version',), False)
-
-def _m2c_manifest_payload(v):
-    return {
-        'generation': v.generation,
-        'log_seq': v.log_seq,
-        'alias': None if v.alias is None else _m2c_epoch_alias(v.alias),
-        'segments': None if v.segments is None else [_m2c_manifest_segment(_x) for _x in v.segments],
-        'epochs': None if v.epochs is None else [_m2c_embedding_epoch(_x) for _x in v.epochs],
-        'columns': None if v.columns is None else [_m2c_column_def(_x) for _x in v.columns],
-        'extensions': None if v.extensions is None else [_m2c_manifest_extension(_x) for _x in v.extensions],
-    }
-
-def _c2m_purge_token_input(c):
-    if c.__class__ is PurgeTokenInput:  # built by a compiled parse
-        return c
-    f_generation = c['generation']
-    f_doc_ids = c['doc_ids']
-    return PurgeTokenInput(f_generation, f_doc_ids)
-
-def _f2m_purge_token_input(f_generation, f_doc_ids):
-    return PurgeTokenInput(f_generation, f_doc_ids)
-C_purge_token_input._bw_model = (_f2m_purge_token_input, ('generation', 'doc_ids'), (), True)
-
-def _m2c_purge_token_input(v):
-    return {
-        'generation': v.generation,
-        'doc_ids': v.doc_ids,
-    }
-
-def _c2m_purge_payload(c):
-    if c.__class__ is PurgePayload:  # built by a compiled parse
-        return c
-    f_token_id = c['token_id']
-    f_doc_ids = c['doc_ids']
-    return PurgePayload(f_token_id, f_doc_ids)
-
-def _f2m_purge_payload(f_token_id, f_doc_ids):
-    return PurgePayload(f_token_id, f_doc_ids)
-C_purge_payload._bw_model = (_f2m_purge_payload, ('token_id', 'doc_ids'), (), True)
-
-def _m2c_purge_payload(v):
-    return {
-        'token_id': v.token_id,
-        'doc_ids': v.doc_ids,
-    }
-
-def _c2m_purge_block(c):
-    if c.__class__ is PurgeBlock:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = _c2m_purge_payload(f_payload)
-    return PurgeBlock(f_payload)
-
-def _f2m_purge_block(f_payload):
-    if f_payload is not None:
-        f_payload = (f_payload if f_payload.__class__ is PurgePayload else _c2m_purge_payload(f_payload))
-    return PurgeBlock(f_payload)
-C_purge_block._bw_model = (_f2m_purge_block, ('payload',), (), False)
-
-def _m2c_purge_block(v):
-    return {
-        'payload': None if v.payload is None else _m2c_purge_payload(v.payload),
-    }
-
-def _c2m_purge_file(c):
-    if c.__class__ is PurgeFile:  # built by a compiled parse
-        return c
-    f_block = c['block']
-    if f_block is not None:
-        f_block = _c2m_purge_block(f_block)
-    return PurgeFile(f_block)
-
-def _f2m_purge_file(f_block):
-    if f_block is not None:
-        f_block = (f_block if f_block.__class__ is PurgeBlock else _c2m_purge_block(f_block))
-    return PurgeFile(f_block)
-C_purge_file._bw_model = (_f2m_purge_file, ('block',), (), True)
-
-def _m2c_purge_file(v):
-    return {
-        'block': None if v.block is None else _m2c_purge_block(v.block),
-    }
-
-def _c2m_epoch_digest_input(c):
-    if c.__class__ is EpochDigestInput:  # built by a compiled parse
-        return c
-    f_document = c['document']
-    if f_document is not None:
-        f_document = _c2m_digest_tower(f_document)
-    f_query = c['query']
-    if f_query is not None:
-        f_query = _c2m_digest_tower(f_query)
-    f_alignment_digest = c['alignment_digest']
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EpochDigestInput(f_document, f_query, f_alignment_digest)
-
-def _f2m_epoch_digest_input(f_document, f_query, f_alignment_digest):
-    if f_document is not None:
-        f_document = (f_document if f_document.__class__ is DigestTower else _c2m_digest_tower(f_document))
-    if f_query is not None:
-        f_query = (f_query if f_query.__class__ is DigestTower else _c2m_digest_tower(f_query))
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EpochDigestInput(f_document, f_query, f_alignment_digest)
-C_epoch_digest_input._bw_model = (_f2m_epoch_digest_input, ('document', 'query', 'alignment_digest'), (), True)
-
-def _m2c_epoch_digest_input(v):
-    return {
-        'document': None if v.document is None else _m2c_digest_tower(v.document),
-        'query': None if v.query is None else _m2c_digest_tower(v.query),
-        'alignment_digest': v.alignment_digest,
-    }
-
-def _c2m_epoch_digest_input_v1(c):
-    if c.__class__ is EpochDigestInputV1:  # built by a compiled parse
-        return c
-    f_tower = c['tower']
-    if f_tower is not None:
-        f_tower = _c2m_digest_tower(f_tower)
-    return EpochDigestInputV1(f_tower)
-
-def _f2m_epoch_digest_input_v1(f_tower):
-    if f_tower is not None:
-        f_tower = (f_tower if f_tower.__class__ is DigestTower else _c2m_digest_tower(f_tower))
-    return EpochDigestInputV1(f_tower)
-C_epoch_digest_input_v1._bw_model = (_f2m_epoch_digest_input_v1, ('tower',), (), True)
-
-def _m2c_epoch_digest_input_v1(v):
-    return {
-        'tower': None if v.tower is None else _m2c_digest_tower(v.tower),
-    }
-
-def _c2m_digest_tower(c):
-    if c.__class__ is DigestTower:  # built by a compiled parse
-        return c
-    f_model_id = c['model_id']
-    f_model_version = c['model_version']
-    f_weights_digest = c['weights_digest']
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    f_dims = c['dims']
-    f_normalization = c['normalization']
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    f_prompt_prefix = c['prompt_prefix']
-    f_max_tokens = c['max_tokens']
-    f_runtime = c['runtime']
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    f_compute_units = c['compute_units']
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    f_os_build_present = c['os_build_present']
-    f_os_build = c['os_build']
-    return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-
-def _f2m_digest_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-C_digest_tower._bw_model = (_f2m_digest_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
-
-def _m2c_digest_tower(v):
-    return {
-        'model_id': v.model_id,
-        'model_version': v.model_version,
-        'weights_digest': v.weights_digest,
-        'dims': v.dims,
-        'normalization': None if v.normalization is None else int(v.normalization),
-        'prompt_prefix': v.prompt_prefix,
-        'max_tokens': v.max_tokens,
-        'runtime': None if v.runtime is None else int(v.runtime),
-        'compute_units': None if v.compute_units is None else int(v.compute_units),
-        'os_build_present': v.os_build_present,
-        'os_build': v.os_build,
-    }
-
-def _c2m_region_entry(c):
-    if c.__class__ is RegionEntry:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    f_version = c['version']
-    f_offset = c['offset']
-    f_length = c['length']
-    f_checksum = c['checksum']
-    return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
-
-def _f2m_region_entry(f_kind, f_version, f_offset, f_length, f_checksum):
-    return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
-C_region_entry._bw_model = (_f2m_region_entry, ('kind', 'version', 'offset', 'length', 'checksum'), (), False)
-
-def _m2c_region_entry(v):
-    return {
-        'kind': v.kind,
-        'version': v.version,
-        'offset': v.offset,
-        'length': v.length,
-        'checksum': v.checksum,
-    }
-
-def _c2m_segment_header(c):
-    if c.__class__ is SegmentHeader:  # built by a compiled parse
-        return c
-    f_file_length = c['file_length']
-    f_segment_id = c['segment_id']
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    f_row_count = c['row_count']
-    f_scheme = c['scheme']
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c['dims']
-    f_regions = c['regions']
-    if f_regions is not None:
-        f_regions = [_c2m_region_entry(_x) for _x in f_regions]
-    return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
-
-def _f2m_segment_header(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions):
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    if f_regions is not None:
-        f_regions = [(_x if _x.__class__ is RegionEntry else _c2m_region_entry(_x)) for _x in f_regions]
-    return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
-C_segment_header._bw_model = (_f2m_segment_header, ('file_length', 'segment_id', 'row_count', 'scheme', 'dims', 'regions'), (), False)
-
-def _m2c_segment_header(v):
-    return {
-        'file_length': v.file_length,
-        'segment_id': v.segment_id,
-        'row_count': v.row_count,
-        'scheme': None if v.scheme is None else int(v.scheme),
-        'dims': v.dims,
-        'regions': None if v.regions is None else [_m2c_region_entry(_x) for _x in v.regions],
-    }
-
-def _c2m_vector_header(c):
-    if c.__class__ is VectorHeader:  # built by a compiled parse
-        return c
-    f_scheme = c['scheme']
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c['dims']
-    f_row_stride = c['row_stride']
-    f_factor_stride = c['factor_stride']
-    f_row_count = c['row_count']
-    return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
-
-def _f2m_vector_header(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count):
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
-C_vector_header._bw_model = (_f2m_vector_header, ('scheme', 'dims', 'row_stride', 'factor_stride', 'row_count'), (), False)
-
-def _m2c_vector_header(v):
-    return {
-        'scheme': None if v.scheme is None else int(v.scheme),
-        'dims': v.dims,
-        'row_stride': v.row_stride,
-        'factor_stride': v.factor_stride,
-        'row_count': v.row_count,
-    }
-
-def _c2m_vector_codes_region(c):
-    if c.__class__ is VectorCodesRegion:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_vector_header(f_header)
-    f_codes = c['codes']
-    if f_codes is not None:
-        f_codes = _rows_to_array(f_codes, '<u1')
-    return VectorCodesRegion(f_header, f_codes)
-
-def _f2m_vector_codes_region(f_header, f_codes):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
-    if f_codes is not None:
-        f_codes = _rows_to_array(f_codes, '<u1')
-    return VectorCodesRegion(f_header, f_codes)
-C_vector_codes_region._bw_model = (_f2m_vector_codes_region, ('header', 'codes'), (), True)
-
-def _m2c_vector_codes_region(v):
-    return {
-        'header': None if v.header is None else _m2c_vector_header(v.header),
-        'codes': v.codes,
-    }
-
-def _c2m_bit4_factors(c):
-    if c.__class__ is Bit4Factors:  # built by a compiled parse
-        return c
-    f_scale = c['scale']
-    f_normalized_norm = c['normalized_norm']
-    f_normalized_correction = c['normalized_correction']
-    return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
-
-def _f2m_bit4_factors(f_scale, f_normalized_norm, f_normalized_correction):
-    return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
-C_bit4_factors._bw_model = (_f2m_bit4_factors, ('scale', 'normalized_norm', 'normalized_correction'), (), True)
-
-def _m2c_bit4_factors(v):
-    return {
-        'scale': v.scale,
-        'normalized_norm': v.normalized_norm,
-        'normalized_correction': v.normalized_correction,
-    }
-
-def _c2m_int8_factors(c):
-    if c.__class__ is Int8Factors:  # built by a compiled parse
-        return c
-    f_scale = c['scale']
-    f_offset = c['offset']
-    return Int8Factors(f_scale, f_offset)
-
-def _f2m_int8_factors(f_scale, f_offset):
-    return Int8Factors(f_scale, f_offset)
-C_int8_factors._bw_model = (_f2m_int8_factors, ('scale', 'offset'), (), True)
-
-def _m2c_int8_factors(v):
-    return {
-        'scale': v.scale,
-        'offset': v.offset,
-    }
-
-def _c2m_vector_factors_region(c):
-    if c.__class__ is VectorFactorsRegion:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_vector_header(f_header)
-    f_bit4 = c['bit4']
-    if f_bit4 is not None:
-        f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
-    f_int8 = c['int8']
-    if f_int8 is not None:
-        f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
-    f_raw = c['raw']
-    if f_raw is not None:
-        f_raw = bytes(f_raw)
-    return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
-
-def _f2m_vector_factors_region(f_header, f_bit4, f_int8, f_raw):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
-    if f_bit4 is not None:
-        f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
-    if f_int8 is not None:
-        f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
-    if f_raw is not None:
-        f_raw = bytes(f_raw)
-    return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
-C_vector_factors_region._bw_model = (_f2m_vector_factors_region, ('header', 'bit4', 'int8', 'raw'), (), True)
-
-def _m2c_vector_factors_region(v):
-    return {
-        'header': None if v.header is None else _m2c_vector_header(v.header),
-        'bit4': v.bit4,
-        'int8': v.int8,
-        'raw': v.raw,
-    }
-
-def _c2m_vector_rescore_region(c):
-    if c.__class__ is VectorRescoreRegion:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_vector_header(f_header)
-    f_values = c['values']
-    if f_values is not None:
-        f_values = _rows_to_array(f_values, '<f4')
-    return VectorRescoreRegion(f_header, f_values)
-
-def _f2m_vector_rescore_region(f_header, f_values):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
-    if f_values is not None:
-        f_values = _rows_to_array(f_values, '<f4')
-    return VectorRescoreRegion(f_header, f_values)
-C_vector_rescore_region._bw_model = (_f2m_vector_rescore_region, ('header', 'values'), (), True)
-
-def _m2c_vector_rescore_region(v):
-    return {
-        'header': None if v.header is None else _m2c_vector_header(v.header),
-        'values': v.values,
-    }
-
-def _c2m_columns_region(c):
-    if c.__class__ is ColumnsRegion:  # built by a compiled parse
-        return c
-    f_row_count = c['row_count']
-    f_defs = c['defs']
-    if f_defs is not None:
-        f_defs = [_c2m_column_def(_x) for _x in f_defs]
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ColumnsRegion(f_row_count, f_defs, f_data)
-
-def _f2m_columns_region(f_row_count, f_defs, f_data):
-    if f_defs is not None:
-        f_defs = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_defs]
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ColumnsRegion(f_row_count, f_defs, f_data)
-C_columns_region._bw_model = (_f2m_columns_region, ('row_count', 'defs', 'data'), (), False)
-
-def _m2c_columns_region(v):
-    return {
-        'row_count': v.row_count,
-        'defs': None if v.defs is None else [_m2c_column_def(_x) for _x in v.defs],
-        'data': v.data,
-    }
-
-def _c2m_dictionary_column(c, p_rows):
-    if c.__class__ is DictionaryColumn:  # built by a compiled parse
-        return c
-    f_strings = c['strings']
-    f_code_width = c['code_width']
-    f_codes16 = c['codes16']
-    f_codes32 = c['codes32']
-    return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
-
-def _f2m_dictionary_column(f_strings, f_code_width, f_codes16, f_codes32):
-    return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
-C_dictionary_column._bw_model = (_f2m_dictionary_column, ('strings', 'code_width', 'codes16', 'codes32'), (), True)
-
-def _m2c_dictionary_column(v):
-    return {
-        'strings': v.strings,
-        'code_width': v.code_width,
-        'codes16': v.codes16,
-        'codes32': v.codes32,
-    }
-
-def _c2m_column_data(c, p_type, p_rows):
-    if c.__class__ is ColumnData:  # built by a compiled parse
-        return c
-    f_presence = c['presence']
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    f_u64s = c['u64s']
-    f_i64s = c['i64s']
-    f_f64s = c['f64s']
-    f_bools = c['bools']
-    f_dictionary = c['dictionary']
-    if f_dictionary is not None:
-        f_dictionary = _c2m_dictionary_column(f_dictionary, p_rows)
-    f_raw_strings = c['raw_strings']
-    return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
-
-def _f2m_column_data(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings, p_rows):
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    if f_dictionary is not None:
-        f_dictionary = (f_dictionary if f_dictionary.__class__ is DictionaryColumn else _c2m_dictionary_column(f_dictionary, p_rows))
-    return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
-C_column_data._bw_model = (_f2m_column_data, ('presence', 'u64s', 'i64s', 'f64s', 'bools', 'dictionary', 'raw_strings'), ('rows',), True)
-
-def _m2c_column_data(v):
-    return {
-        'presence': v.presence,
-        'u64s': v.u64s,
-        'i64s': v.i64s,
-        'f64s': v.f64s,
-        'bools': v.bools,
-        'dictionary': None if v.dictionary is None else _m2c_dictionary_column(v.dictionary),
-        'raw_strings': v.raw_strings,
-    }
-
-def _c2m_alive_region(c):
-    if c.__class__ is AliveRegion:  # built by a compiled parse
-        return c
-    f_row_count = c['row_count']
-    f_bitmap = c['bitmap']
-    if f_bitmap is not None:
-        f_bitmap = bytes(f_bitmap)
-    return AliveRegion(f_row_count, f_bitmap)
-
-def _f2m_alive_region(f_row_count, f_bitmap):
-    if f_bitmap is not None:
-        f_bitmap = bytes(f_bitmap)
-    return AliveRegion(f_row_count, f_bitmap)
-C_alive_region._bw_model = (_f2m_alive_region, ('row_count', 'bitmap'), (), False)
-
-def _m2c_alive_region(v):
-    return {
-        'row_count': v.row_count,
-        'bitmap': v.bitmap,
-    }
-
-def _c2m_checksum_entry(c):
-    if c.__class__ is ChecksumEntry:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    f_chunk_index = c['chunk_index']
-    f_checksum = c['checksum']
-    return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
-
-def _f2m_checksum_entry(f_kind, f_chunk_index, f_checksum):
-    return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
-C_checksum_entry._bw_model = (_f2m_checksum_entry, ('kind', 'chunk_index', 'checksum'), (), False)
-
-def _m2c_checksum_entry(v):
-    return {
-        'kind': v.kind,
-        'chunk_index': v.chunk_index,
-        'checksum': v.checksum,
-    }
-
-def _c2m_checksum_table_region(c):
-    if c.__class__ is ChecksumTableRegion:  # built by a compiled parse
-        return c
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_checksum_entry(_x) for _x in f_entries]
-    return ChecksumTableRegion(f_entries)
-
-def _f2m_checksum_table_region(f_entries):
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is ChecksumEntry else _c2m_checksum_entry(_x)) for _x in f_entries]
-    return ChecksumTableRegion(f_entries)
-C_checksum_table_region._bw_model = (_f2m_checksum_table_region, ('entries',), (), True)
-
-def _m2c_checksum_table_region(v):
-    return {
-        'entries': None if v.entries is None else [_m2c_checksum_entry(_x) for _x in v.entries],
-    }
-
-def _c2m_document_version(c):
-    if c.__class__ is DocumentVersion:  # built by a compiled parse
-        return c
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    return DocumentVersion(f_doc_id, f_revision)
-
-def _f2m_document_version(f_doc_id, f_revision):
-    return DocumentVersion(f_doc_id, f_revision)
-C_document_version._bw_model = (_f2m_document_version, ('doc_id', 'revision'), (), True)
-
-def _m2c_document_version(v):
-    return {
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-    }
-
-def _c2m_document_versions_region(c):
-    if c.__class__ is DocumentVersionsRegion:  # built by a compiled parse
-        return c
-    f_rows = c['rows']
-    if f_rows is not None:
-        f_rows = [_c2m_document_version(_x) for _x in f_rows]
-    return DocumentVersionsRegion(f_rows)
-
-def _f2m_document_versions_region(f_rows):
-    if f_rows is not None:
-        f_rows = [(_x if _x.__class__ is DocumentVersion else _c2m_document_version(_x)) for _x in f_rows]
-    return DocumentVersionsRegion(f_rows)
-C_document_versions_region._bw_model = (_f2m_document_versions_region, ('rows',), (), True)
-
-def _m2c_document_versions_region(v):
-    return {
-        'rows': None if v.rows is None else [_m2c_document_version(_x) for _x in v.rows],
-    }
-
-def _c2m_stored_metadata_region(c):
-    if c.__class__ is StoredMetadataRegion:  # built by a compiled parse
-        return c
-    f_ends = c['ends']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredMetadataRegion(f_ends, f_data)
-
-def _f2m_stored_metadata_region(f_ends, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredMetadataRegion(f_ends, f_data)
-C_stored_metadata_region._bw_model = (_f2m_stored_metadata_region, ('ends', 'data'), (), False)
-
-def _m2c_stored_metadata_region(v):
-    return {
-        'ends': v.ends,
-        'data': v.data,
-    }
-
-def _c2m_stored_text_region(c):
-    if c.__class__ is StoredTextRegion:  # built by a compiled parse
-        return c
-    f_presence = c['presence']
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    f_ends = c['ends']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredTextRegion(f_presence, f_ends, f_data)
-
-def _f2m_stored_text_region(f_presence, f_ends, f_data):
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredTextRegion(f_presence, f_ends, f_data)
-C_stored_text_region._bw_model = (_f2m_stored_text_region, ('presence', 'ends', 'data'), (), False)
-
-def _m2c_stored_text_region(v):
-    return {
-        'presence': v.presence,
-        'ends': v.ends,
-        'data': v.data,
-    }
-
-_CPK_graph_node_block_neighbours = _packed_kind('<', 'I', 4, False)
-def _c2m_graph_node_block(c, p_code_bytes, p_max_degree):
-    if c.__class__ is GraphNodeBlock:  # built by a compiled parse
-        return c
-    f_codes = c['codes']
-    if f_codes is not None:
-        f_codes = bytes(f_codes)
-    f_factors = c['factors']
-    if f_factors is not None:
-        f_factors = _c2m_bit4_factors(f_factors)
-    f_degree = c['degree']
-    f_flags = c['flags']
-    if f_flags is not None:
-        f_flags = _c2m_flags_graph_block_flags(f_flags)
-    f_neighbours = c['neighbours']
-    if f_neighbours is not None:
-        f_neighbours = _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
-    return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
-
-def _f2m_graph_node_block(f_codes, f_factors, f_degree, f_flags, f_neighbours):
-    if f_codes is not None:
-        f_codes = bytes(f_codes)
-    if f_factors is not None:
-        f_factors = (f_factors if f_factors.__class__ is Bit4Factors else _c2m_bit4_factors(f_factors))
-    if f_flags is not None:
-        f_flags = (f_flags if f_flags.__class__ is GraphBlockFlags else _c2m_flags_graph_block_flags(f_flags))
-    if f_neighbours is not None:
-        f_neighbours = f_neighbours if f_neighbours.__class__ is PackedArray and f_neighbours.kind is _CPK_graph_node_block_neighbours else _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
-    return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
-C_graph_node_block._bw_model = (_f2m_graph_node_block, ('codes', 'factors', 'degree', 'flags', 'neighbours'), (), True)
-
-def _m2c_graph_node_block(v):
-    return {
-        'codes': v.codes,
-        'factors': None if v.factors is None else _m2c_bit4_factors(v.factors),
-        'degree': v.degree,
-        'flags': None if v.flags is None else v.flags.to_dict(),
-        'neighbours': None if v.neighbours is None else list(v.neighbours),
-    }
-
-def _c2m_graph_node_blocks_region(c, p_region_len):
-    if c.__class__ is GraphNodeBlocksRegion:  # built by a compiled parse
-        return c
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = bytes(f_blocks)
-    f_dims = c['dims']
-    f_padded_dims = c['padded_dims']
-    f_max_degree = c['max_degree']
-    f_stride = c['stride']
-    f_node_count = c['node_count']
-    return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
-
-def _f2m_graph_node_blocks_region(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count):
-    if f_blocks is not None:
-        f_blocks = bytes(f_blocks)
-    return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
-C_graph_node_blocks_region._bw_model = (_f2m_graph_node_blocks_region, ('blocks', 'dims', 'padded_dims', 'max_degree', 'stride', 'node_count'), (), False)
-
-def _m2c_graph_node_blocks_region(v):
-    return {
-        'blocks': v.blocks,
-        'dims': v.dims,
-        'padded_dims': v.padded_dims,
-        'max_degree': v.max_degree,
-        'stride': v.stride,
-        'node_count': v.node_count,
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {ZeHeader: _m2c_ze_header, ZeHeaderIdent: _m2c_ze_header_ident, FramedTrailerCheck: _m2c_framed_trailer_check, SegmentTrailer: _m2c_segment_trailer, WalFileHeader: _m2c_wal_file_header, WalRecordHeader: _m2c_wal_record_header, WalFrame: _m2c_wal_frame, WalFile: _m2c_wal_file, WalRecord: _m2c_wal_record, WalPayload: _m2c_wal_payload, PayloadV1Header: _m2c_payload_v1_header, F32Vector: _m2c_f32_vector, OpUpsertV1: _m2c_op_upsert_v1, OpDeleteV1: _m2c_op_delete_v1, MetadataValue: _m2c_metadata_value, ValueU64: _m2c_value_u64, ValueI64: _m2c_value_i64, ValueF64: _m2c_value_f64, ValueBool: _m2c_value_bool, ValueString: _m2c_value_string, ValueId128: _m2c_value_id128, OpMetadataEditV1: _m2c_op_metadata_edit_v1, OpTimestampedUpsertV1: _m2c_op_timestamped_upsert_v1, OpUpsertMetadataV1: _m2c_op_upsert_metadata_v1, OpUpsertTsMetadataV1: _m2c_op_upsert_ts_metadata_v1, TypedColumn: _m2c_typed_column, OpUpsertV2: _m2c_op_upsert_v2, OpBatchMember: _m2c_op_batch_member, TransactionBinding: _m2c_transaction_binding, OpPreparedMutation: _m2c_op_prepared_mutation, OpMixedMember: _m2c_op_mixed_member, ZgwFileHeader: _m2c_zgw_file_header, ZgwFrame: _m2c_zgw_frame, ZgwFrameHeader: _m2c_zgw_frame_header, ZgwEnvelopeSize: _m2c_zgw_envelope_size, GraphEnvelope: _m2c_graph_envelope, ZgwBegin: _m2c_zgw_begin, ArtifactDescriptor: _m2c_artifact_descriptor, RequiredRef: _m2c_required_ref, OptionalRef: _m2c_optional_ref, CommitState: _m2c_commit_state, ZgwCommit: _m2c_zgw_commit, ZgopKey: _m2c_zgop_key, ZgopExpected: _m2c_zgop_expected, Zgop: _m2c_zgop, ZgwMutation: _m2c_zgw_mutation, ZgwInventory: _m2c_zgw_inventory, ZgwReclaimIntent: _m2c_zgw_reclaim_intent, DescriptorList: _m2c_descriptor_list, ZgwReclaimComplete: _m2c_zgw_reclaim_complete, SpillBinding: _m2c_spill_binding, ZgcpPreparedInventory: _m2c_zgcp_prepared_inventory, ZgcpCapturedBase: _m2c_zgcp_captured_base, ZgcpParticipant: _m2c_zgcp_participant, FoldAuthority: _m2c_fold_authority, CapturedBaseValue: _m2c_captured_base_value, ProtectedValue: _m2c_protected_value, FrameBlock: _m2c_frame_block, FrameFile: _m2c_frame_file, ManifestBlock: _m2c_manifest_block, ManifestFile: _m2c_manifest_file, EpochAlias: _m2c_epoch_alias, ManifestSegment: _m2c_manifest_segment, EmbeddingTower: _m2c_embedding_tower, EmbeddingEpoch: _m2c_embedding_epoch, ColumnDef: _m2c_column_def, ClusteringRange: _m2c_clustering_range, Tsr1Body: _m2c_tsr1_body, GraphObject: _m2c_graph_object, ZgenRow: _m2c_zgen_row, ZgenExtension: _m2c_zgen_extension, GraphSection: _m2c_graph_section, Zgr3Body: _m2c_zgr3_body, ManifestExtension: _m2c_manifest_extension, ManifestPayload: _m2c_manifest_payload, PurgeTokenInput: _m2c_purge_token_input, PurgePayload: _m2c_purge_payload, PurgeBlock: _m2c_purge_block, PurgeFile: _m2c_purge_file, EpochDigestInput: _m2c_epoch_digest_input, EpochDigestInputV1: _m2c_epoch_digest_input_v1, DigestTower: _m2c_digest_tower, RegionEntry: _m2c_region_entry, SegmentHeader: _m2c_segment_header, VectorHeader: _m2c_vector_header, VectorCodesRegion: _m2c_vector_codes_region, Bit4Factors: _m2c_bit4_factors, Int8Factors: _m2c_int8_factors, VectorFactorsRegion: _m2c_vector_factors_region, VectorRescoreRegion: _m2c_vector_rescore_region, ColumnsRegion: _m2c_columns_region, DictionaryColumn: _m2c_dictionary_column, ColumnData: _m2c_column_data, AliveRegion: _m2c_alive_region, ChecksumEntry: _m2c_checksum_entry, ChecksumTableRegion: _m2c_checksum_table_region, DocumentVersion: _m2c_document_version, DocumentVersionsRegion: _m2c_document_versions_region, StoredMetadataRegion: _m2c_stored_metadata_region, StoredTextRegion: _m2c_stored_text_region, GraphNodeBlock: _m2c_graph_node_block, GraphNodeBlocksRegion: _m2c_graph_node_blocks_region }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_ze_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        'family_id' / Int16ul,
+        'family_version' / Int16ul,
+        'flags' / Int32ul,
+        'header_length' / Int64ul,
+        _RuleCheck(Code("((this['header_length'] >= 32))", lambda this: ((this['header_length'] >= 32))), 'header_length', 'header_length >= 32', 'header_length must be at least 32'),
+        'file_length' / Int64ul,
+    )
+    C_ze_header._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8)))}
+
+    C_ze_header_ident = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        'family_id' / Int16ul,
+        'family_version' / Int16ul,
+    )
+    C_ze_header_ident._bw_fast_runs = {'magic': (12, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2)))}
+
+    C_framed_trailer_check = Struct(
+        '_o_start' / Tell,
+        '_s_header' / Tell,
+        'header' / Bytes(24),
+        '_e_header' / Tell,
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40))), GreedyBytes),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_header', '_e_block')", lambda this: _span_range(this, '_s_header', '_e_block'))),
+    )
+    C_framed_trailer_check._bw_fast_runs = {'header': (32, (('header', 0, 24), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+
+    C_segment_trailer = Struct(
+        '_o_start' / Tell,
+        'checksum' / Int64ul,
+    )
+    C_segment_trailer._bw_fast_runs = {'checksum': (8, (('checksum', 0, 8),))}
+
+    C_wal_file_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        'family_id' / Rebuild(Int16ul, Code('11', lambda this: 11)),
+        _RuleCheck(Code("((this['family_id'] == 11))", lambda this: ((this['family_id'] == 11))), 'family_id', 'family_id == 11', 'wrong family id (expected 11, WAL)'),
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL header flags must be zero'),
+        'header_length' / Rebuild(Int64ul, Code('40', lambda this: 40)),
+        _RuleCheck(Code("((this['header_length'] == 40))", lambda this: ((this['header_length'] == 40))), 'header_length', 'header_length == 40', 'WAL header_length must be exactly 40'),
+        'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'WAL file_length must be zero (append-only)'),
+        'first_seq' / Int64ul,
+    )
+    C_wal_file_header._bw_fast_runs = {'magic': (40, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('first_seq', 32, 8)))}
+
+    C_wal_record_header = Struct(
+        '_o_start' / Tell,
+        'payload_len' / Int32ul,
+        'seq' / Int64ul,
+        'op' / Int16ul,
+    )
+    C_wal_record_header._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2)))}
+
+    C_wal_frame = Struct(
+        '_o_start' / Tell,
+        '_o_payload_len' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Rebuild(Int32ul, 0),
+        '_e_payload_len' / Tell,
+        '_s_seq' / Tell,
+        'seq' / Int64ul,
+        '_e_seq' / Tell,
+        '_s_op' / Tell,
+        'op' / Int16ul,
+        '_e_op' / Tell,
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
+        '_e_payload' / Tell,
+        '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
+    )
+    C_wal_frame._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_wal_file = Struct(
+        '_o_start' / Tell,
+        'header' / C_wal_file_header,
+        'records' / RepeatToEnd(C_wal_frame),
+    )
+    C_wal_file._bw_fast_runs = {}
+
+    C_payload_v1_header = Struct(
+        '_o_start' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'payload_v1_header', 'version', 'version == 1', 'unsupported WAL payload version (Version)'),
+        'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL payload flags must be zero (Flags)'),
+    )
+    C_payload_v1_header._bw_fast_runs = {'version': (4, (('version', 0, 2), ('flags', 2, 2)))}
+
+    C_f32_vector = Struct(
+        '_o_start' / Tell,
+        'dims' / Rebuild(Int32ul, Code("len(this['values'])", lambda this: len(this['values']))),
+        _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
+        'values' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
+    )
+    C_f32_vector._bw_fast_runs = {'dims': (4, (('dims', 0, 4),))}
+
+    C_op_upsert_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'vector' / C_f32_vector,
+    )
+    C_op_upsert_v1._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
+
+    C_op_delete_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
+        _RuleCheck(Code("((this['count'] >= 1))", lambda this: ((this['count'] >= 1))), 'count', 'count >= 1', 'delete of zero ids (EmptyDelete)'),
+        'doc_ids' / Array(Code("this['count']", lambda this: this['count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
+    )
+    C_op_delete_v1._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
+
+    C_value_u64 = Struct(
+        '_o_start' / Tell,
+        'value' / Int64ul,
+    )
+    C_value_u64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
+
+    C_value_i64 = Struct(
+        '_o_start' / Tell,
+        'value' / Int64sl,
+    )
+    C_value_i64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
+
+    C_value_f64 = Struct(
+        '_o_start' / Tell,
+        'value' / Int64ul,
+    )
+    C_value_f64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
+
+    C_value_bool = Struct(
+        '_o_start' / Tell,
+        'value' / Int8ul,
+        _RuleCheck(Code("(((this['value'] == 0) or (this['value'] == 1)))", lambda this: (((this['value'] == 0) or (this['value'] == 1)))), 'value', 'value == 0 or value == 1', 'boolean byte must be 0 or 1 (Boolean)'),
+    )
+    C_value_bool._bw_fast_runs = {'value': (1, (('value', 0, 1),))}
+
+    C_value_string = Struct(
+        '_o_start' / Tell,
+        'value' / GreedyString('utf8'),
+    )
+    C_value_string._bw_fast_runs = {}
+
+    C_value_id128 = Struct(
+        '_o_start' / Tell,
+        'value' / BytesInteger(16, signed=False, swapped=True),
+    )
+    C_value_id128._bw_fast_runs = {'value': (16, (('value', 0, 16),))}
+
+    C_metadata_value = Struct(
+        '_o_start' / Tell,
+        'kind' / ClosedEnum(Int8ul, 'ValueKind', (0, 1, 2, 3, 4, 5, 6), ()),
+        'reserved' / Const(b'\x00\x00\x00'),
+        '_o_value_len' / Tell,
+        'value_len' / Rebuild(Int32ul, 0),
+        '_s_value' / Tell,
+        'value' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))", lambda this: (this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)),
+        '_e_value' / Tell,
+        '_patch_value_len' / Pointer(Code("this['_o_value_len']", lambda this: this['_o_value_len']), Rebuild(Int32ul, Code("this['_e_value'] - this['_s_value']", lambda this: this['_e_value'] - this['_s_value']))),
+        Check(Code("not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len']", lambda this: not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len'])),
+    )
+    C_metadata_value._bw_fast_runs = {'kind': (8, (('kind', 0, 1), ('reserved', 1, 3), ('value_len', 4, 4)))}
+
+    C_op_metadata_edit_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'column_id' / Int32ul,
+        'value' / C_metadata_value,
+    )
+    C_op_metadata_edit_v1._bw_fast_runs = {'doc_id': (28, (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4)))}
+
+    C_op_timestamped_upsert_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'ts' / Int64sl,
+        'vector' / C_f32_vector,
+    )
+    C_op_timestamped_upsert_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8)))}
+
+    C_op_upsert_metadata_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        '_o_metadata_len' / Tell,
+        'metadata_len' / Rebuild(Int32ul, 0),
+        'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
+        _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
+        '_s_metadata' / Tell,
+        'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
+        '_e_metadata' / Tell,
+        '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
+        Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
+        'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
+    )
+    C_op_upsert_metadata_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('metadata_len', 24, 4), ('dims', 28, 4)))}
+
+    C_op_upsert_ts_metadata_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'ts' / Int64sl,
+        '_o_metadata_len' / Tell,
+        'metadata_len' / Rebuild(Int32ul, 0),
+        'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
+        _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
+        '_s_metadata' / Tell,
+        'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
+        '_e_metadata' / Tell,
+        '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
+        Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
+        'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
+    )
+    C_op_upsert_ts_metadata_v1._bw_fast_runs = {'doc_id': (40, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8), ('metadata_len', 32, 4), ('dims', 36, 4)))}
+
+    C_typed_column = Struct(
+        '_o_start' / Tell,
+        'column_id' / Int32ul,
+        'value' / C_metadata_value,
+        _RuleCheck(Code("((this['value']['kind'] != 0))", lambda this: ((this['value']['kind'] != 0))), 'value', 'value.kind != 0', 'typed columns cannot carry Null'),
+    )
+    C_typed_column._bw_fast_runs = {'column_id': (4, (('column_id', 0, 4),))}
+
+    C_op_upsert_v2 = Struct(
+        '_o_start' / Tell,
+        'fields' / BitFlags(Int32ul, (('columns', 4, 1, True), ('metadata', 3, 1, True), ('ts', 2, 1, True), ('text', 1, 1, True), ('vector', 0, 1, True)), model=UpsertFields),
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        FieldCheck(Code("this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None", lambda this: this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None), 'vector'),
+        'vector' / If(Code("(this['fields']['vector'])", lambda this: (this['fields']['vector'])), C_f32_vector),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['text']) or this.get('text') is None", lambda this: this['_parsing'] or (this['fields']['text']) or this.get('text') is None), 'text'),
+        'text' / If(Code("(this['fields']['text'])", lambda this: (this['fields']['text'])), PascalString(Int32ul, 'utf8')),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None", lambda this: this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None), 'ts'),
+        'ts' / If(Code("(this['fields']['ts'])", lambda this: (this['fields']['ts'])), Int64sl),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None", lambda this: this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None), 'metadata'),
+        'metadata' / If(Code("(this['fields']['metadata'])", lambda this: (this['fields']['metadata'])), Prefixed(Int32ul, GreedyBytes)),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None", lambda this: this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None), 'columns'),
+        'columns' / If(Code("(this['fields']['columns'])", lambda this: (this['fields']['columns'])), PrefixedArray(Int32ul, C_typed_column, min_size=12)),
+    )
+    C_op_upsert_v2._bw_fast_runs = {'fields': (28, (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8)))}
+
+    C_op_batch_member = Struct(
+        '_o_start' / Tell,
+        'index' / Int32ul,
+        'count' / Int32ul,
+        _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
+        'body' / C_op_upsert_v2,
+    )
+    C_op_batch_member._bw_fast_runs = {'index': (8, (('index', 0, 4), ('count', 4, 4)))}
+
+    C_transaction_binding = Struct(
+        '_o_start' / Tell,
+        'transaction' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['transaction'] != 0))", lambda this: ((this['transaction'] != 0))), 'transaction', 'transaction != 0', 'transaction id must be non-zero'),
+        'participant' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['participant'] != 0))", lambda this: ((this['participant'] != 0))), 'participant', 'participant != 0', 'participant id must be non-zero'),
+        'first_seq' / Int64ul,
+        _RuleCheck(Code("((this['first_seq'] != 0))", lambda this: ((this['first_seq'] != 0))), 'first_seq', 'first_seq != 0', 'first_seq must be non-zero'),
+        'last_seq' / Int64ul,
+        _RuleCheck(Code("(((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))", lambda this: (((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))), 'last_seq', 'last_seq >= first_seq and last_seq - first_seq < 4294967295', 'binding sequence span must fit u32'),
+        'manifest_digest' / Int64ul,
+        'final_generation' / Int64ul,
+        _RuleCheck(Code("((this['final_generation'] != 0))", lambda this: ((this['final_generation'] != 0))), 'final_generation', 'final_generation != 0', 'final_generation must be non-zero'),
+    )
+    C_transaction_binding._bw_fast_runs = {'transaction': (64, (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8)))}
+
+    C_op_prepared_mutation = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'binding' / C_transaction_binding,
+        'index' / Int32ul,
+        'count' / Int32ul,
+        _RuleCheck(Code("((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))", lambda this: ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))), 'count', 'count == binding.last_seq - binding.first_seq + 1', 'count must equal last_seq - first_seq + 1'),
+        _RuleCheck(Code("((this['index'] < this['count']))", lambda this: ((this['index'] < this['count']))), 'count', 'index < count', 'batch position out of range (BatchPosition)'),
+        'inner_op' / Int16ul,
+        _RuleCheck(Code("(((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))", lambda this: (((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))), 'inner_op', 'inner_op >= 1 and inner_op <= 7', 'prepared mutation inner op must be 1..7'),
+        'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2}, default=Error),
+    )
+    C_op_prepared_mutation._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
+
+    C_zgw_begin = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'envelope_kind' / ClosedEnum(Int8ul, 'EnvelopeKind', (1, 2), ()),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'base_generation' / Int64ul,
+        'target_generation' / Int64ul,
+        _RuleCheck(Code("((this['target_generation'] == (this['base_generation'] + 1)))", lambda this: ((this['target_generation'] == (this['base_generation'] + 1)))), 'target_generation', 'target_generation == base_generation + 1', 'target generation must be base + 1'),
+        'change_count' / Int32ul,
+        Check(Code("(this['change_count'] <= 16384)", lambda this: (this['change_count'] <= 16384))),
+        'reserved2' / Const(0, Int32ul),
+        'complete_envelope_bytes' / Int64ul,
+        Check(Code("(this['complete_envelope_bytes'] <= 16777216)", lambda this: (this['complete_envelope_bytes'] <= 16777216))),
+    )
+    C_zgw_begin._bw_fast_runs = {'store': (56, (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8)))}
+
+    C_zgop_key = Struct(
+        '_o_start' / Tell,
+        'entity' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
+        'namespace' / PascalString(Int64ul, 'utf8'),
+        'key' / PascalString(Int64ul, 'utf8'),
+    )
+    C_zgop_key._bw_fast_runs = {'entity': (9, (('entity', 0, 1), ('namespace.length', 1, 8))), 'key': (8, (('key.length', 0, 8),))}
+
+    C_zgop_expected = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("(((this['tag'] >= 1) and (this['tag'] <= 3)))", lambda this: (((this['tag'] >= 1) and (this['tag'] <= 3)))), 'tag', 'tag >= 1 and tag <= 3', 'unknown expected-state tag'),
+        FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None), 'entity'),
+        'entity' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), ClosedEnum(Int8ul, 'EntityKind', (1, 2), ())),
+        FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None), 'entity_id'),
+        'entity_id' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), BytesInteger(16, signed=False, swapped=True)),
+        FieldCheck(Code("this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None", lambda this: this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None), 'revision'),
+        'revision' / If(Code("((this['tag'] == 3))", lambda this: ((this['tag'] == 3))), Int64ul),
+    )
+    C_zgop_expected._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_zgop = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZGOP'),
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgop', 'version', 'version == 1', 'unsupported ZGOP version'),
+        'operation' / ClosedEnum(Int8ul, 'ZgopOperation', (1, 2, 3, 4, 5), ()),
+        'key_present' / Int8ul,
+        _RuleCheck(Code("(((this['key_present'] == 0) or (this['key_present'] == 1)))", lambda this: (((this['key_present'] == 0) or (this['key_present'] == 1)))), 'key_present', 'key_present == 0 or key_present == 1', 'unknown presence tag'),
+        FieldCheck(Code("this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None", lambda this: this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None), 'key'),
+        'key' / If(Code("((this['key_present'] == 1))", lambda this: ((this['key_present'] == 1))), C_zgop_key),
+        'requested_revision' / Int64ul,
+        _RuleCheck(Code("((this['requested_revision'] != 0))", lambda this: ((this['requested_revision'] != 0))), 'requested_revision', 'requested_revision != 0', 'requested revision must be non-zero'),
+        'installed_revision' / Int64ul,
+        _RuleCheck(Code("((this['installed_revision'] != 0))", lambda this: ((this['installed_revision'] != 0))), 'installed_revision', 'installed_revision != 0', 'installed revision must be non-zero'),
+        'expected' / C_zgop_expected,
+        'incarnation_kind' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
+        _RuleCheck(Code("(((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))", lambda this: (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'key_present == 0 or key.entity == incarnation_kind', 'ZGOP key kind must match the incarnation kind'),
+        _RuleCheck(Code("(((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))", lambda this: (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'expected.tag != 2 or expected.entity == incarnation_kind', 'ZGOP expected entity kind must match the incarnation kind'),
+        'incarnation' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("(((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))", lambda this: (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))), 'incarnation', 'incarnation != 0 or incarnation_kind == 1', 'relationship incarnation must be non-zero'),
+        'delete_mode' / ClosedEnum(Int8ul, 'DeleteMode', (0, 1, 2), ()),
+        'original_generation' / Int64ul,
+    )
+    C_zgop._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))), 'requested_revision': (16, (('requested_revision', 0, 8), ('installed_revision', 8, 8))), 'incarnation_kind': (26, (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8)))}
+
+    C_artifact_descriptor = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'artifact' / BytesInteger(16, signed=False, swapped=True),
+        'creation_generation' / Int64ul,
+        'creation_serial' / Int64ul,
+        'complete_file_length' / Int32ul,
+        'family' / Int16ul,
+        'version' / Int16ul,
+        'whole_file_checksum' / Int64ul,
+    )
+    C_artifact_descriptor._bw_fast_runs = {'store': (64, (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8)))}
+
+    C_required_ref = Struct(
+        '_o_start' / Tell,
+        'descriptor' / C_artifact_descriptor,
+        'artifact' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['artifact'] == this['descriptor']['artifact']))", lambda this: ((this['artifact'] == this['descriptor']['artifact']))), 'artifact', 'artifact == descriptor.artifact', "physical ref artifact must equal the descriptor's"),
+        'offset' / Int64ul,
+        'length' / Int32ul,
+        'block_kind' / Int16ul,
+        'block_version' / Int16ul,
+    )
+    C_required_ref._bw_fast_runs = {'artifact': (32, (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2)))}
+
+    C_optional_ref = Struct(
+        '_o_start' / Tell,
+        'present' / Int8ul,
+        _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        FieldCheck(Code("this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None", lambda this: this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None), 'ref'),
+        'ref' / If(Code("((this['present'] == 1))", lambda this: ((this['present'] == 1))), C_required_ref),
+    )
+    C_optional_ref._bw_fast_runs = {'present': (8, (('present', 0, 1), ('reserved', 1, 7)))}
+
+    C_zgw_mutation = Struct(
+        '_o_start' / Tell,
+        'live' / Int8ul,
+        _RuleCheck(Code("(((this['live'] == 0) or (this['live'] == 1)))", lambda this: (((this['live'] == 0) or (this['live'] == 1)))), 'live', 'live == 0 or live == 1', 'live must be 0 or 1'),
+        'membership' / BitFlags(Int8ul, (('vector_after', 3, 1, True), ('vector_before', 2, 1, True), ('text_after', 1, 1, True), ('text_before', 0, 1, True)), model=MembershipBits),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00'),
+        '_o_zgop_len' / Tell,
+        'zgop_len' / Rebuild(Int64ul, 0),
+        Check(Code("not this['_parsing'] or (this['zgop_len'] <= 8388608)", lambda this: not this['_parsing'] or (this['zgop_len'] <= 8388608))),
+        '_s_zgop' / Tell,
+        'zgop' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))", lambda this: (this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))), C_zgop), C_zgop),
+        '_e_zgop' / Tell,
+        '_patch_zgop_len' / Pointer(Code("this['_o_zgop_len']", lambda this: this['_o_zgop_len']), Rebuild(Int64ul, Code("this['_e_zgop'] - this['_s_zgop']", lambda this: this['_e_zgop'] - this['_s_zgop']))),
+        Check(Code("not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len']", lambda this: not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len'])),
+        'canonical' / C_optional_ref,
+        FieldCheck(Code("this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)", lambda this: this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)), 'zgop_len'),
+    )
+    C_zgw_mutation._bw_fast_runs = {'live': (16, (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8)))}
+
+    C_zgw_inventory = Struct(
+        '_o_start' / Tell,
+        'descriptor' / C_artifact_descriptor,
+        'state' / ClosedEnum(Int8ul, 'InventoryState', (1, 2, 3, 4), ()),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'intent' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("(((this['intent'] == 0) == (this['state'] <= 2)))", lambda this: (((this['intent'] == 0) == (this['state'] <= 2)))), 'intent', '(intent == 0) == (state <= 2)', 'intent id must be zero for Prepared/Retained and non-zero otherwise'),
+    )
+    C_zgw_inventory._bw_fast_runs = {'state': (24, (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16)))}
+
+    C_zgw_reclaim_intent = Struct(
+        '_o_start' / Tell,
+        'id' / BytesInteger(16, signed=False, swapped=True),
+        'capture_generation' / Int64ul,
+        'capture_sequence' / Int64ul,
+        'serial_fence' / Int64ul,
+        'completed_mark_state' / Int8ul,
+        _RuleCheck(Code("((this['completed_mark_state'] == 1))", lambda this: ((this['completed_mark_state'] == 1))), 'completed_mark_state', 'completed_mark_state == 1', 'completed-mark state must be 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'protected' / C_required_ref,
+        'protected_digest' / Int64ul,
+        'completed_mark' / C_required_ref,
+        'mark_digest' / Int64ul,
+        'candidate_count' / Rebuild(Int32ul, Code("len(this['candidates'])", lambda this: len(this['candidates']))),
+        'reserved2' / Const(0, Int32ul),
+        'candidates' / Array(Code("this['candidate_count']", lambda this: this['candidate_count']), C_artifact_descriptor, min_size=64),
+    )
+    C_zgw_reclaim_intent._bw_fast_runs = {'id': (48, (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))), 'protected_digest': (8, (('protected_digest', 0, 8),)), 'mark_digest': (16, (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4)))}
+
+    C_descriptor_list = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows']))),
+        'reserved' / Const(0, Int32ul),
+        'rows' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
+    )
+    C_descriptor_list._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
+
+    C_zgw_reclaim_complete = Struct(
+        '_o_start' / Tell,
+        'id' / BytesInteger(16, signed=False, swapped=True),
+        'intent' / C_required_ref,
+        'durable_state' / Int8ul,
+        _RuleCheck(Code("((this['durable_state'] == 3))", lambda this: ((this['durable_state'] == 3))), 'durable_state', 'durable_state == 3', 'durable state must be 3'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'completed' / C_descriptor_list,
+        'remaining' / C_descriptor_list,
+    )
+    C_zgw_reclaim_complete._bw_fast_runs = {'id': (16, (('id', 0, 16),)), 'durable_state': (8, (('durable_state', 0, 1), ('reserved', 1, 7)))}
+
+    C_commit_state = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'generation' / Int64ul,
+        'sequence' / Int64ul,
+        'node_high_water' / BytesInteger(16, signed=False, swapped=True),
+        'relationship_high_water' / BytesInteger(16, signed=False, swapped=True),
+        'symbol_high_water' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
+        'creation_serial' / Int64ul,
+        'roots' / Array(Code('8', lambda this: 8), C_optional_ref, min_size=8),
+        'catalog' / C_required_ref,
+        'vector' / C_optional_ref,
+        'text' / C_optional_ref,
+        'reclaim' / C_optional_ref,
+        'prepared_count' / Rebuild(Int32ul, Code("len(this['prepared'])", lambda this: len(this['prepared']))),
+        'reserved' / Const(0, Int32ul),
+        'prepared' / Array(Code("this['prepared_count']", lambda this: this['prepared_count']), C_required_ref, min_size=96),
+    )
+    C_commit_state._bw_fast_runs = {'store': (64, (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))), 'creation_serial': (8, (('creation_serial', 0, 8),)), 'prepared_count': (8, (('prepared_count', 0, 4), ('reserved', 4, 4)))}
+
+    C_zgw_commit = Struct(
+        '_o_start' / Tell,
+        'change_count' / Int32ul,
+        'reserved' / Const(0, Int32ul),
+        'digest' / Int64ul,
+        'state' / C_commit_state,
+    )
+    C_zgw_commit._bw_fast_runs = {'change_count': (16, (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8)))}
+
+    C_zgw_frame = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZGWF'),
+        '_e_magic' / Tell,
+        '_s_kind' / Tell,
+        'kind' / ClosedEnum(Int16ul, 'ZgwFrameKind', (1, 2, 3, 4, 5, 6), ()),
+        '_e_kind' / Tell,
+        '_s_version' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_version' / Tell,
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgw_frame', 'version', 'version == 1', 'unsupported graph frame version'),
+        '_o_payload_len' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Rebuild(Int32ul, 0),
+        '_e_payload_len' / Tell,
+        '_s_frame_index' / Tell,
+        'frame_index' / Int32ul,
+        '_e_frame_index' / Tell,
+        '_s_sequence' / Tell,
+        'sequence' / Int64ul,
+        '_e_sequence' / Tell,
+        '_s_batch_id' / Tell,
+        'batch_id' / BytesInteger(16, signed=False, swapped=True),
+        '_e_batch_id' / Tell,
+        _RuleCheck(Code("((this['batch_id'] != 0))", lambda this: ((this['batch_id'] != 0))), 'batch_id', 'batch_id != 0', 'batch id must be non-zero'),
+        '_s_reserved' / Tell,
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        '_e_reserved' / Tell,
+        '_o_header_checksum' / Tell,
+        '_s_header_checksum' / Tell,
+        'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
+        '_e_header_checksum' / Tell,
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)),
+        '_e_payload' / Tell,
+        '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
+        '_patch_header_checksum' / If(Code("not this['_parsing']", lambda this: not this['_parsing']), Pointer(Code("this['_o_header_checksum']", lambda this: this['_o_header_checksum']), Rebuild(Int64ul, Code("_ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')]))", lambda this: _ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')])))))),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_payload')", lambda this: _span_range(this, '_s_magic', '_e_payload'))),
+    )
+    C_zgw_frame._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),)), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_graph_envelope = Struct(
+        '_o_start' / Tell,
+        'begin' / C_zgw_frame,
+        'changes' / Array(Code("this['begin']['payload']['change_count']", lambda this: this['begin']['payload']['change_count']), C_zgw_frame, min_size=128),
+        'commit' / C_zgw_frame,
+    )
+    C_graph_envelope._bw_fast_runs = {}
+
+    C_op_mixed_member = Struct(
+        '_o_start' / Tell,
+        'index' / Int32ul,
+        'count' / Int32ul,
+        _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
+        'inner_op' / Int16ul,
+        _RuleCheck(Code("(((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))", lambda this: (((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))), 'inner_op', 'inner_op == 2 or inner_op == 7 or inner_op == 10', 'mixed batch inner op must be 2, 7 or 10'),
+        'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {2: C_op_delete_v1, 7: C_op_upsert_v2, 10: C_graph_envelope}, default=Error),
+    )
+    C_op_mixed_member._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
+
+    C_wal_payload = Struct(
+        '_o_start' / Tell,
+        'body' / Switch(Code("this['_params']['op']", lambda this: this['_params']['op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2, 8: C_op_batch_member, 9: C_op_prepared_mutation, 10: C_graph_envelope, 11: C_op_mixed_member}, default=Error),
+    )
+    C_wal_payload._bw_fast_runs = {}
+
+    C_wal_record = Struct(
+        '_o_start' / Tell,
+        '_o_payload_len' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Rebuild(Int32ul, 0),
+        '_e_payload_len' / Tell,
+        '_s_seq' / Tell,
+        'seq' / Int64ul,
+        '_e_seq' / Tell,
+        '_s_op' / Tell,
+        'op' / ClosedEnum(Int16ul, 'WalOp', (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), ()),
+        '_e_op' / Tell,
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})),
+        '_e_payload' / Tell,
+        '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
+    )
+    C_wal_record._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_zgw_file_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('19', lambda this: 19)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 19))", lambda this: ((this['family_id'] == 19))), 'family_id', 'family_id == 19', 'wrong family id (expected 19, graph WAL)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph WAL header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('64', lambda this: 64)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 64))", lambda this: ((this['header_length'] == 64))), 'header_length', 'header_length == 64', 'graph WAL header_length must be exactly 64'),
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
+        '_e_file_length' / Tell,
+        _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'graph WAL file_length must be zero'),
+        '_s_store' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        '_e_store' / Tell,
+        _RuleCheck(Code("((this['store'] != 0))", lambda this: ((this['store'] != 0))), 'store', 'store != 0', 'store instance id must be non-zero'),
+        '_s_first_commit_sequence' / Tell,
+        'first_commit_sequence' / Int64ul,
+        '_e_first_commit_sequence' / Tell,
+        _RuleCheck(Code("((this['first_commit_sequence'] != 0))", lambda this: ((this['first_commit_sequence'] != 0))), 'first_commit_sequence', 'first_commit_sequence != 0', 'first commit sequence must be non-zero'),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_first_commit_sequence')", lambda this: _span_range(this, '_s_magic', '_e_first_commit_sequence'))),
+    )
+    C_zgw_file_header._bw_fast_runs = {'magic': (56, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_zgw_frame_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZGWF'),
+        '_e_magic' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int16ul,
+        '_e_kind' / Tell,
+        '_s_version' / Tell,
+        'version' / Int16ul,
+        '_e_version' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Int32ul,
+        '_e_payload_len' / Tell,
+        '_s_frame_index' / Tell,
+        'frame_index' / Int32ul,
+        '_e_frame_index' / Tell,
+        '_s_sequence' / Tell,
+        'sequence' / Int64ul,
+        '_e_sequence' / Tell,
+        '_s_batch_id' / Tell,
+        'batch_id' / BytesInteger(16, signed=False, swapped=True),
+        '_e_batch_id' / Tell,
+        '_s_reserved' / Tell,
+        'reserved' / Bytes(16),
+        '_e_reserved' / Tell,
+        'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
+    )
+    C_zgw_frame_header._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
+
+    C_zgw_envelope_size = Struct(
+        '_o_start' / Tell,
+        'size' / Int64ul,
+    )
+    C_zgw_envelope_size._bw_fast_runs = {'size': (8, (('size', 0, 8),))}
+
+    C_spill_binding = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'session' / BytesInteger(16, signed=False, swapped=True),
+        'capture_generation' / Int64ul,
+        'target_generation' / Int64ul,
+        'sequence' / Int64ul,
+        'serial_fence' / Int64ul,
+    )
+    C_spill_binding._bw_fast_runs = {'store': (64, (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8)))}
+
+    C_zgcp_prepared_inventory = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Int32ul, Code("len(this['descriptors'])", lambda this: len(this['descriptors']))),
+        'reserved' / Const(0, Int32ul),
+        'descriptors' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
+    )
+    C_zgcp_prepared_inventory._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
+
+    C_zgcp_captured_base = Struct(
+        '_o_start' / Tell,
+        'unpinned' / Bytes(8),
+        'binding' / C_spill_binding,
+        'absorbed_through' / Int64ul,
+        'manifest_generation' / Int64ul,
+        '_o_state_len' / Tell,
+        'state_len' / Rebuild(Int32ul, 0),
+        'reserved' / Const(0, Int32ul),
+        '_s_state' / Tell,
+        'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
+        '_e_state' / Tell,
+        '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
+        Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
+    )
+    C_zgcp_captured_base._bw_fast_runs = {'unpinned': (8, (('unpinned', 0, 8),)), 'absorbed_through': (24, (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4)))}
+
+    C_zgcp_participant = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZGCP'),
+        '_e_magic' / Tell,
+        '_s_role' / Tell,
+        'role' / ClosedEnum(Int16ul, 'ZgcpRole', (1, 2, 3, 4, 5, 6, 7), ()),
+        '_e_role' / Tell,
+        '_s_version' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_version' / Tell,
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgcp_participant', 'version', 'version == 1', 'unsupported ZGCP participant version'),
+        '_s_body' / Tell,
+        'body' / Switch(Code("this['role']", lambda this: this['role']), {2: C_zgcp_prepared_inventory, 7: C_zgcp_captured_base}, default=GreedyBytes),
+        '_e_body' / Tell,
+        'checksum' / If(Code("((this['role'] == 7))", lambda this: ((this['role'] == 7))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_body')", lambda this: _span_range(this, '_s_magic', '_e_body')))),
+    )
+    C_zgcp_participant._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2)))}
+
+    C_fold_authority = Struct(
+        '_o_start' / Tell,
+        'values' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_fold_authority._bw_fast_runs = {'reserved': (72, (('reserved', 0, 72),))}
+
+    C_captured_base_value = Struct(
+        '_o_start' / Tell,
+        'ref' / C_required_ref,
+        'sequence' / Int64ul,
+    )
+    C_captured_base_value._bw_fast_runs = {'sequence': (8, (('sequence', 0, 8),))}
+
+    C_protected_value = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("(((this['tag'] != 3) and (this['tag'] != 4)))", lambda this: (((this['tag'] != 3) and (this['tag'] != 4)))), 'tag', 'tag != 3 and tag != 4', 'old protected-value tags 3/4 are refused (finish those cycles with the previous binary)'),
+        _RuleCheck(Code("(((this['tag'] == 5) or (this['tag'] == 6)))", lambda this: (((this['tag'] == 5) or (this['tag'] == 6)))), 'tag', 'tag == 5 or tag == 6', 'invalid protected-stream value tag'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'value' / FixedSized(Code('104', lambda this: 104), Switch(Code("this['tag']", lambda this: this['tag']), {5: C_fold_authority, 6: C_captured_base_value}, default=Error)),
+    )
+    C_protected_value._bw_fast_runs = {'tag': (8, (('tag', 0, 1), ('reserved', 1, 7)))}
+
+    C_frame_block = Struct(
+        '_o_start' / Tell,
+        '_o_block_len' / Tell,
+        'block_len' / Rebuild(Int64ul, 0),
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
+        '_e_payload' / Tell,
+        '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
+        'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
+    )
+    C_frame_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
+
+    C_frame_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 1))", lambda this: ((this['family_id'] == 1))), 'family_id', 'family_id == 1', 'wrong family id (expected 1, frame)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'frame_file', 'family_version', 'family_version == 1', 'unsupported frame version (registry accepts 1..1)'),
+        '_s_flags' / Tell,
+        'flags' / Int32ul,
+        '_e_flags' / Tell,
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_frame_block), C_frame_block),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
+    )
+    C_frame_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+
+    C_epoch_alias = Struct(
+        '_o_start' / Tell,
+        'present' / Int8ul,
+        _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag (alias)'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'embedding_epoch_id' / Int64ul,
+        'tokenizer_epoch_id' / Int64ul,
+        _RuleCheck(Code("(((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))", lambda this: (((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))), 'tokenizer_epoch_id', 'present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', 'absent alias must carry zero ids'),
+    )
+    C_epoch_alias._bw_fast_runs = {'present': (24, (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8)))}
+
+    C_manifest_segment = Struct(
+        '_o_start' / Tell,
+        'segment_id' / Bytes(16),
+        'row_count' / Int32ul,
+        'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
+        'reserved' / Const(0, Int16ul),
+        'dims' / Int32ul,
+        'file_size' / Int64ul,
+        'epoch_present' / Int8ul,
+        _RuleCheck(Code("(((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))", lambda this: (((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))), 'epoch_present', 'epoch_present == 0 or epoch_present == 1', 'unknown presence tag (segment epoch)'),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'embedding_epoch_id' / Int64ul,
+        _RuleCheck(Code("(((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))", lambda this: (((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))), 'embedding_epoch_id', 'epoch_present == 1 or embedding_epoch_id == 0', 'absent segment epoch must be zero'),
+    )
+    C_manifest_segment._bw_fast_runs = {'segment_id': (52, (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8)))}
+
+    C_embedding_tower = Struct(
+        '_o_start' / Tell,
+        'model_id' / PascalString(Int32ul, 'utf8'),
+        'model_version' / PascalString(Int32ul, 'utf8'),
+        'weights_digest' / Prefixed(Int32ul, GreedyBytes),
+        'dims' / Int32ul,
+        'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
+        'prompt_prefix' / PascalString(Int32ul, 'utf8'),
+        'max_tokens' / Int32ul,
+        'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
+        'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
+        'os_build_present' / Int8ul,
+        _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
+        'reserved' / Const(b'\x00\x00\x00'),
+        FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
+        'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
+    )
+    C_embedding_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (12, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3)))}
+
+    C_embedding_epoch = Struct(
+        '_o_start' / Tell,
+        'embedding_epoch_id' / Int64ul,
+        'tokenizer_epoch_id' / Int64ul,
+        'document' / C_embedding_tower,
+        'query' / C_embedding_tower,
+        'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
+    )
+    C_embedding_epoch._bw_fast_runs = {'embedding_epoch_id': (16, (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
+
+    C_column_def = Struct(
+        '_o_start' / Tell,
+        'column_id' / Int32ul,
+        'type' / ClosedEnum(Int16ul, 'ColumnType', (1, 2, 3, 4, 5, 6), ()),
+        'nullable' / Int16ul,
+        _RuleCheck(Code("(((this['nullable'] == 0) or (this['nullable'] == 1)))", lambda this: (((this['nullable'] == 0) or (this['nullable'] == 1)))), 'nullable', 'nullable == 0 or nullable == 1', 'nullable must be 0 or 1'),
+        'name' / PascalString(Int32ul, 'utf8'),
+    )
+    C_column_def._bw_fast_runs = {'column_id': (12, (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4)))}
+
+    C_clustering_range = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'RangeTag', (0, 1, 2), ()),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'min_ts' / Int64sl,
+        'max_ts' / Int64sl,
+        _RuleCheck(Code("(((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))", lambda this: (((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))), 'max_ts', 'tag == 2 or (min_ts == 0 and max_ts == 0)', 'Unstamped/Empty ranges require zero bounds'),
+        _RuleCheck(Code("(((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))", lambda this: (((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))), 'max_ts', 'tag != 2 or min_ts <= max_ts', 'bounded range requires min_ts <= max_ts'),
+    )
+    C_clustering_range._bw_fast_runs = {'tag': (24, (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8)))}
+
+    C_tsr1_body = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Int32ul, Code("len(this['ranges'])", lambda this: len(this['ranges']))),
+        _RuleCheck(Code("((this['count'] == this['_params']['segment_count']))", lambda this: ((this['count'] == this['_params']['segment_count']))), 'count', 'count == segment_count', 'TSR1 count must equal segment_count'),
+        'ranges' / Array(Code("this['count']", lambda this: this['count']), C_clustering_range, min_size=24),
+    )
+    C_tsr1_body._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
+
+    C_graph_object = Struct(
+        '_o_start' / Tell,
+        'artifact_id' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['artifact_id'] != 0))", lambda this: ((this['artifact_id'] != 0))), 'artifact_id', 'artifact_id != 0', 'artifact ids are non-zero nonces'),
+        'length' / Int64ul,
+        'checksum' / Int64ul,
+    )
+    C_graph_object._bw_fast_runs = {'artifact_id': (32, (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8)))}
+
+    C_zgen_row = Struct(
+        '_o_start' / Tell,
+        'after_sequence' / Int64ul,
+        'increment_count' / Int64ul,
+        _RuleCheck(Code("((this['increment_count'] > 0))", lambda this: ((this['increment_count'] > 0))), 'increment_count', 'increment_count > 0', 'ZGEN increment counts must be positive'),
+    )
+    C_zgen_row._bw_fast_runs = {'after_sequence': (16, (('after_sequence', 0, 8), ('increment_count', 8, 8)))}
+
+    C_zgen_extension = Struct(
+        '_o_start' / Tell,
+        'magic' / Rebuild(Int32ul, Code('1313163098', lambda this: 1313163098)),
+        _RuleCheck(Code("((this['magic'] == 1313163098))", lambda this: ((this['magic'] == 1313163098))), 'magic', 'magic == 0x4e45475a', 'graph object count/length mismatch (trailing object bytes)'),
+        'version' / Int32ul,
+        VersionCheck(Code("(((this['version'] == 1) or (this['version'] == 2)))", lambda this: (((this['version'] == 1) or (this['version'] == 2)))), 'zgen_extension', 'version', 'version == 1 or version == 2', 'unknown graph generation boundary version'),
+        'counted_through' / Int64ul,
+        'row_count' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows'])))),
+        _RuleCheck(Code("this['row_count'] is None or ((this['row_count'] >= 1))", lambda this: this['row_count'] is None or ((this['row_count'] >= 1))), 'row_count', 'row_count >= 1', 'ZGEN v2 needs at least one row'),
+        'reserved' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Const(0, Int32ul)),
+        FieldCheck(Code("this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None", lambda this: this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None), 'rows'),
+        'rows' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Array(Code("this['row_count']", lambda this: this['row_count']), C_zgen_row, min_size=16)),
+    )
+    C_zgen_extension._bw_fast_runs = {'magic': (16, (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8)))}
+
+    C_graph_section = Struct(
+        '_o_start' / Tell,
+        'graph_present' / Int8ul,
+        _RuleCheck(Code("((this['graph_present'] == 1))", lambda this: ((this['graph_present'] == 1))), 'graph_present', 'graph_present == 1', 'graph_present must be 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'absorbed_through' / Int64ul,
+        '_o_state_len' / Tell,
+        'state_len' / Rebuild(Int32ul, 0),
+        '_s_state' / Tell,
+        'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
+        '_e_state' / Tell,
+        '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
+        Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
+        'object_count' / Rebuild(Int32ul, Code("len(this['objects'])", lambda this: len(this['objects']))),
+        'objects' / Array(Code("this['object_count']", lambda this: this['object_count']), C_graph_object, min_size=32),
+        'zgen' / RepeatToEnd(C_zgen_extension),
+    )
+    C_graph_section._bw_fast_runs = {'graph_present': (20, (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))), 'object_count': (4, (('object_count', 0, 4),))}
+
+    C_zgr3_body = Struct(
+        '_o_start' / Tell,
+        '_o_section_len' / Tell,
+        'section_len' / Rebuild(Int32ul, 0),
+        '_s_graph' / Tell,
+        'graph' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))", lambda this: (this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))), C_graph_section), C_graph_section),
+        '_e_graph' / Tell,
+        '_patch_section_len' / Pointer(Code("this['_o_section_len']", lambda this: this['_o_section_len']), Rebuild(Int32ul, Code("this['_e_graph'] - this['_s_graph']", lambda this: this['_e_graph'] - this['_s_graph']))),
+        Check(Code("not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len']", lambda this: not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len'])),
+    )
+    C_zgr3_body._bw_fast_runs = {'section_len': (4, (('section_len', 0, 4),))}
+
+    C_manifest_extension = Struct(
+        '_o_start' / Tell,
+        '_s_tag' / Tell,
+        'tag' / Int32ul,
+        '_e_tag' / Tell,
+        _RuleCheck(Code("(((this['tag'] == 827478868) or (this['tag'] == 861030234)))", lambda this: (((this['tag'] == 827478868) or (this['tag'] == 861030234)))), 'tag', 'tag == 0x31525354 or tag == 0x3352475a', 'unknown manifest extension'),
+        _RuleCheck(Code("(((this['tag'] != 861030234) or (this['_params']['version'] == 3)))", lambda this: (((this['tag'] != 861030234) or (this['_params']['version'] == 3)))), 'tag', 'tag != 0x3352475a or version == 3', 'ZGR3 graph section requires manifest v3'),
+        '_s_body' / Tell,
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {827478868: C_tsr1_body, 861030234: C_zgr3_body}, default=Error),
+        '_e_body' / Tell,
+        'checksum' / If(Code("((this['tag'] == 861030234))", lambda this: ((this['tag'] == 861030234))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_tag', '_e_body')", lambda this: _span_range(this, '_s_tag', '_e_body')))),
+    )
+    C_manifest_extension._bw_fast_runs = {'tag': (4, (('tag', 0, 4),))}
+
+    C_manifest_payload = Struct(
+        '_o_start' / Tell,
+        'generation' / Int64ul,
+        'log_seq' / Int64ul,
+        'segment_count' / Rebuild(Int32ul, Code("len(this['segments'])", lambda this: len(this['segments']))),
+        'epoch_count' / Rebuild(Int32ul, Code("len(this['epochs'])", lambda this: len(this['epochs']))),
+        'user_column_count' / Rebuild(Int32ul, Code("len(this['columns'])", lambda this: len(this['columns']))),
+        'reserved' / Const(0, Int32ul),
+        'alias' / C_epoch_alias,
+        'segments' / Array(Code("this['segment_count']", lambda this: this['segment_count']), C_manifest_segment, min_size=52),
+        'epochs' / Array(Code("this['epoch_count']", lambda this: this['epoch_count']), C_embedding_epoch, min_size=88),
+        'columns' / Array(Code("this['user_column_count']", lambda this: this['user_column_count']), C_column_def, min_size=12),
+        'extensions' / RepeatToEnd(WithParams(C_manifest_extension, {'segment_count': Code("this['segment_count']", lambda this: this['segment_count'])})),
+    )
+    C_manifest_payload._bw_fast_runs = {'generation': (32, (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4)))}
+
+    C_manifest_block = Struct(
+        '_o_start' / Tell,
+        '_o_block_len' / Tell,
+        'block_len' / Rebuild(Int64ul, 0),
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_manifest_payload), C_manifest_payload),
+        '_e_payload' / Tell,
+        '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
+        'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
+    )
+    C_manifest_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
+
+    C_manifest_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('10', lambda this: 10)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 10))", lambda this: ((this['family_id'] == 10))), 'family_id', 'family_id == 10', 'wrong family id (expected 10, manifest)'),
+        '_s_family_version' / Tell,
+        'family_version' / Int16ul,
+        '_e_family_version' / Tell,
+        VersionCheck(Code("2 <= this['family_version'] <= 3", lambda this: 2 <= this['family_version'] <= 3), 'manifest_file', 'family_version', '2..3'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'manifest header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
+    )
+    C_manifest_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+    C_manifest_file._bw_version_at = ('family_version', 10, 2, '<H', (2, 3), '2..3', 'manifest_file')
+
+    C_purge_token_input = Struct(
+        '_o_start' / Tell,
+        'generation' / Int64ul,
+        'doc_ids' / RepeatToEnd(BytesInteger(16, signed=False, swapped=True)),
+    )
+    C_purge_token_input._bw_fast_runs = {'generation': (8, (('generation', 0, 8),))}
+
+    C_purge_payload = Struct(
+        '_o_start' / Tell,
+        'token_id' / Int64ul,
+        'id_count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
+        'reserved' / Const(0, Int32ul),
+        'doc_ids' / Array(Code("this['id_count']", lambda this: this['id_count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
+    )
+    C_purge_payload._bw_fast_runs = {'token_id': (16, (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4)))}
+
+    C_purge_block = Struct(
+        '_o_start' / Tell,
+        '_o_block_len' / Tell,
+        'block_len' / Rebuild(Int64ul, 0),
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_purge_payload), C_purge_payload),
+        '_e_payload' / Tell,
+        '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
+        'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
+    )
+    C_purge_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
+
+    C_purge_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('15', lambda this: 15)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 15))", lambda this: ((this['family_id'] == 15))), 'family_id', 'family_id == 15', 'wrong family id (expected 15, purge intent)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'purge_file', 'family_version', 'family_version == 1', 'unsupported purge intent version (registry accepts 1..1)'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'purge header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_purge_block), C_purge_block),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
+    )
+    C_purge_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+
+    C_digest_tower = Struct(
+        '_o_start' / Tell,
+        'model_id' / PascalString(Int32ul, 'utf8'),
+        'model_version' / PascalString(Int32ul, 'utf8'),
+        'weights_digest' / Prefixed(Int32ul, GreedyBytes),
+        'dims' / Int32ul,
+        'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
+        'prompt_prefix' / PascalString(Int32ul, 'utf8'),
+        'max_tokens' / Int32ul,
+        'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
+        'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
+        'os_build_present' / Int8ul,
+        _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
+        FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
+        'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
+    )
+    C_digest_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (9, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1)))}
+
+    C_epoch_digest_input = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEEMBEP2'),
+        'document' / C_digest_tower,
+        'query' / C_digest_tower,
+        'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
+    )
+    C_epoch_digest_input._bw_fast_runs = {'magic': (8, (('magic', 0, 8),)), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
+
+    C_epoch_digest_input_v1 = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEEMBEP1'),
+        'tower' / C_digest_tower,
+    )
+    C_epoch_digest_input_v1._bw_fast_runs = {'magic': (8, (('magic', 0, 8),))}
+
+    C_region_entry = Struct(
+        '_o_start' / Tell,
+        'kind' / Int16ul,
+        'version' / Int16ul,
+        'reserved' / Const(0, Int32ul),
+        'offset' / Int64ul,
+        _RuleCheck(Code("(((this['offset'] % 16384) == 0))", lambda this: (((this['offset'] % 16384) == 0))), 'offset', 'offset % 16384 == 0', 'region offset must be 16 KiB aligned'),
+        'length' / Int64ul,
+        'checksum' / Int64ul,
+    )
+    C_region_entry._bw_fast_runs = {'kind': (32, (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8)))}
+
+    C_segment_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('2', lambda this: 2)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 2))", lambda this: ((this['family_id'] == 2))), 'family_id', 'family_id == 2', 'wrong family id (expected 2, segment)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'segment_header', 'family_version', 'family_version == 1', 'unsupported segment version (registry accepts 1..1)'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'segment header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code("(72 + (32 * len(this['regions'])))", lambda this: (72 + (32 * len(this['regions']))))),
+        '_e_header_length' / Tell,
+        Check(Code("not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576)", lambda this: not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576))),
+        '_s_file_length' / Tell,
+        'file_length' / Int64ul,
+        '_e_file_length' / Tell,
+        '_s_segment_id' / Tell,
+        'segment_id' / Bytes(16),
+        '_e_segment_id' / Tell,
+        '_s_row_count' / Tell,
+        'row_count' / Int32ul,
+        '_e_row_count' / Tell,
+        '_s_region_count' / Tell,
+        'region_count' / Rebuild(Int16ul, Code("len(this['regions'])", lambda this: len(this['regions']))),
+        '_e_region_count' / Tell,
+        _RuleCheck(Code("((this['header_length'] == (72 + (32 * this['region_count']))))", lambda this: ((this['header_length'] == (72 + (32 * this['region_count']))))), 'region_count', 'header_length == 72 + 32 * region_count', 'header_length must equal 72 + 32 x region_count'),
+        '_s_reserved' / Tell,
+        'reserved' / Const(0, Int16ul),
+        '_e_reserved' / Tell,
+        '_s_scheme' / Tell,
+        'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
+        '_e_scheme' / Tell,
+        '_s_reserved2' / Tell,
+        'reserved2' / Const(0, Int16ul),
+        '_e_reserved2' / Tell,
+        '_s_dims' / Tell,
+        'dims' / Int32ul,
+        '_e_dims' / Tell,
+        '_s_regions' / Tell,
+        'regions' / Array(Code("this['region_count']", lambda this: this['region_count']), C_region_entry, min_size=32),
+        '_e_regions' / Tell,
+        'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_regions')", lambda this: _span_range(this, '_s_magic', '_e_regions'))),
+    )
+    C_segment_header._bw_fast_runs = {'magic': (64, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
+
+    C_vector_header = Struct(
+        '_o_start' / Tell,
+        'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
+        'vector_space_id' / Const(0, Int16ul),
+        'dims' / Int32ul,
+        'row_stride' / Int32ul,
+        'factor_stride' / Int16ul,
+        'transform_kind' / Const(0, Int16ul),
+        'transform_seed' / Const(0, Int64ul),
+        'row_count' / Int32ul,
+        'reserved' / Const(0, Int32ul),
+    )
+    C_vector_header._bw_fast_runs = {'scheme': (32, (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4)))}
+
+    C_vector_codes_region = Struct(
+        '_o_start' / Tell,
+        'header' / C_vector_header,
+        'codes' / NumpyArray(Code("(this['header']['row_stride'] * this['header']['row_count'])", lambda this: (this['header']['row_stride'] * this['header']['row_count'])), '<u1'),
+    )
+    C_vector_codes_region._bw_fast_runs = {}
+
+    C_bit4_factors = Struct(
+        '_o_start' / Tell,
+        'scale' / Float32l,
+        'normalized_norm' / Float32l,
+        'normalized_correction' / Float32l,
+    )
+    C_bit4_factors._bw_fast_runs = {'scale': (12, (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4)))}
+
+    C_int8_factors = Struct(
+        '_o_start' / Tell,
+        'scale' / Float32l,
+        'offset' / Float32l,
+    )
+    C_int8_factors._bw_fast_runs = {'scale': (8, (('scale', 0, 4), ('offset', 4, 4)))}
+
+    C_vector_factors_region = Struct(
+        '_o_start' / Tell,
+        'header' / C_vector_header,
+        FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None), 'bit4'),
+        'bit4' / If(Code("(((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))", lambda this: (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Bit4Factors_DTYPE)),
+        FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None), 'int8'),
+        'int8' / If(Code("(((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))", lambda this: (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Int8Factors_DTYPE)),
+        FieldCheck(Code("this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None", lambda this: this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None), 'raw'),
+        'raw' / If(Code("((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))", lambda this: ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))), Bytes(Code("(this['header']['factor_stride'] * this['header']['row_count'])", lambda this: (this['header']['factor_stride'] * this['header']['row_count'])))),
+    )
+    C_vector_factors_region._bw_fast_runs = {}
+
+    C_vector_rescore_region = Struct(
+        '_o_start' / Tell,
+        'header' / C_vector_header,
+        _RuleCheck(Code("(((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))", lambda this: (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))), 'header', 'header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', 'rescore header must be scheme 0, stride dims x 4, factor stride 0'),
+        'values' / NumpyArray(Code("(this['header']['dims'] * this['header']['row_count'])", lambda this: (this['header']['dims'] * this['header']['row_count'])), '<f4'),
+    )
+    C_vector_rescore_region._bw_fast_runs = {}
+
+    C_columns_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Int32ul,
+        'column_count' / Rebuild(Int32ul, Code("len(this['defs'])", lambda this: len(this['defs']))),
+        'defs' / Array(Code("this['column_count']", lambda this: this['column_count']), C_column_def, min_size=12),
+        'data' / GreedyBytes,
+    )
+    C_columns_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('column_count', 4, 4)))}
+
+    C_dictionary_column = Struct(
+        '_o_start' / Tell,
+        'dict_count' / Rebuild(Int32ul, Code("len(this['strings'])", lambda this: len(this['strings']))),
+        'strings' / Array(Code("this['dict_count']", lambda this: this['dict_count']), PascalString(Int32ul, 'utf8'), min_size=4),
+        'code_width' / Int16ul,
+        _RuleCheck(Code("(((this['code_width'] == 2) or (this['code_width'] == 4)))", lambda this: (((this['code_width'] == 2) or (this['code_width'] == 4)))), 'code_width', 'code_width == 2 or code_width == 4', 'dictionary code width must be 2 or 4'),
+        'reserved' / Const(0, Int16ul),
+        FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None", lambda this: this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None), 'codes16'),
+        'codes16' / If(Code("((this['code_width'] == 2))", lambda this: ((this['code_width'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int16ul, min_size=2)),
+        FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None", lambda this: this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None), 'codes32'),
+        'codes32' / If(Code("((this['code_width'] == 4))", lambda this: ((this['code_width'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int32ul, min_size=4)),
+    )
+    C_dictionary_column._bw_fast_runs = {'dict_count': (4, (('dict_count', 0, 4),)), 'code_width': (4, (('code_width', 0, 2), ('reserved', 2, 2)))}
+
+    C_column_data = Struct(
+        '_o_start' / Tell,
+        '_o_presence_len' / Tell,
+        'presence_len' / Rebuild(Int32ul, 0),
+        _RuleCheck(Code("not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
+        '_s_presence' / Tell,
+        'presence' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence']))", lambda this: (this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])))), GreedyBytes),
+        '_e_presence' / Tell,
+        '_patch_presence_len' / Pointer(Code("this['_o_presence_len']", lambda this: this['_o_presence_len']), Rebuild(Int32ul, Code("this['_e_presence'] - this['_s_presence']", lambda this: this['_e_presence'] - this['_s_presence']))),
+        Check(Code("not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len']", lambda this: not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len'])),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None), 'u64s'),
+        'u64s' / If(Code("((this['_params']['type'] == 1))", lambda this: ((this['_params']['type'] == 1))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64ul, min_size=8)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None), 'i64s'),
+        'i64s' / If(Code("((this['_params']['type'] == 2))", lambda this: ((this['_params']['type'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64sl, min_size=8)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None), 'f64s'),
+        'f64s' / If(Code("((this['_params']['type'] == 3))", lambda this: ((this['_params']['type'] == 3))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Float64l, min_size=8)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None), 'bools'),
+        'bools' / If(Code("((this['_params']['type'] == 4))", lambda this: ((this['_params']['type'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int8ul)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None), 'dictionary'),
+        'dictionary' / If(Code("((this['_params']['type'] == 5))", lambda this: ((this['_params']['type'] == 5))), C_dictionary_column),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None), 'raw_strings'),
+        'raw_strings' / If(Code("((this['_params']['type'] == 6))", lambda this: ((this['_params']['type'] == 6))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), PascalString(Int32ul, 'utf8'), min_size=4)),
+        _RuleCheck(Code("this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
+    )
+    C_column_data._bw_fast_runs = {'presence_len': (4, (('presence_len', 0, 4),))}
+
+    C_alive_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Int32ul,
+        '_o_bitmap_len' / Tell,
+        'bitmap_len' / Rebuild(Int32ul, 0),
+        _RuleCheck(Code("not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
+        '_s_bitmap' / Tell,
+        'bitmap' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap']))", lambda this: (this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])))), GreedyBytes),
+        '_e_bitmap' / Tell,
+        '_patch_bitmap_len' / Pointer(Code("this['_o_bitmap_len']", lambda this: this['_o_bitmap_len']), Rebuild(Int32ul, Code("this['_e_bitmap'] - this['_s_bitmap']", lambda this: this['_e_bitmap'] - this['_s_bitmap']))),
+        Check(Code("not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len']", lambda this: not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len'])),
+        _RuleCheck(Code("this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
+    )
+    C_alive_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('bitmap_len', 4, 4)))}
+
+    C_checksum_entry = Struct(
+        '_o_start' / Tell,
+        'kind' / Int16ul,
+        'reserved' / Const(0, Int16ul),
+        'chunk_index' / Int32ul,
+        'checksum' / Int64ul,
+    )
+    C_checksum_entry._bw_fast_runs = {'kind': (16, (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8)))}
+
+    C_checksum_table_region = Struct(
+        '_o_start' / Tell,
+        'entry_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
+        'chunk_size' / Rebuild(Int32ul, Code('65536', lambda this: 65536)),
+        _RuleCheck(Code("((this['chunk_size'] == 65536))", lambda this: ((this['chunk_size'] == 65536))), 'chunk_size', 'chunk_size == 65536', 'checksum table chunk size must be 65536'),
+        'entries' / Array(Code("this['entry_count']", lambda this: this['entry_count']), C_checksum_entry, min_size=16),
+    )
+    C_checksum_table_region._bw_fast_runs = {'entry_count': (8, (('entry_count', 0, 4), ('chunk_size', 4, 4)))}
+
+    C_document_version = Struct(
+        '_o_start' / Tell,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+    )
+    C_document_version._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
+
+    C_document_versions_region = Struct(
+        '_o_start' / Tell,
+        'rows' / RepeatToEnd(C_document_version),
+    )
+    C_document_versions_region._bw_fast_runs = {}
+
+    C_stored_metadata_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
+        'reserved' / Const(0, Int32ul),
+        'start' / Rebuild(Int64ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['start'] == 0))", lambda this: ((this['start'] == 0))), 'start', 'start == 0', 'stored metadata start offset must be zero'),
+        'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
+        'data' / GreedyBytes,
+    )
+    C_stored_metadata_region._bw_fast_runs = {'row_count': (16, (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8)))}
+
+    C_stored_text_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
+        'reserved' / Const(0, Int32ul),
+        'presence' / Bytes(Code("((this['row_count'] + 7) // 8)", lambda this: ((this['row_count'] + 7) // 8))),
+        'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
+        'data' / GreedyBytes,
+    )
+    C_stored_text_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('reserved', 4, 4)))}
+
+    C_graph_node_block = Struct(
+        '_o_start' / Tell,
+        'codes' / Bytes(Code("this['_params']['code_bytes']", lambda this: this['_params']['code_bytes'])),
+        'factors' / C_bit4_factors,
+        'degree' / Int8ul,
+        _RuleCheck(Code("((this['degree'] <= this['_params']['max_degree']))", lambda this: ((this['degree'] <= this['_params']['max_degree']))), 'degree', 'degree <= max_degree', 'degree exceeds max_degree'),
+        'flags' / BitFlags(Int8ul, (('hub', 1, 1, True), ('entry_seed', 0, 1, True)), model=GraphBlockFlags),
+        'reserved' / Const(0, Int16ul),
+        'neighbours' / PackedView(Array(Code("this['_params']['max_degree']", lambda this: this['_params']['max_degree']), Int32ul, min_size=4), _packed_kind('<', 'I', 4, False)),
+        'pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 128", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 128)),
+    )
+    C_graph_node_block._bw_fast_runs = {'degree': (4, (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2)))}
+
+    C_graph_node_blocks_region = Struct(
+        '_o_start' / Tell,
+        '_s_blocks' / Tell,
+        'blocks' / Bytes(Code("(this['_params']['region_len'] - 128)", lambda this: (this['_params']['region_len'] - 128))),
+        '_e_blocks' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEGRNB01'),
+        '_e_magic' / Tell,
+        '_s_version' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_version' / Tell,
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'graph_node_blocks_region', 'version', 'version == 1', 'unsupported graph node block version'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph trailer flags must be zero'),
+        '_s_dims' / Tell,
+        'dims' / Int32ul,
+        '_e_dims' / Tell,
+        _RuleCheck(Code("((this['dims'] > 0))", lambda this: ((this['dims'] > 0))), 'dims', 'dims > 0', 'graph dims must be positive'),
+        '_s_padded_dims' / Tell,
+        'padded_dims' / Int32ul,
+        '_e_padded_dims' / Tell,
+        _RuleCheck(Code("((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))", lambda this: ((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))), 'padded_dims', 'padded_dims % 128 == 0 and padded_dims >= dims', 'padded_dims must be a multiple of 128 and >= dims'),
+        '_s_max_degree' / Tell,
+        'max_degree' / Int8ul,
+        '_e_max_degree' / Tell,
+        '_s_reserved' / Tell,
+        'reserved' / Const(b'\x00\x00\x00'),
+        '_e_reserved' / Tell,
+        '_s_stride' / Tell,
+        'stride' / Int32ul,
+        '_e_stride' / Tell,
+        _RuleCheck(Code("((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))", lambda this: ((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))), 'stride', 'stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', 'stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)'),
+        '_s_node_count' / Tell,
+        'node_count' / Int32ul,
+        '_e_node_count' / Tell,
+        _RuleCheck(Code("((len(this['blocks']) == (this['stride'] * this['node_count'])))", lambda this: ((len(this['blocks']) == (this['stride'] * this['node_count'])))), 'node_count', 'len(blocks) == stride * node_count', 'region length must be stride x node_count + 128'),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_blocks', '_e_node_count')", lambda this: _span_range(this, '_s_blocks', '_e_node_count'))),
+        'reserved_tail' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_graph_node_blocks_region._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))), 'checksum': (96, (('checksum', 0, 8), ('reserved_tail', 8, 88)))}
+
+    def _c2m_flags_upsert_fields(c):
+        if c.__class__ is UpsertFields:  # built by a compiled parse
+            return c
+        return UpsertFields(vector=bool(c['vector']), text=bool(c['text']), ts=bool(c['ts']), metadata=bool(c['metadata']), columns=bool(c['columns']))
+    UpsertFields._bw_opaque = False
+
+    def _c2m_flags_graph_block_flags(c):
+        if c.__class__ is GraphBlockFlags:  # built by a compiled parse
+            return c
+        return GraphBlockFlags(entry_seed=bool(c['entry_seed']), hub=bool(c['hub']))
+    GraphBlockFlags._bw_opaque = True
+
+    def _c2m_flags_membership_bits(c):
+        if c.__class__ is MembershipBits:  # built by a compiled parse
+            return c
+        return MembershipBits(text_before=bool(c['text_before']), text_after=bool(c['text_after']), vector_before=bool(c['vector_before']), vector_after=bool(c['vector_after']))
+    MembershipBits._bw_opaque = True
+
+    def _c2m_ze_header(c):
+        if c.__class__ is ZeHeader:  # built by a compiled parse
+            return c
+        f_family_id = c['family_id']
+        f_family_version = c['family_version']
+        f_flags = c['flags']
+        f_header_length = c['header_length']
+        f_file_length = c['file_length']
+        return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
+
+    def _f2m_ze_header(f_family_id, f_family_version, f_flags, f_header_length, f_file_length):
+        return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
+    C_ze_header._bw_model = (_f2m_ze_header, ('family_id', 'family_version', 'flags', 'header_length', 'file_length'), (), True)
+
+    def _m2c_ze_header(v):
+        return {
+            'family_id': v.family_id,
+            'family_version': v.family_version,
+            'flags': v.flags,
+            'header_length': v.header_length,
+            'file_length': v.file_length,
+        }
+
+    def _c2m_ze_header_ident(c):
+        if c.__class__ is ZeHeaderIdent:  # built by a compiled parse
+            return c
+        f_family_id = c['family_id']
+        f_family_version = c['family_version']
+        return ZeHeaderIdent(f_family_id, f_family_version)
+
+    def _f2m_ze_header_ident(f_family_id, f_family_version):
+        return ZeHeaderIdent(f_family_id, f_family_version)
+    C_ze_header_ident._bw_model = (_f2m_ze_header_ident, ('family_id', 'family_version'), (), True)
+
+    def _m2c_ze_header_ident(v):
+        return {
+            'family_id': v.family_id,
+            'family_version': v.family_version,
+        }
+
+    def _c2m_framed_trailer_check(c):
+        if c.__class__ is FramedTrailerCheck:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = bytes(f_header)
+        f_block = c['block']
+        if f_block is not None:
+            f_block = bytes(f_block)
+        return FramedTrailerCheck(f_header, f_block)
+
+    def _f2m_framed_trailer_check(f_header, f_block):
+        if f_header is not None:
+            f_header = bytes(f_header)
+        if f_block is not None:
+            f_block = bytes(f_block)
+        return FramedTrailerCheck(f_header, f_block)
+    C_framed_trailer_check._bw_model = (_f2m_framed_trailer_check, ('header', 'block'), (), True)
+
+    def _m2c_framed_trailer_check(v):
+        return {
+            'header': v.header,
+            'block': v.block,
+        }
+
+    def _c2m_segment_trailer(c):
+        if c.__class__ is SegmentTrailer:  # built by a compiled parse
+            return c
+        f_checksum = c['checksum']
+        return SegmentTrailer(f_checksum)
+
+    def _f2m_segment_trailer(f_checksum):
+        return SegmentTrailer(f_checksum)
+    C_segment_trailer._bw_model = (_f2m_segment_trailer, ('checksum',), (), True)
+
+    def _m2c_segment_trailer(v):
+        return {
+            'checksum': v.checksum,
+        }
+
+    def _c2m_wal_file_header(c):
+        if c.__class__ is WalFileHeader:  # built by a compiled parse
+            return c
+        f_first_seq = c['first_seq']
+        return WalFileHeader(f_first_seq)
+
+    def _f2m_wal_file_header(f_first_seq):
+        return WalFileHeader(f_first_seq)
+    C_wal_file_header._bw_model = (_f2m_wal_file_header, ('first_seq',), (), False)
+
+    def _m2c_wal_file_header(v):
+        return {
+            'first_seq': v.first_seq,
+        }
+
+    def _c2m_wal_record_header(c):
+        if c.__class__ is WalRecordHeader:  # built by a compiled parse
+            return c
+        f_payload_len = c['payload_len']
+        f_seq = c['seq']
+        f_op = c['op']
+        return WalRecordHeader(f_payload_len, f_seq, f_op)
+
+    def _f2m_wal_record_header(f_payload_len, f_seq, f_op):
+        return WalRecordHeader(f_payload_len, f_seq, f_op)
+    C_wal_record_header._bw_model = (_f2m_wal_record_header, ('payload_len', 'seq', 'op'), (), True)
+
+    def _m2c_wal_record_header(v):
+        return {
+            'payload_len': v.payload_len,
+            'seq': v.seq,
+            'op': v.op,
+        }
+
+    def _c2m_wal_frame(c):
+        if c.__class__ is WalFrame:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_op = c['op']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return WalFrame(f_seq, f_op, f_payload)
+
+    def _f2m_wal_frame(f_seq, f_op, f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return WalFrame(f_seq, f_op, f_payload)
+    C_wal_frame._bw_model = (_f2m_wal_frame, ('seq', 'op', 'payload'), (), False)
+
+    def _m2c_wal_frame(v):
+        return {
+            'seq': v.seq,
+            'op': v.op,
+            'payload': v.payload,
+        }
+
+    def _c2m_wal_file(c):
+        if c.__class__ is WalFile:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_wal_file_header(f_header)
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_wal_frame(_x) for _x in f_records]
+        return WalFile(f_header, f_records)
+
+    def _f2m_wal_file(f_header, f_records):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is WalFileHeader else _c2m_wal_file_header(f_header))
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is WalFrame else _c2m_wal_frame(_x)) for _x in f_records]
+        return WalFile(f_header, f_records)
+    C_wal_file._bw_model = (_f2m_wal_file, ('header', 'records'), (), True)
+
+    def _m2c_wal_file(v):
+        return {
+            'header': None if v.header is None else _m2c_wal_file_header(v.header),
+            'records': None if v.records is None else [_m2c_wal_frame(_x) for _x in v.records],
+        }
+
+    def _c2m_wal_record(c):
+        if c.__class__ is WalRecord:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_op = c['op']
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = _c2m_wal_payload(f_payload, f_op)
+        return WalRecord(f_seq, f_op, f_payload)
+
+    def _f2m_wal_record(f_seq, f_op, f_payload):
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = (f_payload if f_payload.__class__ is WalPayload else _c2m_wal_payload(f_payload, f_op))
+        return WalRecord(f_seq, f_op, f_payload)
+    C_wal_record._bw_model = (_f2m_wal_record, ('seq', 'op', 'payload'), (), False)
+
+    def _m2c_wal_record(v):
+        return {
+            'seq': v.seq,
+            'op': None if v.op is None else int(v.op),
+            'payload': None if v.payload is None else _m2c_wal_payload(v.payload),
+        }
+
+    def _c2m_wal_payload(c, p_op):
+        if c.__class__ is WalPayload:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_op_upsert_v1(f_body) if p_op == 1 else (_c2m_op_delete_v1(f_body) if p_op == 2 else (_c2m_op_metadata_edit_v1(f_body) if p_op == 3 else (_c2m_op_timestamped_upsert_v1(f_body) if p_op == 4 else (_c2m_op_upsert_metadata_v1(f_body) if p_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_body) if p_op == 6 else (_c2m_op_upsert_v2(f_body) if p_op == 7 else (_c2m_op_batch_member(f_body) if p_op == 8 else (_c2m_op_prepared_mutation(f_body) if p_op == 9 else (_c2m_graph_envelope(f_body) if p_op == 10 else (_c2m_op_mixed_member(f_body) if p_op == 11 else None)))))))))))
+        return WalPayload(f_body)
+
+    def _f2m_wal_payload(f_body, p_op):
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_body)) if p_op == 1 else ((f_body if f_body.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_body)) if p_op == 2 else ((f_body if f_body.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_body)) if p_op == 3 else ((f_body if f_body.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_body)) if p_op == 4 else ((f_body if f_body.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_body)) if p_op == 5 else ((f_body if f_body.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_body)) if p_op == 6 else ((f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body)) if p_op == 7 else ((f_body if f_body.__class__ is OpBatchMember else _c2m_op_batch_member(f_body)) if p_op == 8 else ((f_body if f_body.__class__ is OpPreparedMutation else _c2m_op_prepared_mutation(f_body)) if p_op == 9 else ((f_body if f_body.__class__ is GraphEnvelope else _c2m_graph_envelope(f_body)) if p_op == 10 else ((f_body if f_body.__class__ is OpMixedMember else _c2m_op_mixed_member(f_body)) if p_op == 11 else None)))))))))))
+        return WalPayload(f_body)
+    C_wal_payload._bw_model = (_f2m_wal_payload, ('body',), ('op',), True)
+
+    def _m2c_wal_payload(v):
+        return {
+            'body': None if v.body is None else _m2c_any(v.body),
+        }
+
+    def _c2m_payload_v1_header(c):
+        if c.__class__ is PayloadV1Header:  # built by a compiled parse
+            return c
+        return PayloadV1Header()
+
+    def _f2m_payload_v1_header():
+        return PayloadV1Header()
+    C_payload_v1_header._bw_model = (_f2m_payload_v1_header, (), (), True)
+
+    def _m2c_payload_v1_header(v):
+        return {
+        }
+
+    _CPK_f32_vector_values = _packed_kind('<', 'f', 4, True)
+    def _c2m_f32_vector(c):
+        if c.__class__ is F32Vector:  # built by a compiled parse
+            return c
+        f_values = c['values']
+        if f_values is not None:
+            f_values = _packed_from(f_values, _CPK_f32_vector_values)
+        return F32Vector(f_values)
+
+    def _f2m_f32_vector(f_values):
+        if f_values is not None:
+            f_values = f_values if f_values.__class__ is PackedArray and f_values.kind is _CPK_f32_vector_values else _packed_from(f_values, _CPK_f32_vector_values)
+        return F32Vector(f_values)
+    C_f32_vector._bw_model = (_f2m_f32_vector, ('values',), (), False)
+
+    def _m2c_f32_vector(v):
+        return {
+            'values': None if v.values is None else list(v.values),
+        }
+
+    def _c2m_op_upsert_v1(c):
+        if c.__class__ is OpUpsertV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_f32_vector(f_vector)
+        return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
+
+    def _f2m_op_upsert_v1(f_header, f_doc_id, f_revision, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+        return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
+    C_op_upsert_v1._bw_model = (_f2m_op_upsert_v1, ('header', 'doc_id', 'revision', 'vector'), (), False)
+
+    def _m2c_op_upsert_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
+        }
+
+    def _c2m_op_delete_v1(c):
+        if c.__class__ is OpDeleteV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_ids = c['doc_ids']
+        return OpDeleteV1(f_header, f_doc_ids)
+
+    def _f2m_op_delete_v1(f_header, f_doc_ids):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        return OpDeleteV1(f_header, f_doc_ids)
+    C_op_delete_v1._bw_model = (_f2m_op_delete_v1, ('header', 'doc_ids'), (), True)
+
+    def _m2c_op_delete_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_ids': v.doc_ids,
+        }
+
+    def _c2m_metadata_value(c):
+        if c.__class__ is MetadataValue:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _VALUEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
+        f_value = c['value']
+        if f_value is not None:
+            f_value = (None if f_kind == 0 else (_c2m_value_u64(f_value) if f_kind == 1 else (_c2m_value_i64(f_value) if f_kind == 2 else (_c2m_value_f64(f_value) if f_kind == 3 else (_c2m_value_bool(f_value) if f_kind == 4 else (_c2m_value_string(f_value) if f_kind == 5 else (_c2m_value_id128(f_value) if f_kind == 6 else None)))))))
+        return MetadataValue(f_kind, f_value)
+
+    def _f2m_metadata_value(f_kind, f_value):
+        if f_kind is not None:
+            _t = _VALUEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
+        if f_value is not None:
+            f_value = (None if f_kind == 0 else ((f_value if f_value.__class__ is ValueU64 else _c2m_value_u64(f_value)) if f_kind == 1 else ((f_value if f_value.__class__ is ValueI64 else _c2m_value_i64(f_value)) if f_kind == 2 else ((f_value if f_value.__class__ is ValueF64 else _c2m_value_f64(f_value)) if f_kind == 3 else ((f_value if f_value.__class__ is ValueBool else _c2m_value_bool(f_value)) if f_kind == 4 else ((f_value if f_value.__class__ is ValueString else _c2m_value_string(f_value)) if f_kind == 5 else ((f_value if f_value.__class__ is ValueId128 else _c2m_value_id128(f_value)) if f_kind == 6 else None)))))))
+        return MetadataValue(f_kind, f_value)
+    C_metadata_value._bw_model = (_f2m_metadata_value, ('kind', 'value'), (), False)
+
+    def _m2c_metadata_value(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'value': None if v.value is None else _m2c_any(_case_value(v.value, v.kind, {0: None, 1: ValueU64, 2: ValueI64, 3: ValueF64, 4: ValueBool, 5: ValueString, 6: ValueId128}, None, 'value')),
+        }
+
+    def _c2m_value_u64(c):
+        if c.__class__ is ValueU64:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueU64(f_value)
+
+    def _f2m_value_u64(f_value):
+        return ValueU64(f_value)
+    C_value_u64._bw_model = (_f2m_value_u64, ('value',), (), True)
+
+    def _m2c_value_u64(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_i64(c):
+        if c.__class__ is ValueI64:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueI64(f_value)
+
+    def _f2m_value_i64(f_value):
+        return ValueI64(f_value)
+    C_value_i64._bw_model = (_f2m_value_i64, ('value',), (), True)
+
+    def _m2c_value_i64(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_f64(c):
+        if c.__class__ is ValueF64:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueF64(f_value)
+
+    def _f2m_value_f64(f_value):
+        return ValueF64(f_value)
+    C_value_f64._bw_model = (_f2m_value_f64, ('value',), (), True)
+
+    def _m2c_value_f64(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_bool(c):
+        if c.__class__ is ValueBool:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueBool(f_value)
+
+    def _f2m_value_bool(f_value):
+        return ValueBool(f_value)
+    C_value_bool._bw_model = (_f2m_value_bool, ('value',), (), True)
+
+    def _m2c_value_bool(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_string(c):
+        if c.__class__ is ValueString:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueString(f_value)
+
+    def _f2m_value_string(f_value):
+        return ValueString(f_value)
+    C_value_string._bw_model = (_f2m_value_string, ('value',), (), True)
+
+    def _m2c_value_string(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_id128(c):
+        if c.__class__ is ValueId128:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueId128(f_value)
+
+    def _f2m_value_id128(f_value):
+        return ValueId128(f_value)
+    C_value_id128._bw_model = (_f2m_value_id128, ('value',), (), True)
+
+    def _m2c_value_id128(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_op_metadata_edit_v1(c):
+        if c.__class__ is OpMetadataEditV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_column_id = c['column_id']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = _c2m_metadata_value(f_value)
+        return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
+
+    def _f2m_op_metadata_edit_v1(f_header, f_doc_id, f_revision, f_column_id, f_value):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_value is not None:
+            f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
+        return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
+    C_op_metadata_edit_v1._bw_model = (_f2m_op_metadata_edit_v1, ('header', 'doc_id', 'revision', 'column_id', 'value'), (), True)
+
+    def _m2c_op_metadata_edit_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'column_id': v.column_id,
+            'value': None if v.value is None else _m2c_metadata_value(v.value),
+        }
+
+    def _c2m_op_timestamped_upsert_v1(c):
+        if c.__class__ is OpTimestampedUpsertV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_ts = c['ts']
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_f32_vector(f_vector)
+        return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
+
+    def _f2m_op_timestamped_upsert_v1(f_header, f_doc_id, f_revision, f_ts, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+        return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
+    C_op_timestamped_upsert_v1._bw_model = (_f2m_op_timestamped_upsert_v1, ('header', 'doc_id', 'revision', 'ts', 'vector'), (), False)
+
+    def _m2c_op_timestamped_upsert_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'ts': v.ts,
+            'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
+        }
+
+    _CPK_op_upsert_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
+    def _c2m_op_upsert_metadata_v1(c):
+        if c.__class__ is OpUpsertMetadataV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
+        return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
+
+    def _f2m_op_upsert_metadata_v1(f_header, f_doc_id, f_revision, f_metadata, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_vector is not None:
+            f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
+        return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
+    C_op_upsert_metadata_v1._bw_model = (_f2m_op_upsert_metadata_v1, ('header', 'doc_id', 'revision', 'metadata', 'vector'), (), False)
+
+    def _m2c_op_upsert_metadata_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'metadata': v.metadata,
+            'vector': None if v.vector is None else list(v.vector),
+        }
+
+    _CPK_op_upsert_ts_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
+    def _c2m_op_upsert_ts_metadata_v1(c):
+        if c.__class__ is OpUpsertTsMetadataV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_ts = c['ts']
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
+        return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
+
+    def _f2m_op_upsert_ts_metadata_v1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_vector is not None:
+            f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_ts_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
+        return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
+    C_op_upsert_ts_metadata_v1._bw_model = (_f2m_op_upsert_ts_metadata_v1, ('header', 'doc_id', 'revision', 'ts', 'metadata', 'vector'), (), False)
+
+    def _m2c_op_upsert_ts_metadata_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'ts': v.ts,
+            'metadata': v.metadata,
+            'vector': None if v.vector is None else list(v.vector),
+        }
+
+    def _c2m_typed_column(c):
+        if c.__class__ is TypedColumn:  # built by a compiled parse
+            return c
+        f_column_id = c['column_id']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = _c2m_metadata_value(f_value)
+        return TypedColumn(f_column_id, f_value)
+
+    def _f2m_typed_column(f_column_id, f_value):
+        if f_value is not None:
+            f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
+        return TypedColumn(f_column_id, f_value)
+    C_typed_column._bw_model = (_f2m_typed_column, ('column_id', 'value'), (), True)
+
+    def _m2c_typed_column(v):
+        return {
+            'column_id': v.column_id,
+            'value': None if v.value is None else _m2c_metadata_value(v.value),
+        }
+
+    def _c2m_op_upsert_v2(c):
+        if c.__class__ is OpUpsertV2:  # built by a compiled parse
+            return c
+        f_fields = c['fields']
+        if f_fields is not None:
+            f_fields = _c2m_flags_upsert_fields(f_fields)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_f32_vector(f_vector)
+        f_text = c['text']
+        f_ts = c['ts']
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_columns = c['columns']
+        if f_columns is not None:
+            f_columns = [_c2m_typed_column(_x) for _x in f_columns]
+        return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
+
+    def _f2m_op_upsert_v2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns):
+        if f_fields is not None:
+            f_fields = (f_fields if f_fields.__class__ is UpsertFields else _c2m_flags_upsert_fields(f_fields))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_columns is not None:
+            f_columns = [(_x if _x.__class__ is TypedColumn else _c2m_typed_column(_x)) for _x in f_columns]
+        return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
+    C_op_upsert_v2._bw_model = (_f2m_op_upsert_v2, ('fields', 'doc_id', 'revision', 'vector', 'text', 'ts', 'metadata', 'columns'), (), False)
+
+    def _m2c_op_upsert_v2(v):
+        return {
+            'fields': None if v.fields is None else v.fields.to_dict(),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
+            'text': v.text,
+            'ts': v.ts,
+            'metadata': v.metadata,
+            'columns': None if v.columns is None else [_m2c_typed_column(_x) for _x in v.columns],
+        }
+
+    def _c2m_op_batch_member(c):
+        if c.__class__ is OpBatchMember:  # built by a compiled parse
+            return c
+        f_index = c['index']
+        f_count = c['count']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_op_upsert_v2(f_body)
+        return OpBatchMember(f_index, f_count, f_body)
+
+    def _f2m_op_batch_member(f_index, f_count, f_body):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body))
+        return OpBatchMember(f_index, f_count, f_body)
+    C_op_batch_member._bw_model = (_f2m_op_batch_member, ('index', 'count', 'body'), (), True)
+
+    def _m2c_op_batch_member(v):
+        return {
+            'index': v.index,
+            'count': v.count,
+            'body': None if v.body is None else _m2c_op_upsert_v2(v.body),
+        }
+
+    def _c2m_transaction_binding(c):
+        if c.__class__ is TransactionBinding:  # built by a compiled parse
+            return c
+        f_transaction = c['transaction']
+        f_participant = c['participant']
+        f_first_seq = c['first_seq']
+        f_last_seq = c['last_seq']
+        f_manifest_digest = c['manifest_digest']
+        f_final_generation = c['final_generation']
+        return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
+
+    def _f2m_transaction_binding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation):
+        return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
+    C_transaction_binding._bw_model = (_f2m_transaction_binding, ('transaction', 'participant', 'first_seq', 'last_seq', 'manifest_digest', 'final_generation'), (), False)
+
+    def _m2c_transaction_binding(v):
+        return {
+            'transaction': v.transaction,
+            'participant': v.participant,
+            'first_seq': v.first_seq,
+            'last_seq': v.last_seq,
+            'manifest_digest': v.manifest_digest,
+            'final_generation': v.final_generation,
+        }
+
+    def _c2m_op_prepared_mutation(c):
+        if c.__class__ is OpPreparedMutation:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_binding = c['binding']
+        if f_binding is not None:
+            f_binding = _c2m_transaction_binding(f_binding)
+        f_index = c['index']
+        f_count = c['count']
+        f_inner_op = c['inner_op']
+        f_inner = c['inner']
+        if f_inner is not None:
+            f_inner = (_c2m_op_upsert_v1(f_inner) if f_inner_op == 1 else (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_metadata_edit_v1(f_inner) if f_inner_op == 3 else (_c2m_op_timestamped_upsert_v1(f_inner) if f_inner_op == 4 else (_c2m_op_upsert_metadata_v1(f_inner) if f_inner_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_inner) if f_inner_op == 6 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else None)))))))
+        return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
+
+    def _f2m_op_prepared_mutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_binding is not None:
+            f_binding = (f_binding if f_binding.__class__ is TransactionBinding else _c2m_transaction_binding(f_binding))
+        if f_inner is not None:
+            f_inner = ((f_inner if f_inner.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_inner)) if f_inner_op == 1 else ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_inner)) if f_inner_op == 3 else ((f_inner if f_inner.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_inner)) if f_inner_op == 4 else ((f_inner if f_inner.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_inner)) if f_inner_op == 5 else ((f_inner if f_inner.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_inner)) if f_inner_op == 6 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else None)))))))
+        return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
+    C_op_prepared_mutation._bw_model = (_f2m_op_prepared_mutation, ('header', 'binding', 'index', 'count', 'inner_op', 'inner'), (), True)
+
+    def _m2c_op_prepared_mutation(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'binding': None if v.binding is None else _m2c_transaction_binding(v.binding),
+            'index': v.index,
+            'count': v.count,
+            'inner_op': v.inner_op,
+            'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {1: OpUpsertV1, 2: OpDeleteV1, 3: OpMetadataEditV1, 4: OpTimestampedUpsertV1, 5: OpUpsertMetadataV1, 6: OpUpsertTsMetadataV1, 7: OpUpsertV2}, None, 'inner')),
+        }
+
+    def _c2m_op_mixed_member(c):
+        if c.__class__ is OpMixedMember:  # built by a compiled parse
+            return c
+        f_index = c['index']
+        f_count = c['count']
+        f_inner_op = c['inner_op']
+        f_inner = c['inner']
+        if f_inner is not None:
+            f_inner = (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else (_c2m_graph_envelope(f_inner) if f_inner_op == 10 else None)))
+        return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
+
+    def _f2m_op_mixed_member(f_index, f_count, f_inner_op, f_inner):
+        if f_inner is not None:
+            f_inner = ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else ((f_inner if f_inner.__class__ is GraphEnvelope else _c2m_graph_envelope(f_inner)) if f_inner_op == 10 else None)))
+        return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
+    C_op_mixed_member._bw_model = (_f2m_op_mixed_member, ('index', 'count', 'inner_op', 'inner'), (), True)
+
+    def _m2c_op_mixed_member(v):
+        return {
+            'index': v.index,
+            'count': v.count,
+            'inner_op': v.inner_op,
+            'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {2: OpDeleteV1, 7: OpUpsertV2, 10: GraphEnvelope}, None, 'inner')),
+        }
+
+    def _c2m_zgw_file_header(c):
+        if c.__class__ is ZgwFileHeader:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_first_commit_sequence = c['first_commit_sequence']
+        return ZgwFileHeader(f_store, f_first_commit_sequence)
+
+    def _f2m_zgw_file_header(f_store, f_first_commit_sequence):
+        return ZgwFileHeader(f_store, f_first_commit_sequence)
+    C_zgw_file_header._bw_model = (_f2m_zgw_file_header, ('store', 'first_commit_sequence'), (), True)
+
+    def _m2c_zgw_file_header(v):
+        return {
+            'store': v.store,
+            'first_commit_sequence': v.first_commit_sequence,
+        }
+
+    def _c2m_zgw_frame(c):
+        if c.__class__ is ZgwFrame:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
+        f_frame_index = c['frame_index']
+        f_sequence = c['sequence']
+        f_batch_id = c['batch_id']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_zgw_begin(f_payload) if f_kind == 1 else (_c2m_zgw_mutation(f_payload) if f_kind == 2 else (_c2m_zgw_inventory(f_payload) if f_kind == 3 else (_c2m_zgw_reclaim_intent(f_payload) if f_kind == 4 else (_c2m_zgw_reclaim_complete(f_payload) if f_kind == 5 else (_c2m_zgw_commit(f_payload) if f_kind == 6 else None))))))
+        return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
+
+    def _f2m_zgw_frame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload):
+        if f_kind is not None:
+            _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is ZgwBegin else _c2m_zgw_begin(f_payload)) if f_kind == 1 else ((f_payload if f_payload.__class__ is ZgwMutation else _c2m_zgw_mutation(f_payload)) if f_kind == 2 else ((f_payload if f_payload.__class__ is ZgwInventory else _c2m_zgw_inventory(f_payload)) if f_kind == 3 else ((f_payload if f_payload.__class__ is ZgwReclaimIntent else _c2m_zgw_reclaim_intent(f_payload)) if f_kind == 4 else ((f_payload if f_payload.__class__ is ZgwReclaimComplete else _c2m_zgw_reclaim_complete(f_payload)) if f_kind == 5 else ((f_payload if f_payload.__class__ is ZgwCommit else _c2m_zgw_commit(f_payload)) if f_kind == 6 else None))))))
+        return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
+    C_zgw_frame._bw_model = (_f2m_zgw_frame, ('kind', 'frame_index', 'sequence', 'batch_id', 'payload'), (), False)
+
+    def _m2c_zgw_frame(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'frame_index': v.frame_index,
+            'sequence': v.sequence,
+            'batch_id': v.batch_id,
+            'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.kind, {1: ZgwBegin, 2: ZgwMutation, 3: ZgwInventory, 4: ZgwReclaimIntent, 5: ZgwReclaimComplete, 6: ZgwCommit}, None, 'payload')),
+        }
+
+    def _c2m_zgw_frame_header(c):
+        if c.__class__ is ZgwFrameHeader:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        f_version = c['version']
+        f_payload_len = c['payload_len']
+        f_frame_index = c['frame_index']
+        f_sequence = c['sequence']
+        f_batch_id = c['batch_id']
+        f_reserved = c['reserved']
+        if f_reserved is not None:
+            f_reserved = bytes(f_reserved)
+        return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
+
+    def _f2m_zgw_frame_header(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved):
+        if f_reserved is not None:
+            f_reserved = bytes(f_reserved)
+        return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
+    C_zgw_frame_header._bw_model = (_f2m_zgw_frame_header, ('kind', 'version', 'payload_len', 'frame_index', 'sequence', 'batch_id', 'reserved'), (), False)
+
+    def _m2c_zgw_frame_header(v):
+        return {
+            'kind': v.kind,
+            'version': v.version,
+            'payload_len': v.payload_len,
+            'frame_index': v.frame_index,
+            'sequence': v.sequence,
+            'batch_id': v.batch_id,
+            'reserved': v.reserved,
+        }
+
+    def _c2m_zgw_envelope_size(c):
+        if c.__class__ is ZgwEnvelopeSize:  # built by a compiled parse
+            return c
+        f_size = c['size']
+        return ZgwEnvelopeSize(f_size)
+
+    def _f2m_zgw_envelope_size(f_size):
+        return ZgwEnvelopeSize(f_size)
+    C_zgw_envelope_size._bw_model = (_f2m_zgw_envelope_size, ('size',), (), True)
+
+    def _m2c_zgw_envelope_size(v):
+        return {
+            'size': v.size,
+        }
+
+    def _c2m_graph_envelope(c):
+        if c.__class__ is GraphEnvelope:  # built by a compiled parse
+            return c
+        f_begin = c['begin']
+        if f_begin is not None:
+            f_begin = _c2m_zgw_frame(f_begin)
+        f_changes = c['changes']
+        if f_changes is not None:
+            f_changes = [_c2m_zgw_frame(_x) for _x in f_changes]
+        f_commit = c['commit']
+        if f_commit is not None:
+            f_commit = _c2m_zgw_frame(f_commit)
+        return GraphEnvelope(f_begin, f_changes, f_commit)
+
+    def _f2m_graph_envelope(f_begin, f_changes, f_commit):
+        if f_begin is not None:
+            f_begin = (f_begin if f_begin.__class__ is ZgwFrame else _c2m_zgw_frame(f_begin))
+        if f_changes is not None:
+            f_changes = [(_x if _x.__class__ is ZgwFrame else _c2m_zgw_frame(_x)) for _x in f_changes]
+        if f_commit is not None:
+            f_commit = (f_commit if f_commit.__class__ is ZgwFrame else _c2m_zgw_frame(f_commit))
+        return GraphEnvelope(f_begin, f_changes, f_commit)
+    C_graph_envelope._bw_model = (_f2m_graph_envelope, ('begin', 'changes', 'commit'), (), True)
+
+    def _m2c_graph_envelope(v):
+        return {
+            'begin': None if v.begin is None else _m2c_zgw_frame(v.begin),
+            'changes': None if v.changes is None else [_m2c_zgw_frame(_x) for _x in v.changes],
+            'commit': None if v.commit is None else _m2c_zgw_frame(v.commit),
+        }
+
+    def _c2m_zgw_begin(c):
+        if c.__class__ is ZgwBegin:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_envelope_kind = c['envelope_kind']
+        if f_envelope_kind is not None:
+            _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
+            f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
+        f_base_generation = c['base_generation']
+        f_target_generation = c['target_generation']
+        f_change_count = c['change_count']
+        f_complete_envelope_bytes = c['complete_envelope_bytes']
+        return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
+
+    def _f2m_zgw_begin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes):
+        if f_envelope_kind is not None:
+            _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
+            f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
+        return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
+    C_zgw_begin._bw_model = (_f2m_zgw_begin, ('store', 'envelope_kind', 'base_generation', 'target_generation', 'change_count', 'complete_envelope_bytes'), (), False)
+
+    def _m2c_zgw_begin(v):
+        return {
+            'store': v.store,
+            'envelope_kind': None if v.envelope_kind is None else int(v.envelope_kind),
+            'base_generation': v.base_generation,
+            'target_generation': v.target_generation,
+            'change_count': v.change_count,
+            'complete_envelope_bytes': v.complete_envelope_bytes,
+        }
+
+    def _c2m_artifact_descriptor(c):
+        if c.__class__ is ArtifactDescriptor:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_artifact = c['artifact']
+        f_creation_generation = c['creation_generation']
+        f_creation_serial = c['creation_serial']
+        f_complete_file_length = c['complete_file_length']
+        f_family = c['family']
+        f_version = c['version']
+        f_whole_file_checksum = c['whole_file_checksum']
+        return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
+
+    def _f2m_artifact_descriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum):
+        return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
+    C_artifact_descriptor._bw_model = (_f2m_artifact_descriptor, ('store', 'artifact', 'creation_generation', 'creation_serial', 'complete_file_length', 'family', 'version', 'whole_file_checksum'), (), False)
+
+    def _m2c_artifact_descriptor(v):
+        return {
+            'store': v.store,
+            'artifact': v.artifact,
+            'creation_generation': v.creation_generation,
+            'creation_serial': v.creation_serial,
+            'complete_file_length': v.complete_file_length,
+            'family': v.family,
+            'version': v.version,
+            'whole_file_checksum': v.whole_file_checksum,
+        }
+
+    def _c2m_required_ref(c):
+        if c.__class__ is RequiredRef:  # built by a compiled parse
+            return c
+        f_descriptor = c['descriptor']
+        if f_descriptor is not None:
+            f_descriptor = _c2m_artifact_descriptor(f_descriptor)
+        f_artifact = c['artifact']
+        f_offset = c['offset']
+        f_length = c['length']
+        f_block_kind = c['block_kind']
+        f_block_version = c['block_version']
+        return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
+
+    def _f2m_required_ref(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version):
+        if f_descriptor is not None:
+            f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
+        return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
+    C_required_ref._bw_model = (_f2m_required_ref, ('descriptor', 'artifact', 'offset', 'length', 'block_kind', 'block_version'), (), False)
+
+    def _m2c_required_ref(v):
+        return {
+            'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
+            'artifact': v.artifact,
+            'offset': v.offset,
+            'length': v.length,
+            'block_kind': v.block_kind,
+            'block_version': v.block_version,
+        }
+
+    def _c2m_optional_ref(c):
+        if c.__class__ is OptionalRef:  # built by a compiled parse
+            return c
+        f_present = c['present']
+        f_ref = c['ref']
+        if f_ref is not None:
+            f_ref = _c2m_required_ref(f_ref)
+        return OptionalRef(f_present, f_ref)
+
+    def _f2m_optional_ref(f_present, f_ref):
+        if f_ref is not None:
+            f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
+        return OptionalRef(f_present, f_ref)
+    C_optional_ref._bw_model = (_f2m_optional_ref, ('present', 'ref'), (), True)
+
+    def _m2c_optional_ref(v):
+        return {
+            'present': v.present,
+            'ref': None if v.ref is None else _m2c_required_ref(v.ref),
+        }
+
+    def _c2m_commit_state(c):
+        if c.__class__ is CommitState:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_generation = c['generation']
+        f_sequence = c['sequence']
+        f_node_high_water = c['node_high_water']
+        f_relationship_high_water = c['relationship_high_water']
+        f_symbol_high_water = c['symbol_high_water']
+        f_creation_serial = c['creation_serial']
+        f_roots = c['roots']
+        if f_roots is not None:
+            f_roots = [_c2m_optional_ref(_x) for _x in f_roots]
+        f_catalog = c['catalog']
+        if f_catalog is not None:
+            f_catalog = _c2m_required_ref(f_catalog)
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_optional_ref(f_vector)
+        f_text = c['text']
+        if f_text is not None:
+            f_text = _c2m_optional_ref(f_text)
+        f_reclaim = c['reclaim']
+        if f_reclaim is not None:
+            f_reclaim = _c2m_optional_ref(f_reclaim)
+        f_prepared = c['prepared']
+        if f_prepared is not None:
+            f_prepared = [_c2m_required_ref(_x) for _x in f_prepared]
+        return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
+
+    def _f2m_commit_state(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared):
+        if f_roots is not None:
+            f_roots = [(_x if _x.__class__ is OptionalRef else _c2m_optional_ref(_x)) for _x in f_roots]
+        if f_catalog is not None:
+            f_catalog = (f_catalog if f_catalog.__class__ is RequiredRef else _c2m_required_ref(f_catalog))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is OptionalRef else _c2m_optional_ref(f_vector))
+        if f_text is not None:
+            f_text = (f_text if f_text.__class__ is OptionalRef else _c2m_optional_ref(f_text))
+        if f_reclaim is not None:
+            f_reclaim = (f_reclaim if f_reclaim.__class__ is OptionalRef else _c2m_optional_ref(f_reclaim))
+        if f_prepared is not None:
+            f_prepared = [(_x if _x.__class__ is RequiredRef else _c2m_required_ref(_x)) for _x in f_prepared]
+        return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
+    C_commit_state._bw_model = (_f2m_commit_state, ('store', 'generation', 'sequence', 'node_high_water', 'relationship_high_water', 'symbol_high_water', 'creation_serial', 'roots', 'catalog', 'vector', 'text', 'reclaim', 'prepared'), (), False)
+
+    def _m2c_commit_state(v):
+        return {
+            'store': v.store,
+            'generation': v.generation,
+            'sequence': v.sequence,
+            'node_high_water': v.node_high_water,
+            'relationship_high_water': v.relationship_high_water,
+            'symbol_high_water': v.symbol_high_water,
+            'creation_serial': v.creation_serial,
+            'roots': None if v.roots is None else [_m2c_optional_ref(_x) for _x in v.roots],
+            'catalog': None if v.catalog is None else _m2c_required_ref(v.catalog),
+            'vector': None if v.vector is None else _m2c_optional_ref(v.vector),
+            'text': None if v.text is None else _m2c_optional_ref(v.text),
+            'reclaim': None if v.reclaim is None else _m2c_optional_ref(v.reclaim),
+            'prepared': None if v.prepared is None else [_m2c_required_ref(_x) for _x in v.prepared],
+        }
+
+    def _c2m_zgw_commit(c):
+        if c.__class__ is ZgwCommit:  # built by a compiled parse
+            return c
+        f_change_count = c['change_count']
+        f_digest = c['digest']
+        f_state = c['state']
+        if f_state is not None:
+            f_state = _c2m_commit_state(f_state)
+        return ZgwCommit(f_change_count, f_digest, f_state)
+
+    def _f2m_zgw_commit(f_change_count, f_digest, f_state):
+        if f_state is not None:
+            f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+        return ZgwCommit(f_change_count, f_digest, f_state)
+    C_zgw_commit._bw_model = (_f2m_zgw_commit, ('change_count', 'digest', 'state'), (), False)
+
+    def _m2c_zgw_commit(v):
+        return {
+            'change_count': v.change_count,
+            'digest': v.digest,
+            'state': None if v.state is None else _m2c_commit_state(v.state),
+        }
+
+    def _c2m_zgop_key(c):
+        if c.__class__ is ZgopKey:  # built by a compiled parse
+            return c
+        f_entity = c['entity']
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        f_namespace = c['namespace']
+        f_key = c['key']
+        return ZgopKey(f_entity, f_namespace, f_key)
+
+    def _f2m_zgop_key(f_entity, f_namespace, f_key):
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        return ZgopKey(f_entity, f_namespace, f_key)
+    C_zgop_key._bw_model = (_f2m_zgop_key, ('entity', 'namespace', 'key'), (), False)
+
+    def _m2c_zgop_key(v):
+        return {
+            'entity': None if v.entity is None else int(v.entity),
+            'namespace': v.namespace,
+            'key': v.key,
+        }
+
+    def _c2m_zgop_expected(c):
+        if c.__class__ is ZgopExpected:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_entity = c['entity']
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        f_entity_id = c['entity_id']
+        f_revision = c['revision']
+        return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
+
+    def _f2m_zgop_expected(f_tag, f_entity, f_entity_id, f_revision):
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
+    C_zgop_expected._bw_model = (_f2m_zgop_expected, ('tag', 'entity', 'entity_id', 'revision'), (), False)
+
+    def _m2c_zgop_expected(v):
+        return {
+            'tag': v.tag,
+            'entity': None if v.entity is None else int(v.entity),
+            'entity_id': v.entity_id,
+            'revision': v.revision,
+        }
+
+    def _c2m_zgop(c):
+        if c.__class__ is Zgop:  # built by a compiled parse
+            return c
+        f_operation = c['operation']
+        if f_operation is not None:
+            _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
+            f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
+        f_key_present = c['key_present']
+        f_key = c['key']
+        if f_key is not None:
+            f_key = _c2m_zgop_key(f_key)
+        f_requested_revision = c['requested_revision']
+        f_installed_revision = c['installed_revision']
+        f_expected = c['expected']
+        if f_expected is not None:
+            f_expected = _c2m_zgop_expected(f_expected)
+        f_incarnation_kind = c['incarnation_kind']
+        if f_incarnation_kind is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
+            f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
+        f_incarnation = c['incarnation']
+        f_delete_mode = c['delete_mode']
+        if f_delete_mode is not None:
+            _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
+            f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
+        f_original_generation = c['original_generation']
+        return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
+
+    def _f2m_zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation):
+        if f_operation is not None:
+            _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
+            f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
+        if f_key is not None:
+            f_key = (f_key if f_key.__class__ is ZgopKey else _c2m_zgop_key(f_key))
+        if f_expected is not None:
+            f_expected = (f_expected if f_expected.__class__ is ZgopExpected else _c2m_zgop_expected(f_expected))
+        if f_incarnation_kind is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
+            f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
+        if f_delete_mode is not None:
+            _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
+            f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
+        return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
+    C_zgop._bw_model = (_f2m_zgop, ('operation', 'key_present', 'key', 'requested_revision', 'installed_revision', 'expected', 'incarnation_kind', 'incarnation', 'delete_mode', 'original_generation'), (), True)
+
+    def _m2c_zgop(v):
+        return {
+            'operation': None if v.operation is None else int(v.operation),
+            'key_present': v.key_present,
+            'key': None if v.key is None else _m2c_zgop_key(v.key),
+            'requested_revision': v.requested_revision,
+            'installed_revision': v.installed_revision,
+            'expected': None if v.expected is None else _m2c_zgop_expected(v.expected),
+            'incarnation_kind': None if v.incarnation_kind is None else int(v.incarnation_kind),
+            'incarnation': v.incarnation,
+            'delete_mode': None if v.delete_mode is None else int(v.delete_mode),
+            'original_generation': v.original_generation,
+        }
+
+    def _c2m_zgw_mutation(c):
+        if c.__class__ is ZgwMutation:  # built by a compiled parse
+            return c
+        f_live = c['live']
+        f_membership = c['membership']
+        if f_membership is not None:
+            f_membership = _c2m_flags_membership_bits(f_membership)
+        f_zgop = c['zgop']
+        if f_zgop is not None:
+            f_zgop = _c2m_zgop(f_zgop)
+        f_canonical = c['canonical']
+        if f_canonical is not None:
+            f_canonical = _c2m_optional_ref(f_canonical)
+        return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
+
+    def _f2m_zgw_mutation(f_live, f_membership, f_zgop, f_canonical):
+        if f_membership is not None:
+            f_membership = (f_membership if f_membership.__class__ is MembershipBits else _c2m_flags_membership_bits(f_membership))
+        if f_zgop is not None:
+            f_zgop = (f_zgop if f_zgop.__class__ is Zgop else _c2m_zgop(f_zgop))
+        if f_canonical is not None:
+            f_canonical = (f_canonical if f_canonical.__class__ is OptionalRef else _c2m_optional_ref(f_canonical))
+        return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
+    C_zgw_mutation._bw_model = (_f2m_zgw_mutation, ('live', 'membership', 'zgop', 'canonical'), (), True)
+
+    def _m2c_zgw_mutation(v):
+        return {
+            'live': v.live,
+            'membership': None if v.membership is None else v.membership.to_dict(),
+            'zgop': None if v.zgop is None else _m2c_zgop(v.zgop),
+            'canonical': None if v.canonical is None else _m2c_optional_ref(v.canonical),
+        }
+
+    def _c2m_zgw_inventory(c):
+        if c.__class__ is ZgwInventory:  # built by a compiled parse
+            return c
+        f_descriptor = c['descriptor']
+        if f_descriptor is not None:
+            f_descriptor = _c2m_artifact_descriptor(f_descriptor)
+        f_state = c['state']
+        if f_state is not None:
+            _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
+            f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
+        f_intent = c['intent']
+        return ZgwInventory(f_descriptor, f_state, f_intent)
+
+    def _f2m_zgw_inventory(f_descriptor, f_state, f_intent):
+        if f_descriptor is not None:
+            f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
+        if f_state is not None:
+            _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
+            f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
+        return ZgwInventory(f_descriptor, f_state, f_intent)
+    C_zgw_inventory._bw_model = (_f2m_zgw_inventory, ('descriptor', 'state', 'intent'), (), True)
+
+    def _m2c_zgw_inventory(v):
+        return {
+            'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
+            'state': None if v.state is None else int(v.state),
+            'intent': v.intent,
+        }
+
+    def _c2m_zgw_reclaim_intent(c):
+        if c.__class__ is ZgwReclaimIntent:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_capture_generation = c['capture_generation']
+        f_capture_sequence = c['capture_sequence']
+        f_serial_fence = c['serial_fence']
+        f_completed_mark_state = c['completed_mark_state']
+        f_protected = c['protected']
+        if f_protected is not None:
+            f_protected = _c2m_required_ref(f_protected)
+        f_protected_digest = c['protected_digest']
+        f_completed_mark = c['completed_mark']
+        if f_completed_mark is not None:
+            f_completed_mark = _c2m_required_ref(f_completed_mark)
+        f_mark_digest = c['mark_digest']
+        f_candidates = c['candidates']
+        if f_candidates is not None:
+            f_candidates = [_c2m_artifact_descriptor(_x) for _x in f_candidates]
+        return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
+
+    def _f2m_zgw_reclaim_intent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates):
+        if f_protected is not None:
+            f_protected = (f_protected if f_protected.__class__ is RequiredRef else _c2m_required_ref(f_protected))
+        if f_completed_mark is not None:
+            f_completed_mark = (f_completed_mark if f_completed_mark.__class__ is RequiredRef else _c2m_required_ref(f_completed_mark))
+        if f_candidates is not None:
+            f_candidates = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_candidates]
+        return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
+    C_zgw_reclaim_intent._bw_model = (_f2m_zgw_reclaim_intent, ('id', 'capture_generation', 'capture_sequence', 'serial_fence', 'completed_mark_state', 'protected', 'protected_digest', 'completed_mark', 'mark_digest', 'candidates'), (), True)
+
+    def _m2c_zgw_reclaim_intent(v):
+        return {
+            'id': v.id,
+            'capture_generation': v.capture_generation,
+            'capture_sequence': v.capture_sequence,
+            'serial_fence': v.serial_fence,
+            'completed_mark_state': v.completed_mark_state,
+            'protected': None if v.protected is None else _m2c_required_ref(v.protected),
+            'protected_digest': v.protected_digest,
+            'completed_mark': None if v.completed_mark is None else _m2c_required_ref(v.completed_mark),
+            'mark_digest': v.mark_digest,
+            'candidates': None if v.candidates is None else [_m2c_artifact_descriptor(_x) for _x in v.candidates],
+        }
+
+    def _c2m_descriptor_list(c):
+        if c.__class__ is DescriptorList:  # built by a compiled parse
+            return c
+        f_rows = c['rows']
+        if f_rows is not None:
+            f_rows = [_c2m_artifact_descriptor(_x) for _x in f_rows]
+        return DescriptorList(f_rows)
+
+    def _f2m_descriptor_list(f_rows):
+        if f_rows is not None:
+            f_rows = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_rows]
+        return DescriptorList(f_rows)
+    C_descriptor_list._bw_model = (_f2m_descriptor_list, ('rows',), (), True)
+
+    def _m2c_descriptor_list(v):
+        return {
+            'rows': None if v.rows is None else [_m2c_artifact_descriptor(_x) for _x in v.rows],
+        }
+
+    def _c2m_zgw_reclaim_complete(c):
+        if c.__class__ is ZgwReclaimComplete:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_intent = c['intent']
+        if f_intent is not None:
+            f_intent = _c2m_required_ref(f_intent)
+        f_durable_state = c['durable_state']
+        f_completed = c['completed']
+        if f_completed is not None:
+            f_completed = _c2m_descriptor_list(f_completed)
+        f_remaining = c['remaining']
+        if f_remaining is not None:
+            f_remaining = _c2m_descriptor_list(f_remaining)
+        return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
+
+    def _f2m_zgw_reclaim_complete(f_id, f_intent, f_durable_state, f_completed, f_remaining):
+        if f_intent is not None:
+            f_intent = (f_intent if f_intent.__class__ is RequiredRef else _c2m_required_ref(f_intent))
+        if f_completed is not None:
+            f_completed = (f_completed if f_completed.__class__ is DescriptorList else _c2m_descriptor_list(f_completed))
+        if f_remaining is not None:
+            f_remaining = (f_remaining if f_remaining.__class__ is DescriptorList else _c2m_descriptor_list(f_remaining))
+        return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
+    C_zgw_reclaim_complete._bw_model = (_f2m_zgw_reclaim_complete, ('id', 'intent', 'durable_state', 'completed', 'remaining'), (), True)
+
+    def _m2c_zgw_reclaim_complete(v):
+        return {
+            'id': v.id,
+            'intent': None if v.intent is None else _m2c_required_ref(v.intent),
+            'durable_state': v.durable_state,
+            'completed': None if v.completed is None else _m2c_descriptor_list(v.completed),
+            'remaining': None if v.remaining is None else _m2c_descriptor_list(v.remaining),
+        }
+
+    def _c2m_spill_binding(c):
+        if c.__class__ is SpillBinding:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_session = c['session']
+        f_capture_generation = c['capture_generation']
+        f_target_generation = c['target_generation']
+        f_sequence = c['sequence']
+        f_serial_fence = c['serial_fence']
+        return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
+
+    def _f2m_spill_binding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence):
+        return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
+    C_spill_binding._bw_model = (_f2m_spill_binding, ('store', 'session', 'capture_generation', 'target_generation', 'sequence', 'serial_fence'), (), True)
+
+    def _m2c_spill_binding(v):
+        return {
+            'store': v.store,
+            'session': v.session,
+            'capture_generation': v.capture_generation,
+            'target_generation': v.target_generation,
+            'sequence': v.sequence,
+            'serial_fence': v.serial_fence,
+        }
+
+    def _c2m_zgcp_prepared_inventory(c):
+        if c.__class__ is ZgcpPreparedInventory:  # built by a compiled parse
+            return c
+        f_descriptors = c['descriptors']
+        if f_descriptors is not None:
+            f_descriptors = [_c2m_artifact_descriptor(_x) for _x in f_descriptors]
+        return ZgcpPreparedInventory(f_descriptors)
+
+    def _f2m_zgcp_prepared_inventory(f_descriptors):
+        if f_descriptors is not None:
+            f_descriptors = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_descriptors]
+        return ZgcpPreparedInventory(f_descriptors)
+    C_zgcp_prepared_inventory._bw_model = (_f2m_zgcp_prepared_inventory, ('descriptors',), (), True)
+
+    def _m2c_zgcp_prepared_inventory(v):
+        return {
+            'descriptors': None if v.descriptors is None else [_m2c_artifact_descriptor(_x) for _x in v.descriptors],
+        }
+
+    def _c2m_zgcp_captured_base(c):
+        if c.__class__ is ZgcpCapturedBase:  # built by a compiled parse
+            return c
+        f_unpinned = c['unpinned']
+        if f_unpinned is not None:
+            f_unpinned = bytes(f_unpinned)
+        f_binding = c['binding']
+        if f_binding is not None:
+            f_binding = _c2m_spill_binding(f_binding)
+        f_absorbed_through = c['absorbed_through']
+        f_manifest_generation = c['manifest_generation']
+        f_state = c['state']
+        if f_state is not None:
+            f_state = _c2m_commit_state(f_state)
+        return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
+
+    def _f2m_zgcp_captured_base(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state):
+        if f_unpinned is not None:
+            f_unpinned = bytes(f_unpinned)
+        if f_binding is not None:
+            f_binding = (f_binding if f_binding.__class__ is SpillBinding else _c2m_spill_binding(f_binding))
+        if f_state is not None:
+            f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+        return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
+    C_zgcp_captured_base._bw_model = (_f2m_zgcp_captured_base, ('unpinned', 'binding', 'absorbed_through', 'manifest_generation', 'state'), (), True)
+
+    def _m2c_zgcp_captured_base(v):
+        return {
+            'unpinned': v.unpinned,
+            'binding': None if v.binding is None else _m2c_spill_binding(v.binding),
+            'absorbed_through': v.absorbed_through,
+            'manifest_generation': v.manifest_generation,
+            'state': None if v.state is None else _m2c_commit_state(v.state),
+        }
+
+    def _c2m_zgcp_participant(c):
+        if c.__class__ is ZgcpParticipant:  # built by a compiled parse
+            return c
+        f_role = c['role']
+        if f_role is not None:
+            _t = _ZGCPROLE_BY_VALUE.get(f_role)
+            f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_zgcp_prepared_inventory(f_body) if f_role == 2 else (_c2m_zgcp_captured_base(f_body) if f_role == 7 else f_body))
+        return ZgcpParticipant(f_role, f_body)
+
+    def _f2m_zgcp_participant(f_role, f_body):
+        if f_role is not None:
+            _t = _ZGCPROLE_BY_VALUE.get(f_role)
+            f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is ZgcpPreparedInventory else _c2m_zgcp_prepared_inventory(f_body)) if f_role == 2 else ((f_body if f_body.__class__ is ZgcpCapturedBase else _c2m_zgcp_captured_base(f_body)) if f_role == 7 else f_body))
+        return ZgcpParticipant(f_role, f_body)
+    C_zgcp_participant._bw_model = (_f2m_zgcp_participant, ('role', 'body'), (), True)
+
+    def _m2c_zgcp_participant(v):
+        return {
+            'role': None if v.role is None else int(v.role),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.role, {2: ZgcpPreparedInventory, 7: ZgcpCapturedBase}, None, 'body')),
+        }
+
+    def _c2m_fold_authority(c):
+        if c.__class__ is FoldAuthority:  # built by a compiled parse
+            return c
+        f_values = c['values']
+        return FoldAuthority(f_values)
+
+    def _f2m_fold_authority(f_values):
+        return FoldAuthority(f_values)
+    C_fold_authority._bw_model = (_f2m_fold_authority, ('values',), (), True)
+
+    def _m2c_fold_authority(v):
+        return {
+            'values': v.values,
+        }
+
+    def _c2m_captured_base_value(c):
+        if c.__class__ is CapturedBaseValue:  # built by a compiled parse
+            return c
+        f_ref = c['ref']
+        if f_ref is not None:
+            f_ref = _c2m_required_ref(f_ref)
+        f_sequence = c['sequence']
+        return CapturedBaseValue(f_ref, f_sequence)
+
+    def _f2m_captured_base_value(f_ref, f_sequence):
+        if f_ref is not None:
+            f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
+        return CapturedBaseValue(f_ref, f_sequence)
+    C_captured_base_value._bw_model = (_f2m_captured_base_value, ('ref', 'sequence'), (), True)
+
+    def _m2c_captured_base_value(v):
+        return {
+            'ref': None if v.ref is None else _m2c_required_ref(v.ref),
+            'sequence': v.sequence,
+        }
+
+    def _c2m_protected_value(c):
+        if c.__class__ is ProtectedValue:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = (_c2m_fold_authority(f_value) if f_tag == 5 else (_c2m_captured_base_value(f_value) if f_tag == 6 else None))
+        return ProtectedValue(f_tag, f_value)
+
+    def _f2m_protected_value(f_tag, f_value):
+        if f_value is not None:
+            f_value = ((f_value if f_value.__class__ is FoldAuthority else _c2m_fold_authority(f_value)) if f_tag == 5 else ((f_value if f_value.__class__ is CapturedBaseValue else _c2m_captured_base_value(f_value)) if f_tag == 6 else None))
+        return ProtectedValue(f_tag, f_value)
+    C_protected_value._bw_model = (_f2m_protected_value, ('tag', 'value'), (), False)
+
+    def _m2c_protected_value(v):
+        return {
+            'tag': v.tag,
+            'value': None if v.value is None else _m2c_any(_case_value(v.value, v.tag, {5: FoldAuthority, 6: CapturedBaseValue}, None, 'value')),
+        }
+
+    def _c2m_frame_block(c):
+        if c.__class__ is FrameBlock:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return FrameBlock(f_payload)
+
+    def _f2m_frame_block(f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return FrameBlock(f_payload)
+    C_frame_block._bw_model = (_f2m_frame_block, ('payload',), (), False)
+
+    def _m2c_frame_block(v):
+        return {
+            'payload': v.payload,
+        }
+
+    def _c2m_frame_file(c):
+        if c.__class__ is FrameFile:  # built by a compiled parse
+            return c
+        f_flags = c['flags']
+        f_block = c['block']
+        if f_block is not None:
+            f_block = _c2m_frame_block(f_block)
+        return FrameFile(f_flags, f_block)
+
+    def _f2m_frame_file(f_flags, f_block):
+        if f_block is not None:
+            f_block = (f_block if f_block.__class__ is FrameBlock else _c2m_frame_block(f_block))
+        return FrameFile(f_flags, f_block)
+    C_frame_file._bw_model = (_f2m_frame_file, ('flags', 'block'), (), True)
+
+    def _m2c_frame_file(v):
+        return {
+            'flags': v.flags,
+            'block': None if v.block is None else _m2c_frame_block(v.block),
+        }
+
+    def _c2m_manifest_block(c, p_version):
+        if c.__class__ is ManifestBlock:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = _c2m_manifest_payload(f_payload, p_version)
+        return ManifestBlock(f_payload)
+
+    def _f2m_manifest_block(f_payload, p_version):
+        if f_payload is not None:
+            f_payload = (f_payload if f_payload.__class__ is ManifestPayload else _c2m_manifest_payload(f_payload, p_version))
+        return ManifestBlock(f_payload)
+    C_manifest_block._bw_model = (_f2m_manifest_block, ('payload',), ('version',), False)
+
+    def _m2c_manifest_block(v):
+        return {
+            'payload': None if v.payload is None else _m2c_manifest_payload(v.payload),
+        }
+
+    def _c2m_manifest_file(c):
+        if c.__class__ is ManifestFile:  # built by a compiled parse
+            return c
+        f_family_version = c['family_version']
+        f_block = c['block']
+        if f_block is not None:
+            f_block = _c2m_manifest_block(f_block, f_family_version)
+        return ManifestFile(f_family_version, f_block)
+
+    def _f2m_manifest_file(f_family_version, f_block):
+        if f_block is not None:
+            f_block = (f_block if f_block.__class__ is ManifestBlock else _c2m_manifest_block(f_block, f_family_version))
+        return ManifestFile(f_family_version, f_block)
+    C_manifest_file._bw_model = (_f2m_manifest_file, ('family_version', 'block'), (), True)
+
+    def _m2c_manifest_file(v):
+        return {
+            'family_version': v.family_version,
+            'block': None if v.block is None else _m2c_manifest_block(v.block),
+        }
+
+    def _c2m_epoch_alias(c):
+        if c.__class__ is EpochAlias:  # built by a compiled parse
+            return c
+        f_present = c['present']
+        f_embedding_epoch_id = c['embedding_epoch_id']
+        f_tokenizer_epoch_id = c['tokenizer_epoch_id']
+        return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
+
+    def _f2m_epoch_alias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id):
+        return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
+    C_epoch_alias._bw_model = (_f2m_epoch_alias, ('present', 'embedding_epoch_id', 'tokenizer_epoch_id'), (), True)
+
+    def _m2c_epoch_alias(v):
+        return {
+            'present': v.present,
+            'embedding_epoch_id': v.embedding_epoch_id,
+            'tokenizer_epoch_id': v.tokenizer_epoch_id,
+        }
+
+    def _c2m_manifest_segment(c):
+        if c.__class__ is ManifestSegment:  # built by a compiled parse
+            return c
+        f_segment_id = c['segment_id']
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        f_row_count = c['row_count']
+        f_scheme = c['scheme']
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        f_dims = c['dims']
+        f_file_size = c['file_size']
+        f_epoch_present = c['epoch_present']
+        f_embedding_epoch_id = c['embedding_epoch_id']
+        return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
+
+    def _f2m_manifest_segment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id):
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
+    C_manifest_segment._bw_model = (_f2m_manifest_segment, ('segment_id', 'row_count', 'scheme', 'dims', 'file_size', 'epoch_present', 'embedding_epoch_id'), (), False)
+
+    def _m2c_manifest_segment(v):
+        return {
+            'segment_id': v.segment_id,
+            'row_count': v.row_count,
+            'scheme': None if v.scheme is None else int(v.scheme),
+            'dims': v.dims,
+            'file_size': v.file_size,
+            'epoch_present': v.epoch_present,
+            'embedding_epoch_id': v.embedding_epoch_id,
+        }
+
+    def _c2m_embedding_tower(c):
+        if c.__class__ is EmbeddingTower:  # built by a compiled parse
+            return c
+        f_model_id = c['model_id']
+        f_model_version = c['model_version']
+        f_weights_digest = c['weights_digest']
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        f_dims = c['dims']
+        f_normalization = c['normalization']
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        f_prompt_prefix = c['prompt_prefix']
+        f_max_tokens = c['max_tokens']
+        f_runtime = c['runtime']
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        f_compute_units = c['compute_units']
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        f_os_build_present = c['os_build_present']
+        f_os_build = c['os_build']
+        return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+
+    def _f2m_embedding_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+    C_embedding_tower._bw_model = (_f2m_embedding_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
+
+    def _m2c_embedding_tower(v):
+        return {
+            'model_id': v.model_id,
+            'model_version': v.model_version,
+            'weights_digest': v.weights_digest,
+            'dims': v.dims,
+            'normalization': None if v.normalization is None else int(v.normalization),
+            'prompt_prefix': v.prompt_prefix,
+            'max_tokens': v.max_tokens,
+            'runtime': None if v.runtime is None else int(v.runtime),
+            'compute_units': None if v.compute_units is None else int(v.compute_units),
+            'os_build_present': v.os_build_present,
+            'os_build': v.os_build,
+        }
+
+    def _c2m_embedding_epoch(c):
+        if c.__class__ is EmbeddingEpoch:  # built by a compiled parse
+            return c
+        f_embedding_epoch_id = c['embedding_epoch_id']
+        f_tokenizer_epoch_id = c['tokenizer_epoch_id']
+        f_document = c['document']
+        if f_document is not None:
+            f_document = _c2m_embedding_tower(f_document)
+        f_query = c['query']
+        if f_query is not None:
+            f_query = _c2m_embedding_tower(f_query)
+        f_alignment_digest = c['alignment_digest']
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
+
+    def _f2m_embedding_epoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest):
+        if f_document is not None:
+            f_document = (f_document if f_document.__class__ is EmbeddingTower else _c2m_embedding_tower(f_document))
+        if f_query is not None:
+            f_query = (f_query if f_query.__class__ is EmbeddingTower else _c2m_embedding_tower(f_query))
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
+    C_embedding_epoch._bw_model = (_f2m_embedding_epoch, ('embedding_epoch_id', 'tokenizer_epoch_id', 'document', 'query', 'alignment_digest'), (), True)
+
+    def _m2c_embedding_epoch(v):
+        return {
+            'embedding_epoch_id': v.embedding_epoch_id,
+            'tokenizer_epoch_id': v.tokenizer_epoch_id,
+            'document': None if v.document is None else _m2c_embedding_tower(v.document),
+            'query': None if v.query is None else _m2c_embedding_tower(v.query),
+            'alignment_digest': v.alignment_digest,
+        }
+
+    def _c2m_column_def(c):
+        if c.__class__ is ColumnDef:  # built by a compiled parse
+            return c
+        f_column_id = c['column_id']
+        f_type = c['type']
+        if f_type is not None:
+            _t = _COLUMNTYPE_BY_VALUE.get(f_type)
+            f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
+        f_nullable = c['nullable']
+        f_name = c['name']
+        return ColumnDef(f_column_id, f_type, f_nullable, f_name)
+
+    def _f2m_column_def(f_column_id, f_type, f_nullable, f_name):
+        if f_type is not None:
+            _t = _COLUMNTYPE_BY_VALUE.get(f_type)
+            f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
+        return ColumnDef(f_column_id, f_type, f_nullable, f_name)
+    C_column_def._bw_model = (_f2m_column_def, ('column_id', 'type', 'nullable', 'name'), (), True)
+
+    def _m2c_column_def(v):
+        return {
+            'column_id': v.column_id,
+            'type': None if v.type is None else int(v.type),
+            'nullable': v.nullable,
+            'name': v.name,
+        }
+
+    def _c2m_clustering_range(c):
+        if c.__class__ is ClusteringRange:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _RANGETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
+        f_min_ts = c['min_ts']
+        f_max_ts = c['max_ts']
+        return ClusteringRange(f_tag, f_min_ts, f_max_ts)
+
+    def _f2m_clustering_range(f_tag, f_min_ts, f_max_ts):
+        if f_tag is not None:
+            _t = _RANGETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
+        return ClusteringRange(f_tag, f_min_ts, f_max_ts)
+    C_clustering_range._bw_model = (_f2m_clustering_range, ('tag', 'min_ts', 'max_ts'), (), False)
+
+    def _m2c_clustering_range(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'min_ts': v.min_ts,
+            'max_ts': v.max_ts,
+        }
+
+    def _c2m_tsr1_body(c, p_segment_count):
+        if c.__class__ is Tsr1Body:  # built by a compiled parse
+            return c
+        f_ranges = c['ranges']
+        if f_ranges is not None:
+            f_ranges = [_c2m_clustering_range(_x) for _x in f_ranges]
+        return Tsr1Body(f_ranges)
+
+    def _f2m_tsr1_body(f_ranges):
+        if f_ranges is not None:
+            f_ranges = [(_x if _x.__class__ is ClusteringRange else _c2m_clustering_range(_x)) for _x in f_ranges]
+        return Tsr1Body(f_ranges)
+    C_tsr1_body._bw_model = (_f2m_tsr1_body, ('ranges',), (), True)
+
+    def _m2c_tsr1_body(v):
+        return {
+            'ranges': None if v.ranges is None else [_m2c_clustering_range(_x) for _x in v.ranges],
+        }
+
+    def _c2m_graph_object(c):
+        if c.__class__ is GraphObject:  # built by a compiled parse
+            return c
+        f_artifact_id = c['artifact_id']
+        f_length = c['length']
+        f_checksum = c['checksum']
+        return GraphObject(f_artifact_id, f_length, f_checksum)
+
+    def _f2m_graph_object(f_artifact_id, f_length, f_checksum):
+        return GraphObject(f_artifact_id, f_length, f_checksum)
+    C_graph_object._bw_model = (_f2m_graph_object, ('artifact_id', 'length', 'checksum'), (), True)
+
+    def _m2c_graph_object(v):
+        return {
+            'artifact_id': v.artifact_id,
+            'length': v.length,
+            'checksum': v.checksum,
+        }
+
+    def _c2m_zgen_row(c):
+        if c.__class__ is ZgenRow:  # built by a compiled parse
+            return c
+        f_after_sequence = c['after_sequence']
+        f_increment_count = c['increment_count']
+        return ZgenRow(f_after_sequence, f_increment_count)
+
+    def _f2m_zgen_row(f_after_sequence, f_increment_count):
+        return ZgenRow(f_after_sequence, f_increment_count)
+    C_zgen_row._bw_model = (_f2m_zgen_row, ('after_sequence', 'increment_count'), (), True)
+
+    def _m2c_zgen_row(v):
+        return {
+            'after_sequence': v.after_sequence,
+            'increment_count': v.increment_count,
+        }
+
+    def _c2m_zgen_extension(c):
+        if c.__class__ is ZgenExtension:  # built by a compiled parse
+            return c
+        f_version = c['version']
+        f_counted_through = c['counted_through']
+        f_rows = c['rows']
+        if f_rows is not None:
+            f_rows = [_c2m_zgen_row(_x) for _x in f_rows]
+        return ZgenExtension(f_version, f_counted_through, f_rows)
+
+    def _f2m_zgen_extension(f_version, f_counted_through, f_rows):
+        if f_rows is not None:
+            f_rows = [(_x if _x.__class__ is ZgenRow else _c2m_zgen_row(_x)) for _x in f_rows]
+        return ZgenExtension(f_version, f_counted_through, f_rows)
+    C_zgen_extension._bw_model = (_f2m_zgen_extension, ('version', 'counted_through', 'rows'), (), False)
+
+    def _m2c_zgen_extension(v):
+        return {
+            'version': v.version,
+            'counted_through': v.counted_through,
+            'rows': None if v.rows is None else [_m2c_zgen_row(_x) for _x in v.rows],
+        }
+
+    def _c2m_graph_section(c):
+        if c.__class__ is GraphSection:  # built by a compiled parse
+            return c
+        f_graph_present = c['graph_present']
+        f_absorbed_through = c['absorbed_through']
+        f_state = c['state']
+        if f_state is not None:
+            f_state = _c2m_commit_state(f_state)
+        f_objects = c['objects']
+        if f_objects is not None:
+            f_objects = [_c2m_graph_object(_x) for _x in f_objects]
+        f_zgen = c['zgen']
+        if f_zgen is not None:
+            f_zgen = [_c2m_zgen_extension(_x) for _x in f_zgen]
+        return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
+
+    def _f2m_graph_section(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen):
+        if f_state is not None:
+            f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+        if f_objects is not None:
+            f_objects = [(_x if _x.__class__ is GraphObject else _c2m_graph_object(_x)) for _x in f_objects]
+        if f_zgen is not None:
+            f_zgen = [(_x if _x.__class__ is ZgenExtension else _c2m_zgen_extension(_x)) for _x in f_zgen]
+        return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
+    C_graph_section._bw_model = (_f2m_graph_section, ('graph_present', 'absorbed_through', 'state', 'objects', 'zgen'), (), True)
+
+    def _m2c_graph_section(v):
+        return {
+            'graph_present': v.graph_present,
+            'absorbed_through': v.absorbed_through,
+            'state': None if v.state is None else _m2c_commit_state(v.state),
+            'objects': None if v.objects is None else [_m2c_graph_object(_x) for _x in v.objects],
+            'zgen': None if v.zgen is None else [_m2c_zgen_extension(_x) for _x in v.zgen],
+        }
+
+    def _c2m_zgr3_body(c):
+        if c.__class__ is Zgr3Body:  # built by a compiled parse
+            return c
+        f_graph = c['graph']
+        if f_graph is not None:
+            f_graph = _c2m_graph_section(f_graph)
+        return Zgr3Body(f_graph)
+
+    def _f2m_zgr3_body(f_graph):
+        if f_graph is not None:
+            f_graph = (f_graph if f_graph.__class__ is GraphSection else _c2m_graph_section(f_graph))
+        return Zgr3Body(f_graph)
+    C_zgr3_body._bw_model = (_f2m_zgr3_body, ('graph',), (), True)
+
+    def _m2c_zgr3_body(v):
+        return {
+            'graph': None if v.graph is None else _m2c_graph_section(v.graph),
+        }
+
+    def _c2m_manifest_extension(c, p_version, p_segment_count):
+        if c.__class__ is ManifestExtension:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_tsr1_body(f_body, p_segment_count) if f_tag == 827478868 else (_c2m_zgr3_body(f_body) if f_tag == 861030234 else None))
+        return ManifestExtension(f_tag, f_body)
+
+    def _f2m_manifest_extension(f_tag, f_body, p_segment_count):
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is Tsr1Body else _c2m_tsr1_body(f_body, p_segment_count)) if f_tag == 827478868 else ((f_body if f_body.__class__ is Zgr3Body else _c2m_zgr3_body(f_body)) if f_tag == 861030234 else None))
+        return ManifestExtension(f_tag, f_body)
+    C_manifest_extension._bw_model = (_f2m_manifest_extension, ('tag', 'body'), ('segment_count',), False)
+
+    def _m2c_manifest_extension(v):
+        return {
+            'tag': v.tag,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {827478868: Tsr1Body, 861030234: Zgr3Body}, None, 'body')),
+        }
+
+    def _c2m_manifest_payload(c, p_version):
+        if c.__class__ is ManifestPayload:  # built by a compiled parse
+            return c
+        f_generation = c['generation']
+        f_log_seq = c['log_seq']
+        f_segment_count = c['segment_count']
+        f_alias = c['alias']
+        if f_alias is not None:
+            f_alias = _c2m_epoch_alias(f_alias)
+        f_segments = c['segments']
+        if f_segments is not None:
+            f_segments = [_c2m_manifest_segment(_x) for _x in f_segments]
+        f_epochs = c['epochs']
+        if f_epochs is not None:
+            f_epochs = [_c2m_embedding_epoch(_x) for _x in f_epochs]
+        f_columns = c['columns']
+        if f_columns is not None:
+            f_columns = [_c2m_column_def(_x) for _x in f_columns]
+        f_extensions = c['extensions']
+        if f_extensions is not None:
+            f_extensions = [_c2m_manifest_extension(_x, p_version, f_segment_count) for _x in f_extensions]
+        return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
+
+    def _f2m_manifest_payload(f_generation, f_log_seq, f_segment_count, f_alias, f_segments, f_epochs, f_columns, f_extensions, p_version):
+        if f_alias is not None:
+            f_alias = (f_alias if f_alias.__class__ is EpochAlias else _c2m_epoch_alias(f_alias))
+        if f_segments is not None:
+            f_segments = [(_x if _x.__class__ is ManifestSegment else _c2m_manifest_segment(_x)) for _x in f_segments]
+        if f_epochs is not None:
+            f_epochs = [(_x if _x.__class__ is EmbeddingEpoch else _c2m_embedding_epoch(_x)) for _x in f_epochs]
+        if f_columns is not None:
+            f_columns = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_columns]
+        if f_extensions is not None:
+            f_extensions = [(_x if _x.__class__ is ManifestExtension else _c2m_manifest_extension(_x, p_version, f_segment_count)) for _x in f_extensions]
+        return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
+    C_manifest_payload._bw_model = (_f2m_manifest_payload, ('generation', 'log_seq', 'segment_count', 'alias', 'segments', 'epochs', 'columns', 'extensions'), ('version',), False)
+
+    def _m2c_manifest_payload(v):
+        return {
+            'generation': v.generation,
+            'log_seq': v.log_seq,
+            'alias': None if v.alias is None else _m2c_epoch_alias(v.alias),
+            'segments': None if v.segments is None else [_m2c_manifest_segment(_x) for _x in v.segments],
+            'epochs': None if v.epochs is None else [_m2c_embedding_epoch(_x) for _x in v.epochs],
+            'columns': None if v.columns is None else [_m2c_column_def(_x) for _x in v.columns],
+            'extensions': None if v.extensions is None else [_m2c_manifest_extension(_x) for _x in v.extensions],
+        }
+
+    def _c2m_purge_token_input(c):
+        if c.__class__ is PurgeTokenInput:  # built by a compiled parse
+            return c
+        f_generation = c['generation']
+        f_doc_ids = c['doc_ids']
+        return PurgeTokenInput(f_generation, f_doc_ids)
+
+    def _f2m_purge_token_input(f_generation, f_doc_ids):
+        return PurgeTokenInput(f_generation, f_doc_ids)
+    C_purge_token_input._bw_model = (_f2m_purge_token_input, ('generation', 'doc_ids'), (), True)
+
+    def _m2c_purge_token_input(v):
+        return {
+            'generation': v.generation,
+            'doc_ids': v.doc_ids,
+        }
+
+    def _c2m_purge_payload(c):
+        if c.__class__ is PurgePayload:  # built by a compiled parse
+            return c
+        f_token_id = c['token_id']
+        f_doc_ids = c['doc_ids']
+        return PurgePayload(f_token_id, f_doc_ids)
+
+    def _f2m_purge_payload(f_token_id, f_doc_ids):
+        return PurgePayload(f_token_id, f_doc_ids)
+    C_purge_payload._bw_model = (_f2m_purge_payload, ('token_id', 'doc_ids'), (), True)
+
+    def _m2c_purge_payload(v):
+        return {
+            'token_id': v.token_id,
+            'doc_ids': v.doc_ids,
+        }
+
+    def _c2m_purge_block(c):
+        if c.__class__ is PurgeBlock:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = _c2m_purge_payload(f_payload)
+        return PurgeBlock(f_payload)
+
+    def _f2m_purge_block(f_payload):
+        if f_payload is not None:
+            f_payload = (f_payload if f_payload.__class__ is PurgePayload else _c2m_purge_payload(f_payload))
+        return PurgeBlock(f_payload)
+    C_purge_block._bw_model = (_f2m_purge_block, ('payload',), (), False)
+
+    def _m2c_purge_block(v):
+        return {
+            'payload': None if v.payload is None else _m2c_purge_payload(v.payload),
+        }
+
+    def _c2m_purge_file(c):
+        if c.__class__ is PurgeFile:  # built by a compiled parse
+            return c
+        f_block = c['block']
+        if f_block is not None:
+            f_block = _c2m_purge_block(f_block)
+        return PurgeFile(f_block)
+
+    def _f2m_purge_file(f_block):
+        if f_block is not None:
+            f_block = (f_block if f_block.__class__ is PurgeBlock else _c2m_purge_block(f_block))
+        return PurgeFile(f_block)
+    C_purge_file._bw_model = (_f2m_purge_file, ('block',), (), True)
+
+    def _m2c_purge_file(v):
+        return {
+            'block': None if v.block is None else _m2c_purge_block(v.block),
+        }
+
+    def _c2m_epoch_digest_input(c):
+        if c.__class__ is EpochDigestInput:  # built by a compiled parse
+            return c
+        f_document = c['document']
+        if f_document is not None:
+            f_document = _c2m_digest_tower(f_document)
+        f_query = c['query']
+        if f_query is not None:
+            f_query = _c2m_digest_tower(f_query)
+        f_alignment_digest = c['alignment_digest']
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EpochDigestInput(f_document, f_query, f_alignment_digest)
+
+    def _f2m_epoch_digest_input(f_document, f_query, f_alignment_digest):
+        if f_document is not None:
+            f_document = (f_document if f_document.__class__ is DigestTower else _c2m_digest_tower(f_document))
+        if f_query is not None:
+            f_query = (f_query if f_query.__class__ is DigestTower else _c2m_digest_tower(f_query))
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EpochDigestInput(f_document, f_query, f_alignment_digest)
+    C_epoch_digest_input._bw_model = (_f2m_epoch_digest_input, ('document', 'query', 'alignment_digest'), (), True)
+
+    def _m2c_epoch_digest_input(v):
+        return {
+            'document': None if v.document is None else _m2c_digest_tower(v.document),
+            'query': None if v.query is None else _m2c_digest_tower(v.query),
+            'alignment_digest': v.alignment_digest,
+        }
+
+    def _c2m_epoch_digest_input_v1(c):
+        if c.__class__ is EpochDigestInputV1:  # built by a compiled parse
+            return c
+        f_tower = c['tower']
+        if f_tower is not None:
+            f_tower = _c2m_digest_tower(f_tower)
+        return EpochDigestInputV1(f_tower)
+
+    def _f2m_epoch_digest_input_v1(f_tower):
+        if f_tower is not None:
+            f_tower = (f_tower if f_tower.__class__ is DigestTower else _c2m_digest_tower(f_tower))
+        return EpochDigestInputV1(f_tower)
+    C_epoch_digest_input_v1._bw_model = (_f2m_epoch_digest_input_v1, ('tower',), (), True)
+
+    def _m2c_epoch_digest_input_v1(v):
+        return {
+            'tower': None if v.tower is None else _m2c_digest_tower(v.tower),
+        }
+
+    def _c2m_digest_tower(c):
+        if c.__class__ is DigestTower:  # built by a compiled parse
+            return c
+        f_model_id = c['model_id']
+        f_model_version = c['model_version']
+        f_weights_digest = c['weights_digest']
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        f_dims = c['dims']
+        f_normalization = c['normalization']
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        f_prompt_prefix = c['prompt_prefix']
+        f_max_tokens = c['max_tokens']
+        f_runtime = c['runtime']
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        f_compute_units = c['compute_units']
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        f_os_build_present = c['os_build_present']
+        f_os_build = c['os_build']
+        return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+
+    def _f2m_digest_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+    C_digest_tower._bw_model = (_f2m_digest_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
+
+    def _m2c_digest_tower(v):
+        return {
+            'model_id': v.model_id,
+            'model_version': v.model_version,
+            'weights_digest': v.weights_digest,
+            'dims': v.dims,
+            'normalization': None if v.normalization is None else int(v.normalization),
+            'prompt_prefix': v.prompt_prefix,
+            'max_tokens': v.max_tokens,
+            'runtime': None if v.runtime is None else int(v.runtime),
+            'compute_units': None if v.compute_units is None else int(v.compute_units),
+            'os_build_present': v.os_build_present,
+            'os_build': v.os_build,
+        }
+
+    def _c2m_region_entry(c):
+        if c.__class__ is RegionEntry:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        f_version = c['version']
+        f_offset = c['offset']
+        f_length = c['length']
+        f_checksum = c['checksum']
+        return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
+
+    def _f2m_region_entry(f_kind, f_version, f_offset, f_length, f_checksum):
+        return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
+    C_region_entry._bw_model = (_f2m_region_entry, ('kind', 'version', 'offset', 'length', 'checksum'), (), False)
+
+    def _m2c_region_entry(v):
+        return {
+            'kind': v.kind,
+            'version': v.version,
+            'offset': v.offset,
+            'length': v.length,
+            'checksum': v.checksum,
+        }
+
+    def _c2m_segment_header(c):
+        if c.__class__ is SegmentHeader:  # built by a compiled parse
+            return c
+        f_file_length = c['file_length']
+        f_segment_id = c['segment_id']
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        f_row_count = c['row_count']
+        f_scheme = c['scheme']
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        f_dims = c['dims']
+        f_regions = c['regions']
+        if f_regions is not None:
+            f_regions = [_c2m_region_entry(_x) for _x in f_regions]
+        return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
+
+    def _f2m_segment_header(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions):
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        if f_regions is not None:
+            f_regions = [(_x if _x.__class__ is RegionEntry else _c2m_region_entry(_x)) for _x in f_regions]
+        return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
+    C_segment_header._bw_model = (_f2m_segment_header, ('file_length', 'segment_id', 'row_count', 'scheme', 'dims', 'regions'), (), False)
+
+    def _m2c_segment_header(v):
+        return {
+            'file_length': v.file_length,
+            'segment_id': v.segment_id,
+            'row_count': v.row_count,
+            'scheme': None if v.scheme is None else int(v.scheme),
+            'dims': v.dims,
+            'regions': None if v.regions is None else [_m2c_region_entry(_x) for _x in v.regions],
+        }
+
+    def _c2m_vector_header(c):
+        if c.__class__ is VectorHeader:  # built by a compiled parse
+            return c
+        f_scheme = c['scheme']
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        f_dims = c['dims']
+        f_row_stride = c['row_stride']
+        f_factor_stride = c['factor_stride']
+        f_row_count = c['row_count']
+        return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
+
+    def _f2m_vector_header(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count):
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
+    C_vector_header._bw_model = (_f2m_vector_header, ('scheme', 'dims', 'row_stride', 'factor_stride', 'row_count'), (), False)
+
+    def _m2c_vector_header(v):
+        return {
+            'scheme': None if v.scheme is None else int(v.scheme),
+            'dims': v.dims,
+            'row_stride': v.row_stride,
+            'factor_stride': v.factor_stride,
+            'row_count': v.row_count,
+        }
+
+    def _c2m_vector_codes_region(c):
+        if c.__class__ is VectorCodesRegion:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_vector_header(f_header)
+        f_codes = c['codes']
+        if f_codes is not None:
+            f_codes = _rows_to_array(f_codes, '<u1')
+        return VectorCodesRegion(f_header, f_codes)
+
+    def _f2m_vector_codes_region(f_header, f_codes):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+        if f_codes is not None:
+            f_codes = _rows_to_array(f_codes, '<u1')
+        return VectorCodesRegion(f_header, f_codes)
+    C_vector_codes_region._bw_model = (_f2m_vector_codes_region, ('header', 'codes'), (), True)
+
+    def _m2c_vector_codes_region(v):
+        return {
+            'header': None if v.header is None else _m2c_vector_header(v.header),
+            'codes': v.codes,
+        }
+
+    def _c2m_bit4_factors(c):
+        if c.__class__ is Bit4Factors:  # built by a compiled parse
+            return c
+        f_scale = c['scale']
+        f_normalized_norm = c['normalized_norm']
+        f_normalized_correction = c['normalized_correction']
+        return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
+
+    def _f2m_bit4_factors(f_scale, f_normalized_norm, f_normalized_correction):
+        return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
+    C_bit4_factors._bw_model = (_f2m_bit4_factors, ('scale', 'normalized_norm', 'normalized_correction'), (), True)
+
+    def _m2c_bit4_factors(v):
+        return {
+            'scale': v.scale,
+            'normalized_norm': v.normalized_norm,
+            'normalized_correction': v.normalized_correction,
+        }
+
+    def _c2m_int8_factors(c):
+        if c.__class__ is Int8Factors:  # built by a compiled parse
+            return c
+        f_scale = c['scale']
+        f_offset = c['offset']
+        return Int8Factors(f_scale, f_offset)
+
+    def _f2m_int8_factors(f_scale, f_offset):
+        return Int8Factors(f_scale, f_offset)
+    C_int8_factors._bw_model = (_f2m_int8_factors, ('scale', 'offset'), (), True)
+
+    def _m2c_int8_factors(v):
+        return {
+            'scale': v.scale,
+            'offset': v.offset,
+        }
+
+    def _c2m_vector_factors_region(c):
+        if c.__class__ is VectorFactorsRegion:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_vector_header(f_header)
+        f_bit4 = c['bit4']
+        if f_bit4 is not None:
+            f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
+        f_int8 = c['int8']
+        if f_int8 is not None:
+            f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
+        f_raw = c['raw']
+        if f_raw is not None:
+            f_raw = bytes(f_raw)
+        return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
+
+    def _f2m_vector_factors_region(f_header, f_bit4, f_int8, f_raw):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+        if f_bit4 is not None:
+            f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
+        if f_int8 is not None:
+            f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
+        if f_raw is not None:
+            f_raw = bytes(f_raw)
+        return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
+    C_vector_factors_region._bw_model = (_f2m_vector_factors_region, ('header', 'bit4', 'int8', 'raw'), (), True)
+
+    def _m2c_vector_factors_region(v):
+        return {
+            'header': None if v.header is None else _m2c_vector_header(v.header),
+            'bit4': v.bit4,
+            'int8': v.int8,
+            'raw': v.raw,
+        }
+
+    def _c2m_vector_rescore_region(c):
+        if c.__class__ is VectorRescoreRegion:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_vector_header(f_header)
+        f_values = c['values']
+        if f_values is not None:
+            f_values = _rows_to_array(f_values, '<f4')
+        return VectorRescoreRegion(f_header, f_values)
+
+    def _f2m_vector_rescore_region(f_header, f_values):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+        if f_values is not None:
+            f_values = _rows_to_array(f_values, '<f4')
+        return VectorRescoreRegion(f_header, f_values)
+    C_vector_rescore_region._bw_model = (_f2m_vector_rescore_region, ('header', 'values'), (), True)
+
+    def _m2c_vector_rescore_region(v):
+        return {
+            'header': None if v.header is None else _m2c_vector_header(v.header),
+            'values': v.values,
+        }
+
+    def _c2m_columns_region(c):
+        if c.__class__ is ColumnsRegion:  # built by a compiled parse
+            return c
+        f_row_count = c['row_count']
+        f_defs = c['defs']
+        if f_defs is not None:
+            f_defs = [_c2m_column_def(_x) for _x in f_defs]
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ColumnsRegion(f_row_count, f_defs, f_data)
+
+    def _f2m_columns_region(f_row_count, f_defs, f_data):
+        if f_defs is not None:
+            f_defs = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_defs]
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ColumnsRegion(f_row_count, f_defs, f_data)
+    C_columns_region._bw_model = (_f2m_columns_region, ('row_count', 'defs', 'data'), (), False)
+
+    def _m2c_columns_region(v):
+        return {
+            'row_count': v.row_count,
+            'defs': None if v.defs is None else [_m2c_column_def(_x) for _x in v.defs],
+            'data': v.data,
+        }
+
+    def _c2m_dictionary_column(c, p_rows):
+        if c.__class__ is DictionaryColumn:  # built by a compiled parse
+            return c
+        f_strings = c['strings']
+        f_code_width = c['code_width']
+        f_codes16 = c['codes16']
+        f_codes32 = c['codes32']
+        return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
+
+    def _f2m_dictionary_column(f_strings, f_code_width, f_codes16, f_codes32):
+        return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
+    C_dictionary_column._bw_model = (_f2m_dictionary_column, ('strings', 'code_width', 'codes16', 'codes32'), (), True)
+
+    def _m2c_dictionary_column(v):
+        return {
+            'strings': v.strings,
+            'code_width': v.code_width,
+            'codes16': v.codes16,
+            'codes32': v.codes32,
+        }
+
+    def _c2m_column_data(c, p_type, p_rows):
+        if c.__class__ is ColumnData:  # built by a compiled parse
+            return c
+        f_presence = c['presence']
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        f_u64s = c['u64s']
+        f_i64s = c['i64s']
+        f_f64s = c['f64s']
+        f_bools = c['bools']
+        f_dictionary = c['dictionary']
+        if f_dictionary is not None:
+            f_dictionary = _c2m_dictionary_column(f_dictionary, p_rows)
+        f_raw_strings = c['raw_strings']
+        return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
+
+    def _f2m_column_data(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings, p_rows):
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        if f_dictionary is not None:
+            f_dictionary = (f_dictionary if f_dictionary.__class__ is DictionaryColumn else _c2m_dictionary_column(f_dictionary, p_rows))
+        return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
+    C_column_data._bw_model = (_f2m_column_data, ('presence', 'u64s', 'i64s', 'f64s', 'bools', 'dictionary', 'raw_strings'), ('rows',), True)
+
+    def _m2c_column_data(v):
+        return {
+            'presence': v.presence,
+            'u64s': v.u64s,
+            'i64s': v.i64s,
+            'f64s': v.f64s,
+            'bools': v.bools,
+            'dictionary': None if v.dictionary is None else _m2c_dictionary_column(v.dictionary),
+            'raw_strings': v.raw_strings,
+        }
+
+    def _c2m_alive_region(c):
+        if c.__class__ is AliveRegion:  # built by a compiled parse
+            return c
+        f_row_count = c['row_count']
+        f_bitmap = c['bitmap']
+        if f_bitmap is not None:
+            f_bitmap = bytes(f_bitmap)
+        return AliveRegion(f_row_count, f_bitmap)
+
+    def _f2m_alive_region(f_row_count, f_bitmap):
+        if f_bitmap is not None:
+            f_bitmap = bytes(f_bitmap)
+        return AliveRegion(f_row_count, f_bitmap)
+    C_alive_region._bw_model = (_f2m_alive_region, ('row_count', 'bitmap'), (), False)
+
+    def _m2c_alive_region(v):
+        return {
+            'row_count': v.row_count,
+            'bitmap': v.bitmap,
+        }
+
+    def _c2m_checksum_entry(c):
+        if c.__class__ is ChecksumEntry:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        f_chunk_index = c['chunk_index']
+        f_checksum = c['checksum']
+        return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
+
+    def _f2m_checksum_entry(f_kind, f_chunk_index, f_checksum):
+        return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
+    C_checksum_entry._bw_model = (_f2m_checksum_entry, ('kind', 'chunk_index', 'checksum'), (), False)
+
+    def _m2c_checksum_entry(v):
+        return {
+            'kind': v.kind,
+            'chunk_index': v.chunk_index,
+            'checksum': v.checksum,
+        }
+
+    def _c2m_checksum_table_region(c):
+        if c.__class__ is ChecksumTableRegion:  # built by a compiled parse
+            return c
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_checksum_entry(_x) for _x in f_entries]
+        return ChecksumTableRegion(f_entries)
+
+    def _f2m_checksum_table_region(f_entries):
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is ChecksumEntry else _c2m_checksum_entry(_x)) for _x in f_entries]
+        return ChecksumTableRegion(f_entries)
+    C_checksum_table_region._bw_model = (_f2m_checksum_table_region, ('entries',), (), True)
+
+    def _m2c_checksum_table_region(v):
+        return {
+            'entries': None if v.entries is None else [_m2c_checksum_entry(_x) for _x in v.entries],
+        }
+
+    def _c2m_document_version(c):
+        if c.__class__ is DocumentVersion:  # built by a compiled parse
+            return c
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        return DocumentVersion(f_doc_id, f_revision)
+
+    def _f2m_document_version(f_doc_id, f_revision):
+        return DocumentVersion(f_doc_id, f_revision)
+    C_document_version._bw_model = (_f2m_document_version, ('doc_id', 'revision'), (), True)
+
+    def _m2c_document_version(v):
+        return {
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+        }
+
+    def _c2m_document_versions_region(c):
+        if c.__class__ is DocumentVersionsRegion:  # built by a compiled parse
+            return c
+        f_rows = c['rows']
+        if f_rows is not None:
+            f_rows = [_c2m_document_version(_x) for _x in f_rows]
+        return DocumentVersionsRegion(f_rows)
+
+    def _f2m_document_versions_region(f_rows):
+        if f_rows is not None:
+            f_rows = [(_x if _x.__class__ is DocumentVersion else _c2m_document_version(_x)) for _x in f_rows]
+        return DocumentVersionsRegion(f_rows)
+    C_document_versions_region._bw_model = (_f2m_document_versions_region, ('rows',), (), True)
+
+    def _m2c_document_versions_region(v):
+        return {
+            'rows': None if v.rows is None else [_m2c_document_version(_x) for _x in v.rows],
+        }
+
+    def _c2m_stored_metadata_region(c):
+        if c.__class__ is StoredMetadataRegion:  # built by a compiled parse
+            return c
+        f_ends = c['ends']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredMetadataRegion(f_ends, f_data)
+
+    def _f2m_stored_metadata_region(f_ends, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredMetadataRegion(f_ends, f_data)
+    C_stored_metadata_region._bw_model = (_f2m_stored_metadata_region, ('ends', 'data'), (), False)
+
+    def _m2c_stored_metadata_region(v):
+        return {
+            'ends': v.ends,
+            'data': v.data,
+        }
+
+    def _c2m_stored_text_region(c):
+        if c.__class__ is StoredTextRegion:  # built by a compiled parse
+            return c
+        f_presence = c['presence']
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        f_ends = c['ends']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredTextRegion(f_presence, f_ends, f_data)
+
+    def _f2m_stored_text_region(f_presence, f_ends, f_data):
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredTextRegion(f_presence, f_ends, f_data)
+    C_stored_text_region._bw_model = (_f2m_stored_text_region, ('presence', 'ends', 'data'), (), False)
+
+    def _m2c_stored_text_region(v):
+        return {
+            'presence': v.presence,
+            'ends': v.ends,
+            'data': v.data,
+        }
+
+    _CPK_graph_node_block_neighbours = _packed_kind('<', 'I', 4, False)
+    def _c2m_graph_node_block(c, p_code_bytes, p_max_degree):
+        if c.__class__ is GraphNodeBlock:  # built by a compiled parse
+            return c
+        f_codes = c['codes']
+        if f_codes is not None:
+            f_codes = bytes(f_codes)
+        f_factors = c['factors']
+        if f_factors is not None:
+            f_factors = _c2m_bit4_factors(f_factors)
+        f_degree = c['degree']
+        f_flags = c['flags']
+        if f_flags is not None:
+            f_flags = _c2m_flags_graph_block_flags(f_flags)
+        f_neighbours = c['neighbours']
+        if f_neighbours is not None:
+            f_neighbours = _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
+        return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
+
+    def _f2m_graph_node_block(f_codes, f_factors, f_degree, f_flags, f_neighbours):
+        if f_codes is not None:
+            f_codes = bytes(f_codes)
+        if f_factors is not None:
+            f_factors = (f_factors if f_factors.__class__ is Bit4Factors else _c2m_bit4_factors(f_factors))
+        if f_flags is not None:
+            f_flags = (f_flags if f_flags.__class__ is GraphBlockFlags else _c2m_flags_graph_block_flags(f_flags))
+        if f_neighbours is not None:
+            f_neighbours = f_neighbours if f_neighbours.__class__ is PackedArray and f_neighbours.kind is _CPK_graph_node_block_neighbours else _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
+        return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
+    C_graph_node_block._bw_model = (_f2m_graph_node_block, ('codes', 'factors', 'degree', 'flags', 'neighbours'), (), True)
+
+    def _m2c_graph_node_block(v):
+        return {
+            'codes': v.codes,
+            'factors': None if v.factors is None else _m2c_bit4_factors(v.factors),
+            'degree': v.degree,
+            'flags': None if v.flags is None else v.flags.to_dict(),
+            'neighbours': None if v.neighbours is None else list(v.neighbours),
+        }
+
+    def _c2m_graph_node_blocks_region(c, p_region_len):
+        if c.__class__ is GraphNodeBlocksRegion:  # built by a compiled parse
+            return c
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = bytes(f_blocks)
+        f_dims = c['dims']
+        f_padded_dims = c['padded_dims']
+        f_max_degree = c['max_degree']
+        f_stride = c['stride']
+        f_node_count = c['node_count']
+        return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
+
+    def _f2m_graph_node_blocks_region(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count):
+        if f_blocks is not None:
+            f_blocks = bytes(f_blocks)
+        return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
+    C_graph_node_blocks_region._bw_model = (_f2m_graph_node_blocks_region, ('blocks', 'dims', 'padded_dims', 'max_degree', 'stride', 'node_count'), (), False)
+
+    def _m2c_graph_node_blocks_region(v):
+        return {
+            'blocks': v.blocks,
+            'dims': v.dims,
+            'padded_dims': v.padded_dims,
+            'max_degree': v.max_degree,
+            'stride': v.stride,
+            'node_count': v.node_count,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {ZeHeader: _m2c_ze_header, ZeHeaderIdent: _m2c_ze_header_ident, FramedTrailerCheck: _m2c_framed_trailer_check, SegmentTrailer: _m2c_segment_trailer, WalFileHeader: _m2c_wal_file_header, WalRecordHeader: _m2c_wal_record_header, WalFrame: _m2c_wal_frame, WalFile: _m2c_wal_file, WalRecord: _m2c_wal_record, WalPayload: _m2c_wal_payload, PayloadV1Header: _m2c_payload_v1_header, F32Vector: _m2c_f32_vector, OpUpsertV1: _m2c_op_upsert_v1, OpDeleteV1: _m2c_op_delete_v1, MetadataValue: _m2c_metadata_value, ValueU64: _m2c_value_u64, ValueI64: _m2c_value_i64, ValueF64: _m2c_value_f64, ValueBool: _m2c_value_bool, ValueString: _m2c_value_string, ValueId128: _m2c_value_id128, OpMetadataEditV1: _m2c_op_metadata_edit_v1, OpTimestampedUpsertV1: _m2c_op_timestamped_upsert_v1, OpUpsertMetadataV1: _m2c_op_upsert_metadata_v1, OpUpsertTsMetadataV1: _m2c_op_upsert_ts_metadata_v1, TypedColumn: _m2c_typed_column, OpUpsertV2: _m2c_op_upsert_v2, OpBatchMember: _m2c_op_batch_member, TransactionBinding: _m2c_transaction_binding, OpPreparedMutation: _m2c_op_prepared_mutation, OpMixedMember: _m2c_op_mixed_member, ZgwFileHeader: _m2c_zgw_file_header, ZgwFrame: _m2c_zgw_frame, ZgwFrameHeader: _m2c_zgw_frame_header, ZgwEnvelopeSize: _m2c_zgw_envelope_size, GraphEnvelope: _m2c_graph_envelope, ZgwBegin: _m2c_zgw_begin, ArtifactDescriptor: _m2c_artifact_descriptor, RequiredRef: _m2c_required_ref, OptionalRef: _m2c_optional_ref, CommitState: _m2c_commit_state, ZgwCommit: _m2c_zgw_commit, ZgopKey: _m2c_zgop_key, ZgopExpected: _m2c_zgop_expected, Zgop: _m2c_zgop, ZgwMutation: _m2c_zgw_mutation, ZgwInventory: _m2c_zgw_inventory, ZgwReclaimIntent: _m2c_zgw_reclaim_intent, DescriptorList: _m2c_descriptor_list, ZgwReclaimComplete: _m2c_zgw_reclaim_complete, SpillBinding: _m2c_spill_binding, ZgcpPreparedInventory: _m2c_zgcp_prepared_inventory, ZgcpCapturedBase: _m2c_zgcp_captured_base, ZgcpParticipant: _m2c_zgcp_participant, FoldAuthority: _m2c_fold_authority, CapturedBaseValue: _m2c_captured_base_value, ProtectedValue: _m2c_protected_value, FrameBlock: _m2c_frame_block, FrameFile: _m2c_frame_file, ManifestBlock: _m2c_manifest_block, ManifestFile: _m2c_manifest_file, EpochAlias: _m2c_epoch_alias, ManifestSegment: _m2c_manifest_segment, EmbeddingTower: _m2c_embedding_tower, EmbeddingEpoch: _m2c_embedding_epoch, ColumnDef: _m2c_column_def, ClusteringRange: _m2c_clustering_range, Tsr1Body: _m2c_tsr1_body, GraphObject: _m2c_graph_object, ZgenRow: _m2c_zgen_row, ZgenExtension: _m2c_zgen_extension, GraphSection: _m2c_graph_section, Zgr3Body: _m2c_zgr3_body, ManifestExtension: _m2c_manifest_extension, ManifestPayload: _m2c_manifest_payload, PurgeTokenInput: _m2c_purge_token_input, PurgePayload: _m2c_purge_payload, PurgeBlock: _m2c_purge_block, PurgeFile: _m2c_purge_file, EpochDigestInput: _m2c_epoch_digest_input, EpochDigestInputV1: _m2c_epoch_digest_input_v1, DigestTower: _m2c_digest_tower, RegionEntry: _m2c_region_entry, SegmentHeader: _m2c_segment_header, VectorHeader: _m2c_vector_header, VectorCodesRegion: _m2c_vector_codes_region, Bit4Factors: _m2c_bit4_factors, Int8Factors: _m2c_int8_factors, VectorFactorsRegion: _m2c_vector_factors_region, VectorRescoreRegion: _m2c_vector_rescore_region, ColumnsRegion: _m2c_columns_region, DictionaryColumn: _m2c_dictionary_column, ColumnData: _m2c_column_data, AliveRegion: _m2c_alive_region, ChecksumEntry: _m2c_checksum_entry, ChecksumTableRegion: _m2c_checksum_table_region, DocumentVersion: _m2c_document_version, DocumentVersionsRegion: _m2c_document_versions_region, StoredMetadataRegion: _m2c_stored_metadata_region, StoredTextRegion: _m2c_stored_text_region, GraphNodeBlock: _m2c_graph_node_block, GraphNodeBlocksRegion: _m2c_graph_node_blocks_region }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_ze_header(buf, offset: int = 0, *, compiled: bool = False) -> ZeHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header") if compiled else C_ze_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42342,6 +42376,7 @@ def construct_decode_ze_header(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_ze_header(value: ZeHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header") if compiled else C_ze_header
     try:
         data = con.build(_m2c_ze_header(value))
@@ -42354,6 +42389,7 @@ def construct_encode_ze_header(value: ZeHeader, *, compiled: bool = False) -> by
 
 def construct_decode_ze_header_ident(buf, offset: int = 0, *, compiled: bool = False) -> ZeHeaderIdent:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header_ident") if compiled else C_ze_header_ident
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42368,6 +42404,7 @@ def construct_decode_ze_header_ident(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_ze_header_ident(value: ZeHeaderIdent, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header_ident") if compiled else C_ze_header_ident
     try:
         data = con.build(_m2c_ze_header_ident(value))
@@ -42380,6 +42417,7 @@ def construct_encode_ze_header_ident(value: ZeHeaderIdent, *, compiled: bool = F
 
 def construct_decode_framed_trailer_check(buf, offset: int = 0, *, compiled: bool = False) -> FramedTrailerCheck:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("framed_trailer_check") if compiled else C_framed_trailer_check
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42394,6 +42432,7 @@ def construct_decode_framed_trailer_check(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_framed_trailer_check(value: FramedTrailerCheck, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("framed_trailer_check") if compiled else C_framed_trailer_check
     try:
         data = con.build(_m2c_framed_trailer_check(value))
@@ -42406,6 +42445,7 @@ def construct_encode_framed_trailer_check(value: FramedTrailerCheck, *, compiled
 
 def construct_decode_segment_trailer(buf, offset: int = 0, *, compiled: bool = False) -> SegmentTrailer:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_trailer") if compiled else C_segment_trailer
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42420,6 +42460,7 @@ def construct_decode_segment_trailer(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_segment_trailer(value: SegmentTrailer, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_trailer") if compiled else C_segment_trailer
     try:
         data = con.build(_m2c_segment_trailer(value))
@@ -42432,6 +42473,7 @@ def construct_encode_segment_trailer(value: SegmentTrailer, *, compiled: bool = 
 
 def construct_decode_wal_file_header(buf, offset: int = 0, *, compiled: bool = False) -> WalFileHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file_header") if compiled else C_wal_file_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42446,6 +42488,7 @@ def construct_decode_wal_file_header(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_wal_file_header(value: WalFileHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file_header") if compiled else C_wal_file_header
     try:
         data = con.build(_m2c_wal_file_header(value))
@@ -42458,6 +42501,7 @@ def construct_encode_wal_file_header(value: WalFileHeader, *, compiled: bool = F
 
 def construct_decode_wal_record_header(buf, offset: int = 0, *, compiled: bool = False) -> WalRecordHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record_header") if compiled else C_wal_record_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42472,6 +42516,7 @@ def construct_decode_wal_record_header(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_wal_record_header(value: WalRecordHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record_header") if compiled else C_wal_record_header
     try:
         data = con.build(_m2c_wal_record_header(value))
@@ -42484,6 +42529,7 @@ def construct_encode_wal_record_header(value: WalRecordHeader, *, compiled: bool
 
 def construct_decode_wal_frame(buf, offset: int = 0, *, compiled: bool = False) -> WalFrame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_frame") if compiled else C_wal_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42498,6 +42544,7 @@ def construct_decode_wal_frame(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_wal_frame(value: WalFrame, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_frame") if compiled else C_wal_frame
     try:
         data = con.build(_m2c_wal_frame(value))
@@ -42510,6 +42557,7 @@ def construct_encode_wal_frame(value: WalFrame, *, compiled: bool = False) -> by
 
 def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -> WalFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42524,6 +42572,7 @@ def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         data = con.build(_m2c_wal_file(value))
@@ -42536,6 +42585,7 @@ def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> byte
 
 def construct_decode_wal_record(buf, offset: int = 0, *, compiled: bool = False) -> WalRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record") if compiled else C_wal_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42550,6 +42600,7 @@ def construct_decode_wal_record(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_wal_record(value: WalRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record") if compiled else C_wal_record
     try:
         data = con.build(_m2c_wal_record(value))
@@ -42562,6 +42613,7 @@ def construct_encode_wal_record(value: WalRecord, *, compiled: bool = False) -> 
 
 def construct_decode_wal_payload(buf, offset: int = 0, *, compiled: bool = False, op: int) -> WalPayload:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_payload") if compiled else C_wal_payload
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42576,6 +42628,7 @@ def construct_decode_wal_payload(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_wal_payload(value: WalPayload, *, compiled: bool = False, op: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_payload") if compiled else C_wal_payload
     try:
         data = con.build(_m2c_wal_payload(value), op=op)
@@ -42588,6 +42641,7 @@ def construct_encode_wal_payload(value: WalPayload, *, compiled: bool = False, o
 
 def construct_decode_payload_v1_header(buf, offset: int = 0, *, compiled: bool = False) -> PayloadV1Header:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("payload_v1_header") if compiled else C_payload_v1_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42602,6 +42656,7 @@ def construct_decode_payload_v1_header(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_payload_v1_header(value: PayloadV1Header, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("payload_v1_header") if compiled else C_payload_v1_header
     try:
         data = con.build(_m2c_payload_v1_header(value))
@@ -42614,6 +42669,7 @@ def construct_encode_payload_v1_header(value: PayloadV1Header, *, compiled: bool
 
 def construct_decode_f32_vector(buf, offset: int = 0, *, compiled: bool = False) -> F32Vector:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("f32_vector") if compiled else C_f32_vector
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42628,6 +42684,7 @@ def construct_decode_f32_vector(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_f32_vector(value: F32Vector, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("f32_vector") if compiled else C_f32_vector
     try:
         data = con.build(_m2c_f32_vector(value))
@@ -42640,6 +42697,7 @@ def construct_encode_f32_vector(value: F32Vector, *, compiled: bool = False) -> 
 
 def construct_decode_op_upsert_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v1") if compiled else C_op_upsert_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42654,6 +42712,7 @@ def construct_decode_op_upsert_v1(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_op_upsert_v1(value: OpUpsertV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v1") if compiled else C_op_upsert_v1
     try:
         data = con.build(_m2c_op_upsert_v1(value))
@@ -42666,6 +42725,7 @@ def construct_encode_op_upsert_v1(value: OpUpsertV1, *, compiled: bool = False) 
 
 def construct_decode_op_delete_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpDeleteV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_delete_v1") if compiled else C_op_delete_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42680,6 +42740,7 @@ def construct_decode_op_delete_v1(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_op_delete_v1(value: OpDeleteV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_delete_v1") if compiled else C_op_delete_v1
     try:
         data = con.build(_m2c_op_delete_v1(value))
@@ -42692,6 +42753,7 @@ def construct_encode_op_delete_v1(value: OpDeleteV1, *, compiled: bool = False) 
 
 def construct_decode_metadata_value(buf, offset: int = 0, *, compiled: bool = False) -> MetadataValue:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("metadata_value") if compiled else C_metadata_value
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42706,6 +42768,7 @@ def construct_decode_metadata_value(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_metadata_value(value: MetadataValue, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("metadata_value") if compiled else C_metadata_value
     try:
         data = con.build(_m2c_metadata_value(value))
@@ -42718,6 +42781,7 @@ def construct_encode_metadata_value(value: MetadataValue, *, compiled: bool = Fa
 
 def construct_decode_value_u64(buf, offset: int = 0, *, compiled: bool = False) -> ValueU64:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_u64") if compiled else C_value_u64
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42732,6 +42796,7 @@ def construct_decode_value_u64(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_value_u64(value: ValueU64, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_u64") if compiled else C_value_u64
     try:
         data = con.build(_m2c_value_u64(value))
@@ -42744,6 +42809,7 @@ def construct_encode_value_u64(value: ValueU64, *, compiled: bool = False) -> by
 
 def construct_decode_value_i64(buf, offset: int = 0, *, compiled: bool = False) -> ValueI64:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_i64") if compiled else C_value_i64
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42758,6 +42824,7 @@ def construct_decode_value_i64(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_value_i64(value: ValueI64, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_i64") if compiled else C_value_i64
     try:
         data = con.build(_m2c_value_i64(value))
@@ -42770,6 +42837,7 @@ def construct_encode_value_i64(value: ValueI64, *, compiled: bool = False) -> by
 
 def construct_decode_value_f64(buf, offset: int = 0, *, compiled: bool = False) -> ValueF64:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_f64") if compiled else C_value_f64
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42784,6 +42852,7 @@ def construct_decode_value_f64(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_value_f64(value: ValueF64, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_f64") if compiled else C_value_f64
     try:
         data = con.build(_m2c_value_f64(value))
@@ -42796,6 +42865,7 @@ def construct_encode_value_f64(value: ValueF64, *, compiled: bool = False) -> by
 
 def construct_decode_value_bool(buf, offset: int = 0, *, compiled: bool = False) -> ValueBool:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_bool") if compiled else C_value_bool
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42810,6 +42880,7 @@ def construct_decode_value_bool(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_value_bool(value: ValueBool, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_bool") if compiled else C_value_bool
     try:
         data = con.build(_m2c_value_bool(value))
@@ -42822,6 +42893,7 @@ def construct_encode_value_bool(value: ValueBool, *, compiled: bool = False) -> 
 
 def construct_decode_value_string(buf, offset: int = 0, *, compiled: bool = False) -> ValueString:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_string") if compiled else C_value_string
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42836,6 +42908,7 @@ def construct_decode_value_string(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_value_string(value: ValueString, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_string") if compiled else C_value_string
     try:
         data = con.build(_m2c_value_string(value))
@@ -42848,6 +42921,7 @@ def construct_encode_value_string(value: ValueString, *, compiled: bool = False)
 
 def construct_decode_value_id128(buf, offset: int = 0, *, compiled: bool = False) -> ValueId128:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_id128") if compiled else C_value_id128
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42862,6 +42936,7 @@ def construct_decode_value_id128(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_value_id128(value: ValueId128, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_id128") if compiled else C_value_id128
     try:
         data = con.build(_m2c_value_id128(value))
@@ -42874,6 +42949,7 @@ def construct_encode_value_id128(value: ValueId128, *, compiled: bool = False) -
 
 def construct_decode_op_metadata_edit_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpMetadataEditV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_metadata_edit_v1") if compiled else C_op_metadata_edit_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42888,6 +42964,7 @@ def construct_decode_op_metadata_edit_v1(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_op_metadata_edit_v1(value: OpMetadataEditV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_metadata_edit_v1") if compiled else C_op_metadata_edit_v1
     try:
         data = con.build(_m2c_op_metadata_edit_v1(value))
@@ -42900,6 +42977,7 @@ def construct_encode_op_metadata_edit_v1(value: OpMetadataEditV1, *, compiled: b
 
 def construct_decode_op_timestamped_upsert_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpTimestampedUpsertV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_timestamped_upsert_v1") if compiled else C_op_timestamped_upsert_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42914,6 +42992,7 @@ def construct_decode_op_timestamped_upsert_v1(buf, offset: int = 0, *, compiled:
 
 def construct_encode_op_timestamped_upsert_v1(value: OpTimestampedUpsertV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_timestamped_upsert_v1") if compiled else C_op_timestamped_upsert_v1
     try:
         data = con.build(_m2c_op_timestamped_upsert_v1(value))
@@ -42926,6 +43005,7 @@ def construct_encode_op_timestamped_upsert_v1(value: OpTimestampedUpsertV1, *, c
 
 def construct_decode_op_upsert_metadata_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertMetadataV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_metadata_v1") if compiled else C_op_upsert_metadata_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42940,6 +43020,7 @@ def construct_decode_op_upsert_metadata_v1(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_op_upsert_metadata_v1(value: OpUpsertMetadataV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_metadata_v1") if compiled else C_op_upsert_metadata_v1
     try:
         data = con.build(_m2c_op_upsert_metadata_v1(value))
@@ -42952,6 +43033,7 @@ def construct_encode_op_upsert_metadata_v1(value: OpUpsertMetadataV1, *, compile
 
 def construct_decode_op_upsert_ts_metadata_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertTsMetadataV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_ts_metadata_v1") if compiled else C_op_upsert_ts_metadata_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42966,6 +43048,7 @@ def construct_decode_op_upsert_ts_metadata_v1(buf, offset: int = 0, *, compiled:
 
 def construct_encode_op_upsert_ts_metadata_v1(value: OpUpsertTsMetadataV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_ts_metadata_v1") if compiled else C_op_upsert_ts_metadata_v1
     try:
         data = con.build(_m2c_op_upsert_ts_metadata_v1(value))
@@ -42978,6 +43061,7 @@ def construct_encode_op_upsert_ts_metadata_v1(value: OpUpsertTsMetadataV1, *, co
 
 def construct_decode_typed_column(buf, offset: int = 0, *, compiled: bool = False) -> TypedColumn:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("typed_column") if compiled else C_typed_column
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42992,6 +43076,7 @@ def construct_decode_typed_column(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_typed_column(value: TypedColumn, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("typed_column") if compiled else C_typed_column
     try:
         data = con.build(_m2c_typed_column(value))
@@ -43004,6 +43089,7 @@ def construct_encode_typed_column(value: TypedColumn, *, compiled: bool = False)
 
 def construct_decode_op_upsert_v2(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertV2:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v2") if compiled else C_op_upsert_v2
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43018,6 +43104,7 @@ def construct_decode_op_upsert_v2(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_op_upsert_v2(value: OpUpsertV2, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v2") if compiled else C_op_upsert_v2
     try:
         data = con.build(_m2c_op_upsert_v2(value))
@@ -43030,6 +43117,7 @@ def construct_encode_op_upsert_v2(value: OpUpsertV2, *, compiled: bool = False) 
 
 def construct_decode_op_batch_member(buf, offset: int = 0, *, compiled: bool = False) -> OpBatchMember:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_batch_member") if compiled else C_op_batch_member
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43044,6 +43132,7 @@ def construct_decode_op_batch_member(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_op_batch_member(value: OpBatchMember, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_batch_member") if compiled else C_op_batch_member
     try:
         data = con.build(_m2c_op_batch_member(value))
@@ -43056,6 +43145,7 @@ def construct_encode_op_batch_member(value: OpBatchMember, *, compiled: bool = F
 
 def construct_decode_transaction_binding(buf, offset: int = 0, *, compiled: bool = False) -> TransactionBinding:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("transaction_binding") if compiled else C_transaction_binding
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43070,6 +43160,7 @@ def construct_decode_transaction_binding(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_transaction_binding(value: TransactionBinding, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("transaction_binding") if compiled else C_transaction_binding
     try:
         data = con.build(_m2c_transaction_binding(value))
@@ -43082,6 +43173,7 @@ def construct_encode_transaction_binding(value: TransactionBinding, *, compiled:
 
 def construct_decode_op_prepared_mutation(buf, offset: int = 0, *, compiled: bool = False) -> OpPreparedMutation:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_prepared_mutation") if compiled else C_op_prepared_mutation
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43096,6 +43188,7 @@ def construct_decode_op_prepared_mutation(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_op_prepared_mutation(value: OpPreparedMutation, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_prepared_mutation") if compiled else C_op_prepared_mutation
     try:
         data = con.build(_m2c_op_prepared_mutation(value))
@@ -43108,6 +43201,7 @@ def construct_encode_op_prepared_mutation(value: OpPreparedMutation, *, compiled
 
 def construct_decode_op_mixed_member(buf, offset: int = 0, *, compiled: bool = False) -> OpMixedMember:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_mixed_member") if compiled else C_op_mixed_member
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43122,6 +43216,7 @@ def construct_decode_op_mixed_member(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_op_mixed_member(value: OpMixedMember, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_mixed_member") if compiled else C_op_mixed_member
     try:
         data = con.build(_m2c_op_mixed_member(value))
@@ -43134,6 +43229,7 @@ def construct_encode_op_mixed_member(value: OpMixedMember, *, compiled: bool = F
 
 def construct_decode_zgw_file_header(buf, offset: int = 0, *, compiled: bool = False) -> ZgwFileHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_file_header") if compiled else C_zgw_file_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43148,6 +43244,7 @@ def construct_decode_zgw_file_header(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_zgw_file_header(value: ZgwFileHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_file_header") if compiled else C_zgw_file_header
     try:
         data = con.build(_m2c_zgw_file_header(value))
@@ -43160,6 +43257,7 @@ def construct_encode_zgw_file_header(value: ZgwFileHeader, *, compiled: bool = F
 
 def construct_decode_zgw_frame(buf, offset: int = 0, *, compiled: bool = False) -> ZgwFrame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame") if compiled else C_zgw_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43174,6 +43272,7 @@ def construct_decode_zgw_frame(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zgw_frame(value: ZgwFrame, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame") if compiled else C_zgw_frame
     try:
         data = con.build(_m2c_zgw_frame(value))
@@ -43186,6 +43285,7 @@ def construct_encode_zgw_frame(value: ZgwFrame, *, compiled: bool = False) -> by
 
 def construct_decode_zgw_frame_header(buf, offset: int = 0, *, compiled: bool = False) -> ZgwFrameHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame_header") if compiled else C_zgw_frame_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43200,6 +43300,7 @@ def construct_decode_zgw_frame_header(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_zgw_frame_header(value: ZgwFrameHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame_header") if compiled else C_zgw_frame_header
     try:
         data = con.build(_m2c_zgw_frame_header(value))
@@ -43212,6 +43313,7 @@ def construct_encode_zgw_frame_header(value: ZgwFrameHeader, *, compiled: bool =
 
 def construct_decode_zgw_envelope_size(buf, offset: int = 0, *, compiled: bool = False) -> ZgwEnvelopeSize:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_envelope_size") if compiled else C_zgw_envelope_size
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43226,6 +43328,7 @@ def construct_decode_zgw_envelope_size(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_zgw_envelope_size(value: ZgwEnvelopeSize, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_envelope_size") if compiled else C_zgw_envelope_size
     try:
         data = con.build(_m2c_zgw_envelope_size(value))
@@ -43238,6 +43341,7 @@ def construct_encode_zgw_envelope_size(value: ZgwEnvelopeSize, *, compiled: bool
 
 def construct_decode_graph_envelope(buf, offset: int = 0, *, compiled: bool = False) -> GraphEnvelope:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_envelope") if compiled else C_graph_envelope
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43252,6 +43356,7 @@ def construct_decode_graph_envelope(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_graph_envelope(value: GraphEnvelope, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_envelope") if compiled else C_graph_envelope
     try:
         data = con.build(_m2c_graph_envelope(value))
@@ -43264,6 +43369,7 @@ def construct_encode_graph_envelope(value: GraphEnvelope, *, compiled: bool = Fa
 
 def construct_decode_zgw_begin(buf, offset: int = 0, *, compiled: bool = False) -> ZgwBegin:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_begin") if compiled else C_zgw_begin
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43278,6 +43384,7 @@ def construct_decode_zgw_begin(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zgw_begin(value: ZgwBegin, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_begin") if compiled else C_zgw_begin
     try:
         data = con.build(_m2c_zgw_begin(value))
@@ -43290,6 +43397,7 @@ def construct_encode_zgw_begin(value: ZgwBegin, *, compiled: bool = False) -> by
 
 def construct_decode_artifact_descriptor(buf, offset: int = 0, *, compiled: bool = False) -> ArtifactDescriptor:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_descriptor") if compiled else C_artifact_descriptor
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43304,6 +43412,7 @@ def construct_decode_artifact_descriptor(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_artifact_descriptor(value: ArtifactDescriptor, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_descriptor") if compiled else C_artifact_descriptor
     try:
         data = con.build(_m2c_artifact_descriptor(value))
@@ -43316,6 +43425,7 @@ def construct_encode_artifact_descriptor(value: ArtifactDescriptor, *, compiled:
 
 def construct_decode_required_ref(buf, offset: int = 0, *, compiled: bool = False) -> RequiredRef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("required_ref") if compiled else C_required_ref
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43330,6 +43440,7 @@ def construct_decode_required_ref(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_required_ref(value: RequiredRef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("required_ref") if compiled else C_required_ref
     try:
         data = con.build(_m2c_required_ref(value))
@@ -43342,6 +43453,7 @@ def construct_encode_required_ref(value: RequiredRef, *, compiled: bool = False)
 
 def construct_decode_optional_ref(buf, offset: int = 0, *, compiled: bool = False) -> OptionalRef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("optional_ref") if compiled else C_optional_ref
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43356,6 +43468,7 @@ def construct_decode_optional_ref(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_optional_ref(value: OptionalRef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("optional_ref") if compiled else C_optional_ref
     try:
         data = con.build(_m2c_optional_ref(value))
@@ -43368,6 +43481,7 @@ def construct_encode_optional_ref(value: OptionalRef, *, compiled: bool = False)
 
 def construct_decode_commit_state(buf, offset: int = 0, *, compiled: bool = False) -> CommitState:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_state") if compiled else C_commit_state
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43382,6 +43496,7 @@ def construct_decode_commit_state(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_commit_state(value: CommitState, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_state") if compiled else C_commit_state
     try:
         data = con.build(_m2c_commit_state(value))
@@ -43394,6 +43509,7 @@ def construct_encode_commit_state(value: CommitState, *, compiled: bool = False)
 
 def construct_decode_zgw_commit(buf, offset: int = 0, *, compiled: bool = False) -> ZgwCommit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_commit") if compiled else C_zgw_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43408,6 +43524,7 @@ def construct_decode_zgw_commit(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_zgw_commit(value: ZgwCommit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_commit") if compiled else C_zgw_commit
     try:
         data = con.build(_m2c_zgw_commit(value))
@@ -43420,6 +43537,7 @@ def construct_encode_zgw_commit(value: ZgwCommit, *, compiled: bool = False) -> 
 
 def construct_decode_zgop_key(buf, offset: int = 0, *, compiled: bool = False) -> ZgopKey:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_key") if compiled else C_zgop_key
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43434,6 +43552,7 @@ def construct_decode_zgop_key(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_zgop_key(value: ZgopKey, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_key") if compiled else C_zgop_key
     try:
         data = con.build(_m2c_zgop_key(value))
@@ -43446,6 +43565,7 @@ def construct_encode_zgop_key(value: ZgopKey, *, compiled: bool = False) -> byte
 
 def construct_decode_zgop_expected(buf, offset: int = 0, *, compiled: bool = False) -> ZgopExpected:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_expected") if compiled else C_zgop_expected
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43460,6 +43580,7 @@ def construct_decode_zgop_expected(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_zgop_expected(value: ZgopExpected, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_expected") if compiled else C_zgop_expected
     try:
         data = con.build(_m2c_zgop_expected(value))
@@ -43472,6 +43593,7 @@ def construct_encode_zgop_expected(value: ZgopExpected, *, compiled: bool = Fals
 
 def construct_decode_zgop(buf, offset: int = 0, *, compiled: bool = False) -> Zgop:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop") if compiled else C_zgop
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43486,6 +43608,7 @@ def construct_decode_zgop(buf, offset: int = 0, *, compiled: bool = False) -> Zg
 
 def construct_encode_zgop(value: Zgop, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop") if compiled else C_zgop
     try:
         data = con.build(_m2c_zgop(value))
@@ -43498,6 +43621,7 @@ def construct_encode_zgop(value: Zgop, *, compiled: bool = False) -> bytes:
 
 def construct_decode_zgw_mutation(buf, offset: int = 0, *, compiled: bool = False) -> ZgwMutation:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_mutation") if compiled else C_zgw_mutation
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43512,6 +43636,7 @@ def construct_decode_zgw_mutation(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_zgw_mutation(value: ZgwMutation, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_mutation") if compiled else C_zgw_mutation
     try:
         data = con.build(_m2c_zgw_mutation(value))
@@ -43524,6 +43649,7 @@ def construct_encode_zgw_mutation(value: ZgwMutation, *, compiled: bool = False)
 
 def construct_decode_zgw_inventory(buf, offset: int = 0, *, compiled: bool = False) -> ZgwInventory:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_inventory") if compiled else C_zgw_inventory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43538,6 +43664,7 @@ def construct_decode_zgw_inventory(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_zgw_inventory(value: ZgwInventory, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_inventory") if compiled else C_zgw_inventory
     try:
         data = con.build(_m2c_zgw_inventory(value))
@@ -43550,6 +43677,7 @@ def construct_encode_zgw_inventory(value: ZgwInventory, *, compiled: bool = Fals
 
 def construct_decode_zgw_reclaim_intent(buf, offset: int = 0, *, compiled: bool = False) -> ZgwReclaimIntent:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_intent") if compiled else C_zgw_reclaim_intent
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43564,6 +43692,7 @@ def construct_decode_zgw_reclaim_intent(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_zgw_reclaim_intent(value: ZgwReclaimIntent, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_intent") if compiled else C_zgw_reclaim_intent
     try:
         data = con.build(_m2c_zgw_reclaim_intent(value))
@@ -43576,6 +43705,7 @@ def construct_encode_zgw_reclaim_intent(value: ZgwReclaimIntent, *, compiled: bo
 
 def construct_decode_descriptor_list(buf, offset: int = 0, *, compiled: bool = False) -> DescriptorList:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("descriptor_list") if compiled else C_descriptor_list
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43590,6 +43720,7 @@ def construct_decode_descriptor_list(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_descriptor_list(value: DescriptorList, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("descriptor_list") if compiled else C_descriptor_list
     try:
         data = con.build(_m2c_descriptor_list(value))
@@ -43602,6 +43733,7 @@ def construct_encode_descriptor_list(value: DescriptorList, *, compiled: bool = 
 
 def construct_decode_zgw_reclaim_complete(buf, offset: int = 0, *, compiled: bool = False) -> ZgwReclaimComplete:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_complete") if compiled else C_zgw_reclaim_complete
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43616,6 +43748,7 @@ def construct_decode_zgw_reclaim_complete(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_zgw_reclaim_complete(value: ZgwReclaimComplete, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_complete") if compiled else C_zgw_reclaim_complete
     try:
         data = con.build(_m2c_zgw_reclaim_complete(value))
@@ -43628,6 +43761,7 @@ def construct_encode_zgw_reclaim_complete(value: ZgwReclaimComplete, *, compiled
 
 def construct_decode_spill_binding(buf, offset: int = 0, *, compiled: bool = False) -> SpillBinding:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("spill_binding") if compiled else C_spill_binding
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43642,6 +43776,7 @@ def construct_decode_spill_binding(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_spill_binding(value: SpillBinding, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("spill_binding") if compiled else C_spill_binding
     try:
         data = con.build(_m2c_spill_binding(value))
@@ -43654,6 +43789,7 @@ def construct_encode_spill_binding(value: SpillBinding, *, compiled: bool = Fals
 
 def construct_decode_zgcp_prepared_inventory(buf, offset: int = 0, *, compiled: bool = False) -> ZgcpPreparedInventory:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_prepared_inventory") if compiled else C_zgcp_prepared_inventory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43668,6 +43804,7 @@ def construct_decode_zgcp_prepared_inventory(buf, offset: int = 0, *, compiled: 
 
 def construct_encode_zgcp_prepared_inventory(value: ZgcpPreparedInventory, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_prepared_inventory") if compiled else C_zgcp_prepared_inventory
     try:
         data = con.build(_m2c_zgcp_prepared_inventory(value))
@@ -43680,6 +43817,7 @@ def construct_encode_zgcp_prepared_inventory(value: ZgcpPreparedInventory, *, co
 
 def construct_decode_zgcp_captured_base(buf, offset: int = 0, *, compiled: bool = False) -> ZgcpCapturedBase:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_captured_base") if compiled else C_zgcp_captured_base
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43694,6 +43832,7 @@ def construct_decode_zgcp_captured_base(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_zgcp_captured_base(value: ZgcpCapturedBase, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_captured_base") if compiled else C_zgcp_captured_base
     try:
         data = con.build(_m2c_zgcp_captured_base(value))
@@ -43706,6 +43845,7 @@ def construct_encode_zgcp_captured_base(value: ZgcpCapturedBase, *, compiled: bo
 
 def construct_decode_zgcp_participant(buf, offset: int = 0, *, compiled: bool = False) -> ZgcpParticipant:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_participant") if compiled else C_zgcp_participant
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43720,6 +43860,7 @@ def construct_decode_zgcp_participant(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_zgcp_participant(value: ZgcpParticipant, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_participant") if compiled else C_zgcp_participant
     try:
         data = con.build(_m2c_zgcp_participant(value))
@@ -43732,6 +43873,7 @@ def construct_encode_zgcp_participant(value: ZgcpParticipant, *, compiled: bool 
 
 def construct_decode_fold_authority(buf, offset: int = 0, *, compiled: bool = False) -> FoldAuthority:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("fold_authority") if compiled else C_fold_authority
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43746,6 +43888,7 @@ def construct_decode_fold_authority(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_fold_authority(value: FoldAuthority, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("fold_authority") if compiled else C_fold_authority
     try:
         data = con.build(_m2c_fold_authority(value))
@@ -43758,6 +43901,7 @@ def construct_encode_fold_authority(value: FoldAuthority, *, compiled: bool = Fa
 
 def construct_decode_captured_base_value(buf, offset: int = 0, *, compiled: bool = False) -> CapturedBaseValue:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("captured_base_value") if compiled else C_captured_base_value
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43772,6 +43916,7 @@ def construct_decode_captured_base_value(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_captured_base_value(value: CapturedBaseValue, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("captured_base_value") if compiled else C_captured_base_value
     try:
         data = con.build(_m2c_captured_base_value(value))
@@ -43784,6 +43929,7 @@ def construct_encode_captured_base_value(value: CapturedBaseValue, *, compiled: 
 
 def construct_decode_protected_value(buf, offset: int = 0, *, compiled: bool = False) -> ProtectedValue:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("protected_value") if compiled else C_protected_value
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43798,6 +43944,7 @@ def construct_decode_protected_value(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_protected_value(value: ProtectedValue, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("protected_value") if compiled else C_protected_value
     try:
         data = con.build(_m2c_protected_value(value))
@@ -43810,6 +43957,7 @@ def construct_encode_protected_value(value: ProtectedValue, *, compiled: bool = 
 
 def construct_decode_frame_block(buf, offset: int = 0, *, compiled: bool = False) -> FrameBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_block") if compiled else C_frame_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43824,6 +43972,7 @@ def construct_decode_frame_block(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_frame_block(value: FrameBlock, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_block") if compiled else C_frame_block
     try:
         data = con.build(_m2c_frame_block(value))
@@ -43836,6 +43985,7 @@ def construct_encode_frame_block(value: FrameBlock, *, compiled: bool = False) -
 
 def construct_decode_frame_file(buf, offset: int = 0, *, compiled: bool = False) -> FrameFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_file") if compiled else C_frame_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43850,6 +44000,7 @@ def construct_decode_frame_file(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_frame_file(value: FrameFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_file") if compiled else C_frame_file
     try:
         data = con.build(_m2c_frame_file(value))
@@ -43862,6 +44013,7 @@ def construct_encode_frame_file(value: FrameFile, *, compiled: bool = False) -> 
 
 def construct_decode_manifest_block(buf, offset: int = 0, *, compiled: bool = False, version: int) -> ManifestBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_block") if compiled else C_manifest_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43876,6 +44028,7 @@ def construct_decode_manifest_block(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_manifest_block(value: ManifestBlock, *, compiled: bool = False, version: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_block") if compiled else C_manifest_block
     try:
         data = con.build(_m2c_manifest_block(value), version=version)
@@ -43888,6 +44041,7 @@ def construct_encode_manifest_block(value: ManifestBlock, *, compiled: bool = Fa
 
 def construct_decode_manifest_file(buf, offset: int = 0, *, compiled: bool = False) -> ManifestFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_file") if compiled else C_manifest_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43902,6 +44056,7 @@ def construct_decode_manifest_file(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_manifest_file(value: ManifestFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_file") if compiled else C_manifest_file
     try:
         data = con.build(_m2c_manifest_file(value))
@@ -43914,6 +44069,7 @@ def construct_encode_manifest_file(value: ManifestFile, *, compiled: bool = Fals
 
 def construct_decode_epoch_alias(buf, offset: int = 0, *, compiled: bool = False) -> EpochAlias:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_alias") if compiled else C_epoch_alias
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43928,6 +44084,7 @@ def construct_decode_epoch_alias(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_epoch_alias(value: EpochAlias, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_alias") if compiled else C_epoch_alias
     try:
         data = con.build(_m2c_epoch_alias(value))
@@ -43940,6 +44097,7 @@ def construct_encode_epoch_alias(value: EpochAlias, *, compiled: bool = False) -
 
 def construct_decode_manifest_segment(buf, offset: int = 0, *, compiled: bool = False) -> ManifestSegment:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_segment") if compiled else C_manifest_segment
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43954,6 +44112,7 @@ def construct_decode_manifest_segment(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_manifest_segment(value: ManifestSegment, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_segment") if compiled else C_manifest_segment
     try:
         data = con.build(_m2c_manifest_segment(value))
@@ -43966,6 +44125,7 @@ def construct_encode_manifest_segment(value: ManifestSegment, *, compiled: bool 
 
 def construct_decode_embedding_tower(buf, offset: int = 0, *, compiled: bool = False) -> EmbeddingTower:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_tower") if compiled else C_embedding_tower
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43980,6 +44140,7 @@ def construct_decode_embedding_tower(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_embedding_tower(value: EmbeddingTower, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_tower") if compiled else C_embedding_tower
     try:
         data = con.build(_m2c_embedding_tower(value))
@@ -43992,6 +44153,7 @@ def construct_encode_embedding_tower(value: EmbeddingTower, *, compiled: bool = 
 
 def construct_decode_embedding_epoch(buf, offset: int = 0, *, compiled: bool = False) -> EmbeddingEpoch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_epoch") if compiled else C_embedding_epoch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44006,6 +44168,7 @@ def construct_decode_embedding_epoch(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_embedding_epoch(value: EmbeddingEpoch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_epoch") if compiled else C_embedding_epoch
     try:
         data = con.build(_m2c_embedding_epoch(value))
@@ -44018,6 +44181,7 @@ def construct_encode_embedding_epoch(value: EmbeddingEpoch, *, compiled: bool = 
 
 def construct_decode_column_def(buf, offset: int = 0, *, compiled: bool = False) -> ColumnDef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_def") if compiled else C_column_def
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44032,6 +44196,7 @@ def construct_decode_column_def(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_column_def(value: ColumnDef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_def") if compiled else C_column_def
     try:
         data = con.build(_m2c_column_def(value))
@@ -44044,6 +44209,7 @@ def construct_encode_column_def(value: ColumnDef, *, compiled: bool = False) -> 
 
 def construct_decode_clustering_range(buf, offset: int = 0, *, compiled: bool = False) -> ClusteringRange:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("clustering_range") if compiled else C_clustering_range
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44058,6 +44224,7 @@ def construct_decode_clustering_range(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_clustering_range(value: ClusteringRange, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("clustering_range") if compiled else C_clustering_range
     try:
         data = con.build(_m2c_clustering_range(value))
@@ -44070,6 +44237,7 @@ def construct_encode_clustering_range(value: ClusteringRange, *, compiled: bool 
 
 def construct_decode_tsr1_body(buf, offset: int = 0, *, compiled: bool = False, segment_count: int) -> Tsr1Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tsr1_body") if compiled else C_tsr1_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44084,6 +44252,7 @@ def construct_decode_tsr1_body(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_tsr1_body(value: Tsr1Body, *, compiled: bool = False, segment_count: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tsr1_body") if compiled else C_tsr1_body
     try:
         data = con.build(_m2c_tsr1_body(value), segment_count=segment_count)
@@ -44096,6 +44265,7 @@ def construct_encode_tsr1_body(value: Tsr1Body, *, compiled: bool = False, segme
 
 def construct_decode_graph_object(buf, offset: int = 0, *, compiled: bool = False) -> GraphObject:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_object") if compiled else C_graph_object
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44110,6 +44280,7 @@ def construct_decode_graph_object(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_graph_object(value: GraphObject, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_object") if compiled else C_graph_object
     try:
         data = con.build(_m2c_graph_object(value))
@@ -44122,6 +44293,7 @@ def construct_encode_graph_object(value: GraphObject, *, compiled: bool = False)
 
 def construct_decode_zgen_row(buf, offset: int = 0, *, compiled: bool = False) -> ZgenRow:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_row") if compiled else C_zgen_row
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44136,6 +44308,7 @@ def construct_decode_zgen_row(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_zgen_row(value: ZgenRow, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_row") if compiled else C_zgen_row
     try:
         data = con.build(_m2c_zgen_row(value))
@@ -44148,6 +44321,7 @@ def construct_encode_zgen_row(value: ZgenRow, *, compiled: bool = False) -> byte
 
 def construct_decode_zgen_extension(buf, offset: int = 0, *, compiled: bool = False) -> ZgenExtension:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_extension") if compiled else C_zgen_extension
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44162,6 +44336,7 @@ def construct_decode_zgen_extension(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_zgen_extension(value: ZgenExtension, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_extension") if compiled else C_zgen_extension
     try:
         data = con.build(_m2c_zgen_extension(value))
@@ -44174,6 +44349,7 @@ def construct_encode_zgen_extension(value: ZgenExtension, *, compiled: bool = Fa
 
 def construct_decode_graph_section(buf, offset: int = 0, *, compiled: bool = False) -> GraphSection:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_section") if compiled else C_graph_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44188,6 +44364,7 @@ def construct_decode_graph_section(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_graph_section(value: GraphSection, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_section") if compiled else C_graph_section
     try:
         data = con.build(_m2c_graph_section(value))
@@ -44200,6 +44377,7 @@ def construct_encode_graph_section(value: GraphSection, *, compiled: bool = Fals
 
 def construct_decode_zgr3_body(buf, offset: int = 0, *, compiled: bool = False) -> Zgr3Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgr3_body") if compiled else C_zgr3_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44214,6 +44392,7 @@ def construct_decode_zgr3_body(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zgr3_body(value: Zgr3Body, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgr3_body") if compiled else C_zgr3_body
     try:
         data = con.build(_m2c_zgr3_body(value))
@@ -44226,6 +44405,7 @@ def construct_encode_zgr3_body(value: Zgr3Body, *, compiled: bool = False) -> by
 
 def construct_decode_manifest_extension(buf, offset: int = 0, *, compiled: bool = False, version: int, segment_count: int) -> ManifestExtension:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_extension") if compiled else C_manifest_extension
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44240,6 +44420,7 @@ def construct_decode_manifest_extension(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_manifest_extension(value: ManifestExtension, *, compiled: bool = False, version: int, segment_count: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_extension") if compiled else C_manifest_extension
     try:
         data = con.build(_m2c_manifest_extension(value), version=version, segment_count=segment_count)
@@ -44252,6 +44433,7 @@ def construct_encode_manifest_extension(value: ManifestExtension, *, compiled: b
 
 def construct_decode_manifest_payload(buf, offset: int = 0, *, compiled: bool = False, version: int) -> ManifestPayload:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_payload") if compiled else C_manifest_payload
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44266,6 +44448,7 @@ def construct_decode_manifest_payload(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_manifest_payload(value: ManifestPayload, *, compiled: bool = False, version: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_payload") if compiled else C_manifest_payload
     try:
         data = con.build(_m2c_manifest_payload(value), version=version)
@@ -44278,6 +44461,7 @@ def construct_encode_manifest_payload(value: ManifestPayload, *, compiled: bool 
 
 def construct_decode_purge_token_input(buf, offset: int = 0, *, compiled: bool = False) -> PurgeTokenInput:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_token_input") if compiled else C_purge_token_input
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44292,6 +44476,7 @@ def construct_decode_purge_token_input(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_purge_token_input(value: PurgeTokenInput, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_token_input") if compiled else C_purge_token_input
     try:
         data = con.build(_m2c_purge_token_input(value))
@@ -44304,6 +44489,7 @@ def construct_encode_purge_token_input(value: PurgeTokenInput, *, compiled: bool
 
 def construct_decode_purge_payload(buf, offset: int = 0, *, compiled: bool = False) -> PurgePayload:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_payload") if compiled else C_purge_payload
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44318,6 +44504,7 @@ def construct_decode_purge_payload(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_purge_payload(value: PurgePayload, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_payload") if compiled else C_purge_payload
     try:
         data = con.build(_m2c_purge_payload(value))
@@ -44330,6 +44517,7 @@ def construct_encode_purge_payload(value: PurgePayload, *, compiled: bool = Fals
 
 def construct_decode_purge_block(buf, offset: int = 0, *, compiled: bool = False) -> PurgeBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_block") if compiled else C_purge_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44344,6 +44532,7 @@ def construct_decode_purge_block(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_purge_block(value: PurgeBlock, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_block") if compiled else C_purge_block
     try:
         data = con.build(_m2c_purge_block(value))
@@ -44356,6 +44545,7 @@ def construct_encode_purge_block(value: PurgeBlock, *, compiled: bool = False) -
 
 def construct_decode_purge_file(buf, offset: int = 0, *, compiled: bool = False) -> PurgeFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_file") if compiled else C_purge_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44370,6 +44560,7 @@ def construct_decode_purge_file(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_purge_file(value: PurgeFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_file") if compiled else C_purge_file
     try:
         data = con.build(_m2c_purge_file(value))
@@ -44382,6 +44573,7 @@ def construct_encode_purge_file(value: PurgeFile, *, compiled: bool = False) -> 
 
 def construct_decode_epoch_digest_input(buf, offset: int = 0, *, compiled: bool = False) -> EpochDigestInput:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input") if compiled else C_epoch_digest_input
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44396,6 +44588,7 @@ def construct_decode_epoch_digest_input(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_epoch_digest_input(value: EpochDigestInput, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input") if compiled else C_epoch_digest_input
     try:
         data = con.build(_m2c_epoch_digest_input(value))
@@ -44408,6 +44601,7 @@ def construct_encode_epoch_digest_input(value: EpochDigestInput, *, compiled: bo
 
 def construct_decode_epoch_digest_input_v1(buf, offset: int = 0, *, compiled: bool = False) -> EpochDigestInputV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input_v1") if compiled else C_epoch_digest_input_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44422,6 +44616,7 @@ def construct_decode_epoch_digest_input_v1(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_epoch_digest_input_v1(value: EpochDigestInputV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input_v1") if compiled else C_epoch_digest_input_v1
     try:
         data = con.build(_m2c_epoch_digest_input_v1(value))
@@ -44434,6 +44629,7 @@ def construct_encode_epoch_digest_input_v1(value: EpochDigestInputV1, *, compile
 
 def construct_decode_digest_tower(buf, offset: int = 0, *, compiled: bool = False) -> DigestTower:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("digest_tower") if compiled else C_digest_tower
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44448,6 +44644,7 @@ def construct_decode_digest_tower(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_digest_tower(value: DigestTower, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("digest_tower") if compiled else C_digest_tower
     try:
         data = con.build(_m2c_digest_tower(value))
@@ -44460,6 +44657,7 @@ def construct_encode_digest_tower(value: DigestTower, *, compiled: bool = False)
 
 def construct_decode_region_entry(buf, offset: int = 0, *, compiled: bool = False) -> RegionEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("region_entry") if compiled else C_region_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44474,6 +44672,7 @@ def construct_decode_region_entry(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_region_entry(value: RegionEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("region_entry") if compiled else C_region_entry
     try:
         data = con.build(_m2c_region_entry(value))
@@ -44486,6 +44685,7 @@ def construct_encode_region_entry(value: RegionEntry, *, compiled: bool = False)
 
 def construct_decode_segment_header(buf, offset: int = 0, *, compiled: bool = False) -> SegmentHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_header") if compiled else C_segment_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44500,6 +44700,7 @@ def construct_decode_segment_header(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_segment_header(value: SegmentHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_header") if compiled else C_segment_header
     try:
         data = con.build(_m2c_segment_header(value))
@@ -44512,6 +44713,7 @@ def construct_encode_segment_header(value: SegmentHeader, *, compiled: bool = Fa
 
 def construct_decode_vector_header(buf, offset: int = 0, *, compiled: bool = False) -> VectorHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_header") if compiled else C_vector_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44526,6 +44728,7 @@ def construct_decode_vector_header(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_vector_header(value: VectorHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_header") if compiled else C_vector_header
     try:
         data = con.build(_m2c_vector_header(value))
@@ -44538,6 +44741,7 @@ def construct_encode_vector_header(value: VectorHeader, *, compiled: bool = Fals
 
 def construct_decode_vector_codes_region(buf, offset: int = 0, *, compiled: bool = False) -> VectorCodesRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_codes_region") if compiled else C_vector_codes_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44552,6 +44756,7 @@ def construct_decode_vector_codes_region(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_vector_codes_region(value: VectorCodesRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_codes_region") if compiled else C_vector_codes_region
     try:
         data = con.build(_m2c_vector_codes_region(value))
@@ -44564,6 +44769,7 @@ def construct_encode_vector_codes_region(value: VectorCodesRegion, *, compiled: 
 
 def construct_decode_bit4_factors(buf, offset: int = 0, *, compiled: bool = False) -> Bit4Factors:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bit4_factors") if compiled else C_bit4_factors
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44578,6 +44784,7 @@ def construct_decode_bit4_factors(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_bit4_factors(value: Bit4Factors, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bit4_factors") if compiled else C_bit4_factors
     try:
         data = con.build(_m2c_bit4_factors(value))
@@ -44590,6 +44797,7 @@ def construct_encode_bit4_factors(value: Bit4Factors, *, compiled: bool = False)
 
 def construct_decode_int8_factors(buf, offset: int = 0, *, compiled: bool = False) -> Int8Factors:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("int8_factors") if compiled else C_int8_factors
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44604,6 +44812,7 @@ def construct_decode_int8_factors(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_int8_factors(value: Int8Factors, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("int8_factors") if compiled else C_int8_factors
     try:
         data = con.build(_m2c_int8_factors(value))
@@ -44616,6 +44825,7 @@ def construct_encode_int8_factors(value: Int8Factors, *, compiled: bool = False)
 
 def construct_decode_vector_factors_region(buf, offset: int = 0, *, compiled: bool = False) -> VectorFactorsRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_factors_region") if compiled else C_vector_factors_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44630,6 +44840,7 @@ def construct_decode_vector_factors_region(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_vector_factors_region(value: VectorFactorsRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_factors_region") if compiled else C_vector_factors_region
     try:
         data = con.build(_m2c_vector_factors_region(value))
@@ -44642,6 +44853,7 @@ def construct_encode_vector_factors_region(value: VectorFactorsRegion, *, compil
 
 def construct_decode_vector_rescore_region(buf, offset: int = 0, *, compiled: bool = False) -> VectorRescoreRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_rescore_region") if compiled else C_vector_rescore_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44656,6 +44868,7 @@ def construct_decode_vector_rescore_region(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_vector_rescore_region(value: VectorRescoreRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_rescore_region") if compiled else C_vector_rescore_region
     try:
         data = con.build(_m2c_vector_rescore_region(value))
@@ -44668,6 +44881,7 @@ def construct_encode_vector_rescore_region(value: VectorRescoreRegion, *, compil
 
 def construct_decode_columns_region(buf, offset: int = 0, *, compiled: bool = False) -> ColumnsRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("columns_region") if compiled else C_columns_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44682,6 +44896,7 @@ def construct_decode_columns_region(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_columns_region(value: ColumnsRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("columns_region") if compiled else C_columns_region
     try:
         data = con.build(_m2c_columns_region(value))
@@ -44694,6 +44909,7 @@ def construct_encode_columns_region(value: ColumnsRegion, *, compiled: bool = Fa
 
 def construct_decode_dictionary_column(buf, offset: int = 0, *, compiled: bool = False, rows: int) -> DictionaryColumn:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dictionary_column") if compiled else C_dictionary_column
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44708,6 +44924,7 @@ def construct_decode_dictionary_column(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_dictionary_column(value: DictionaryColumn, *, compiled: bool = False, rows: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dictionary_column") if compiled else C_dictionary_column
     try:
         data = con.build(_m2c_dictionary_column(value), rows=rows)
@@ -44720,6 +44937,7 @@ def construct_encode_dictionary_column(value: DictionaryColumn, *, compiled: boo
 
 def construct_decode_column_data(buf, offset: int = 0, *, compiled: bool = False, type: int, rows: int) -> ColumnData:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_data") if compiled else C_column_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44734,6 +44952,7 @@ def construct_decode_column_data(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_column_data(value: ColumnData, *, compiled: bool = False, type: int, rows: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_data") if compiled else C_column_data
     try:
         data = con.build(_m2c_column_data(value), type=type, rows=rows)
@@ -44746,6 +44965,7 @@ def construct_encode_column_data(value: ColumnData, *, compiled: bool = False, t
 
 def construct_decode_alive_region(buf, offset: int = 0, *, compiled: bool = False) -> AliveRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("alive_region") if compiled else C_alive_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44760,6 +44980,7 @@ def construct_decode_alive_region(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_alive_region(value: AliveRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("alive_region") if compiled else C_alive_region
     try:
         data = con.build(_m2c_alive_region(value))
@@ -44772,6 +44993,7 @@ def construct_encode_alive_region(value: AliveRegion, *, compiled: bool = False)
 
 def construct_decode_checksum_entry(buf, offset: int = 0, *, compiled: bool = False) -> ChecksumEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_entry") if compiled else C_checksum_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44786,6 +45008,7 @@ def construct_decode_checksum_entry(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_checksum_entry(value: ChecksumEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_entry") if compiled else C_checksum_entry
     try:
         data = con.build(_m2c_checksum_entry(value))
@@ -44798,6 +45021,7 @@ def construct_encode_checksum_entry(value: ChecksumEntry, *, compiled: bool = Fa
 
 def construct_decode_checksum_table_region(buf, offset: int = 0, *, compiled: bool = False) -> ChecksumTableRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_table_region") if compiled else C_checksum_table_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44812,6 +45036,7 @@ def construct_decode_checksum_table_region(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_checksum_table_region(value: ChecksumTableRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_table_region") if compiled else C_checksum_table_region
     try:
         data = con.build(_m2c_checksum_table_region(value))
@@ -44824,6 +45049,7 @@ def construct_encode_checksum_table_region(value: ChecksumTableRegion, *, compil
 
 def construct_decode_document_version(buf, offset: int = 0, *, compiled: bool = False) -> DocumentVersion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_version") if compiled else C_document_version
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44838,6 +45064,7 @@ def construct_decode_document_version(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_document_version(value: DocumentVersion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_version") if compiled else C_document_version
     try:
         data = con.build(_m2c_document_version(value))
@@ -44850,6 +45077,7 @@ def construct_encode_document_version(value: DocumentVersion, *, compiled: bool 
 
 def construct_decode_document_versions_region(buf, offset: int = 0, *, compiled: bool = False) -> DocumentVersionsRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_versions_region") if compiled else C_document_versions_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44864,6 +45092,7 @@ def construct_decode_document_versions_region(buf, offset: int = 0, *, compiled:
 
 def construct_encode_document_versions_region(value: DocumentVersionsRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_versions_region") if compiled else C_document_versions_region
     try:
         data = con.build(_m2c_document_versions_region(value))
@@ -44876,6 +45105,7 @@ def construct_encode_document_versions_region(value: DocumentVersionsRegion, *, 
 
 def construct_decode_stored_metadata_region(buf, offset: int = 0, *, compiled: bool = False) -> StoredMetadataRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_metadata_region") if compiled else C_stored_metadata_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44890,6 +45120,7 @@ def construct_decode_stored_metadata_region(buf, offset: int = 0, *, compiled: b
 
 def construct_encode_stored_metadata_region(value: StoredMetadataRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_metadata_region") if compiled else C_stored_metadata_region
     try:
         data = con.build(_m2c_stored_metadata_region(value))
@@ -44902,6 +45133,7 @@ def construct_encode_stored_metadata_region(value: StoredMetadataRegion, *, comp
 
 def construct_decode_stored_text_region(buf, offset: int = 0, *, compiled: bool = False) -> StoredTextRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_text_region") if compiled else C_stored_text_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44916,6 +45148,7 @@ def construct_decode_stored_text_region(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_stored_text_region(value: StoredTextRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_text_region") if compiled else C_stored_text_region
     try:
         data = con.build(_m2c_stored_text_region(value))
@@ -44928,6 +45161,7 @@ def construct_encode_stored_text_region(value: StoredTextRegion, *, compiled: bo
 
 def construct_decode_graph_node_block(buf, offset: int = 0, *, compiled: bool = False, code_bytes: int, max_degree: int) -> GraphNodeBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_block") if compiled else C_graph_node_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44942,6 +45176,7 @@ def construct_decode_graph_node_block(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_graph_node_block(value: GraphNodeBlock, *, compiled: bool = False, code_bytes: int, max_degree: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_block") if compiled else C_graph_node_block
     try:
         data = con.build(_m2c_graph_node_block(value), code_bytes=code_bytes, max_degree=max_degree)
@@ -44954,6 +45189,7 @@ def construct_encode_graph_node_block(value: GraphNodeBlock, *, compiled: bool =
 
 def construct_decode_graph_node_blocks_region(buf, offset: int = 0, *, compiled: bool = False, region_len: int) -> GraphNodeBlocksRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_blocks_region") if compiled else C_graph_node_blocks_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44968,6 +45204,7 @@ def construct_decode_graph_node_blocks_region(buf, offset: int = 0, *, compiled:
 
 def construct_encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, compiled: bool = False, region_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_blocks_region") if compiled else C_graph_node_blocks_region
     try:
         data = con.build(_m2c_graph_node_blocks_region(value), region_len=region_len)
@@ -44983,6 +45220,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -49567,3 +49805,392 @@ DECODERS = {"ze_header": decode_ze_header, "ze_header_ident": decode_ze_header_i
 ENCODERS = {"ze_header": encode_ze_header, "ze_header_ident": encode_ze_header_ident, "framed_trailer_check": encode_framed_trailer_check, "segment_trailer": encode_segment_trailer, "wal_file_header": encode_wal_file_header, "wal_record_header": encode_wal_record_header, "wal_frame": encode_wal_frame, "wal_file": encode_wal_file, "wal_record": encode_wal_record, "wal_payload": encode_wal_payload, "payload_v1_header": encode_payload_v1_header, "f32_vector": encode_f32_vector, "op_upsert_v1": encode_op_upsert_v1, "op_delete_v1": encode_op_delete_v1, "metadata_value": encode_metadata_value, "value_u64": encode_value_u64, "value_i64": encode_value_i64, "value_f64": encode_value_f64, "value_bool": encode_value_bool, "value_string": encode_value_string, "value_id128": encode_value_id128, "op_metadata_edit_v1": encode_op_metadata_edit_v1, "op_timestamped_upsert_v1": encode_op_timestamped_upsert_v1, "op_upsert_metadata_v1": encode_op_upsert_metadata_v1, "op_upsert_ts_metadata_v1": encode_op_upsert_ts_metadata_v1, "typed_column": encode_typed_column, "op_upsert_v2": encode_op_upsert_v2, "op_batch_member": encode_op_batch_member, "transaction_binding": encode_transaction_binding, "op_prepared_mutation": encode_op_prepared_mutation, "op_mixed_member": encode_op_mixed_member, "zgw_file_header": encode_zgw_file_header, "zgw_frame": encode_zgw_frame, "zgw_frame_header": encode_zgw_frame_header, "zgw_envelope_size": encode_zgw_envelope_size, "graph_envelope": encode_graph_envelope, "zgw_begin": encode_zgw_begin, "artifact_descriptor": encode_artifact_descriptor, "required_ref": encode_required_ref, "optional_ref": encode_optional_ref, "commit_state": encode_commit_state, "zgw_commit": encode_zgw_commit, "zgop_key": encode_zgop_key, "zgop_expected": encode_zgop_expected, "zgop": encode_zgop, "zgw_mutation": encode_zgw_mutation, "zgw_inventory": encode_zgw_inventory, "zgw_reclaim_intent": encode_zgw_reclaim_intent, "descriptor_list": encode_descriptor_list, "zgw_reclaim_complete": encode_zgw_reclaim_complete, "spill_binding": encode_spill_binding, "zgcp_prepared_inventory": encode_zgcp_prepared_inventory, "zgcp_captured_base": encode_zgcp_captured_base, "zgcp_participant": encode_zgcp_participant, "fold_authority": encode_fold_authority, "captured_base_value": encode_captured_base_value, "protected_value": encode_protected_value, "frame_block": encode_frame_block, "frame_file": encode_frame_file, "manifest_block": encode_manifest_block, "manifest_file": encode_manifest_file, "epoch_alias": encode_epoch_alias, "manifest_segment": encode_manifest_segment, "embedding_tower": encode_embedding_tower, "embedding_epoch": encode_embedding_epoch, "column_def": encode_column_def, "clustering_range": encode_clustering_range, "tsr1_body": encode_tsr1_body, "graph_object": encode_graph_object, "zgen_row": encode_zgen_row, "zgen_extension": encode_zgen_extension, "graph_section": encode_graph_section, "zgr3_body": encode_zgr3_body, "manifest_extension": encode_manifest_extension, "manifest_payload": encode_manifest_payload, "purge_token_input": encode_purge_token_input, "purge_payload": encode_purge_payload, "purge_block": encode_purge_block, "purge_file": encode_purge_file, "epoch_digest_input": encode_epoch_digest_input, "epoch_digest_input_v1": encode_epoch_digest_input_v1, "digest_tower": encode_digest_tower, "region_entry": encode_region_entry, "segment_header": encode_segment_header, "vector_header": encode_vector_header, "vector_codes_region": encode_vector_codes_region, "bit4_factors": encode_bit4_factors, "int8_factors": encode_int8_factors, "vector_factors_region": encode_vector_factors_region, "vector_rescore_region": encode_vector_rescore_region, "columns_region": encode_columns_region, "dictionary_column": encode_dictionary_column, "column_data": encode_column_data, "alive_region": encode_alive_region, "checksum_entry": encode_checksum_entry, "checksum_table_region": encode_checksum_table_region, "document_version": encode_document_version, "document_versions_region": encode_document_versions_region, "stored_metadata_region": encode_stored_metadata_region, "stored_text_region": encode_stored_text_region, "graph_node_block": encode_graph_node_block, "graph_node_blocks_region": encode_graph_node_blocks_region }
 CONSTRUCT_DECODERS = {"ze_header": construct_decode_ze_header, "ze_header_ident": construct_decode_ze_header_ident, "framed_trailer_check": construct_decode_framed_trailer_check, "segment_trailer": construct_decode_segment_trailer, "wal_file_header": construct_decode_wal_file_header, "wal_record_header": construct_decode_wal_record_header, "wal_frame": construct_decode_wal_frame, "wal_file": construct_decode_wal_file, "wal_record": construct_decode_wal_record, "wal_payload": construct_decode_wal_payload, "payload_v1_header": construct_decode_payload_v1_header, "f32_vector": construct_decode_f32_vector, "op_upsert_v1": construct_decode_op_upsert_v1, "op_delete_v1": construct_decode_op_delete_v1, "metadata_value": construct_decode_metadata_value, "value_u64": construct_decode_value_u64, "value_i64": construct_decode_value_i64, "value_f64": construct_decode_value_f64, "value_bool": construct_decode_value_bool, "value_string": construct_decode_value_string, "value_id128": construct_decode_value_id128, "op_metadata_edit_v1": construct_decode_op_metadata_edit_v1, "op_timestamped_upsert_v1": construct_decode_op_timestamped_upsert_v1, "op_upsert_metadata_v1": construct_decode_op_upsert_metadata_v1, "op_upsert_ts_metadata_v1": construct_decode_op_upsert_ts_metadata_v1, "typed_column": construct_decode_typed_column, "op_upsert_v2": construct_decode_op_upsert_v2, "op_batch_member": construct_decode_op_batch_member, "transaction_binding": construct_decode_transaction_binding, "op_prepared_mutation": construct_decode_op_prepared_mutation, "op_mixed_member": construct_decode_op_mixed_member, "zgw_file_header": construct_decode_zgw_file_header, "zgw_frame": construct_decode_zgw_frame, "zgw_frame_header": construct_decode_zgw_frame_header, "zgw_envelope_size": construct_decode_zgw_envelope_size, "graph_envelope": construct_decode_graph_envelope, "zgw_begin": construct_decode_zgw_begin, "artifact_descriptor": construct_decode_artifact_descriptor, "required_ref": construct_decode_required_ref, "optional_ref": construct_decode_optional_ref, "commit_state": construct_decode_commit_state, "zgw_commit": construct_decode_zgw_commit, "zgop_key": construct_decode_zgop_key, "zgop_expected": construct_decode_zgop_expected, "zgop": construct_decode_zgop, "zgw_mutation": construct_decode_zgw_mutation, "zgw_inventory": construct_decode_zgw_inventory, "zgw_reclaim_intent": construct_decode_zgw_reclaim_intent, "descriptor_list": construct_decode_descriptor_list, "zgw_reclaim_complete": construct_decode_zgw_reclaim_complete, "spill_binding": construct_decode_spill_binding, "zgcp_prepared_inventory": construct_decode_zgcp_prepared_inventory, "zgcp_captured_base": construct_decode_zgcp_captured_base, "zgcp_participant": construct_decode_zgcp_participant, "fold_authority": construct_decode_fold_authority, "captured_base_value": construct_decode_captured_base_value, "protected_value": construct_decode_protected_value, "frame_block": construct_decode_frame_block, "frame_file": construct_decode_frame_file, "manifest_block": construct_decode_manifest_block, "manifest_file": construct_decode_manifest_file, "epoch_alias": construct_decode_epoch_alias, "manifest_segment": construct_decode_manifest_segment, "embedding_tower": construct_decode_embedding_tower, "embedding_epoch": construct_decode_embedding_epoch, "column_def": construct_decode_column_def, "clustering_range": construct_decode_clustering_range, "tsr1_body": construct_decode_tsr1_body, "graph_object": construct_decode_graph_object, "zgen_row": construct_decode_zgen_row, "zgen_extension": construct_decode_zgen_extension, "graph_section": construct_decode_graph_section, "zgr3_body": construct_decode_zgr3_body, "manifest_extension": construct_decode_manifest_extension, "manifest_payload": construct_decode_manifest_payload, "purge_token_input": construct_decode_purge_token_input, "purge_payload": construct_decode_purge_payload, "purge_block": construct_decode_purge_block, "purge_file": construct_decode_purge_file, "epoch_digest_input": construct_decode_epoch_digest_input, "epoch_digest_input_v1": construct_decode_epoch_digest_input_v1, "digest_tower": construct_decode_digest_tower, "region_entry": construct_decode_region_entry, "segment_header": construct_decode_segment_header, "vector_header": construct_decode_vector_header, "vector_codes_region": construct_decode_vector_codes_region, "bit4_factors": construct_decode_bit4_factors, "int8_factors": construct_decode_int8_factors, "vector_factors_region": construct_decode_vector_factors_region, "vector_rescore_region": construct_decode_vector_rescore_region, "columns_region": construct_decode_columns_region, "dictionary_column": construct_decode_dictionary_column, "column_data": construct_decode_column_data, "alive_region": construct_decode_alive_region, "checksum_entry": construct_decode_checksum_entry, "checksum_table_region": construct_decode_checksum_table_region, "document_version": construct_decode_document_version, "document_versions_region": construct_decode_document_versions_region, "stored_metadata_region": construct_decode_stored_metadata_region, "stored_text_region": construct_decode_stored_text_region, "graph_node_block": construct_decode_graph_node_block, "graph_node_blocks_region": construct_decode_graph_node_blocks_region }
 CONSTRUCT_ENCODERS = {"ze_header": construct_encode_ze_header, "ze_header_ident": construct_encode_ze_header_ident, "framed_trailer_check": construct_encode_framed_trailer_check, "segment_trailer": construct_encode_segment_trailer, "wal_file_header": construct_encode_wal_file_header, "wal_record_header": construct_encode_wal_record_header, "wal_frame": construct_encode_wal_frame, "wal_file": construct_encode_wal_file, "wal_record": construct_encode_wal_record, "wal_payload": construct_encode_wal_payload, "payload_v1_header": construct_encode_payload_v1_header, "f32_vector": construct_encode_f32_vector, "op_upsert_v1": construct_encode_op_upsert_v1, "op_delete_v1": construct_encode_op_delete_v1, "metadata_value": construct_encode_metadata_value, "value_u64": construct_encode_value_u64, "value_i64": construct_encode_value_i64, "value_f64": construct_encode_value_f64, "value_bool": construct_encode_value_bool, "value_string": construct_encode_value_string, "value_id128": construct_encode_value_id128, "op_metadata_edit_v1": construct_encode_op_metadata_edit_v1, "op_timestamped_upsert_v1": construct_encode_op_timestamped_upsert_v1, "op_upsert_metadata_v1": construct_encode_op_upsert_metadata_v1, "op_upsert_ts_metadata_v1": construct_encode_op_upsert_ts_metadata_v1, "typed_column": construct_encode_typed_column, "op_upsert_v2": construct_encode_op_upsert_v2, "op_batch_member": construct_encode_op_batch_member, "transaction_binding": construct_encode_transaction_binding, "op_prepared_mutation": construct_encode_op_prepared_mutation, "op_mixed_member": construct_encode_op_mixed_member, "zgw_file_header": construct_encode_zgw_file_header, "zgw_frame": construct_encode_zgw_frame, "zgw_frame_header": construct_encode_zgw_frame_header, "zgw_envelope_size": construct_encode_zgw_envelope_size, "graph_envelope": construct_encode_graph_envelope, "zgw_begin": construct_encode_zgw_begin, "artifact_descriptor": construct_encode_artifact_descriptor, "required_ref": construct_encode_required_ref, "optional_ref": construct_encode_optional_ref, "commit_state": construct_encode_commit_state, "zgw_commit": construct_encode_zgw_commit, "zgop_key": construct_encode_zgop_key, "zgop_expected": construct_encode_zgop_expected, "zgop": construct_encode_zgop, "zgw_mutation": construct_encode_zgw_mutation, "zgw_inventory": construct_encode_zgw_inventory, "zgw_reclaim_intent": construct_encode_zgw_reclaim_intent, "descriptor_list": construct_encode_descriptor_list, "zgw_reclaim_complete": construct_encode_zgw_reclaim_complete, "spill_binding": construct_encode_spill_binding, "zgcp_prepared_inventory": construct_encode_zgcp_prepared_inventory, "zgcp_captured_base": construct_encode_zgcp_captured_base, "zgcp_participant": construct_encode_zgcp_participant, "fold_authority": construct_encode_fold_authority, "captured_base_value": construct_encode_captured_base_value, "protected_value": construct_encode_protected_value, "frame_block": construct_encode_frame_block, "frame_file": construct_encode_frame_file, "manifest_block": construct_encode_manifest_block, "manifest_file": construct_encode_manifest_file, "epoch_alias": construct_encode_epoch_alias, "manifest_segment": construct_encode_manifest_segment, "embedding_tower": construct_encode_embedding_tower, "embedding_epoch": construct_encode_embedding_epoch, "column_def": construct_encode_column_def, "clustering_range": construct_encode_clustering_range, "tsr1_body": construct_encode_tsr1_body, "graph_object": construct_encode_graph_object, "zgen_row": construct_encode_zgen_row, "zgen_extension": construct_encode_zgen_extension, "graph_section": construct_encode_graph_section, "zgr3_body": construct_encode_zgr3_body, "manifest_extension": construct_encode_manifest_extension, "manifest_payload": construct_encode_manifest_payload, "purge_token_input": construct_encode_purge_token_input, "purge_payload": construct_encode_purge_payload, "purge_block": construct_encode_purge_block, "purge_file": construct_encode_purge_file, "epoch_digest_input": construct_encode_epoch_digest_input, "epoch_digest_input_v1": construct_encode_epoch_digest_input_v1, "digest_tower": construct_encode_digest_tower, "region_entry": construct_encode_region_entry, "segment_header": construct_encode_segment_header, "vector_header": construct_encode_vector_header, "vector_codes_region": construct_encode_vector_codes_region, "bit4_factors": construct_encode_bit4_factors, "int8_factors": construct_encode_int8_factors, "vector_factors_region": construct_encode_vector_factors_region, "vector_rescore_region": construct_encode_vector_rescore_region, "columns_region": construct_encode_columns_region, "dictionary_column": construct_encode_dictionary_column, "column_data": construct_encode_column_data, "alive_region": construct_encode_alive_region, "checksum_entry": construct_encode_checksum_entry, "checksum_table_region": construct_encode_checksum_table_region, "document_version": construct_encode_document_version, "document_versions_region": construct_encode_document_versions_region, "stored_metadata_region": construct_encode_stored_metadata_region, "stored_text_region": construct_encode_stored_text_region, "graph_node_block": construct_encode_graph_node_block, "graph_node_blocks_region": construct_encode_graph_node_blocks_region }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-ri}34A0+c_=Q8M$+ik9@@)$^sd+55i4mmx>mdECEm-|c-PDN#2n++OiR<Vqn>ehkF?rng5l?r3=on50y%i$|ARpM2w>pF7%(x|'
+    '0fIRKF9~^&7fgVV(-4vvaB%)rUv<y)-BojGMqcwnTJ=#~_0?D3ecT&-drM1e3;r*^d2U4&mSu4vsg5lOk|6VHMjjL8LcZe~eo;)X'
+    '6n?WX{D#8o3gLWE;unQNK5!BJXjerwjecKw=P52L$cm__LV}yeZ-|1zg)a)(tdJI^QDJdTNDLS9K_x513;7B24Q@UoFY+oU=hFBs'
+    '_%)_pP=~qwXt21dj4dV#`L;wRUbtf;n(@s^UPf<CPK@Gdb4h_u2=Wo`_G34aZ?ABX$PrEvrG>OGI+xDG&vWxKnstKXWmSX`xiDPe'
+    'A|u=)FNyPlqH>Y(5iXmP7X(g}R6#-)rialm!oni{V_t;GX&;yv=9Wb@$*D;}lsQ>g5Hpf;gp+txToSkina?Io^Et!`(vpzQWYNmF'
+    'Q%i!p0v}lrWR8~*0MZ$>eo^7lqKY6oDo6>DmyU1(JQ+_4@$*V<5kGL@LUM9+W(vK{@mvo5V_p=}iLq|9Q{*MIHF!(fVZMde6!HTK'
+    'dVi5u4qOz*R`|tqfzNj&#09kCLjGDM$xlqr9G;KxQ*%OODlt2KXnKBra^_HEmY+Q|!H=WuiO){Qr=}u_nVCc5iHYgNp;>-rf}a_m'
+    'n@9+=k=eO%yrrQfy#ELYg){kfLCP&EfGxdu=Xgnt!4!l-vL)Yn3f(&?%oh<V*`C~-56<xl+zwtZska!AZBA5`LUb_Sp@<8TkSIKy'
+    '>`V6NLkk)7IsErSxw(AjBE}*aFE)&Z=*C|-4VMfb$+yi<P9U%>@#&mUh_)nq@>}L}>GWt;7UCkFIfowL;+X`3TD~)$lV!B)XfYu^'
+    '9v89*uM1~#bIE<h@jA(xB8BAsXe%0RcN*<HLLhzx?PY?KGH5>&Xb2H)P=X8JIyGEKj-E-5nMVmCESSYZ1keyIj!z&EOyMVj=!v0I'
+    '7Z7G9gv97M{<x^Vf}0vew~Ma{=#jIpzz`QNB1}YUB9lZjLC84?s5Xrbfq+jd!h1A5gq*UViugR?yRtB!Q_#N?=qQU)9Niu(B)jsL'
+    'lSA{lKbRPs<nDI<06N_Wy`{p#`A%&_ydlxHXuFUPqO*>mejM#q$1<OeWwM3j*5dvjOKwl@)c)EX9Zc?lT~1z(HaEE!Z)yn|UAe3x'
+    '$ZBj!hkJ6y0cKqZAuXta_Ef;-sli1-<rBQh$ApBa583AO@Q^Alq9emEW`#t|G>M?g8|$^FieDj*x4V5ndt6nlZ*;h=QlG{IeyY>u'
+    'sZGVFVspG2PsYe;!LNi|UfGDwL>80S*kVqFZPsSe<?_M+5WHACv$$9UWVhQo7sU%`WaC`4H+qb3U{s#K6jYxAhmcDq|3b*dg?Yq5'
+    'q{L`OLKqy+NUDr5bQqAeM@QDlF?4W_KAe2{YYNG$qc<Yt>xSbWJ1<HJBLbc`Az;W00fQ1E8hExXF6(PUMA-{B+eC8T4J+H`$$d9O'
+    '49;aTX)nC%P*fSQJ}+Er7ZZ_*SsQK%@JCmkGXRj&k&y$?aTs)p0jjS?Q0<9l(z!(`rmkcKBUm4zKG(@5cZeld+@Y1c#~o71*LwhI'
+    'T|$gwT;k=Gm_NL_Wq#T4m?O}(=s=t1P5?L*O)M|~>n;SW{)-FCF%Uj%X!v{dbg+F6jV*cMSx7%PUdYxZBB?||vfhdp%Jm}_ndZgC'
+    '7?F#-kZ(|b6w!h#romod?H~lh6{JHtNT-PWW<$ONf@hyDSlPh&81<=6e$WGuJ&Qc7o0sB(4VKze(f^B+N}@>(6yb`{hF49e;wgG!'
+    '6VeH>=SCxLi)Kh3a@*(ueP1xq)X>;%ySub!$%sLp<(|g`0LwY*ifsq}iiNHs$;)e*y|R!7d{&ZTmS!I$a@aE2SdnuW=k|U2xpl;4'
+    'fmc0e*OtwxUhwZA5{Vbs(LR>G<95D!;w#xC;+R-su^lZ3Al!|2N0WvY0m3B+{DNtBB*Ba8p~++V7+1Z3gn*#(@g&XWsrY0|SS?Iz'
+    'lBQwiscxhMQq#&*06*<M^+0;UHfe_$Ed#B=>S|2RNmv>*&S(?Mj4<Jog~hZdLM^5*cp+3@Je!LlX<a~SO5BcD4hy)57l6rf4&g#h'
+    '!itq)0ar3DpbdT9YxbRZb_?Vgw-v0z&qzW}M*4stEr^om>1gBAX&Q3$I<(5Jiwp5=OwOcDTXcwNg`IIE^Q1EiUaMSRl#@+t)RhKj'
+    '<%}xCRg6KI3<kdk%hmZOlEHcTycbF6(@DF=Y25iOVgl%l3P_MEJ=@`mUwl^0$snmKf=$7|;`y6S0Q)|RjVf_5i<CkR!(8D+NkOVF'
+    'H+GTOK{9hG0ZcB$6oZ)r7a1QO<8GDCOPOU!dkd?jn)*4yN!aqisXz~rW~w0RpT8T4pP4L3ZE2)u7r&~Ebz`xAtRyYmdF_d_#wW-Z'
+    'j%Ws^J5P;H&W;<zh<h>4$h@>5#8iI4h%>iaaVF%goJyL8=tU~qg~hD8;(2=JGC8c|yAjHK4=m&`cgxM^B8GLKDdqC*^J#v87+?A{'
+    ')elTW3O28VuE96W=9g5;x=7Bn$lb)O(urR^j<}A&rqZ#5HZ~(;lT)S;ZOOMUiwQMZh_>c~*aTEKgXf!@ODX6JC0?Qm7t}&(8C{FE'
+    'rY?|QE9jTw(*bl&$g=_8XG6NKqP@}P`$i|xT=Y)_9bUkge(I*|=s{v><K{$lk<T8%zZGtJY-}>3VJ-solEsP=z6QT?9Nr+h>2{-P'
+    'MYe}qn$QNtd-xWFi|dFw4aX%$wlkGBOgr_EH(KHyGq1B7Q70^m3J9slQd@js(}o0Dk8Q$miChZ@9E)xo%u@pkKbKh&I16Ad3UUTu'
+    'utmdOLLD^wEUXf(|F^L8tQqu>pcexJpn3K0U|oF=#<<v=Fpsz{_42#nC4OENWNKvXBj>^VDSy1})m}4xtj!tZaQwHHDBWq@IucJ}'
+    '`h_9*9!v!~k=%snHl_pE9EaqM1fdCC7ljxxm}7d-aSm=7slkWP_wpSY$sk9+9njc#@Y@&p1u<SgXBkv}^uqBKRZxtUTSdekf~}5@'
+    '1>r&#5sly}{Hypzhmy(3NR-L9&f<Y(0sXU$$5!gli3}#J640J=FopfmP(BFi#+iHvHZDpTOm@1_d5&e~=M_Q4^a!DSB38QFkN-42'
+    '(Tb3*9s4sB^pUxom{t+%D&)K7<;+Dv!jJqW0>S--a|LX;MBIK}ynsH~CS;Vt!>N1l&R{%|7exuL3oOJv`Tk=!pSb>d#AeQ(I(_`q'
+    '$pRKo^1*lpCflxvSYAW_z(Qmi|09l9S2z(Wz5voR9Gb$zV6hg_o2e(@a~(+JKui(67hDpBW%Roniwfuk1)HezA>CPki0}S0`Chcq'
+    'A{r=$mV_=LyihRBQ3}JD_93Z7R$&TBq(S1_SkK1l;hB8D{$>%J$-XlfG16(wnP&1mNnVL1gn2%fR<Y4n|K}NmgCEHUvpnJi`O7ri'
+    '8!MvS7(uO9jU$$|dpO^L4mkP*-bQ{-Atv`=RuIk?9!AIH6UJlGMVu)y1dY@uF%57N<$Cf%=yRIu1sh?IYO=zi*YHlHzJuYI`WyK9'
+    '|KR7}!p~>X&xcdrgMS08Q-23PzYjlu06%{ShjIUz)ZfFOKf=>X{R8~_AK~Xe!OwpN5`*BC`WHOUnbg0+*w4Y+S4TgZ`Y}Fa?y!jf'
+    'Y*POQgZ&hK{yQGQ3Xy&dBAV~T4=hAhZU6v0>IZ-cIsl}S=nw0nISVfI5+IEtNmFPT6!@4Q1STm_ppU#3OCuEu9XKm6uC@T<a!ikr'
+    'G(C?!mz=I-=x$1#G1LG?m`5A~+Eb$V?LeyvsV9pIN<D?4vca?_?&U|h$%#VhPw`%V0pIULiU-!aitHdCObhc!ri8n}GuT00ycNLY'
+    'qC0?Yw8hm6`ZG6X_=Nt<T<R-?)qa&o245q8eI5VmLxjIAlf|5nyxDfGdaC#$k4@irDwz7iGhf0>(ODFidIr{S9Dbc?_zk%^-s9`&'
+    'cIwaZvi}eI@fxxWUSmg{h-)c4V)^;qW^gU$6qTD3I9}z_0^*+>_&o(##)5h`FdG?LGz)-&SgyFgz>dHl_e0<*N(An~j%r%;jR+Tz'
+    '=mWlZj=XY&8^_@ToY5Urbi9j*u{X$pf6NbF)2{HslJ+0of{v@=6!(D7G6@sV4zZd<JCArX#}hb(rA#S;06mNabVLi0{!KzVMsZAr'
+    'I4{P@<Jtr{B4=PSp$J6vQ8*=o|6bwZyo5c(S?t5(kno9ViN=G7F5Xk}7e@+6azZBr0s^q83y<mYNKno!BUuVd&g43%;aCz$^DCL0'
+    'iVqbg9XG;XB@uMvnbf2BV0;V%wR;|1iXd@DxqK&)SU}!QJw{H|^Y~XN^&<Y&4QwOY3&$xsm^zGqZOLKL?4n?JD@5K3khcQltsr?T'
+    'MBWOaw-B@h5dC<x&3~8=Vkj1p>p)t9dsx`&CBYdnC7wY7GnV2&?#_pnL|M)8X^7P5M5++Bcc6b`EvSehF$g3mq&{q9eRrbo0}Qab'
+    'V`7Sr=}a;8sS;tu*li`Wsi*M|psOaj6>^|kX2R5JCQO7RrM?Ak{Wah{2*;`ai+|#ioBB3B6z)gSApO?yP(Dcx<!;-dBoH@?s{Yc*'
+    '^A6HTql#dkqgy(qBnn5QS(g5Jx}{He66Eh<f;=zEIBsl$Gf7n%nbyd27*ypEjXIC$baMDGx11#Ol>@~X(cgrC!;fT*T64sTz?r#w'
+    '*eDd?;5EbG+|i>PQmw(nJW^78NB~nYcC9pp5&U(DbC9-%2^rsFAmiHXI704H#}N5>T_JTMfZ=j7fZ=-z{(VgVM3w6UMeNXN^=mN2'
+    'x-kHx_cXljOrCS8n~ZlYWH^_4MF5BjCby5L&Y?em*rsmAUrgPCKXNPnaT}S)9q<d$(~TqsFova{G+M7Fe42>r>)nWIzC)9ZsR(O6'
+    'FfmndAgo(_32T6ru;xdc@oR*b)JDv^+bGh|Gvo+fsUJb7tzo6Um?8VfkJTnY@KnAXOqhiS3f|BNyF%kD4A7t@$nOYH3IX{+g8<Hr'
+    'a#Q0*Rjd8DDBYATYE!9gc-ZX$9j8;f@ZSJ=4*$3u|8U3d9&`)?nXIl#-JF{%s#5uOFcMlcsIbF<={F5InDbKK1}zHI;gSO7b*LJK'
+    'RehBKGbU&)2C&~nGhuy>4E8;p&_7u;0Ce%`g^Vn!$wegm;>hOM%v1q;$1xGZ#!TTtJe|Xyu;F~Sf^=+w_ydsM0IrNPz=nol*6SZe'
+    'QZ-f{u(;h$<m}{(X0Vj8`EmeX&+-y_0IjUjt@#?m)=YYd5_jPEgkzrJ>Lk`2D{h(#74dV;BYGGlh~;Dky$kxAHUU%6I07dLL)JtJ'
+    ';#opR9=ug}05Wdz9qhOXmze(q;rfR)W-`JVNQQ;OU>O7pCWaa5qmGomJ7W2uUEY|eT;6!2E^nMEiW~O_fJ6|D4`^hRD~TKTlgmW2'
+    'OMRRuct&yKX$Em)Kua9ZF~TBge7z)Tm<jg}TYcGB{t7({K$AED%(*P5f_|=}K%+4Gzp%*L7Qp!Pc^)nK8Z2+8u{mqDByIDi?2Hl4'
+    '02X2r0XvC?^awJG;D6j&iqzC!FYZwpX!gybSR2yt4B!@RQ8dINe})tzCjB`JCgF&AIB~iRYQm)NH<cm4lb@`P72rD-{Ir0(p{)RR'
+    '%_9<V(mZ;~)I3UnO$`)LKeayKAV&@q-E)`+6sNJdBrG}#j{q(j;js%%=L&K(Kzt0Gy1QhEPwgjnd>7qk8gszg{ytz4AMspu@o@sX'
+    '6!t938EHXRztPIWy8ev-FoF%y!-dooUe`4KQHjC*Z|JbJiUynfE0&RLreY~U;UY&k89t;Crj4W#j$hzKNg*~22Zw7|i<3NXQ8<8R'
+    'JC<D;F4PR~TOHB9wM+t55j}a9Zl|i~<E$Y)X&rZhYfHs&^(80WV86hmWSo+cBxxy0dx?_twV@O3NIaaD*ku}~+nacFTZl)}N<4O8'
+    'Kb2-BB#YHucQ{n4T6E(Fbl6DgZwBv2-K;Ej?l$F!j^WyKw+%KeXNndtyJ^iMeKdF(uAx(z;N{*DURr(1;C@9k9<RMR==l$H=sDGh'
+    'MnIbwJ<{eVM%RH_nv8f1G?T@2S02qAuo~p}GVOJMn=b?3zG1CKl4(i`t(xHVFLW3>O=*7X0;f?-5$^Vlb~u0@%Hi~mlAe$KO=KcR'
+    'xCjY+;O1pPNpg^@&=?B;Pv{^v<LO|#11tPf<0RBU-}RzX&Fo_X^B7<N@X-S%^Az~Fia;k}*qgNwWHjy(L$+(AECayb7YzVmPrsI9'
+    '*g@*PHnS0mI`n|NX*N)Oi@~h04sQ$DB4@+GZ??HP!+NwT2N=eMy2+*$V&%^XR$gwzO4ITg75#i0#Tjmx)&GKa^|T7)`vcA6@qdAK'
+    '@!mfF4`7lMnIa^KysuLrKAn*S&85$m?C6W4vIs#^iYlhlIHoEitI7xtq(c8r^CXlioynZnXt|P$#|1^f|5nkbxc!{rsG+}RxiByS'
+    '5~j^zM+u$*Hu6tsVF<&P5Uk0uiL%JrJKA)z)?XxR?`i|G_MSE%NACw;eu;Fwi(H1gA#&I3uKy_mdFleLf&CyBvh=7MS%UA^nHmuf'
+    'aHqCOzCK`A6g?emwFC$jm(OZ{d{0~5{ov&u%+u|@tF9tB%7;nm8L-pw(h8T0%y3!=j((uh!jh04ZV*B0bcZi^XpKmZx6!%+-c{6L'
+    'thxf+q16?PQapaKiM;NoJAJ`UYb~L1=IypP^K_0PC3M<f9dt}RR?;Cqg*Wii_{V2}3p@eD__OfuKY^b{$9n2Xxc#{R!0PkhLro40'
+    'r=G%>D|e-z4*9}+%9AgD^(Kj^2pUfYb%2-joMF8rSGdSEv3hve$XO9b7VaKFFBA)SX?jC(Zy+7n!2Y#e%BFJ)T-RP3<IWMjj*aE`'
+    'j;I_l-p7oZIJOgrTcZz>$>Ig;BLMflqNJdhB@LsxQXXIbM4Qbm?!?xCWJLSDxx41tG%@*KGBEj&t{Pf+{107u{QX5b-;xiW6Xr`P'
+    'hhTev&*VE)US1H?0{BMrLG*`G7}n?5K!j$UhWOj8nldZTf28Q?{g<}lAuqxs^<w}h{_zuhyFy5iyiv$PG^FxmayWO-K;IuCL*=_6'
+    '(J>~f0uK1^Q&e1$MT(Jxl!wWx(0Zy5-SvLZjd)U(+mDeTmXh&7Ke(jQN!rQ7rHS=8`9hU*P!5x%jpCvRDmuZ${?J`I-esNPe`s?H'
+    'ZFvMj4fRt?u7-`F2dDd584hT7Nma5O(XL>liQz!8%9p^mXy~%tt|hKz5qzuvvYBOY8x_Jy>_CN*$EretY5|CC{(xYYwq40_zQ@4x'
+    '3jh=XKdU?r7aisC_tV<$EzU1^QIp3XDBNEtdoSv(JJf3DFZ18|Dhm8nLiolN=ePTV(_5au&Pkrf(XYA?ZI+<HA~r{AjllB@nRG&s'
+    '6vArP8|38?tte<YEVnmUQ?dE<Mh3Q=+Kne;V#m9K&hezUUT9*apo`3%HzQ!ilZHYa0bDnrzC;H}i%^>+9BoZrpYKKTV5y+)gN0}y'
+    'c_Umb74bzE+mbisH=v8Qn!V^=FnKP&1>JKl(Tg5vPu`jzDt*RSUl-l&NZtXjI~U+Z4|FD9Wt!y#z8FfrHa~zanu_Y8>s?7czY$%x'
+    ')zHN^yOW80KdJ7cm#xH?dy)$<7AcKe91AHh_)HN$Ca_H??+QCuXh05nrFQUl7!SU#)>1|JzTz01dvvIaYB)LLV&X{g)a!-UNi;%{'
+    'C}<90UI9{}2vFY@lYpeCpLdLdxSq{foR4fQdQ+5K@@<eA|6Hl)j>1GGuCY>y)b&AAEU@9kb1Z`RI^9~a6mj;}{i>Thp6{%Cc@P^t'
+    '+2tG<(OUb!2tDB(Vp1uCBJK-P(zs5Vpa`c$_Lzq0^$v>YwNO$#JyTG`a86QkS?pRurvslK{YdC*58tL`e3F=me2?LUipoHoKGbS)'
+    't=Z6&Rd-6RX882#Mew9%ieFx9agJ9SQPLjh$c3ROVYT9QP9LR4NpJhlmD-^>K&GsjaWeCW9VuL7bOtQ+hd{>MYpm*ri&~>Iw-hO^'
+    'S*O=!NS$xc`3Vvsb+Pk4;3y;}Bv2AG;c}pO*}!O~nJhl@lM^wmuA`a5e94u=1QX(-Qtv>J)C*XR?trrNitc&!<p*7OsyNA=mKl7F'
+    'mKg*~r)@aE!VE&zGzZ=%3&MEXzGh_xd&u5F1sFJ9u;B11Ty*p{xK*{2cFL;gl~9M3>VG3xGV6C-gS+9BR1`p^3h^lQvyveO<Bg5{'
+    '!Ztf<JWL4Swlzk#Cz<Vkwc($?Y{OTKHgH@mCw?CD<!XxN*ZFUiH#IyAXq20r;KIeiQjuZeB!gQQaQ~bUO(vfcv0SdIf-EUx#C=%?'
+    '@q5Oua(|7`K8!91-nvi?SA!-i_i+|=`gWT-eS6T?0p;Op0a?6J?VP7IRM@Gbf>Hlwje+Y(Wa3T*8SiaSYxfzN#nYBw49UWh=%`sW'
+    's<Hnjn&s14xtA!Mj$dlzlW>*>8lJiPP>y%dDE(!!TzOH%ZS8I@y`FXu|JLDO8v*Lk?UtnVAbDtzJY+U3-oQc$UumO+uUxy7@K%TY'
+    'FB%<LC72gh!RrYUa3>+b^dfLK`080?;1}B1HBL4exFU`7g*J-}%#mHh${L8k&@c=n;FEBpY7+2mG#EtdK0VNG$DnHPQD52j1y{En'
+    ')5g1P3BBxF-Q)dAn$4MDChz4%U0vZy-d`XNq5~S`w$OEQ*F@0Iv8eO?C0_<~zBCi}SGBtl_h(xDefj4bma@mRt=FrWj+vprO52~M'
+    'Eu@ieopj1iZL5AAjeO{wUL)QY<`2~c=6BJ-oL0E*BCQ%%A;SosO71T|l8C2+1f`sv+)q$18Z4sPnV<s|f2P%qia*m@rUl~}gDLkm'
+    '^vy6@v~uRbLbNrxq;C*zcL`4075$1xuCyiZ(XY&tE5YRJ^$wiS#1cHSZ_M|SOIm+LaLC@D@6pDBMwQO4(3FJ1P_^I{wcQPVaEG=;'
+    'i4lJI#aaii%+Vp6ry7&L{uqZlc_c`aPZF_=;|7SKKFKeYQor#n+<0T3!a=tmE_@q)=SJ|pLdZq(fpQq+YwZm383N&F34~QpgK$-%'
+    '5|ey}+<KODOd(I0c;%~Dl%M<Ct;)~+?aomZ+L>$ujbF6J))!ALl}BD%M;ZJ1zIJO_EbMI3{or^TP4>DZ%SJtD+o%UwHtL~9+^F-;'
+    '8zt6!qdvj5Q7M*<df2v650`tQ^6O-NnY;efsZ*l|r>CILRHLM6Ejn-Ae9gD+X|}CPvuxe3*|zT2sJAXu4`S$R=h#9zR^w_ITt?=K'
+    'e?^Q1Zaa=6NyJ#;7D9nYfw7z9Qi~AmallHFkEsN~qOm;l<<7U?Rx_roK$p#?VYXQ3+i$%scr0g&S-MK@H`#oyz#^r<OQhzb9$)}F'
+    'AK}8s$<3-6ezI17T1l*}@tOb2;+b!CKJ%@nGcU26`8V6n{F}Ycyj34I=l|RT6{K_O{OD|<0n<EHt9{6*htzl%yE-h=u5lBM`=_w%'
+    '-&<|__f~3}-KZYBC2LTrK{2fHCT-I<DLUwU)CNsQEyuD|ud+E>UbS`|E&oH?!z&DySZg3Rt4*$_M%MCLtp6T{_0xI_*0ncJj@j!N'
+    ')=yi;zKgW(bqYRc&<aGSf0Y3YlWfL8cftTB{zfGXuV;YB6tkyhvMf){%R1;B@mF<VM?7xx=k1Iq51P$V7g$)uYiz9IHEWku+^1p0'
+    '%M2LdnAfwG`NjRLKv;`R;{jG6(8evj-Z@9JA+3TBvI1f9r4qdL5G!Q-`A3gdl>xDi@^VDaQnHTMLkt%Q<=X4RJzj556@3E>_lViJ'
+    'M{MnKk2h;bvCkgSXUOSX%dF!qOb}R$eB-T55TI2zdW-L_RzyPTjjffGH~DoYu+XxRuLV~p>JexsWx!+VTS3~?x+Y8ZNqs-4$3#?Y'
+    '(S92fe$duqe<O7Zq6a(N!Y|+s&8AorW$}y6RClnzv<1`5lHNZSBZyvFDOIWe#NVstPQ9IJr)F3r&*`!x&m5)X`5+iANWv5cr_)ye'
+    'g;#=Fj+IFceG`iu%G=~ne(lPk?{-j59LtNWWl{9ES%I(?rP1GE1;SdiV*D;E5NO3u5Dl777XLj~cuZXq$6sRN_<LAUWcrdsUVXy#'
+    'Ue;Zhxg?aYno$1#v2NBu7P)+;EV=v(Y!+dVwf7QPJ50p$5i0wzhm`(KmUOXRNCSuw-?}AP?6OWbdHt&Tv*EI_<O9~IFXM_C#qmb+'
+    'zWev*CHWvYcZ1vQ-XRV`U%QT}sw~dsRG}Cci`H6ptZP2Vqwxy#iAdd+Ucc>UGOBO8U#EE4{tDXtS^`XWkqjAvC<<=eBV|<dOO{u-'
+    'Gr4rSTA`&Mq(M;cVl6Mn1yqgGg=XovA;RcEj*vtyjOUEo5#Uwu>2zip`l-pnaQOvWc6QpR9RxohR54U*A@LBV(7E@qSQ6qkOG4b$'
+    'lJKajn=`4Wv8Gb34QxsHs7H;8iM4D!c$8-0YtdrxF`9+fu||uHk@S%{jOj(<fQ^iImMF1Jw0xA7?suU1Pj_niBz4bRqcHlYA!T(n'
+    'ck$yiyGU#1xW`RrBk}fbQkOxwO7&wA%}K$sZEugZy{d3Qt<C1%(^_UR_(s{>Pta`cR80(d_JW4`b}6;ltk<`enf%-+oAtkGHmhRm'
+    '3H3=lLw5=Xv~AVZ*4k|D8)@GdXwc35W17vSHOkyi!7M=uW?+{6+CFM(Lv6P4e%d$stFVn$6B8BY*R$@=V>CG7Y5U0^J1(k=e72}7'
+    'Nf}(vm(=kcK7wljD}tnQWGrqzgViTal%Vb<`lKL3Szv2C`oXeHNH^J)sz+NX3d23x>Qfl*Lo7;{U{ksT*K)w^qLdIWG)-E@XId@&'
+    '$}L?TnxGOKr3q+zvGUslRIi48;;!OI^EN`7o^3Buqf#n#+c7D@oC{s$vT=brq(i5k>~x*-fN8Le77JD2M%8YfVgQIaQF^;|B?H#m'
+    'UWwA%%~W3Z1fZn}MuXOVKyogdQAFG-gUjSpY$uX=X+hw^$MMax+P$jfO+P_-)@T*`>x2F*JKo5VB2Q8RguPDPY+2mq2|KsJh*PRl'
+    '2mMS8C3xVjW1YIkSsV`=RD^d54^3NQbBHkET2N+&^Gi4XL%zrG^6Hc#_9eZ8hADcP->oF0EySQJYXs>~Cre2QGie$0rlErt0TNHo'
+    'VkI}MQ%n>KF-RF{6xZUc79sh9HFMAbe^`rI_hfll72{%-$K0?n(a11G7Bsr7vC-%<8yXqcSwl4XA_E%H@}&D#tNW)f_8?_cR@9gx'
+    '+|7bJ_q8!tfXc$1KC6<-Gw87QS*!nUE3L9tX!9iow4u!~38i^5>q289&k=ooSbr#i80!(mJEMjhS8-Dlho%nA9Go~b?V?+J19Nm*'
+    'ZQ=%65*BjNCK&L#*EHaeH$o0M=oP<T{$jS72H%4Q2UvX&|9FJ)d|qK1YYdI${-v=J*uL*}df(Lk-{?Q5BOEb}b;Js>ZPwdf`pXfk'
+    '{sJq+AT#MNd$fbbA#BSDQe5B^#4gC0pBGi!tfX4!{m&TAJEc=6Kd{J4;=F)POF~>gzx<AUe&oW1<RsS6a0yODNDFZl9Q=z}D0Z$7'
+    '2L-SirZ(P}86ZdLF+rM+DDmmof*=VpudZ7E4PS~mWSu7q*S$bX?gq={x*J)EoRRBZuu5#ZZHuiH^L>T^rKUa2ya#SUCuwGC6iUX$'
+    '<&2_?O8laL$Os}Px0FUbt_|vB)IC&|n%xr8OG{l{)U&ZJ6(yp2bP#A>lmn_44X5tLzs3RT(b<yn-A0}@z7is@gvcu)@`~B;`*{|_'
+    '?}E+nyRdficK%#Ltt$=I7+WJ>R<*LTXwL8f%`ZC}7&PBt0S&FH1m@NzaT9!#1ppIG?<<H9U%}C%oK8{=Qhtfb>eBxHnl_U$6&?M3'
+    'A6eVex%ysrw%TQ5tKeL{f%c89c2T|Dscbh5e7Qaq4@uwr#;8To@3P%B`gRfq-wsUMH*IFzG+xB>YY}h3B4QQx0W26vOv3&!K}V1&'
+    'khssMos~{NL%W#ai|u_*uCNN6MXs1^Qmq({M#viV#?uGIxj2AQ|J>=AuJk||GTHxOA&#^fQb?4LFd55a>({xQiA3(w=LfyCG>@uw'
+    '<*K9D-Cw!Y<NK9bJ$%n{FDqtMFy-~8!M0g^sBJf@r+i}kI~^9V(=_NV>jKtWZ+n>@c3IS%?_1TJeL7ZiI#!cC$Etv?@I=PO4pvLq'
+    '`D>PgMXNx!!;}kjePv)f9W%z5aMKN{q_0eCY8NI^xa}%#CX;WSC_v{y+(#yr!qMBWB7X(*ty2XkfQY-t<Xfi;P|pf?jmfvp6riX8'
+    '`lB=7inbsQe^kGBOznis@33t5w4YBn^;Wz?WvHj`4!NbRVeT9a60h$`;`O}__A`28s;3M6I%CUMgIBILJBrCG<~HSDWl>Ad+tkwY'
+    'u4-vBX&K*lhzD2{FW}u@Tfs=FuXO5kr6LCT5(zRYS8l9-T#=htSq}I60p)3+wKo9AYDigfyeK&y#nE{gnKNEEXuS{_cM&ds*j{7d'
+    '(!KvjV3mc-bvA9>cgjxU<POs?JFQb*XT4p?l=qkhdl}7?yB(%HW*TPPI^{jq+g^u!+*bmI1IUr!L7VJ5F+z|PBWQJKz>g?t0IkUl'
+    'ODPQ_`JzL!3C~B9bvskLy0nNz^jCL2fWaujUk^5s6#Gw<Tjt+eeNU+XLnOkTzW$C=Cu7Ht-E!i(*y&TJkDodhyRE!#>!V#hVUFJ?'
+    '-V+dMyIrCkorKtDS%Mx1E-oy`=EbxSBdG<JfX8=sxk<E-Q5SJ}y4V%eL`6c???~&3eJ4V9o;r(n>|~*ic=+#DJhZ@@RhWLhwT|M0'
+    'O+*Mp4mmX!-r&2H0mrRmDIGD-FN*1vn3w?B;}E5N^!Zlyz%h5mx4}1XjIF!_OwYvG!pm|-THwfHanxa0xR51L7Lh|E+=9$!licmc'
+    'Zme1~{C`m5C#`t<qCbA-Z(Ei{RTU(TSGdR#PKFODTs$en&vT;6@e8~tAzqGyOfCvB4H&YpAS$Z7!iD9Wgv+cSxF{R|fGqRrvFyrl'
+    'p;l;53`2IbZ!MF8RYXvJPPt*UvPiPEj@r2mvLnurZK)WtzPkTR8*K@=WNU@q!s@qFG}4fym4;kiq!L=XAUB`p7nGuWT+Kk3Us7Tt'
+    'ZJB}YKpg{@?d)x4%89*QU3>Pnfq)BFc3)7Fn8g*R;)k99GTJ&7zUb++)^*lKoL=a;!GfN6dM5OInH4?tMeF#fxB12ps1BCCNQtGi'
+    '^%4%RCYG)u%~Ysq=HUQ)vIiT@tSH&zuoWryl#mke!h(|3B$@wBiHy^<o-{?x$U=iA3w6WfSb|OubhC3?wxH9BxGkQZ8FR=AvB1jX'
+    '0Pq@S3bh32Fo&|(1P%_yK`Zgh;-Uz#D-gooppnem94E_yS=Z8H)=;^awbdG1;DuS+ESPnz6|=5{6?0_8r3`~wVOJ|9b{(W-l0R%^'
+    'VUlm}Z9zX<D#NMNV<jZ|6o$vA@sH1djqM3AgnbtN{U`7f+w6v6QtKa1Jqfoz7XZL~9vscdf#K9s_%fPmrDmW2C2(gwgT?n4gT;wj'
+    'JQ_I!97~g>AU=FZj}M<R-YUyT`R*=zkoaQ+m!BswVJ`xe1T7@m3({V65cq3!3lPgF2bdilhaECTjz2~QfN=t3oB$aoNX7|~aYAIA'
+    'K{8H=jAITb|1pcnvkPD^^NWJT*eP{aZtUFJ<tUs5t8eVg2k*T0_G`S19w*2Xb+mSdG&H}=gytC3tai?4Tnizs=v6b5zt^yl>RrBY'
+    'pw8qCuA;rSc7`usRpU3PEA-z-TQt0rM%8dyT937$JkL;X{=T3!uRJFyxokEgW1}unI{-7dB|%molMMLzdx916^KM@pq%{$~%Rhi8'
+    'A4MESToMvTz-p`6oxq~2<QBOMS{t_PiVBy-PFu9{43=f^vsr#6o#7Ms9+Gb|2_aFaMZ1j0+bU_7(c=qD+KA#Fcq`Ui^{IM&mron_'
+    '8CqR6ql~rp`L3N-QxB1<Iu7mP8$(&|)91&cRsC@{djJocR@GZU-T_R{M1HqwQ6sfe)BAl9hPE2yv$SGoJ`kC4vRn_AX}PYfG0H=A'
+    'IhO;zU_MBj2Cvznb#_%J($u)x>Yy)ZXDKoG@iy8>r)OH-BAuvPHdwpDJk#nN<4-ieIblJR3OLjs;-B)p_@W-)UMNQW=lk$=QCbot'
+    'H6yR!8$r<W^6T*p1feu9E}{oi^Z>rwp1KU*-Dte4S4hD3J5oFF{ce1p*merFND#0A_+4#o0Df0nnZ>Z*WvF{ot7E>-7Z(rJ#2~dc'
+    'PxdAan%mtK({WD|)T?n{4}<9mzk0-3-iIO}-1yko^vsB+;+P-M-rBFL0ARe@WH4UAI~7>3?(VjQ*lEVAXNZ{zD`)6HzKc{Xc%&Po'
+    'jgJy*6P6sJTVT(l;na8VU$a2ZqE}mNSj4!4=*WE}obp{HG!KRglHo#RxIr@9AQ{fllobpxn6d_o+vgm<x1pz*ELy48A*eKzJ!_YC'
+    'T=v+GOPS$&&$O;m^nV$P=V%w-khZJ}7r&c!@l`aUG|b}n&@P@ftOt|AW?B5@w2P;W7Wrs*^K|~%OS^d5ZWVvr-8}uCuAp6f)%Ew('
+    'H@h8~?CR+6^?~-4w9uw?IDe=6l6=397O38i=1&_P&6=2w`}bKTe~wRQkUkJzPVy?cixgyOROQ9A7R!y*US38@0E{!Y0>4L~N(H>3'
+    'h!@dKUK?v!RFk*>d;(1!iYkh#qN@hOhrw4s9uyTcx02d`gSF6Kvqa$->qc5cs=KGWtn*DhuKw;aRfcNm3MM6C3yYGl4&#6zEeYvN'
+    'R)}GkTeO7Nmb3)(iF%^7c{taohWVEpG2gUme_5T!$qC1}<JdB!W7j^VSl_ZV98qmG<kzrR;`H0xoG=eDVc_t>=?&1(GQY2++LBMW'
+    '3|yA3%NH>>q+u=qJldk@O)ufkkg4hAFasVz5}+AzM7Mee$@lvenuA!2Ms?p$YPiJdxCCz6;w~{)--{=4Lkp!)H=y|S;LdLY>*ttm'
+    'cp(#v87ohj>V|n05kq@T8?Ffz#2#;Bh*!sN<a^E2qj}d7T$g-5dw1~aqSO=}N>QrP$xk%(`I@E!hG)Z({0VG{ES4T71oZ%?9X0f?'
+    '6C`f3NR-1^fXHM=BjZJ(0;n=)$nPCL!j)*W{$^R^Sn08t9+U4kkYWP~KEOhP|E1eXg8#)eX6--|X<mn&jQoT|F}6d0%r9u{v4%Yr'
+    'M|^=0sk+{|%h|ZwS?ApBdiss8@&z+(yM%!`UJ+Kk26!1DIO+=m+GwVADlabxYU39|58EaRb!E*P$WTJ|i5^NRW*ub-S?dQLbN|4Q'
+    '=>vQ9QmS7J=`~+{BO3RaMhIJqrw&=~dIj8streMI;ut*UP6-75oI`PTya{eqQ_G3JdATok(^_sH?x~{L`gF_H4-{&Au#fpJoi<jj'
+    '3-=e5mxRPb6@nD&L)ee|E}k|qYO||iUM<>oLrY6bYt7N&gfB!6`j)@hY&BYF!gE<t@q3C!irJ!h4U#*MT&5em)&T{HZUGt+<=_xT'
+    '!>RA$Un8j>_CSHCqEU^chM>1w$=jXe?GSl8MBWaPw}a$uvnlN$iz#gbZV83~5=#h5To$ux#_Dqa_nx&NkY5+DG`MhBII9^Xq>oW('
+    '7ARcL00m0fJij3>3&8)HQE<G00U*>;bP*tk;fQ>?X@C)B00yl*y|Ku73~A_1lO}K@14L*O20Dn#sn9HeBc~Z)Fueu?XU;IJpH?2*'
+    'u$;`KwIfmIAnnQlauWkU{Kc{DC2{PSHqJ?dC{l(@_Pm43lgMPL|Ly??WP2|NVm-Yeh^^~|Y~IcI*A#JM&ZPGAnth#G#;$RI5E&pu'
+    '1_+V?ihfWSz$}@aVv)>xW#R6eh)a~q!n{Q!JJ9RawYl3U#`##(L9lC7+u^MmlI_%y%m@zFAjSXgStUW$zukp?cChiraC}OVC6)2!'
+    'zk4byI_%k0XS$cNsplr$CFU`oUhmElo~<LoWMDiWlPxBaO|B?noKJHIIk+N74UKKEtE2?peM+@VGq=&8DXk>kk(r-Y1hr`x!7FJN'
+    'Pb)QdG?{34C(Yt%rR46pbS8d2c3zYcO(Pe+iUt6*LUA7fKrv&yNnr458W?!@%e>*3<RJJ!NEy$a)#%zeMAk$}&5$;=5T~XSx$vPG'
+    '5+^onEtPUko69*YKa?RyP4wz=)Llh63X@)4j=DN^3;yeD>Q4OYj?`WF*Q-<W_}6Pok`uggwJtf`LPVxJiO6&p5t-l>bIs>hFv&`p'
+    'EY`RAw1cdqy2?tOS!@!P?DRI&5Te0$ZF*QT7{}$`4Sz?f(W&5KZ#C;ov{a+cL<LhGG!3@7+|n4AdH41htf03C%-)o`y)h@9mom$e'
+    'wzar^1iw%%(PYj_n~aBqRf4|cfcJp3Km%!7A+QZdn2+iP3ZT2{W}_v&4z#1b<e}<iXpDzxHAR4Vn$7nP{JQq6e*7V<JUo6NGCaa5'
+    '!jd3Cp-#fzM=<l3kWgUY>)bNFq;0M>+w>-FBAi^N0I=L^%Qn48`2VwHV?L<aIBqiD)%{i`cK%u>cCOb%RC(1J+WmCzTJT1ttw>{B'
+    'F{>M@y9xa+i!=a;tigOViDu!{o+c@i5MoJjAsJgnuggv2hs@AGfmV6mEDLGCekCbpn-LmW8fegJ((9C!#kow{3l7yd8-4-#wal`w'
+    'XPEolG<!qq_QL*xW+7BE&BAH@UF~uvqxz?ds19On{wyYPNcu6Ja`fkUVP$k43r*<XX?{*fTOJuzSF-rtO}E}M!d-u6gez6NsRg>%'
+    'uqRYK(Ose0b=v&ZW3DAnsWq9^Jp(EYG-xYFEm1&2ZDeTVXrMt`yXc-~hsKfyja{A+EOkbmR#>ah)G%45f(fl9q`%mtTg#KHuV)D8'
+    'eDay{ORQd?g2n`^1+EDKmshA(PAT6fpQ#%U@#XSdpIgZ}xI<$t>$ljk@QbUR%XyJ%zotBmSg|`#jZV&LNs2e)7rF2}bhV9)YjqdU'
+    'c}7=|n1+SH5iZWFd^)o*!etDGDs){x_C<+JbZ~ANzEhTM>x*{VmKG!Q^<J>^f0UFy_%;a@dX~fp{XOwzLEO(>sTc6Cq%B71>%_&S'
+    'l|J}38SYu~>+cPbM<Ec9&^Q<ckYe;KDfwtLn<ZItDWA9HQa<mROIg)KkQ!5y*E^N?BN$q?8>0z`=)L~SrcJJ1@1u0)Cofz`PLdji'
+    'd^&ASLdL#ml7_6+D<Qcf4T2tT@Q2d`edj5lCqDe<=|+~p-slew{}$0(tc13rB$<<aHd+f=ESeu7m|Tx&;q86U)~rZOwLF*76DGoV'
+    '4~st`ba5e*jhz=(EWU(9pIc}^2jV-Tx>E4Vz5c6)MS}-4G}u-`0|En9??RV^PP~%k^#b=+2k;q?THI)h!E>AH??68quWZ+YevqQ}'
+    '+yaKJNf<rk2cro;l7faTgK{j`DMzXgC`YyrY-f7?3Aoy7Dg|^O3yJ811?jD+Ep*}mS31!K@fr;oJ~V`;#=ZO~7XkK-|G4TXH|Y{L'
+    '^o>r2xS>3)s?$~q3>Xfu1O{|kW0rZJkmd@e+-K{nsZIICklU2o9HzX{+HjBe_{xxX+|ZCkMa=hE;)b^AaYH)7j)LG)&FG;wTUA2S'
+    '0b!N9@$syLm)fv9gc17aQEq}Vn57(?bq{6<R0C(-c6c@E{9CAYot7bX5h;qTKa9=h^07YJ##xs(nQD{YO0~(fcFA?^EIv)wgFLw^'
+    '2f1yn?(wfv?XjmKn7{Fq_BaRJ<p>B75$@O=4mKO%Cb&~@ytyz=Tj2I{xyZ!q@CY}_ofOgn6hsNj!jgys`oVlxo(TA`T?EV%5in&I'
+    '0rPed@J%ctU=V}IBKbYn*K7?mZ#wJOKodPtM?`$PhKQSth{!5FT<RIQ)_O*6G4_naI9csxk?-)rJ8A(YlQjiadPuL|Z&*vvJG~%5'
+    'YZ>i9x_+#&^JVrLrdZ6Gv0ST4-prN#4Be&5%9|Om>ZD$0ZID9$^_cQTTf%Kw<l%B_2{+#3D|@~5-@O*<foE@|9;x5z)jNw-tmpog'
+    '*Xf|`26Ca#KbQrK%?ujupbP5O7du<4ft_x9xtdh*U0(Z68*95Br+W&D3i+Ny(rwUck(=!^W$B6fDq5skUv5v-P1f{1FQnRRL8@0-'
+    '2n4Q~uPv7=F1J?QQQz%_Nwn1o*NYNTveM}$z$E)jSujayY)n#Ym{eSD?J?=My)cP3)H+mhV)$^R2l^V=jr}`bu%PXOJ19zVUY1BP'
+    'wo-A0)pzLnp0WuSVRnp|RPiPI+FlZ(t!Jg03w@Mw?q<DGO^Wu7oh~c3PT_6tAlzdbaKc+gp755DC#;om;JdJXyosjrIHRCoBkbY8'
+    'QU~N~5t@eMauNnS;s_qushKan&K6CJ*hq-@!30Lw;>GG>ttSfnT0cW6BtQXblX5Q&OLB4>3|b3l^FH;ptF>Zt;p-g~NN+F2T_Mtk'
+    'O#{wa*FI#u?S=HSR-}iezs-v8hXCJo<l{8tD;M`4D1(##t{3;3rM0;jW>;v;@@2zD0Pfb<l=X;L&G7P<WpF1p*|F+|m$%UxUiOx&'
+    'jhoNcus2f~_C8<3*7Nn3j^}IGm}h4?L$#8O-|KarC{vD-zwi_Oe$lYf@cXp&Z+5h1(}wbG$jIV?h)Yv6Va0&=dx9XsQfHL-8zNj*'
+    '&MXNMFU8ACA^5jGw`S~60yLQ7`k}KTmdB!<Ae$MBWjtnRzZf9TwvuOC!JrWhfi{YMy^UPNhcP;s`~~{wi~Y9ZqQAkCD)5{wRp2?d'
+    'RDpajEiMTSYV+TO=T_8@^gpV?Yz7A?nN6@<RVZW{rpuezbWt!Hk16+2wQ%ueHbd5OpI%XJo4lFLCX49>&)#Hu*#P^gvlQ6js<l*k'
+    '#G1>BqvRKJD$qpc0xXNd;+!C3Zs=lQNa{Q$^^VpCHoE*T8mLsiXV(tr2#Jn0Tr%uKG?1os&XW9wv>;Wroy)x~wC!BTuHsmk@{?u%'
+    'hz20E{<!BT{Bh4!ZvC_&@~Hv0^w3iS3|0vvRXk;&inT(<57WS&)+g2#=aKY}i<UNbF8fDlfHLhTcBVeiT3+Aoz5$zXi5VoqmdSxq'
+    'k+lHe2a+V7vt&;Vl821Xc4*I<q{a`hNR2<SNsT{oO)#DA^*@3QU4Z@*_6W-5Sh0o-YXsZv6any0H7qRtHx(={HS??jsQ;J>)YL`Q'
+    'MM-sv*lG;x;f^qw9w>0b_-B~pv0QbOn;3R+DElcv_quc1*1A+RZguk+n7-n-jN9E!^y}R!9lK{N1=uSculK&)V)HDR42Q4_cnv1Q'
+    ';R$WO#Y9o9gZifPNVPkwRed;cPEdJK5)zQNrW+EujG7eWWl<5Tr2#%hb<q4%rMH#rO4sXeYuWN;S(O%a#vi@IT6G;#q^~C2{1|{Z'
+    'dY!G#Iy_YD9S9E%nppm$EG+-0HkSWWSC$WW+ax6yKdbHjUgPd-HJD-qOIfV|>*IV@&B;yKKlxAS!9g24J*b02!J$}ETxc3#JV_4>'
+    'T0Y!MIswM!n+g!0qXz_YJHSM2k(bZM3<WnD&bYkQX|61xxL=@E`ZtzqkKJM#W~(=o-fA%|e8FmP-C11lC|)p0`zmtks@YyYPmfkp'
+    'msE<%kMUFV@TP92os}~xU6f%%7x;Xd9yGM^mxD#n#1i6ypfpcAuRo;+25kk{8=AcW>=)=^LLJrv%%sV1<BRlgI7Hnh87X*T0<oA?'
+    'tnZocF3v(Jl<&RxlC>qOhx|-yGW>2&^VF*QGluoknhDzn>u5ptt^64nbaU;%9U3Wbz#@O)7gxLT=a(5a&bP)>ey6ed9E@>2G5Azq'
+    '5BZSY5rV;vVEYNMZKOUm0D|z715jBL3$@WOF@FrF{%HWpcK!ta`gPz&(cen_7yj#K0RGc0t#Hmx2U`K(PKR1c1{L_sAo)y)d?rLb'
+    '6C$4}T3O&TcahJ8$Y<^%p9#TdqCxnIrMTy(S*jBZl)9J3(jw*@CacWeK{u-mVDl<aR@mP1DeBiW#N4eTre*zWx$@`NDc4R*NlykE'
+    'iITq1=0-{34h<!3w@_02;%ZaUKd0QZ8db{MH)tc17%IgYn=p(q{1EOs79IWyi-Gt*YzE^0SQ7@~ztpz#N+-ss+eui75O_tJSsnT-'
+    '7O2o#iu)2dnV(Aw4Q&iuZ<-`a#i~1K<-@*mD^{(uCeHFcd9_B`dB>o|3b<KYsm1&^SuOM5w^(p!;*tTd@>BcQED)chj`Pxu#l9v$'
+    '5KbGFr2StO;7|v_$-*KpN}{yT+`#!Z3vhgc;qshKKRlsVny)}Zj1IbKh{XF1BrcjIqR!o^d+=WuY---UM2CZC9b1@wlc}Dtk`>eG'
+    '*qkUO00~SI(pv}DLJ!mLS_3FdOJ?<+cPfIStXiUD8Owi`YWcJ(+9w8@r!(O9s8&wPxu581o|XR{)ygN=VB6a7Q>~oVUHfDcVfzoL'
+    'R_@RHMoYZ!W<0`iG5{CWI%|-oDqLh{Y;1OXxGYBa8#*J5UTtk^^zOluEt7*Y7Y&mRMdQSzIcsZUWPBw=UMV&;deR<A{x>Y_ar4E6'
+    'cs5q-?^bHfX=aq4YB;NAzNci?sl;LQj~Z4Dmjo+EfUIRR=RYyRfR>kje(;jHv*zZ`e`ee~f9KJVF+uypSx(NR1zg|13_|#XpD`4p'
+    '2%RzX?^(#&dH{kJ_?U>z@i<)BMA5$IM$z)2oRk$Msi;o-*)eL^aM)T_dW)Gw&5n&lX1MUJhlU%a1=xSuqZ6$Az)DEp8}cV2Z*64N'
+    '{dszrP>1yLb4o^@LvO1|Ig?vRHcj}-&**_c8`8UBk(b1IK~bAA-uvhD@SwH_g1Oi+3%S;U8PLbuD@s591wBBf)}Sc%0{!x*E6#YV'
+    'Y9mD(U+i4xCU3zV8hNYBB5&arYn_ArU-UaL<0VSnu@n9CxPeb2ag38PDo2D1#KNKQnVd_bCo-~Tkqzq&r4Unxyes_Hc_FKEyn>%!'
+    '!55C06<1zG%IXNG^Mp~2C*bR|<0G6-9=Q^Egj=&Cnqvu3iUk!OKZJ(Cr7q<qGz?^W<t8U!{Bbmpv7<0tn>qqZK!T<!#>Ffzsr%3*'
+    'WnN6<Y2i+$qcc-n9CtH?$#cs|EJ|uZ%vd+>Bs@$206mMx4;uu|g9nx(+zAcr$3cKALje7OT>$;jAmAC6E0B=(0{-i|R4c-)=vhFp'
+    '=p97-d^O47x~n9d!kZ!T=GElQ5P361-gFdP|CL2>9VF6w38EIUb>F&X>w|K_w-3sRy7ob7ZzJb>k6B+TL7dfK9>nPCSI;(esFBOf'
+    'bkM>ia;Z<uOSDhSUUQ!qM5PVrQSF{FowWE!>)W_q$H!DOSlqEQL5CeY;wrTqS;tU^%m~XP2C3yXQe^HV&}qa#9xOyVQ#a$kz6XCH'
+    '!5IS~-%dJv6N-TrAmO<-9^nYlZWOI6=7+5nHL>dg(c$P(?jU7M5Ywjm9>dOR6qj>Do$~iN^;n5)eF`u0)A+|{Kq`6y1d`9fzyAb&'
+    'Vkv7Fz`p+B)RS=ga{<`<&x12RIWU}h3SUN>Q7QiP(&EpQXM?=IJEjSzXALw-6ElfSIYNZW9G1gXZfZoQSa1b;^Qzp;7<Vp%h0zI+'
+    'ybprxoj?;y2nizTLhS>N2<Uh`WgnO3S28&yxa-pWg196|Shxpyer%CcPe6k93Mcc+#BfKxgFYZg358o0k?^ex%b9s1QX_Z>Al#dT'
+    '<?Uw6>=Di=JeMUOzigdb>C7YRN>wpCfPgyG%!G#mTIo!a)cYcf)Z0IwNhe}_PEBTH==N@sd4J7S=KV&nHttJbUqTH<=z97N2DRhI'
+    '>BrB!4`utj{8W&9;Go_w*aW}peBl>p+StE!bg+)pCMx|c`Z<p#iw7N_9^Dhem5w%C=E&viOlP{kjp0mhFquqZOME(K^}#&qdays('
+    '+vM@tLv5CHE(d6^9<OE!Q`y9@{u-hDCmc}zgQR{B1Wy<YJ8=0fEvCYR@*7xCexQ_b?u71NbVc`kpM7T=BiepQ>mo7<VvP33luKFX'
+    'Z*(%0buOoWw0jSMs`QVpV9I^Ah6KJ-b`loMO#+6z%Q_EvmvtWU=!gv}{q2YWaYd9J1(d~GtZ<VDra+*Th54L<^!@O>D2WR0)R9pH'
+    'F1`}SQYXl*ny|VgW^xKQCrZ4$GF(>QnvGif@o8)e*Zw_Ijq>5u?Ni>q%6QgmOJw$)vQzcu4c4kRyvJ8IdgIwfKRnwbN(i?^Bd#f`'
+    'Ebxn55#_4Y?qye-CHK!lk!vQ=z7(@r_EG|y(rBFAPiLWn)8S~LV>;??C<_+4_S9u~Ke6WdU;&*VD2)E-I)jCdAZ%64b2eJo78##%'
+    'Qje0p$kgVDOtnIQD<~1bGvw@!4)o8PB!P=WCPuM&ggdK`avP8bC7n?Z1523Zu0bs8n65G*wv@@qTyACx{F!58Q{y9~j3qy>3i9v>'
+    'yfkBSB68t#!reI${dG>5*Iq-=9^v%jc$#N(c#OL#op9uaV;u47j*pGaTAjK$7V9vV6wp=78S(c;h2y#0EFO29LponNvrN3dihwOe'
+    'FkfO70u#?}qe;gJ6iQiko-f<&JQ(S9^{*8Ntd->9e4ktH%@!7UxMyDG7lqhdIuk!{k%bSgcMHGkg2$^{M4u&m<?*&k!dDJxM`A}&'
+    '%P)a|mH9m0M$3GTu6HAeaHpJ53;ZHq6=qZ)g>#$&@U-D|{R9Q$Ng;k-$t~6i58bWwfC={(R@qh`p@6U_rO)p#9_<m`u03M2d~5b@'
+    'ObdH-bN9qpdEv*0*W0Kb#_K47sFC8q<xuMEdYc7cKMTd{CNP;7(^lo5Utf9PM*Sj<JyH5Z=+0ATPn|w~>SR6RHV$d%x800>7}TtU'
+    '_4(G9WOPElf1Y0y(<?DC!BRXGphe3<%8FDln>G5q73h8oqr%fOHws^tGtvS_)`}~fhl>qJBO@GO&2ZuEZ7t}%7F~|7xR%0Uf9#}<'
+    'oq6#kik%xY?9@H83@G{{EsFM+i=yTt{2RPcbb|#&U$mlV#28Eim{Rmdhh<?wR8)C|<KuB5i`ZWTX(+?himW-}kEgUTHA(-l>ip0$'
+    'Qq)x95Xam-&ZpCY+$h;9SNQ{jHg2UmP)Fa4-JLq==uYLzbf>Z$+N8iI1UaU~5aVh*6O@M*KvuPKJe+Si9>zn9r)N5}VZaU?k*$hY'
+    'Fy+ikFP7(-s8)TRqyFegn*wpzA3gIMrf0bQy8NvLg%@g}VZVc-9%0xODlhkk3T<Y@J1ENWfuW+xnGx>^=sfoKea^_?07Ii~@Qr*B'
+    '|9B)|B?V!J<I!*PS$VhEHlB{df!b$c{EGihQ`Q1ceY|euxp8CduJ#A#K~MGle;y+#Bx0OXL}?){jDkMTS?OX}6TKtDhdCvQvye4X'
+    '$%V}%b8-U7<LL86?x7`!;A_}=iv$Mv0{l}lS_%XtF0B}%<gfvi*iSDr*bGL{ui3FlGQrqVq%0dkV!d00-18*76H9l|ZV-o}y}&l2'
+    'gK$2gTY$nCV{0BGuRKp$2EIssB}ptDycr^Ih5%zNmWW9fOGJM$E7HmQ`hu%90t|-DXLr5E8eL^xe)*<XSI&?hEPg`cnT2Zei5i=A'
+    'Yel!OrP~WyefaG9)u-K!VS&Al4zLV`Z6OOq2|8u&q?Yi%$ftX-2&*uW%@?a+dOglU@cN3taIn7a-EhhJS`q5KqRmo#$pr1@GQhsc'
+    'IaH&&_S*7**#JAfDi+voUkmJjx28PcXMx@4VSzOyBo9|hQ9eh7oDFGzt?*dhOttbVTJ&moEJvIz&n>mj+MH>l&Du=1GE|BxtEX+3'
+    'X_#*Blh|!JiAn28+*3^c*EF#CG>&L7_I$0@A-shO6`R7IntFV_BP!P3o|<}UJuNCWnfWyJ_4QSAw%tmFYE`t2)<)y4%no`R6%eXv'
+    '3VlI0g%Tyfin=ehx@oIS?l~97*#qb>U9!N|*#dhz6^>mp!qP+Z4l0Ox+hHHp-x<3o9OjlLplkbr%x9CM^Rgfm<!fbxTbkrD5|Y7-'
+    'xf*v~dv20E%PB}A7c<fkZYjcrq12GHq9(C56(=-{34xm!8=D-)0jzo+2(NGk&owc)?uCHW!=*Aqy7hPbNU_TNjLGs!=t0Sh5Di4z'
+    '5FK=|C1`ha#XXF*_-Xv(X8hw0{3C~dybb?&C;ssf^h0P2bL|aGp|V0Y6HmtYw8$$K+r?9^wu_6s4VpHVdPA>HUn|Ppfdy8rNJ>jJ'
+    'ilkI9<w4V6o68MFxy&@ocI%V}t+%~$ceY!Y3ZA`5f!MCsBg^8tU^qS=$Fzq5PphWCzuFpEYB&s+GIpxS&tF3UXxbp@^}^zukig!z'
+    '7#T%OG)>jb*HXZNw*2UNHFI8&M5IcuG8}xZkEh5PR>Ag&(=5aGEyVZ6Nv^MLS#WQ-&~S9UD#foV%4L3jgX?<CO7!LB@~M5MVZzq+'
+    'th3(so$@c;r#xyJ>{rU2@(I&0C#_Q+wcZvyR&>&vjh!-6<S^L~z%sl}!N}2YolJZP;II=*Se%#T6_SZ1CX{M%wHO7FnXFCegD-5*'
+    'OCM}0O2HR<4e4G0ASAY8=pfCqDDc8V#csOBhs?6=oh-6#$x*Hd3yXrSre$QKTP|3)_Ck@S`ZD!zb~`fl!Br_NQy*qFZ>^za1vhI!'
+    '%Pu*yygHrW%Z9-MEevR-n+_$O6c&BUdL}nFYz3MmEl4IRD5E{tpk=g0+QrlQBfb`_dz+iG7oVbCJarRA2+~uKFxWH_{&`v$Ow;zp'
+    'CEQyRp&PU}ZrC(QBFiH=-*z=p4I%!njn#BOwN#^>ZUs}`#4e||vdih4thc?S+OWkqgJ*B8$?IgC(J-8Bd)16IY1$J->kjyC&m~KZ'
+    'E3_ABp?#1x<Z8nz6_4{JTBCOI1Vqc(Hqm&LtF<1K%frH8qbcPP+Y!?+qu!Kj)SGgRI_l#X>?T!wx2B4l2v$vkQzY8sH0#?PZDY}?'
+    'H5TD+CU2KllVxh7uBA^Ewe*7<0hlK@f+hckjZhQrS#1M?pwQomFK!2DM)v|0jb1@i^^uYye~=6S;{?e#0Wwa2j1wf|gvdCpWE@@P'
+    'H|hFurV@yyW2<JC1=*tNKjy0HhZZvlA?>Q@p8=}vCVU%+d8)qy{b)QbJ!h?zWC0YblHNz)RV=)}CV{p@2{h`$F3W<rkW`geLR>(H'
+    'ze1=rqA_Th5@Hi;Q187!xpwLp#8$VMs8U;(?nZ9wvO)<ET01~rR?aMDRV=E_ix<`?&ACVkG+M(!_ac8G2F^64Y0RnrgAxXms$RZR'
+    '&Pl51Z%$2ZYUJZ|4<%G+RkAB7=*yLj43O7R0%Vr9t!YMy&E>>&qQT8<W7c^VEp1LWs$y*WIjzb%Sg!u(Q+nE7Te^ZNZ#4}zT&|XF'
+    'b|H^hr@YmA+e>8~vl!ccZZ)>;ayGWzbTbD#UNt-0uTmbWLsbumO0_$h+1l2yneFvfyMUX5L93R9bP7;2>BwH9-;3zfm#(x{gRZ!p'
+    '!qwz-_tN5tZ!e4dI-~tavyqfxJo?l|OMZ3g2{0WgMH7%_=IJIzpC1uR(7zH((3Rxk&o`FBJ=#o0AGu7U518;QMxRqdZUM}zW|S@i'
+    '1@3pJ%dlwHK-FJ1(b^xNTsy5DCX~p;bBjd*&m-pu42F#=|2{|w7TQqK_PcX}ywcn-d597wwB76n`LwtoK@ixQHQGH)39~6*=Ca<%'
+    'Tu$M4%X3X!H)N~c0iJ;tEf_F$>ySBc&^=V}jZF2E<C%1BQHmvmc?%QCx-yZgI-18s`DSYkuF`s0`Nt>ytp~}68kS7F#UBvV%tXqi'
+    ')BIf89-K7T5Y~d7`uvJk0^^0MSO@MMqLku8<yr@Nt$uOd$8BE0l+Dibt>r2nJ50mu^bVQd>1`d@Y0*pY>`m5z&BZ;{-Pf?wk!o25'
+    '-s*o|D5VUYbgVVI{jd8&s7BHDik(?vo)jhI87W;DTcRDwc4O5mcp^xi2#_bt4Rn8vDa1aWMrbF<SY(iSX~A0m>LWwGtp`1f(6=|T'
+    '5&G>`)!Yh-OBsY!g!VgVp-mlVzbHyERdEU|ey9;8xOdV5V1gO|*gv>R0Pq!FhP76V6Ob=R_NtU4NTy!Byuj-AY7A7PS7SwafnOM+'
+    'Y#6$sT)AwsX_zhE4MVq3$Yoz~pYo2nq%!XC4w3F-iJ%^~#v#J$U{^4znSv2tcB`bQ{9;x}95}U@RaZDT&A9dj^o!FPwPkXWbB3Vr'
+    'N!qS8&xMnu9i*#{a{B3Cox|haoi<R9MyDR<qt_N9t4;aEkYUOU*t^NQY(j4ZWfMH{Y9HW?kRbS^qm$x*0@Z1O`dhRNYSQ1Dq?LBL'
+    '<>qq{t>$c5)})UO+0#)?-3I}5(GY;qXjL-xAv8T?wlVz%i>%zGDsm(?mr1Nxgyfx@+=S#8+Ujm%BHw(nR3glmz-)q)P0Wn-tXVCG'
+    'lgbeYpR1&@p=H2)pJf)#W1GtzZt^B6o2<tUCOx&ua^fxrd?nBTZ5$mrK5d0cb@cN0YNzco{j?R4i&gD-lA;0|sBzU$#8N*ieS;vH'
+    'MYVaM&8?Ul6QUSxCiq3Cj*?`y|J8<n{;~~U`6*F*Y9PJ8&v&~b^fm&Fc;@2SaHR^xvv+T@SrjnzqJ$tsgF1yISA&X?7XBU!E$oF-'
+    'V6n_xN{Cz2@^5w{hxs18)q_*5lY1M&=sIYaB9^*nOD(^06GOQ_Um?m#{2j1{RqzZ&|M2v9b2SUS>xP(6v~I-GD9EblA90~-)hs@!'
+    'ot&Ne$uVLME3Lb;w|RWue@L@%+S<}TY;B%}KSHzciQ1S{Z_^22lq*s|jQi+#VBCog!Wxl6TND-H?jX4vB6rO);vcZk#n8nCL5j(l'
+    'WeZJwgDXw!ho0jxy^VO&B+7qS+vRQgF6%32O-LFLrMN5@C9H<bHr-&ECiik`-tcBx-Y`(&4PSuveAlXl-z>mTbM%a&qL!0ywlaz<'
+    '@4WWZ8Lqf^A|972foC&{sESKMwb;c+{Lm^=8^Up4k#Gza3CDwkaA1%aJuq-NRJ?2;6(3@1v;->?E~tV;GVx3V<HMVL8;`6;vHg5^'
+    'WD@;vW^(+{tV8F>8!)o?dNH~yZXUVFFNkq4A77XfrlzM3PV<y!@v&+a;&)qaS0yL#F>5XU!=&sk;h*IE9ngD6ipnCd#*<uFm3c7@'
+    'HF(KmxUpIF3T=ME+Ca#RyR2f|eXErm=x=N_HW9`KSHs^E)iAcg(i^LSVFgnzqcUxv&XsBL>`ljMSkK2G#|k<V^0=TiG1Bw$3Rg^y'
+    'u1@ddPtu(pTF>VIkN_bOQ<HKgw~%Zak@3@XaG*^w#x)A)sfg{U_c|Qy`kvlEHBPS^u2;>Je3HSG++VB!$i19Cm*nI|_BK_+0T!Cr'
+    'XYCfjGc=PpY0c=`2_o^*1SbgsHlC<lTHuj5oRI_$RKMyl-Otb+m&pps@X;TaRLf@C1~W~6Na_<2^CaE&(srXcN#O<nD}=in;HA9h'
+    'Ww<(kY&p6*m<XC1saY*o$LHwqa@s#(P4fa1Y8g4OG*Oll_|Z*neU$GbiE95z^l?)9$kKx&Xnx3~tv|}tC6pL3wcaNdW&O6zZq_~R'
+    'wZ=|MUvHWuOBU#>H#b~CG~;o?(=$g~n^&qEv8onr{RL~69uwAF3Mj22nff9XsA>HxFAO%1f8|S5E2q_>I@i@dL<Mm8_P$E`w*MIw'
+    '5NKuN+xz^5r>A=>j-jxfTL8YJ2myD>5h3u4wQleBWh&s)R)^{(Cd<{S91o&hzLQKrDU^?p&rrdHwyom3H~S;x&70~K)bq~GZfN>W'
+    'S^>Z+k-u~E>Pxy`q1rOqT2(<TC;R4Lf4EkgcE$k4hw2K(uTp{Wps&6#SkxEJO>!j6vJ7?Mm78tq0u}>HA)}bpBXt4O$><<Z{^-V%'
+    ')&S2IBS($T1_5Vr43$BLc#0{2^x}d%=@dZvX;=NBM}uN4t>adm*>t`gcC!M)_zi35ToDSa^6=9XL=jZ6Ds$=2xst!nZDxr2GLpZ~'
+    'ZLU3+{-!VBYvfD+to;anjvT?KH=Cjm;i@?b@#`!HYJIU9vzr_JJDYv;7u^q3{>t$Slac9(>B;FSZXXT~-iKX+=;Gw`1ok;|`!KEA'
+    'S6CIT{Yovv$}mSXxza^#jt!Sybpr;ZZ<5G5Z%uz4h2PR+)<d@RCJI;oxk-mvZ#Ru}rFGUr*4tjL%PTEJ0x!U1zSyR_E{i>L4R~Kh'
+    'YSC^jwa9?cW|#M5!{ryb?L*bE$HSsMWOF$Cnzo#3;c=#6c6+1FZg14tZOw21pyM@|bBgS3oDGRZI#Ml7Rx79II~ohxYb&2$cI?RY'
+    'dhAFlT8yAiopI_b4<K-4+e{egb|P;>-vnBg@0y)BICXG#c4oE!xj+vV087#JnaKF$_{8K?0Ytn9u@v<jRPYbzQVLp;geTv4`SIVQ'
+    '-@DpGG26)1IydH4U;b4s3gm`ZYq5R(59pD}Gcr6MJ%&Y`1tH<U133t#hIaMPg^xc%bV=N%Q$z$#R22?$&kGlllcO_JV+Cuf;sJPG'
+    'S3ARm2bdCdijix!L>;EAo*a`r{kL{`TFZjGK4_As;i_4l{tE_qI@N_s3!3ETF4rFNUvHvRjOSdtxMca2bcRo`#;kXyGYdFmziC3R'
+    'eoPAiT2fxb?RuMPLyF!yr+kydPiUb*TZ^NIw3=E)3wDP<iuRQclz*cI3T*|(bvZ?lV_G$()dNlH{?<wyO+Tdt%T!I`uvXW}`tP)h'
+    'r)_G{4qdE$t>jN_XyC$8|3M2B+J=V07Js{DWMjRYJwVwV)uyRU4ACA&>2_+<>N|V>lXll=yKpR0?Aoci<=v;Yxa}I;DaS^QUtH~7'
+    'd!BaJC|iX9Gw|EBY~6NEcHK3ZcGs+$q}%|z_A}aDJ4D+Hsi@=m^N#Q69w0)m>Py}pDBNFIGmhP#Yuk9auhKBiRA71pewCs@S=4N{'
+    'dKkBEv1!g&Z$<n0nl0ejog&%anAAl#!r6&#A<p0JsbAd!Mq13Bqq8Ls@z+VFxN(3W86Zdo2$BJUWPmLufAK%ExVP42bMk^fdVs}5'
+    'DVwua+W6v@wV<8<w-wE7%VxC^A85C)z8d948s})X1ZiRB>Eq4ca(j|j!D0pja4-Ou<dq~gifO|oxT9b*i_J`h4e4^ZnJMm`dpLoQ'
+    'C%Hr>j-Sg#CT54huC`sXtC3+vNyYKDOA#_;S%Dp2c0J2@yGse$+5t6L!Cqhr^(L^?Xq@H9eQ%3vBU&9=enz4EK6hXuI6^@d0A!&-'
+    '4rqJO65wM35UcGhBqmnV8i0|dd}}}l6(}NW&=k-~wepDuqtG_-?>SeA`?)O)weXGN-*XKhafhgO$G>vpCTFr;7Qz03onZfH3qbQZ'
+    'B0D`x>SqG^HYD!+h}?b7C`*}ys6dc`n)eV$%%wB&^A=h@xYbR3I=a5@;u8ryd%Ud@>eQ=Y!45MPz}i`5sK?v<6=h(CRSvcT&^sPb'
+    'xKmC@Jbtm(!FGKVpr>UEXX}Q2?ha$vf27N<uG_eu0;)BtB(`Czje21`iW0~e>jA;#5bT;I!?2r$P<4~F&5LPk6NZ_szO{gSGsK>5'
+    'b<7Y8)j31#MCi^_XHT6ze(GeQjson4pryq}3Dm4)@p%W4ZLn_DmjaP#hpJ1_0pDE=R9bRrV4hzT(<`719_5PD@Qb{8zLmYSgL@R+'
+    'fNyDs0q?Mz0Sjk%-dbyE|FWEs7C5q4q=|81;X+o3t3m>;dBh|ZRjs(vMt|(2<s2`rCU&NFwK>w5)-q`fJ$9zvv!1q4!HcvA*<WtP'
+    'az*9$UbG_QY)(>g*=$C}C}@_-wJ_bVEG&qMDz9*SJT7Eag^P@hMTV<YylBWDJ86}^<Z4!~ON}^VXG`s|bEb_JJCoI{PUpC^E^8$|'
+    'p1x2YOwZigoM2>9;1hz(&8PW=Qe{Y7OSoDja+5z2(x&=$2kNNW*-+u}^^Qo$)trH+o}wm^0HLZCb>Mu9Ixvz*JUt^4roO&jkEpH~'
+    '&o=wx8Eu%);lL`H5Z)2+Hz9;wA+W_C0<<~I@1Uqi1SXg&TM*t8&@uh@eK7rSfFU#j5??-ue>@Vfp5L$olK0yRveTDqKOCsN#bT@f'
+    'PSXZ3eLS%G28-2>aNp(+PX83>9Zu#~O&P&DR~dGULtEX-Cp{0wY!Er4-N4(Uy+B=~gMfh1EpUXRoTa8xh`bpfZwAPlLGosZycq(N'
+    'uvkL|S*#)JNklDa-R<c7{$5jAMe?CLPhq>q*@=RWc|?1vj^>d)K}&Lm9rmnd65Qt7hxX@twGXJ7WkD`9Y`Ev;^w6PI(_iHeoz%~^'
+    'HgE{+UV50&Du?`#%b}%iFnp!~n+sn-4=7LPTt0tGQqU8ZICziC%yYcNom!j|5(!aSIE6>%#Kd7vry(QUTt-cDaK02SEM>G_gt#=g'
+    'Ay?|An@8tzVmiT*vS@Juo*0Hko%lYV78fL_{ZFPn){O%^b{GP>?2{<ZVd%=LZXGg3cn~&ZityOZ!d!;zyAZ=pPP2D#TT}9v2o-;c'
+    ')RVuwOgjYo+z$Z)KWiLGyT&(~nU3yff{bsuj{I)pp$sQQMa{@!oKNc{0h<NO@r7-3JD7X7`5nxC3<r~JmgyA!%vH*JVq>KYqftB3'
+    '9|&3+C>aGMR!Qtn*DRREX~0A)l6`gKS`<GbG$5jt(7v`>T|3HH_yo<usZGYNIU_5rI-7xK8kNmV(m;dOu=(9JOHih0z(i~P{L#kd'
+    'IW5yP3#T;({_95n)3T|NPs<DqG-$H~ucV+IS2i*<4$?q_Hv8`94u_&4YM`fDhICD>qFPr!r>*=ySgr$iqiL8SZ{OJvMWHK?DQ`6m'
+    'He7B*#HeYQG3%7KT5o$5x*D^1N`7u>&XU?ZR5fqlEDh>YrZA?$L$za@Hf%mHMC<IWF2c4}17Y2^cQvWtA!~fSqpmStn^4qAtNIPP'
+    'Z?r`z`enXGnp|`fhYS`y&|jDlqra{s7cnHGttN-eD2vUk7l#>Tq?jP7vbBEg`&><B&-e$V<tMa}&x=xm6B9=`y~-iJKzdW37qTkY'
+    'BbD=FHY+3=B{S+*tQ5isq-u0U9BfdD@oJiduf;T|V>An=)u?Y-tt?&t4y&2@c|}mUE4awa<m?nw-E#@~^$W6qMbdDX4n4>MdLOr)'
+    '&LoP>kL@8Br(3S}jc)7rjJfD9R|2ajz!O8m6hgO`AP}bkyx5XvhKq{FiSGr`yDCXE$7!&a)+};o6Xlqnpjr4-^~zZ0M|59ZW*(eq'
+    '+Ab5{TR5H+;^&0~m*y{u>6L~_^gT%fCI7}>+jK9)w7%?wh(=U1a(N~FKcLG$QLgBJc*f8IET9)$xP_Evz=#<g1eoCR3pW{G33$8`'
+    'BCnXER<2?ZlKQpcbTJYUYY~(FdE2Eto{I4EhM=W2of+IsmCKXb<lM6>Q1f{7e7`A|XJS=Sc>>k$(rQcPxxzh_XJUlYFsEusJW)E-'
+    'yp+iEQcdKUG$!(B$WgBxo*U_q^HLtqOEr&Yw~mlC&*V8xhl;C_%@e)uhL)B=oIAmqmb>ZT1h=1?oZw!@r3EQWgkEL1;GBhE+S}`>'
+    'GJilV{$fbaJ@6dSDdDEw)`PjEXa`T{(yB$%CO1y->9l?$oDa_Dq<F!K>iIV4Oy!L0-L`Zg?B#lmeUMHKWNriX+ib}B(0O5H8DmfZ'
+    'jpzQ+O%@wKyXV~&+g;<aQ7<bUn~LPvGjxZbfm4mjUiwXROQ-d+AKXZ*IDNC*k!=i?nR$m5r?<c5i!Jb<TTEtTYIbx^L^M=f7!{<1'
+    '$V=R!!l~k-ps4&}7SW8zIER(%Om>Bs1{%c@aF%YHXk!9SHc>FdE9jPfkhZ(2W<zl<c{W&&l4qE1X&HgOy5T;uO5AU7K}}-)u*BQU'
+    'E2&Q|DKqo5<(5{=JU7{zg~5mmm+2!~7hSl_b<vlZ#@c6LKbt)7uCw0t68ZL78$xyKGcz@WI$+*zkobhVb9}nE?H4TDUL7&;9Ni(C'
+    't-ymc*q|PyTj`cg8&`0Hf4Eh0bHhd#-KGI!w~yI`)};5{p5{S>+bP!`S%dMpcTldK)+B*hoL?pgL@CsztUE9O#~OAXtiiiqcHy$s'
+    'FEaT`%1xtH-oMj*DQ)~tN|;W0W(U6ZW|RHq2xpPvT)6oW&f=xi%s<3SIVa3#WPuY^DCj&`a_Z^MtukDB&uyz98yzcqNJ7KPM06ZZ'
+    'M0ASy@n(PxMrVQkM-P*DsH=b~M6WI<eH}hENIn%LpVC~00rIH;`BXp;y~4O`@f=>m;yLVF0tczH<M4-<xj7D-oBPMCQFSIDuqFf!'
+    'Xm2Z7J}x-b;ciqx;4UgKtVJ<^r&>8}7q)IWvm8@YSxg9pW`V#Q6$EHouJvIejgNpc5E?a_Fir&oN^@wwUzK@DLA+}bLQ0#43?!(a'
+    'FwG7HMGz8I=u}xBC<s(gSc`_od8(BkT!TTi3sftg^$k4RT#`}A2$hJc|8SW->I_6bq(ok36#f3|G7uR9+d*UvZ3ll<|Mrpqsdp4A'
+    '38I<^=`c=^j1wT^1jslcT@ZCBhW~07DRYAc*mx!(C^4c6SY*vBw!6ui_fyn!14*?}#m%&aW>;9y%m@wUDirW?p%zJPerAUJUhRC8'
+    '#2)TtoZ*_$P;a$*k9U@=-Zm@6{Q-uM?P)X;;4XE$I*a+d+^Luoi?-=gIk}PYjlG`E-@O(C%>99K3^4h2DYuwiDO44Y7a8!_zh=m;'
+    '648VK^qAc+<l{`1S1}~K-KOW?54Mxk_;zDSIdYXVRSXfC(vs#xbt*>0Ud2Mn&bpDZe7h3o)0%vo`o~h|Im{v(P%@CMaoNU2GporG'
+    'k_q{=cu`2i@IRXd3JMJrD7EDLkO2y4G#s7|ys$}Nq0+#@w=+h5sC4#^qXDkbk5L&X{$~BeBN<3P^0#e=Bme5{AiT_NH}}oBja)X~'
+    'HH$VGCPE-e>Z}VP$hgWhcn;07=NGJdZd@^I?0YfwtO*vrLbLElZE|nrB3g&6Xbq_&K^s2nmko%##8jM4<L27>oTc>p*RGWQtJa!m'
+    'j__c__v9fzn1Hb04ilU39nl1BC7u)(1so_d1sTe^&T2HoLCX|9&%#<?;v1bF^(Cq-rr)r!nx)-?zTr3Py@OQNJCvs=cg34cBk#~x'
+    'jJ0X1H}=!4xYuFD2Ta36tSjDZz3o-qBI2QRR84IhbWstjjB6)ZDoa$ZX{Ao#ovtP!x|fL%Q3{^PX+J`gVI)N3HbOMvNr-0G932Y0'
+    '<mgbymky14)1h&1Iy7DfI+Xg@c0Eew66G;do;NU29$NQko6Ij4sDkD7C}0cmSS{nC$JsHzv9Wr_MVDjjfm)kAgLgfnb6pY7Jtf<='
+    'Wf>`>a^WzuR65LMWG>9gLx%O_Cdd@(yj9}mm7B7~WFcc6k29H4c2T}FlNDqhJ7qn~tks1#b=U&#{CHD`Ew;QY8F{lcpq%&k%9bkf'
+    'rX8k{FQ+(PJ8a@<Su*mpX_$l774NX#7CZogZr2Atj+#Duf&xFxZ`@F>>~h95%uQBk9kt%B+KO*6jeI8sewg1#mMgoYO~Wi&SA2{0'
+    'w%`E}+ii2opX5oHGgT0LYGD+4Ba=ihNna>_n$w0byM3n0bNf8x=JrV*^7i@sk8&(zvY;Sf2+kI=>vlAUh0Hf2>y<X%JnqSxO?M5h'
+    'VRTEom=G5gB+N~%IYqGLC8r3sR6!A}+KSCw{s={EfccGUD02YIo!<?nubtKB2LZD*Z`^8EFMMUaJ4_?I(!zXhu-@f8!1GFPo&A*_'
+    'tP67ej%oB#kMh^cJ7|Pue1y{|1<;2J+|-E18}#er)yn>R(1n|s2|BAw>l?w^xU_r?syoeeb#;_v4=i@+Wm&nB+;7vq{gh<$8#_H^'
+    'v7HTSop}=z_C{D_G5v&^WU=Y;WU=TDw-6kBP`t&l`<RN}#WU&LqU7SKe6On<)=aUvziv(1HLsa92B(+2?ot$ht3y$Md@v!*D+Rws'
+    '!R`=w8y!SwvsON`!(S-R4%I7x^Fuq_5;);bISHKj#nn#W{0+K2qctc86THe7Jc`<rH9lmki!vS0NO4{jBpw$-)6N1OOrO{YCrTVb'
+    'P*D<9D2^-RDDDQK1;0rLMelx&x1P%^b8!4eAoH@cScMBCZZI#(iaHGUBrYq+qvRtTKq(>MNX-PdEUHN(_#jc!z)nt(iJ93+nLXg%'
+    'XJ;oTNi;mhY$W^Q6Ko9c(n8kBT~jzro`t)tONbDf$IB}*vQ!I$`Gy;V$#>&dSChteV!>HjsD#YEOGCEHON|FC;9wP#zrCXo`ZxKK'
+    ';BUE-;BV2AU~AdCZ#4i3emC`g(nhj&V_Fbf787c6brSx3Em(U>GbFAhq*9tMxtXGvdhh(01ux1n%$v2B0dHH<07dT|k121knUBiy'
+    'HSIPHv&TB+4c6OU7KS~R^Yr5#)>`%@WQGmq$Oh|%2H5ziY8erJoBAY8tidWmzeBxx+T7tz$o`1TFc1;jNguGBbjm7W4R~_h@VsjL'
+    '4NG0l{Ou&I?I&oN=gGk8^S9rn#>*)tyquh15aImra%xrZGI$9uR}U|Lj~Xwh=@SV6B1+I`(<=HFm#{sSe7y&=IE6{u`U|_Zg{4;n'
+    '=x^^ZXB~WtXkQo?iY01H+Sc1yw5=Y4Hfhnb?%e67XZ2=fK@p_55QAF4b=I`-Q~8iSg#vA%%U#AvW1<k2Gs_CMpF23r9XL>olJz4I'
+    'ckN`b2hljU{MspboWgasR(h7wmnL%5=|GOQm`2#@S%7k@sfu*ynsg>3pA?rodNw(Re(W?2y36v(LF-*F`nbzl^Aa`(1I$$Oa=*Uw'
+    '+?=Q`@>$MU{1S<&aY0N2G8~w#T6>81YvgB#*=9tnHjD~<d?#(qV_3f<EoVYoBQ3`-@)b6Zsi(2-gA{<L)wF}TnJI;#kcy4wbg3&@'
+    '5_U;RT|U{$z;erKauKq&ZsC18yBLw-ldYEo5L!h1LkdKsHoS{2i1-jIB2KIdA_guY;_4ydBNT{8YcmMW7ZK4Mba6E+B2KOfBDP&Z'
+    '#MMK@|3!g_v_^vVxlAU_QijJJ6Q@=M6N8s9arH3qLll@uTX(O!WLPNp1vG%`k|EWzh@;c1f}`z?fTOig68?x{|0ydD=6htGgj{34'
+    'Z>{{S?wB#NDwxr6iF&Ob_4+Uc_8w#@17-;uS>n?<p;#0sOi;&U_55V3o7I!aM4DqVk-lc9%|wcg6KKP*fuv+2C0B!{_{RUqR9T2m'
+    'i%Tw9CMS2Th3LkQTMO(MSIipQ*iEczt7i-DAQPar1n((LShoX{pdn^s@J+ia^cOK3gWV&o2b{YWF&Kl*y^6M5EVBc)yD<L6osQ#&'
+    'XhIV_JY##j*~cEM<rj7WL&s$K4Fg`+(d_#PnuA3fB71HZt=$(^@5tzwFx1HC@Qcl4_kD~8@)Imv@fhHaDU@=eyim$(ce#a9Vkje3'
+    '5bv}@C?&aTa_)VUEl@ux#Lp|a#Tf26xME>t_qnpNXX@FEy25?`v@JN-v}RUcOEZN8eTHu7wBC-McrquQk0Cr4E;LO$g(v7>KpPSE'
+    '!`9~Mtom8HrBBwTPU3?)O^Xf|iP|%St!Qm?3WT=(u+>c4o@q7q*0DTfpmdKjWr!EouJUtf7uo%NZUisi0}xx)$Z<RaQK%$x{3&ai'
+    'nj=h@rF%jZ6!Bsmd#u<*_V$_S=}FzxVH7lPXlZHn?*!joVJG<fh7uIO=wg_SpN{acT~&-Jb6ak|wNQ<h@Vvny>V0gNC9HR!jyW7)'
+    '4hM_pVDY-}tU;hUQuEVHm`f`@|Isf03^R~{>XKphh^vVH$S#INUgN$!vTOBiQGd#`b^h{q*kF~?M!E%X(45j#W=_)w?1DH3Vw9Xx'
+    '#E1UKB8WdiE`Q7}h(F1~o(2<{cn-S!EeWz>=S)9x6~%kn?E=ZY4JwfQnT88{iXoSlRkI4?>)M+~8v8Qs;%ij5`k#vO*p?!0W8^`&'
+    'jlmclEFm>q9we8|GS?Sbka~-Cg)Rx<FP4zoVlkzt%k!gJ5omM5YCTEj*ELLenH#3iCz<ma)f|;`X+b&6=_7IaNIJcoz@<GF#q<gn'
+    'DYL;xD`z2{@Lse<(XH+VH2Mk)8f{Y4j4UK#i-O8y4~8=mt>+rZ?ye=&3sRyIdHpXmJO~#%!8!t>8WxO3?F06gY#^YuWV9<PFRO*R'
+    'u@0NCH`1mHd%ne+%pzWErHV>7EFH>%QR*jqIZE-fz1;d#T~;-RXRt%#>6w(1VS*!^jw2jdab|vA5!9l7a#4^o)lyIXiVaI?ZB5&_'
+    '+DJG4Zt;z-ZgJY`Y*zO@esQ%`k#DhW6K&J-&wHoOyOg|W7`gPX*`PAztD)`JWDV;v)Fh3`lB7{)P01n7&09jcAp%K=hT!}d#adI#'
+    'MC~Dybo&h!v1GjlCsnwhI*TN)X*iJtKvKRy^8Ykc*=s=+0|?f#F!Hzb%a2q$b0@#iBMPC4K?1EdUdtLJ&}SN<-{Qn?wcTY664+oX'
+    'G3Q<WorViFDsBEQJ;q%UDpp6Rc$R*PULpd;_vj(wFHGz+3ln$@U67b62@*5q2@-et2@()D7;=#yOrpcLnXJ7FGM`PxBwT`EE}e;='
+    'w+Ifu>nb>mZ>QxKqzKU5ii!g@9gp1~aAijR{K5a<-O=>6aa=`G9~329U$IkLK{FDZM3hC^l3ZD-E4Og1qy=F$b&4P`P!MBsNG`iv'
+    'Zg)wU@+CQ>K@IRw6a;!H&>jjDz4=raNcxeaRgzxvBU%&&nkFd<^wKuzyqR6@_i~n^ZKi-gk=!?r^YOmsy*F>r=SzzI&Fy)0Pk+>q'
+    '=S25X$)jB%_h_f(L(ypw^{R{)Nm(Q0fn0rk^qNzT@!p}Y?4TNM<;}hdxj=r6A{5^>Tp*t&Z7vWO!gk8u1%JdTw<Uwc4V@L<<3r?1'
+    'cRXdx0cjNoDe8`i7>q0A@1jH{YOhpcK`{XKgt6HVV?)elABoP$=Ko;^+Q*`U7d_UOQixQp+^jb>{efhg^fY4+QIHvX*snf4M17U9'
+    '{@3V$%UFLRx>%wo-x4Y=8mlzYPQHMPMM)`t2kL<^i1rwkrLxk=y$U*2<&Qh<Nvz$J8X6pzyE9ar{14Ij*$OT6`qH-)f=W`06f;H{'
+    'eTD}y6lg`GJAA1|&fO;G*!NlWfXZvNt`i+$S>|B$E&W4EvqqopOXOCXReGH_tYsTQ>y!?&_Z$areu)B4=^T2157A&w>HORiCp`az'
+    'Jx;h%y^GkL;h@4O%Tze$_|!4_OQc}5d$9t7(Vqp`-tBSTOz^_IS&p5ZA<3ZijUZo*$1<?mb%dn}^P&7I?(0K&wWp6}Hq?jWz7la}'
+    'Nyz$dpJG$Z9ab&#!U(<}84`Z}w>!=rL?Th0n)hO&=Q92n^Nj;0`-}sItw-|4?(^68uAE;FoBpp`P!Dk-{u6Z}MBS^ejXuP43ZBJ%'
+    '(m%)>d*DId>W@dwU+%TDc}?_^kcocl2~D}HN8t#?rJ#Gxg0f9TZ>nltgF5kC%>kJh%Cnn1$2K!R8$IG?=D$(tGV-S8k<jHMOFpP>'
+    'B}D165*zBIgG$Urmj*3TvsIFbhDtIn>klN?;M1ryDY~uvVDu3kPwwftNwRB{E(<5D2w!|;t7P!glTm1A!ht3kPCH2#?R?;tX^Wh8'
+    '*eFesq4vJikoE`Wm-#Fz*@$k)r(oYkih1aLXE^C6YwIF<3T$!fRz&-w%R7jVBKjqWy&|ryrKopt{pqx@HSavzF&Aph&-E)VPdLz='
+    '3@7=M0+sGVro?&9{AsJp>3FbDHH__79SF1T&M&$jht<5#x?Qd8cVRRRSL?c+vP`bV^qt(0RGFZ9i4h{uV3+O&!|Eer5m{Z(onv_b'
+    '9=314k1a(k>LhGM^}hDp+f~PW&8)=W_jW_$?u|#C^^2mRCGI~MQU#N<F4SFFvGe^|w9XQBHsIYBeYt>EZ9y0Kc7vz#fGk+Gxrus7'
+    '&$~;}BT|tHiwyd61o1!Z7{KE_a*+J?oTnWa7F`-~+VeCl2g$EADRN*~a^auyJPqsrtPlP(9t9YT|7kCN_uTiaE0}g*T=m`u8X?w^'
+    'ap1b>>U%o$>6GVb*v!4+Gm<YmFzkfl-|4aPezw*X2Zmi2{*>ow*zLf6_`l)6kPF413pc`YZbOAF8sodWZfoV6h6H1V3i*B$%Sfv?'
+    'm14fB=BZFxVWn_vlI`3^+7f9kn@Ag2p`1iiRkAG{LG1dahg6*`%S2h>V@!iiG1g`k*?aD*C8~?v&$UG#wpAAewMK%@8U)mR%<QpX'
+    '!9D7AsWcZElJE_Wh<=Ko0B8JfJqVU&_k(eLA+#jb%#lh`v6;N@%a7-b)6A}lR0buqY?Q!ki0wgf-FQ^4dv@sRrd01)?DYoB$D8o-'
+    '8y0Z<EejI<j=ldqdxhX=n)PM=PW3JJ`0Y5Gn0MIe#mY>&`Um)$_VB3I@uV@iXNAKYq6ulo;Qk72ACfGwBnw6;<J;Rl^)hlV_uQYv'
+    'KezjnROA&1J&fJ{(N&`8#0<%EnT;fb8}!ADd9G1rrF@Jbxxu&zKFu$2g<D=J?`9w<YI=?@A*rFGR;#j^*}8xVb%<ynLSGMz5C;PW'
+    'uYu`mW+7E{KAYX#$fh6(;H!=#04q9Tp7p(G<;^lJZbtk}jNMdPi1a#h0N6L49DsI~v~Zz;oHDDV)oW~sIw`Xw$3;nF*P<VEqTYQJ'
+    'Uvj4mfatWR4BX@OWg%Qd4fYBz9R!XUs*}Ltq5lq%l}C_Z5|@5?f5}!|s5-Yy|Gn(UG5BYM9D^ng-s`+h4<xuu-X?iI*PY6#?kuj+'
+    'pQ$_%82ULwbwlMD>#S-?!!^=@oerJqC(A@3np7}mIiqTXrIH|kg7le6hQeiYv0UtR+9eyF31b}qQ=DRYT&mTYynKtfLM6KVdN77*'
+    '<63)m{TiT2FxCzNKW>1V$+EEb5NcrDc@GW7!WvY606cy+Hy(<0jMe!AWD}uqNwuywSdC@~z|#p@G=(ZEHDx)&QqL`zz(F|cn*g%O'
+    '@ZYUrMJf@UEli63?lb!voOd%NYEZAC{Y`$Y^Nr`PZ(c(C>y*z*O`Q~>4{?ezo=dn;CT?LFuuX;j@SI2ZL7VCDHl9)h(B@cZn;F-E'
+    'LTGV3w8gaA)XF3;DGh^OXF|cJYzGVgdNve#LBSAM$@9_IZ&oSML901B^{2D9xzyxeQ;8`lC8AN}>EIQgb0E~}b%t)9qWdC8247Jg'
+    'lNogjp`3M~G*)xLJ1o#auRO<vxm2Xx#i~k_Vy3Rh2bYindV^An(yZMiaC)K+pMZ4IoT5NF8|#QLx}`}C3QuaFftZG&k0qrbH+5F$'
+    '5-Vl!U~5c;AzUaBwV`vBGi4U#*~o5oDm!;7m#NzPT5cZhk2CU_K=s&#;OkL@pvmbV0h5OE+M?69SIO=<B*L|21{b%%UG#&y%;6F?'
+    'xJ^H}D;#dr26w>^?l}%OW`p~ZAKbT>O^MZo+xCMia5yTl+LK*n?E~08!AYc0rwoi6lnJ`R8ARBEDZ-c$Vrn8UmXt1)mAoor#S~c8'
+    'UqBDMkdLXwRvt*A0TgAE8>zrH)tC5Ss5EMyFb4DNC4}W$_&`T82Fd4bROXGQVHDlUBx|Uyva1wizb4<~O^(@{TnKNX^CrjbO}0Xt'
+    'bhVVO;sVJlbnMqgsKjZnl_ZVs(xf7?^af=(4xM4pnLTP_LG(xOA_fl5y=drP!+-)-u{hA^){4ofhKX^IMg$kAq*ADPN8~zHN~lq1'
+    'S)eDa5?R-67;TKX2FA*SDmTj#mEhm)z|oBc$U)$`k@omi{>e<#<<<_Khs_lviKTArzOZ}k%I?+JNT(ggjSk%){FxcrY&+E+1@pGE'
+    'NB?80Dj{L{o#pP{gW>w{v<Fvwq*Hx&nQb;~xT^0hgW31~GEaPV<2ke7!ISC-&tDTBJX8JP**fLHGt&>ApG<o2ECl1JDk<2-aa;t7'
+    'RTd?z<Vj1_VD_{B14u2fPy'
+)

@@ -22,7 +22,18 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import absent, bitfields, byteorder, defaults, emit_located, imports, ir, layout, project
+from . import (
+    absent,
+    bitfields,
+    byteorder,
+    defaults,
+    emit_index,
+    emit_located,
+    imports,
+    ir,
+    layout,
+    project,
+)
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -259,6 +270,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
         located_imports=emit_located.IMPORTS if emit_located.used(family) else "",
         located=emit_located.block(family) if emit_located.used(family) else "",
+        **emit_index.context(family),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
