@@ -22,18 +22,7 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import (
-    absent,
-    bitfields,
-    byteorder,
-    defaults,
-    emit_index,
-    emit_located,
-    imports,
-    ir,
-    layout,
-    project,
-)
+from . import absent, bitfields, byteorder, defaults, emit_located, imports, ir, layout, project
 from .checksum_cover import any_late
 from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
@@ -213,6 +202,8 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
 def render(family: ir.Family, problems: Problems | None = None) -> str:
     """The generated module of ``family``; what a schema asks that the emitter cannot
     give (``rows`` on a record without a loop) goes to ``problems``."""
+    from .emit_index import context as index_data  # plain data read without importing
+
     fast = FastEmitter(family)
     con = ConstructEmitter(family)
     blocks: list[str] = []
@@ -270,7 +261,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
         located_imports=emit_located.IMPORTS if emit_located.used(family) else "",
         located=emit_located.block(family) if emit_located.used(family) else "",
-        **emit_index.context(family),
+        **index_data(family),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 

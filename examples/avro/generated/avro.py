@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -77,6 +78,11 @@ _registry.load_plugin("avro_plugins:register")
 FAMILY = "avro"
 SCHEMA_FILES = ["schemas/avro.yaml"]
 SCHEMA_DIGEST = "sha256:adffeaf31bb609b9aa1ca3df9e82893fa883855fcb1287af5382e1f72f5e15fa"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'Obj\x01', 'avro_file', {}, False, None, None)]
+RECORD_NAMES = ('avro_file', 'meta_entry', 'data_block', 'reading')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1021,155 +1027,183 @@ def encode_reading(value: Reading) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_meta_entry = Struct(
-    '_o_start' / Tell,
-    'key' / PascalString(Leb128('zigzag'), 'utf8'),
-    'value' / Prefixed(Leb128('zigzag'), GreedyBytes),
-)
-C_meta_entry._bw_fast_runs = {}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_reading = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('zigzag'),
-    'name' / PascalString(Leb128('zigzag'), 'utf8'),
-    'payload' / Prefixed(Leb128('zigzag'), GreedyBytes),
-)
-C_reading._bw_fast_runs = {}
+    C_meta_entry = Struct(
+        '_o_start' / Tell,
+        'key' / PascalString(Leb128('zigzag'), 'utf8'),
+        'value' / Prefixed(Leb128('zigzag'), GreedyBytes),
+    )
+    C_meta_entry._bw_fast_runs = {}
 
-C_data_block = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Leb128('zigzag'), Code("len(this['objects'])", lambda this: len(this['objects']))),
-    'objects' / Compressed(Array(Code("this['count']", lambda this: this['count']), C_reading, min_size=3), Code("this['_params']['codec']", lambda this: this['_params']['codec']), Leb128('zigzag'), expected_size=None, limit=None, name='objects', codecs={'null': 'avro_null', 'deflate': 'avro_deflate'}),
-    'sync' / Rebuild(Bytes(16), Code("this['_params']['header_sync']", lambda this: this['_params']['header_sync'])),
-    _RuleCheck(Code("((this['sync'] == this['_params']['header_sync']))", lambda this: ((this['sync'] == this['_params']['header_sync']))), 'sync', 'sync == header_sync', "block sync marker differs from the header's"),
-)
-C_data_block._bw_fast_runs = {'sync': (16, (('sync', 0, 16),))}
+    C_reading = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('zigzag'),
+        'name' / PascalString(Leb128('zigzag'), 'utf8'),
+        'payload' / Prefixed(Leb128('zigzag'), GreedyBytes),
+    )
+    C_reading._bw_fast_runs = {}
 
-C_avro_file = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'Obj\x01'),
-    'meta' / PrefixedArray(Leb128('zigzag'), C_meta_entry, min_size=2),
-    'meta_end' / Const(0, Leb128('zigzag')),
-    'sync' / Bytes(16),
-    'blocks' / RepeatToEnd(WithParams(C_data_block, {'codec': Code("next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')", lambda this: next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')), 'header_sync': Code("this['sync']", lambda this: this['sync'])})),
-)
-C_avro_file._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'sync': (16, (('sync', 0, 16),))}
+    C_data_block = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Leb128('zigzag'), Code("len(this['objects'])", lambda this: len(this['objects']))),
+        'objects' / Compressed(Array(Code("this['count']", lambda this: this['count']), C_reading, min_size=3), Code("this['_params']['codec']", lambda this: this['_params']['codec']), Leb128('zigzag'), expected_size=None, limit=None, name='objects', codecs={'null': 'avro_null', 'deflate': 'avro_deflate'}),
+        'sync' / Rebuild(Bytes(16), Code("this['_params']['header_sync']", lambda this: this['_params']['header_sync'])),
+        _RuleCheck(Code("((this['sync'] == this['_params']['header_sync']))", lambda this: ((this['sync'] == this['_params']['header_sync']))), 'sync', 'sync == header_sync', "block sync marker differs from the header's"),
+    )
+    C_data_block._bw_fast_runs = {'sync': (16, (('sync', 0, 16),))}
 
-def _c2m_avro_file(c):
-    if c.__class__ is AvroFile:  # built by a compiled parse
-        return c
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_entry(_x) for _x in f_meta]
-    f_sync = c['sync']
-    if f_sync is not None:
-        f_sync = bytes(f_sync)
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = [_c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync) for _x in f_blocks]
-    return AvroFile(f_meta, f_sync, f_blocks)
+    C_avro_file = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'Obj\x01'),
+        'meta' / PrefixedArray(Leb128('zigzag'), C_meta_entry, min_size=2),
+        'meta_end' / Const(0, Leb128('zigzag')),
+        'sync' / Bytes(16),
+        'blocks' / RepeatToEnd(WithParams(C_data_block, {'codec': Code("next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')", lambda this: next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')), 'header_sync': Code("this['sync']", lambda this: this['sync'])})),
+    )
+    C_avro_file._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'sync': (16, (('sync', 0, 16),))}
 
-def _f2m_avro_file(f_meta, f_sync, f_blocks):
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaEntry else _c2m_meta_entry(_x)) for _x in f_meta]
-    if f_sync is not None:
-        f_sync = bytes(f_sync)
-    if f_blocks is not None:
-        f_blocks = [(_x if _x.__class__ is DataBlock else _c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync)) for _x in f_blocks]
-    return AvroFile(f_meta, f_sync, f_blocks)
-C_avro_file._bw_model = (_f2m_avro_file, ('meta', 'sync', 'blocks'), (), True)
+    def _c2m_avro_file(c):
+        if c.__class__ is AvroFile:  # built by a compiled parse
+            return c
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_entry(_x) for _x in f_meta]
+        f_sync = c['sync']
+        if f_sync is not None:
+            f_sync = bytes(f_sync)
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = [_c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync) for _x in f_blocks]
+        return AvroFile(f_meta, f_sync, f_blocks)
 
-def _m2c_avro_file(v):
-    return {
-        'meta': None if v.meta is None else [_m2c_meta_entry(_x) for _x in v.meta],
-        'sync': v.sync,
-        'blocks': None if v.blocks is None else [_m2c_data_block(_x) for _x in v.blocks],
-    }
+    def _f2m_avro_file(f_meta, f_sync, f_blocks):
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaEntry else _c2m_meta_entry(_x)) for _x in f_meta]
+        if f_sync is not None:
+            f_sync = bytes(f_sync)
+        if f_blocks is not None:
+            f_blocks = [(_x if _x.__class__ is DataBlock else _c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync)) for _x in f_blocks]
+        return AvroFile(f_meta, f_sync, f_blocks)
+    C_avro_file._bw_model = (_f2m_avro_file, ('meta', 'sync', 'blocks'), (), True)
 
-def _c2m_meta_entry(c):
-    if c.__class__ is MetaEntry:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return MetaEntry(f_key, f_value)
+    def _m2c_avro_file(v):
+        return {
+            'meta': None if v.meta is None else [_m2c_meta_entry(_x) for _x in v.meta],
+            'sync': v.sync,
+            'blocks': None if v.blocks is None else [_m2c_data_block(_x) for _x in v.blocks],
+        }
 
-def _f2m_meta_entry(f_key, f_value):
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return MetaEntry(f_key, f_value)
-C_meta_entry._bw_model = (_f2m_meta_entry, ('key', 'value'), (), False)
+    def _c2m_meta_entry(c):
+        if c.__class__ is MetaEntry:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return MetaEntry(f_key, f_value)
 
-def _m2c_meta_entry(v):
-    return {
-        'key': v.key,
-        'value': v.value,
-    }
+    def _f2m_meta_entry(f_key, f_value):
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return MetaEntry(f_key, f_value)
+    C_meta_entry._bw_model = (_f2m_meta_entry, ('key', 'value'), (), False)
 
-def _c2m_data_block(c, p_codec, p_header_sync):
-    if c.__class__ is DataBlock:  # built by a compiled parse
-        return c
-    f_objects = c['objects']
-    if f_objects is not None:
-        f_objects = [_c2m_reading(_x) for _x in f_objects]
-    return DataBlock(f_objects)
+    def _m2c_meta_entry(v):
+        return {
+            'key': v.key,
+            'value': v.value,
+        }
 
-def _f2m_data_block(f_objects):
-    if f_objects is not None:
-        f_objects = [(_x if _x.__class__ is Reading else _c2m_reading(_x)) for _x in f_objects]
-    return DataBlock(f_objects)
-C_data_block._bw_model = (_f2m_data_block, ('objects',), (), True)
+    def _c2m_data_block(c, p_codec, p_header_sync):
+        if c.__class__ is DataBlock:  # built by a compiled parse
+            return c
+        f_objects = c['objects']
+        if f_objects is not None:
+            f_objects = [_c2m_reading(_x) for _x in f_objects]
+        return DataBlock(f_objects)
 
-def _m2c_data_block(v):
-    return {
-        'objects': None if v.objects is None else [_m2c_reading(_x) for _x in v.objects],
-    }
+    def _f2m_data_block(f_objects):
+        if f_objects is not None:
+            f_objects = [(_x if _x.__class__ is Reading else _c2m_reading(_x)) for _x in f_objects]
+        return DataBlock(f_objects)
+    C_data_block._bw_model = (_f2m_data_block, ('objects',), (), True)
 
-def _c2m_reading(c):
-    if c.__class__ is Reading:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_name = c['name']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Reading(f_id, f_name, f_payload)
+    def _m2c_data_block(v):
+        return {
+            'objects': None if v.objects is None else [_m2c_reading(_x) for _x in v.objects],
+        }
 
-def _f2m_reading(f_id, f_name, f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Reading(f_id, f_name, f_payload)
-C_reading._bw_model = (_f2m_reading, ('id', 'name', 'payload'), (), True)
+    def _c2m_reading(c):
+        if c.__class__ is Reading:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_name = c['name']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Reading(f_id, f_name, f_payload)
 
-def _m2c_reading(v):
-    return {
-        'id': v.id,
-        'name': v.name,
-        'payload': v.payload,
-    }
+    def _f2m_reading(f_id, f_name, f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Reading(f_id, f_name, f_payload)
+    C_reading._bw_model = (_f2m_reading, ('id', 'name', 'payload'), (), True)
+
+    def _m2c_reading(v):
+        return {
+            'id': v.id,
+            'name': v.name,
+            'payload': v.payload,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {AvroFile: _m2c_avro_file, MetaEntry: _m2c_meta_entry, DataBlock: _m2c_data_block, Reading: _m2c_reading }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {AvroFile: _m2c_avro_file, MetaEntry: _m2c_meta_entry, DataBlock: _m2c_data_block, Reading: _m2c_reading }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_avro_file(buf, offset: int = 0, *, compiled: bool = False) -> AvroFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("avro_file") if compiled else C_avro_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1184,6 +1218,7 @@ def construct_decode_avro_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_avro_file(value: AvroFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("avro_file") if compiled else C_avro_file
     try:
         data = con.build(_m2c_avro_file(value))
@@ -1196,6 +1231,7 @@ def construct_encode_avro_file(value: AvroFile, *, compiled: bool = False) -> by
 
 def construct_decode_meta_entry(buf, offset: int = 0, *, compiled: bool = False) -> MetaEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_entry") if compiled else C_meta_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1210,6 +1246,7 @@ def construct_decode_meta_entry(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_meta_entry(value: MetaEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_entry") if compiled else C_meta_entry
     try:
         data = con.build(_m2c_meta_entry(value))
@@ -1222,6 +1259,7 @@ def construct_encode_meta_entry(value: MetaEntry, *, compiled: bool = False) -> 
 
 def construct_decode_data_block(buf, offset: int = 0, *, compiled: bool = False, codec: bytes, header_sync: bytes) -> DataBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("data_block") if compiled else C_data_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1236,6 +1274,7 @@ def construct_decode_data_block(buf, offset: int = 0, *, compiled: bool = False,
 
 def construct_encode_data_block(value: DataBlock, *, compiled: bool = False, codec: bytes, header_sync: bytes) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("data_block") if compiled else C_data_block
     try:
         data = con.build(_m2c_data_block(value), codec=codec, header_sync=header_sync)
@@ -1248,6 +1287,7 @@ def construct_encode_data_block(value: DataBlock, *, compiled: bool = False, cod
 
 def construct_decode_reading(buf, offset: int = 0, *, compiled: bool = False) -> Reading:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("reading") if compiled else C_reading
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1262,6 +1302,7 @@ def construct_decode_reading(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_reading(value: Reading, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("reading") if compiled else C_reading
     try:
         data = con.build(_m2c_reading(value))
@@ -1277,6 +1318,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -1428,3 +1470,42 @@ DECODERS = {"avro_file": decode_avro_file, "meta_entry": decode_meta_entry, "dat
 ENCODERS = {"avro_file": encode_avro_file, "meta_entry": encode_meta_entry, "data_block": encode_data_block, "reading": encode_reading }
 CONSTRUCT_DECODERS = {"avro_file": construct_decode_avro_file, "meta_entry": construct_decode_meta_entry, "data_block": construct_decode_data_block, "reading": construct_decode_reading }
 CONSTRUCT_ENCODERS = {"avro_file": construct_encode_avro_file, "meta_entry": construct_encode_meta_entry, "data_block": construct_encode_data_block, "reading": construct_encode_reading }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-pO4TW=f371m`*N|c=@b(_?UF9W5i$XaGh$&w|(O6w?An$lROhT^78U3$2j<*c;arT1dpU?7*;snB_;Ge!SE{9M2&&|grXc`V?6'
+    'Q1k*6Xi@ZnKJ=mI%wD)uC|XW!K<4i3%$YgoeCM3+%zN6;fA`fP^-sLe*bdmHXSH}xX)%X+G;qC&<w=oWrESaJmLJRV`|^$~3C*Ex'
+    'CWS_Cd#)6@zzS@5ef1K&61TC=jDQ%f6Hp7J5Yw_5DS6Cry{1oGlTaAiVok!fXuAX7e1o$#ErUG2!wf0rFLfvk5hbo#sa6S&Tc%~u'
+    'z;c~way8mwCEa2bw(zAGZMueh=V!x1Lu;_SO<R^hCSmd<Ik$DLI!yu?Ri|mQfHrABNr}R=4j#%6Jj-d34Yuu*z$Iu4pWLQ)$oy$S'
+    '+b(>A<!yp0SE3UW>NKNw!)-F74D(2J{wyvf{<dR)Xm5jgYF~$_{TjAwZ1_vCvTLW%38JG#3#}c7=fMG=c^0){pc&8h2{i-I*Kpe%'
+    'kNG}WgKSy>Pc@tJi8@OpFkUpR4ypupPeo`8Y*!&`-FbvFj}Z!g8E4_LUPqCe9-~b#)=jc&HJ6ADwwWe~h^5$y)1*VUZI{AFWyd>}'
+    'B7lfFO^Z5Gj38EWrgGU0DV~d@`mZQUZqv3csmM327V`rs-tak{nVVmtP19u5oUJw*^XC>Di<DLkI@>fC*}}}i;;cy*7G@Xb=1ike'
+    'omsd*&AHiy8CEqf%$RemI%iTT#%?nY4dzQ-<d_q-eSk8Y!=^3uQ~*m;pGD8H0TkHB@nCg4ujE4_e@%T#V}a-RNs%`#W;aot5=_ah'
+    ';#+2h$SEuWz=Q2hB;_@<%UUL)(C<<l?;C?`s{>J}UB;huMc#Kq&ww?<=TWf7;Bl0q&Bh=w{D3+EPQIol=M<7<O%vLN<ut(rc^e|f'
+    'ab;~-6b;v|yQb;0K-Pvt5gb+TetiaCvonUnhRC72A>zgwp=Ada7*&j$p1Z>woboXk;;y_VVPYO|3egT5jxyJmdvH>=6~Jo|aNM>W'
+    ')KBVRgHMQ~Q&*?RR0ICjr$|-uaWMpnK_0>5=6uTmW#IwB#j^3iKrQ8p1_3?{CxLii-fh-|Jy2T<R`Ckx>9G!@xTAL4Vw<>g5<LtB'
+    'j{*81B*QjLzo?5NO^7*=QU`5d2v7m@yug=bQGg8rLxI|xL-62d(}UFLwBYfXWMyheepE+f*fwm$buq!IUvDy#hIRmlEF_O`GPJg='
+    'JukEl4Y(99#_+48$g4yEd-og!jMlK!dGhcJo1rgh!)K0?)M0Ex?twjDPQj;Pwv)UJu+y$FvkN-DjMh<T7WsgBEjYC(;_Ny|^R_X;'
+    'doA252Xk2Br=PB7Q|J<L9j20~%59iYF(G8~nxk?EB-U3H2q8CEo?nhKPfucpv~w%8z%$t-J57972~Yxw<r9a27sw8SDMdgD*ZEbQ'
+    'zoql<>in9{*Y^0^=y-lT3RdO(G-z^43b^`B_*%G5AzKBRC>(Fot-4BCvQ|X%>{zWG+5+=*C^%Y~LZt~X^|<BNeXHdt6y;P!QwI9Z'
+    '9-KrJ6-?_^zz{`8{lM+iU8l}G5AeRnInMl^&fn4b_Yrse2ReVZ%zvo!8#@1y&g%+2{3a+z_jp6+M(qXO8~}{!4av<iZ|NYKTfG1n'
+    'i(T485ZsA}-$MoY`}~74|4`>Y*7@DYyOVK|itP;*04+^mwXfU&p5AYCIBVDH`V*>ka-do>1Ju&6nxRT(;-Lz!#!u(PNOfNFdA=Cs'
+    'KYp?HEMM07tF>YNO*q51;P+B(1jN0@FDJQ*zp111YC69XnPMhWReS1rlv1E7N7WedxE)z-5FVe@GN%SwW_EyO@)6BI+c-(6^IO~#'
+    'MU2>be9{1;0l0$9m~GK^-HotQLc~mysV=#hnkJ1YC$w#NfKXnBzv+k`Evx^_XzdF^TcNhyEjyYSqKjZ$N5Ytnk64&;qP?JM8NrsC'
+    'bOk6wGO4l8S$WVf!20^j*rgA-&40yz9ZxI7(<WeA>U2@;Dj>W5KN`<Ho}Ig*p>~;BFUGSb!v+&$pzo$)1bBoCq7c7#RT_m<397)j'
+    '<QFrC{4{gOQY`XJm}vL4%*b!zHNS=RSqT?25@zH13#o*&-4V9WWQz&DxlJR8-;+><fV?rU9tBV8d43=K*WL4eX3s>NmWsQdin}Ly'
+    '7zN8quXp(^5@^L6fp*3eQbBiMw%&@5va72={0Yvur}K|KSF$`kFm}%Gj~xaIoVr9dxoflj4Gf-LJbysr!9M`bcqHbR33JdqcM}QE'
+    '(PZ4CP74`K!KT}87$B6eL|svD-J<*@olo+YL{U|gx}t@!CL$Gzkn$4fYlAzG6z#BNOyl=!&xXn!6fE#X2tGwwpHnnM6>zLyM<N<t'
+    '_YD`R=q=#ImKTK7R%E;Y{=>`$&tP+(pH4}x&nFT3X_5h8XEHAq)WMYnGb@m{z&yJklLUK$Ra%waVxJAzr<Y300EZI^9J&N2!>SI-'
+    'r4W5jtY%U`K-kk$;TwZhsP=>OiK|Yg*X?CsaWDdM`5$!t$36Zho&Onx{3Q#+|MI`;{BJPj)7p^F|9(fN@cKIche8(rXPN&CYRkW2'
+    '>3<YxKFNUQll`FCJp=<e1-)4VVhb`y(wJHihkVi!%XcAgA`zIW9%JE|tcAOU@(>_dKQ%lw^qFE?h}&eSwB;mAhHHJ>`f1YbNeBi0'
+    '8>gZJdi#iWz_{gQFAbnU%F2nEc=<6bInBG7VzAp&40ihzgIrn+c4-fN`fS#QBv)MNwp?AZP3@NJfrjmD9eU8S^@D+1KcGpMX)~t<'
+    'ozq}!32hU)5oGJO)wZx*$}59H^BNWZxYbwBP%5!QvmqNoZdc>UE0#TIzoB!DDgR+(cy=(t25@*N$bES(|Hc1Ha!(^7BTmpubK?u5'
+    '!-iYtOpkh8_^6KyCsG$aO3;JW!*X~@_1oEw4g2#fM?Izvxx7qzm<+Pd0>X@X8KSA#%nan?iH#U_JE|aG5F?jwr5u!s2}6m*YYO$f'
+    'zg}apq+^&IdxalMR4u`Z`z!`*p$)-6fewf>QMZ*feA6;bDAojtgo^&eJyPVN1`_Wu96#{DL7-g|L+!2{2)*UO(3|O3KE8nEqkC<s'
+    'pzwRF7$u0yA(49vd*bXx*aHszanwHJt`nk?$z9#b9`y~RgmFeNBuR9CQAQj*TK^D|X)5v&FR$Oj?5gDTSfk%vD@X_ru4n6CK}m5*'
+    '+f7Ou&?Y~vYiACsYwIuL+O)JquluUo!$VZJadoSWiTP;~oK<k|@x;Ax-8l@q$vru{Ssz8s<Lq%vX%pX_m)>4mJ-bkTntHu4K(9ep'
+    '9)<V<T7G`^CW=b87|u^mrEd>Vsc#t8Fbw0Sr0<3N(&6vn4?+6YWhO`-?&p0g2gOGyiXLlOxN&@k-m$|L-V8%q@nuy%<AJ4U9t11i'
+    '^Roc-id&)Aqn9+J+~OyBDY@Vsq3TZc`X2a9XhBrTwE%DL@oZuuZfw+LIgC{P2b#115&'
+)

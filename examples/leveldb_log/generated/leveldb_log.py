@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -80,6 +81,11 @@ _ck_leveldb_crc32c = _registry.checksum_func("leveldb_crc32c", fast=True)
 FAMILY = "leveldb_log"
 SCHEMA_FILES = ["schemas/leveldb_log.yaml"]
 SCHEMA_DIGEST = "sha256:6c9f07e779f98c01455042186ae2b5688bb8c0d6b97f73724f11ac5d77d3d4f5"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = []
+RECORD_NAMES = ('log_fragment', 'write_batch', 'batch_op', 'put_op', 'delete_op', 'log_file')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1673,218 +1679,246 @@ def encode_log_file(value: LogFile) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_log_fragment = Struct(
-    '_o_start' / Tell,
-    '_o_crc' / Tell,
-    'crc' / Rebuild(Int32ul, 0),
-    '_o_length' / Tell,
-    'length' / Rebuild(Int16ul, 0),
-    '_s_kind' / Tell,
-    'kind' / ClosedEnum(Int8ul, 'FragmentKind', (0, 1, 2, 3, 4), ()),
-    '_e_kind' / Tell,
-    '_s_piece' / Tell,
-    'piece' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece'])))), GreedyBytes),
-    '_e_piece' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ul, Code("this['_e_piece'] - this['_s_piece']", lambda this: this['_e_piece'] - this['_s_piece']))),
-    Check(Code("not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length']", lambda this: not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length'])),
-    '_late_crc' / LateChecksum('crc', Int32ul, Code("_ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\x00\x00\x00\x00'))), 'leveldb_crc32c', check=True, patch=True),
-)
-C_log_fragment._bw_fast_runs = {'crc': (7, (('crc', 0, 4), ('length', 4, 2), ('kind', 6, 1)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_put_op = Struct(
-    '_o_start' / Tell,
-    'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
-    'value' / Prefixed(Leb128('uleb128'), GreedyBytes),
-)
-C_put_op._bw_fast_runs = {}
+    C_log_fragment = Struct(
+        '_o_start' / Tell,
+        '_o_crc' / Tell,
+        'crc' / Rebuild(Int32ul, 0),
+        '_o_length' / Tell,
+        'length' / Rebuild(Int16ul, 0),
+        '_s_kind' / Tell,
+        'kind' / ClosedEnum(Int8ul, 'FragmentKind', (0, 1, 2, 3, 4), ()),
+        '_e_kind' / Tell,
+        '_s_piece' / Tell,
+        'piece' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece'])))), GreedyBytes),
+        '_e_piece' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ul, Code("this['_e_piece'] - this['_s_piece']", lambda this: this['_e_piece'] - this['_s_piece']))),
+        Check(Code("not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length']", lambda this: not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length'])),
+        '_late_crc' / LateChecksum('crc', Int32ul, Code("_ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\x00\x00\x00\x00'))), 'leveldb_crc32c', check=True, patch=True),
+    )
+    C_log_fragment._bw_fast_runs = {'crc': (7, (('crc', 0, 4), ('length', 4, 2), ('kind', 6, 1)))}
 
-C_delete_op = Struct(
-    '_o_start' / Tell,
-    'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
-)
-C_delete_op._bw_fast_runs = {}
+    C_put_op = Struct(
+        '_o_start' / Tell,
+        'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
+        'value' / Prefixed(Leb128('uleb128'), GreedyBytes),
+    )
+    C_put_op._bw_fast_runs = {}
 
-C_batch_op = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'ValueType', (0, 1), ()),
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_put_op, 0: C_delete_op}, default=Error),
-)
-C_batch_op._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+    C_delete_op = Struct(
+        '_o_start' / Tell,
+        'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
+    )
+    C_delete_op._bw_fast_runs = {}
 
-C_write_batch = Struct(
-    '_o_start' / Tell,
-    'sequence' / Int64ul,
-    'count' / Rebuild(Int32ul, Code("len(this['ops'])", lambda this: len(this['ops']))),
-    'ops' / Array(Code("this['count']", lambda this: this['count']), C_batch_op, min_size=2),
-)
-C_write_batch._bw_fast_runs = {'sequence': (12, (('sequence', 0, 8), ('count', 8, 4)))}
+    C_batch_op = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'ValueType', (0, 1), ()),
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_put_op, 0: C_delete_op}, default=Error),
+    )
+    C_batch_op._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
 
-from bytewright.runtime import framing as _framing
-_CFR_log_file_batches = _framing.Spec(piece='piece', fragment=LogFragment, after_piece=0, block_size=32768, tail='zero', kind='kind', kinds=(1, 2, 3, 4), header=7, kind_cls=FragmentKind)
-C_log_file = Struct(
-    '_o_start' / Tell,
-    'batches' / _framing.Framed(C_log_fragment, C_write_batch, _CFR_log_file_batches, 'batches'),
-)
-C_log_file._bw_fast_runs = {}
+    C_write_batch = Struct(
+        '_o_start' / Tell,
+        'sequence' / Int64ul,
+        'count' / Rebuild(Int32ul, Code("len(this['ops'])", lambda this: len(this['ops']))),
+        'ops' / Array(Code("this['count']", lambda this: this['count']), C_batch_op, min_size=2),
+    )
+    C_write_batch._bw_fast_runs = {'sequence': (12, (('sequence', 0, 8), ('count', 8, 4)))}
 
-def _c2m_log_fragment(c):
-    if c.__class__ is LogFragment:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
-    f_piece = c['piece']
-    if f_piece is not None:
-        f_piece = bytes(f_piece)
-    return LogFragment(f_kind, f_piece)
+    from bytewright.runtime import framing as _framing
+    _CFR_log_file_batches = _framing.Spec(piece='piece', fragment=LogFragment, after_piece=0, block_size=32768, tail='zero', kind='kind', kinds=(1, 2, 3, 4), header=7, kind_cls=FragmentKind)
+    C_log_file = Struct(
+        '_o_start' / Tell,
+        'batches' / _framing.Framed(C_log_fragment, C_write_batch, _CFR_log_file_batches, 'batches'),
+    )
+    C_log_file._bw_fast_runs = {}
 
-def _f2m_log_fragment(f_kind, f_piece):
-    if f_kind is not None:
-        _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
-    if f_piece is not None:
-        f_piece = bytes(f_piece)
-    return LogFragment(f_kind, f_piece)
-C_log_fragment._bw_model = (_f2m_log_fragment, ('kind', 'piece'), (), True)
+    def _c2m_log_fragment(c):
+        if c.__class__ is LogFragment:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
+        f_piece = c['piece']
+        if f_piece is not None:
+            f_piece = bytes(f_piece)
+        return LogFragment(f_kind, f_piece)
 
-def _m2c_log_fragment(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'piece': v.piece,
-    }
+    def _f2m_log_fragment(f_kind, f_piece):
+        if f_kind is not None:
+            _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
+        if f_piece is not None:
+            f_piece = bytes(f_piece)
+        return LogFragment(f_kind, f_piece)
+    C_log_fragment._bw_model = (_f2m_log_fragment, ('kind', 'piece'), (), True)
 
-def _c2m_write_batch(c):
-    if c.__class__ is WriteBatch:  # built by a compiled parse
-        return c
-    f_sequence = c['sequence']
-    f_ops = c['ops']
-    if f_ops is not None:
-        f_ops = [_c2m_batch_op(_x) for _x in f_ops]
-    return WriteBatch(f_sequence, f_ops)
+    def _m2c_log_fragment(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'piece': v.piece,
+        }
 
-def _f2m_write_batch(f_sequence, f_ops):
-    if f_ops is not None:
-        f_ops = [(_x if _x.__class__ is BatchOp else _c2m_batch_op(_x)) for _x in f_ops]
-    return WriteBatch(f_sequence, f_ops)
-C_write_batch._bw_model = (_f2m_write_batch, ('sequence', 'ops'), (), True)
+    def _c2m_write_batch(c):
+        if c.__class__ is WriteBatch:  # built by a compiled parse
+            return c
+        f_sequence = c['sequence']
+        f_ops = c['ops']
+        if f_ops is not None:
+            f_ops = [_c2m_batch_op(_x) for _x in f_ops]
+        return WriteBatch(f_sequence, f_ops)
 
-def _m2c_write_batch(v):
-    return {
-        'sequence': v.sequence,
-        'ops': None if v.ops is None else [_m2c_batch_op(_x) for _x in v.ops],
-    }
+    def _f2m_write_batch(f_sequence, f_ops):
+        if f_ops is not None:
+            f_ops = [(_x if _x.__class__ is BatchOp else _c2m_batch_op(_x)) for _x in f_ops]
+        return WriteBatch(f_sequence, f_ops)
+    C_write_batch._bw_model = (_f2m_write_batch, ('sequence', 'ops'), (), True)
 
-def _c2m_batch_op(c):
-    if c.__class__ is BatchOp:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _VALUETYPE_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_put_op(f_body) if f_tag == 1 else (_c2m_delete_op(f_body) if f_tag == 0 else None))
-    return BatchOp(f_tag, f_body)
+    def _m2c_write_batch(v):
+        return {
+            'sequence': v.sequence,
+            'ops': None if v.ops is None else [_m2c_batch_op(_x) for _x in v.ops],
+        }
 
-def _f2m_batch_op(f_tag, f_body):
-    if f_tag is not None:
-        _t = _VALUETYPE_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is PutOp else _c2m_put_op(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is DeleteOp else _c2m_delete_op(f_body)) if f_tag == 0 else None))
-    return BatchOp(f_tag, f_body)
-C_batch_op._bw_model = (_f2m_batch_op, ('tag', 'body'), (), True)
+    def _c2m_batch_op(c):
+        if c.__class__ is BatchOp:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _VALUETYPE_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_put_op(f_body) if f_tag == 1 else (_c2m_delete_op(f_body) if f_tag == 0 else None))
+        return BatchOp(f_tag, f_body)
 
-def _m2c_batch_op(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: PutOp, 0: DeleteOp}, None, 'body')),
-    }
+    def _f2m_batch_op(f_tag, f_body):
+        if f_tag is not None:
+            _t = _VALUETYPE_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is PutOp else _c2m_put_op(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is DeleteOp else _c2m_delete_op(f_body)) if f_tag == 0 else None))
+        return BatchOp(f_tag, f_body)
+    C_batch_op._bw_model = (_f2m_batch_op, ('tag', 'body'), (), True)
 
-def _c2m_put_op(c):
-    if c.__class__ is PutOp:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    if f_key is not None:
-        f_key = bytes(f_key)
-    f_value = c['value']
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return PutOp(f_key, f_value)
+    def _m2c_batch_op(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: PutOp, 0: DeleteOp}, None, 'body')),
+        }
 
-def _f2m_put_op(f_key, f_value):
-    if f_key is not None:
-        f_key = bytes(f_key)
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return PutOp(f_key, f_value)
-C_put_op._bw_model = (_f2m_put_op, ('key', 'value'), (), True)
+    def _c2m_put_op(c):
+        if c.__class__ is PutOp:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        if f_key is not None:
+            f_key = bytes(f_key)
+        f_value = c['value']
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return PutOp(f_key, f_value)
 
-def _m2c_put_op(v):
-    return {
-        'key': v.key,
-        'value': v.value,
-    }
+    def _f2m_put_op(f_key, f_value):
+        if f_key is not None:
+            f_key = bytes(f_key)
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return PutOp(f_key, f_value)
+    C_put_op._bw_model = (_f2m_put_op, ('key', 'value'), (), True)
 
-def _c2m_delete_op(c):
-    if c.__class__ is DeleteOp:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    if f_key is not None:
-        f_key = bytes(f_key)
-    return DeleteOp(f_key)
+    def _m2c_put_op(v):
+        return {
+            'key': v.key,
+            'value': v.value,
+        }
 
-def _f2m_delete_op(f_key):
-    if f_key is not None:
-        f_key = bytes(f_key)
-    return DeleteOp(f_key)
-C_delete_op._bw_model = (_f2m_delete_op, ('key',), (), True)
+    def _c2m_delete_op(c):
+        if c.__class__ is DeleteOp:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        if f_key is not None:
+            f_key = bytes(f_key)
+        return DeleteOp(f_key)
 
-def _m2c_delete_op(v):
-    return {
-        'key': v.key,
-    }
+    def _f2m_delete_op(f_key):
+        if f_key is not None:
+            f_key = bytes(f_key)
+        return DeleteOp(f_key)
+    C_delete_op._bw_model = (_f2m_delete_op, ('key',), (), True)
 
-def _c2m_log_file(c):
-    if c.__class__ is LogFile:  # built by a compiled parse
-        return c
-    f_batches = c['batches']
-    return LogFile(f_batches)
+    def _m2c_delete_op(v):
+        return {
+            'key': v.key,
+        }
 
-def _f2m_log_file(f_batches):
-    return LogFile(f_batches)
-C_log_file._bw_model = (_f2m_log_file, ('batches',), (), True)
+    def _c2m_log_file(c):
+        if c.__class__ is LogFile:  # built by a compiled parse
+            return c
+        f_batches = c['batches']
+        return LogFile(f_batches)
 
-def _m2c_log_file(v):
-    return {
-        'batches': None if v.batches is None else _framing.FramedList([_m2c_write_batch(_x) for _x in v.batches], getattr(v.batches, 'fragments', None)),
-    }
-_CFR_log_file_batches.frag_from_construct = lambda c: _c2m_log_fragment(c)
-_CFR_log_file_batches.frag_to_construct = lambda v: _m2c_log_fragment(v)
-_CFR_log_file_batches.item_from_construct = lambda c: _c2m_write_batch(c)
+    def _f2m_log_file(f_batches):
+        return LogFile(f_batches)
+    C_log_file._bw_model = (_f2m_log_file, ('batches',), (), True)
+
+    def _m2c_log_file(v):
+        return {
+            'batches': None if v.batches is None else _framing.FramedList([_m2c_write_batch(_x) for _x in v.batches], getattr(v.batches, 'fragments', None)),
+        }
+    _CFR_log_file_batches.frag_from_construct = lambda c: _c2m_log_fragment(c)
+    _CFR_log_file_batches.frag_to_construct = lambda v: _m2c_log_fragment(v)
+    _CFR_log_file_batches.item_from_construct = lambda c: _c2m_write_batch(c)
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {LogFragment: _m2c_log_fragment, WriteBatch: _m2c_write_batch, BatchOp: _m2c_batch_op, PutOp: _m2c_put_op, DeleteOp: _m2c_delete_op, LogFile: _m2c_log_file }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {LogFragment: _m2c_log_fragment, WriteBatch: _m2c_write_batch, BatchOp: _m2c_batch_op, PutOp: _m2c_put_op, DeleteOp: _m2c_delete_op, LogFile: _m2c_log_file }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_log_fragment(buf, offset: int = 0, *, compiled: bool = False) -> LogFragment:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_fragment") if compiled else C_log_fragment
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1899,6 +1933,7 @@ def construct_decode_log_fragment(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_log_fragment(value: LogFragment, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_fragment") if compiled else C_log_fragment
     try:
         data = con.build(_m2c_log_fragment(value))
@@ -1911,6 +1946,7 @@ def construct_encode_log_fragment(value: LogFragment, *, compiled: bool = False)
 
 def construct_decode_write_batch(buf, offset: int = 0, *, compiled: bool = False) -> WriteBatch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("write_batch") if compiled else C_write_batch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1925,6 +1961,7 @@ def construct_decode_write_batch(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_write_batch(value: WriteBatch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("write_batch") if compiled else C_write_batch
     try:
         data = con.build(_m2c_write_batch(value))
@@ -1937,6 +1974,7 @@ def construct_encode_write_batch(value: WriteBatch, *, compiled: bool = False) -
 
 def construct_decode_batch_op(buf, offset: int = 0, *, compiled: bool = False) -> BatchOp:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("batch_op") if compiled else C_batch_op
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1951,6 +1989,7 @@ def construct_decode_batch_op(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_batch_op(value: BatchOp, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("batch_op") if compiled else C_batch_op
     try:
         data = con.build(_m2c_batch_op(value))
@@ -1963,6 +2002,7 @@ def construct_encode_batch_op(value: BatchOp, *, compiled: bool = False) -> byte
 
 def construct_decode_put_op(buf, offset: int = 0, *, compiled: bool = False) -> PutOp:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("put_op") if compiled else C_put_op
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1977,6 +2017,7 @@ def construct_decode_put_op(buf, offset: int = 0, *, compiled: bool = False) -> 
 
 def construct_encode_put_op(value: PutOp, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("put_op") if compiled else C_put_op
     try:
         data = con.build(_m2c_put_op(value))
@@ -1989,6 +2030,7 @@ def construct_encode_put_op(value: PutOp, *, compiled: bool = False) -> bytes:
 
 def construct_decode_delete_op(buf, offset: int = 0, *, compiled: bool = False) -> DeleteOp:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("delete_op") if compiled else C_delete_op
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2003,6 +2045,7 @@ def construct_decode_delete_op(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_delete_op(value: DeleteOp, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("delete_op") if compiled else C_delete_op
     try:
         data = con.build(_m2c_delete_op(value))
@@ -2015,6 +2058,7 @@ def construct_encode_delete_op(value: DeleteOp, *, compiled: bool = False) -> by
 
 def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -> LogFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2029,6 +2073,7 @@ def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         data = con.build(_m2c_log_file(value))
@@ -2044,6 +2089,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2204,3 +2250,43 @@ DECODERS = {"log_fragment": decode_log_fragment, "write_batch": decode_write_bat
 ENCODERS = {"log_fragment": encode_log_fragment, "write_batch": encode_write_batch, "batch_op": encode_batch_op, "put_op": encode_put_op, "delete_op": encode_delete_op, "log_file": encode_log_file }
 CONSTRUCT_DECODERS = {"log_fragment": construct_decode_log_fragment, "write_batch": construct_decode_write_batch, "batch_op": construct_decode_batch_op, "put_op": construct_decode_put_op, "delete_op": construct_decode_delete_op, "log_file": construct_decode_log_file }
 CONSTRUCT_ENCODERS = {"log_fragment": construct_encode_log_fragment, "write_batch": construct_encode_write_batch, "batch_op": construct_encode_batch_op, "put_op": construct_encode_put_op, "delete_op": construct_encode_delete_op, "log_file": construct_encode_log_file }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-pmDTWlOx8Mfo~?%Iw+Q&qjuHq#bbZ{uuYJC2hesyMM-g>@#yaSEksS7&F=?wQT(%yuq`odnT7kk)W0&>s4VMB#-8kN{Nz32~En'
+    'DDcEZLINRfLP$uw<)Ke}|CyP+xV|J($b)z0%(?yF|NY<ppOaT|Uwij~0sT+jS6h$xmB49;sNCQl4_M>}WhYQFzr<ROyRP0+rB~Hw'
+    ')r8D>ti_cabNOZN+O?|dH<TQXoXAD%fn{o4IBj6Ah#z8tGuuE9W8$eYeo9K_!Zx>*oJ@xswr?HAmulS)S}ZEJ>`B9}9oECEH5OT-'
+    'Y@z!Qx~WfpXK-L(Rd79_6B^72`O7i)EN=L9V`kc@IH!%8>syz?vN4}L8Nzq%(5MHj(c)edp2VoRLu9Q%d*gvI!HgCQFLB#AvvTIp'
+    '%=8(WEW#?69M3j%Plg9-X*=BFlif$d<z6Ealb!CR{;sr(fLne*Z7hPVJTyE%GU`sGdj&j<XgQW{7Dk0_7atuj@{OglD;HKLjdN!g'
+    '7M2&w<+7f9dH%v`*PM@ahDOYBjZpYO1e>s$hcBsxnDr_Te51{5+wmG@W06?`YqK!qt(ptV(@knjKSj`=Cge}{BJ9Pj8V@GXWcjfd'
+    'O{SK@suuIsjdmOzwz<oJmft4&IKCH_N5LQN*$(rR+(Y~rt~)Ld)r(5rA6kL~_`^LsDzCGatC-B&P6Nm&`AjI-^z5;d$E*|eBXfLi'
+    '?nM2>aqGy`(b?G}N2jNbA7gyFHhb*&@mdYd_OaTDx%%A9-1O1<)D*L3?YTL7#y(n~RkC=Q2O;fAnR1xJm{5~>JVUZd?o(nw78dbw'
+    'f!8~P7sKK{nX9po)92h-FIw#hhME(Fs#28s&}n$wRvThm?32ZYkM-#N^|&SrEl${x*%O#zlvX&Wn|c<Jxz8-FoCiXenHzIe84zRg'
+    '0QkX!%Wx2)!)U`}E_}@*YS1{!f)xh=whya{%(8eJ-;^2G#FO25mo6?ZD{-(gh#Bu9)?GnN@YLr@95O|@f5fmR9u3)pA@|jt04z-i'
+    'uerMY$b7<88ajlb`w&`=ZM$hWY&9ZBe5U?6^uO0-JFdjhXJRS!SQ4KTJ=!6R72SVzz0FHyB}U``^agbF)P^hsJaPh{1McNq#{<Os'
+    ';hRwncQwKgB_8N_d{I0k9!cLGtrW#$+OOhqxKn(D+}O3CxUjgqxO(=yNmjsX;?!1<J~zL7aWVBmw+9(Cdp?U7#4vQt>x)5S!mf49'
+    'dye+nu@2MBZ-~<`DzQ*`Fs{W2E|)ck*RsG|2ZT+Y6A%-=@6~Xn2oj(331q!&e_rP64ni{H>+ll2^-^`n3ZTik1hg(pMjuRL^6A^s'
+    'Rbv9WXZbBiq-I=6n<#UZkHAFGh7M$i9-uysOAq)GYUXEQ0yk6mIMhEEI#;QCKHzQ6s9Wx`!>{0X6pJ91Ab!-Z2pK}ch+Bk4@l5v8'
+    'iSQBTHhj24w3OVJX%+0BnFa)Ti{cz{nA7qhhZCOPfZp&m%Z+U;QIew}k}0woNd;|;>xJ`e7BI+ANh5dn26oCk$Q}j^hn7#!o+3}U'
+    'E_4FK`Vh6Z85FDpbPt+xFSOl()$pg^!h{9V^B|%L3V;S1i!@4tIUaq6+gp%-JnqXz`t^FqBbt5OOxLn$*)hSws?F;xb|Z?N?9l|('
+    'o{+gVi-eMoq{J%sa;ltA=Y=Dn<)bB;htXJt%w@GO5vp99^Gj+2MzF4MB$-qR-ovN6Ht}h1Z_-Tyz%fPB6qiilnxeHKJX83lXq)0?'
+    'Qv{|6P2ePM2wz;kp~Pz?@wzECOz{O%d{LV$B&PV%hIoVQdP;nGXOpJ1N#d)fc+(Vb_3d9=!^V*uR(QRe9K<!5qf7&uL@a0kXG$b^'
+    '(k{j_@GGeV>A@}AV(w<f!QIT5-ocFP+Kl{Z1ZUV|h%X=5vOeT%ZB&T4Mf&LkOg{AEfW-c7C`7=K^oJPb@|;O^Bf72VZhH`==rUwQ'
+    'YfAh8dBA6O_O%8+K%qTfRR$?s-7Zn(DC&u7_v=1-?d_3=s1H+#il{8sV#kdfgp3?PkX+>+b$JWACf;VBS1SsA^N@nNvj$!caX$pv'
+    'a}i%7nvSB7LcEZniJRo(k#M@D<ddk?1Pgd3Ygw+kbFQ4+&6P8oT}k=m-t!(5Rjh}O#oW$rbvhjHE3}n(73pDbS{P+2k_-GR1jBgN'
+    'u2qTj!)5D!98p#vjx6i9E=TS$#Y>_pM}Z}TB^BR7;uW2HgbfSdMxMV`$&2fiLQIl=m1o~___hb%24nFpz|CO)V=_l&juQK|Jn4v`'
+    '*x8$ul+{EfN#Ql}sPUX2ikYkH%R*Wy;Tc{Y>p4&;@j{32{}wM%lIsdlF)MicrRdZqDSBd4U7V31sg*hv@SSACG}!QP#)jVWQJ>;&'
+    '8P}95W6Jk@hirXM*OG1pe>*CBQx5s<Q0=a?GrL%_lhD2o8@`_DtN4d_2SH9_tA1OFZ<aK7c2U%%>d{3(hrKt&chjfu;raXG-9)9t'
+    '5ApUR@ni85)NMb7B|pRO&nv@N;}_zW*yhbtM#Ouj_|*oMlB2pjslq6Vrg5bHb`?>?g8(|R0gKT2_8fn77r3UkQh`TF1rY991d_p%'
+    'eTAhKgopai*~SElrK*txdP(bp_^l~^w;_ISia%hPKlTRuf5e|m@n?GdFE)J>Rr33ly|MU9(o#fAt{cl`@mC$j;%_DKclhm}nC)K_'
+    'n$1BR>bnt{ylx80Ar!`{&+*?7@1RD%HGki3pq&8T4`z60<hqq8%hh~)UFj5BxNyb6z@C%h9#Vr2$(jeq%pRU44IiZ1P)0S~Axm1r'
+    'magv6<5?uII3o7HMrGVNIg*^hlNQ9{8#wN2?h#rjv_icx_5T3w<W9g%ZN<{N=jr0Wz~Pn|$-dKr&5q1#K15ih<kPrR2AUtGpFvH('
+    'q-ikhknh;G<eTXy-^^CzyTr9qznv9Brg)D${2U9MzPo^t7F(-Qodm~>qWCMsF0V~ZA4eRa-qR;CD8h&nR@1uzldeP7(gQox<JYG6'
+    'O;Tw*d|6LEGu?Z`<Rzyk+RdHw*(vz!{>*0ylWu|P;@~Dgn&*IA^4@%w&<6m`PZFB1mYOU0HJcao-&Oj%+1vx$o15H*+(Coqw>Nkz'
+    'ilzawGar|_d~BZ8bPS1y9sWJNE&pcw`8S*LuZy&v?@of<yht7I9G;87^TQdQ9qrkcL+lnIb#{UD%yy8<qAqfE-Pi?o{R6<tf>tO5'
+    '>*k6AMPVng$OXD@?zxUhEuHMUKBdyRdnZd*IQ^H=JMp(U)N!V`Y3e%Sb#!WuYY*<j-`$D^5~HQ`Y~K;1V)v5gc^vDm%Tc|Tq%c1>'
+    '@CuGO%yDrlqnlv`!>`F<y2A+RQnMbrE|SX)eP4@$R#o=kIiK9+smjm|x<aEvT_txz;b=EPBdhwXiz9B{Wma;}Fk<;AhP*hr??`T='
+    'Riz-uSRIF}YI0eEGu=qQu2hrNiPLY8v!<F~p`Y32oAh&{sp#k9F@V^DgrDfmJemJ@;-K6=pI(E~|0U?&w~~0S_ptJFTd?w(?N}Mh'
+    '(SSFcFbbUXR<7;F4LX_9Rd{x-l(wBrx&kY@3P(U$5p^3&k3IU-jRnj91Gq%E*#'
+)

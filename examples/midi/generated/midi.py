@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -82,6 +83,11 @@ _ik_vlq = _registry.integer_codec('vlq', {})
 FAMILY = "midi"
 SCHEMA_FILES = ["schemas/midi.yaml"]
 SCHEMA_DIGEST = "sha256:52c2cbdc786463869e3b005a1518106f8fe0ba153804cef69eee980efd12f9d6"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'MThd', 'midi_file', {}, False, None, None)]
+RECORD_NAMES = ('midi_file', 'track', 'event', 'note', 'control_change', 'program_change', 'channel_pressure', 'pitch_bend', 'sysex', 'escape', 'meta', 'sequence_number', 'text', 'channel_prefix', 'midi_port', 'set_tempo', 'smpte_offset', 'time_signature', 'key_signature')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -5191,570 +5197,598 @@ def encode_key_signature(value: KeySignature) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_note = Struct(
-    '_o_start' / Tell,
-    'note' / Int8ub,
-    Check(Code("(this['note'] <= 127)", lambda this: (this['note'] <= 127))),
-    'velocity' / Int8ub,
-    Check(Code("(this['velocity'] <= 127)", lambda this: (this['velocity'] <= 127))),
-)
-C_note._bw_fast_runs = {'note': (2, (('note', 0, 1), ('velocity', 1, 1)))}
-
-C_control_change = Struct(
-    '_o_start' / Tell,
-    'control' / Int8ub,
-    Check(Code("(this['control'] <= 127)", lambda this: (this['control'] <= 127))),
-    'value' / Int8ub,
-    Check(Code("(this['value'] <= 127)", lambda this: (this['value'] <= 127))),
-)
-C_control_change._bw_fast_runs = {'control': (2, (('control', 0, 1), ('value', 1, 1)))}
-
-C_program_change = Struct(
-    '_o_start' / Tell,
-    'program' / Int8ub,
-    Check(Code("(this['program'] <= 127)", lambda this: (this['program'] <= 127))),
-)
-C_program_change._bw_fast_runs = {'program': (1, (('program', 0, 1),))}
-
-C_channel_pressure = Struct(
-    '_o_start' / Tell,
-    'pressure' / Int8ub,
-    Check(Code("(this['pressure'] <= 127)", lambda this: (this['pressure'] <= 127))),
-)
-C_channel_pressure._bw_fast_runs = {'pressure': (1, (('pressure', 0, 1),))}
-
-C_pitch_bend = Struct(
-    '_o_start' / Tell,
-    'bend' / Rebuild(Int16ul, Code("(((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8))", lambda this: (((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8)))),
-    _RuleCheck(Code("(((this['bend'] & 32896) == 0))", lambda this: (((this['bend'] & 32896) == 0))), 'bend', 'bend & 32896 == 0', 'undefined bits set'),
-)
-C_pitch_bend._bw_fast_runs = {}
-
-C_sysex = Struct(
-    '_o_start' / Tell,
-    'length' / Rebuild(IntegerKind(_ik_vlq), Code("(len(this['data']) + 1)", lambda this: (len(this['data']) + 1))),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] - 1)", lambda this: (this['length'] - 1))), GreedyBytes),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length'])),
-    'end' / Const(247, Int8ub),
-)
-C_sysex._bw_fast_runs = {'end': (1, (('end', 0, 1),))}
-
-C_escape = Struct(
-    '_o_start' / Tell,
-    'length' / Rebuild(IntegerKind(_ik_vlq), Code("len(this['data'])", lambda this: len(this['data']))),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['length']", lambda this: this['length'])), GreedyBytes),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
-)
-C_escape._bw_fast_runs = {}
-
-C_sequence_number = Struct(
-    '_o_start' / Tell,
-    'number' / Int16ub,
-)
-C_sequence_number._bw_fast_runs = {'number': (2, (('number', 0, 2),))}
-
-C_text = Struct(
-    '_o_start' / Tell,
-    'text' / GreedyBytes,
-)
-C_text._bw_fast_runs = {}
-
-C_channel_prefix = Struct(
-    '_o_start' / Tell,
-    'channel' / Int8ub,
-    Check(Code("(this['channel'] <= 15)", lambda this: (this['channel'] <= 15))),
-)
-C_channel_prefix._bw_fast_runs = {'channel': (1, (('channel', 0, 1),))}
-
-C_midi_port = Struct(
-    '_o_start' / Tell,
-    'port' / Int8ub,
-    Check(Code("(this['port'] <= 127)", lambda this: (this['port'] <= 127))),
-)
-C_midi_port._bw_fast_runs = {'port': (1, (('port', 0, 1),))}
-
-C_set_tempo = Struct(
-    '_o_start' / Tell,
-    'tempo' / Int24ub,
-)
-C_set_tempo._bw_fast_runs = {'tempo': (3, (('tempo', 0, 3),))}
-
-C_smpte_offset = Struct(
-    '_o_start' / Tell,
-    'hours' / Rebuild(Int8ub, Code("((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour']))", lambda this: ((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour'])))),
-    _RuleCheck(Code("(((this['hours'] & 128) == 0))", lambda this: (((this['hours'] & 128) == 0))), 'hours', 'hours & 128 == 0', 'undefined bits set'),
-    'minutes' / Int8ub,
-    Check(Code("(this['minutes'] <= 59)", lambda this: (this['minutes'] <= 59))),
-    'seconds' / Int8ub,
-    Check(Code("(this['seconds'] <= 59)", lambda this: (this['seconds'] <= 59))),
-    'frames' / Int8ub,
-    'sub_frames' / Int8ub,
-    Check(Code("(this['sub_frames'] <= 99)", lambda this: (this['sub_frames'] <= 99))),
-)
-C_smpte_offset._bw_fast_runs = {'minutes': (4, (('minutes', 0, 1), ('seconds', 1, 1), ('frames', 2, 1), ('sub_frames', 3, 1)))}
-
-C_time_signature = Struct(
-    '_o_start' / Tell,
-    'numerator' / Int8ub,
-    'denominator_log2' / Int8ub,
-    'clocks_per_click' / Int8ub,
-    'notated_32nd_notes_per_beat' / Int8ub,
-)
-C_time_signature._bw_fast_runs = {'numerator': (4, (('numerator', 0, 1), ('denominator_log2', 1, 1), ('clocks_per_click', 2, 1), ('notated_32nd_notes_per_beat', 3, 1)))}
-
-C_key_signature = Struct(
-    '_o_start' / Tell,
-    'sharps' / Int8sb,
-    Check(Code("(-7 <= this['sharps'] and this['sharps'] <= 7)", lambda this: (-7 <= this['sharps'] and this['sharps'] <= 7))),
-    'minor' / Int8ub,
-    Check(Code("(this['minor'] <= 1)", lambda this: (this['minor'] <= 1))),
-)
-C_key_signature._bw_fast_runs = {'sharps': (2, (('sharps', 0, 1), ('minor', 1, 1)))}
-
-C_meta = Struct(
-    '_o_start' / Tell,
-    'meta_type' / Int8ub,
-    'length' / Rebuild(IntegerKind(_ik_vlq), Code('len(_build_bytes(Switch(Code("this[\'meta_type\']", lambda this: this[\'meta_type\']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this[\'data\'], this))', lambda this: len(_build_bytes(Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this['data'], this)))),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['length']", lambda this: this['length']), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
-)
-C_meta._bw_fast_runs = {'meta_type': (1, (('meta_type', 0, 1),))}
-
-from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
-C_event = Struct(
-    '_o_start' / Tell,
-    'delta' / IntegerKind(_ik_vlq),
-    'lead' / _Peek(Int8ub, 1),
-    'status' / If(Code("(((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)", lambda this: (((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)), Int8ub),
-    'message' / Switch(Code("(((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))", lambda this: (((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))), {8: C_note, 9: C_note, 10: C_note, 11: C_control_change, 12: C_program_change, 13: C_channel_pressure, 14: C_pitch_bend, 240: C_sysex, 247: C_escape, 255: C_meta}, default=Error),
-)
-C_event._bw_fast_runs = {}
-
-from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
-C_track = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'MTrk'),
-    '_o_length' / Tell,
-    'length' / Rebuild(Int32ub, 0),
-    '_s_events' / Tell,
-    'events' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)),
-    '_e_events' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_events'] - this['_s_events']", lambda this: this['_e_events'] - this['_s_events']))),
-    Check(Code("not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length']", lambda this: not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length'])),
-)
-C_track._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('length', 4, 4)))}
-
-C_midi_file = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'MThd'),
-    'header_length' / Const(6, Int32ub),
-    'format' / ClosedEnum(Int16ub, 'SmfFormat', (0, 1, 2), ()),
-    'ntracks' / Rebuild(Int16ub, Code("len(this['tracks'])", lambda this: len(this['tracks']))),
-    'division' / Rebuild(Int16ub, Code("((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks']))", lambda this: ((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks'])))),
-    'tracks' / Array(Code("this['ntracks']", lambda this: this['ntracks']), C_track, min_size=8),
-)
-C_midi_file._bw_fast_runs = {'magic': (12, (('magic', 0, 4), ('header_length', 4, 4), ('format', 8, 2), ('ntracks', 10, 2)))}
-
-def _c2m_midi_file(c):
-    if c.__class__ is MidiFile:  # built by a compiled parse
-        return c
-    f_format = c['format']
-    if f_format is not None:
-        _t = _SMFFORMAT_BY_VALUE.get(f_format)
-        f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
-    f_division = c['division']
-    f_smpte = bool(f_division >> 15 & 1)
-    f_ticks = f_division & 32767
-    f_tracks = c['tracks']
-    if f_tracks is not None:
-        f_tracks = [_c2m_track(_x) for _x in f_tracks]
-    return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
-
-def _f2m_midi_file(f_format, f_division, f_tracks):
-    if f_format is not None:
-        _t = _SMFFORMAT_BY_VALUE.get(f_format)
-        f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
-    f_smpte = bool(f_division >> 15 & 1)
-    f_ticks = f_division & 32767
-    if f_tracks is not None:
-        f_tracks = [(_x if _x.__class__ is Track else _c2m_track(_x)) for _x in f_tracks]
-    return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
-C_midi_file._bw_model = (_f2m_midi_file, ('format', 'division', 'tracks'), (), True)
-
-def _m2c_midi_file(v):
-    return {
-        'format': None if v.format is None else int(v.format),
-        'smpte': None if v.smpte is None else _bit_part(v.smpte, 1, 'smpte'),
-        'ticks': None if v.ticks is None else _bit_part(v.ticks, 15, 'ticks'),
-        'tracks': None if v.tracks is None else [_m2c_track(_x) for _x in v.tracks],
-    }
-
-def _c2m_track(c):
-    if c.__class__ is Track:  # built by a compiled parse
-        return c
-    f_events = c['events']
-    if f_events is not None:
-        f_events = _chain_models(f_events, 0, lambda _x, _p: _c2m_event(_x, _p), 'effective')
-    return Track(f_events)
-
-def _f2m_track(f_events):
-    if f_events is not None:
-        f_events = _chain_models(f_events, 0, lambda _x, _p: (_x if _x.__class__ is Event else _c2m_event(_x, _p)), 'effective')
-    return Track(f_events)
-C_track._bw_model = (_f2m_track, ('events',), (), True)
-
-def _m2c_track(v):
-    return {
-        'events': None if v.events is None else [_m2c_event(_x) for _x in v.events],
-    }
-
-def _c2m_event(c, p_running):
-    if c.__class__ is Event:  # built by a compiled parse
-        return c
-    f_delta = c['delta']
-    f_status = c['status']
-    f_message = c['message']
-    if f_message is not None:
-        f_message = (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else (_c2m_control_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else (_c2m_program_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else (_c2m_channel_pressure(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else (_c2m_pitch_bend(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else (_c2m_sysex(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else (_c2m_escape(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else (_c2m_meta(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
-    f_effective = (f_status if (f_status is not None) else p_running)
-    return Event(f_delta, f_status, f_message, f_effective)
-
-def _f2m_event(f_delta, f_status, f_message, p_running):
-    if f_message is not None:
-        f_message = ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else ((f_message if f_message.__class__ is ControlChange else _c2m_control_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else ((f_message if f_message.__class__ is ProgramChange else _c2m_program_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else ((f_message if f_message.__class__ is ChannelPressure else _c2m_channel_pressure(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else ((f_message if f_message.__class__ is PitchBend else _c2m_pitch_bend(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else ((f_message if f_message.__class__ is Sysex else _c2m_sysex(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else ((f_message if f_message.__class__ is Escape else _c2m_escape(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else ((f_message if f_message.__class__ is Meta else _c2m_meta(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
-    f_effective = (f_status if (f_status is not None) else p_running)
-    return Event(f_delta, f_status, f_message, f_effective)
-C_event._bw_model = (_f2m_event, ('delta', 'status', 'message'), ('running',), True)
-
-def _m2c_event(v):
-    return {
-        'delta': v.delta,
-        'status': v.status,
-        'message': None if v.message is None else _m2c_any(v.message),
-        'effective': v.effective,
-    }
-
-def _c2m_note(c):
-    if c.__class__ is Note:  # built by a compiled parse
-        return c
-    f_note = c['note']
-    f_velocity = c['velocity']
-    return Note(f_note, f_velocity)
-
-def _f2m_note(f_note, f_velocity):
-    return Note(f_note, f_velocity)
-C_note._bw_model = (_f2m_note, ('note', 'velocity'), (), True)
-
-def _m2c_note(v):
-    return {
-        'note': v.note,
-        'velocity': v.velocity,
-    }
-
-def _c2m_control_change(c):
-    if c.__class__ is ControlChange:  # built by a compiled parse
-        return c
-    f_control = c['control']
-    f_value = c['value']
-    return ControlChange(f_control, f_value)
-
-def _f2m_control_change(f_control, f_value):
-    return ControlChange(f_control, f_value)
-C_control_change._bw_model = (_f2m_control_change, ('control', 'value'), (), True)
-
-def _m2c_control_change(v):
-    return {
-        'control': v.control,
-        'value': v.value,
-    }
-
-def _c2m_program_change(c):
-    if c.__class__ is ProgramChange:  # built by a compiled parse
-        return c
-    f_program = c['program']
-    return ProgramChange(f_program)
-
-def _f2m_program_change(f_program):
-    return ProgramChange(f_program)
-C_program_change._bw_model = (_f2m_program_change, ('program',), (), True)
-
-def _m2c_program_change(v):
-    return {
-        'program': v.program,
-    }
-
-def _c2m_channel_pressure(c):
-    if c.__class__ is ChannelPressure:  # built by a compiled parse
-        return c
-    f_pressure = c['pressure']
-    return ChannelPressure(f_pressure)
-
-def _f2m_channel_pressure(f_pressure):
-    return ChannelPressure(f_pressure)
-C_channel_pressure._bw_model = (_f2m_channel_pressure, ('pressure',), (), True)
-
-def _m2c_channel_pressure(v):
-    return {
-        'pressure': v.pressure,
-    }
-
-def _c2m_pitch_bend(c):
-    if c.__class__ is PitchBend:  # built by a compiled parse
-        return c
-    f_bend = c['bend']
-    f_low = f_bend & 127
-    f_high = f_bend >> 8 & 127
-    return PitchBend(f_low, f_high)
-
-def _f2m_pitch_bend(f_bend):
-    f_low = f_bend & 127
-    f_high = f_bend >> 8 & 127
-    return PitchBend(f_low, f_high)
-C_pitch_bend._bw_model = (_f2m_pitch_bend, ('bend',), (), True)
-
-def _m2c_pitch_bend(v):
-    return {
-        'low': None if v.low is None else _bit_part(v.low, 7, 'low'),
-        'high': None if v.high is None else _bit_part(v.high, 7, 'high'),
-    }
-
-def _c2m_sysex(c):
-    if c.__class__ is Sysex:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Sysex(f_data)
-
-def _f2m_sysex(f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Sysex(f_data)
-C_sysex._bw_model = (_f2m_sysex, ('data',), (), True)
-
-def _m2c_sysex(v):
-    return {
-        'data': v.data,
-    }
-
-def _c2m_escape(c):
-    if c.__class__ is Escape:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Escape(f_data)
-
-def _f2m_escape(f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Escape(f_data)
-C_escape._bw_model = (_f2m_escape, ('data',), (), True)
-
-def _m2c_escape(v):
-    return {
-        'data': v.data,
-    }
-
-def _c2m_meta(c):
-    if c.__class__ is Meta:  # built by a compiled parse
-        return c
-    f_meta_type = c['meta_type']
-    if f_meta_type is not None:
-        _t = _METATYPE_BY_VALUE.get(f_meta_type)
-        f_meta_type = f_meta_type if _t is None else _t
-    f_data = c['data']
-    if f_data is not None:
-        f_data = (_c2m_sequence_number(f_data) if f_meta_type == 0 else (_c2m_text(f_data) if f_meta_type == 1 else (_c2m_text(f_data) if f_meta_type == 2 else (_c2m_text(f_data) if f_meta_type == 3 else (_c2m_text(f_data) if f_meta_type == 4 else (_c2m_text(f_data) if f_meta_type == 5 else (_c2m_text(f_data) if f_meta_type == 6 else (_c2m_text(f_data) if f_meta_type == 7 else (_c2m_channel_prefix(f_data) if f_meta_type == 32 else (_c2m_midi_port(f_data) if f_meta_type == 33 else (None if f_meta_type == 47 else (_c2m_set_tempo(f_data) if f_meta_type == 81 else (_c2m_smpte_offset(f_data) if f_meta_type == 84 else (_c2m_time_signature(f_data) if f_meta_type == 88 else (_c2m_key_signature(f_data) if f_meta_type == 89 else f_data)))))))))))))))
-    return Meta(f_meta_type, f_data)
-
-def _f2m_meta(f_meta_type, f_data):
-    if f_meta_type is not None:
-        _t = _METATYPE_BY_VALUE.get(f_meta_type)
-        f_meta_type = f_meta_type if _t is None else _t
-    if f_data is not None:
-        f_data = ((f_data if f_data.__class__ is SequenceNumber else _c2m_sequence_number(f_data)) if f_meta_type == 0 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 1 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 2 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 3 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 4 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 5 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 6 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 7 else ((f_data if f_data.__class__ is ChannelPrefix else _c2m_channel_prefix(f_data)) if f_meta_type == 32 else ((f_data if f_data.__class__ is MidiPort else _c2m_midi_port(f_data)) if f_meta_type == 33 else (None if f_meta_type == 47 else ((f_data if f_data.__class__ is SetTempo else _c2m_set_tempo(f_data)) if f_meta_type == 81 else ((f_data if f_data.__class__ is SmpteOffset else _c2m_smpte_offset(f_data)) if f_meta_type == 84 else ((f_data if f_data.__class__ is TimeSignature else _c2m_time_signature(f_data)) if f_meta_type == 88 else ((f_data if f_data.__class__ is KeySignature else _c2m_key_signature(f_data)) if f_meta_type == 89 else f_data)))))))))))))))
-    return Meta(f_meta_type, f_data)
-C_meta._bw_model = (_f2m_meta, ('meta_type', 'data'), (), True)
-
-def _m2c_meta(v):
-    return {
-        'meta_type': None if v.meta_type is None else int(v.meta_type),
-        'data': None if v.data is None else _m2c_any(_case_value(v.data, v.meta_type, {0: SequenceNumber, 1: Text, 2: Text, 3: Text, 4: Text, 5: Text, 6: Text, 7: Text, 32: ChannelPrefix, 33: MidiPort, 47: None, 81: SetTempo, 84: SmpteOffset, 88: TimeSignature, 89: KeySignature}, None, 'data')),
-    }
-
-def _c2m_sequence_number(c):
-    if c.__class__ is SequenceNumber:  # built by a compiled parse
-        return c
-    f_number = c['number']
-    return SequenceNumber(f_number)
-
-def _f2m_sequence_number(f_number):
-    return SequenceNumber(f_number)
-C_sequence_number._bw_model = (_f2m_sequence_number, ('number',), (), True)
-
-def _m2c_sequence_number(v):
-    return {
-        'number': v.number,
-    }
-
-def _c2m_text(c):
-    if c.__class__ is Text:  # built by a compiled parse
-        return c
-    f_text = c['text']
-    if f_text is not None:
-        f_text = bytes(f_text)
-    return Text(f_text)
-
-def _f2m_text(f_text):
-    if f_text is not None:
-        f_text = bytes(f_text)
-    return Text(f_text)
-C_text._bw_model = (_f2m_text, ('text',), (), True)
-
-def _m2c_text(v):
-    return {
-        'text': v.text,
-    }
-
-def _c2m_channel_prefix(c):
-    if c.__class__ is ChannelPrefix:  # built by a compiled parse
-        return c
-    f_channel = c['channel']
-    return ChannelPrefix(f_channel)
-
-def _f2m_channel_prefix(f_channel):
-    return ChannelPrefix(f_channel)
-C_channel_prefix._bw_model = (_f2m_channel_prefix, ('channel',), (), True)
-
-def _m2c_channel_prefix(v):
-    return {
-        'channel': v.channel,
-    }
-
-def _c2m_midi_port(c):
-    if c.__class__ is MidiPort:  # built by a compiled parse
-        return c
-    f_port = c['port']
-    return MidiPort(f_port)
-
-def _f2m_midi_port(f_port):
-    return MidiPort(f_port)
-C_midi_port._bw_model = (_f2m_midi_port, ('port',), (), True)
-
-def _m2c_midi_port(v):
-    return {
-        'port': v.port,
-    }
-
-def _c2m_set_tempo(c):
-    if c.__class__ is SetTempo:  # built by a compiled parse
-        return c
-    f_tempo = c['tempo']
-    return SetTempo(f_tempo)
-
-def _f2m_set_tempo(f_tempo):
-    return SetTempo(f_tempo)
-C_set_tempo._bw_model = (_f2m_set_tempo, ('tempo',), (), True)
-
-def _m2c_set_tempo(v):
-    return {
-        'tempo': v.tempo,
-    }
-
-def _c2m_smpte_offset(c):
-    if c.__class__ is SmpteOffset:  # built by a compiled parse
-        return c
-    f_hours = c['hours']
-    f_frame_rate = f_hours >> 5 & 3
-    f_hour = f_hours & 31
-    f_minutes = c['minutes']
-    f_seconds = c['seconds']
-    f_frames = c['frames']
-    f_sub_frames = c['sub_frames']
-    return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
-
-def _f2m_smpte_offset(f_hours, f_minutes, f_seconds, f_frames, f_sub_frames):
-    f_frame_rate = f_hours >> 5 & 3
-    f_hour = f_hours & 31
-    return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
-C_smpte_offset._bw_model = (_f2m_smpte_offset, ('hours', 'minutes', 'seconds', 'frames', 'sub_frames'), (), True)
-
-def _m2c_smpte_offset(v):
-    return {
-        'frame_rate': None if v.frame_rate is None else _bit_part(v.frame_rate, 2, 'frame_rate'),
-        'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour'),
-        'minutes': v.minutes,
-        'seconds': v.seconds,
-        'frames': v.frames,
-        'sub_frames': v.sub_frames,
-    }
-
-def _c2m_time_signature(c):
-    if c.__class__ is TimeSignature:  # built by a compiled parse
-        return c
-    f_numerator = c['numerator']
-    f_denominator_log2 = c['denominator_log2']
-    f_clocks_per_click = c['clocks_per_click']
-    f_notated_32nd_notes_per_beat = c['notated_32nd_notes_per_beat']
-    return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
-
-def _f2m_time_signature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat):
-    return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
-C_time_signature._bw_model = (_f2m_time_signature, ('numerator', 'denominator_log2', 'clocks_per_click', 'notated_32nd_notes_per_beat'), (), True)
-
-def _m2c_time_signature(v):
-    return {
-        'numerator': v.numerator,
-        'denominator_log2': v.denominator_log2,
-        'clocks_per_click': v.clocks_per_click,
-        'notated_32nd_notes_per_beat': v.notated_32nd_notes_per_beat,
-    }
-
-def _c2m_key_signature(c):
-    if c.__class__ is KeySignature:  # built by a compiled parse
-        return c
-    f_sharps = c['sharps']
-    f_minor = c['minor']
-    return KeySignature(f_sharps, f_minor)
-
-def _f2m_key_signature(f_sharps, f_minor):
-    return KeySignature(f_sharps, f_minor)
-C_key_signature._bw_model = (_f2m_key_signature, ('sharps', 'minor'), (), True)
-
-def _m2c_key_signature(v):
-    return {
-        'sharps': v.sharps,
-        'minor': v.minor,
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {MidiFile: _m2c_midi_file, Track: _m2c_track, Event: _m2c_event, Note: _m2c_note, ControlChange: _m2c_control_change, ProgramChange: _m2c_program_change, ChannelPressure: _m2c_channel_pressure, PitchBend: _m2c_pitch_bend, Sysex: _m2c_sysex, Escape: _m2c_escape, Meta: _m2c_meta, SequenceNumber: _m2c_sequence_number, Text: _m2c_text, ChannelPrefix: _m2c_channel_prefix, MidiPort: _m2c_midi_port, SetTempo: _m2c_set_tempo, SmpteOffset: _m2c_smpte_offset, TimeSignature: _m2c_time_signature, KeySignature: _m2c_key_signature }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_note = Struct(
+        '_o_start' / Tell,
+        'note' / Int8ub,
+        Check(Code("(this['note'] <= 127)", lambda this: (this['note'] <= 127))),
+        'velocity' / Int8ub,
+        Check(Code("(this['velocity'] <= 127)", lambda this: (this['velocity'] <= 127))),
+    )
+    C_note._bw_fast_runs = {'note': (2, (('note', 0, 1), ('velocity', 1, 1)))}
+
+    C_control_change = Struct(
+        '_o_start' / Tell,
+        'control' / Int8ub,
+        Check(Code("(this['control'] <= 127)", lambda this: (this['control'] <= 127))),
+        'value' / Int8ub,
+        Check(Code("(this['value'] <= 127)", lambda this: (this['value'] <= 127))),
+    )
+    C_control_change._bw_fast_runs = {'control': (2, (('control', 0, 1), ('value', 1, 1)))}
+
+    C_program_change = Struct(
+        '_o_start' / Tell,
+        'program' / Int8ub,
+        Check(Code("(this['program'] <= 127)", lambda this: (this['program'] <= 127))),
+    )
+    C_program_change._bw_fast_runs = {'program': (1, (('program', 0, 1),))}
+
+    C_channel_pressure = Struct(
+        '_o_start' / Tell,
+        'pressure' / Int8ub,
+        Check(Code("(this['pressure'] <= 127)", lambda this: (this['pressure'] <= 127))),
+    )
+    C_channel_pressure._bw_fast_runs = {'pressure': (1, (('pressure', 0, 1),))}
+
+    C_pitch_bend = Struct(
+        '_o_start' / Tell,
+        'bend' / Rebuild(Int16ul, Code("(((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8))", lambda this: (((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8)))),
+        _RuleCheck(Code("(((this['bend'] & 32896) == 0))", lambda this: (((this['bend'] & 32896) == 0))), 'bend', 'bend & 32896 == 0', 'undefined bits set'),
+    )
+    C_pitch_bend._bw_fast_runs = {}
+
+    C_sysex = Struct(
+        '_o_start' / Tell,
+        'length' / Rebuild(IntegerKind(_ik_vlq), Code("(len(this['data']) + 1)", lambda this: (len(this['data']) + 1))),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] - 1)", lambda this: (this['length'] - 1))), GreedyBytes),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length'])),
+        'end' / Const(247, Int8ub),
+    )
+    C_sysex._bw_fast_runs = {'end': (1, (('end', 0, 1),))}
+
+    C_escape = Struct(
+        '_o_start' / Tell,
+        'length' / Rebuild(IntegerKind(_ik_vlq), Code("len(this['data'])", lambda this: len(this['data']))),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['length']", lambda this: this['length'])), GreedyBytes),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
+    )
+    C_escape._bw_fast_runs = {}
+
+    C_sequence_number = Struct(
+        '_o_start' / Tell,
+        'number' / Int16ub,
+    )
+    C_sequence_number._bw_fast_runs = {'number': (2, (('number', 0, 2),))}
+
+    C_text = Struct(
+        '_o_start' / Tell,
+        'text' / GreedyBytes,
+    )
+    C_text._bw_fast_runs = {}
+
+    C_channel_prefix = Struct(
+        '_o_start' / Tell,
+        'channel' / Int8ub,
+        Check(Code("(this['channel'] <= 15)", lambda this: (this['channel'] <= 15))),
+    )
+    C_channel_prefix._bw_fast_runs = {'channel': (1, (('channel', 0, 1),))}
+
+    C_midi_port = Struct(
+        '_o_start' / Tell,
+        'port' / Int8ub,
+        Check(Code("(this['port'] <= 127)", lambda this: (this['port'] <= 127))),
+    )
+    C_midi_port._bw_fast_runs = {'port': (1, (('port', 0, 1),))}
+
+    C_set_tempo = Struct(
+        '_o_start' / Tell,
+        'tempo' / Int24ub,
+    )
+    C_set_tempo._bw_fast_runs = {'tempo': (3, (('tempo', 0, 3),))}
+
+    C_smpte_offset = Struct(
+        '_o_start' / Tell,
+        'hours' / Rebuild(Int8ub, Code("((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour']))", lambda this: ((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour'])))),
+        _RuleCheck(Code("(((this['hours'] & 128) == 0))", lambda this: (((this['hours'] & 128) == 0))), 'hours', 'hours & 128 == 0', 'undefined bits set'),
+        'minutes' / Int8ub,
+        Check(Code("(this['minutes'] <= 59)", lambda this: (this['minutes'] <= 59))),
+        'seconds' / Int8ub,
+        Check(Code("(this['seconds'] <= 59)", lambda this: (this['seconds'] <= 59))),
+        'frames' / Int8ub,
+        'sub_frames' / Int8ub,
+        Check(Code("(this['sub_frames'] <= 99)", lambda this: (this['sub_frames'] <= 99))),
+    )
+    C_smpte_offset._bw_fast_runs = {'minutes': (4, (('minutes', 0, 1), ('seconds', 1, 1), ('frames', 2, 1), ('sub_frames', 3, 1)))}
+
+    C_time_signature = Struct(
+        '_o_start' / Tell,
+        'numerator' / Int8ub,
+        'denominator_log2' / Int8ub,
+        'clocks_per_click' / Int8ub,
+        'notated_32nd_notes_per_beat' / Int8ub,
+    )
+    C_time_signature._bw_fast_runs = {'numerator': (4, (('numerator', 0, 1), ('denominator_log2', 1, 1), ('clocks_per_click', 2, 1), ('notated_32nd_notes_per_beat', 3, 1)))}
+
+    C_key_signature = Struct(
+        '_o_start' / Tell,
+        'sharps' / Int8sb,
+        Check(Code("(-7 <= this['sharps'] and this['sharps'] <= 7)", lambda this: (-7 <= this['sharps'] and this['sharps'] <= 7))),
+        'minor' / Int8ub,
+        Check(Code("(this['minor'] <= 1)", lambda this: (this['minor'] <= 1))),
+    )
+    C_key_signature._bw_fast_runs = {'sharps': (2, (('sharps', 0, 1), ('minor', 1, 1)))}
+
+    C_meta = Struct(
+        '_o_start' / Tell,
+        'meta_type' / Int8ub,
+        'length' / Rebuild(IntegerKind(_ik_vlq), Code('len(_build_bytes(Switch(Code("this[\'meta_type\']", lambda this: this[\'meta_type\']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this[\'data\'], this))', lambda this: len(_build_bytes(Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this['data'], this)))),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['length']", lambda this: this['length']), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
+    )
+    C_meta._bw_fast_runs = {'meta_type': (1, (('meta_type', 0, 1),))}
+
+    from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
+    C_event = Struct(
+        '_o_start' / Tell,
+        'delta' / IntegerKind(_ik_vlq),
+        'lead' / _Peek(Int8ub, 1),
+        'status' / If(Code("(((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)", lambda this: (((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)), Int8ub),
+        'message' / Switch(Code("(((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))", lambda this: (((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))), {8: C_note, 9: C_note, 10: C_note, 11: C_control_change, 12: C_program_change, 13: C_channel_pressure, 14: C_pitch_bend, 240: C_sysex, 247: C_escape, 255: C_meta}, default=Error),
+    )
+    C_event._bw_fast_runs = {}
+
+    from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
+    C_track = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'MTrk'),
+        '_o_length' / Tell,
+        'length' / Rebuild(Int32ub, 0),
+        '_s_events' / Tell,
+        'events' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)),
+        '_e_events' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_events'] - this['_s_events']", lambda this: this['_e_events'] - this['_s_events']))),
+        Check(Code("not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length']", lambda this: not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length'])),
+    )
+    C_track._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('length', 4, 4)))}
+
+    C_midi_file = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'MThd'),
+        'header_length' / Const(6, Int32ub),
+        'format' / ClosedEnum(Int16ub, 'SmfFormat', (0, 1, 2), ()),
+        'ntracks' / Rebuild(Int16ub, Code("len(this['tracks'])", lambda this: len(this['tracks']))),
+        'division' / Rebuild(Int16ub, Code("((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks']))", lambda this: ((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks'])))),
+        'tracks' / Array(Code("this['ntracks']", lambda this: this['ntracks']), C_track, min_size=8),
+    )
+    C_midi_file._bw_fast_runs = {'magic': (12, (('magic', 0, 4), ('header_length', 4, 4), ('format', 8, 2), ('ntracks', 10, 2)))}
+
+    def _c2m_midi_file(c):
+        if c.__class__ is MidiFile:  # built by a compiled parse
+            return c
+        f_format = c['format']
+        if f_format is not None:
+            _t = _SMFFORMAT_BY_VALUE.get(f_format)
+            f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
+        f_division = c['division']
+        f_smpte = bool(f_division >> 15 & 1)
+        f_ticks = f_division & 32767
+        f_tracks = c['tracks']
+        if f_tracks is not None:
+            f_tracks = [_c2m_track(_x) for _x in f_tracks]
+        return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
+
+    def _f2m_midi_file(f_format, f_division, f_tracks):
+        if f_format is not None:
+            _t = _SMFFORMAT_BY_VALUE.get(f_format)
+            f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
+        f_smpte = bool(f_division >> 15 & 1)
+        f_ticks = f_division & 32767
+        if f_tracks is not None:
+            f_tracks = [(_x if _x.__class__ is Track else _c2m_track(_x)) for _x in f_tracks]
+        return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
+    C_midi_file._bw_model = (_f2m_midi_file, ('format', 'division', 'tracks'), (), True)
+
+    def _m2c_midi_file(v):
+        return {
+            'format': None if v.format is None else int(v.format),
+            'smpte': None if v.smpte is None else _bit_part(v.smpte, 1, 'smpte'),
+            'ticks': None if v.ticks is None else _bit_part(v.ticks, 15, 'ticks'),
+            'tracks': None if v.tracks is None else [_m2c_track(_x) for _x in v.tracks],
+        }
+
+    def _c2m_track(c):
+        if c.__class__ is Track:  # built by a compiled parse
+            return c
+        f_events = c['events']
+        if f_events is not None:
+            f_events = _chain_models(f_events, 0, lambda _x, _p: _c2m_event(_x, _p), 'effective')
+        return Track(f_events)
+
+    def _f2m_track(f_events):
+        if f_events is not None:
+            f_events = _chain_models(f_events, 0, lambda _x, _p: (_x if _x.__class__ is Event else _c2m_event(_x, _p)), 'effective')
+        return Track(f_events)
+    C_track._bw_model = (_f2m_track, ('events',), (), True)
+
+    def _m2c_track(v):
+        return {
+            'events': None if v.events is None else [_m2c_event(_x) for _x in v.events],
+        }
+
+    def _c2m_event(c, p_running):
+        if c.__class__ is Event:  # built by a compiled parse
+            return c
+        f_delta = c['delta']
+        f_status = c['status']
+        f_message = c['message']
+        if f_message is not None:
+            f_message = (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else (_c2m_control_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else (_c2m_program_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else (_c2m_channel_pressure(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else (_c2m_pitch_bend(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else (_c2m_sysex(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else (_c2m_escape(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else (_c2m_meta(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
+        f_effective = (f_status if (f_status is not None) else p_running)
+        return Event(f_delta, f_status, f_message, f_effective)
+
+    def _f2m_event(f_delta, f_status, f_message, p_running):
+        if f_message is not None:
+            f_message = ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else ((f_message if f_message.__class__ is ControlChange else _c2m_control_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else ((f_message if f_message.__class__ is ProgramChange else _c2m_program_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else ((f_message if f_message.__class__ is ChannelPressure else _c2m_channel_pressure(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else ((f_message if f_message.__class__ is PitchBend else _c2m_pitch_bend(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else ((f_message if f_message.__class__ is Sysex else _c2m_sysex(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else ((f_message if f_message.__class__ is Escape else _c2m_escape(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else ((f_message if f_message.__class__ is Meta else _c2m_meta(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
+        f_effective = (f_status if (f_status is not None) else p_running)
+        return Event(f_delta, f_status, f_message, f_effective)
+    C_event._bw_model = (_f2m_event, ('delta', 'status', 'message'), ('running',), True)
+
+    def _m2c_event(v):
+        return {
+            'delta': v.delta,
+            'status': v.status,
+            'message': None if v.message is None else _m2c_any(v.message),
+            'effective': v.effective,
+        }
+
+    def _c2m_note(c):
+        if c.__class__ is Note:  # built by a compiled parse
+            return c
+        f_note = c['note']
+        f_velocity = c['velocity']
+        return Note(f_note, f_velocity)
+
+    def _f2m_note(f_note, f_velocity):
+        return Note(f_note, f_velocity)
+    C_note._bw_model = (_f2m_note, ('note', 'velocity'), (), True)
+
+    def _m2c_note(v):
+        return {
+            'note': v.note,
+            'velocity': v.velocity,
+        }
+
+    def _c2m_control_change(c):
+        if c.__class__ is ControlChange:  # built by a compiled parse
+            return c
+        f_control = c['control']
+        f_value = c['value']
+        return ControlChange(f_control, f_value)
+
+    def _f2m_control_change(f_control, f_value):
+        return ControlChange(f_control, f_value)
+    C_control_change._bw_model = (_f2m_control_change, ('control', 'value'), (), True)
+
+    def _m2c_control_change(v):
+        return {
+            'control': v.control,
+            'value': v.value,
+        }
+
+    def _c2m_program_change(c):
+        if c.__class__ is ProgramChange:  # built by a compiled parse
+            return c
+        f_program = c['program']
+        return ProgramChange(f_program)
+
+    def _f2m_program_change(f_program):
+        return ProgramChange(f_program)
+    C_program_change._bw_model = (_f2m_program_change, ('program',), (), True)
+
+    def _m2c_program_change(v):
+        return {
+            'program': v.program,
+        }
+
+    def _c2m_channel_pressure(c):
+        if c.__class__ is ChannelPressure:  # built by a compiled parse
+            return c
+        f_pressure = c['pressure']
+        return ChannelPressure(f_pressure)
+
+    def _f2m_channel_pressure(f_pressure):
+        return ChannelPressure(f_pressure)
+    C_channel_pressure._bw_model = (_f2m_channel_pressure, ('pressure',), (), True)
+
+    def _m2c_channel_pressure(v):
+        return {
+            'pressure': v.pressure,
+        }
+
+    def _c2m_pitch_bend(c):
+        if c.__class__ is PitchBend:  # built by a compiled parse
+            return c
+        f_bend = c['bend']
+        f_low = f_bend & 127
+        f_high = f_bend >> 8 & 127
+        return PitchBend(f_low, f_high)
+
+    def _f2m_pitch_bend(f_bend):
+        f_low = f_bend & 127
+        f_high = f_bend >> 8 & 127
+        return PitchBend(f_low, f_high)
+    C_pitch_bend._bw_model = (_f2m_pitch_bend, ('bend',), (), True)
+
+    def _m2c_pitch_bend(v):
+        return {
+            'low': None if v.low is None else _bit_part(v.low, 7, 'low'),
+            'high': None if v.high is None else _bit_part(v.high, 7, 'high'),
+        }
+
+    def _c2m_sysex(c):
+        if c.__class__ is Sysex:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Sysex(f_data)
+
+    def _f2m_sysex(f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Sysex(f_data)
+    C_sysex._bw_model = (_f2m_sysex, ('data',), (), True)
+
+    def _m2c_sysex(v):
+        return {
+            'data': v.data,
+        }
+
+    def _c2m_escape(c):
+        if c.__class__ is Escape:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Escape(f_data)
+
+    def _f2m_escape(f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Escape(f_data)
+    C_escape._bw_model = (_f2m_escape, ('data',), (), True)
+
+    def _m2c_escape(v):
+        return {
+            'data': v.data,
+        }
+
+    def _c2m_meta(c):
+        if c.__class__ is Meta:  # built by a compiled parse
+            return c
+        f_meta_type = c['meta_type']
+        if f_meta_type is not None:
+            _t = _METATYPE_BY_VALUE.get(f_meta_type)
+            f_meta_type = f_meta_type if _t is None else _t
+        f_data = c['data']
+        if f_data is not None:
+            f_data = (_c2m_sequence_number(f_data) if f_meta_type == 0 else (_c2m_text(f_data) if f_meta_type == 1 else (_c2m_text(f_data) if f_meta_type == 2 else (_c2m_text(f_data) if f_meta_type == 3 else (_c2m_text(f_data) if f_meta_type == 4 else (_c2m_text(f_data) if f_meta_type == 5 else (_c2m_text(f_data) if f_meta_type == 6 else (_c2m_text(f_data) if f_meta_type == 7 else (_c2m_channel_prefix(f_data) if f_meta_type == 32 else (_c2m_midi_port(f_data) if f_meta_type == 33 else (None if f_meta_type == 47 else (_c2m_set_tempo(f_data) if f_meta_type == 81 else (_c2m_smpte_offset(f_data) if f_meta_type == 84 else (_c2m_time_signature(f_data) if f_meta_type == 88 else (_c2m_key_signature(f_data) if f_meta_type == 89 else f_data)))))))))))))))
+        return Meta(f_meta_type, f_data)
+
+    def _f2m_meta(f_meta_type, f_data):
+        if f_meta_type is not None:
+            _t = _METATYPE_BY_VALUE.get(f_meta_type)
+            f_meta_type = f_meta_type if _t is None else _t
+        if f_data is not None:
+            f_data = ((f_data if f_data.__class__ is SequenceNumber else _c2m_sequence_number(f_data)) if f_meta_type == 0 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 1 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 2 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 3 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 4 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 5 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 6 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 7 else ((f_data if f_data.__class__ is ChannelPrefix else _c2m_channel_prefix(f_data)) if f_meta_type == 32 else ((f_data if f_data.__class__ is MidiPort else _c2m_midi_port(f_data)) if f_meta_type == 33 else (None if f_meta_type == 47 else ((f_data if f_data.__class__ is SetTempo else _c2m_set_tempo(f_data)) if f_meta_type == 81 else ((f_data if f_data.__class__ is SmpteOffset else _c2m_smpte_offset(f_data)) if f_meta_type == 84 else ((f_data if f_data.__class__ is TimeSignature else _c2m_time_signature(f_data)) if f_meta_type == 88 else ((f_data if f_data.__class__ is KeySignature else _c2m_key_signature(f_data)) if f_meta_type == 89 else f_data)))))))))))))))
+        return Meta(f_meta_type, f_data)
+    C_meta._bw_model = (_f2m_meta, ('meta_type', 'data'), (), True)
+
+    def _m2c_meta(v):
+        return {
+            'meta_type': None if v.meta_type is None else int(v.meta_type),
+            'data': None if v.data is None else _m2c_any(_case_value(v.data, v.meta_type, {0: SequenceNumber, 1: Text, 2: Text, 3: Text, 4: Text, 5: Text, 6: Text, 7: Text, 32: ChannelPrefix, 33: MidiPort, 47: None, 81: SetTempo, 84: SmpteOffset, 88: TimeSignature, 89: KeySignature}, None, 'data')),
+        }
+
+    def _c2m_sequence_number(c):
+        if c.__class__ is SequenceNumber:  # built by a compiled parse
+            return c
+        f_number = c['number']
+        return SequenceNumber(f_number)
+
+    def _f2m_sequence_number(f_number):
+        return SequenceNumber(f_number)
+    C_sequence_number._bw_model = (_f2m_sequence_number, ('number',), (), True)
+
+    def _m2c_sequence_number(v):
+        return {
+            'number': v.number,
+        }
+
+    def _c2m_text(c):
+        if c.__class__ is Text:  # built by a compiled parse
+            return c
+        f_text = c['text']
+        if f_text is not None:
+            f_text = bytes(f_text)
+        return Text(f_text)
+
+    def _f2m_text(f_text):
+        if f_text is not None:
+            f_text = bytes(f_text)
+        return Text(f_text)
+    C_text._bw_model = (_f2m_text, ('text',), (), True)
+
+    def _m2c_text(v):
+        return {
+            'text': v.text,
+        }
+
+    def _c2m_channel_prefix(c):
+        if c.__class__ is ChannelPrefix:  # built by a compiled parse
+            return c
+        f_channel = c['channel']
+        return ChannelPrefix(f_channel)
+
+    def _f2m_channel_prefix(f_channel):
+        return ChannelPrefix(f_channel)
+    C_channel_prefix._bw_model = (_f2m_channel_prefix, ('channel',), (), True)
+
+    def _m2c_channel_prefix(v):
+        return {
+            'channel': v.channel,
+        }
+
+    def _c2m_midi_port(c):
+        if c.__class__ is MidiPort:  # built by a compiled parse
+            return c
+        f_port = c['port']
+        return MidiPort(f_port)
+
+    def _f2m_midi_port(f_port):
+        return MidiPort(f_port)
+    C_midi_port._bw_model = (_f2m_midi_port, ('port',), (), True)
+
+    def _m2c_midi_port(v):
+        return {
+            'port': v.port,
+        }
+
+    def _c2m_set_tempo(c):
+        if c.__class__ is SetTempo:  # built by a compiled parse
+            return c
+        f_tempo = c['tempo']
+        return SetTempo(f_tempo)
+
+    def _f2m_set_tempo(f_tempo):
+        return SetTempo(f_tempo)
+    C_set_tempo._bw_model = (_f2m_set_tempo, ('tempo',), (), True)
+
+    def _m2c_set_tempo(v):
+        return {
+            'tempo': v.tempo,
+        }
+
+    def _c2m_smpte_offset(c):
+        if c.__class__ is SmpteOffset:  # built by a compiled parse
+            return c
+        f_hours = c['hours']
+        f_frame_rate = f_hours >> 5 & 3
+        f_hour = f_hours & 31
+        f_minutes = c['minutes']
+        f_seconds = c['seconds']
+        f_frames = c['frames']
+        f_sub_frames = c['sub_frames']
+        return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
+
+    def _f2m_smpte_offset(f_hours, f_minutes, f_seconds, f_frames, f_sub_frames):
+        f_frame_rate = f_hours >> 5 & 3
+        f_hour = f_hours & 31
+        return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
+    C_smpte_offset._bw_model = (_f2m_smpte_offset, ('hours', 'minutes', 'seconds', 'frames', 'sub_frames'), (), True)
+
+    def _m2c_smpte_offset(v):
+        return {
+            'frame_rate': None if v.frame_rate is None else _bit_part(v.frame_rate, 2, 'frame_rate'),
+            'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour'),
+            'minutes': v.minutes,
+            'seconds': v.seconds,
+            'frames': v.frames,
+            'sub_frames': v.sub_frames,
+        }
+
+    def _c2m_time_signature(c):
+        if c.__class__ is TimeSignature:  # built by a compiled parse
+            return c
+        f_numerator = c['numerator']
+        f_denominator_log2 = c['denominator_log2']
+        f_clocks_per_click = c['clocks_per_click']
+        f_notated_32nd_notes_per_beat = c['notated_32nd_notes_per_beat']
+        return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
+
+    def _f2m_time_signature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat):
+        return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
+    C_time_signature._bw_model = (_f2m_time_signature, ('numerator', 'denominator_log2', 'clocks_per_click', 'notated_32nd_notes_per_beat'), (), True)
+
+    def _m2c_time_signature(v):
+        return {
+            'numerator': v.numerator,
+            'denominator_log2': v.denominator_log2,
+            'clocks_per_click': v.clocks_per_click,
+            'notated_32nd_notes_per_beat': v.notated_32nd_notes_per_beat,
+        }
+
+    def _c2m_key_signature(c):
+        if c.__class__ is KeySignature:  # built by a compiled parse
+            return c
+        f_sharps = c['sharps']
+        f_minor = c['minor']
+        return KeySignature(f_sharps, f_minor)
+
+    def _f2m_key_signature(f_sharps, f_minor):
+        return KeySignature(f_sharps, f_minor)
+    C_key_signature._bw_model = (_f2m_key_signature, ('sharps', 'minor'), (), True)
+
+    def _m2c_key_signature(v):
+        return {
+            'sharps': v.sharps,
+            'minor': v.minor,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {MidiFile: _m2c_midi_file, Track: _m2c_track, Event: _m2c_event, Note: _m2c_note, ControlChange: _m2c_control_change, ProgramChange: _m2c_program_change, ChannelPressure: _m2c_channel_pressure, PitchBend: _m2c_pitch_bend, Sysex: _m2c_sysex, Escape: _m2c_escape, Meta: _m2c_meta, SequenceNumber: _m2c_sequence_number, Text: _m2c_text, ChannelPrefix: _m2c_channel_prefix, MidiPort: _m2c_midi_port, SetTempo: _m2c_set_tempo, SmpteOffset: _m2c_smpte_offset, TimeSignature: _m2c_time_signature, KeySignature: _m2c_key_signature }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_midi_file(buf, offset: int = 0, *, compiled: bool = False) -> MidiFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_file") if compiled else C_midi_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5769,6 +5803,7 @@ def construct_decode_midi_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_midi_file(value: MidiFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_file") if compiled else C_midi_file
     try:
         data = con.build(_m2c_midi_file(value))
@@ -5781,6 +5816,7 @@ def construct_encode_midi_file(value: MidiFile, *, compiled: bool = False) -> by
 
 def construct_decode_track(buf, offset: int = 0, *, compiled: bool = False) -> Track:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("track") if compiled else C_track
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5795,6 +5831,7 @@ def construct_decode_track(buf, offset: int = 0, *, compiled: bool = False) -> T
 
 def construct_encode_track(value: Track, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("track") if compiled else C_track
     try:
         data = con.build(_m2c_track(value))
@@ -5807,6 +5844,7 @@ def construct_encode_track(value: Track, *, compiled: bool = False) -> bytes:
 
 def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False, running: int = 0) -> Event:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5821,6 +5859,7 @@ def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False, runn
 
 def construct_encode_event(value: Event, *, compiled: bool = False, running: int = 0) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         data = con.build(_m2c_event(value), running=running)
@@ -5833,6 +5872,7 @@ def construct_encode_event(value: Event, *, compiled: bool = False, running: int
 
 def construct_decode_note(buf, offset: int = 0, *, compiled: bool = False) -> Note:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("note") if compiled else C_note
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5847,6 +5887,7 @@ def construct_decode_note(buf, offset: int = 0, *, compiled: bool = False) -> No
 
 def construct_encode_note(value: Note, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("note") if compiled else C_note
     try:
         data = con.build(_m2c_note(value))
@@ -5859,6 +5900,7 @@ def construct_encode_note(value: Note, *, compiled: bool = False) -> bytes:
 
 def construct_decode_control_change(buf, offset: int = 0, *, compiled: bool = False) -> ControlChange:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("control_change") if compiled else C_control_change
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5873,6 +5915,7 @@ def construct_decode_control_change(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_control_change(value: ControlChange, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("control_change") if compiled else C_control_change
     try:
         data = con.build(_m2c_control_change(value))
@@ -5885,6 +5928,7 @@ def construct_encode_control_change(value: ControlChange, *, compiled: bool = Fa
 
 def construct_decode_program_change(buf, offset: int = 0, *, compiled: bool = False) -> ProgramChange:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("program_change") if compiled else C_program_change
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5899,6 +5943,7 @@ def construct_decode_program_change(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_program_change(value: ProgramChange, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("program_change") if compiled else C_program_change
     try:
         data = con.build(_m2c_program_change(value))
@@ -5911,6 +5956,7 @@ def construct_encode_program_change(value: ProgramChange, *, compiled: bool = Fa
 
 def construct_decode_channel_pressure(buf, offset: int = 0, *, compiled: bool = False) -> ChannelPressure:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_pressure") if compiled else C_channel_pressure
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5925,6 +5971,7 @@ def construct_decode_channel_pressure(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_channel_pressure(value: ChannelPressure, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_pressure") if compiled else C_channel_pressure
     try:
         data = con.build(_m2c_channel_pressure(value))
@@ -5937,6 +5984,7 @@ def construct_encode_channel_pressure(value: ChannelPressure, *, compiled: bool 
 
 def construct_decode_pitch_bend(buf, offset: int = 0, *, compiled: bool = False) -> PitchBend:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pitch_bend") if compiled else C_pitch_bend
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5951,6 +5999,7 @@ def construct_decode_pitch_bend(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_pitch_bend(value: PitchBend, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pitch_bend") if compiled else C_pitch_bend
     try:
         data = con.build(_m2c_pitch_bend(value))
@@ -5963,6 +6012,7 @@ def construct_encode_pitch_bend(value: PitchBend, *, compiled: bool = False) -> 
 
 def construct_decode_sysex(buf, offset: int = 0, *, compiled: bool = False) -> Sysex:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sysex") if compiled else C_sysex
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5977,6 +6027,7 @@ def construct_decode_sysex(buf, offset: int = 0, *, compiled: bool = False) -> S
 
 def construct_encode_sysex(value: Sysex, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sysex") if compiled else C_sysex
     try:
         data = con.build(_m2c_sysex(value))
@@ -5989,6 +6040,7 @@ def construct_encode_sysex(value: Sysex, *, compiled: bool = False) -> bytes:
 
 def construct_decode_escape(buf, offset: int = 0, *, compiled: bool = False) -> Escape:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("escape") if compiled else C_escape
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6003,6 +6055,7 @@ def construct_decode_escape(buf, offset: int = 0, *, compiled: bool = False) -> 
 
 def construct_encode_escape(value: Escape, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("escape") if compiled else C_escape
     try:
         data = con.build(_m2c_escape(value))
@@ -6015,6 +6068,7 @@ def construct_encode_escape(value: Escape, *, compiled: bool = False) -> bytes:
 
 def construct_decode_meta(buf, offset: int = 0, *, compiled: bool = False) -> Meta:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta") if compiled else C_meta
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6029,6 +6083,7 @@ def construct_decode_meta(buf, offset: int = 0, *, compiled: bool = False) -> Me
 
 def construct_encode_meta(value: Meta, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta") if compiled else C_meta
     try:
         data = con.build(_m2c_meta(value))
@@ -6041,6 +6096,7 @@ def construct_encode_meta(value: Meta, *, compiled: bool = False) -> bytes:
 
 def construct_decode_sequence_number(buf, offset: int = 0, *, compiled: bool = False) -> SequenceNumber:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sequence_number") if compiled else C_sequence_number
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6055,6 +6111,7 @@ def construct_decode_sequence_number(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_sequence_number(value: SequenceNumber, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sequence_number") if compiled else C_sequence_number
     try:
         data = con.build(_m2c_sequence_number(value))
@@ -6067,6 +6124,7 @@ def construct_encode_sequence_number(value: SequenceNumber, *, compiled: bool = 
 
 def construct_decode_text(buf, offset: int = 0, *, compiled: bool = False) -> Text:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("text") if compiled else C_text
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6081,6 +6139,7 @@ def construct_decode_text(buf, offset: int = 0, *, compiled: bool = False) -> Te
 
 def construct_encode_text(value: Text, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("text") if compiled else C_text
     try:
         data = con.build(_m2c_text(value))
@@ -6093,6 +6152,7 @@ def construct_encode_text(value: Text, *, compiled: bool = False) -> bytes:
 
 def construct_decode_channel_prefix(buf, offset: int = 0, *, compiled: bool = False) -> ChannelPrefix:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_prefix") if compiled else C_channel_prefix
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6107,6 +6167,7 @@ def construct_decode_channel_prefix(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_channel_prefix(value: ChannelPrefix, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_prefix") if compiled else C_channel_prefix
     try:
         data = con.build(_m2c_channel_prefix(value))
@@ -6119,6 +6180,7 @@ def construct_encode_channel_prefix(value: ChannelPrefix, *, compiled: bool = Fa
 
 def construct_decode_midi_port(buf, offset: int = 0, *, compiled: bool = False) -> MidiPort:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_port") if compiled else C_midi_port
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6133,6 +6195,7 @@ def construct_decode_midi_port(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_midi_port(value: MidiPort, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_port") if compiled else C_midi_port
     try:
         data = con.build(_m2c_midi_port(value))
@@ -6145,6 +6208,7 @@ def construct_encode_midi_port(value: MidiPort, *, compiled: bool = False) -> by
 
 def construct_decode_set_tempo(buf, offset: int = 0, *, compiled: bool = False) -> SetTempo:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("set_tempo") if compiled else C_set_tempo
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6159,6 +6223,7 @@ def construct_decode_set_tempo(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_set_tempo(value: SetTempo, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("set_tempo") if compiled else C_set_tempo
     try:
         data = con.build(_m2c_set_tempo(value))
@@ -6171,6 +6236,7 @@ def construct_encode_set_tempo(value: SetTempo, *, compiled: bool = False) -> by
 
 def construct_decode_smpte_offset(buf, offset: int = 0, *, compiled: bool = False) -> SmpteOffset:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("smpte_offset") if compiled else C_smpte_offset
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6185,6 +6251,7 @@ def construct_decode_smpte_offset(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_smpte_offset(value: SmpteOffset, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("smpte_offset") if compiled else C_smpte_offset
     try:
         data = con.build(_m2c_smpte_offset(value))
@@ -6197,6 +6264,7 @@ def construct_encode_smpte_offset(value: SmpteOffset, *, compiled: bool = False)
 
 def construct_decode_time_signature(buf, offset: int = 0, *, compiled: bool = False) -> TimeSignature:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("time_signature") if compiled else C_time_signature
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6211,6 +6279,7 @@ def construct_decode_time_signature(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_time_signature(value: TimeSignature, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("time_signature") if compiled else C_time_signature
     try:
         data = con.build(_m2c_time_signature(value))
@@ -6223,6 +6292,7 @@ def construct_encode_time_signature(value: TimeSignature, *, compiled: bool = Fa
 
 def construct_decode_key_signature(buf, offset: int = 0, *, compiled: bool = False) -> KeySignature:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("key_signature") if compiled else C_key_signature
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6237,6 +6307,7 @@ def construct_decode_key_signature(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_key_signature(value: KeySignature, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("key_signature") if compiled else C_key_signature
     try:
         data = con.build(_m2c_key_signature(value))
@@ -6252,6 +6323,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -6770,3 +6842,86 @@ DECODERS = {"midi_file": decode_midi_file, "track": decode_track, "event": decod
 ENCODERS = {"midi_file": encode_midi_file, "track": encode_track, "event": encode_event, "note": encode_note, "control_change": encode_control_change, "program_change": encode_program_change, "channel_pressure": encode_channel_pressure, "pitch_bend": encode_pitch_bend, "sysex": encode_sysex, "escape": encode_escape, "meta": encode_meta, "sequence_number": encode_sequence_number, "text": encode_text, "channel_prefix": encode_channel_prefix, "midi_port": encode_midi_port, "set_tempo": encode_set_tempo, "smpte_offset": encode_smpte_offset, "time_signature": encode_time_signature, "key_signature": encode_key_signature }
 CONSTRUCT_DECODERS = {"midi_file": construct_decode_midi_file, "track": construct_decode_track, "event": construct_decode_event, "note": construct_decode_note, "control_change": construct_decode_control_change, "program_change": construct_decode_program_change, "channel_pressure": construct_decode_channel_pressure, "pitch_bend": construct_decode_pitch_bend, "sysex": construct_decode_sysex, "escape": construct_decode_escape, "meta": construct_decode_meta, "sequence_number": construct_decode_sequence_number, "text": construct_decode_text, "channel_prefix": construct_decode_channel_prefix, "midi_port": construct_decode_midi_port, "set_tempo": construct_decode_set_tempo, "smpte_offset": construct_decode_smpte_offset, "time_signature": construct_decode_time_signature, "key_signature": construct_decode_key_signature }
 CONSTRUCT_ENCODERS = {"midi_file": construct_encode_midi_file, "track": construct_encode_track, "event": construct_encode_event, "note": construct_encode_note, "control_change": construct_encode_control_change, "program_change": construct_encode_program_change, "channel_pressure": construct_encode_channel_pressure, "pitch_bend": construct_encode_pitch_bend, "sysex": construct_encode_sysex, "escape": construct_encode_escape, "meta": construct_encode_meta, "sequence_number": construct_encode_sequence_number, "text": construct_encode_text, "channel_prefix": construct_encode_channel_prefix, "midi_port": construct_encode_midi_port, "set_tempo": construct_encode_set_tempo, "smpte_offset": construct_encode_smpte_offset, "time_signature": construct_encode_time_signature, "key_signature": construct_encode_key_signature }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-qZedu$`ec^4m|B<dbI!%ogP#~Is+O~yKz(&=70+psL_&N3xRmUOnS&4pc(L(T4yyY%kzPIBVLu3x8O(**UlK<c=5oYaQ`1`4!E'
+    'gSttaI%s-<Q@3$m&C{(5H2)YuoEV7%ByhiP_Dyn0O4eO_z=_=1Z)WHF=6n3UZ)W*G{LhZx-NXMG?=GzA^o%O5Fnwf&%2X9}MI8}U'
+    '(?}c@s$yl$eB4YwXx?w8jJPaRscFQkVo5ZOUR~5HaCzO5F32T8Es?pI+h)j7u|i3ztf*B%*GOiVj1ss_#?sJHtI?uqkme2=86C-x'
+    ')Z)V4OlA})V<n|%-t&00r)QEdDwL>7imWc5BB{A$R+=Ez@WVt`h2kkvRO&Kbh*e5T;%QM66**0GMrESN)FE>EtEbYW1_ScuVM2u>'
+    'BLXRiD|@M25(Sx5sJx;xK5KzgL`^43nb6Zz*0m8bDO+EOsKMP5t>}XF;FLg43#up-Ds-<s!o77t1|h9Y_(wmuw;<|dMOErGZ5Ss>'
+    'bfreHO{4H6nFy5%Db#g-t0KVDae>nIbgER-gcUjgUyDqTWm<8XNJ`TMy{>U`a+BM9N`#K0%!gyJ%0w0mFvnrHzkRQwoN;ftqEkRj'
+    'XB2zRB>{NF(Y5q2p9)-BvPflCj~<0?Yc=S6*X*6P2#0x>G>#$=ZB5f@mC)5<rLKvmsW)%voIx7+JlLW;$h?Wys;~w`0*s=7q+oC#'
+    '>lDOZ0iklPYAQV~DsYQW^g4~C)VeH-@`~LhJwZfJ)3T`Ag2r{_><b>hBvqg&p3Lf@OnM{<mSL@>X+#TP0KH|@VDqGD?9z&iRt4<_'
+    'w2+ZCp;|EoBT*7psHU67F^vgh`wvX)A1jU(3#H=0LkGqW>^pSeFx^+kWcCZA`$rFrW)74Om1(8`SNjfS#*4HJ_bEMmC_~Go(XsO3'
+    '(gD-xKTTCsa?Q*cy;QDOHEy3tty<1oreU%kqi-7S+(yf;0kdBAZX;e0G>W(5GqS$yGj3R7&CCuN2~Av)X~|q?+u07Ie?@_Z;q}>i'
+    '!RV{fY5|@N%%)(7BtBt|H~Ai7Y+IVi9h;rbFE36`WkEitg-V^8*&a4%47dhq8hypOs=}%O6a7N5NNYMgC08%7>-;0l9iLsE%uUZ9'
+    'UozSC*$9krfcMu(ts<<^60GzJg%wjt3K!g3Nv2dvnq^$HT2nw@YH5@0&9RZ-_{pW|JC9H2mS-ksar7vReks@st-%7LV%G#+2kteu'
+    'F9nJolMS$gMqB|ZbKU4usV=H8bx?qKMU;Wl%Rp2~u5o!ZKa*YVF2IfK3U;M^byc>XUCqVJt^w(?_n}n1$@S;vm#6ddM~~vv`q>~m'
+    '*n)#TiztUQ10giq7v^VA<QEpFmzIt%P9tS9gmTB!d~SJhel|aK`(*AICmjqUU09qywm3QGBi$B4I)o&->Dj;(wucZW7iN~HZqMI3'
+    'ox2Umc7%{6mQE}!PtPIAPFR!c(TUuE9;C_945MQ?>T_3t#eC20o=-$SAMhn3e5Ki;b$0lq$&O_Az`73LKzVd^{$)Mc{j%<~bZ%-o'
+    'pF2Kx>+~YB&=bOCe0lnwWn1rC5)4euFPvDMId=Q9t-q~h$}KUUo1EjKkA;x!oXIUMFCL!*gK%l%Ve+4a$4+sZ><uHCn_SFV{3XIB'
+    'Hg$YD?~(O|s->quM`!LqQW7Q*#1#33`9&^}t3s%@fp&pq*&YfAZwMQ1X?i&idbTi+RCk6Aw=}n4nJSPY;c^%w%QJJ+`K6g-xyfbQ'
+    '4(<sv+U)d+Amxb=%1a!DTFfskOi#@motZ-NkNU|`)l+j`#76x+LI4rT${Cqo0i00*Er1txwEnEE_1D!4bqI15VFkmC(I-?y2qD&Y'
+    'l@=AXWQCsrjCy$th8SKFi~N>9_&i}G$|42NY=@8Dqj=?y9KBUxMFfZ#x9kf>xfSt-KTK)jeGqdmZ;4vzY7KB}d>TL89tlmUt3~J&'
+    '8OMQD3SVOa2IT%J2%&&QbtGQoQviiG;@oHFj08G!SuwK_BUw}`d8J$ihz4;Ce7juAdv|x>rJo`Kexet_vIY++)WwP}LJTnm%Bpf7'
+    'm67Ce5Wyqnq6vfvz$j&L6&@I)iUt8CuG3Wvib)7PRZ&LHcvu`X5?3Sqz1ogHMTJkZR}*Dm5552j7AyFrh<uq-aioSBs8plsX$<K+'
+    '7K_k}JqP@$5a$GZQv9??&)^e_N)=|KX&8u&egHENXX{lUzdmPd0~8MKw3G)fpb7K<=v2TAX^7;C3@Ab8&t`%s<L$Bv>4UriUw1e?'
+    'T?w-7In;$p1s(*f3^GB>muOk2S9FZ1&et4h-=q<TD9lV_kF9GXu9}Tl+VuMwP}8f@MgkBFJOWovC}<Y2h}S4RWv+wtKI2)Il~Lp^'
+    'lxebaKF>`8o*NAaP2r^+`$mraYmU7Pp6uV(**8&s?3En*R*ro;$G(H|Vc*TM@1@y)<k<If><2maL(V1p5p@6YI{OK-aw~ha4Hu)F'
+    '3-(_*_F9hpcW}xH2i2WJ;I>H1o<*?djW|L;K&85%0u(Y4<iR&wm|l1kwY8^-m)tvGWvVSJV{KUJlP&lbl>1On?gjyl099f{_N8wC'
+    '-)&V&o82>m_5h}V0<xa`sM(3V+uE|XuMK<sP6FDVzdHiS>I9^a9MJ;DkiDp2_(WE8fG&_0@z_Gpn$Sl>GUw6q#%?9S{>Glo-x`;t'
+    'v?`!&a^sC;bbp$B#2V6MpJSgldT$lw`I_qy0n*a4Zc52WPmk3iZHKQw7|-FuUAic^74StkF8J4?zG@=PtRj>gngaVrz%gHh|6hXt'
+    'U(P1L`9+l)(j{h>m{@lGFnCYy+D-Na*Dvp6&*$s`lJ)@G>WxD}i?qj@9`K>htL}&rfo5r!$Hk@a6>AvCxb!Z(c{z5p#v8K7yUcw;'
+    'kFVtg_96r@=`!q;hCkHu<XxD}bX&a|N4>(t4W_;TTHuR}{9#740`X?2(R)TLf#ZVtya9f;peT?E%jQ{J^p|s(j$%~xbdvWCXrqNs'
+    'VK`8pYu2~iIm`f;*S6tu1XIlsOI5fbNl~1kV@%hByOM6em2wzBAxmTMC)*?K!;hW7xik*n)-9%`{W!p90v!Sz-@-YTCa~S&*tog1'
+    '&5;y0xCye?HaReoLyn1fR<{uc)KOq}bR{s`NLvdGd|E4i#C`{2_?a6i64paZ_6tybo`thtrrDdF<AVk0I9za*^0%HxVQ;a|H5wOt'
+    'tI4b!BkFUEh`lA)w)3?d`<HcitdZm>CNDw`2l0EmrYp6)BIl{90t{LQ4uN=M(#^Ity8VsL9HH`_NpgmPS+yutTId*1n*eISLGU)a'
+    '8sh+?xT>5%9Jk$RR|R<m0a{;0SX1gc!e5l<EWh&Pd1;P4%|2};0Sp3G;y4%jSeS_;Z1yZL_dk%5y$%-qRyN7C0J84iWp~sO2Hr;<'
+    'vbaqa1+u6`7OnGj7C<038*vMz@8UR&V+2GC+pMxyUMnhqzNHy-IsK<aRj&&bUf=4gC`Cc%r4BIBJ8)s2bZw4bK8?uU)4pdx`~KR#'
+    'dd{aVe+Qw)bM0}@wL2OTaWo{L9_MrH>mCwTPhH(;ga~<6Q0mQ_;sPkkyB%fWCK5!MA^5BdENNWBYl(Jk7=aC=c3F8-u!cQnB&_aT'
+    '0Gc~P*=hqjrL&eBb^Qld3G^Ly9mVw>#vCuBTe&4*P^<Q4S5ico&~lj;bt06}%i=980~RQtT1rH{sVEyN1y6;fhjA)RPKP&#`kjQM'
+    'Rh-OmJ+DZ!Ua<LXj_cZ4c&>C8H0Pwdd6;SAcQBKk;#rTIbM|uYfcde-m<gb3z!Cy1GcOsdkfHe?StMfyY@(;5O<<Z-R7zH5He}fs'
+    'LzjK5mD?Md4{n!OzE1i*kih+>^g%9;lPC`9L;QOl{(>+Ip7_v*Ng9fua*8tV$~_mCc{a|KD%)R|n0qU3-|{@voFw7up?{K2;pkEY'
+    '$3*p$s@6jl{sC_2<3Ts{@n$z<^zwZgD|_m@OHjo?<$ItitmgT?hKa7oh@Gz7YjUO`f#Ssu@WTV5mUjx{xO}U2t$NV7(n1D23vaRK'
+    'u$4IBL;mIDqj%$+0Ko$YZvg;3*ObP2%XHP+1DR;pQ8|PAAvfQ|_dm9hoqQ-eL8o*!=xeR1wP)xPf$gu9Z{y3_Npm)oQr@=L5!_XD'
+    's>gPB4ZTy1uP;gn2TLCzIrLs26qR~D+}e)f^tdI}=+Tn4+<X?l4VT3eE9PE(Q%V&)hnH3HT&u~)op0yk;@}x#N{xez&l|C0`m~z^'
+    '3C3WNKLATgoWS!p4|x8j-%F;1hQYVF4)nawfo_2+{6VNHw5=uB%Vb;j(iu@NGM{BfF%9=5UUjxeZ@!s~6S3?l`Hipy<qV+}&52oQ'
+    '-(69|yuey?PU5buGmLZXA19Nx)9IP=^r}Cd)^RUT`d%=dZd&4hYqi89_9~2n*ZUE7fBXSjPVq8lL3+))<1TH^TiF}!0dDbDcEoEk'
+    ';svF&W=g;E=JFey!KUWwWYF*O&ow&RZlc+rdo#V<?*1NcrbAwnl!(I9lAD=V#7jY(N<m^VSbX56g4XbKuwCT=ku<Ko+1*U8v3sVQ'
+    '#)1~<y~yE4SK_Hw&$-(k^+WDTNJB7qd-)4?C+f-nZm+33`L~?SF?*DpEq`eb4izr(MVo%fmC`Y<g-fY5XgXz6Rhs%$nrb>#ucq^q'
+    'vs`vf$LKBcy^d72--sMCjX0JF%*V{^fDt)tN{8Y3aFH~kqZ#*V5Uxf|V@FYubycb4G1jc`PTSzl7~H9;$_n5^-<|DnXP;>d*>Ne)'
+    'tMGM|-`fHA#!VwxL+_R^K$3>7KR04y;~6Zut!Z=>TYil#2k~@*RupQy>)X(@e?K1Cp@4rLGXahK1kgLrr4hYjH04gybb$Org*7+S'
+    ';hC0(lNbCj2i~{RW7|ch8lon|NPz?+ppE^7h5$=ay08Myk}v_?EJ0}}w-RHNLj%jcki_42rYCUbCJ2U6Q4shqaG>ui)bShVjF^bf'
+    '?<f4w!~0vFL~&%7nE=LRng(sty2sdGXvEmk^SnN$*|^$;(kD7XX<x$kbc?##*@n8=CtIa<6CM%*)|4~yu%jrB8esTLwGzaUFxAjG'
+    '!s6jqro;APc!zS_+bS*BHOQTlo2Z1R9Y(^#y_>>)Zfhc=Q@tMY{BfkEKlTOg-FBZVJa?S*nk;wR)x&+6uoYsua@tong{mH3ONi_2'
+    '!Z=q$jdQ%wI0Y}^LpSS7`1oZo;j`M><OgB3&g@4YH8<sE9t2L_<#2*AqMO95|1_;AMNwaCpUYh8kfBMrfnkdo_@gieMq9bb>vLEs'
+    'SIXsKt7fi%z1Nh=T8$~PSR|+Dnmf@=)({?!+WsvYb&3dlRkJ<P$M7TK77(oFh|}ykzCYYR4dIrcO5M_|Qhbja!?}4;_39B=7UC>R'
+    '5KwfXVc_a6=42o3JlR&-WX)s48uFJdH00A<L-4$mryjg5!rNTkcxVH<F%{H}DO)%Es$t`~i>n&zerX30WvFTho0j(9yV8z0fa4#c'
+    'e!yW}Ml@H(k8ME4M}smx+AQOK&+%PMAsZm%t6i0D0OuD#%;%fM{8CWNFExnyk2fIZnV^_wn#COF=|zj93w{XL^=7dTXzjv6+ehq5'
+    '9B!#%eWX(gX~dwH846-zP7eA0h@C@r959a0ZyvGF9&yka@ybYZR@(33v7H`<YZzgu2_o(CAkyo&x<8EuArfu{PV%EvzWoD!^vYkm'
+    '+Jy^4t|j}%4jn!~Zn}wJ$*>84c1p>A9Bp4YbW0+)iu$Bn3M+}sJ>V-B_BGW+eAPl<?PvPlcC{a0>OSNNP6(4F=fti*O0VO}UQ(A!'
+    'v@FWBgfCNQ_%?+p9S15r)h27YD)5Z#Ro=5+c*JaL_n!c}zruB{ZsHxV_~01@T-LxDg}x4F6n@$oqi)L3x^ZQX15593$C7o*04>fs'
+    'V}OEcb136=m*M{I7=HaCGi>@#RfIFlJwgb_fm0RW)s2IbWOSUr4Z~k*z_aCJnM{V<M2e8TsL-JC%>ZzA2Q5A1JAIo3!9Qq%IDCq}'
+    'XuvO{UNrdF2BN`iFdEFZ$fNis>pAI*?!2TI_)Z;rUiu0S$v4TQf8sp6$ocsye&6U)vgeFACicx6*^$OY{iHu-<fX4JaIiEU<Eq!<'
+    'D1wo+H{|z{(JmrV$Ngo;gT|KXh0uy}#B+87cGqN+_e{3jtZq06v84v{7ooCkcQ!TFgcv%3vh1(l!6csuon*@`?U|*<_s;nHW@)Qn'
+    'Wv@LyA8Kv!@%j=!WeFF>ilSld3g0W)qzT^;Ypl~f9H`StxmXa-{rLtgcs^*s^Z%C?%x$dmL6oOp`F6V{A6}?_X9m252SF~RZ9N^%'
+    'cgqUPZTwv(i*N!Ia?N`45=-)2=?Ui7qFfhrQIWAQq*9@>mshRbD*Pr@_GAZ@byf9K8&K87psFr5t13I`KWfC@V84Kt?oKCebTR(Q'
+    'U+luIk#1D*|C=Q}8^*+FM>~>!<}vXGvgMu3JK5qO=gCkz8gLJCo^-(YL0H)o5Kv>MM(?dtxk&TYVSe0@iZI5`!)KJ8;-4`l^UpZD'
+    'mw)y$oqs0S8UESF?&F_?-EZvh<=^<i3^ZTG9<X0Kswt2^LCX#7p&WeN$sRQZAO*<t_doH*GFvyc@iWKHYbelo4>OD%Xf*t6kD%K-'
+    'ZYS8sjqRuCTA<b1JG0IS@x3$YE>z-9>Um*~tZh`|&xI*V%b<DbWYgQ-n{_51jy0VHJL#MSbBlD)<comMY{0GjX)NGY_+_x7k+7Ao'
+    '-Rl@z>Ri4IqQ1%nC_xjr02QMz#hP-2ufzffgJ1e`gfDh4Uv}OTE_@G27Os5(**P|OVWQ`Ye)YxI<Jt+*7+%JcY^hm@jq=`62%Ln!'
+    'pC)6dJi=dbB!XuDlEEg``sGHoX6IW3$QL%C$xj3|`H5yt?z8>h<|?2&H(3Gw=Ri?E;DIlIHoqEcs(-!~)aKV3@bXtTAmb;4GJdjI'
+    '#&I4;E^3MSeADX*IEM=$+c%nJ`({wKZ#KyGYa5X5(?Quj-7MQ)D;5WYySrhp^F39us45!8cUzm^&DqL>AusvG?jnT?Aof_?5qr!L'
+    'dm<hXJHL#1V*mOE#QscB?9aqnoPK6XUDY<F)a@$zyHor{sJtpzZxZqs3Gq>_$|#-c@=0$jGxW?}+v<F8yXt(zcjlsD$DnzK09k07'
+    '!=?5JyPN7XyS@7U`*5k#@nC&l`eoDw+rNtX!L~8PSB6|mM#m0qx~9K7-UdGQIt)i+%_3`Y=6A4(y+QAo%0R5;vB92}l5Z^C54k`V'
+    'C+siXOS^DxSgMyULG^u=Q*<oRzYGR^rE9=GVBe-l&liZ-tb47Rb+kjx8as5TSsNpn2{JZ5Oh(~j|1cSYkHaH}50X?#RciLzg2QCr'
+    '1lgA%<(jsYPVAc?gOT<!u!`J1^Ri0aDB^Z+T*e!AGkQC{aT&k3#r;=+^HevSTOO%3&mk{O8huq!uJb%^GeF?TCV{}WIw^F!Dr}z}'
+    'GcWFxzujrdV{L!bfWKh7HG!#{*?y<fY}>uqpVaDw{5zO&wzx?df49@D$G7fG&1EiD>2=T4?B-xaIv(f1@q=-mX%;zTk;FKEZ_7Pv'
+    'v)dx_(?%@Xh(+r=gY%6Ipq$SJQO;*upqv57u&tkgxp)foeSdBgEF*Pu{%@#6WySu5mwZK88EbzI@ERXExrvOC4}5?$kFa&z{h%{<'
+    '?L5*@v7!`DX?Xzg`C>)H;|v#TU4Gbk=ItEQ9>_KDHRt@kF}ak-#KYpEKn4BcG4Z3$Ozhh_%U^XZKki!ohb_y0(6ZmNmgWBmw|vj!'
+    'KWyFg6Gbc{pRIpy1GfHb(AJ-AVe1Kv32Lp`51;j$%N~n}q;AId3&3Q`75qig)Q$YztXAuE$8X+#`|WJsCjIoQuwL(V)+<mv?#37N'
+    'f)#Jlb!8))obi8lobeVO*Zfqx`MBm&mV%v&2M_c<Whv3Q1||A&_exYZk}6#hHC+|$A1bR=>MQsoTqjK<QKC96>h`ZN+-6-kN3X0`'
+    '+@E02I=`M375EQUy|Qk<5gf-~2gP4`(DC=saB9Y&{ksYL=f|LB<bMI~?w4!'
+)

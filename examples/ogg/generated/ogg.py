@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -82,6 +83,11 @@ _ck_crc32_ogg = _registry.checksum_func("crc32_ogg", fast=True)
 FAMILY = "ogg"
 SCHEMA_FILES = ["schemas/ogg.yaml"]
 SCHEMA_DIGEST = "sha256:43dc987f92c699ba5a2f65a8cc1550df7cf064015d65bef53d91f8c37f46f7a6"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'OggS', 'ogg_stream', {}, False, None, None)]
+RECORD_NAMES = ('ogg_page', 'ogg_stream', 'vorbis_packet', 'identification_header', 'comment_header', 'setup_header', 'audio_packet')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1867,285 +1873,313 @@ def encode_audio_packet(value: AudioPacket) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_ogg_page = Struct(
-    '_o_start' / Tell,
-    '_s_capture' / Tell,
-    'capture' / Const(b'OggS'),
-    '_e_capture' / Tell,
-    '_s_version' / Tell,
-    'version' / Const(0, Int8ul),
-    '_e_version' / Tell,
-    '_s_header_type' / Tell,
-    'header_type' / BitFlags(Int8ul, (('eos', 2, 1, True), ('bos', 1, 1, True), ('continued', 0, 1, True)), model=PageFlags),
-    '_e_header_type' / Tell,
-    '_s_granule' / Tell,
-    'granule' / Int64ul,
-    '_e_granule' / Tell,
-    '_s_serial' / Tell,
-    'serial' / Int32ul,
-    '_e_serial' / Tell,
-    '_s_seqno' / Tell,
-    'seqno' / Int32ul,
-    '_e_seqno' / Tell,
-    '_o_page_crc' / Tell,
-    '_s_page_crc' / Tell,
-    'page_crc' / Rebuild(Int32ul, 0),
-    '_e_page_crc' / Tell,
-    '_s_segment_count' / Tell,
-    'segment_count' / Rebuild(Int8ul, Code("len(this['segment_table'])", lambda this: len(this['segment_table']))),
-    '_e_segment_count' / Tell,
-    '_s_segment_table' / Tell,
-    'segment_table' / Array(Code("this['segment_count']", lambda this: this['segment_count']), Int8ul),
-    '_e_segment_table' / Tell,
-    '_s_body' / Tell,
-    'body' / Bytes(Code("sum(this['segment_table'])", lambda this: sum(this['segment_table']))),
-    '_e_body' / Tell,
-    '_late_page_crc' / LateChecksum('page_crc', Int32ul, Code("_ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\x00\x00\x00\x00'))), 'crc32_ogg', check=True, patch=True),
-)
-C_ogg_page._bw_fast_runs = {'capture': (22, (('capture', 0, 4), ('version', 4, 1), ('header_type', 5, 1), ('granule', 6, 8), ('serial', 14, 4), ('seqno', 18, 4))), 'page_crc': (5, (('page_crc', 0, 4), ('segment_count', 4, 1)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_identification_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'vorbis'),
-    'vorbis_version' / Const(0, Int32ul),
-    'audio_channels' / Int8ul,
-    Check(Code("(1 <= this['audio_channels'])", lambda this: (1 <= this['audio_channels']))),
-    'audio_sample_rate' / Int32ul,
-    Check(Code("(1 <= this['audio_sample_rate'])", lambda this: (1 <= this['audio_sample_rate']))),
-    'bitrate_maximum' / Int32sl,
-    'bitrate_nominal' / Int32sl,
-    'bitrate_minimum' / Int32sl,
-    'blocksizes' / BitFlags(Int8ul, (('blocksize_1', 4, 4, False), ('blocksize_0', 0, 4, False)), model=Blocksizes),
-    'framing_flag' / Const(1, Int8ul),
-)
-C_identification_header._bw_fast_runs = {'magic': (29, (('magic', 0, 6), ('vorbis_version', 6, 4), ('audio_channels', 10, 1), ('audio_sample_rate', 11, 4), ('bitrate_maximum', 15, 4), ('bitrate_nominal', 19, 4), ('bitrate_minimum', 23, 4), ('blocksizes', 27, 1), ('framing_flag', 28, 1)))}
+    C_ogg_page = Struct(
+        '_o_start' / Tell,
+        '_s_capture' / Tell,
+        'capture' / Const(b'OggS'),
+        '_e_capture' / Tell,
+        '_s_version' / Tell,
+        'version' / Const(0, Int8ul),
+        '_e_version' / Tell,
+        '_s_header_type' / Tell,
+        'header_type' / BitFlags(Int8ul, (('eos', 2, 1, True), ('bos', 1, 1, True), ('continued', 0, 1, True)), model=PageFlags),
+        '_e_header_type' / Tell,
+        '_s_granule' / Tell,
+        'granule' / Int64ul,
+        '_e_granule' / Tell,
+        '_s_serial' / Tell,
+        'serial' / Int32ul,
+        '_e_serial' / Tell,
+        '_s_seqno' / Tell,
+        'seqno' / Int32ul,
+        '_e_seqno' / Tell,
+        '_o_page_crc' / Tell,
+        '_s_page_crc' / Tell,
+        'page_crc' / Rebuild(Int32ul, 0),
+        '_e_page_crc' / Tell,
+        '_s_segment_count' / Tell,
+        'segment_count' / Rebuild(Int8ul, Code("len(this['segment_table'])", lambda this: len(this['segment_table']))),
+        '_e_segment_count' / Tell,
+        '_s_segment_table' / Tell,
+        'segment_table' / Array(Code("this['segment_count']", lambda this: this['segment_count']), Int8ul),
+        '_e_segment_table' / Tell,
+        '_s_body' / Tell,
+        'body' / Bytes(Code("sum(this['segment_table'])", lambda this: sum(this['segment_table']))),
+        '_e_body' / Tell,
+        '_late_page_crc' / LateChecksum('page_crc', Int32ul, Code("_ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\x00\x00\x00\x00'))), 'crc32_ogg', check=True, patch=True),
+    )
+    C_ogg_page._bw_fast_runs = {'capture': (22, (('capture', 0, 4), ('version', 4, 1), ('header_type', 5, 1), ('granule', 6, 8), ('serial', 14, 4), ('seqno', 18, 4))), 'page_crc': (5, (('page_crc', 0, 4), ('segment_count', 4, 1)))}
 
-C_comment_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'vorbis'),
-    'vendor' / PascalString(Int32ul, 'utf8'),
-    'comments' / PrefixedArray(Int32ul, PascalString(Int32ul, 'utf8'), min_size=4),
-    'framing_flag' / Const(1, Int8ul),
-)
-C_comment_header._bw_fast_runs = {'magic': (10, (('magic', 0, 6), ('vendor.length', 6, 4))), 'comments': (4, (('comments.length', 0, 4),)), 'framing_flag': (1, (('framing_flag', 0, 1),))}
+    C_identification_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'vorbis'),
+        'vorbis_version' / Const(0, Int32ul),
+        'audio_channels' / Int8ul,
+        Check(Code("(1 <= this['audio_channels'])", lambda this: (1 <= this['audio_channels']))),
+        'audio_sample_rate' / Int32ul,
+        Check(Code("(1 <= this['audio_sample_rate'])", lambda this: (1 <= this['audio_sample_rate']))),
+        'bitrate_maximum' / Int32sl,
+        'bitrate_nominal' / Int32sl,
+        'bitrate_minimum' / Int32sl,
+        'blocksizes' / BitFlags(Int8ul, (('blocksize_1', 4, 4, False), ('blocksize_0', 0, 4, False)), model=Blocksizes),
+        'framing_flag' / Const(1, Int8ul),
+    )
+    C_identification_header._bw_fast_runs = {'magic': (29, (('magic', 0, 6), ('vorbis_version', 6, 4), ('audio_channels', 10, 1), ('audio_sample_rate', 11, 4), ('bitrate_maximum', 15, 4), ('bitrate_nominal', 19, 4), ('bitrate_minimum', 23, 4), ('blocksizes', 27, 1), ('framing_flag', 28, 1)))}
 
-C_setup_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'vorbis'),
-    'codebooks' / GreedyBytes,
-)
-C_setup_header._bw_fast_runs = {'magic': (6, (('magic', 0, 6),))}
+    C_comment_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'vorbis'),
+        'vendor' / PascalString(Int32ul, 'utf8'),
+        'comments' / PrefixedArray(Int32ul, PascalString(Int32ul, 'utf8'), min_size=4),
+        'framing_flag' / Const(1, Int8ul),
+    )
+    C_comment_header._bw_fast_runs = {'magic': (10, (('magic', 0, 6), ('vendor.length', 6, 4))), 'comments': (4, (('comments.length', 0, 4),)), 'framing_flag': (1, (('framing_flag', 0, 1),))}
 
-C_audio_packet = Struct(
-    '_o_start' / Tell,
-    'data' / GreedyBytes,
-)
-C_audio_packet._bw_fast_runs = {}
+    C_setup_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'vorbis'),
+        'codebooks' / GreedyBytes,
+    )
+    C_setup_header._bw_fast_runs = {'magic': (6, (('magic', 0, 6),))}
 
-C_vorbis_packet = Struct(
-    '_o_start' / Tell,
-    'packet_type' / Int8ul,
-    'body' / Switch(Code("(this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)", lambda this: (this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)), {1: C_identification_header, 3: C_comment_header, 5: C_setup_header, 0: C_audio_packet}, default=Error),
-)
-C_vorbis_packet._bw_fast_runs = {'packet_type': (1, (('packet_type', 0, 1),))}
+    C_audio_packet = Struct(
+        '_o_start' / Tell,
+        'data' / GreedyBytes,
+    )
+    C_audio_packet._bw_fast_runs = {}
 
-from bytewright.runtime import framing as _framing
-_CFR_ogg_stream_packets = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
-C_ogg_stream = Struct(
-    '_o_start' / Tell,
-    'packets' / _framing.Framed(C_ogg_page, C_vorbis_packet, _CFR_ogg_stream_packets, 'packets'),
-)
-C_ogg_stream._bw_fast_runs = {}
+    C_vorbis_packet = Struct(
+        '_o_start' / Tell,
+        'packet_type' / Int8ul,
+        'body' / Switch(Code("(this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)", lambda this: (this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)), {1: C_identification_header, 3: C_comment_header, 5: C_setup_header, 0: C_audio_packet}, default=Error),
+    )
+    C_vorbis_packet._bw_fast_runs = {'packet_type': (1, (('packet_type', 0, 1),))}
 
-def _c2m_flags_page_flags(c):
-    if c.__class__ is PageFlags:  # built by a compiled parse
-        return c
-    return PageFlags(continued=bool(c['continued']), bos=bool(c['bos']), eos=bool(c['eos']))
-PageFlags._bw_opaque = True
+    from bytewright.runtime import framing as _framing
+    _CFR_ogg_stream_packets = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
+    C_ogg_stream = Struct(
+        '_o_start' / Tell,
+        'packets' / _framing.Framed(C_ogg_page, C_vorbis_packet, _CFR_ogg_stream_packets, 'packets'),
+    )
+    C_ogg_stream._bw_fast_runs = {}
 
-def _c2m_flags_blocksizes(c):
-    if c.__class__ is Blocksizes:  # built by a compiled parse
-        return c
-    return Blocksizes(blocksize_0=c['blocksize_0'], blocksize_1=c['blocksize_1'])
-Blocksizes._bw_opaque = True
+    def _c2m_flags_page_flags(c):
+        if c.__class__ is PageFlags:  # built by a compiled parse
+            return c
+        return PageFlags(continued=bool(c['continued']), bos=bool(c['bos']), eos=bool(c['eos']))
+    PageFlags._bw_opaque = True
 
-def _c2m_ogg_page(c):
-    if c.__class__ is OggPage:  # built by a compiled parse
-        return c
-    f_header_type = c['header_type']
-    if f_header_type is not None:
-        f_header_type = _c2m_flags_page_flags(f_header_type)
-    f_granule = c['granule']
-    f_serial = c['serial']
-    f_seqno = c['seqno']
-    f_segment_table = c['segment_table']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = bytes(f_body)
-    return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
+    def _c2m_flags_blocksizes(c):
+        if c.__class__ is Blocksizes:  # built by a compiled parse
+            return c
+        return Blocksizes(blocksize_0=c['blocksize_0'], blocksize_1=c['blocksize_1'])
+    Blocksizes._bw_opaque = True
 
-def _f2m_ogg_page(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body):
-    if f_header_type is not None:
-        f_header_type = (f_header_type if f_header_type.__class__ is PageFlags else _c2m_flags_page_flags(f_header_type))
-    if f_body is not None:
-        f_body = bytes(f_body)
-    return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
-C_ogg_page._bw_model = (_f2m_ogg_page, ('header_type', 'granule', 'serial', 'seqno', 'segment_table', 'body'), (), True)
+    def _c2m_ogg_page(c):
+        if c.__class__ is OggPage:  # built by a compiled parse
+            return c
+        f_header_type = c['header_type']
+        if f_header_type is not None:
+            f_header_type = _c2m_flags_page_flags(f_header_type)
+        f_granule = c['granule']
+        f_serial = c['serial']
+        f_seqno = c['seqno']
+        f_segment_table = c['segment_table']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = bytes(f_body)
+        return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
 
-def _m2c_ogg_page(v):
-    return {
-        'header_type': None if v.header_type is None else v.header_type.to_dict(),
-        'granule': v.granule,
-        'serial': v.serial,
-        'seqno': v.seqno,
-        'segment_table': v.segment_table,
-        'body': v.body,
-    }
+    def _f2m_ogg_page(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body):
+        if f_header_type is not None:
+            f_header_type = (f_header_type if f_header_type.__class__ is PageFlags else _c2m_flags_page_flags(f_header_type))
+        if f_body is not None:
+            f_body = bytes(f_body)
+        return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
+    C_ogg_page._bw_model = (_f2m_ogg_page, ('header_type', 'granule', 'serial', 'seqno', 'segment_table', 'body'), (), True)
 
-def _c2m_ogg_stream(c):
-    if c.__class__ is OggStream:  # built by a compiled parse
-        return c
-    f_packets = c['packets']
-    return OggStream(f_packets)
+    def _m2c_ogg_page(v):
+        return {
+            'header_type': None if v.header_type is None else v.header_type.to_dict(),
+            'granule': v.granule,
+            'serial': v.serial,
+            'seqno': v.seqno,
+            'segment_table': v.segment_table,
+            'body': v.body,
+        }
 
-def _f2m_ogg_stream(f_packets):
-    return OggStream(f_packets)
-C_ogg_stream._bw_model = (_f2m_ogg_stream, ('packets',), (), True)
+    def _c2m_ogg_stream(c):
+        if c.__class__ is OggStream:  # built by a compiled parse
+            return c
+        f_packets = c['packets']
+        return OggStream(f_packets)
 
-def _m2c_ogg_stream(v):
-    return {
-        'packets': None if v.packets is None else _framing.FramedList([_m2c_vorbis_packet(_x) for _x in v.packets], getattr(v.packets, 'fragments', None)),
-    }
-_CFR_ogg_stream_packets.frag_from_construct = lambda c: _c2m_ogg_page(c)
-_CFR_ogg_stream_packets.frag_to_construct = lambda v: _m2c_ogg_page(v)
-_CFR_ogg_stream_packets.item_from_construct = lambda c: _c2m_vorbis_packet(c)
+    def _f2m_ogg_stream(f_packets):
+        return OggStream(f_packets)
+    C_ogg_stream._bw_model = (_f2m_ogg_stream, ('packets',), (), True)
 
-def _c2m_vorbis_packet(c):
-    if c.__class__ is VorbisPacket:  # built by a compiled parse
-        return c
-    f_packet_type = c['packet_type']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_identification_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else (_c2m_comment_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else (_c2m_setup_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else (_c2m_audio_packet(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
-    return VorbisPacket(f_packet_type, f_body)
+    def _m2c_ogg_stream(v):
+        return {
+            'packets': None if v.packets is None else _framing.FramedList([_m2c_vorbis_packet(_x) for _x in v.packets], getattr(v.packets, 'fragments', None)),
+        }
+    _CFR_ogg_stream_packets.frag_from_construct = lambda c: _c2m_ogg_page(c)
+    _CFR_ogg_stream_packets.frag_to_construct = lambda v: _m2c_ogg_page(v)
+    _CFR_ogg_stream_packets.item_from_construct = lambda c: _c2m_vorbis_packet(c)
 
-def _f2m_vorbis_packet(f_packet_type, f_body):
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is IdentificationHeader else _c2m_identification_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else ((f_body if f_body.__class__ is CommentHeader else _c2m_comment_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else ((f_body if f_body.__class__ is SetupHeader else _c2m_setup_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else ((f_body if f_body.__class__ is AudioPacket else _c2m_audio_packet(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
-    return VorbisPacket(f_packet_type, f_body)
-C_vorbis_packet._bw_model = (_f2m_vorbis_packet, ('packet_type', 'body'), (), True)
+    def _c2m_vorbis_packet(c):
+        if c.__class__ is VorbisPacket:  # built by a compiled parse
+            return c
+        f_packet_type = c['packet_type']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_identification_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else (_c2m_comment_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else (_c2m_setup_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else (_c2m_audio_packet(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
+        return VorbisPacket(f_packet_type, f_body)
 
-def _m2c_vorbis_packet(v):
-    return {
-        'packet_type': v.packet_type,
-        'body': None if v.body is None else _m2c_any(v.body),
-    }
+    def _f2m_vorbis_packet(f_packet_type, f_body):
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is IdentificationHeader else _c2m_identification_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else ((f_body if f_body.__class__ is CommentHeader else _c2m_comment_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else ((f_body if f_body.__class__ is SetupHeader else _c2m_setup_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else ((f_body if f_body.__class__ is AudioPacket else _c2m_audio_packet(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
+        return VorbisPacket(f_packet_type, f_body)
+    C_vorbis_packet._bw_model = (_f2m_vorbis_packet, ('packet_type', 'body'), (), True)
 
-def _c2m_identification_header(c):
-    if c.__class__ is IdentificationHeader:  # built by a compiled parse
-        return c
-    f_audio_channels = c['audio_channels']
-    f_audio_sample_rate = c['audio_sample_rate']
-    f_bitrate_maximum = c['bitrate_maximum']
-    f_bitrate_nominal = c['bitrate_nominal']
-    f_bitrate_minimum = c['bitrate_minimum']
-    f_blocksizes = c['blocksizes']
-    if f_blocksizes is not None:
-        f_blocksizes = _c2m_flags_blocksizes(f_blocksizes)
-    return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
+    def _m2c_vorbis_packet(v):
+        return {
+            'packet_type': v.packet_type,
+            'body': None if v.body is None else _m2c_any(v.body),
+        }
 
-def _f2m_identification_header(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes):
-    if f_blocksizes is not None:
-        f_blocksizes = (f_blocksizes if f_blocksizes.__class__ is Blocksizes else _c2m_flags_blocksizes(f_blocksizes))
-    return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
-C_identification_header._bw_model = (_f2m_identification_header, ('audio_channels', 'audio_sample_rate', 'bitrate_maximum', 'bitrate_nominal', 'bitrate_minimum', 'blocksizes'), (), True)
+    def _c2m_identification_header(c):
+        if c.__class__ is IdentificationHeader:  # built by a compiled parse
+            return c
+        f_audio_channels = c['audio_channels']
+        f_audio_sample_rate = c['audio_sample_rate']
+        f_bitrate_maximum = c['bitrate_maximum']
+        f_bitrate_nominal = c['bitrate_nominal']
+        f_bitrate_minimum = c['bitrate_minimum']
+        f_blocksizes = c['blocksizes']
+        if f_blocksizes is not None:
+            f_blocksizes = _c2m_flags_blocksizes(f_blocksizes)
+        return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
 
-def _m2c_identification_header(v):
-    return {
-        'audio_channels': v.audio_channels,
-        'audio_sample_rate': v.audio_sample_rate,
-        'bitrate_maximum': v.bitrate_maximum,
-        'bitrate_nominal': v.bitrate_nominal,
-        'bitrate_minimum': v.bitrate_minimum,
-        'blocksizes': None if v.blocksizes is None else v.blocksizes.to_dict(),
-    }
+    def _f2m_identification_header(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes):
+        if f_blocksizes is not None:
+            f_blocksizes = (f_blocksizes if f_blocksizes.__class__ is Blocksizes else _c2m_flags_blocksizes(f_blocksizes))
+        return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
+    C_identification_header._bw_model = (_f2m_identification_header, ('audio_channels', 'audio_sample_rate', 'bitrate_maximum', 'bitrate_nominal', 'bitrate_minimum', 'blocksizes'), (), True)
 
-def _c2m_comment_header(c):
-    if c.__class__ is CommentHeader:  # built by a compiled parse
-        return c
-    f_vendor = c['vendor']
-    f_comments = c['comments']
-    return CommentHeader(f_vendor, f_comments)
+    def _m2c_identification_header(v):
+        return {
+            'audio_channels': v.audio_channels,
+            'audio_sample_rate': v.audio_sample_rate,
+            'bitrate_maximum': v.bitrate_maximum,
+            'bitrate_nominal': v.bitrate_nominal,
+            'bitrate_minimum': v.bitrate_minimum,
+            'blocksizes': None if v.blocksizes is None else v.blocksizes.to_dict(),
+        }
 
-def _f2m_comment_header(f_vendor, f_comments):
-    return CommentHeader(f_vendor, f_comments)
-C_comment_header._bw_model = (_f2m_comment_header, ('vendor', 'comments'), (), True)
+    def _c2m_comment_header(c):
+        if c.__class__ is CommentHeader:  # built by a compiled parse
+            return c
+        f_vendor = c['vendor']
+        f_comments = c['comments']
+        return CommentHeader(f_vendor, f_comments)
 
-def _m2c_comment_header(v):
-    return {
-        'vendor': v.vendor,
-        'comments': v.comments,
-    }
+    def _f2m_comment_header(f_vendor, f_comments):
+        return CommentHeader(f_vendor, f_comments)
+    C_comment_header._bw_model = (_f2m_comment_header, ('vendor', 'comments'), (), True)
 
-def _c2m_setup_header(c):
-    if c.__class__ is SetupHeader:  # built by a compiled parse
-        return c
-    f_codebooks = c['codebooks']
-    if f_codebooks is not None:
-        f_codebooks = bytes(f_codebooks)
-    return SetupHeader(f_codebooks)
+    def _m2c_comment_header(v):
+        return {
+            'vendor': v.vendor,
+            'comments': v.comments,
+        }
 
-def _f2m_setup_header(f_codebooks):
-    if f_codebooks is not None:
-        f_codebooks = bytes(f_codebooks)
-    return SetupHeader(f_codebooks)
-C_setup_header._bw_model = (_f2m_setup_header, ('codebooks',), (), True)
+    def _c2m_setup_header(c):
+        if c.__class__ is SetupHeader:  # built by a compiled parse
+            return c
+        f_codebooks = c['codebooks']
+        if f_codebooks is not None:
+            f_codebooks = bytes(f_codebooks)
+        return SetupHeader(f_codebooks)
 
-def _m2c_setup_header(v):
-    return {
-        'codebooks': v.codebooks,
-    }
+    def _f2m_setup_header(f_codebooks):
+        if f_codebooks is not None:
+            f_codebooks = bytes(f_codebooks)
+        return SetupHeader(f_codebooks)
+    C_setup_header._bw_model = (_f2m_setup_header, ('codebooks',), (), True)
 
-def _c2m_audio_packet(c):
-    if c.__class__ is AudioPacket:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return AudioPacket(f_data)
+    def _m2c_setup_header(v):
+        return {
+            'codebooks': v.codebooks,
+        }
 
-def _f2m_audio_packet(f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return AudioPacket(f_data)
-C_audio_packet._bw_model = (_f2m_audio_packet, ('data',), (), True)
+    def _c2m_audio_packet(c):
+        if c.__class__ is AudioPacket:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return AudioPacket(f_data)
 
-def _m2c_audio_packet(v):
-    return {
-        'data': v.data,
-    }
+    def _f2m_audio_packet(f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return AudioPacket(f_data)
+    C_audio_packet._bw_model = (_f2m_audio_packet, ('data',), (), True)
+
+    def _m2c_audio_packet(v):
+        return {
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {OggPage: _m2c_ogg_page, OggStream: _m2c_ogg_stream, VorbisPacket: _m2c_vorbis_packet, IdentificationHeader: _m2c_identification_header, CommentHeader: _m2c_comment_header, SetupHeader: _m2c_setup_header, AudioPacket: _m2c_audio_packet }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {OggPage: _m2c_ogg_page, OggStream: _m2c_ogg_stream, VorbisPacket: _m2c_vorbis_packet, IdentificationHeader: _m2c_identification_header, CommentHeader: _m2c_comment_header, SetupHeader: _m2c_setup_header, AudioPacket: _m2c_audio_packet }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_ogg_page(buf, offset: int = 0, *, compiled: bool = False) -> OggPage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_page") if compiled else C_ogg_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2160,6 +2194,7 @@ def construct_decode_ogg_page(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_ogg_page(value: OggPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_page") if compiled else C_ogg_page
     try:
         data = con.build(_m2c_ogg_page(value))
@@ -2172,6 +2207,7 @@ def construct_encode_ogg_page(value: OggPage, *, compiled: bool = False) -> byte
 
 def construct_decode_ogg_stream(buf, offset: int = 0, *, compiled: bool = False) -> OggStream:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_stream") if compiled else C_ogg_stream
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2186,6 +2222,7 @@ def construct_decode_ogg_stream(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_ogg_stream(value: OggStream, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_stream") if compiled else C_ogg_stream
     try:
         data = con.build(_m2c_ogg_stream(value))
@@ -2198,6 +2235,7 @@ def construct_encode_ogg_stream(value: OggStream, *, compiled: bool = False) -> 
 
 def construct_decode_vorbis_packet(buf, offset: int = 0, *, compiled: bool = False) -> VorbisPacket:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vorbis_packet") if compiled else C_vorbis_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2212,6 +2250,7 @@ def construct_decode_vorbis_packet(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_vorbis_packet(value: VorbisPacket, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vorbis_packet") if compiled else C_vorbis_packet
     try:
         data = con.build(_m2c_vorbis_packet(value))
@@ -2224,6 +2263,7 @@ def construct_encode_vorbis_packet(value: VorbisPacket, *, compiled: bool = Fals
 
 def construct_decode_identification_header(buf, offset: int = 0, *, compiled: bool = False) -> IdentificationHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("identification_header") if compiled else C_identification_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2238,6 +2278,7 @@ def construct_decode_identification_header(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_identification_header(value: IdentificationHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("identification_header") if compiled else C_identification_header
     try:
         data = con.build(_m2c_identification_header(value))
@@ -2250,6 +2291,7 @@ def construct_encode_identification_header(value: IdentificationHeader, *, compi
 
 def construct_decode_comment_header(buf, offset: int = 0, *, compiled: bool = False) -> CommentHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("comment_header") if compiled else C_comment_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2264,6 +2306,7 @@ def construct_decode_comment_header(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_comment_header(value: CommentHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("comment_header") if compiled else C_comment_header
     try:
         data = con.build(_m2c_comment_header(value))
@@ -2276,6 +2319,7 @@ def construct_encode_comment_header(value: CommentHeader, *, compiled: bool = Fa
 
 def construct_decode_setup_header(buf, offset: int = 0, *, compiled: bool = False) -> SetupHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("setup_header") if compiled else C_setup_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2290,6 +2334,7 @@ def construct_decode_setup_header(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_setup_header(value: SetupHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("setup_header") if compiled else C_setup_header
     try:
         data = con.build(_m2c_setup_header(value))
@@ -2302,6 +2347,7 @@ def construct_encode_setup_header(value: SetupHeader, *, compiled: bool = False)
 
 def construct_decode_audio_packet(buf, offset: int = 0, *, compiled: bool = False) -> AudioPacket:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("audio_packet") if compiled else C_audio_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2316,6 +2362,7 @@ def construct_decode_audio_packet(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_audio_packet(value: AudioPacket, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("audio_packet") if compiled else C_audio_packet
     try:
         data = con.build(_m2c_audio_packet(value))
@@ -2331,6 +2378,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2625,3 +2673,54 @@ DECODERS = {"ogg_page": decode_ogg_page, "ogg_stream": decode_ogg_stream, "vorbi
 ENCODERS = {"ogg_page": encode_ogg_page, "ogg_stream": encode_ogg_stream, "vorbis_packet": encode_vorbis_packet, "identification_header": encode_identification_header, "comment_header": encode_comment_header, "setup_header": encode_setup_header, "audio_packet": encode_audio_packet }
 CONSTRUCT_DECODERS = {"ogg_page": construct_decode_ogg_page, "ogg_stream": construct_decode_ogg_stream, "vorbis_packet": construct_decode_vorbis_packet, "identification_header": construct_decode_identification_header, "comment_header": construct_decode_comment_header, "setup_header": construct_decode_setup_header, "audio_packet": construct_decode_audio_packet }
 CONSTRUCT_ENCODERS = {"ogg_page": construct_encode_ogg_page, "ogg_stream": construct_encode_ogg_stream, "vorbis_packet": construct_encode_vorbis_packet, "identification_header": construct_encode_identification_header, "comment_header": construct_encode_comment_header, "setup_header": construct_encode_setup_header, "audio_packet": construct_encode_audio_packet }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-q}sNpKuz71l^Sqmkq#-eTg|P9w*7#*r0mBUyI2KvC=vCK(gOkW_-0{L}sS{5|UFp7df#E&_yX7W@#3G{qs6P+6+Nja#ZXz#%s('
+    '2QDtig#*Qb0;;%>Lyo-n_cA?NS|eM@0asbm%j@^Q_x|s#-9MCmd3dBp{NqP!t1ex(^*VD$>(rz+aV>jPw|$<wLYlg<>c8O^U-Vz_'
+    '3tTcullr{Rs@Hv<b#>Q(v+1k#y8La+uIY}f=?0YxEmEh>h-?srs&b1cOVowakc3g9Qrju|Tyk1e@%hNYm3euxG&w03fK%~eMEIzT'
+    '_jOHIh^t$s{Lu$fqZ6>WYAOEHtGzuvbEb?-x7ex!G=}WBHYH6N9wo9vpZBP#P}$OCA<n2gCl12(<-#yL`{eM5d>w=V_9L=pkUEH2'
+    'w~6V27A?!sU2(&qwhrt~uUVt^NWdlLA6=bam=_xBW?gnk&7egTM6(RTS_UiBR%P9F<eH_fUX)!%J4nwsz^~q<rYk%84GL#1Lw5xk'
+    'J|OF+YlU`{TRK&MqCn({Qb|@U)74E6E+BD0GJ@(iiD7`2*NNd#nVPBt%NOB}slwfmRg<j73}i4cvM}k28)#TSd&tj41nP6eQTdu!'
+    '1a5-1s2-RQWQUV;lM}G*ma%GDO|;e6%Gi`LKCaegMr6~HZK@emL2DLe3k)unT4t6JvRl?&Caxi0O{WG(>Bu*zZAEJe41qcACdeNG'
+    'B-rl@vaW*VVw{YCPEBD;RMw%c*NQMF7c5l;{<h=F2zoFGENaTcQ*|p|q(HC3wGOH!+Hz4MJat9~!85?5Ix&6Tiyn|g*gO8B&+l>+'
+    'Mw`TW5Ikgbl{5{X@SLgx{#>6w;xIB%n!YeKsVcMQXSCS~WqNkDMoMHtn=X;_iZWg*jj7s<qK!>Yjg6Po=~9hqrAc*mTsyB!&S+E9'
+    '+6<ZYc|HWK<5zf=0t6j!PY?qUEF5(Z%~}o4Sr5-&!J~(%7P~UbvU|8xBM!y;(xaw(E#c-hz^Y%)^PHpCO{)59Y%kl#^L5-iJiqDH'
+    '*r`R}(!=|a^+URw;LHbN(4c`Vzud#K%ev|^zntL`%IjCy5Wk2!9@sev?)9Ly>2=-m9D$TGPDtv51ci9PzM2Jkj+8U(9Q+?e<|iY@'
+    'brA!IY*_U~lvwvX4W939KYzj?>5o$&IvoJ3>aMmzvcPrXi1yJ3)5TGr4e%ZacZP0KzkJB6@xhv5DNDlFeRglWBNy38CWmLI%6WFb'
+    'usb^)o4YOXP|Tq^hLZPy<dTq_&334kARI?Rse=%eI0dRrp!8^MciD>EOFS3^BvgUTvJ2&7Ud`kE#Lxja0(1Q~RV-T#P?rbPSJ489'
+    'soa9NlSJHOJSUtRT?Mg|y@F>+<n$|~<$5;wl!P`Fd>%rlOQI7+^7%cRrY*YCg2W|V#-I3!oMU;m0?%Zokg-iMhY@ti{5&|3OH2XZ'
+    '1wot@G1D(gTw2mi6+A458)sSw-a*AOs+OifSV2?|LKvvF@9x9XBt-`HI*U2efu(AmZUC;~a6q%I8`MOSH^3CH_zQq1o&%(7`U<$l'
+    '^cqMBff&{vbgA9cP1Mb=z{U>oT#&fLj&KQl1x3s{IwT`J@W6KrJWx<Ge_ldrSly<O#;&6;3k`L6iY<a}Hf>RYD@oUNx{NDA_ykED'
+    'ha%%V#4~`8@Ytma-vemZflC!MfJ*=cptB)Z6k+Qu6T*Wl)@DRE@wR3|1!30Va9{LfY(2KOf_Q*DrTU=C5F<`ir5f=J7liDO4l4k='
+    'uW+eFAbjv+A>2kIq>ToEdUkBlXQzrh2ayX_z)d4H2a*6P)}nODUjyS^YvU{opgwzgOOFEw5vc!Og}qQ=-><MAfXpwhu^*w~*h>}m'
+    'a)rH8VXvZL*lQJbv&hye?8g=MlM3TPJ@!+0{AX+Ib=2Vu`}x-5j|=hHFDmSf3R@@ZP$I~nyb!JzsMdA}X0W3?=MuXPX2qxuN4Ozb'
+    'Sc!(H*`P}04m2sGX)=+bNq<;dbz1#vomS_U6-%W`Tz|<VsD!|`q97FnS*UQJYN5^rtT4g^A}Sq5ZCdnqQQ=~m!jmZq=YrC)Q(t+V'
+    'zQ;RLOJ}*cn`)d*Q)4PcjVx5V5aCj_IJ{X|yqnTLkS2X8Mf$v`g%n#!SKu7ho*}?CmZqY&Nz|oXX@-^8d=x+9Y&1ZOx@7~~CS(E-'
+    'YjUD0`l+0P<rS86dAgz)o(gfX$Ojz={j@47GKggk6=6BoA`n@@%Y`Bb*C37)6RJ#fdq=TaBEcDk9|l+(!|i^&*CLRBilA^;HXli|'
+    '`E-iS_lErpWJ5?uJBzX@Ai=DL{M!6Q|Kz{wZ>PyvnkF+_Yr;NBlb!Dk+c;4(IBB2=Dk70<<G}qF_FQ<Ruv?5WjY}15u;W^!7t%Dl'
+    '#rqU@#mBpkSwxNQ)>sp2RTEUT;I~!Y3j#gQTu|i}2`UP<f~5pV!UsiFP}N<ENqa9qs#UejDz$AWE7m}3Al{ibj;Go4d<rro>}U}X'
+    '&xDs2+eY9A!BGkwTMKbq*kvBk9NR_GJQLjcAHga67w<z4WB+FVS!a|!So^)j1SRZen@S3)4tO=f^GkGfS(LIs-^t}*Y}!vcO}koQ'
+    'H-f6{K)e4ATlC$GeG_Tco?UNkEb0fYnn3^)-N&9}L*lcKp>W?5RzOiDC)w7r19jKl=(-3fSi>1))$&|n7Qpah;;fC~!xi=fTi}CG'
+    'xk7O#N^^K7DDp&Cz@7qqeg(FEtDI%ODd*U4%lp`e<%8_^<-6If@-g;F`CbnT*c&vWmw-M4^ckSf1HA<F63|OPpYhoHU~&Rh83r8a'
+    'SWO%drKBi#Faqugn)7NH2y=nquxr+B*CU4L)cc{kAua^dMXbFC(Wqf-$0`w68^ugd4|@U>Pt-8sm;fRC>!<*0+>eCsg7HM_R1JGn'
+    '_Fhp43;Xd^9AkuyRXh=c<)D0S0?btzw;?WWoHOC@EcAt_0ox+9{4I(n6@kl}Nb%na`*b_c7VUdjp~vYd4>h}3)Q5g8E3oXd&%%~9'
+    '+F;2g&}DEbNQDNJ{Maj@@dxmr8ua+kIf?KHe#0I}xcQMpMLXJ_6$nosm~&lQuX%1e46>z!|Gu?}mk+@XN(7$sVVRA$kHqf#7KwVT'
+    'KmzRHhKL3|Ry9x*&IfF=Tn)5A<89)NGvJNKlinBrr?VAF_#?sUVlFHyHVjLlgk3jWD2BTYZrV5mz^XJ3!{4>W5pjGs{9W`L_rOoW'
+    '1sfx9-Z(BOPQYJy^g;M3_c)FF#A)m`Q;jbpSkY%1!^os@3LixTH%<q<&xjwd)|f!bwmVFO?odc}Cjpw{?qpZ;{I&t{GHk(p(H3+#'
+    '-IlwM$mySnE~@`YsO=P%m@M>SL)eDt*@SAcuF1*M)AEFT>5@DyQ^TS1Sb*K^quS+_Rw7NgIQN4a{qxXM6FZUFC4*|>R`wy?yxM-I'
+    'v4S>^;ocy4+J^N05Yop0!@X7u8T37FwQB;N6$25UvB-7Gz2KhV(<j2GPkOa={NM`jvsxm^YrOaJ^D#%lhZG?^jv&PSHtS5A^>E1O'
+    '6oRaiH(UaXZ>dt!i6MrgJ(FwnwAUzxlxMy5wa?ke!v*um$+L=>QWeS>o*DP~k<K}BH4Fi-`Q<*Ine_R-aBiHqk>!~Zq)IVFPF(Kc'
+    'nK8I5#>P>sf6WK0zs|EkO@)yk+dqLYKTHC<>H$}_^?>os>Vk){F6hWZ!Rv_jxEtsCiDE{eJs62!3I^rDK=ZEnEsc0DGdk|?EM9$g'
+    'eY`4&y#qx*gB%|Qt>99|iG$bN4uaR4ox$tPO@ddpNg(iURgGq*(XHE1%(bBy0WT8)Z;P@pKOAh$@cR5cp9^mIcL0IM0Rm?t2y6=O'
+    'E`lN77lLQgiJ1I(PQ)r*%bzwL+ZVW@!iZ@?@VK2ERL)eOgS;ITu6C_L+Fa~Fpn^l1ErUYg?b4m?!kudI&91db8+Prl=`PA%ZITte'
+    'iT&6*9d3SJ)xZ;7%RkkP{P+&j++=F^xyirKwfv>7?5~?&to@(tTK<%o5xbb|sMt~VE?kKls9lx!TG#TXOosTL@a2Yh&AP)E37I>P'
+    '{##v3e}0n+0A<;byeD>;yg!VRclkt|y?-aNcjJ%vlWY75e+C<W#-E|aU-4&u<L~%$sPRwyIm#}U?`?dFhsUFIA2P`WOr(HGCSW23'
+    'Or(H`6flv1NhV;Dm<xPk2Svi$okhai8;b-X)8-XI;}3Z2&Ps$0*w~HA;2D6396_YBtnH>G$U(KIVilXvy24hr%t)vY&w8$Q?!3R1'
+    'T6f~F&u*_yT7{4gA8~f1P~%Izu(@F!cX+rm_xR;YV$3^?Z94e9)AdXyZJjPhHJjSyJKNhOrR)%X^Tma&#qEWi>?U57Zll@g>)p_7'
+    'gyHH?F9w_q0cd?ld1?nC<(<xu^3MN9NU6d0os70G*${UVPzLaoZq2fmHn^Y|SGN15ug8S=J)ULRVoK`hs)rvGHc6|6jt56T=Ew!8'
+    'c+QDFRlV5xjn=Nd{#CY9eZ1Q|JGDdH&TNU>M>=pD!nWNfS9gHd_dD_W{>GWNq!O2;@7%7&dzLhKa>|lAVx61o{E{yP9<rGEiZ3z~'
+    '-}&9n*!8LPJJfilchj*e?S4l*K4{arj#(!B$f{*{b^LN@(dRjpx>Rw)w=oX~C(#5mV25ul1R|o3e|m}d-sYt>_HmI*_{n21!mo=F'
+    'H{nC!3ls726kHkoA3at6WB'
+)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -82,6 +83,11 @@ _ck_udp_checksum = _registry.checksum_func("udp_checksum")
 FAMILY = "pcap"
 SCHEMA_FILES = ["schemas/pcap.yaml"]
 SCHEMA_DIGEST = "sha256:4677e61dee830e1ed79e6e0aab1363a80e25a26d2e603813420432899588b8ed"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\xd4\xc3\xb2\xa1', 'pcap_file', {}, False, None, None), (0, b'\xa1\xb2\xc3\xd4', 'pcap_file', {}, False, None, None)]
+RECORD_NAMES = ('pcap_file', 'packet', 'ethernet_frame', 'ipv4_packet', 'ipv4_header', 'udp_datagram')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -3003,382 +3009,410 @@ def encode_udp_datagram(value: UdpDatagram, *, src: int, dst: int) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_ipv4_header = Struct(
-    '_o_start' / Tell,
-    '_s_version_ihl' / Tell,
-    'version_ihl' / BitFlags(Int8ub, (('version', 4, 4, False), ('ihl', 0, 4, False)), model=VersionIhl),
-    '_e_version_ihl' / Tell,
-    _RuleCheck(Code("(((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))", lambda this: (((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))), 'version_ihl', 'version_ihl.version == 4 and version_ihl.ihl >= 5', 'rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken'),
-    '_s_tos' / Tell,
-    'tos' / Int8ub,
-    '_e_tos' / Tell,
-    '_s_total_length' / Tell,
-    'total_length' / Int16ub,
-    '_e_total_length' / Tell,
-    '_s_identification' / Tell,
-    'identification' / Int16ub,
-    '_e_identification' / Tell,
-    '_s_fragment' / Tell,
-    'fragment' / BitFlags(Int16ub, (('dont_fragment', 14, 1, True), ('more_fragments', 13, 1, True), ('fragment_offset', 0, 13, False)), model=Ipv4Fragment),
-    '_e_fragment' / Tell,
-    '_s_ttl' / Tell,
-    'ttl' / Int8ub,
-    '_e_ttl' / Tell,
-    '_s_protocol' / Tell,
-    'protocol' / Int8ub,
-    '_e_protocol' / Tell,
-    '_o_header_checksum' / Tell,
-    '_s_header_checksum' / Tell,
-    'header_checksum' / Rebuild(Int16ub, 0),
-    '_e_header_checksum' / Tell,
-    '_s_src' / Tell,
-    'src' / Int32ub,
-    '_e_src' / Tell,
-    '_s_dst' / Tell,
-    'dst' / Int32ub,
-    '_e_dst' / Tell,
-    '_s_options' / Tell,
-    'options' / Bytes(Code("((this['version_ihl']['ihl'] * 4) - 20)", lambda this: ((this['version_ihl']['ihl'] * 4) - 20))),
-    '_e_options' / Tell,
-    '_late_header_checksum' / LateChecksum('header_checksum', Int16ub, Code("_ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\\x00\\x00'))", lambda this: _ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\x00\x00'))), 'internet16', check=True, patch=True),
-)
-C_ipv4_header._bw_fast_runs = {'version_ihl': (10, (('version_ihl', 0, 1), ('tos', 1, 1), ('total_length', 2, 2), ('identification', 4, 2), ('fragment', 6, 2), ('ttl', 8, 1), ('protocol', 9, 1))), 'header_checksum': (10, (('header_checksum', 0, 2), ('src', 2, 4), ('dst', 6, 4)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_udp_datagram = Struct(
-    '_o_start' / Tell,
-    '_s_src_port' / Tell,
-    'src_port' / Int16ub,
-    '_e_src_port' / Tell,
-    '_s_dst_port' / Tell,
-    'dst_port' / Int16ub,
-    '_e_dst_port' / Tell,
-    '_o_length' / Tell,
-    '_s_length' / Tell,
-    'length' / Rebuild(Int16ub, 0),
-    '_e_length' / Tell,
-    '_o_checksum' / Tell,
-    '_s_checksum' / Tell,
-    'checksum' / Rebuild(Int16ub, 0),
-    '_e_checksum' / Tell,
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8)", lambda this: ((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8))), GreedyBytes),
-    '_e_data' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ub, Code("(this['_e_data'] - this['_s_data'] + 8)", lambda this: (this['_e_data'] - this['_s_data'] + 8)))),
-    Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length'])),
-    '_late_checksum' / LateChecksum('checksum', Int16ub, Code("_ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\\x00\\x00'), src=this['_params']['src'], dst=this['_params']['dst'])", lambda this: _ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\x00\x00'), src=this['_params']['src'], dst=this['_params']['dst'])), 'udp_checksum', check=True, patch=True),
-)
-C_udp_datagram._bw_fast_runs = {'src_port': (6, (('src_port', 0, 2), ('dst_port', 2, 2), ('length', 4, 2))), 'checksum': (2, (('checksum', 0, 2),))}
+    C_ipv4_header = Struct(
+        '_o_start' / Tell,
+        '_s_version_ihl' / Tell,
+        'version_ihl' / BitFlags(Int8ub, (('version', 4, 4, False), ('ihl', 0, 4, False)), model=VersionIhl),
+        '_e_version_ihl' / Tell,
+        _RuleCheck(Code("(((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))", lambda this: (((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))), 'version_ihl', 'version_ihl.version == 4 and version_ihl.ihl >= 5', 'rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken'),
+        '_s_tos' / Tell,
+        'tos' / Int8ub,
+        '_e_tos' / Tell,
+        '_s_total_length' / Tell,
+        'total_length' / Int16ub,
+        '_e_total_length' / Tell,
+        '_s_identification' / Tell,
+        'identification' / Int16ub,
+        '_e_identification' / Tell,
+        '_s_fragment' / Tell,
+        'fragment' / BitFlags(Int16ub, (('dont_fragment', 14, 1, True), ('more_fragments', 13, 1, True), ('fragment_offset', 0, 13, False)), model=Ipv4Fragment),
+        '_e_fragment' / Tell,
+        '_s_ttl' / Tell,
+        'ttl' / Int8ub,
+        '_e_ttl' / Tell,
+        '_s_protocol' / Tell,
+        'protocol' / Int8ub,
+        '_e_protocol' / Tell,
+        '_o_header_checksum' / Tell,
+        '_s_header_checksum' / Tell,
+        'header_checksum' / Rebuild(Int16ub, 0),
+        '_e_header_checksum' / Tell,
+        '_s_src' / Tell,
+        'src' / Int32ub,
+        '_e_src' / Tell,
+        '_s_dst' / Tell,
+        'dst' / Int32ub,
+        '_e_dst' / Tell,
+        '_s_options' / Tell,
+        'options' / Bytes(Code("((this['version_ihl']['ihl'] * 4) - 20)", lambda this: ((this['version_ihl']['ihl'] * 4) - 20))),
+        '_e_options' / Tell,
+        '_late_header_checksum' / LateChecksum('header_checksum', Int16ub, Code("_ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\\x00\\x00'))", lambda this: _ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\x00\x00'))), 'internet16', check=True, patch=True),
+    )
+    C_ipv4_header._bw_fast_runs = {'version_ihl': (10, (('version_ihl', 0, 1), ('tos', 1, 1), ('total_length', 2, 2), ('identification', 4, 2), ('fragment', 6, 2), ('ttl', 8, 1), ('protocol', 9, 1))), 'header_checksum': (10, (('header_checksum', 0, 2), ('src', 2, 4), ('dst', 6, 4)))}
 
-C_ipv4_packet = Struct(
-    '_o_start' / Tell,
-    'header' / C_ipv4_header,
-    'payload' / FixedSized(Code("(this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))", lambda this: (this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))), Switch(Code("this['header']['protocol']", lambda this: this['header']['protocol']), {17: WithParams(C_udp_datagram, {'src': Code("this['header']['src']", lambda this: this['header']['src']), 'dst': Code("this['header']['dst']", lambda this: this['header']['dst'])})}, default=GreedyBytes)),
-    'link_padding' / GreedyBytes,
-)
-C_ipv4_packet._bw_fast_runs = {}
+    C_udp_datagram = Struct(
+        '_o_start' / Tell,
+        '_s_src_port' / Tell,
+        'src_port' / Int16ub,
+        '_e_src_port' / Tell,
+        '_s_dst_port' / Tell,
+        'dst_port' / Int16ub,
+        '_e_dst_port' / Tell,
+        '_o_length' / Tell,
+        '_s_length' / Tell,
+        'length' / Rebuild(Int16ub, 0),
+        '_e_length' / Tell,
+        '_o_checksum' / Tell,
+        '_s_checksum' / Tell,
+        'checksum' / Rebuild(Int16ub, 0),
+        '_e_checksum' / Tell,
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8)", lambda this: ((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8))), GreedyBytes),
+        '_e_data' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ub, Code("(this['_e_data'] - this['_s_data'] + 8)", lambda this: (this['_e_data'] - this['_s_data'] + 8)))),
+        Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length'])),
+        '_late_checksum' / LateChecksum('checksum', Int16ub, Code("_ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\\x00\\x00'), src=this['_params']['src'], dst=this['_params']['dst'])", lambda this: _ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\x00\x00'), src=this['_params']['src'], dst=this['_params']['dst'])), 'udp_checksum', check=True, patch=True),
+    )
+    C_udp_datagram._bw_fast_runs = {'src_port': (6, (('src_port', 0, 2), ('dst_port', 2, 2), ('length', 4, 2))), 'checksum': (2, (('checksum', 0, 2),))}
 
-C_ethernet_frame = Struct(
-    '_o_start' / Tell,
-    'dst' / Bytes(6),
-    'src' / Bytes(6),
-    'ethertype' / Int16ub,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code('_remaining(this)', lambda this: _remaining(this)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)),
-)
-C_ethernet_frame._bw_fast_runs = {'dst': (14, (('dst', 0, 6), ('src', 6, 6), ('ethertype', 12, 2)))}
+    C_ipv4_packet = Struct(
+        '_o_start' / Tell,
+        'header' / C_ipv4_header,
+        'payload' / FixedSized(Code("(this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))", lambda this: (this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))), Switch(Code("this['header']['protocol']", lambda this: this['header']['protocol']), {17: WithParams(C_udp_datagram, {'src': Code("this['header']['src']", lambda this: this['header']['src']), 'dst': Code("this['header']['dst']", lambda this: this['header']['dst'])})}, default=GreedyBytes)),
+        'link_padding' / GreedyBytes,
+    )
+    C_ipv4_packet._bw_fast_runs = {}
 
-C_packet_le = Struct(
-    '_o_start' / Tell,
-    'ts_sec' / Int32ul,
-    'ts_usec' / Int32ul,
-    '_o_incl_len' / Tell,
-    'incl_len' / Rebuild(Int32ul, 0),
-    'orig_len' / Int32ul,
-    '_s_frame' / Tell,
-    'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
-    '_e_frame' / Tell,
-    '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ul, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
-    Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
-)
-C_packet_le._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
-C_packet_be = Struct(
-    '_o_start' / Tell,
-    'ts_sec' / Int32ub,
-    'ts_usec' / Int32ub,
-    '_o_incl_len' / Tell,
-    'incl_len' / Rebuild(Int32ub, 0),
-    'orig_len' / Int32ub,
-    '_s_frame' / Tell,
-    'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
-    '_e_frame' / Tell,
-    '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ub, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
-    Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
-)
-C_packet_be._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
-from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
-C_packet = C_packet_le
+    C_ethernet_frame = Struct(
+        '_o_start' / Tell,
+        'dst' / Bytes(6),
+        'src' / Bytes(6),
+        'ethertype' / Int16ub,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code('_remaining(this)', lambda this: _remaining(this)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)),
+    )
+    C_ethernet_frame._bw_fast_runs = {'dst': (14, (('dst', 0, 6), ('src', 6, 6), ('ethertype', 12, 2)))}
 
-C_pcap_file_le = Struct(
-    '_o_start' / Tell,
-    'magic' / Int32ul,
-    _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
-    'version_major' / Const(2, Int16ul),
-    'version_minor' / Const(4, Int16ul),
-    'thiszone' / Int32sl,
-    'sigfigs' / Int32ul,
-    'snaplen' / Int32ul,
-    'network' / Int32ul,
-    'packets' / RepeatToEnd(WithParams(C_packet_le, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
-)
-C_pcap_file_le._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('version_major', 4, 2), ('version_minor', 6, 2), ('thiszone', 8, 4), ('sigfigs', 12, 4), ('snaplen', 16, 4), ('network', 20, 4)))}
-C_pcap_file_be = Struct(
-    '_o_start' / Tell,
-    'magic' / Int32ul,
-    _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
-    'version_major' / Const(2, Int16ub),
-    'version_minor' / Const(4, Int16ub),
-    'thiszone' / Int32sb,
-    'sigfigs' / Int32ub,
-    'snaplen' / Int32ub,
-    'network' / Int32ub,
-    'packets' / RepeatToEnd(WithParams(C_packet_be, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
-)
-C_pcap_file_be._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'version_major': (20, (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4)))}
-from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
-def _order_pcap_file(f, p):
-    return ('le' if (f['magic'] == 2712847316) else 'be')
+    C_packet_le = Struct(
+        '_o_start' / Tell,
+        'ts_sec' / Int32ul,
+        'ts_usec' / Int32ul,
+        '_o_incl_len' / Tell,
+        'incl_len' / Rebuild(Int32ul, 0),
+        'orig_len' / Int32ul,
+        '_s_frame' / Tell,
+        'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
+        '_e_frame' / Tell,
+        '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ul, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
+        Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
+    )
+    C_packet_le._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
+    C_packet_be = Struct(
+        '_o_start' / Tell,
+        'ts_sec' / Int32ub,
+        'ts_usec' / Int32ub,
+        '_o_incl_len' / Tell,
+        'incl_len' / Rebuild(Int32ub, 0),
+        'orig_len' / Int32ub,
+        '_s_frame' / Tell,
+        'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
+        '_e_frame' / Tell,
+        '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ub, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
+        Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
+    )
+    C_packet_be._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
+    from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
+    C_packet = C_packet_le
 
-C_pcap_file = _ByteOrder('pcap_file', C_pcap_file_le, C_pcap_file_be, (('magic', 0, '<I', 4),), _order_pcap_file, {})
+    C_pcap_file_le = Struct(
+        '_o_start' / Tell,
+        'magic' / Int32ul,
+        _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
+        'version_major' / Const(2, Int16ul),
+        'version_minor' / Const(4, Int16ul),
+        'thiszone' / Int32sl,
+        'sigfigs' / Int32ul,
+        'snaplen' / Int32ul,
+        'network' / Int32ul,
+        'packets' / RepeatToEnd(WithParams(C_packet_le, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
+    )
+    C_pcap_file_le._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('version_major', 4, 2), ('version_minor', 6, 2), ('thiszone', 8, 4), ('sigfigs', 12, 4), ('snaplen', 16, 4), ('network', 20, 4)))}
+    C_pcap_file_be = Struct(
+        '_o_start' / Tell,
+        'magic' / Int32ul,
+        _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
+        'version_major' / Const(2, Int16ub),
+        'version_minor' / Const(4, Int16ub),
+        'thiszone' / Int32sb,
+        'sigfigs' / Int32ub,
+        'snaplen' / Int32ub,
+        'network' / Int32ub,
+        'packets' / RepeatToEnd(WithParams(C_packet_be, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
+    )
+    C_pcap_file_be._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'version_major': (20, (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4)))}
+    from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
+    def _order_pcap_file(f, p):
+        return ('le' if (f['magic'] == 2712847316) else 'be')
 
-def _c2m_flags_version_ihl(c):
-    if c.__class__ is VersionIhl:  # built by a compiled parse
-        return c
-    return VersionIhl(ihl=c['ihl'], version=c['version'])
-VersionIhl._bw_opaque = False
+    C_pcap_file = _ByteOrder('pcap_file', C_pcap_file_le, C_pcap_file_be, (('magic', 0, '<I', 4),), _order_pcap_file, {})
 
-def _c2m_flags_ipv4_fragment(c):
-    if c.__class__ is Ipv4Fragment:  # built by a compiled parse
-        return c
-    return Ipv4Fragment(fragment_offset=c['fragment_offset'], more_fragments=bool(c['more_fragments']), dont_fragment=bool(c['dont_fragment']))
-Ipv4Fragment._bw_opaque = True
+    def _c2m_flags_version_ihl(c):
+        if c.__class__ is VersionIhl:  # built by a compiled parse
+            return c
+        return VersionIhl(ihl=c['ihl'], version=c['version'])
+    VersionIhl._bw_opaque = False
 
-def _c2m_pcap_file(c):
-    if c.__class__ is PcapFile:  # built by a compiled parse
-        return c
-    f_magic = c['magic']
-    f_thiszone = c['thiszone']
-    f_sigfigs = c['sigfigs']
-    f_snaplen = c['snaplen']
-    f_network = c['network']
-    if f_network is not None:
-        _t = _LINKTYPE_BY_VALUE.get(f_network)
-        f_network = f_network if _t is None else _t
-    f_packets = c['packets']
-    if f_packets is not None:
-        f_packets = [_c2m_packet(_x, f_network) for _x in f_packets]
-    return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
+    def _c2m_flags_ipv4_fragment(c):
+        if c.__class__ is Ipv4Fragment:  # built by a compiled parse
+            return c
+        return Ipv4Fragment(fragment_offset=c['fragment_offset'], more_fragments=bool(c['more_fragments']), dont_fragment=bool(c['dont_fragment']))
+    Ipv4Fragment._bw_opaque = True
 
-def _f2m_pcap_file(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets):
-    if f_network is not None:
-        _t = _LINKTYPE_BY_VALUE.get(f_network)
-        f_network = f_network if _t is None else _t
-    if f_packets is not None:
-        f_packets = [(_x if _x.__class__ is Packet else _c2m_packet(_x, f_network)) for _x in f_packets]
-    return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
-C_pcap_file_le._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
-C_pcap_file_be._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
+    def _c2m_pcap_file(c):
+        if c.__class__ is PcapFile:  # built by a compiled parse
+            return c
+        f_magic = c['magic']
+        f_thiszone = c['thiszone']
+        f_sigfigs = c['sigfigs']
+        f_snaplen = c['snaplen']
+        f_network = c['network']
+        if f_network is not None:
+            _t = _LINKTYPE_BY_VALUE.get(f_network)
+            f_network = f_network if _t is None else _t
+        f_packets = c['packets']
+        if f_packets is not None:
+            f_packets = [_c2m_packet(_x, f_network) for _x in f_packets]
+        return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
 
-def _m2c_pcap_file(v):
-    return {
-        'magic': v.magic,
-        'thiszone': v.thiszone,
-        'sigfigs': v.sigfigs,
-        'snaplen': v.snaplen,
-        'network': None if v.network is None else int(v.network),
-        'packets': None if v.packets is None else [_m2c_packet(_x) for _x in v.packets],
-    }
-# encoders check by decoding: pcap_file
+    def _f2m_pcap_file(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets):
+        if f_network is not None:
+            _t = _LINKTYPE_BY_VALUE.get(f_network)
+            f_network = f_network if _t is None else _t
+        if f_packets is not None:
+            f_packets = [(_x if _x.__class__ is Packet else _c2m_packet(_x, f_network)) for _x in f_packets]
+        return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
+    C_pcap_file_le._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
+    C_pcap_file_be._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
 
-def _c2m_packet(c, p_linktype):
-    if c.__class__ is Packet:  # built by a compiled parse
-        return c
-    f_ts_sec = c['ts_sec']
-    f_ts_usec = c['ts_usec']
-    f_orig_len = c['orig_len']
-    f_frame = c['frame']
-    if f_frame is not None:
-        f_frame = (_c2m_ethernet_frame(f_frame) if p_linktype == 1 else f_frame)
-    return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
+    def _m2c_pcap_file(v):
+        return {
+            'magic': v.magic,
+            'thiszone': v.thiszone,
+            'sigfigs': v.sigfigs,
+            'snaplen': v.snaplen,
+            'network': None if v.network is None else int(v.network),
+            'packets': None if v.packets is None else [_m2c_packet(_x) for _x in v.packets],
+        }
+    # encoders check by decoding: pcap_file
 
-def _f2m_packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame, p_linktype):
-    if f_frame is not None:
-        f_frame = ((f_frame if f_frame.__class__ is EthernetFrame else _c2m_ethernet_frame(f_frame)) if p_linktype == 1 else f_frame)
-    return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
-C_packet_le._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
-C_packet_be._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
+    def _c2m_packet(c, p_linktype):
+        if c.__class__ is Packet:  # built by a compiled parse
+            return c
+        f_ts_sec = c['ts_sec']
+        f_ts_usec = c['ts_usec']
+        f_orig_len = c['orig_len']
+        f_frame = c['frame']
+        if f_frame is not None:
+            f_frame = (_c2m_ethernet_frame(f_frame) if p_linktype == 1 else f_frame)
+        return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
 
-def _m2c_packet(v):
-    return {
-        'ts_sec': v.ts_sec,
-        'ts_usec': v.ts_usec,
-        'orig_len': v.orig_len,
-        'frame': None if v.frame is None else _m2c_any(v.frame),
-    }
-# encoders check by decoding: packet
+    def _f2m_packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame, p_linktype):
+        if f_frame is not None:
+            f_frame = ((f_frame if f_frame.__class__ is EthernetFrame else _c2m_ethernet_frame(f_frame)) if p_linktype == 1 else f_frame)
+        return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
+    C_packet_le._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
+    C_packet_be._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
 
-def _c2m_ethernet_frame(c):
-    if c.__class__ is EthernetFrame:  # built by a compiled parse
-        return c
-    f_dst = c['dst']
-    if f_dst is not None:
-        f_dst = bytes(f_dst)
-    f_src = c['src']
-    if f_src is not None:
-        f_src = bytes(f_src)
-    f_ethertype = c['ethertype']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_ipv4_packet(f_payload) if f_ethertype == 2048 else f_payload)
-    return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
+    def _m2c_packet(v):
+        return {
+            'ts_sec': v.ts_sec,
+            'ts_usec': v.ts_usec,
+            'orig_len': v.orig_len,
+            'frame': None if v.frame is None else _m2c_any(v.frame),
+        }
+    # encoders check by decoding: packet
 
-def _f2m_ethernet_frame(f_dst, f_src, f_ethertype, f_payload):
-    if f_dst is not None:
-        f_dst = bytes(f_dst)
-    if f_src is not None:
-        f_src = bytes(f_src)
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is Ipv4Packet else _c2m_ipv4_packet(f_payload)) if f_ethertype == 2048 else f_payload)
-    return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
-C_ethernet_frame._bw_model = (_f2m_ethernet_frame, ('dst', 'src', 'ethertype', 'payload'), (), False)
+    def _c2m_ethernet_frame(c):
+        if c.__class__ is EthernetFrame:  # built by a compiled parse
+            return c
+        f_dst = c['dst']
+        if f_dst is not None:
+            f_dst = bytes(f_dst)
+        f_src = c['src']
+        if f_src is not None:
+            f_src = bytes(f_src)
+        f_ethertype = c['ethertype']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_ipv4_packet(f_payload) if f_ethertype == 2048 else f_payload)
+        return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
 
-def _m2c_ethernet_frame(v):
-    return {
-        'dst': v.dst,
-        'src': v.src,
-        'ethertype': v.ethertype,
-        'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.ethertype, {2048: Ipv4Packet}, None, 'payload')),
-    }
-# encoders check by decoding: ethernet_frame
+    def _f2m_ethernet_frame(f_dst, f_src, f_ethertype, f_payload):
+        if f_dst is not None:
+            f_dst = bytes(f_dst)
+        if f_src is not None:
+            f_src = bytes(f_src)
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is Ipv4Packet else _c2m_ipv4_packet(f_payload)) if f_ethertype == 2048 else f_payload)
+        return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
+    C_ethernet_frame._bw_model = (_f2m_ethernet_frame, ('dst', 'src', 'ethertype', 'payload'), (), False)
 
-def _c2m_ipv4_packet(c):
-    if c.__class__ is Ipv4Packet:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_ipv4_header(f_header)
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_udp_datagram(f_payload, f_header.src, f_header.dst) if f_header.protocol == 17 else f_payload)
-    f_link_padding = c['link_padding']
-    if f_link_padding is not None:
-        f_link_padding = bytes(f_link_padding)
-    return Ipv4Packet(f_header, f_payload, f_link_padding)
+    def _m2c_ethernet_frame(v):
+        return {
+            'dst': v.dst,
+            'src': v.src,
+            'ethertype': v.ethertype,
+            'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.ethertype, {2048: Ipv4Packet}, None, 'payload')),
+        }
+    # encoders check by decoding: ethernet_frame
 
-def _f2m_ipv4_packet(f_header, f_payload, f_link_padding):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is Ipv4Header else _c2m_ipv4_header(f_header))
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is UdpDatagram else _c2m_udp_datagram(f_payload, f_header.src, f_header.dst)) if f_header.protocol == 17 else f_payload)
-    if f_link_padding is not None:
-        f_link_padding = bytes(f_link_padding)
-    return Ipv4Packet(f_header, f_payload, f_link_padding)
-C_ipv4_packet._bw_model = (_f2m_ipv4_packet, ('header', 'payload', 'link_padding'), (), True)
+    def _c2m_ipv4_packet(c):
+        if c.__class__ is Ipv4Packet:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_ipv4_header(f_header)
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_udp_datagram(f_payload, f_header.src, f_header.dst) if f_header.protocol == 17 else f_payload)
+        f_link_padding = c['link_padding']
+        if f_link_padding is not None:
+            f_link_padding = bytes(f_link_padding)
+        return Ipv4Packet(f_header, f_payload, f_link_padding)
 
-def _m2c_ipv4_packet(v):
-    return {
-        'header': None if v.header is None else _m2c_ipv4_header(v.header),
-        'payload': None if v.payload is None else _m2c_any(v.payload),
-        'link_padding': v.link_padding,
-    }
+    def _f2m_ipv4_packet(f_header, f_payload, f_link_padding):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is Ipv4Header else _c2m_ipv4_header(f_header))
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is UdpDatagram else _c2m_udp_datagram(f_payload, f_header.src, f_header.dst)) if f_header.protocol == 17 else f_payload)
+        if f_link_padding is not None:
+            f_link_padding = bytes(f_link_padding)
+        return Ipv4Packet(f_header, f_payload, f_link_padding)
+    C_ipv4_packet._bw_model = (_f2m_ipv4_packet, ('header', 'payload', 'link_padding'), (), True)
 
-def _c2m_ipv4_header(c):
-    if c.__class__ is Ipv4Header:  # built by a compiled parse
-        return c
-    f_version_ihl = c['version_ihl']
-    if f_version_ihl is not None:
-        f_version_ihl = _c2m_flags_version_ihl(f_version_ihl)
-    f_tos = c['tos']
-    f_total_length = c['total_length']
-    f_identification = c['identification']
-    f_fragment = c['fragment']
-    if f_fragment is not None:
-        f_fragment = _c2m_flags_ipv4_fragment(f_fragment)
-    f_ttl = c['ttl']
-    f_protocol = c['protocol']
-    f_src = c['src']
-    f_dst = c['dst']
-    f_options = c['options']
-    if f_options is not None:
-        f_options = bytes(f_options)
-    return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
+    def _m2c_ipv4_packet(v):
+        return {
+            'header': None if v.header is None else _m2c_ipv4_header(v.header),
+            'payload': None if v.payload is None else _m2c_any(v.payload),
+            'link_padding': v.link_padding,
+        }
 
-def _f2m_ipv4_header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options):
-    if f_version_ihl is not None:
-        f_version_ihl = (f_version_ihl if f_version_ihl.__class__ is VersionIhl else _c2m_flags_version_ihl(f_version_ihl))
-    if f_fragment is not None:
-        f_fragment = (f_fragment if f_fragment.__class__ is Ipv4Fragment else _c2m_flags_ipv4_fragment(f_fragment))
-    if f_options is not None:
-        f_options = bytes(f_options)
-    return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
-C_ipv4_header._bw_model = (_f2m_ipv4_header, ('version_ihl', 'tos', 'total_length', 'identification', 'fragment', 'ttl', 'protocol', 'src', 'dst', 'options'), (), False)
+    def _c2m_ipv4_header(c):
+        if c.__class__ is Ipv4Header:  # built by a compiled parse
+            return c
+        f_version_ihl = c['version_ihl']
+        if f_version_ihl is not None:
+            f_version_ihl = _c2m_flags_version_ihl(f_version_ihl)
+        f_tos = c['tos']
+        f_total_length = c['total_length']
+        f_identification = c['identification']
+        f_fragment = c['fragment']
+        if f_fragment is not None:
+            f_fragment = _c2m_flags_ipv4_fragment(f_fragment)
+        f_ttl = c['ttl']
+        f_protocol = c['protocol']
+        f_src = c['src']
+        f_dst = c['dst']
+        f_options = c['options']
+        if f_options is not None:
+            f_options = bytes(f_options)
+        return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
 
-def _m2c_ipv4_header(v):
-    return {
-        'version_ihl': None if v.version_ihl is None else v.version_ihl.to_dict(),
-        'tos': v.tos,
-        'total_length': v.total_length,
-        'identification': v.identification,
-        'fragment': None if v.fragment is None else v.fragment.to_dict(),
-        'ttl': v.ttl,
-        'protocol': v.protocol,
-        'src': v.src,
-        'dst': v.dst,
-        'options': v.options,
-    }
+    def _f2m_ipv4_header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options):
+        if f_version_ihl is not None:
+            f_version_ihl = (f_version_ihl if f_version_ihl.__class__ is VersionIhl else _c2m_flags_version_ihl(f_version_ihl))
+        if f_fragment is not None:
+            f_fragment = (f_fragment if f_fragment.__class__ is Ipv4Fragment else _c2m_flags_ipv4_fragment(f_fragment))
+        if f_options is not None:
+            f_options = bytes(f_options)
+        return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
+    C_ipv4_header._bw_model = (_f2m_ipv4_header, ('version_ihl', 'tos', 'total_length', 'identification', 'fragment', 'ttl', 'protocol', 'src', 'dst', 'options'), (), False)
 
-def _c2m_udp_datagram(c, p_src, p_dst):
-    if c.__class__ is UdpDatagram:  # built by a compiled parse
-        return c
-    f_src_port = c['src_port']
-    f_dst_port = c['dst_port']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return UdpDatagram(f_src_port, f_dst_port, f_data)
+    def _m2c_ipv4_header(v):
+        return {
+            'version_ihl': None if v.version_ihl is None else v.version_ihl.to_dict(),
+            'tos': v.tos,
+            'total_length': v.total_length,
+            'identification': v.identification,
+            'fragment': None if v.fragment is None else v.fragment.to_dict(),
+            'ttl': v.ttl,
+            'protocol': v.protocol,
+            'src': v.src,
+            'dst': v.dst,
+            'options': v.options,
+        }
 
-def _f2m_udp_datagram(f_src_port, f_dst_port, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return UdpDatagram(f_src_port, f_dst_port, f_data)
-C_udp_datagram._bw_model = (_f2m_udp_datagram, ('src_port', 'dst_port', 'data'), (), True)
+    def _c2m_udp_datagram(c, p_src, p_dst):
+        if c.__class__ is UdpDatagram:  # built by a compiled parse
+            return c
+        f_src_port = c['src_port']
+        f_dst_port = c['dst_port']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return UdpDatagram(f_src_port, f_dst_port, f_data)
 
-def _m2c_udp_datagram(v):
-    return {
-        'src_port': v.src_port,
-        'dst_port': v.dst_port,
-        'data': v.data,
-    }
+    def _f2m_udp_datagram(f_src_port, f_dst_port, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return UdpDatagram(f_src_port, f_dst_port, f_data)
+    C_udp_datagram._bw_model = (_f2m_udp_datagram, ('src_port', 'dst_port', 'data'), (), True)
+
+    def _m2c_udp_datagram(v):
+        return {
+            'src_port': v.src_port,
+            'dst_port': v.dst_port,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {PcapFile: _m2c_pcap_file, Packet: _m2c_packet, EthernetFrame: _m2c_ethernet_frame, Ipv4Packet: _m2c_ipv4_packet, Ipv4Header: _m2c_ipv4_header, UdpDatagram: _m2c_udp_datagram }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {PcapFile: _m2c_pcap_file, Packet: _m2c_packet, EthernetFrame: _m2c_ethernet_frame, Ipv4Packet: _m2c_ipv4_packet, Ipv4Header: _m2c_ipv4_header, UdpDatagram: _m2c_udp_datagram }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_pcap_file(buf, offset: int = 0, *, compiled: bool = False) -> PcapFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pcap_file") if compiled else C_pcap_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3393,6 +3427,7 @@ def construct_decode_pcap_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_pcap_file(value: PcapFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pcap_file") if compiled else C_pcap_file
     try:
         data = con.build(_m2c_pcap_file(value))
@@ -3407,6 +3442,7 @@ def construct_decode_packet(buf, offset: int = 0, *, compiled: bool = False, lin
     """Decode through the Construct definition (the reference path)."""
     if linktype.__class__ is not LinkType:
         linktype = LinkType(linktype)
+    _construct()
     con = _compiled("packet") if compiled else C_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3423,6 +3459,7 @@ def construct_encode_packet(value: Packet, *, compiled: bool = False, linktype: 
     """Encode through the Construct definition (the reference path)."""
     if linktype.__class__ is not LinkType:
         linktype = LinkType(linktype)
+    _construct()
     con = _compiled("packet") if compiled else C_packet
     try:
         data = con.build(_m2c_packet(value), linktype=linktype)
@@ -3435,6 +3472,7 @@ def construct_encode_packet(value: Packet, *, compiled: bool = False, linktype: 
 
 def construct_decode_ethernet_frame(buf, offset: int = 0, *, compiled: bool = False) -> EthernetFrame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ethernet_frame") if compiled else C_ethernet_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3449,6 +3487,7 @@ def construct_decode_ethernet_frame(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_ethernet_frame(value: EthernetFrame, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ethernet_frame") if compiled else C_ethernet_frame
     try:
         data = con.build(_m2c_ethernet_frame(value))
@@ -3461,6 +3500,7 @@ def construct_encode_ethernet_frame(value: EthernetFrame, *, compiled: bool = Fa
 
 def construct_decode_ipv4_packet(buf, offset: int = 0, *, compiled: bool = False) -> Ipv4Packet:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_packet") if compiled else C_ipv4_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3475,6 +3515,7 @@ def construct_decode_ipv4_packet(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_ipv4_packet(value: Ipv4Packet, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_packet") if compiled else C_ipv4_packet
     try:
         data = con.build(_m2c_ipv4_packet(value))
@@ -3487,6 +3528,7 @@ def construct_encode_ipv4_packet(value: Ipv4Packet, *, compiled: bool = False) -
 
 def construct_decode_ipv4_header(buf, offset: int = 0, *, compiled: bool = False) -> Ipv4Header:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_header") if compiled else C_ipv4_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3501,6 +3543,7 @@ def construct_decode_ipv4_header(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_ipv4_header(value: Ipv4Header, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_header") if compiled else C_ipv4_header
     try:
         data = con.build(_m2c_ipv4_header(value))
@@ -3513,6 +3556,7 @@ def construct_encode_ipv4_header(value: Ipv4Header, *, compiled: bool = False) -
 
 def construct_decode_udp_datagram(buf, offset: int = 0, *, compiled: bool = False, src: int, dst: int) -> UdpDatagram:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("udp_datagram") if compiled else C_udp_datagram
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3527,6 +3571,7 @@ def construct_decode_udp_datagram(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_udp_datagram(value: UdpDatagram, *, compiled: bool = False, src: int, dst: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("udp_datagram") if compiled else C_udp_datagram
     try:
         data = con.build(_m2c_udp_datagram(value), src=src, dst=dst)
@@ -3542,6 +3587,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -3978,3 +4024,70 @@ DECODERS = {"pcap_file": decode_pcap_file, "packet": decode_packet, "ethernet_fr
 ENCODERS = {"pcap_file": encode_pcap_file, "packet": encode_packet, "ethernet_frame": encode_ethernet_frame, "ipv4_packet": encode_ipv4_packet, "ipv4_header": encode_ipv4_header, "udp_datagram": encode_udp_datagram }
 CONSTRUCT_DECODERS = {"pcap_file": construct_decode_pcap_file, "packet": construct_decode_packet, "ethernet_frame": construct_decode_ethernet_frame, "ipv4_packet": construct_decode_ipv4_packet, "ipv4_header": construct_decode_ipv4_header, "udp_datagram": construct_decode_udp_datagram }
 CONSTRUCT_ENCODERS = {"pcap_file": construct_encode_pcap_file, "packet": construct_encode_packet, "ethernet_frame": construct_encode_ethernet_frame, "ipv4_packet": construct_encode_ipv4_packet, "ipv4_header": construct_encode_ipv4_header, "udp_datagram": construct_encode_udp_datagram }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-qxmdu$xXd8h97jz@~3tVFitI#O0H1d|d;^CgP1sy38Nz0N+XvRt%CZD#Lo?q-*JyQkebKGgIHNS53&3N-5?N!zq`o4A1c2x6f9'
+    'r>N1mX_`2#`UnCP2v8tE3j}C^04*RCu+x6u%)aimM@kf}2+;9%_nX<@H}kz`=6*$a?aLSY#6P~TxX#F`qgN@Ls1l1f8nc}V-SK$#'
+    'tX9*_b?-CY=&yRe=#6m2(rU!xO1-4jJ)U7YGvRX5)QfmWh5xMK5VfM4L|xSxRTmj0jz!p*dg0Q_tg2aM^@XP|K@V=7lsrCLcC-o`'
+    '*9ohP+jUo4t&U?yC)Ep!i;L>~<n+YMN%ivCGwSgZQ~sB^d5@>dcFFtMbgHj!L7ko*NBr`glxSt*sH@a=iCWXDdTC5`;GU{mDj-pT'
+    'OGcb0Tvar&9UvZ4byuBS)252krJ3^VQ-V%3l`S<_HFXAjjuWe_YtRodO;=Dwov3z2B`d^PS8ZfCz=7;Kqy!`YkC^2Nbx|u(wXT(x'
+    '2@9T#Fug`xrq$|W!2p&;OB<#{w=`2ViB)BE6rMVcPFz(3MAq`Ssjb61Dh^D^Nws1->N6J#`71wnX>n=s%K631g~cn-O*jMUg$t6_'
+    'p9<Y_^)gX)rjGb%OO%wB-9}BdffK=?d@!ckb*9^v3vEhfqfE-9!9)hVFsea6?H!0W)m_pk+vBk@!AE6{X;r{8I-y>HOF+14JInqn'
+    'fkzOdqFxOKeHC6nf?jc|VGhN}PYi;XN+OS^P#QD%*!5oY_#PJ!)in1>l&Ohzt!8=}&zAKn47bP6xm24zHuu!*-0|aNZmLYk{LCbo'
+    'BIV;J$Q+r}wBppv+>ACqNv4l!({tr%GB-IhKQ%KuJvlowJ%8fFvHAJpJSlrT2f$n$Ag{nP#A?)BP!>LbleEOv>%^mdynhkyKTRs3'
+    'F3}9#$CaYyipR<Yi(QH7Sy5-Mmsfe#)vFe~;}+dThk34wBa7EJ8%5q<Bef#D8CZoL2Jr>YiaW7)@LV7ZFfc2c*&tqi2i?j0Jl<bw'
+    'I1aHGfX->95~(xjx6mkR@c2w9N=H=D3I!a8-WSl5QqEm<nUFd@(0xI4QD0Cm+zF2k&@ryqbz*rpdA~!L4w8-YqQJ-ij=hbd3$tZv'
+    'RaY>*(;vnqotnr|?kqlP8M8V1F?!IyI+V}R$HmCdABO><hhBu6Fx1%Yw9ewgkj6eiK5Q@F$1|&XnNcsVa0O?}E6|;E4BG!xNZ#*5'
+    '@#vYnLZ62Ji#`#7(YYwZ+9v_^0n4dcda-B{sTjVbOSMJQGc!F76RLuMmtA$lv{wUiIY@LS|1p@)U3z_Gb_s^DTEl6f^C8n0o0xv6'
+    'o#_bq?x6jWU8%T)AqRcH!LE>l81Zn;c1ZX}7io6^?T${gyUI3n8lgLrA8sPWf%&)?7%`(_AOdPtVhOo@yisiMe$CWD`h~9aOIs-A'
+    'U;x#13AGrdAbVLnip#)DJS)s8N<L0_<}6;tr#mAII7pgQzi8~#aO`dYcRP6@vi!n1Fk%J1!nZOpBR}HWYI(LaQ=HbOz#;*u@DP!i'
+    '8uewqWLssl1uhs&f?paI(@p#WPh6pK4snUIf|@P#Qb&5l)vqCW)**GGA(^tGlU4XTSh8z%XyT%Z@?2nOL2{24_z+;zp(~gi8*ahC'
+    '0-b}?38S|lzDJfNBiefW(T+}^tkuEoD~tFiY?5{Dh68-?BhoFNIu-MmFf?lHb}&3R^bUbGX$@^{_OxxA&(*Qd%c9SeUH9lso_fv+'
+    '?iG1fSQ<I0U@*=A%isl~Hi}6q3|lD$j6$NmVDPBU(<Qbho<3u1<yfz1Y%I|G9XN_+pcY^T24T{cqNl@n8K=mAPNpF$LHi0&7q5n$'
+    'YJ6u&pu<7)pXbit)M^$BfzhL{WWN3GS6&C}zO17_&_4iu`NRAG{UZGRQvRc8YvrxJ=oWp=Z~a;NdH>t*Qk{N*zV6fR^J&3k&^O`L'
+    'Z)x;T;Ln$%m%jd$cfZ|7-wxiV`VEdm@7ovMA}tW$7SCXq=YnG^HguDLj|XoC!gY;UI53|<hIQ?_ciEF($aS?UO!YC#W)Pc*NKiy$'
+    'BT_IzQ31swx`>Y=r5XjlL>$Kku^SZ1;b=OHA%vJ3m}oRC*U?qk)(VO-Y7hkilydYpx>bd*!+`>Xb4zy>&_<Xh=nE+1PO7;}Wm3@^'
+    'CIf}*555+_7ClM7&L8v5&qQc>CZvJ+<Rq|qXq0Ecd_(W3n_AJ8PE)B9vh1N5sYFIHaA7sg0G6oH)og>!6voghP`g0u1$s4~qRuVq'
+    '7APywMuDyr=xTwkp@!4-0=+g$zfqvyEYSA~^jm^K`uEWMA8ygx$i-|T7gK@@`cDP=&jtD~-5~4MrXef$0Qp!V<mm*+IYxE&nhh~T'
+    '6I!tCH)Ck|#JOj$sLWPPy97Zrya!&!gvZv*Rc#%jew4_%qru%0k+wU=T;U#gn@i+vCV{tp2>2>GL`1Eu#V3Lvf`F|7z}H1w7UU0Z'
+    '#Mzc|b3Boo*+gzEtqyTeGB*cn+FB4T0Y709B=aP9D_NOOWaU^AD}IK8tbj$oOe#^lPT!`BJj*nviUAjd_3+L0MtMe<I1H*gD9^pH'
+    'aUzk8xg<8iK{e?A2Iw*35J47wpJye3M?c^>%wS{$^=m%qb$W-s9CJ)}VvZ^BApP*dzohQ~h&#TMxZz#*=nus(@Qat?*{_QViqRIq'
+    'gtrm~UXT@2vJP3TiP3V$a4ZO(JCCT097Pxvi+${dFx^>*r7HRwd`lDC^=?9IJ}6?eC7ltBp?0~<t}lUAl)mW}j3l7n+$24fI7!D_'
+    'CkX@ShZnGRVUngwil0ekG2W1=<xpU={fJL->{S;WTWHH2&8lJ~*>7s=c7p|ha`qW<8OiP50xjXAP(C2iFz7N!Yi(1~O8+i#B*4eg'
+    'f9xib^gG+?Ch5O+1@hf(b$;~Ux&rxLl3%0$zO{~u{zq3F-%m2z^gp-O#nAuiisJ`~IR1NU{R91<t~l<*jV4{B@6&zsgHifJI($DY'
+    'JpI3JK#bImzP>mXBZD{IH?sKW1LGn5<D)Y6;6-;}#$J5BY0G9jhRvD{7#{?q3SqdP#`eo_TqN~WhhDw|D)ZfZmVPgvqu<XD(I0@0'
+    '-O2A2+~oH+Fkik#0&)e&Q$U^qas|j0AXk7~X-LkD!_ewMH)A|i1n2o+STf@UoUsSPm^ESfaP3(Wln>XWH9`6Ct(t)IAR4w1*f!cW'
+    ';~d;880X=0gXYY*7}6%$GM^a&uRh8ZS@qll?k$YC`QaxZ@>TVU+Nu0TOqZxn6v-1F#N{`6=0at0Emmh!7_N2ntSROE(0y0envy7F'
+    'MKz^8euKxNno=&h#g(F6UXQg0XB{>T(gX$QvbKW^#3-c>gv5t@;==%}x%uHR%Lq$RS&<h&YBMZ)xdDN)tjjLBB^$CBAxu2CqC2di'
+    'nPQ2kABzJ_EK7h(5mNT4P#DE!vtxlQ&s}m!DKVklQhiy3EMk9{MTp#~xj5A&&jXx|Z3TL^JJ6*1Qw|pumwMI+4v9sjs5USnazb2k'
+    'f}{}RhRswwDB~H?*1O^LV(VOYwi0VpxO&^0tytLu8S+<#ZGW{|cgR*2KhAe&C7~o`d`a5mKHmTQs?JI@woaMCC9=>`8U08ZD-XyU'
+    '?G=Jtpu2(~P~S{REC&I_5k5@(W$Pt5PcLHy;Wp0*De%xefhxKJPEc9sF3d56Z?qzOqZh(AB7~bC@eAEYe6~~mfBHF#G;a?$sp`xP'
+    'RupB^#Hxra78nPF?~&u*$1|6(bP!u0lMf7V^tb)xJJ<NQaBwPo-ZBn}?~lVLSii(b+xRWn)3zBy<8y7!IfmwUwi69lJmdG0(7e$D'
+    'jq%0g_@xDq@g|b@wpYd<C4qXY7pOno6sV0@9plfE07?5|yd6rJ@#pZ>_zV2_EByFtB)DySRm6ax`Nq4k{I>gy8h?XiccZh$d%Xfc'
+    'A@=z`A#Zs_OmsdchBiMW7|K5s27r=QX`)pm?S_)sZYq|T(0v$McHaQqt)j&NJxIFNgzHB|-8PU8{)lK?Eam!yQO6fU!c{O{LFRuQ'
+    'KRAA1vS7R_T%hqA;t%NQJIxuwI~_8FbQv=)jF+;fF<OZ&6U8DCzGDtEwlMF3JhClA+7SdHGW;<1iSgKv9vTz7HC)OVWW=fI7H&ki'
+    '59>_NL;Mn~)J!yoWE)9B(yoIEh%uZBty?@8`)Eo8V|P0S#-l0x{$u#L<(yyX&3RH*Ga#DCwX;o@;_e0Y3%yZKCoc}Jo49+X-9E&o'
+    '?P#hch88#4W9We}hDHKEh88B~*}fcCrYC3TJ-$<Hdh^#DWt4w6mM5lIgG&ynX}X1bLz-YNbcQ(?!dyt*L#Y2Vy@!6LQ^<dGp~D_s'
+    'b;PpOvuB<k!|jwo&O6#1+jooCTVn}h0N84=r9&xUOAq3ote74!qEq;1I5MI`@@bqX)ey;+2K+u3TF%(mD?ufyTRkUM{Ap5aw7sJV'
+    'cK0VzO?FpYwpM0jlH_$LANo=j5Zu4w=BGdi4g^9Flk5!`OELUOddGK5{1bJ@W_HOoWyNn`fiXufHW-O*Jc~*FOP!@Yi&Z)entD7J'
+    'b=Xd~JJgPsT9i1yho`2Fdwi%-t}g|<xtmp3$WB}}eGY_Mc-dG+x3C$+Mjb`@U@tw6A-&-VG46mtc<H;wFtjNQH@v&FWs^QwW;0C`'
+    '$*@*5?w125V*8~h;J<oAo%O50r*$i~+me3vF4^Qm@fUXz58SZ$D!eiMe4`lcxy*=trJmtMZ*7LKK|GH{TO9=+I@jUhNbvA<hlgW6'
+    'KIK{5?-u|xejn+hxI>8y)RTV0$*|!3NZXyh*qyf7-n`M!dKitQIAcg0GN^0ivT%3Jp;jRlE!}L5miS>=QPnEUKUNXwaJT_lRNl7G'
+    'I#zoyI^D@X9s~a<wv~tQaA&z@t;Y|+_ygcGqqDp8l%H(%lwxA@eXj2lL+AJN9h{%>(=Flb7P&sH+4X7dt`F2AzJfPP--kQ*;^gS3'
+    '{my<lW{alc<|a7&aO#vQPj$80qMtma9z$dFia#2{NGw><#%%hV$ir(rEL4-m2P3#M(D?IREK;W>thkZ~+n@Kh@4((4-+{dmPzRFC'
+    '(1Dm4dQ)r@PoHCp(LVAPh?xlDq~CHXf_Nah)w*eWDqIYk3(U~F{FKu$iMr`oQ;UwhjO!L(qkl`kE_Yxjs&%bRt$qKrkqnX9En8i4'
+    '_cueT_W+w<Y>nSewN!K3v$-Hh6Qhe3Yb)*N)gIWBQoCWjOf05X^peKJ!KQ7@N}V3KllDXBq7z50Htynm4CLJ&kY^KRnwi@w)2s*B'
+    'gl)~n)mE9l&sZBhuqN$Y_H}D1JpR;68BblXm`tprqp5PCRqnD4jtk>SWjs?L7uYc8zD68-L#m7C6wd^B!gbLB&8*rEbX)WIpzed1'
+    'n)7(JgeN%hplFV)$-}hXC?9kg9>f!eKJgeB!DC(`dKndredHF;iY>ijQ@PyCz|)#(dj2UF2hY6h#%FcS0wUmkL$k5cV>XT_NY263'
+    '_AUZk>w$GX0qf8<WBr95SWhGs;r!Fq-3zCDe}~Ku(!%LU%xIgEuC5u_MnkOAU1|ca8gF5++&z){NGu-fkTV)z=+Jy`)clcHJk}ne'
+    'HOD&JRuuj;OzXj<;9;^;1~YvnI0@hFJiR*N|Hgs()i-A*rtY@T_pP=<ADzqh86RK{vqMBL`IIq`7K<Uf)1s>Pa9S**pclvw7%E;3'
+    '%8K8Rtp7b^d;)LojkdGRL0=uZOvx@&vdbN^%N?@Il<ZQGT`Ex#QQyWqYNa`kTIo<i%(+f!sct)LTf?L4ajA+I(>4-7=gKbIe#kd^'
+    'K~Ab!WP@^2GGHT<-ps-%Wn2*fciWb(Tr2vQd!bJVq`~9&2s+M(zkbpD!xtl3xh#%wLzv;%wdnUT<nz(CU&h!_{9znUhxOu-G?wg;'
+    'p)f)+j-=5X97Q5yOne^~pJ-cJ%Cqt^zGBj)(wYwIUI!B@t@1M7-B7RYhFXfIGWIbh1o|i8)0o7MDYPjV?-<kgWTU~(&0f=<v<dE7'
+    'T2$w|IOM^wG&|qwf@A!zrn^;JyZFOgWc3DO73OX=XY7BwT_W!_s2%sYJ-Q%%Jti#ajrc$9)9m?1gnSvdBR3aBoji?)#KX;NLU5Yt'
+    'WW;CuF%Ee^*4Vf!rRlacvt=Q5##QOiR)rg-Yv4n#2_G7*n=MO<IAID1V{2!>w0&-`!3P~u)m?_a93*~fqi!~;c%=VDk3TF<CHgm>'
+    'l5~(u;E&`GMoKI=Hu$u>3ep?7s`e7q&nUPp+~X-t9J+7Zk~s@kz>MJ;eTCs~y8zS1*CHzwHOAj5@QiOrZ4Me6-xT)gy|j>4!gu;x'
+    'xW!LXz@3Tz2kt&h69'
+)

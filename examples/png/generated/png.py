@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -75,6 +76,11 @@ _ck_crc32 = _registry.checksum_func("crc32", fast=True)
 FAMILY = "png"
 SCHEMA_FILES = ["schemas/png.yaml"]
 SCHEMA_DIGEST = "sha256:ed043e69c03122ce27cbf073976e3407d43c42c97f06b040cbcdcecce815903f"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\x89PNG\r\n\x1a\n', 'png_file', {}, False, None, None)]
+RECORD_NAMES = ('png_file', 'chunk', 'ihdr')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1155,148 +1161,176 @@ def encode_ihdr(value: Ihdr) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_ihdr = Struct(
-    '_o_start' / Tell,
-    'width' / Int32ub,
-    Check(Code("(1 <= this['width'] and this['width'] <= 2147483647)", lambda this: (1 <= this['width'] and this['width'] <= 2147483647))),
-    'height' / Int32ub,
-    Check(Code("(1 <= this['height'] and this['height'] <= 2147483647)", lambda this: (1 <= this['height'] and this['height'] <= 2147483647))),
-    'bit_depth' / Int8ub,
-    'color_type' / ClosedEnum(Int8ub, 'ColorType', (0, 2, 3, 4, 6), ()),
-    'compression_method' / Int8ub,
-    Check(Code("(0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: (0 <= this['compression_method'] and this['compression_method'] <= 0))),
-    'filter_method' / Int8ub,
-    Check(Code("(0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: (0 <= this['filter_method'] and this['filter_method'] <= 0))),
-    'interlace_method' / Int8ub,
-    Check(Code("(0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
-)
-C_ihdr._bw_fast_runs = {'width': (13, (('width', 0, 4), ('height', 4, 4), ('bit_depth', 8, 1), ('color_type', 9, 1), ('compression_method', 10, 1), ('filter_method', 11, 1), ('interlace_method', 12, 1)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_chunk = Struct(
-    '_o_start' / Tell,
-    '_o_length' / Tell,
-    'length' / Rebuild(Int32ub, 0),
-    Check(Code("not this['_parsing'] or (this['length'] <= 2147483647)", lambda this: not this['_parsing'] or (this['length'] <= 2147483647))),
-    '_s_chunk_type' / Tell,
-    'chunk_type' / Int32ub,
-    '_e_chunk_type' / Tell,
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)),
-    '_e_data' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
-    'crc' / Checksum(Int32ub, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_chunk_type', '_e_data')", lambda this: _span_range(this, '_s_chunk_type', '_e_data'))),
-    FieldCheck(Code("this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)", lambda this: this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)), 'length'),
-)
-C_chunk._bw_fast_runs = {'length': (8, (('length', 0, 4), ('chunk_type', 4, 4))), 'crc': (4, (('crc', 0, 4),))}
+    C_ihdr = Struct(
+        '_o_start' / Tell,
+        'width' / Int32ub,
+        Check(Code("(1 <= this['width'] and this['width'] <= 2147483647)", lambda this: (1 <= this['width'] and this['width'] <= 2147483647))),
+        'height' / Int32ub,
+        Check(Code("(1 <= this['height'] and this['height'] <= 2147483647)", lambda this: (1 <= this['height'] and this['height'] <= 2147483647))),
+        'bit_depth' / Int8ub,
+        'color_type' / ClosedEnum(Int8ub, 'ColorType', (0, 2, 3, 4, 6), ()),
+        'compression_method' / Int8ub,
+        Check(Code("(0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: (0 <= this['compression_method'] and this['compression_method'] <= 0))),
+        'filter_method' / Int8ub,
+        Check(Code("(0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: (0 <= this['filter_method'] and this['filter_method'] <= 0))),
+        'interlace_method' / Int8ub,
+        Check(Code("(0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
+    )
+    C_ihdr._bw_fast_runs = {'width': (13, (('width', 0, 4), ('height', 4, 4), ('bit_depth', 8, 1), ('color_type', 9, 1), ('compression_method', 10, 1), ('filter_method', 11, 1), ('interlace_method', 12, 1)))}
 
-C_png_file = Struct(
-    '_o_start' / Tell,
-    'signature' / Const(b'\x89PNG\r\n\x1a\n'),
-    'chunks' / RepeatUntil(C_chunk, Code('(this._last.chunk_type == 1229278788)', lambda this: (this._last.chunk_type == 1229278788))),
-)
-C_png_file._bw_fast_runs = {'signature': (8, (('signature', 0, 8),))}
+    C_chunk = Struct(
+        '_o_start' / Tell,
+        '_o_length' / Tell,
+        'length' / Rebuild(Int32ub, 0),
+        Check(Code("not this['_parsing'] or (this['length'] <= 2147483647)", lambda this: not this['_parsing'] or (this['length'] <= 2147483647))),
+        '_s_chunk_type' / Tell,
+        'chunk_type' / Int32ub,
+        '_e_chunk_type' / Tell,
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)),
+        '_e_data' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
+        'crc' / Checksum(Int32ub, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_chunk_type', '_e_data')", lambda this: _span_range(this, '_s_chunk_type', '_e_data'))),
+        FieldCheck(Code("this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)", lambda this: this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)), 'length'),
+    )
+    C_chunk._bw_fast_runs = {'length': (8, (('length', 0, 4), ('chunk_type', 4, 4))), 'crc': (4, (('crc', 0, 4),))}
 
-def _c2m_png_file(c):
-    if c.__class__ is PngFile:  # built by a compiled parse
-        return c
-    f_chunks = c['chunks']
-    if f_chunks is not None:
-        f_chunks = [_c2m_chunk(_x) for _x in f_chunks]
-    return PngFile(f_chunks)
+    C_png_file = Struct(
+        '_o_start' / Tell,
+        'signature' / Const(b'\x89PNG\r\n\x1a\n'),
+        'chunks' / RepeatUntil(C_chunk, Code('(this._last.chunk_type == 1229278788)', lambda this: (this._last.chunk_type == 1229278788))),
+    )
+    C_png_file._bw_fast_runs = {'signature': (8, (('signature', 0, 8),))}
 
-def _f2m_png_file(f_chunks):
-    if f_chunks is not None:
-        f_chunks = [(_x if _x.__class__ is Chunk else _c2m_chunk(_x)) for _x in f_chunks]
-    return PngFile(f_chunks)
-C_png_file._bw_model = (_f2m_png_file, ('chunks',), (), True)
+    def _c2m_png_file(c):
+        if c.__class__ is PngFile:  # built by a compiled parse
+            return c
+        f_chunks = c['chunks']
+        if f_chunks is not None:
+            f_chunks = [_c2m_chunk(_x) for _x in f_chunks]
+        return PngFile(f_chunks)
 
-def _m2c_png_file(v):
-    return {
-        'chunks': None if v.chunks is None else [_m2c_chunk(_x) for _x in v.chunks],
-    }
+    def _f2m_png_file(f_chunks):
+        if f_chunks is not None:
+            f_chunks = [(_x if _x.__class__ is Chunk else _c2m_chunk(_x)) for _x in f_chunks]
+        return PngFile(f_chunks)
+    C_png_file._bw_model = (_f2m_png_file, ('chunks',), (), True)
 
-def _c2m_chunk(c):
-    if c.__class__ is Chunk:  # built by a compiled parse
-        return c
-    f_chunk_type = c['chunk_type']
-    if f_chunk_type is not None:
-        _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
-        f_chunk_type = f_chunk_type if _t is None else _t
-    f_data = c['data']
-    if f_data is not None:
-        f_data = (_c2m_ihdr(f_data) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
-    return Chunk(f_chunk_type, f_data)
+    def _m2c_png_file(v):
+        return {
+            'chunks': None if v.chunks is None else [_m2c_chunk(_x) for _x in v.chunks],
+        }
 
-def _f2m_chunk(f_chunk_type, f_data):
-    if f_chunk_type is not None:
-        _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
-        f_chunk_type = f_chunk_type if _t is None else _t
-    if f_data is not None:
-        f_data = ((f_data if f_data.__class__ is Ihdr else _c2m_ihdr(f_data)) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
-    return Chunk(f_chunk_type, f_data)
-C_chunk._bw_model = (_f2m_chunk, ('chunk_type', 'data'), (), True)
+    def _c2m_chunk(c):
+        if c.__class__ is Chunk:  # built by a compiled parse
+            return c
+        f_chunk_type = c['chunk_type']
+        if f_chunk_type is not None:
+            _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
+            f_chunk_type = f_chunk_type if _t is None else _t
+        f_data = c['data']
+        if f_data is not None:
+            f_data = (_c2m_ihdr(f_data) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
+        return Chunk(f_chunk_type, f_data)
 
-def _m2c_chunk(v):
-    return {
-        'chunk_type': None if v.chunk_type is None else int(v.chunk_type),
-        'data': None if v.data is None else _m2c_any(_case_value(v.data, v.chunk_type, {1229472850: Ihdr, 1229278788: None}, None, 'data')),
-    }
+    def _f2m_chunk(f_chunk_type, f_data):
+        if f_chunk_type is not None:
+            _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
+            f_chunk_type = f_chunk_type if _t is None else _t
+        if f_data is not None:
+            f_data = ((f_data if f_data.__class__ is Ihdr else _c2m_ihdr(f_data)) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
+        return Chunk(f_chunk_type, f_data)
+    C_chunk._bw_model = (_f2m_chunk, ('chunk_type', 'data'), (), True)
 
-def _c2m_ihdr(c):
-    if c.__class__ is Ihdr:  # built by a compiled parse
-        return c
-    f_width = c['width']
-    f_height = c['height']
-    f_bit_depth = c['bit_depth']
-    f_color_type = c['color_type']
-    if f_color_type is not None:
-        _t = _COLORTYPE_BY_VALUE.get(f_color_type)
-        f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
-    f_compression_method = c['compression_method']
-    f_filter_method = c['filter_method']
-    f_interlace_method = c['interlace_method']
-    return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
+    def _m2c_chunk(v):
+        return {
+            'chunk_type': None if v.chunk_type is None else int(v.chunk_type),
+            'data': None if v.data is None else _m2c_any(_case_value(v.data, v.chunk_type, {1229472850: Ihdr, 1229278788: None}, None, 'data')),
+        }
 
-def _f2m_ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method):
-    if f_color_type is not None:
-        _t = _COLORTYPE_BY_VALUE.get(f_color_type)
-        f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
-    return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
-C_ihdr._bw_model = (_f2m_ihdr, ('width', 'height', 'bit_depth', 'color_type', 'compression_method', 'filter_method', 'interlace_method'), (), True)
+    def _c2m_ihdr(c):
+        if c.__class__ is Ihdr:  # built by a compiled parse
+            return c
+        f_width = c['width']
+        f_height = c['height']
+        f_bit_depth = c['bit_depth']
+        f_color_type = c['color_type']
+        if f_color_type is not None:
+            _t = _COLORTYPE_BY_VALUE.get(f_color_type)
+            f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
+        f_compression_method = c['compression_method']
+        f_filter_method = c['filter_method']
+        f_interlace_method = c['interlace_method']
+        return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
 
-def _m2c_ihdr(v):
-    return {
-        'width': v.width,
-        'height': v.height,
-        'bit_depth': v.bit_depth,
-        'color_type': None if v.color_type is None else int(v.color_type),
-        'compression_method': v.compression_method,
-        'filter_method': v.filter_method,
-        'interlace_method': v.interlace_method,
-    }
+    def _f2m_ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method):
+        if f_color_type is not None:
+            _t = _COLORTYPE_BY_VALUE.get(f_color_type)
+            f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
+        return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
+    C_ihdr._bw_model = (_f2m_ihdr, ('width', 'height', 'bit_depth', 'color_type', 'compression_method', 'filter_method', 'interlace_method'), (), True)
+
+    def _m2c_ihdr(v):
+        return {
+            'width': v.width,
+            'height': v.height,
+            'bit_depth': v.bit_depth,
+            'color_type': None if v.color_type is None else int(v.color_type),
+            'compression_method': v.compression_method,
+            'filter_method': v.filter_method,
+            'interlace_method': v.interlace_method,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {PngFile: _m2c_png_file, Chunk: _m2c_chunk, Ihdr: _m2c_ihdr }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {PngFile: _m2c_png_file, Chunk: _m2c_chunk, Ihdr: _m2c_ihdr }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_png_file(buf, offset: int = 0, *, compiled: bool = False) -> PngFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("png_file") if compiled else C_png_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1311,6 +1345,7 @@ def construct_decode_png_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_png_file(value: PngFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("png_file") if compiled else C_png_file
     try:
         data = con.build(_m2c_png_file(value))
@@ -1323,6 +1358,7 @@ def construct_encode_png_file(value: PngFile, *, compiled: bool = False) -> byte
 
 def construct_decode_chunk(buf, offset: int = 0, *, compiled: bool = False) -> Chunk:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("chunk") if compiled else C_chunk
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1337,6 +1373,7 @@ def construct_decode_chunk(buf, offset: int = 0, *, compiled: bool = False) -> C
 
 def construct_encode_chunk(value: Chunk, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("chunk") if compiled else C_chunk
     try:
         data = con.build(_m2c_chunk(value))
@@ -1349,6 +1386,7 @@ def construct_encode_chunk(value: Chunk, *, compiled: bool = False) -> bytes:
 
 def construct_decode_ihdr(buf, offset: int = 0, *, compiled: bool = False) -> Ihdr:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ihdr") if compiled else C_ihdr
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1363,6 +1401,7 @@ def construct_decode_ihdr(buf, offset: int = 0, *, compiled: bool = False) -> Ih
 
 def construct_encode_ihdr(value: Ihdr, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ihdr") if compiled else C_ihdr
     try:
         data = con.build(_m2c_ihdr(value))
@@ -1378,6 +1417,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -1521,3 +1561,40 @@ DECODERS = {"png_file": decode_png_file, "chunk": decode_chunk, "ihdr": decode_i
 ENCODERS = {"png_file": encode_png_file, "chunk": encode_chunk, "ihdr": encode_ihdr }
 CONSTRUCT_DECODERS = {"png_file": construct_decode_png_file, "chunk": construct_decode_chunk, "ihdr": construct_decode_ihdr }
 CONSTRUCT_ENCODERS = {"png_file": construct_encode_png_file, "chunk": construct_encode_chunk, "ihdr": construct_encode_ihdr }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-qBSYit}>70x=d>-9QL(kiM+gu(<`;ccA7-rYQ$P!wmqNt`v4$Z@2gQmnf(clV4vJG0E(iS4LSq0pp@uF8*05tR3<5g;L?wD7<D'
+    'MFJ##^Sk09A%PGNp>WQfec5=Ow7mSsGk4BC_dLGyopbk7+N-~QVwd`p<JAqp*L=GUB3I`w_nGkgob5+4b)GeBXCt~BWj`I=iYBDy'
+    'vIdXj?xtIhWK!6|!MFEaF)rve+u`~|VAowHLZ9o*wR96gcQwdHQVW{gjO2SraN;UAJ^Wa<Y+-wDR)6c>anxveDDcx+S3h-(%+b4='
+    'CUpVaZR^rQSJ;j|UpD4)dYPFJub<YLUbXATxNF(W)gA8E1x(^%F;*rvnz0_;VuC5#m|j{e9V_H@?*{jkfLf;SIeq@(+@fv=x`n1%'
+    '+&ZIk6xz@|)ZoV_>Z_bL1Kk!uTV<frNkJ}yQH#xp<WLo(lcdN5(Q}d9ADF-!Ecg&cFSo%OPQ+x&vg<q$k-QK9%O5{+np;!F0zWZh'
+    'P8Fu}d6VZ)n$_CW$->OZ6TDEII%yRPW-)KhoUBcqs7@89%&KXb+%);A>Ekm~g<2%jXlsCx4I)D(xf?bDmAZ_wdzn0qV3!;&<Ci&J'
+    '>*f}cFfO$!3)E+A-W5xId9R|UQAL+2$_uxm7L37OnXXgx=>6reDu)}qQN^>-*9laSp%Xr;mii7s%@|w^%MIp)Ji4?vcX1v@<srMl'
+    '>RboTEDZ5P&GrKkM;hTXY=*wiU4agz8M@jOc%l(j;e$P`R~DAa5gff#URt<<`i7g#;X<G<#|+4Ak)5BLT_V|~**Q9UIzC(Faf0bL'
+    '9lNRr!so1^2TjKoF+^xn7tz~lMNpE~IiuX?k?<MjA6;@-&!g?Oi}H0r+r{;=!0me$n6TYr)4Jg6qPv0Pm!*;dV2tUS7yA0_)zbXD'
+    'uKe`_9Sye#kDE%ub_K6<{|pw;s_U(}YCFncrLJN;a}kWlU0A4Ile^K&a@gm>_A$x`Tg|au9#!^XhBKz;czzp02fMf_!+YUy`|U_2'
+    '4ewXzfDa%j;7I~Q&&`nwi{+19EzK@avMRe^6wYoFjFF|qYvt1Ah0BX1H8enKc;1*RUoTV8E4v5C?CYMlJiBn^;w;H(gJip>_GDB2'
+    'vK0M;B@98>W(=>UNJV8@g)sfrz3J&(K9`SRwgu;&i(syDFsz2i0uHNFA<ALq*jQxovyTMhTXBJ=krtMTEU5lci|R{%b(%6&v$<n+'
+    '>MMDk-ug>xq)VEZwN9a@&Ji#5*K%OrM1h0bvOZsLBJXQu`q$l&3eaN{_ash{VxLnBV8mMK67q~-SehujsLVK8NlR_jcCkWbilF0q'
+    'Q6-_Ev+UJs0T)pP$pLY>-21whUi&2yh_)m(n*a}~hPH#nfR7_J-@D0O61j_Ecqv+pP%zc>dCgwO19x*Th+1eP6^$V?SP%`{CC?OJ'
+    'jLI=;LA@}+2%MD~^&=w7z;@9~d{AA69!zpCDy3VvZ7g#L$vy4!fcrOy0u_hZxDy1r>hmUNbf|X2=4*7g={3->ARw}mY2<!$H3%Ch'
+    'e$<eAkmhXEvWyPl5~2d-eB{_HvYqE5;Rtm;Fx#ciH6J@MHeEyR?d<FZ6UGdJhU4Ht=*}pxVA<j|7CHir9PT_Ch{debnoK|>54Dk('
+    '>wqp7W9!)|#O#r*Od;Xp36w)t4Px%qnw+mjEsW!87jmhX5hL)ZX)N+u4`}cr1x2A)rUdirXe@bz@`xgQCufuRnRk+-m)cFfsS8iF'
+    'V@!w>TIhJ(@>Razt^w%Gs|I|*fG@V-OB8>2EiM|BgD!9}e<7I;uNd(87H*LlmD*)n@J0k{Z9{L$!)hhhYmxdh&*)R@#hK#qA}<yr'
+    'cph%a;Swek8MBLZq()vta=s-;W`*$WYAASLA>g`Z(7e=@A40UqWPG~ZZHjf;t1WoU>c~{#GnE8<7L)oC{=Z#GBD^(*$|D$uU&61p'
+    'eBO_rcY95u1k^NC{$y7VlcT0Gm%y*SztFKO?oclpZCwZ2x(<g`wnaTI!5#P<ZvF*p*V<Shyymj!E_2_<s%pXaDR*Bs;421vm7on@'
+    'GvMo4_=W-BG~inXd|Lq&zJrPTZVO%~6h0021_N+f0T8}tpl0|%D`wrtX7x4jaKh}2nu=}r;OLmkPtpXLD<H_oTQ%*-J?$B&Q(l_y'
+    'tr0Pdb=H06)~VEo9k$_xLInr`w4mO45I$f4fGsn~E?9AjIB`#0d5X2cMfZMKNr%K9Hx;YnQaXU27!=OA%2QH{IsGwJrV8!^{5^4F'
+    'UJgu;c=|q$ZMH8$=BQC|*zrszRR6{3z6reB1>OW8`tPg2c-o~3?Db%MQx6`M2h?yAOX?FJ*7KhzOlJpF)1?Ow9=vcnQblEK&MXM2'
+    'k){YgKP1O_%<*_9$EvP2GfZECd(I%nJ@`?VJ~WzMBX|Rsf1FhjRo!?n2N>@Vh=qYhP7gM6WhAj{m*TtOt82C}p|7_Nd2S!Apxw{I'
+    '&)Q}8^KA<_)2*=aPK6~+H6Fy1@zYYX!SbU!QCzh%#vKa&>oTdX8xaKtF%T$2qIQhrQ}KvMsX7y1X4*HI$@mU~Ln2!n%%(jLRy6Xp'
+    '&xv^9U;RjR{7?dISKfI-iUSjpADj?mQs3Me|4(kZ?BU2}c4z3`wJ&-UWMSIVrA{mF=6!@Yb<ej2G^oY-W+9JsWYTGvqH%?o+c-P$'
+    'b!ul=)>)ZB9`*UMx>q4T1)Qb?csr|%f4qgQlNd_1$TmfsZ8v$JTK+y-Z!(;TvgqI=#rE{T*cP^<+{|US9VW%K$(Ur}Z6vtg81UN`'
+    '{LX;i<HkSqQRPa4(D6qD{)8(E324T6MN<Jll7v5Z*EO}CSC3(rEpzY}MU?Q@Ec^}b!{70Me-H<*93jnJ8jN4JFky1dwjM%+1K6XI'
+    '*n#vO8rX9f*e5!HrD}Zyrjse)G<yH<tt}0*b_dFnBQy?Lcv0LE-t?9_+dn<2V?!=Z>Zf$i*QZZJ|3S8%8)W$o+<<q}zK*i8pJ4L_'
+    'F8+7=NqLZkg&ku1c;}u#b4h~>@T?t!JO~w7Ywr>g=LeZx+`;TIBqO|D{eLXJFv#NLJ6OD*egyFyX7Yc}=)}7;`r;s?Pi)7(WAlB#'
+    'h^gN6>_f<RQIT(DEN0(pihWl;t{8U3R0Is=%E*dGkC~Ml^lx<K7X91PX69?LaQ~hJ?n%UZ67ilyyeH9P?T-v%?NDZXUbh3h8?}G%'
+    'XgXn?Zt^(erYtVFDcY0wT>R3Vyzhf4lNbTp+;sgOV(P~GS_@kxUh{#|?N}4^+X@*YN84ky`W*vTa{mO>`=9v'
+)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -77,6 +78,11 @@ _cv_zigzag = _registry.numeric("zigzag")
 FAMILY = "protolog"
 SCHEMA_FILES = ["schemas/protolog.yaml"]
 SCHEMA_DIGEST = "sha256:5fc7aeede965465251d142ee2b72bfe1138ed233df4251a9ddb300f748eb788e"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'PLOG', 'log_file', {}, False, None, None)]
+RECORD_NAMES = ('log_file', 'record', 'event')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1816,144 +1822,172 @@ def encode_event(value: Event) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_event = Struct(
-    '_o_start' / Tell,
-    'seq' / Leb128('uleb128'),
-    'kind' / ClosedEnum(Int8ul, 'EventKind', (1, 2, 3), ()),
-    'time_delta' / Leb128('zigzag'),
-    'value' / Leb128('sleb128'),
-    'offset' / Converted(Leb128('uleb128'), _cv_zigzag, name='offset'),
-    'source' / PascalString(Leb128('uleb128'), 'utf8'),
-    'tags' / PrefixedArray(Leb128('uleb128'), PascalString(Leb128('uleb128'), 'utf8')),
-    'note' / TerminatedBytes(b'\x00', 'utf-8'),
-    'payload' / GreedyBytes,
-)
-C_event._bw_fast_runs = {'kind': (1, (('kind', 0, 1),))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_record = Struct(
-    '_o_start' / Tell,
-    '_s_body_len' / Tell,
-    'body_len' / Rebuild(Leb128('uleb128'), Code("len(_build_bytes(C_event, this['body'], this))", lambda this: len(_build_bytes(C_event, this['body'], this)))),
-    '_e_body_len' / Tell,
-    '_s_body' / Tell,
-    'body' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['body_len']", lambda this: this['body_len']), C_event), C_event),
-    '_e_body' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len']", lambda this: not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span_range(this, '_s_body_len', '_e_body')", lambda this: _span_range(this, '_s_body_len', '_e_body'))),
-)
-C_record._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
+    C_event = Struct(
+        '_o_start' / Tell,
+        'seq' / Leb128('uleb128'),
+        'kind' / ClosedEnum(Int8ul, 'EventKind', (1, 2, 3), ()),
+        'time_delta' / Leb128('zigzag'),
+        'value' / Leb128('sleb128'),
+        'offset' / Converted(Leb128('uleb128'), _cv_zigzag, name='offset'),
+        'source' / PascalString(Leb128('uleb128'), 'utf8'),
+        'tags' / PrefixedArray(Leb128('uleb128'), PascalString(Leb128('uleb128'), 'utf8')),
+        'note' / TerminatedBytes(b'\x00', 'utf-8'),
+        'payload' / GreedyBytes,
+    )
+    C_event._bw_fast_runs = {'kind': (1, (('kind', 0, 1),))}
 
-C_log_file = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'PLOG'),
-    'version' / Int8ul,
-    Check(Code("(1 <= this['version'] and this['version'] <= 1)", lambda this: (1 <= this['version'] and this['version'] <= 1))),
-    'records' / RepeatToEnd(C_record),
-)
-C_log_file._bw_fast_runs = {'magic': (5, (('magic', 0, 4), ('version', 4, 1)))}
+    C_record = Struct(
+        '_o_start' / Tell,
+        '_s_body_len' / Tell,
+        'body_len' / Rebuild(Leb128('uleb128'), Code("len(_build_bytes(C_event, this['body'], this))", lambda this: len(_build_bytes(C_event, this['body'], this)))),
+        '_e_body_len' / Tell,
+        '_s_body' / Tell,
+        'body' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['body_len']", lambda this: this['body_len']), C_event), C_event),
+        '_e_body' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len']", lambda this: not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span_range(this, '_s_body_len', '_e_body')", lambda this: _span_range(this, '_s_body_len', '_e_body'))),
+    )
+    C_record._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
 
-def _c2m_log_file(c):
-    if c.__class__ is LogFile:  # built by a compiled parse
-        return c
-    f_version = c['version']
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_record(_x) for _x in f_records]
-    return LogFile(f_version, f_records)
+    C_log_file = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'PLOG'),
+        'version' / Int8ul,
+        Check(Code("(1 <= this['version'] and this['version'] <= 1)", lambda this: (1 <= this['version'] and this['version'] <= 1))),
+        'records' / RepeatToEnd(C_record),
+    )
+    C_log_file._bw_fast_runs = {'magic': (5, (('magic', 0, 4), ('version', 4, 1)))}
 
-def _f2m_log_file(f_version, f_records):
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is Record else _c2m_record(_x)) for _x in f_records]
-    return LogFile(f_version, f_records)
-C_log_file._bw_model = (_f2m_log_file, ('version', 'records'), (), True)
+    def _c2m_log_file(c):
+        if c.__class__ is LogFile:  # built by a compiled parse
+            return c
+        f_version = c['version']
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_record(_x) for _x in f_records]
+        return LogFile(f_version, f_records)
 
-def _m2c_log_file(v):
-    return {
-        'version': v.version,
-        'records': None if v.records is None else [_m2c_record(_x) for _x in v.records],
-    }
+    def _f2m_log_file(f_version, f_records):
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is Record else _c2m_record(_x)) for _x in f_records]
+        return LogFile(f_version, f_records)
+    C_log_file._bw_model = (_f2m_log_file, ('version', 'records'), (), True)
 
-def _c2m_record(c):
-    if c.__class__ is Record:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_event(f_body)
-    return Record(f_body)
+    def _m2c_log_file(v):
+        return {
+            'version': v.version,
+            'records': None if v.records is None else [_m2c_record(_x) for _x in v.records],
+        }
 
-def _f2m_record(f_body):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is Event else _c2m_event(f_body))
-    return Record(f_body)
-C_record._bw_model = (_f2m_record, ('body',), (), True)
+    def _c2m_record(c):
+        if c.__class__ is Record:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_event(f_body)
+        return Record(f_body)
 
-def _m2c_record(v):
-    return {
-        'body': None if v.body is None else _m2c_event(v.body),
-    }
+    def _f2m_record(f_body):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is Event else _c2m_event(f_body))
+        return Record(f_body)
+    C_record._bw_model = (_f2m_record, ('body',), (), True)
 
-def _c2m_event(c):
-    if c.__class__ is Event:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _EVENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
-    f_time_delta = c['time_delta']
-    f_value = c['value']
-    f_offset = c['offset']
-    f_source = c['source']
-    f_tags = c['tags']
-    f_note = c['note']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
+    def _m2c_record(v):
+        return {
+            'body': None if v.body is None else _m2c_event(v.body),
+        }
 
-def _f2m_event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload):
-    if f_kind is not None:
-        _t = _EVENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
-C_event._bw_model = (_f2m_event, ('seq', 'kind', 'time_delta', 'value', 'offset', 'source', 'tags', 'note', 'payload'), (), True)
+    def _c2m_event(c):
+        if c.__class__ is Event:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _EVENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
+        f_time_delta = c['time_delta']
+        f_value = c['value']
+        f_offset = c['offset']
+        f_source = c['source']
+        f_tags = c['tags']
+        f_note = c['note']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
 
-def _m2c_event(v):
-    return {
-        'seq': v.seq,
-        'kind': None if v.kind is None else int(v.kind),
-        'time_delta': v.time_delta,
-        'value': v.value,
-        'offset': v.offset,
-        'source': v.source,
-        'tags': v.tags,
-        'note': v.note,
-        'payload': v.payload,
-    }
+    def _f2m_event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload):
+        if f_kind is not None:
+            _t = _EVENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
+    C_event._bw_model = (_f2m_event, ('seq', 'kind', 'time_delta', 'value', 'offset', 'source', 'tags', 'note', 'payload'), (), True)
+
+    def _m2c_event(v):
+        return {
+            'seq': v.seq,
+            'kind': None if v.kind is None else int(v.kind),
+            'time_delta': v.time_delta,
+            'value': v.value,
+            'offset': v.offset,
+            'source': v.source,
+            'tags': v.tags,
+            'note': v.note,
+            'payload': v.payload,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {LogFile: _m2c_log_file, Record: _m2c_record, Event: _m2c_event }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {LogFile: _m2c_log_file, Record: _m2c_record, Event: _m2c_event }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -> LogFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1968,6 +2002,7 @@ def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         data = con.build(_m2c_log_file(value))
@@ -1980,6 +2015,7 @@ def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> byte
 
 def construct_decode_record(buf, offset: int = 0, *, compiled: bool = False) -> Record:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("record") if compiled else C_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1994,6 +2030,7 @@ def construct_decode_record(buf, offset: int = 0, *, compiled: bool = False) -> 
 
 def construct_encode_record(value: Record, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("record") if compiled else C_record
     try:
         data = con.build(_m2c_record(value))
@@ -2006,6 +2043,7 @@ def construct_encode_record(value: Record, *, compiled: bool = False) -> bytes:
 
 def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False) -> Event:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2020,6 +2058,7 @@ def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False) -> E
 
 def construct_encode_event(value: Event, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         data = con.build(_m2c_event(value))
@@ -2035,6 +2074,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2188,3 +2228,37 @@ DECODERS = {"log_file": decode_log_file, "record": decode_record, "event": decod
 ENCODERS = {"log_file": encode_log_file, "record": encode_record, "event": encode_event }
 CONSTRUCT_DECODERS = {"log_file": construct_decode_log_file, "record": construct_decode_record, "event": construct_decode_event }
 CONSTRUCT_ENCODERS = {"log_file": construct_encode_log_file, "record": construct_encode_record, "event": construct_encode_event }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-pO4Yi}G^8Mfo`?q(AwN<~QNP19CYyg1&(YddiZd~hB2qD>~jF%%V|)!CV|`;Id^vz;^J*oHt0G-T-!UpfdW1t9@a#YI8_Aud7)'
+    'DMI3=e(QhWXYiaeGxplaZtN=iWoOR)dEV!}oO#>$;onY<=$|~*+>H3m&}~yxZF8T8EDFM^8z!>w3hTJuX7YYgc_+D*OiIIN9iGTi'
+    'Hw>b{3)+bskKD*Z(+gL#CUcUR>nwErXu1_*v}1<c4noI7UnP--=yE%ePx1}c>3Uq8&6hg6vb=cl@^ZD~By!9N?Bpv?kB*Ein)B1@'
+    'cxKD>xJjHjJUnAY#QkhpVMc*^H@WYaK}$cXu~l<1-`Eu<Grx3c`Q@3~g4qn5P1ECkJ0iV~Za8By%x31&%F^^~ZOIJQd8j+nfo3=4'
+    'Eq6l?%BNJ#*ZqjMc_>WR7p|jQU5>3np5YfSZSUF&LNms&whunmnHO_$#@uq-Tdb}7M2C5vne{u|ix~Q|*S;loEl@4PKtSy>Kaq!&'
+    '4aOC4kz7yYNnsQ3upM@*o2=s{Ocors%|(>RR|T=!{P~yWTlNLUxx-&PKR<VVzBWJO%*@p|uQe~!nk_yvGrPc@+U%^;nnNFZ(Q%ry'
+    '=gze*%q{Tdg@pwr29PD(z!!-n$GIPO1f(L%e4YDI<A&=y3603&GCD5u*0z*roK8uj$ply32FP6PlUdV^L{cxwLW(%)(F7fnrM5DR'
+    'dcPAlWwFCMO>7OklUSmxcDSsY`Zkf{*H#x-R>6%XEvb*v5qW~aqJhnYFh#_|2n))h9fu)K3=kz|+q|n<t++|2x0fnhTfBVr(sDvm'
+    '^+Q-?f|(u8L>%&tnn%+XRd-J?uB~3Vs)mp4-8ATSv3x#-qx-2hh((ZKrdh!@g-Hy<0JoaZVL1Zd3GkZqWHIEC8)5-i+VET-u#U$~'
+    '0sDKbt=TU!&jq#VbLJ?T*%GwSP%=@h7glsnzfG28q2+SV$yptLMZN7Jw8PpiJlKdfyXh(~!#_p8^@O_xU3}(&VTEsW5m=06^|w8v'
+    'Ac8owF=up6EgW(@jxi<E(h`IfG4PAQEBXjibwe6jSC%X&^nL)d%Ca4JjiA*MJWA@213aU#(|b(4_Kz5ag2q)e6WF8~yIur0PUPWM'
+    '7;JH04S63Fyql~f7+6RH05%-sfq(^!h;JyVlp`K?Twfv6VmTs<&C^#eU3v91OhyaRumgS0apC&FhlkjYTu(jN3RtpasL?n=$ORAA'
+    'mDIIVUCg3Y01SDTGqshm?(&;zOFQV`I6^3W$`btCz9HfchEG}YD8i$QRT_YSCg=d;Likbz0uOw6Po(!I=K88zMQGP=<MCKNbDKh%'
+    'u#^})Pbqal9w8<g4sWs8i<AcQM~gmRe^MG<7EvOf$h20?WmZkq^wo3M6MD8H3vg`gpe)ClB6T;T%lVC@2lndQA}eMwC7~<yOxF5r'
+    'y+qIHKtRvm(OjQEOzgmGvcaD-XEf_1EQ&0OEn2r|qeq+d(fa7^1a#7tMPIk*8y4MCbkR30`c{SBw&)#;zHQNWG-&!RmUy>Ew-vId'
+    '=zD`f&1g{6v*`O4y|)ViE#l;eYb(69;~CUc_S7yX3kW=I@Jx55fhT35adhxZM>xWRkXRZ->bhDN+b#q>#fnbyEeh^niY#lXHQb0R'
+    'B}}NG(+K<q4?~Exha+R3gOTy{FfwX;$xu=4#G-kV0%UGg80gWdUlh6w%G2TLXlA`!vPKx(R4z7=w};GcE7vJ{Y%_=>6`2$Pm-O2X'
+    'x1X};HF{l^;ipis4ndfcs#(WAvViCZb%Pe`<FWF{EuOa<XdjK~C!mA@=i|~yL*xnV1KKRgKu6PT+Yol3Lf>7aJ~xbF=INYU^a7hj'
+    'Ix2(NyR^Kmg}d~cil#gAE~yHlf#M?3Dk*+h*9(0i^l*o5G*tXV7A!+H#n|IbQ~?Qn2%YHQ4s?fI(Z~{{rIP<fma>k>)4FELsuxs6'
+    'y6TzCT-*$NR7-Z?@Jcd7WqVwOR*{ymOaf1Oh)$k`P9D#7lK$_G0}pnYk3hzca!&ziAE2CA*Qxc#6>XbgZb5HkGvB0p^fkIJ4NH}('
+    'dDf7J5K-x#9J8a1MD<<@n3MN5$wpn^00_r_t6suZZCb-o@3Axk96WG5H<*JVVFTw2?cG7o+!OSs4p5}-%e)X^X(`VlI|^i8I|$u~'
+    'I*3&`)NIXG4{B2ZUg)FSNLqZu_F@OBtH?6qOUN6#aDx*IuCxfXY6Oq<5crfE>oAwO&q9`6LX~TdtM)EK3a$X<z8HRfFvAawMUP$a'
+    'aW&|_lBB_iKD?FCFD?32kA7{@Z!q<@{UPP=^gD}wk0JN!BZB^bhyT?Lu^lU(p+D*{L4T^ypCQ`6VE$iq1o*fw0(`tT0*nd%ma_9d'
+    'vX*};H>ZCo!v1a1e=PcM>d412E{3ym6V<IMZTIi64<&FC1fI$X)Sk8<FKzaFsWeo<pU?+%YClf;2@Y8qc*tRHRF2#ZZ|IBEeJsmD'
+    'dhtr`Bl`;-)aI&C(+&iGT6cq3<R$rJc3(>`cW2BF+ccZ73vaUsVYTuoP4n4-sB1$^Gj$)-qS(nByRl+*=AiU5CwE;lA1R8dfhcB&'
+    '*shROp!@KSS(aaku?IGaP%q#vFU%}mnp62DJ1u_GlJbB6*Pa+185s=n%s`NHLrnE1(0ws`!_NLgpawna;_eW&reVsrQt%VFPCBuT'
+    'B%nXaJVLuo4}>&7#BN5UE}sX-wKk*p%|I1A*5s(ChE=~m&6fPxzShU|pIh{cPgL+$2NH397!iID@x4S?{aBYqM-mP9)6CrBVKALv'
+    'BcbGU@}o26*?|}?48c(BvQ1BwNcY3ILtQI3*Qub(ke?7DMU;Pi+jrryPXOlz0$6xZnm@Ukok5+49U#-M6_st$WWQF%bDr;;_0gSt'
+    '|H7brAIoyc+pdU0H~a3=_2RbrsDQgc!Qm0YQ+9Q^n7(XZUGCBnS^1ZMLrh=3w|c77H`JHT#9BL#<ER73BiR*1e?~z|_5Za`N?H'
+)

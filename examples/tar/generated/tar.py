@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass, field
 
 import numpy
@@ -88,6 +89,11 @@ _ik_t_octal8_or_empty = _registry.integer_codec('ascii', {'blank': 'absent', 'en
 FAMILY = "tar"
 SCHEMA_FILES = ["schemas/tar.yaml"]
 SCHEMA_DIGEST = "sha256:a20eade7ead50eab3cd5a6bb14c818fbe83f409f1e9124dcbbcc36766fb7133b"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(257, b'ustar', 'archive', {}, False, None, None)]
+RECORD_NAMES = ('archive', 'block', 'member')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -2126,239 +2132,267 @@ def encode_member(value: Member, *, name_sum: int) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_member = Struct(
-    '_o_start' / Tell,
-    '_s_mode' / Tell,
-    'mode' / IntegerKind(_ik_t_octal8),
-    '_e_mode' / Tell,
-    '_s_uid' / Tell,
-    'uid' / IntegerKind(_ik_t_octal8),
-    '_e_uid' / Tell,
-    '_s_gid' / Tell,
-    'gid' / IntegerKind(_ik_t_octal8),
-    '_e_gid' / Tell,
-    '_s_size' / Tell,
-    'size' / Rebuild(IntegerKind(_ik_t_octal12), Code("len(this['data'])", lambda this: len(this['data']))),
-    '_e_size' / Tell,
-    '_s_mtime' / Tell,
-    'mtime' / IntegerKind(_ik_t_octal12),
-    '_e_mtime' / Tell,
-    '_o_chksum' / Tell,
-    '_s_chksum' / Tell,
-    'chksum' / Rebuild(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), IntegerKind(_ik_t_header_checksum), Bytes(8)), b'        '),
-    '_e_chksum' / Tell,
-    '_s_typeflag' / Tell,
-    'typeflag' / Int8ub,
-    '_e_typeflag' / Tell,
-    '_s_linkname' / Tell,
-    'linkname' / Bytes(100),
-    '_e_linkname' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Bytes(8),
-    '_e_magic' / Tell,
-    _RuleCheck(Code("(((this['magic'] == b'ustar\\x0000') or (this['magic'] == b'ustar  \\x00') or (sum(this['magic']) == 0)))", lambda this: (((this['magic'] == b'ustar\x0000') or (this['magic'] == b'ustar  \x00') or (sum(this['magic']) == 0)))), 'magic', 'magic == b"ustar\\x0000" or magic == b"ustar  \\x00" or sum(magic) == 0', 'unknown tar header magic'),
-    '_s_uname' / Tell,
-    'uname' / Bytes(32),
-    '_e_uname' / Tell,
-    '_s_gname' / Tell,
-    'gname' / Bytes(32),
-    '_e_gname' / Tell,
-    '_s_devmajor' / Tell,
-    'devmajor' / IntegerKind(_ik_t_octal8_or_empty),
-    '_e_devmajor' / Tell,
-    '_s_devminor' / Tell,
-    'devminor' / IntegerKind(_ik_t_octal8_or_empty),
-    '_e_devminor' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar\\x0000')) or this.get('prefix') is None or this.get('prefix') == b''", lambda this: this['_parsing'] or ((this['magic'] == b'ustar\x0000')) or this.get('prefix') is None or this.get('prefix') == b''), 'prefix'),
-    '_s_prefix' / Tell,
-    'prefix' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Bytes(155)),
-    '_e_prefix' / Tell,
-    '_s_ustar_unused' / Tell,
-    'ustar_unused' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    '_e_ustar_unused' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('atime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('atime') is None), 'atime'),
-    '_s_atime' / Tell,
-    'atime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
-    '_e_atime' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('ctime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('ctime') is None), 'ctime'),
-    '_s_ctime' / Tell,
-    'ctime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
-    '_e_ctime' / Tell,
-    '_s_gnu_sparse' / Tell,
-    'gnu_sparse' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    '_e_gnu_sparse' / Tell,
-    '_s_v7_unused' / Tell,
-    'v7_unused' / If(Code("((sum(this['magic']) == 0))", lambda this: ((sum(this['magic']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    '_e_v7_unused' / Tell,
-    '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=True, patch=False),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['size']", lambda this: this['size'])), GreedyBytes),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size'])),
-    '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=False, patch=True),
-)
-C_member._bw_fast_runs = {'typeflag': (173, (('typeflag', 0, 1), ('linkname', 1, 100), ('magic', 101, 8), ('uname', 109, 32), ('gname', 141, 32)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_block = Struct(
-    '_o_start' / Tell,
-    'name' / Bytes(100),
-    FieldCheck(Code("this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None", lambda this: this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None), 'member'),
-    'member' / If(Code("((sum(this['name']) != 0))", lambda this: ((sum(this['name']) != 0))), WithParams(C_member, {'name_sum': Code("sum(this['name'])", lambda this: sum(this['name']))})),
-    'zeros' / If(Code("((sum(this['name']) == 0))", lambda this: ((sum(this['name']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    'data_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 512", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 512)),
-)
-C_block._bw_fast_runs = {'name': (100, (('name', 0, 100),))}
+    C_member = Struct(
+        '_o_start' / Tell,
+        '_s_mode' / Tell,
+        'mode' / IntegerKind(_ik_t_octal8),
+        '_e_mode' / Tell,
+        '_s_uid' / Tell,
+        'uid' / IntegerKind(_ik_t_octal8),
+        '_e_uid' / Tell,
+        '_s_gid' / Tell,
+        'gid' / IntegerKind(_ik_t_octal8),
+        '_e_gid' / Tell,
+        '_s_size' / Tell,
+        'size' / Rebuild(IntegerKind(_ik_t_octal12), Code("len(this['data'])", lambda this: len(this['data']))),
+        '_e_size' / Tell,
+        '_s_mtime' / Tell,
+        'mtime' / IntegerKind(_ik_t_octal12),
+        '_e_mtime' / Tell,
+        '_o_chksum' / Tell,
+        '_s_chksum' / Tell,
+        'chksum' / Rebuild(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), IntegerKind(_ik_t_header_checksum), Bytes(8)), b'        '),
+        '_e_chksum' / Tell,
+        '_s_typeflag' / Tell,
+        'typeflag' / Int8ub,
+        '_e_typeflag' / Tell,
+        '_s_linkname' / Tell,
+        'linkname' / Bytes(100),
+        '_e_linkname' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Bytes(8),
+        '_e_magic' / Tell,
+        _RuleCheck(Code("(((this['magic'] == b'ustar\\x0000') or (this['magic'] == b'ustar  \\x00') or (sum(this['magic']) == 0)))", lambda this: (((this['magic'] == b'ustar\x0000') or (this['magic'] == b'ustar  \x00') or (sum(this['magic']) == 0)))), 'magic', 'magic == b"ustar\\x0000" or magic == b"ustar  \\x00" or sum(magic) == 0', 'unknown tar header magic'),
+        '_s_uname' / Tell,
+        'uname' / Bytes(32),
+        '_e_uname' / Tell,
+        '_s_gname' / Tell,
+        'gname' / Bytes(32),
+        '_e_gname' / Tell,
+        '_s_devmajor' / Tell,
+        'devmajor' / IntegerKind(_ik_t_octal8_or_empty),
+        '_e_devmajor' / Tell,
+        '_s_devminor' / Tell,
+        'devminor' / IntegerKind(_ik_t_octal8_or_empty),
+        '_e_devminor' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar\\x0000')) or this.get('prefix') is None or this.get('prefix') == b''", lambda this: this['_parsing'] or ((this['magic'] == b'ustar\x0000')) or this.get('prefix') is None or this.get('prefix') == b''), 'prefix'),
+        '_s_prefix' / Tell,
+        'prefix' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Bytes(155)),
+        '_e_prefix' / Tell,
+        '_s_ustar_unused' / Tell,
+        'ustar_unused' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        '_e_ustar_unused' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('atime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('atime') is None), 'atime'),
+        '_s_atime' / Tell,
+        'atime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
+        '_e_atime' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('ctime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('ctime') is None), 'ctime'),
+        '_s_ctime' / Tell,
+        'ctime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
+        '_e_ctime' / Tell,
+        '_s_gnu_sparse' / Tell,
+        'gnu_sparse' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        '_e_gnu_sparse' / Tell,
+        '_s_v7_unused' / Tell,
+        'v7_unused' / If(Code("((sum(this['magic']) == 0))", lambda this: ((sum(this['magic']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        '_e_v7_unused' / Tell,
+        '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=True, patch=False),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['size']", lambda this: this['size'])), GreedyBytes),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size'])),
+        '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=False, patch=True),
+    )
+    C_member._bw_fast_runs = {'typeflag': (173, (('typeflag', 0, 1), ('linkname', 1, 100), ('magic', 101, 8), ('uname', 109, 32), ('gname', 141, 32)))}
 
-C_archive = Struct(
-    '_o_start' / Tell,
-    'blocks' / RepeatUntil(C_block, Code('(sum(this._last.name) == 0)', lambda this: (sum(this._last.name) == 0))),
-    'end_block' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'record_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 10240", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 10240)),
-)
-C_archive._bw_fast_runs = {'end_block': (512, (('end_block', 0, 512),))}
+    C_block = Struct(
+        '_o_start' / Tell,
+        'name' / Bytes(100),
+        FieldCheck(Code("this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None", lambda this: this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None), 'member'),
+        'member' / If(Code("((sum(this['name']) != 0))", lambda this: ((sum(this['name']) != 0))), WithParams(C_member, {'name_sum': Code("sum(this['name'])", lambda this: sum(this['name']))})),
+        'zeros' / If(Code("((sum(this['name']) == 0))", lambda this: ((sum(this['name']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        'data_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 512", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 512)),
+    )
+    C_block._bw_fast_runs = {'name': (100, (('name', 0, 100),))}
 
-def _c2m_archive(c):
-    if c.__class__ is Archive:  # built by a compiled parse
-        return c
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = [_c2m_block(_x) for _x in f_blocks]
-    return Archive(f_blocks)
+    C_archive = Struct(
+        '_o_start' / Tell,
+        'blocks' / RepeatUntil(C_block, Code('(sum(this._last.name) == 0)', lambda this: (sum(this._last.name) == 0))),
+        'end_block' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'record_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 10240", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 10240)),
+    )
+    C_archive._bw_fast_runs = {'end_block': (512, (('end_block', 0, 512),))}
 
-def _f2m_archive(f_blocks):
-    if f_blocks is not None:
-        f_blocks = [(_x if _x.__class__ is Block else _c2m_block(_x)) for _x in f_blocks]
-    return Archive(f_blocks)
-C_archive._bw_model = (_f2m_archive, ('blocks',), (), True)
+    def _c2m_archive(c):
+        if c.__class__ is Archive:  # built by a compiled parse
+            return c
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = [_c2m_block(_x) for _x in f_blocks]
+        return Archive(f_blocks)
 
-def _m2c_archive(v):
-    return {
-        'blocks': None if v.blocks is None else [_m2c_block(_x) for _x in v.blocks],
-    }
+    def _f2m_archive(f_blocks):
+        if f_blocks is not None:
+            f_blocks = [(_x if _x.__class__ is Block else _c2m_block(_x)) for _x in f_blocks]
+        return Archive(f_blocks)
+    C_archive._bw_model = (_f2m_archive, ('blocks',), (), True)
 
-def _c2m_block(c):
-    if c.__class__ is Block:  # built by a compiled parse
-        return c
-    f_name = c['name']
-    if f_name is not None:
-        f_name = bytes(f_name)
-    f_member = c['member']
-    if f_member is not None:
-        f_member = _c2m_member(f_member, sum(f_name))
-    return Block(f_name, f_member)
+    def _m2c_archive(v):
+        return {
+            'blocks': None if v.blocks is None else [_m2c_block(_x) for _x in v.blocks],
+        }
 
-def _f2m_block(f_name, f_member):
-    if f_name is not None:
-        f_name = bytes(f_name)
-    if f_member is not None:
-        f_member = (f_member if f_member.__class__ is Member else _c2m_member(f_member, sum(f_name)))
-    return Block(f_name, f_member)
-C_block._bw_model = (_f2m_block, ('name', 'member'), (), True)
+    def _c2m_block(c):
+        if c.__class__ is Block:  # built by a compiled parse
+            return c
+        f_name = c['name']
+        if f_name is not None:
+            f_name = bytes(f_name)
+        f_member = c['member']
+        if f_member is not None:
+            f_member = _c2m_member(f_member, sum(f_name))
+        return Block(f_name, f_member)
 
-def _m2c_block(v):
-    return {
-        'name': v.name,
-        'member': None if v.member is None else _m2c_member(v.member),
-    }
+    def _f2m_block(f_name, f_member):
+        if f_name is not None:
+            f_name = bytes(f_name)
+        if f_member is not None:
+            f_member = (f_member if f_member.__class__ is Member else _c2m_member(f_member, sum(f_name)))
+        return Block(f_name, f_member)
+    C_block._bw_model = (_f2m_block, ('name', 'member'), (), True)
 
-def _c2m_member(c, p_name_sum):
-    if c.__class__ is Member:  # built by a compiled parse
-        return c
-    f_mode = c['mode']
-    f_uid = c['uid']
-    f_gid = c['gid']
-    f_mtime = c['mtime']
-    f_typeflag = c['typeflag']
-    if f_typeflag is not None:
-        _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
-        f_typeflag = f_typeflag if _t is None else _t
-    f_linkname = c['linkname']
-    if f_linkname is not None:
-        f_linkname = bytes(f_linkname)
-    f_magic = c['magic']
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    f_uname = c['uname']
-    if f_uname is not None:
-        f_uname = bytes(f_uname)
-    f_gname = c['gname']
-    if f_gname is not None:
-        f_gname = bytes(f_gname)
-    f_devmajor = c['devmajor']
-    f_devminor = c['devminor']
-    f_prefix = c['prefix']
-    if f_prefix is not None:
-        f_prefix = bytes(f_prefix)
-    f_atime = c['atime']
-    f_ctime = c['ctime']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_prefix is None:
-        f_prefix = b''
-    return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
+    def _m2c_block(v):
+        return {
+            'name': v.name,
+            'member': None if v.member is None else _m2c_member(v.member),
+        }
 
-def _f2m_member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_prefix, f_atime, f_ctime, f_data):
-    if f_typeflag is not None:
-        _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
-        f_typeflag = f_typeflag if _t is None else _t
-    if f_linkname is not None:
-        f_linkname = bytes(f_linkname)
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    if f_uname is not None:
-        f_uname = bytes(f_uname)
-    if f_gname is not None:
-        f_gname = bytes(f_gname)
-    if f_prefix is not None:
-        f_prefix = bytes(f_prefix)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_prefix is None:
-        f_prefix = b''
-    return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
-C_member._bw_model = (_f2m_member, ('mode', 'uid', 'gid', 'mtime', 'typeflag', 'linkname', 'magic', 'uname', 'gname', 'devmajor', 'devminor', 'prefix', 'atime', 'ctime', 'data'), (), True)
+    def _c2m_member(c, p_name_sum):
+        if c.__class__ is Member:  # built by a compiled parse
+            return c
+        f_mode = c['mode']
+        f_uid = c['uid']
+        f_gid = c['gid']
+        f_mtime = c['mtime']
+        f_typeflag = c['typeflag']
+        if f_typeflag is not None:
+            _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
+            f_typeflag = f_typeflag if _t is None else _t
+        f_linkname = c['linkname']
+        if f_linkname is not None:
+            f_linkname = bytes(f_linkname)
+        f_magic = c['magic']
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        f_uname = c['uname']
+        if f_uname is not None:
+            f_uname = bytes(f_uname)
+        f_gname = c['gname']
+        if f_gname is not None:
+            f_gname = bytes(f_gname)
+        f_devmajor = c['devmajor']
+        f_devminor = c['devminor']
+        f_prefix = c['prefix']
+        if f_prefix is not None:
+            f_prefix = bytes(f_prefix)
+        f_atime = c['atime']
+        f_ctime = c['ctime']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_prefix is None:
+            f_prefix = b''
+        return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
 
-def _m2c_member(v):
-    return {
-        'mode': v.mode,
-        'uid': v.uid,
-        'gid': v.gid,
-        'mtime': v.mtime,
-        'typeflag': None if v.typeflag is None else int(v.typeflag),
-        'linkname': v.linkname,
-        'magic': v.magic,
-        'uname': v.uname,
-        'gname': v.gname,
-        'devmajor': v.devmajor,
-        'devminor': v.devminor,
-        'prefix': v.prefix,
-        'atime': v.atime,
-        'ctime': v.ctime,
-        'data': v.data,
-    }
+    def _f2m_member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_prefix, f_atime, f_ctime, f_data):
+        if f_typeflag is not None:
+            _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
+            f_typeflag = f_typeflag if _t is None else _t
+        if f_linkname is not None:
+            f_linkname = bytes(f_linkname)
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        if f_uname is not None:
+            f_uname = bytes(f_uname)
+        if f_gname is not None:
+            f_gname = bytes(f_gname)
+        if f_prefix is not None:
+            f_prefix = bytes(f_prefix)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_prefix is None:
+            f_prefix = b''
+        return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
+    C_member._bw_model = (_f2m_member, ('mode', 'uid', 'gid', 'mtime', 'typeflag', 'linkname', 'magic', 'uname', 'gname', 'devmajor', 'devminor', 'prefix', 'atime', 'ctime', 'data'), (), True)
+
+    def _m2c_member(v):
+        return {
+            'mode': v.mode,
+            'uid': v.uid,
+            'gid': v.gid,
+            'mtime': v.mtime,
+            'typeflag': None if v.typeflag is None else int(v.typeflag),
+            'linkname': v.linkname,
+            'magic': v.magic,
+            'uname': v.uname,
+            'gname': v.gname,
+            'devmajor': v.devmajor,
+            'devminor': v.devminor,
+            'prefix': v.prefix,
+            'atime': v.atime,
+            'ctime': v.ctime,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {Archive: _m2c_archive, Block: _m2c_block, Member: _m2c_member }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {Archive: _m2c_archive, Block: _m2c_block, Member: _m2c_member }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_archive(buf, offset: int = 0, *, compiled: bool = False) -> Archive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("archive") if compiled else C_archive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2373,6 +2407,7 @@ def construct_decode_archive(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_archive(value: Archive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("archive") if compiled else C_archive
     try:
         data = con.build(_m2c_archive(value))
@@ -2385,6 +2420,7 @@ def construct_encode_archive(value: Archive, *, compiled: bool = False) -> bytes
 
 def construct_decode_block(buf, offset: int = 0, *, compiled: bool = False) -> Block:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("block") if compiled else C_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2399,6 +2435,7 @@ def construct_decode_block(buf, offset: int = 0, *, compiled: bool = False) -> B
 
 def construct_encode_block(value: Block, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("block") if compiled else C_block
     try:
         data = con.build(_m2c_block(value))
@@ -2411,6 +2448,7 @@ def construct_encode_block(value: Block, *, compiled: bool = False) -> bytes:
 
 def construct_decode_member(buf, offset: int = 0, *, compiled: bool = False, name_sum: int) -> Member:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("member") if compiled else C_member
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2425,6 +2463,7 @@ def construct_decode_member(buf, offset: int = 0, *, compiled: bool = False, nam
 
 def construct_encode_member(value: Member, *, compiled: bool = False, name_sum: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("member") if compiled else C_member
     try:
         data = con.build(_m2c_member(value), name_sum=name_sum)
@@ -2440,6 +2479,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2712,3 +2752,63 @@ DECODERS = {"archive": decode_archive, "block": decode_block, "member": decode_m
 ENCODERS = {"archive": encode_archive, "block": encode_block, "member": encode_member }
 CONSTRUCT_DECODERS = {"archive": construct_decode_archive, "block": construct_decode_block, "member": construct_decode_member }
 CONSTRUCT_ENCODERS = {"archive": construct_encode_archive, "block": construct_encode_block, "member": construct_encode_member }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-qxlTWlQHd0vvc<dUK&rB+NkL4so;>F&Zby}U~l+=ikkSsiMqQk38z7S?BX&+eJw?96&DyckyEptU0g1JrHCXkf)?QZzNt2Iwt)'
+    '3yKtI0|Y40m$Y&2Hrk@-L*JUW0`32wGqXF(-5pa3<+Kv8Gjs0ezkL7Y9KMo%!=6uxfBs~7-(|bDR_E??otez0u4PYacHj?RrVY*5'
+    '555!>J|El(@_yQ+4Ho!AE`{2RtGNbz<=~4@yTY{{M)EgrY^`igkt^y=Ld`0<wM00hRc1Sdz)w3(Rtfxz*EeoleQtV&cn)^GYPt-1'
+    'Q?t&<Wy@|*_k!q-bq#8I)R-a{siRfM7L>>qu!gEt37%62Q>hi=uopdMRv58rWMO9ZDcle#8&+l8nI>zr!byWQ%FHI3Luj}jSwBTw'
+    '&P<}Y4yjU?k|wQIS(WT+E+;QB+j59&L6==_8R3Z2<XPF@^l(TR&}L-i#_H9p#HzTsR`urkQ?R3kW>S|`FW?N(oE6SsO<n^Rg2kTc'
+    'Xmt}N#4=cXyJ^lLxC=)v1=nZonuH;f!itLJ0pY5II>c$x3Uj6iFwu2kJ6NRc$@P$`R)_9WunSn2;0cu-rpXpe7cq{R)o?O**AjaV'
+    'DL5ti;Lx~RAP}sk4}ok}vFs|z&lX#KXNt4)MY-aFoUlRbz)F`Hh7%{v4z)FE!aiw}+U_zDG7?Hi{;YUDUp!0B7K>+>VL}u{(zIDk'
+    '+bc+E3mXygyl7DYia28Fp=h~U18D?Xw;fzX(<wv}nl~-EtitpdNIj4OmJ;}bWsvSnO*5Di+z$NH4zRC5ou^@z>3!NT0_qO~b(sU='
+    'c*Ws#c42Xu&K7Y$OYpM*Z{@j4b%8FH%QN$pb2H~^Wp-|^HeWnnn_=f?X6LJwa=B8OTU=UPtd*B$=H|+QpWOjEYnJH*s-IyXWe%vG'
+    'pLO?}tY*-9z*GLn8Wdk*wU%P?44?GVW$G}jPJ>2m#gw)T{123@KP-hUIN&GwgrBWjFcW^?^~(N;)DYZg9)=jh8Lo+<*d+eQ=Gv8;'
+    '>noc;mK|z%EKrL4gnv3$%mMG~o&n@Xas~cK#j|Z@y0C{VvZ4u+8mL~G=UQWpg=3X&Ed~5ZB?SXL3KF{9F%rq&S}FwmDV0xm_Rc=L'
+    'vUzF!s;Xe$8R+|XZYD=K1@SX9a~q`+p8~IXbRW6#>1$E%S?K+-+-#0G`;D??fN&mZgjHO@+ASPm4n{bWo6Di7*|Y+RLaJ;>tMu%c'
+    'y|})ys)Rk~1^MQ4QeP5!jb6ICxwg8svH5B2wgBBu<`#0G+@Ny+*ZaNtq%U8+yn)RZp?Nm9m?N^FyXDyGhPrk2%FT_NH?aK@w0|VG'
+    '1pBc}SF3xL=SaTx>Uw?Uxzd&Ojf*Sm*tHH_Kc1`S04VlI-LT4lKx_{{31L;LdaqH&ag?>^w${{3YnO1GJs9W7+@2ig&;X=n*#bID'
+    's0g9G=b!)!rS%Q<in?-b4F_F^L5sQd9OA{Y7(sx32*$C|0DTS1tdoAsZ;c$ukOCtw<dmb2EJUnhcm_i(OO+$2>?CiQk!5MgRpA2I'
+    'jBOKb0k)CWXB*UOI^d&z3QVlkWM**JAF-JWvQb6gO2cHJsvq;p4!{{;h(MGPYG?o$@?9dgBk*D*GzkbL!<(Wa4m8{Ta7|-IHG+!F'
+    'W&Dbx#IOW^m>Ab65NVUu;)t}ZnN<K<IV-#XqShIpXh!sej_~aS1wRATz*{8#34c*o4+&FK#A^!60|2g>6~n7)Kvbl4O|u<0X1|ay'
+    '`~^P^qFhBpb)Y%J7qFh1fiF<w2%xf=!|WXdNC9sewog0SOV}LN+GOB&NScV()^;+&6k{W4kl<~ISq|XrtExXH<|%>oYy|$}JzXuf'
+    '*93Pey@rq0pu>*k*|1Xo4EP3l(SI7{r9hr}h7^&uHbYm8qV*YBwHjd87<S*3BsN$LR(sD+uTsN^mDfD8BFa@1zE=4l?A9NGso=Nb'
+    '?ui!b7Oh4t%Kk7)k!c0WfIn8TjFMHWIlwaoj0GrXsa-pPpYaw$z`j>*<B+2(u4`*$&u!1lpX6_cZ-3%vB%Sy-_@D8=PzLy4Drx>#'
+    '@cgDS3N|WDp?3fx*j+v0m8qZIX8XHBjA1fap9<?wLH8l6DQfQdgKICg_C@^@6+t{?MOdF*MUen+B(_Qz>SZ+?^^tJYGcfC+iJ-{O'
+    'AfG_|vt>^+Tn#L_KU%Y`mzas<_!7?XE&6J(89>{Uj%zhbmRVx9ZP_4s!?f%O!-*T-(bz6X(-^K0q|-qo>SrS_GEn)Gsy_}I0@_+F'
+    '!4yyg>I>~`7u9D3L>p|pE2NxL&BW@O4NkpThu4XyXN#5mq>9>Y7%&ki%?VDOQkB)HXSlGmk?2+BRb}2!H>t}(rbFzQ4q;<jqQhs3'
+    'u+1k500x>16F{Hufi^W6+YSyu9-OviLvfLM&v#M1E~2y8Mhkwx-w5Bn><@u^AMiK%cO$l3OAWU95-|Y<?jQI+-VP*@`RgkG-2>1V'
+    'fMKL&<eXa(vV0hU!(j*!G2{@y!GBBTzpa8I^Vd}Vg}eN&$`4fjMV0@P%KusA-$xekcU1m^0{@}Pf28sstNbT|ko>36`)3FIU8L4I'
+    '{$5`~%?LvAe?bcIf9)jBgzQtoxCEIdD3rY}zha1*0l2E0!L^idO`_KRD7At7HU<CSK<qRpefAJMJKc7OKU$7^kG&r}=-$sK?0xp|'
+    '-q8x4UI`Z#HI@)Qj7loK;qlN%j$}S<Tf2a_{>iA^MwcI@-JtuH=L)?B(OMT@ZP7ZT@+N=L9|O<^H3*@8M5+T$#CMdGgEr$OVJG>&'
+    'gSa{T^D63nRha=a6<*PYgx&~Sg=#l01BjASvC#b80heC0U5H~v7%>6_#=sEXfhC{gjh1Eo9B-mYZE+v|@ACiXr3Ev^Vuuze)gvka'
+    '|1XvQTnhbU7!xB{$)HsRzsJe?PXX&EBi2iE+<^|gg?>14>2~>kSoku(!#}G(J&;QASNtq4xr6{1qsb_mNns$7GJhCS=Id?a!v8d8'
+    'H{wJ>)6{O&%erKd-+$9(R7N8T^GpcmuK}@zcmREW72Op8ZMQS94>Jyti#Q#UJGPUF)=tP1XzF1*Z-vYI>Ib*6ZwpJ9Q7t!aEcth!'
+    '_`AJq;>nmLJ~Z4!7oCnnwpRMeRuZ6Q1ONv86l?yldHKq~{cF}o+(Vr2vMIf}{md_y+kf{Exck5c^KxJA&L(ho991fAEdM*K`XBTY'
+    'GI|OCL?3`3X$>FmWexk;{s$J+XZvntu9x)-R>B}>iiBZqTYTV?x-wPgwsUtfuO<T@unb{-5F<mk6*0+#S-uVP5J`qvG!RlrhcH@&'
+    ';UmF~CKwa+&@(`}JApm|4^_`18TC=|J_f(H1N|gCVwP3^IFkFcXz?M@6?mki1dJ<HPk%&|K~c4BQ!nTrMvzB~sy~Xu>67?<M}JIC'
+    '@e%Rx%F-6JY^VI}G@pLDVO5!QnMQ6=TkFV*jW+0BNl+?KvixQ6pqz@P1!9j7zCp0KI*<xpgP7E&Rfy@7EWYn*Rq%Q7{R@F`x+pmJ'
+    '!y?go4%{uxDMdLpOdNt!5unxqS5Gz3>2%OJAtE1li~_a+0`^!WV3OTOF|$J+#C&{L|1y&91dMllE4to)MM>a1RDWnI`py0;N&plv'
+    '4!ipAx1?Hs6D4<?zpURw$wpDpzk)w+!Ov@f{s&kMvY~%Xv_m1${|M!2L`VqO7X6Qf*1Rq1rJEoUMd)D?%?wpH9|mRw-CN-%6z)S_'
+    'ID|Ub2ZZ<isIu9gDsxFjw1LTV<kU9>r~FTXrfD?|{92T6tegttDLje5lbM<GOU2`q`5XOLKA+@TR=9|qd$2Xz#n#oq6bZW6nr*Z7'
+    'lyvDzt$;kvUa9x5-Z*@+BYBK&poUphSaSR*N1pJ=109l=nF(1#!xN`vLe2f~Y{zLb!@$f}ID;*F%LAq;?_LPu`~4`7k>zT%lQvFL'
+    'qi)%n%Nv0|;ZnO4?pdUYhAVi6-~b8VK%#vEfBqar;z0jfeE$x<Px{$bA{|5r&shRYzsc{qd}ga`r$KcH$>pnN!YhB>9~Xx@CC~IQ'
+    '`2mnCB+t)O<a4ZUdL?<J1Ms`E6g6~V7`BIbLHH>6V-5uStR#RJb9xNJoR$x!&*C!QY<o|#pxe#LMy`%%5PCa8UJCpPh45cF@P|d@'
+    'DRP%#`1eAXQL%&7ED8Sw{1i55QWILjphpt<t^OjvkN{zm@i59y<B3whKMTdL6v9yDSb_F4{a3lzf0g?8k>Wj_a{ZH%JHJ@4E01(U'
+    'n)zV`yU+LE`BK8p-|4$^f8bnal%MV1_`v&Y{JK1D#XNbK8(Hpg>U#KuRi3EE4pgV`nAEgPR=7WkVbWzq<Rjzhas-)p?7k)!3Gq)k'
+    'T*qD!{+&e!_;3|0XD_V6$VndCwnC?S{_sW1GB%pA%(m4OIo}OCmdh5Wm+}Oo9c{Js|DE3YpXn1Rt!Bm2Qka!#acDH`G}#?8LD5mB'
+    '{b<;nBu`67DmLvW!cMd8X+PR7x{ug$G3<5zaBO*anag3rU+)YrqyC>dLU?&8Y`fN8^kTb+9U|Xa3x?lm!!Vv;I}WXb9eAvDL<YnO'
+    '1wAr5GR=+|b<=Te3Nb;z-{UWM<yV75<-Xltxz8mi_Ye9j_uyP-ssZdrmv#@nk9I!_yL`wgylVfApHJBM5BuZ!&A~%>{vaE#+ZKfF'
+    '4|C%zp0+*|!z6@N`j5oUlikZao^(<ZK=6CuR`w4e;Khx6O&MgCEW5-SO?SVCula<$K0t&Y6?%&h@&jrw6Vaz|ob;(B&?h0t(|;`K'
+    'V+<a9j8{)sQBsiidfznr!a}Et-n)O#<GR4;WrBxg;e{pi)@l2K0m<u@W=6Npa!=<97bLqdAnd+J*PTL~>|;JVbBQ0Qb?buXUx>eV'
+    '`MaxN<Eo05z~O{|RsTr>3?It)Vt9X_XcP%?4C4+Y#{D0p{sU)Zw-ace5OV83?Tv>WS(LnPBEgcuaJ&tMr^9?oZ#0yNl^JmrC%gxU'
+    '(IUxfX2oU=W{PW(UZd$;AU)7ANwY%l^LRC@(}DXyH7n$;k-*!8*i!$Q<n3PzEcZ_fipQ>7b`ezn_HpaQFQ0a10_~C_-go<B($LKO'
+    'Tqh{~&ixynYl0i{EPF~=8*wcqegk%jXijvuZi?898X^yw7Y7cWX`trF)`kC1tbAaIvl3XD6vDrk#LC5`PFB8s->mGmFaD_>vF|Y)'
+    '8y@Cd?Dkc!lf$tigmx3{8(6gaQr5%a<BJJ=Op4aN)t8U(9?K8HS2r=!t#i-=n#{*zadz#5J)ZA%u6TW`o%W$MyrV3xrV0mC9y`nw'
+    'i__B!GqX`PSsXbQViy)#S6JIO7osykkugpAnd^8*Cw3WBR_yviBGQJHpYVSz_Qwu5ed|vh@>tUP6A77G7OmvLtXz8m2<sgE2=e#3'
+    'jvz&<T9L_WB`ea^%4vR}JSI}s$|pq9S}F2L<($Y$D(8iGDsPEkUirERZI!<lah~#TBAikFlfSO~JUY+}XUKNUkcAn><qYF;hAhl5'
+    'AZMt`8M1N)B4;3ShOC?+>$Q$Zf8&Tpq@F)!v%2QEwie#<Z5m!3uOr?L{4<zU55JdXGiHlFXkad@xZ!=NOY)<|&O3ZtEOj*_5IgV('
+    'sT*7y7~o$#kZEu~jlzOCb{DT1<BI(g;dLl+%@s<f{}%-xDP;'
+)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -76,6 +77,11 @@ _ck_walsum = _registry.checksum_func("walsum")
 FAMILY = "walchain"
 SCHEMA_FILES = ["schemas/walchain.yaml"]
 SCHEMA_DIGEST = "sha256:c16e10beb5fa121bd4c86c3487239018de93106a966a1f91f0f87f2995252687"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'7\x7f\x06\x83', 'wal_file', {}, False, None, None), (0, b'7\x7f\x06\x82', 'wal_file', {}, False, None, None)]
+RECORD_NAMES = ('wal_file', 'frame')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -581,134 +587,162 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_frame = Struct(
-    '_o_start' / Tell,
-    '_s_page_number' / Tell,
-    'page_number' / Int32ub,
-    '_e_page_number' / Tell,
-    _RuleCheck(Code("((this['page_number'] >= 1))", lambda this: ((this['page_number'] >= 1))), 'page_number', 'page_number >= 1', 'rule page_number >= 1 broken'),
-    '_s_commit_size' / Tell,
-    'commit_size' / Int32ub,
-    '_e_commit_size' / Tell,
-    '_s_salt1' / Tell,
-    'salt1' / Int32ub,
-    '_e_salt1' / Tell,
-    _RuleCheck(Code("((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: ((this['salt1'] == this['_params']['hdr_salt1']))), 'salt1', 'salt1 == hdr_salt1', 'salt1 differs from the header'),
-    '_s_salt2' / Tell,
-    'salt2' / Int32ub,
-    '_e_salt2' / Tell,
-    _RuleCheck(Code("((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: ((this['salt2'] == this['_params']['hdr_salt2']))), 'salt2', 'salt2 == hdr_salt2', 'salt2 differs from the header'),
-    '_s_data' / Tell,
-    'data' / Bytes(Code("this['_params']['page_size']", lambda this: this['_params']['page_size'])),
-    '_e_data' / Tell,
-    'check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order'])", lambda this: _ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order']))),
-)
-C_frame._bw_fast_runs = {'page_number': (16, (('page_number', 0, 4), ('commit_size', 4, 4), ('salt1', 8, 4), ('salt2', 12, 4))), 'check': (8, (('check', 0, 8),))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_wal_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Int32ub,
-    '_e_magic' / Tell,
-    _RuleCheck(Code("(((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: (((this['magic'] == 931071618) or (this['magic'] == 931071619)))), 'magic', 'magic == 931071618 or magic == 931071619', 'bad magic (expected 0x377f0682 or 0x377f0683)'),
-    '_s_format_version' / Tell,
-    'format_version' / Const(3007000, Int32ub),
-    '_e_format_version' / Tell,
-    '_s_page_size' / Tell,
-    'page_size' / Int32ub,
-    '_e_page_size' / Tell,
-    _RuleCheck(Code("(((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))), 'page_size', 'page_size >= 8 and page_size % 8 == 0', 'rule page_size >= 8 and page_size % 8 == 0 broken'),
-    '_s_checkpoint_seq' / Tell,
-    'checkpoint_seq' / Int32ub,
-    '_e_checkpoint_seq' / Tell,
-    '_s_salt1' / Tell,
-    'salt1' / Int32ub,
-    '_e_salt1' / Tell,
-    '_s_salt2' / Tell,
-    'salt2' / Int32ub,
-    '_e_salt2' / Tell,
-    'hdr_check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little'))", lambda this: _ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little')))),
-    'frames' / ChainedRepeat(WithParams(C_frame, {'prev': Code("this['_chain']", lambda this: this['_chain']), 'order': Code("('big' if (this['magic'] == 931071619) else 'little')", lambda this: ('big' if (this['magic'] == 931071619) else 'little')), 'page_size': Code("this['page_size']", lambda this: this['page_size']), 'hdr_salt1': Code("this['salt1']", lambda this: this['salt1']), 'hdr_salt2': Code("this['salt2']", lambda this: this['salt2'])}), None, Code("this['hdr_check']", lambda this: this['hdr_check']), '>Q', 8, True, stop_on_error=True),
-)
-C_wal_file._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('format_version', 4, 4), ('page_size', 8, 4), ('checkpoint_seq', 12, 4), ('salt1', 16, 4), ('salt2', 20, 4))), 'hdr_check': (8, (('hdr_check', 0, 8),))}
+    C_frame = Struct(
+        '_o_start' / Tell,
+        '_s_page_number' / Tell,
+        'page_number' / Int32ub,
+        '_e_page_number' / Tell,
+        _RuleCheck(Code("((this['page_number'] >= 1))", lambda this: ((this['page_number'] >= 1))), 'page_number', 'page_number >= 1', 'rule page_number >= 1 broken'),
+        '_s_commit_size' / Tell,
+        'commit_size' / Int32ub,
+        '_e_commit_size' / Tell,
+        '_s_salt1' / Tell,
+        'salt1' / Int32ub,
+        '_e_salt1' / Tell,
+        _RuleCheck(Code("((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: ((this['salt1'] == this['_params']['hdr_salt1']))), 'salt1', 'salt1 == hdr_salt1', 'salt1 differs from the header'),
+        '_s_salt2' / Tell,
+        'salt2' / Int32ub,
+        '_e_salt2' / Tell,
+        _RuleCheck(Code("((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: ((this['salt2'] == this['_params']['hdr_salt2']))), 'salt2', 'salt2 == hdr_salt2', 'salt2 differs from the header'),
+        '_s_data' / Tell,
+        'data' / Bytes(Code("this['_params']['page_size']", lambda this: this['_params']['page_size'])),
+        '_e_data' / Tell,
+        'check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order'])", lambda this: _ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order']))),
+    )
+    C_frame._bw_fast_runs = {'page_number': (16, (('page_number', 0, 4), ('commit_size', 4, 4), ('salt1', 8, 4), ('salt2', 12, 4))), 'check': (8, (('check', 0, 8),))}
 
-def _c2m_wal_file(c):
-    if c.__class__ is WalFile:  # built by a compiled parse
-        return c
-    f_magic = c['magic']
-    f_page_size = c['page_size']
-    f_checkpoint_seq = c['checkpoint_seq']
-    f_salt1 = c['salt1']
-    f_salt2 = c['salt2']
-    f_frames = c['frames']
-    if f_frames is not None:
-        f_frames = _LogList([_c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2) for _x in f_frames], f_frames.stop)
-    return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
+    C_wal_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Int32ub,
+        '_e_magic' / Tell,
+        _RuleCheck(Code("(((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: (((this['magic'] == 931071618) or (this['magic'] == 931071619)))), 'magic', 'magic == 931071618 or magic == 931071619', 'bad magic (expected 0x377f0682 or 0x377f0683)'),
+        '_s_format_version' / Tell,
+        'format_version' / Const(3007000, Int32ub),
+        '_e_format_version' / Tell,
+        '_s_page_size' / Tell,
+        'page_size' / Int32ub,
+        '_e_page_size' / Tell,
+        _RuleCheck(Code("(((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))), 'page_size', 'page_size >= 8 and page_size % 8 == 0', 'rule page_size >= 8 and page_size % 8 == 0 broken'),
+        '_s_checkpoint_seq' / Tell,
+        'checkpoint_seq' / Int32ub,
+        '_e_checkpoint_seq' / Tell,
+        '_s_salt1' / Tell,
+        'salt1' / Int32ub,
+        '_e_salt1' / Tell,
+        '_s_salt2' / Tell,
+        'salt2' / Int32ub,
+        '_e_salt2' / Tell,
+        'hdr_check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little'))", lambda this: _ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little')))),
+        'frames' / ChainedRepeat(WithParams(C_frame, {'prev': Code("this['_chain']", lambda this: this['_chain']), 'order': Code("('big' if (this['magic'] == 931071619) else 'little')", lambda this: ('big' if (this['magic'] == 931071619) else 'little')), 'page_size': Code("this['page_size']", lambda this: this['page_size']), 'hdr_salt1': Code("this['salt1']", lambda this: this['salt1']), 'hdr_salt2': Code("this['salt2']", lambda this: this['salt2'])}), None, Code("this['hdr_check']", lambda this: this['hdr_check']), '>Q', 8, True, stop_on_error=True),
+    )
+    C_wal_file._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('format_version', 4, 4), ('page_size', 8, 4), ('checkpoint_seq', 12, 4), ('salt1', 16, 4), ('salt2', 20, 4))), 'hdr_check': (8, (('hdr_check', 0, 8),))}
 
-def _f2m_wal_file(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames):
-    if f_frames is not None:
-        f_frames = _LogList([(_x if _x.__class__ is Frame else _c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2)) for _x in f_frames], f_frames.stop)
-    return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
-C_wal_file._bw_model = (_f2m_wal_file, ('magic', 'page_size', 'checkpoint_seq', 'salt1', 'salt2', 'frames'), (), True)
+    def _c2m_wal_file(c):
+        if c.__class__ is WalFile:  # built by a compiled parse
+            return c
+        f_magic = c['magic']
+        f_page_size = c['page_size']
+        f_checkpoint_seq = c['checkpoint_seq']
+        f_salt1 = c['salt1']
+        f_salt2 = c['salt2']
+        f_frames = c['frames']
+        if f_frames is not None:
+            f_frames = _LogList([_c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2) for _x in f_frames], f_frames.stop)
+        return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
 
-def _m2c_wal_file(v):
-    return {
-        'magic': v.magic,
-        'page_size': v.page_size,
-        'checkpoint_seq': v.checkpoint_seq,
-        'salt1': v.salt1,
-        'salt2': v.salt2,
-        'frames': None if v.frames is None else [_m2c_frame(_x) for _x in v.frames],
-    }
+    def _f2m_wal_file(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames):
+        if f_frames is not None:
+            f_frames = _LogList([(_x if _x.__class__ is Frame else _c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2)) for _x in f_frames], f_frames.stop)
+        return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
+    C_wal_file._bw_model = (_f2m_wal_file, ('magic', 'page_size', 'checkpoint_seq', 'salt1', 'salt2', 'frames'), (), True)
 
-def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
-    if c.__class__ is Frame:  # built by a compiled parse
-        return c
-    f_page_number = c['page_number']
-    f_commit_size = c['commit_size']
-    f_salt1 = c['salt1']
-    f_salt2 = c['salt2']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
+    def _m2c_wal_file(v):
+        return {
+            'magic': v.magic,
+            'page_size': v.page_size,
+            'checkpoint_seq': v.checkpoint_seq,
+            'salt1': v.salt1,
+            'salt2': v.salt2,
+            'frames': None if v.frames is None else [_m2c_frame(_x) for _x in v.frames],
+        }
 
-def _f2m_frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
-C_frame._bw_model = (_f2m_frame, ('page_number', 'commit_size', 'salt1', 'salt2', 'data'), (), True)
+    def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+        if c.__class__ is Frame:  # built by a compiled parse
+            return c
+        f_page_number = c['page_number']
+        f_commit_size = c['commit_size']
+        f_salt1 = c['salt1']
+        f_salt2 = c['salt2']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
 
-def _m2c_frame(v):
-    return {
-        'page_number': v.page_number,
-        'commit_size': v.commit_size,
-        'salt1': v.salt1,
-        'salt2': v.salt2,
-        'data': v.data,
-    }
+    def _f2m_frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
+    C_frame._bw_model = (_f2m_frame, ('page_number', 'commit_size', 'salt1', 'salt2', 'data'), (), True)
+
+    def _m2c_frame(v):
+        return {
+            'page_number': v.page_number,
+            'commit_size': v.commit_size,
+            'salt1': v.salt1,
+            'salt2': v.salt2,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {WalFile: _m2c_wal_file, Frame: _m2c_frame }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {WalFile: _m2c_wal_file, Frame: _m2c_frame }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -> WalFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -723,6 +757,7 @@ def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         data = con.build(_m2c_wal_file(value))
@@ -735,6 +770,7 @@ def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> byte
 
 def construct_decode_frame(buf, offset: int = 0, *, compiled: bool = False, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> Frame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame") if compiled else C_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -749,6 +785,7 @@ def construct_decode_frame(buf, offset: int = 0, *, compiled: bool = False, prev
 
 def construct_encode_frame(value: Frame, *, compiled: bool = False, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame") if compiled else C_frame
     try:
         data = con.build(_m2c_frame(value), prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2)
@@ -764,6 +801,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -905,3 +943,44 @@ DECODERS = {"wal_file": decode_wal_file, "frame": decode_frame }
 ENCODERS = {"wal_file": encode_wal_file, "frame": encode_frame }
 CONSTRUCT_DECODERS = {"wal_file": construct_decode_wal_file, "frame": construct_decode_frame }
 CONSTRUCT_ENCODERS = {"wal_file": construct_encode_wal_file, "frame": construct_encode_frame }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-p;L>yH!35np!4-Y3fjE_Xabhrq3^fLVLrOCY?K3ukt?a3@`))1A|{d)zaOXUxoaA1H_%1jHsyUJOwZDW6vPBl4#tUyvegzVIbd'
+    'o~#rlRXt<Rc-L!|90wBXo}TLJ>guXr|ElMQ%F~~ItxNtB?-W-&w&ds)?qw>>Vh;6eC!;&QNM4~;-CXgX`03C6JAO(i7OgU0^es`d'
+    '#HnuiBH`(t30<c?4!cN-64_woQzgzyH{E)bfOe0aqMXq(G3`p)7m8bBC0`t3%d}cEnR~jS^7M`Q3zrw>Gu5&$ddfD){N*Fg2o7Zq'
+    '!TDX{K?fR5YzI4SP4+ZrOBGj$?zyB&D|#t?QogLw3L~z5n-OZ2iMM1EmztiNA@hsOSs|JOib;t&jvnfluL-SyNoQmS*iD#KhCWX|'
+    'Yr5ll;lL$syNw~X(^!9GQQ0Pz?SVmFiJv6YB_DqG8hB*XB_Ch725*_0831>KdYyt(yNlq_gr<XE{7-%HRTmUhY2>5K3ay$x70I$*'
+    'VXo(k_gqeMlT&l0>=et66<KjoquE@xSe_`&OqIqbW~OuFvt!wrGMgRGj!n_osVSP(X0zIuHZ!f|W@jgJlewvxY1mqDhpXF`>#HKc'
+    'ta{ajjR#vyT9K_@YU<QwLEB*^*a26D2F64IP4;=0NZycdnt{U;{D??uIy1|-q7;ZEuHaKlLL}sVL1=g@HK|3pYIz^Ug0Bdh>gS0_'
+    'x_SlN>#y?Nd|32VY_J)hAJvO|P@ErI9-p4p#-?U+bI}egp`paoJ&4v*fuGNirsVh>De9H5-{<|J3(P3lRvEqE>Q;$iqi%V+i4AxI'
+    'UROn*!(8SpqA4P=2%bTC1)~gplMbsfiek#5&X(YJpk!BTFvMjj*VnKOHNxOJ4jO`Z)<I!Gb8LLkOF`O!WusFs$adtAgw)`R18ozS'
+    'E!QB0m3jPW4oSLp-GSAJlyo*ZdzN5COlPOEGZ?vBdS`Jz90ntLC`MZHqHUYkYpC&t)Yxs;e6EV_>rSJuD3WqH!A`>(F2S;?!=f>Y'
+    '$uti~DJtSgqzfF#Q=+HjEz7spY+8<KH6f`i+t2SpPnrc=(_H5H`7SX48&`<l4&!57B2h1j9=nDHp{et?no6k{EJ^FoW#Rk2OSrw%'
+    '@|uS6bMN0v-klc8O&vpm>-k;W$oKP`@N4Gx){8Xk>WaGfC*j!7`1iwBiKlp(S3=phL)k+hTZM^lQSQReVspy-FeP7U%yu*sPerr6'
+    '9d)ry20)icNU(&IF4lF^(;=lrKZMn7W}#D_;9^tsfq%mX*<O%z0U`m&i-6HV7^EPCSjht*i&6@MBuX0q@&t1n8v<=WCWQm&1W}^Y'
+    'sK<Sts}~;tOu(B(3|!0{d1^pRAa3eb1)9T+kZ<lM->o88m?q>2&xt`!-9njZv~GHkXuXXl1PJcApWnwHi-RE+Wg0M)3DD+~F<53M'
+    'Es_8pFazc#ExOE-!)uJ)^jE?ECz>EMtl190bRmR6pQrgZ!<U&n;io0$@G%KBJjeUt|G3I0R6eQlsrUE)`BWF5Uga|?pH=ys%Fn3$'
+    'TPi=R@^dQxw#v_^`Oj4TbCv%><-e2*<xfBZAlXxu|0=(~(?YUxA^g`W|BcFj+iG<`9&ZH+Jg;Q1+R<2kF;q0qzZ16d;zV;Qa_%gd'
+    'k;iG&bpm<-J;r>#z&{8h`9sL5o(oo#$^3f=4DIq`EtVgRQ0@=&1C+ey%}1Hrnl1UhC{=ccBZs#p=5R}5LO@>Btr(hZYs|iI{9za`'
+    '*Rx>9kSQUtcN=ROiA!K;t1_}p=7Y7((Z@sC6VY1sMO~ZI9=iBF{s5G%g_+G)Mb@dCjO=LJNYSxxGKl)0aKRr3`P(sK4|IyyT!)Aq'
+    'mS<PZ2Dm7=?AGfH+s-+5u#?5(9V|{Dz01BiLl1Q_bmC=(=H8s4hdUWM*$K6H*(n4Zrp4Ivt;UMupcFY=$nyi@otuy)fP0d-3{NP3'
+    'Co2LL)pw~uyPBk^pPCgLDimG?eiO_EjS|vIq``e`xn$PMa2Tb<fD1f<6(kcys>dXiOCo^)rYsV&An{{xnH~jVIZAY`4YeZ7gsNdQ'
+    'Af=-SnE*&vHDGKps^lTTe<_*hkKx-6$i&`=d(cf9pbMC`U0#We7Co>CKN{YE8{}0<@CPg-E}aZk6dUmMa6r0=fnBkl0I?ce<e?9k'
+    'gF&!&6*x4tpuz#iC)|>aRY5Lf1`hIsJ=kBPz-&;>j)L__r(m7x5UfdA>A4uGP?_9dT2z_v6(swz;1NlWIu&3sP%=5PR#xEI1(}T~'
+    'DENP1tN$Cg%jn+K)%9k#*BHbpn`4b(d~CP3#-3Key)A;Twx@8KM(baL^}qbkZ#~E!`T<^qC>$w!)}riL8)b>6vS)3S<>JcLTa>ML'
+    'RJPt!1_`>MN~pSWMMep!*NA7w(8{(LJW-EmR5x8BYenh-!6d1cy9Ib~SUS@Q%!2Y-mX@(f(5_2Ln}qsO)0d&u!)(`o1f#`(tXm7Z'
+    '$FQQ@4G2~%*j6Fn?T;YT!SeQqk7fEL$=IWrB-A0pci5s29-GID3I{PN^5XLrFFx<Mzt5W`NEuQHQ5N&Aeexdbl)TfMlb6AM3|+vx'
+    '8B=;V^y-T{z8DJWeWT1)9DB)y+G2O3U*ZndDJEU9>z=F(!SC1PQ<V5`sr(rKh8O^sLje;O{=GpVBd<kx3RdyEyu#Oj68<qi#GmCy'
+    '_<H^={ye|mI12d$BoJ>HZnK8C5{fGzu7J1#;tGiO)n$xPaKngDf{T`~$Vy3`If#)%!Tm)cfJ);ys26>Uy5rU1Ov8($Uehj7sOO*!'
+    '+5Il2^U(&t1&_y&nMa^EC@G><uNLuC`;se*k=SHNQnPp>wn0YYF<QDcrUpZB{KIBCy(<E(J)!K#*3w|45t34WM4t~w^f_kRD>LOB'
+    '#O^zd*p+8PYlYhW)WO?{Dpam7E$ze%;0Y~KH@xN4Eorh#sOEvmlmv=``^q!G^lgNiB^^)h*GC1%w_Rk1>J>2iOOC9)^3Xu;6+1!N'
+    '#@4pyN9@#%0`YQdAim^6NCsCb81#%a<LgLZTv^vNNMnMCBoB_@#(U=hHnFYmJJext#JvgM=i<K4ZRh*-SMmMA|Koc(Xnm9Kb6?!|'
+    'liT{fQ$?v@$_9ioc@b-w7^R&3f^^CF6qc$QpTXZ%EFzYX9Si^zRCNpQI(_xE*MU>pI-x_g3bE3u^t&1_{d6~guThr(`zW!pZdKw%'
+    'Ae4biP{jq`dw`zkcHM1$0oYl6_}9>qzwy8Gf2jPQY5p&j|2x_XL&FG)ZAZ|tbw`xuX`;nWlNT*zz(&iyZgeD@8(XU*V?St48wb#U'
+    'oN*Az1eQd`A?)61Jv6=TrcJivQ+uvk;kPs$>RA?1s#M?zAdDYKf*5_*30|Z{58e#(r(nV$W)$Brlx{Gz5eFM6;(CyDPlJjikXmb%'
+    'TH|S>7dp^*DInprMJ52)&0-5%#1`6!)eTpsjfZJt)Ma}S{=zn{>}rlh)@S?}75+d<+=0L7fyZ(SjNjuAQnx;!ZbQbO@NuMW+>J{q'
+    'kyJqN=Hmn}ZG4W#A-yy1$xXhGvmv1~eiWGVQ2v0$V!&Y)9UP~JALVLhy@Hqh!1oR`J{T6l&bdGqpbbABGLMzK@N-=9a`4pHH#r$U'
+    '!c&)&>AT7MzUZd%YJP5&zeoe1aE90Tiie*C!D@pvUE4bH9`Mj^8JTjVaiSYN_AdT~h!TS#WtAVRpeOS`$a4YW'
+)

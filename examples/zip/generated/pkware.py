@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -72,6 +73,11 @@ from bytewright.runtime.errors import (
 FAMILY = "pkware"
 SCHEMA_FILES = ["schemas/pkware.yaml"]
 SCHEMA_DIGEST = "sha256:2ee400ed4d12c6c789b45357493496fb9949e26fe4fad7403587d7248784b36e"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = []
+RECORD_NAMES = ('extra_field',)
 
 # -- enums ------------------------------------------------------------------------
 
@@ -267,61 +273,89 @@ def encode_extra_field(value: ExtraField) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_extra_field = Struct(
-    '_o_start' / Tell,
-    'header_id' / Int16ul,
-    '_o_data_size' / Tell,
-    'data_size' / Rebuild(Int16ul, 0),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
-    '_e_data' / Tell,
-    '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
-)
-C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-def _c2m_extra_field(c):
-    if c.__class__ is ExtraField:  # built by a compiled parse
-        return c
-    f_header_id = c['header_id']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
+    C_extra_field = Struct(
+        '_o_start' / Tell,
+        'header_id' / Int16ul,
+        '_o_data_size' / Tell,
+        'data_size' / Rebuild(Int16ul, 0),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
+        '_e_data' / Tell,
+        '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
+    )
+    C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
 
-def _f2m_extra_field(f_header_id, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
-C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+    def _c2m_extra_field(c):
+        if c.__class__ is ExtraField:  # built by a compiled parse
+            return c
+        f_header_id = c['header_id']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
 
-def _m2c_extra_field(v):
-    return {
-        'header_id': v.header_id,
-        'data': v.data,
-    }
+    def _f2m_extra_field(f_header_id, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
+    C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+
+    def _m2c_extra_field(v):
+        return {
+            'header_id': v.header_id,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {ExtraField: _m2c_extra_field }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {ExtraField: _m2c_extra_field }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False) -> ExtraField:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -336,6 +370,7 @@ def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_extra_field(value: ExtraField, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         data = con.build(_m2c_extra_field(value))
@@ -351,6 +386,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -398,3 +434,24 @@ DECODERS = {"extra_field": decode_extra_field }
 ENCODERS = {"extra_field": encode_extra_field }
 CONSTRUCT_DECODERS = {"extra_field": construct_decode_extra_field }
 CONSTRUCT_ENCODERS = {"extra_field": construct_encode_extra_field }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-oa!+j1L45H<Gd;!9i!m!$FlwFwWgD`w-1WLdmW0m~sMtc{{vAOtbH+fq+uwX2$$^(6&W@BoFY<}JfF@E?2`JtHX=6h(@C+1csd'
+    '>F(2~&-~>5e!n{B9(^r3Q*a{q097!63<OiT2)Ho1e87f0Ju|P&`p@P^v!=a_4T1JYFHV@CMM-g$();>R`^nu-%a=&oiJw59XI$|-'
+    'lSX@T1hLU;6PLS3N8w?&6?C6={oP<E*xK~}{G%4sg8GJA)Qw(9a{6J8;y{*gmKi;7gOvI_1!<le{f>+ghD_cW=MkK-VQQEzCwu@>'
+    '8GVoP*skw>ybVy>+=Qf-Y;DK8abvF;)#^L-My<J1Ywq@=X0z6W?cF}q`YdVGHh1cKjij+%+iUFAqMcoeSv>|JT^*q=K~@YU;h^7+'
+    '^WjK<w3glw6y}M+IbCUy!#?z1<Ao)>roD(sux9Umrn)m&MqEkLzO2iV4>Cy1IbOn5T^-~U(|-R}M7lDBVMHlV)oXObl8x}C+nNcY'
+    '%MZJUoz^}<bj;EMOnVNO^=g(Yf0`&Arz>$G1Z0Xzsj@hRk)qwOi160ygR1+jg9mrJbQIohSLu+ef}PlQrc8mq);ajh-)h#k)(w6X'
+    'VnF`_`P}?GKk=DA&h(b_6Q-EY<xK3r;G(Wf+DwedN06CwT@j!-@x`{(OL<0#FBXxcMyG7xfUdBV6MEydfH)V4TQ9?@60FzfkUHec'
+    '9cP;b{u5nx<|%Zg1Lr)0+9Co=K=e3a<EgU|HR*$i@kaYH-gN!I52+2fj4QZ^E82_mEU{FOJd43DicIm;F32Jsv{W*PW7|*H4sQKD'
+    '$zNLcvVajV>*gJEIHC8_Oo!-a;&uE&7DE%_?NF~!dYq2x^+irw1PA#EV$C`=GtY=8%7sS8Gi&Y(n%8VV%hl<hdA~0~Sw>t6Eh1@3'
+    'fvA#YWU@z%WksrNE2hg3_uB7iZ^RTD{r&{<U<U4BjOw$^=LT=A>oT#Jg4o(vB**OXMgT9&IpKEi0&L5Qo`V6~Z^9YF5D!B<3h}ED'
+    'JLmW?#BPX>LVO(JlMtU;aPVvFYR{f(el_^bIz9{W+Yq0J_?;^jdvwnC=g4eDS26m}Vzyi{n1l!+_WzbSrj#!+>{Aj+c`?2e{QAG@'
+    'CY+8)IlY#By`J^5%nLz;K~78)K*F-XtWbHO)l+ioIJbEs3%M-B>eS#5+Ix_*WNM9c*^Wq-oAz6lHR(lb^%Ci1@4~ujKW9B?s&vUp'
+    'H_34|DtM~6Rpv#a)l0~%%PX1^<m?yIG2~k&M)vtBwQ>P+N%Zg(fo9pNKoG-hp-wseSHHqHb?Mq0y0rbzE?M<?e3*gnoPFo!ukmEV'
+    'w?x};O0>S=Lof*Z&C`0VUbmiv4&70T6C8>SM;l~n>^18CqwxMyzu?K80Us+?X>uQxM~nu`3D3&pKA29VC-M^u(530VVA;S<dL?CN'
+    'd7-TOSoS<{Ul;6oH^hBx=_Nv$hIFD1m2tnM^Z0`B;q7@$+g@Sy<|Rz`=j}f25lrCPzzDl5+OyZA!7Faioz3dR%J>TH$(TgfSOIcE'
+    'Nf#Rzs$i+RPb+C2Gv$QX>hF?(0hdbfiSUlnVqghFp5+7-#L6z0Cnr0?Qx?HrkYgGT'
+)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 from dataclasses import field as _dc_field
 from bytewright.runtime import located as _located
@@ -85,6 +86,11 @@ from bytewright.runtime.numbers import bit_part as _bit_part
 FAMILY = "zip"
 SCHEMA_FILES = ["schemas/zip.yaml", "schemas/pkware.yaml"]
 SCHEMA_DIGEST = "sha256:eea775c6a7240e4d93e94224937554b4dc7531b299c62078d9192dd73f4f3ef5"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'PK\x03\x04', 'zip_file', {}, False, None, None)]
+RECORD_NAMES = ('zip_file', 'local_file', 'central_entry', 'end_of_central_directory', 'extra_field')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1713,383 +1719,411 @@ def encode_extra_field(value: ExtraField) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_zip_file = Struct(
-    '_o_start' / Tell,
-)
-C_zip_file._bw_fast_runs = {}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_extra_field = Struct(
-    '_o_start' / Tell,
-    'header_id' / Int16ul,
-    '_o_data_size' / Tell,
-    'data_size' / Rebuild(Int16ul, 0),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
-    '_e_data' / Tell,
-    '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
-)
-C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
+    C_zip_file = Struct(
+        '_o_start' / Tell,
+    )
+    C_zip_file._bw_fast_runs = {}
 
-C_local_file = Struct(
-    '_o_start' / Tell,
-    'signature' / Rebuild(Bytes(4), Code("b'PK\\x03\\x04'", lambda this: b'PK\x03\x04')),
-    _RuleCheck(Code("((this['signature'] == b'PK\\x03\\x04'))", lambda this: ((this['signature'] == b'PK\x03\x04'))), 'signature', "signature == b'PK\\x03\\x04'", 'not a local file header (PK\\3\\4)'),
-    'version_needed' / Int16ul,
-    'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
-    _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
-    'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
-    'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
-    _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
-    _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
-    'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
-    _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
-    '_o_crc32' / Tell,
-    'crc32' / Rebuild(Int32ul, 0),
-    '_o_compressed_size' / Tell,
-    'compressed_size' / Rebuild(Int32ul, 0),
-    '_o_uncompressed_size' / Tell,
-    'uncompressed_size' / Rebuild(Int32ul, 0),
-    '_o_name_length' / Tell,
-    'name_length' / Rebuild(Int16ul, 0),
-    '_o_extra_length' / Tell,
-    'extra_length' / Rebuild(Int16ul, 0),
-    '_s_name' / Tell,
-    'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
-    '_e_name' / Tell,
-    '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
-    Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
-    '_s_extra' / Tell,
-    'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
-    '_e_extra' / Tell,
-    '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
-    Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
-    '_s_data' / Tell,
-    'data' / Compressed(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data'])))), GreedyBytes), Code("this['method']", lambda this: this['method']), None, expected_size=None, limit=Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))), name='data', codecs={'STORED': 'zip_stored', 'DEFLATED': 'deflate', 0: 'zip_stored', 8: 'deflate'}, stored=Code("this['compressed_size']", lambda this: this['compressed_size'])),
-    '_e_data' / Tell,
-    '_patch_compressed_size' / Pointer(Code("this['_o_compressed_size']", lambda this: this['_o_compressed_size']), Rebuild(Int32ul, Code("this.get('_stored_data', None) or len(this['_plain_data'])", lambda this: this.get('_stored_data', None) or len(this['_plain_data'])))),
-    '_patch_uncompressed_size' / Pointer(Code("this['_o_uncompressed_size']", lambda this: this['_o_uncompressed_size']), Rebuild(Int32ul, Code("len(this['_plain_data'])", lambda this: len(this['_plain_data'])))),
-    '_late_crc32' / LateChecksum('crc32', Int32ul, Code("_ck_crc32(_cover.span(this, [('plain', 'data')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32(_cover.span(this, [('plain', 'data')], b'\x00\x00\x00\x00'))), 'crc32', check=True, patch=True),
-)
-C_local_file._bw_fast_runs = {'signature': (6, (('signature', 0, 4), ('version_needed', 4, 2))), 'method': (2, (('method', 0, 2),)), 'crc32': (16, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2)))}
+    C_extra_field = Struct(
+        '_o_start' / Tell,
+        'header_id' / Int16ul,
+        '_o_data_size' / Tell,
+        'data_size' / Rebuild(Int16ul, 0),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
+        '_e_data' / Tell,
+        '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
+    )
+    C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
 
-C_central_entry = Struct(
-    '_o_start' / Tell,
-    'signature' / Rebuild(Bytes(4), Code("b'PK\\x01\\x02'", lambda this: b'PK\x01\x02')),
-    _RuleCheck(Code("((this['signature'] == b'PK\\x01\\x02'))", lambda this: ((this['signature'] == b'PK\x01\x02'))), 'signature', "signature == b'PK\\x01\\x02'", 'not a central directory entry (PK\\1\\2)'),
-    'made_by' / Rebuild(Int16ul, Code("(((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8))", lambda this: (((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8)))),
-    'version_needed' / Int16ul,
-    'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
-    _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
-    'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
-    'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
-    _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
-    _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
-    'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
-    _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
-    'crc32' / Int32ul,
-    'compressed_size' / Int32ul,
-    'uncompressed_size' / Int32ul,
-    '_o_name_length' / Tell,
-    'name_length' / Rebuild(Int16ul, 0),
-    '_o_extra_length' / Tell,
-    'extra_length' / Rebuild(Int16ul, 0),
-    '_o_comment_length' / Tell,
-    'comment_length' / Rebuild(Int16ul, 0),
-    'disk_start' / Int16ul,
-    Check(Code("(this['disk_start'] <= 0)", lambda this: (this['disk_start'] <= 0))),
-    'internal_attrs' / Int16ul,
-    'external_attrs' / Rebuild(Int32ul, Code("(((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16))", lambda this: (((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16)))),
-    'local_offset' / Int32ul,
-    '_s_name' / Tell,
-    'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
-    '_e_name' / Tell,
-    '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
-    Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
-    '_s_extra' / Tell,
-    'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
-    '_e_extra' / Tell,
-    '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
-    Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
-    '_s_comment' / Tell,
-    'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
-    '_e_comment' / Tell,
-    '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
-    Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
-)
-C_central_entry._bw_fast_runs = {'signature': (4, (('signature', 0, 4),)), 'version_needed': (2, (('version_needed', 0, 2),)), 'method': (2, (('method', 0, 2),)), 'crc32': (22, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2), ('comment_length', 16, 2), ('disk_start', 18, 2), ('internal_attrs', 20, 2))), 'local_offset': (4, (('local_offset', 0, 4),))}
+    C_local_file = Struct(
+        '_o_start' / Tell,
+        'signature' / Rebuild(Bytes(4), Code("b'PK\\x03\\x04'", lambda this: b'PK\x03\x04')),
+        _RuleCheck(Code("((this['signature'] == b'PK\\x03\\x04'))", lambda this: ((this['signature'] == b'PK\x03\x04'))), 'signature', "signature == b'PK\\x03\\x04'", 'not a local file header (PK\\3\\4)'),
+        'version_needed' / Int16ul,
+        'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
+        _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
+        'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
+        'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
+        _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
+        _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
+        'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
+        _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
+        '_o_crc32' / Tell,
+        'crc32' / Rebuild(Int32ul, 0),
+        '_o_compressed_size' / Tell,
+        'compressed_size' / Rebuild(Int32ul, 0),
+        '_o_uncompressed_size' / Tell,
+        'uncompressed_size' / Rebuild(Int32ul, 0),
+        '_o_name_length' / Tell,
+        'name_length' / Rebuild(Int16ul, 0),
+        '_o_extra_length' / Tell,
+        'extra_length' / Rebuild(Int16ul, 0),
+        '_s_name' / Tell,
+        'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
+        '_e_name' / Tell,
+        '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
+        Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
+        '_s_extra' / Tell,
+        'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
+        '_e_extra' / Tell,
+        '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
+        Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
+        '_s_data' / Tell,
+        'data' / Compressed(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data'])))), GreedyBytes), Code("this['method']", lambda this: this['method']), None, expected_size=None, limit=Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))), name='data', codecs={'STORED': 'zip_stored', 'DEFLATED': 'deflate', 0: 'zip_stored', 8: 'deflate'}, stored=Code("this['compressed_size']", lambda this: this['compressed_size'])),
+        '_e_data' / Tell,
+        '_patch_compressed_size' / Pointer(Code("this['_o_compressed_size']", lambda this: this['_o_compressed_size']), Rebuild(Int32ul, Code("this.get('_stored_data', None) or len(this['_plain_data'])", lambda this: this.get('_stored_data', None) or len(this['_plain_data'])))),
+        '_patch_uncompressed_size' / Pointer(Code("this['_o_uncompressed_size']", lambda this: this['_o_uncompressed_size']), Rebuild(Int32ul, Code("len(this['_plain_data'])", lambda this: len(this['_plain_data'])))),
+        '_late_crc32' / LateChecksum('crc32', Int32ul, Code("_ck_crc32(_cover.span(this, [('plain', 'data')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32(_cover.span(this, [('plain', 'data')], b'\x00\x00\x00\x00'))), 'crc32', check=True, patch=True),
+    )
+    C_local_file._bw_fast_runs = {'signature': (6, (('signature', 0, 4), ('version_needed', 4, 2))), 'method': (2, (('method', 0, 2),)), 'crc32': (16, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2)))}
 
-C_end_of_central_directory = Struct(
-    '_o_start' / Tell,
-    'signature' / Rebuild(Bytes(4), Code("b'PK\\x05\\x06'", lambda this: b'PK\x05\x06')),
-    _RuleCheck(Code("((this['signature'] == b'PK\\x05\\x06'))", lambda this: ((this['signature'] == b'PK\x05\x06'))), 'signature', "signature == b'PK\\x05\\x06'", 'not an end of central directory record (PK\\5\\6)'),
-    'disk_number' / Int16ul,
-    Check(Code("(this['disk_number'] <= 0)", lambda this: (this['disk_number'] <= 0))),
-    'cd_disk' / Int16ul,
-    Check(Code("(this['cd_disk'] <= 0)", lambda this: (this['cd_disk'] <= 0))),
-    'disk_entries' / Rebuild(Int16ul, Code("this['total_entries']", lambda this: this['total_entries'])),
-    'total_entries' / Int16ul,
-    _RuleCheck(Code("((this['total_entries'] == this['disk_entries']))", lambda this: ((this['total_entries'] == this['disk_entries']))), 'total_entries', 'total_entries == disk_entries', 'entries on this disk differ from the total'),
-    'cd_size' / Int32ul,
-    'cd_offset' / Int32ul,
-    '_o_comment_length' / Tell,
-    'comment_length' / Rebuild(Int16ul, 0),
-    '_s_comment' / Tell,
-    'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
-    '_e_comment' / Tell,
-    '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
-    Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
-)
-C_end_of_central_directory._bw_fast_runs = {'signature': (22, (('signature', 0, 4), ('disk_number', 4, 2), ('cd_disk', 6, 2), ('disk_entries', 8, 2), ('total_entries', 10, 2), ('cd_size', 12, 4), ('cd_offset', 16, 4), ('comment_length', 20, 2)))}
+    C_central_entry = Struct(
+        '_o_start' / Tell,
+        'signature' / Rebuild(Bytes(4), Code("b'PK\\x01\\x02'", lambda this: b'PK\x01\x02')),
+        _RuleCheck(Code("((this['signature'] == b'PK\\x01\\x02'))", lambda this: ((this['signature'] == b'PK\x01\x02'))), 'signature', "signature == b'PK\\x01\\x02'", 'not a central directory entry (PK\\1\\2)'),
+        'made_by' / Rebuild(Int16ul, Code("(((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8))", lambda this: (((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8)))),
+        'version_needed' / Int16ul,
+        'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
+        _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
+        'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
+        'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
+        _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
+        _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
+        'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
+        _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
+        'crc32' / Int32ul,
+        'compressed_size' / Int32ul,
+        'uncompressed_size' / Int32ul,
+        '_o_name_length' / Tell,
+        'name_length' / Rebuild(Int16ul, 0),
+        '_o_extra_length' / Tell,
+        'extra_length' / Rebuild(Int16ul, 0),
+        '_o_comment_length' / Tell,
+        'comment_length' / Rebuild(Int16ul, 0),
+        'disk_start' / Int16ul,
+        Check(Code("(this['disk_start'] <= 0)", lambda this: (this['disk_start'] <= 0))),
+        'internal_attrs' / Int16ul,
+        'external_attrs' / Rebuild(Int32ul, Code("(((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16))", lambda this: (((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16)))),
+        'local_offset' / Int32ul,
+        '_s_name' / Tell,
+        'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
+        '_e_name' / Tell,
+        '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
+        Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
+        '_s_extra' / Tell,
+        'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
+        '_e_extra' / Tell,
+        '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
+        Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
+        '_s_comment' / Tell,
+        'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
+        '_e_comment' / Tell,
+        '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
+        Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
+    )
+    C_central_entry._bw_fast_runs = {'signature': (4, (('signature', 0, 4),)), 'version_needed': (2, (('version_needed', 0, 2),)), 'method': (2, (('method', 0, 2),)), 'crc32': (22, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2), ('comment_length', 16, 2), ('disk_start', 18, 2), ('internal_attrs', 20, 2))), 'local_offset': (4, (('local_offset', 0, 4),))}
 
-def _c2m_zip_file(c):
-    if c.__class__ is ZipFile:  # built by a compiled parse
-        return c
-    return ZipFile()
+    C_end_of_central_directory = Struct(
+        '_o_start' / Tell,
+        'signature' / Rebuild(Bytes(4), Code("b'PK\\x05\\x06'", lambda this: b'PK\x05\x06')),
+        _RuleCheck(Code("((this['signature'] == b'PK\\x05\\x06'))", lambda this: ((this['signature'] == b'PK\x05\x06'))), 'signature', "signature == b'PK\\x05\\x06'", 'not an end of central directory record (PK\\5\\6)'),
+        'disk_number' / Int16ul,
+        Check(Code("(this['disk_number'] <= 0)", lambda this: (this['disk_number'] <= 0))),
+        'cd_disk' / Int16ul,
+        Check(Code("(this['cd_disk'] <= 0)", lambda this: (this['cd_disk'] <= 0))),
+        'disk_entries' / Rebuild(Int16ul, Code("this['total_entries']", lambda this: this['total_entries'])),
+        'total_entries' / Int16ul,
+        _RuleCheck(Code("((this['total_entries'] == this['disk_entries']))", lambda this: ((this['total_entries'] == this['disk_entries']))), 'total_entries', 'total_entries == disk_entries', 'entries on this disk differ from the total'),
+        'cd_size' / Int32ul,
+        'cd_offset' / Int32ul,
+        '_o_comment_length' / Tell,
+        'comment_length' / Rebuild(Int16ul, 0),
+        '_s_comment' / Tell,
+        'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
+        '_e_comment' / Tell,
+        '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
+        Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
+    )
+    C_end_of_central_directory._bw_fast_runs = {'signature': (22, (('signature', 0, 4), ('disk_number', 4, 2), ('cd_disk', 6, 2), ('disk_entries', 8, 2), ('total_entries', 10, 2), ('cd_size', 12, 4), ('cd_offset', 16, 4), ('comment_length', 20, 2)))}
 
-def _f2m_zip_file():
-    return ZipFile()
-C_zip_file._bw_model = (_f2m_zip_file, (), (), True)
+    def _c2m_zip_file(c):
+        if c.__class__ is ZipFile:  # built by a compiled parse
+            return c
+        return ZipFile()
 
-def _m2c_zip_file(v):
-    return {
-    }
+    def _f2m_zip_file():
+        return ZipFile()
+    C_zip_file._bw_model = (_f2m_zip_file, (), (), True)
 
-def _c2m_local_file(c):
-    if c.__class__ is LocalFile:  # built by a compiled parse
-        return c
-    f_version_needed = c['version_needed']
-    f_flags = c['flags']
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    f_method = c['method']
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_mod_time = c['mod_time']
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_mod_date = c['mod_date']
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    f_name = c['name']
-    f_extra = c['extra']
-    if f_extra is not None:
-        f_extra = [_c2m_extra_field(_x) for _x in f_extra]
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_year = (f_year_from_1980 + 1980)
-    return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
+    def _m2c_zip_file(v):
+        return {
+        }
 
-def _f2m_local_file(f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_name, f_extra, f_data):
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    if f_extra is not None:
-        f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_year = (f_year_from_1980 + 1980)
-    return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
-C_local_file._bw_model = (_f2m_local_file, ('version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'name', 'extra', 'data'), (), True)
+    def _c2m_local_file(c):
+        if c.__class__ is LocalFile:  # built by a compiled parse
+            return c
+        f_version_needed = c['version_needed']
+        f_flags = c['flags']
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        f_method = c['method']
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_mod_time = c['mod_time']
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_mod_date = c['mod_date']
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        f_name = c['name']
+        f_extra = c['extra']
+        if f_extra is not None:
+            f_extra = [_c2m_extra_field(_x) for _x in f_extra]
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_year = (f_year_from_1980 + 1980)
+        return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
 
-def _m2c_local_file(v):
-    return {
-        'version_needed': v.version_needed,
-        'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
-        'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
-        'method': None if v.method is None else int(v.method),
-        'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
-        'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
-        'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
-        'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
-        'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
-        'name': v.name,
-        'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
-        'data': v.data,
-        'year': v.year,
-    }
+    def _f2m_local_file(f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_name, f_extra, f_data):
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        if f_extra is not None:
+            f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_year = (f_year_from_1980 + 1980)
+        return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
+    C_local_file._bw_model = (_f2m_local_file, ('version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'name', 'extra', 'data'), (), True)
 
-def _c2m_central_entry(c):
-    if c.__class__ is CentralEntry:  # built by a compiled parse
-        return c
-    f_made_by = c['made_by']
-    f_zip_version = f_made_by & 255
-    _bx = f_made_by >> 8 & 255
-    f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
-    f_version_needed = c['version_needed']
-    f_flags = c['flags']
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    f_method = c['method']
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_mod_time = c['mod_time']
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_mod_date = c['mod_date']
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    f_crc32 = c['crc32']
-    f_compressed_size = c['compressed_size']
-    f_uncompressed_size = c['uncompressed_size']
-    f_disk_start = c['disk_start']
-    f_internal_attrs = c['internal_attrs']
-    f_external_attrs = c['external_attrs']
-    f_dos_attrs = f_external_attrs & 65535
-    f_unix_mode = f_external_attrs >> 16 & 65535
-    f_local_offset = c['local_offset']
-    f_name = c['name']
-    f_extra = c['extra']
-    if f_extra is not None:
-        f_extra = [_c2m_extra_field(_x) for _x in f_extra]
-    f_comment = c['comment']
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    f_year = (f_year_from_1980 + 1980)
-    return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
+    def _m2c_local_file(v):
+        return {
+            'version_needed': v.version_needed,
+            'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
+            'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
+            'method': None if v.method is None else int(v.method),
+            'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
+            'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
+            'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
+            'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
+            'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
+            'name': v.name,
+            'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
+            'data': v.data,
+            'year': v.year,
+        }
 
-def _f2m_central_entry(f_made_by, f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_external_attrs, f_local_offset, f_name, f_extra, f_comment):
-    f_zip_version = f_made_by & 255
-    _bx = f_made_by >> 8 & 255
-    f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    f_dos_attrs = f_external_attrs & 65535
-    f_unix_mode = f_external_attrs >> 16 & 65535
-    if f_extra is not None:
-        f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    f_year = (f_year_from_1980 + 1980)
-    return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
-C_central_entry._bw_model = (_f2m_central_entry, ('made_by', 'version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'crc32', 'compressed_size', 'uncompressed_size', 'disk_start', 'internal_attrs', 'external_attrs', 'local_offset', 'name', 'extra', 'comment'), (), True)
+    def _c2m_central_entry(c):
+        if c.__class__ is CentralEntry:  # built by a compiled parse
+            return c
+        f_made_by = c['made_by']
+        f_zip_version = f_made_by & 255
+        _bx = f_made_by >> 8 & 255
+        f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
+        f_version_needed = c['version_needed']
+        f_flags = c['flags']
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        f_method = c['method']
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_mod_time = c['mod_time']
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_mod_date = c['mod_date']
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        f_crc32 = c['crc32']
+        f_compressed_size = c['compressed_size']
+        f_uncompressed_size = c['uncompressed_size']
+        f_disk_start = c['disk_start']
+        f_internal_attrs = c['internal_attrs']
+        f_external_attrs = c['external_attrs']
+        f_dos_attrs = f_external_attrs & 65535
+        f_unix_mode = f_external_attrs >> 16 & 65535
+        f_local_offset = c['local_offset']
+        f_name = c['name']
+        f_extra = c['extra']
+        if f_extra is not None:
+            f_extra = [_c2m_extra_field(_x) for _x in f_extra]
+        f_comment = c['comment']
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        f_year = (f_year_from_1980 + 1980)
+        return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
 
-def _m2c_central_entry(v):
-    return {
-        'zip_version': None if v.zip_version is None else _bit_part(v.zip_version, 8, 'zip_version'),
-        'host': None if v.host is None else _bit_part(v.host, 8, 'host'),
-        'version_needed': v.version_needed,
-        'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
-        'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
-        'method': None if v.method is None else int(v.method),
-        'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
-        'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
-        'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
-        'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
-        'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
-        'crc32': v.crc32,
-        'compressed_size': v.compressed_size,
-        'uncompressed_size': v.uncompressed_size,
-        'disk_start': v.disk_start,
-        'internal_attrs': v.internal_attrs,
-        'dos_attrs': None if v.dos_attrs is None else _bit_part(v.dos_attrs, 16, 'dos_attrs'),
-        'unix_mode': None if v.unix_mode is None else _bit_part(v.unix_mode, 16, 'unix_mode'),
-        'name': v.name,
-        'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
-        'comment': v.comment,
-        'year': v.year,
-        'local_offset': v.local_offset,
-    }
+    def _f2m_central_entry(f_made_by, f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_external_attrs, f_local_offset, f_name, f_extra, f_comment):
+        f_zip_version = f_made_by & 255
+        _bx = f_made_by >> 8 & 255
+        f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        f_dos_attrs = f_external_attrs & 65535
+        f_unix_mode = f_external_attrs >> 16 & 65535
+        if f_extra is not None:
+            f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        f_year = (f_year_from_1980 + 1980)
+        return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
+    C_central_entry._bw_model = (_f2m_central_entry, ('made_by', 'version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'crc32', 'compressed_size', 'uncompressed_size', 'disk_start', 'internal_attrs', 'external_attrs', 'local_offset', 'name', 'extra', 'comment'), (), True)
 
-def _c2m_end_of_central_directory(c):
-    if c.__class__ is EndOfCentralDirectory:  # built by a compiled parse
-        return c
-    f_disk_number = c['disk_number']
-    f_cd_disk = c['cd_disk']
-    f_total_entries = c['total_entries']
-    f_cd_size = c['cd_size']
-    f_cd_offset = c['cd_offset']
-    f_comment = c['comment']
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
+    def _m2c_central_entry(v):
+        return {
+            'zip_version': None if v.zip_version is None else _bit_part(v.zip_version, 8, 'zip_version'),
+            'host': None if v.host is None else _bit_part(v.host, 8, 'host'),
+            'version_needed': v.version_needed,
+            'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
+            'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
+            'method': None if v.method is None else int(v.method),
+            'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
+            'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
+            'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
+            'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
+            'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
+            'crc32': v.crc32,
+            'compressed_size': v.compressed_size,
+            'uncompressed_size': v.uncompressed_size,
+            'disk_start': v.disk_start,
+            'internal_attrs': v.internal_attrs,
+            'dos_attrs': None if v.dos_attrs is None else _bit_part(v.dos_attrs, 16, 'dos_attrs'),
+            'unix_mode': None if v.unix_mode is None else _bit_part(v.unix_mode, 16, 'unix_mode'),
+            'name': v.name,
+            'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
+            'comment': v.comment,
+            'year': v.year,
+            'local_offset': v.local_offset,
+        }
 
-def _f2m_end_of_central_directory(f_disk_number, f_cd_disk, f_total_entries, f_cd_size, f_cd_offset, f_comment):
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
-C_end_of_central_directory._bw_model = (_f2m_end_of_central_directory, ('disk_number', 'cd_disk', 'total_entries', 'cd_size', 'cd_offset', 'comment'), (), True)
+    def _c2m_end_of_central_directory(c):
+        if c.__class__ is EndOfCentralDirectory:  # built by a compiled parse
+            return c
+        f_disk_number = c['disk_number']
+        f_cd_disk = c['cd_disk']
+        f_total_entries = c['total_entries']
+        f_cd_size = c['cd_size']
+        f_cd_offset = c['cd_offset']
+        f_comment = c['comment']
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
 
-def _m2c_end_of_central_directory(v):
-    return {
-        'disk_number': v.disk_number,
-        'cd_disk': v.cd_disk,
-        'comment': v.comment,
-        'total_entries': v.total_entries,
-        'cd_size': v.cd_size,
-        'cd_offset': v.cd_offset,
-    }
+    def _f2m_end_of_central_directory(f_disk_number, f_cd_disk, f_total_entries, f_cd_size, f_cd_offset, f_comment):
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
+    C_end_of_central_directory._bw_model = (_f2m_end_of_central_directory, ('disk_number', 'cd_disk', 'total_entries', 'cd_size', 'cd_offset', 'comment'), (), True)
 
-def _c2m_extra_field(c):
-    if c.__class__ is ExtraField:  # built by a compiled parse
-        return c
-    f_header_id = c['header_id']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
+    def _m2c_end_of_central_directory(v):
+        return {
+            'disk_number': v.disk_number,
+            'cd_disk': v.cd_disk,
+            'comment': v.comment,
+            'total_entries': v.total_entries,
+            'cd_size': v.cd_size,
+            'cd_offset': v.cd_offset,
+        }
 
-def _f2m_extra_field(f_header_id, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
-C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+    def _c2m_extra_field(c):
+        if c.__class__ is ExtraField:  # built by a compiled parse
+            return c
+        f_header_id = c['header_id']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
 
-def _m2c_extra_field(v):
-    return {
-        'header_id': v.header_id,
-        'data': v.data,
-    }
+    def _f2m_extra_field(f_header_id, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
+    C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+
+    def _m2c_extra_field(v):
+        return {
+            'header_id': v.header_id,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {ZipFile: _m2c_zip_file, LocalFile: _m2c_local_file, CentralEntry: _m2c_central_entry, EndOfCentralDirectory: _m2c_end_of_central_directory, ExtraField: _m2c_extra_field }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {ZipFile: _m2c_zip_file, LocalFile: _m2c_local_file, CentralEntry: _m2c_central_entry, EndOfCentralDirectory: _m2c_end_of_central_directory, ExtraField: _m2c_extra_field }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_zip_file(buf, offset: int = 0, *, compiled: bool = False) -> ZipFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zip_file") if compiled else C_zip_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2104,6 +2138,7 @@ def construct_decode_zip_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_zip_file(value: ZipFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zip_file") if compiled else C_zip_file
     try:
         data = con.build(_m2c_zip_file(value))
@@ -2116,6 +2151,7 @@ def construct_encode_zip_file(value: ZipFile, *, compiled: bool = False) -> byte
 
 def construct_decode_local_file(buf, offset: int = 0, *, compiled: bool = False) -> LocalFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("local_file") if compiled else C_local_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2130,6 +2166,7 @@ def construct_decode_local_file(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_local_file(value: LocalFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("local_file") if compiled else C_local_file
     try:
         data = con.build(_m2c_local_file(value))
@@ -2142,6 +2179,7 @@ def construct_encode_local_file(value: LocalFile, *, compiled: bool = False) -> 
 
 def construct_decode_central_entry(buf, offset: int = 0, *, compiled: bool = False) -> CentralEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("central_entry") if compiled else C_central_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2156,6 +2194,7 @@ def construct_decode_central_entry(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_central_entry(value: CentralEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("central_entry") if compiled else C_central_entry
     try:
         data = con.build(_m2c_central_entry(value))
@@ -2168,6 +2207,7 @@ def construct_encode_central_entry(value: CentralEntry, *, compiled: bool = Fals
 
 def construct_decode_end_of_central_directory(buf, offset: int = 0, *, compiled: bool = False) -> EndOfCentralDirectory:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("end_of_central_directory") if compiled else C_end_of_central_directory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2182,6 +2222,7 @@ def construct_decode_end_of_central_directory(buf, offset: int = 0, *, compiled:
 
 def construct_encode_end_of_central_directory(value: EndOfCentralDirectory, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("end_of_central_directory") if compiled else C_end_of_central_directory
     try:
         data = con.build(_m2c_end_of_central_directory(value))
@@ -2194,6 +2235,7 @@ def construct_encode_end_of_central_directory(value: EndOfCentralDirectory, *, c
 
 def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False) -> ExtraField:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2208,6 +2250,7 @@ def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_extra_field(value: ExtraField, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         data = con.build(_m2c_extra_field(value))
@@ -2223,6 +2266,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2235,6 +2279,7 @@ def _compiled(name: str):
 # -- random access (at:): located fields on both codec paths --------------------
 
 def _lc_zip_file(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('zip_file') if compiled else C_zip_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2247,6 +2292,7 @@ def _lc_zip_file(buf, offset, compiled):
         raise _construct_error(exc, 'zip_file') from None
 
 def _lc_local_file(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('local_file') if compiled else C_local_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2259,6 +2305,7 @@ def _lc_local_file(buf, offset, compiled):
         raise _construct_error(exc, 'local_file') from None
 
 def _lc_central_entry(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('central_entry') if compiled else C_central_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2271,6 +2318,7 @@ def _lc_central_entry(buf, offset, compiled):
         raise _construct_error(exc, 'central_entry') from None
 
 def _lc_end_of_central_directory(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('end_of_central_directory') if compiled else C_end_of_central_directory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2719,3 +2767,94 @@ DECODERS = {"zip_file": decode_zip_file, "local_file": decode_local_file, "centr
 ENCODERS = {"zip_file": encode_zip_file, "local_file": encode_local_file, "central_entry": encode_central_entry, "end_of_central_directory": encode_end_of_central_directory, "extra_field": encode_extra_field }
 CONSTRUCT_DECODERS = {"zip_file": construct_decode_zip_file, "local_file": construct_decode_local_file, "central_entry": construct_decode_central_entry, "end_of_central_directory": construct_decode_end_of_central_directory, "extra_field": construct_decode_extra_field }
 CONSTRUCT_ENCODERS = {"zip_file": construct_encode_zip_file, "local_file": construct_encode_local_file, "central_entry": construct_encode_central_entry, "end_of_central_directory": construct_encode_end_of_central_directory, "extra_field": construct_encode_extra_field }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'c-rk<Ym6J$b>8KY-1q8XTb5)?8pyV^ly|9J?s6ZJZF#MS<ItwIl58t}fE|*<y)z<bn3<tgt4c{6!IIXQ#%(=LoCY>pplA{pc{B+E'
+    'qmMs=`^yMm^jH4`b<iJ8fT9hM21SY@?m73)i?11Sms+hG3lNu_nfv<gx#xWM-gD-DDg5S*)h_zaxHr3^3(KmwMD+NQAPXw5D{5R+'
+    'O(S}WFNwt!^9?ihih0!>HNrAq5=^7#vRF2ah%V|y_;u`srxrP0%@OgUz>NxWo>PUKqUOiAoFMBeU*z&4T!Bni#<-%Ag9`<*C~!pJ'
+    '^Mb0yOe3t7g`8>ZTTDH_aONbpu(+5$eePuZ-1&3dOnfRnIl<lf)^vOd3eGDz^E?;o>N-aR4vHFA3gcEO<4!47`JAY61*HP@$*ypk'
+    'Kx-&3aalfhfh(v=iPKpgoKm1)X{8E^%89zhY2uR1>lGDR#B({NRDweA!AhCa6>cV(oJw+to5q#+6-ZSqD$9^Cb`(CiB|t)>c`Aj1'
+    'Cg@|3-DQE}p)9QH3S?Me+2Jz{P+BI6CeUX^$OyCZ<c8@4K1aBcP|6DGL9HItIJaP3WWTu_uhOhAm*Z!Sk547+(w$5yGBmTS3YsS5'
+    'xje7)w7ywIC$#n&_r%Flr=fQ+5#Ek-&(NeA^u54oP;p2%S`u`k<hh9$2SDb9LXp=!m*)T<kd~S0F=$*)T`B9LB9F1s@`9FA#WLih'
+    '(UMD*qAo(GY8PzbVkIdRT@&*N2=uR=2(qDxRH0CT`o{-Ac%f@WUN(&o3TXt<(ae`Yh_`AvB9wUTFi3HHg)bFN<1YJB`NA@k!LABM'
+    'G%qd*nr<3TYJ^WDXO0L0KRcVu&G55{=?P&vKR+eRPbU)7^Ha0Q<aBmApPNliO=c7G^SPPC#Oz#tesVsM&(BU3rVCR-A!!<Y7XdM-'
+    't!Ac;h#*%=8XZ`J(BXPUThVl(WRfnU_axjpArzdUM<QgW5zg|OfVaa>$@)3Zu*`zUnyEe`ief9|%~di?MvT5C1xmx;H!E4Am-RHo'
+    '0J0ds5?Bv<3Na$joIP>+EZ}vKFIEII)kOx4F4O4ERa6z^5o+DX=W;?Bdeux<vSidr8GbhX)OnMPrFzI987J{HIb8EV`rN6r_`pDu'
+    '2YODQr5W7iy)Qro7I3sPaG=|H9mZT<u!b)Vr_oBe3__0M5yg7Hg)w_9yRttPH%Y(Ii%MiVo&bHLlm*$mY4oas4udWakQm{jC_{U9'
+    '08-oSfdF}AnB<ydx6=>D$R4uK`n5l`l{`SvCJzG0<RJvtZBg{>IT$i0uu%x)h^*+GJIc%k81$VudFttfb1Y3Cq}ieJ%l1IxM$eo&'
+    '&P~oICu61;pZ%W!<-@x}nT{tI9d1!x0Fov-x=J2-*(8sp`YYKAjEy3{gmP%~@<kCujD2TXl*wlwjFk)yA(X!88G6Sno6i~1f+!U8'
+    'C|yvY0}H6aKpj~lcMJw5Xe`hKRPmyMh0*C&YAQYh1GdboJRJ|lkkx}3d>mvhtSZZzxoQmC*HvC#65vK}kzYZDfW<<^o~FOtirteY'
+    'FOrvxfr5BR$Y)TEfkYd<Opnr%B2>50Z_p$d3jiq(!0a``thw9BaN3B{dzu+DhL~2#XgQD}s51iz$F->H6~2fyfm(s?)u~+JQ0sl#'
+    '`so>GVL{13vZ&6hO9E(^ose%vDP$~Tka3Iw7(Jpan?`>@geQtTs-ws<5mabC*^@Q~P$y(GA{KOPTfbwt%;Vw3R3r*zEQ_EkW%IN5'
+    'bajL3z>Waq2Jvr(A%VJxnk4wrBPfV;n1Th!7x~L8FjT@hMTQX%eR~84Bi4g+O+Bc8Ue(dMiZUIS^nN12J?u4=ai)d=qZlB(-w2m^'
+    'otVaMOVHxBjK!HKy*Tl*31ef$!K~LZh$gve4BJ3a4PcTl8X;ac$t%XLhHOT-R0cj1K8b%EwHeivikgF79Kp_r=khijMp#z`<T(`W'
+    '{skS1%~o^)lb)fK86)q2K0`8OUot`>4CpIHPfovN;@zheK5yU68c|d)vSOyXje(p}v`c~>8^E4-?~dS4?-OCrNMRnT05x%|NWM+p'
+    'CErbTlkb6M`9A#pL23jZj37bNKpe9b5zHr;84w&*xh%+-=nWhuSNK=WGYIUSH2E?lzIMFJB(K7k>uGW$O>UC6EWp2MY^S*Bif-Xd'
+    'v45NVg#*H0S>L`zt~96+)SUc{F<g_r{<-b&+>gjlymeb$C9ioZGGuoUmCClO(CehEe`2V<@UPq?21@#lbB)*;Xsxe;La@5w3i;u6'
+    '^STMJT_LyVx7Xm?Px0FgRImrg>&*pxvRc5&Lm=1#l($*B_KV~?dBuwZyJ;8xwx{(U`L^w&+D<2b%le$WL2f|Wn`sJp+G+c-)3Q*{'
+    'D=Ei9?M*EV+T1#Lm`O&E$Ul)cjP65F_zghgRYYUV4~+z(AwV5}M$S8s{EWQFlxXA>KIOGJ*I<~gl$k|(0`-f_h^mCAdm52?$LKo_'
+    'v`gn@-7}0+VIzD&q?)Z7x^5dfh8q|spqAn#6LErag-fU_2XsL#i85*!N`{cO^uvE6jdn%Op#qJ7S`~{-!$R>$pui*x>P4h!lxB%o'
+    '`fF*lC1rufC&Cv+VHxxHa0N&Q1~hj;tAIfSxp&()oISXhdg;={6#Sn)h;98}yLo5=dcr38xVCx2HO(7>&ILQ2w+(JD4~42=A`#pL'
+    '`rXx=5n2(`Q-$5`bm`GYxw`tiWAq+}mH@MM)n&LSfW`6%@U;d44D`h4QOeZ3zhi_>e%?{2yfK)gSt9uKe)C2TTe<B<(_US`ZfAsC'
+    'vqlK=WKH9NT^JnFHNL?p7=`vty)+Fo*NC91(D~R?(77rvf^?DB$#^CEDw1YJzKF<S=M%Vxz!rexfT4u1BR1xaEud5bEhKWoahMeF'
+    'S_Y^e4>KW<m0tU68b(qQM$-NENODz%$8?hYF(V2S1IQi<i}G2G@%M095H6Uj(C}Y5mUYDDRk9%DvG89vWw?XJgEqZp5953ohJ(uI'
+    'bZ#^;!9B_);uFA6*+7t@-CbR2sh58C(a(PPT$Kj!JBYnBNG}f2&tdvGLT`<wrJeNWF8GW|kI?Ur($B}}=P~%Cm`RVrH!?0Q(2Sp;'
+    'sUJ%n@keNqA|#!lS)HVxr!c)27qaLJ#OI!*{G!N}D{2`h>^KcO%4X^^%vMo+&>rV;Rix=`cZ`e2<1v`-0%OVw++{&kylfqm*Sb*j'
+    'jMCVsHIK+BY{vY^Biv++y8`nky)c)-s?tk1yTCykc|w#=mz^Oi9e^CA^Vl2iZ+8HrJbQEZ8ryDbxNU*)6;jGLn4?dhrJU7aND<1}'
+    'JmVNrI79d@D}%cM`06a-iu8wA5n5mUwCdz23I6r%cUtYO>Mkqa{Z_tG4nHs}Pt6A1njNs7A9ZTBtL}=eZDO{z8I>}aYZ*QSrgl8C'
+    'F5QP!rky73#d1A_jLy`!1KiBi^xP!s+6m|?>4EAtHg7WsbiI;|xCll8!38;A4WZlaXMX$NZo~ULrliieNHIwGvMG(jA6`04e|Yfg'
+    'a<kdyl0d#GFI=>gvos4i8QUu|h#D~FJRNZyDo<%18-4_<`#M=f_1nJ2IO?x45~wk7ItL&v@*aaoBD6b=P?0kD$g-G+c}*$=b1k_-'
+    't!Y+)$uKXQ)_`S07$-wWX<U6nv#C-!eU8dmr79<3jj<!#1gICa#23f7Nv_0S5=)iR7?<D*Fl8CzrZ}yF><oY1c}@H{;5y-lYaF{V'
+    'UaLMV?MxPH)bkinE$PpkF#@pRIFjDPN(@S0!#~~9*J+Zs;Pa*zbLktH<FBex`U1WUwK>&{qQ*UY?$r3)oyT(l@O(HJPmg-@gYvrR'
+    'Zv>5~y#)4aTzNbr6g)ipV+u66N{+!CRb9fFy;9AD?;K1|_z&l)76^dRS5opBT|^B1n8468XU9*RKFi^gUgJH}Ipck3lqeO|vd?I<'
+    'fkjqyYOs^|TN7}FCPVmQ0Zqbrf0N*27Q<LhBjX)u(IWO+&kxqw>OngP$<D#29#PgnZ%wvZ`RwqkNyM$mZtMB`oSJN{yJ8!g`|IlF'
+    'smov$x^9K`S&0wTWp~Im_3vYbAK=G_?b`eMMs4}y9(xQr9xVS9^!_8jv8P%v{LRsoevCis`?%l31<q6xG@l+HcIjO`;bW*?YtU2s'
+    '+#I(1@;gQ*piVtc>nGhQU_Gz6*UfR4+tanY;y$}?C<@iof^K`@9usaPuvKO+wV<5|4>#|!-Bn$dq+E^mSaSZh_L%gq{$pX-T_vo^'
+    'VZ^VGj@2`@yXtbd%O!mO-k9(mb+g&o!fd>*W2FDW4{t|&5Y!R(xE<k+n)$Zqav<gbQa$90xj$li>L)+<)FXCJ8;E^K5xcPlVtm}+'
+    'l1`%~t!8BJ*D|t*hml#9FLf_akA|%5{Qy?B3CP7~0FncKkT4F$Y^g;vXdeZV*$*7(A`H4{1L%%6gYJXP58YD$-Dog$w)t-hybm4l'
+    'x|++~o@U^E7&IHOc!0(o<`Q>)9`IQJay%HwD((`1<_)tILY(LI76~yviG)~s4;#=qF1#Y}DqXA2OwP|uAPJslq*#%4;&9?Tzp_3q'
+    'JW^dwlO?U@T(rNP6|9z6afG(8(Sp_97D@4b>-h)j7OWnqW3dnVk>VZ-uUnCWt&rgtLXgq3_>m5^NrvY}ZP~M#)g<)tV~=u^bX%(7'
+    'U9kC+3AUOUeL_)+-sMb-=k|CPyo@L%fYeE59bD~L=uU98E$wkNZ2Ob`e7d`yw(Y7XA#ka4SlLsmgDqn9u=V_y)6#wJm6otNY&}0&'
+    'm&0TrOB-^tnXwYhxd82TF9|i6%{jyk+wV`@aJcwV-MB0JjOsQR6b=WTnnazL4>|ooF%oe|UI=0HM%y6BL4w{1f_x>^5c<Zu1GTbw'
+    'cd%?WZ_e)8y?}t`Jmku5O%4YGCCQV`n3X8*HfNW6saBHWZAj7!RFbZ*VG5A)p8_Q7rvRwm85QeiRIIn2ig{>QwS^x<!^@3x%<8`F'
+    'w_Jr!nvGpQ92I}Il5M)D@%Ozh^1XFSS6!Yf4CPxc%C+qC*-#C257#w0)twq@Mn5t6Cg<*d0Ag^^PYf*X&Pa+)Hc>DGsrw6|K<W<Q'
+    '?P~_!3!5LjGXUO0!QfF^6#!izPmko(+*G2Pq;oYSJyGom{%rdA>1P(toIHE><O#Y-J!X4#XN3a%<wQNc-boMXGWw3&ZY+*NNk3m)'
+    'QdChVB~$trXs{8@q35z@8ey!5`KoF3372xk3i>9*i~(A$40U==8(~dA_ZX6i(I(!tYDDR}9eQg<n42aUx7;dJbh6lj*UP*N4^TAM'
+    '*Qsay72`}Ry9`@gKOf6a&9B?;WpM}4Ys^buv%0Bc6H+5;Whng;Is*pW8lidKADY=#pxNdPOK1U{ebwM7a!%m#g4gG|Lm-jY)``w}'
+    'e{|+rL1z%R_cBF6UP5*2Ga>Js_9L&6$l4qIIsZn_x6<e#>TR^qtu`XGSaa=de*xOQ$HyUQq7{#%2(<S%^-hjbv<FJ`_=B<w^{mL{'
+    'G5CPZ7JFzFS68Jl4*y6+FO1KbQUtHkQFRbKwK-9?0&fI2-0R@sgPbN%KRhA73B0~u3;?+mw=ZccV)tw5yDmNXm}umxF~}s3xot>4'
+    'z}xL^cYC^QxVFoN8+V!G#Y-QsyKInI)94xIH0tcg-%Q)Rd6U(`7@!`g84*K^(#A08_Hss%Gt6^wm4N^mcD^rO3h0YOD}C`x#_Jl%'
+    '{O>|F0RAr25WsB?fWHehk@>Vo*r(5V!{VqJ8KseON?s^(M1i_vke}Bu#nwTLFc#~$YoF|nl>RN`o#RXIcGooa-R_2sjXI5e*WD2^'
+    'qL#J<y0lCLbVQ95#geF-oq`i78`xRRBu^Rx=-F*ii0dXvQO{L$?J?0UUivLk+TXA>jm`+#%K?Jc+|>i4r{)*xU3|w-%gNONlB1sf'
+    'W)YB{_@!BsWUiWoPm}B_$)!miid^zWA^iuD(&PgEyap4Tr|9gEET*Egn^JvrK|VD=`F?7Mvf$JRMJctN;+)z+HFjz@)dH#eNhGzm'
+    'LP{*dFv~Cm8HQMfA(ml?Wf)=^hFOMTmSLD>7-AWQDpZwW?9(JE)37J<`4~|_@#!ynebjE%PP85;58U)_k{m+R==^;Yr|<E2Vsc_O'
+    'c7&4^&LL;$wx=x19k3VP9p9Q=fro>a59lgI<5(JZeK?<QY4Kp2XHT}-E^XSQfYv4QLV(CmHx+rFT%=(qrYFk6WKk9_&A8TB<&yvL'
+    'Mi+npe;g1u(NxQJf|@mmftZB<iTW6b?oe<HL~EN64I>?#QfrqQgTovA9cAn4-c~3Bb7?uiq8OS4>d;t*$(ItbY7g4+wRzB90IA$('
+    'OJ!ArUUgtX0K@Oaz}-xCC79eF>6irVLZf9zHeBIGF(4Z^66a$6>yLw;bY^41-TLlc7)$l$vc<D&({yvM&y|mRt><?-I%rGX70<Sf'
+    'y({+~SODoqJ&iWx)}Wipfl@G8zg&!^S1teb`7RfG4APH!0(R~9Sud2}?C!n9O-^v5Qy8l<wJBm%bgzeW6U5l!V3oAli-h0lX<>c!'
+    'JqO@EFTiAHFv9QE&xdTk-<@ll2Hid=D*$DzB`Dcg3&1eQJDL)&jah?OGb9%S$75pM!BCyG=hAa@w$sKga;CATp09UCcc;BGSUABa'
+    'BbG?I%pmSe>`<ef(ajMpBz?7J6LhW7LCb-oXsX_-WgLIBZl-iYty;Cr=6B?~42VnxAhLNwdo}@pe*^%=TLQ2{u{><isIetKw%IKC'
+    'mB0Zv-O2*uk2k<Td(`URwPd+`Y{>hKE!oCK-!MPoJ0E$&Tyi%o;70oAmW*PDqck==lBSst(t5*Z>K%@P!eyl2-U+~ekHcc5ZK3vP'
+    '-={G!%o<${v_{F_!!VdH1<tmUpGLwoMeh}FAh$1in=lw=6X5sdz-6=KZHR$kUcwv4C{Kpg$tcsI_SZ%_9=XE2Tkm|>3Ud_Qu&5O&'
+    '%X)7;{`Q~rK$8|c_&<#<*|gCm(p&47;7=n)e*Ypyt_2e2na&1{NdM5#P<lG+R%2%mJ5ogY$58zu_NU<?ZS?sK=<`DXeg0{LNOSyd'
+    'dPC!V@#{p82z3hc^`?J-zRTHjkibFBIz9m3=#7r29rUPQGis}Wnx>Ud1L_;+hsGw5kJkcQ+Dg~}bL`yQE&WPhOIwK*U|#T_fVc<)'
+    'n#=inEwth}#azfYsJ+xpe(g>E<KQN@;;e6sSf{gWctA+6Rq#4OLcSV|K`X8q#sD6ZlA$l*_kS<PE=`n|ibBn?DvDfOX-$o%y6_F>'
+    'w{O_L9t=oJ@9i5AWnEBZNQ`gJ*Ze`*3Ko@{IKtsuy*c*c^*gQp{v;TO>6UPSCN;&O*4jV%8T5JN?b8mlqa4rSp)MTtg}fjLWehdU'
+    'U>t;f&I3Dm1(((0o%QA3lUFoWXZn6(S-ix`#rGf11h{1OJ88`(PPZ*PWcE8Hd$SsDWjAzd{ch;}&b(o`?uuQ#J?^U0nF!?ie56BO'
+    'nSUBAQVn)6XdS$qduyu>ESR!3PGFPK?Kc6E!$FW(eA^W%n{_`KX<^Rtyo2A?Ht~CY^W*om*75U<qX7JZd|1dwzDjJ$JtWPYyi~os'
+    '-+JvnSUo(1463y84#384x0cQ^820&GH6VXIc-+oxlE_hMFFMh7G{$3{68cs!c(dz>2$def2H*KWP$}NyRIDxlRGRF;&qNQFe*2<5'
+    'zYz>|OOw;7NYjANiAW7l^g_evEej}ofZu>nq;+EV=fT*``^GTdkH_^iKZ~c|=wo4u_%bx#I7R6TD0|*eMRbg}0}P{NG1bQc3<p?%'
+    ';SdWj9AN>5TUmhN-7LUxCkrsVp9L81rJa%Dq&fVvUwRz>JV>oT>HzsDb%;b#aZg0!cUW-Z`U4wTxgl0=h?N^+<%Xf$up9Wew64HM'
+    'Nkr&6x$|4>30Tk$h+dSm9{&aH4GmfRW}uKKCIX`tzu<{l{KEg2sKq4wpQ(>pj6`p1)S^@B?TA{es{0zE77x>?McF=|w_deb2M=QS'
+    'V)CV#&V(=irFZ+H*@290MKTW3g&Da*k6G=&%GB*%fBEZn5NK(64$t005Iza5|5iJ#Z)ss}i1xp8_MzV@)SP|Xvm#q(8$;3~9A7M2'
+    'bD0u1x~z)2F39-KC!E~SlNDnfU3ek4s!kQW)nNQP8i?HLh+X)0JE*s^`Ukc41A5v9+FHY^*Dbeyis+-O_f(yiiTb))hWylZlkRG$'
+    'u3Z-KpVcgSo4XRlH(#8hiEasAoqed01j9$6fJYJ8C$7`xtwmiMyPRXwojJ3ON{vW;ryY@MWg(UP)OXQgh8{gl4|#8PsQczvci3sy'
+    'F$lr$wu4}@6$F3S&a%xWg|E@FO%njW*A9TKEa0%o?ndqH;VgXZ`&!>`r}49!a#g_CV!z|e-sZdGs{}u22h};>^@0cS9ajO|x@z5E'
+    'CTQK@Cy|<UgP+q0w)Be#b=*gDk?JG2QUm0tsUh;i)K)evznk`KYKLdy|8q7${{{O)6NVsR2oi=NVc43_yVLf!8%*2jY>_U{xf4eA'
+    'vwF^G^s{B*jF>k!c^Lma-dFy3-bB~dgrpx|T-D$`nzvJztnWRUI|7<Lxz4x9eKuO7KInyp(_Tw`-~*q4Ma6pqfJ^vli05!ck*4D4'
+    '^W3PIAEOk9onRXq<AnH9oSV3moK7b3Nl+(v8n9RrG@UP%$KclN+-#C<Ay>rw;U$sjlnCmSWROBxh`I_zIuWHikcd3!gkRECKBh9*'
+    't&nxgRSMfcDQs_~6e`AmDlCZ_v)WfpqqkhFEQvCn`C#0QX5IRIggpimcixER1s#+lo-^HLL{G3E&N~-1@|+PV@k?UPv=5(t6Kabc'
+    'yGk-KBdoJ`?uB)JNyC%Ed1DaJ5_vfzTq@JE!{h%4NL=Ja'
+)
