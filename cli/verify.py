@@ -71,7 +71,6 @@ _TABLES: dict[str, list[tuple]] = {}
 def _table_of(proj: Any) -> list[tuple]:
     """The project's detection table, built once per process and project."""
     from ..review import detect as plain
-    from .inspect_file import _families
 
     key = str(proj.file or proj.root)
     if key not in _TABLES:
@@ -80,6 +79,8 @@ def _table_of(proj: Any) -> list[tuple]:
         except plain.PlainData:
             _TABLES[key] = []
         if not _TABLES[key]:
+            from .inspect_file import _families
+
             _TABLES[key] = detection_table(_families(proj))
     return _TABLES[key]
 
