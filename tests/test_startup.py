@@ -158,3 +158,16 @@ def test_serialised_ir_does_not_depend_on_the_hash_seed():
     there = json.loads(other.communicate()[0])
     assert here == there
     assert "".join(ast.literal_eval(x.strip()) for x in here.splitlines()) == htt._IR
+
+
+def test_modules_without_plain_data_fall_back_to_the_schemas(tmp_path):
+    # a module generated before the plain data existed: its family is read from the
+    # schemas (PlainData); a hand-written module in the output folder is no family
+    old = tmp_path / "old.py"
+    old.write_text(detect.GENERATED_HEADER + "schemas/old.yaml -- DO NOT EDIT.\n"
+                   "FAMILY = 'old'\n", encoding="utf-8")
+    with pytest.raises(detect.PlainData):
+        detect.plain_data(old)
+    mine = tmp_path / "helpers.py"
+    mine.write_text("DETECT = []\n", encoding="utf-8")
+    assert detect.plain_data(mine) == {}

@@ -14,8 +14,8 @@ Spec: draft-ietf-opsawg-pcap; IEEE 802.3; RFC 791; RFC 768
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
