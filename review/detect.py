@@ -11,7 +11,7 @@ data (or that has none yet) is read the old way, through the schema pipeline.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -101,60 +101,22 @@ def load_family(proj: Any, name: str) -> Any:
                         f"({type(exc).__name__}: {exc}); regenerate it") from exc
 
 
-class Families(Mapping):
-    """The project's families by name; a family's IR is loaded when first looked up."""
-
-    def __init__(self, proj: Any, names: Iterable[str] | None = None) -> None:
-        self.proj = proj
-        self.files = module_files(proj)
-        self.names = list(self.files) if names is None else [n for n in names
-                                                             if n in self.files]
-        self._loaded: dict[str, Any] = {}
-
-    def only(self, names: Iterable[str]) -> Families:
-        part = Families.__new__(Families)
-        part.proj, part.files, part._loaded = self.proj, self.files, self._loaded
-        part.names = [n for n in names if n in self.files]
-        return part
-
-    def records(self, name: str) -> tuple[str, ...]:
-        return plain_data(self.files[name])["records"]
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self.names:
-            raise KeyError(name)
-        if name not in self._loaded:
-            self._loaded[name] = load_family(self.proj, name)
-        return self._loaded[name]
-
-    def __contains__(self, name: object) -> bool:  # without loading the IR
-        return name in self.names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-
 def families_for(proj: Any, head: bytes | None, *, family: str | None = None,
-                 record: str | None = None) -> Mapping[str, Any]:
-    """The families the inspector needs to choose a file's family and record: the one
-    named (``--format``), the ones holding ``record`` (``--record`` or a fixture's
-    header), else the one whose magic ``head`` matches; every family (loaded only when
-    read) without ``head`` or when none matches it (the inspector then names them all)."""
-    every = Families(proj)
-    if not every:
+                 record: str | None = None) -> dict[str, Any]:
+    """The families the inspector needs to choose a file's family and record, their IR
+    loaded: the one named (``--format``), the ones holding ``record`` (``--record`` or a
+    fixture's header), else the one whose magic ``head`` matches; every family without
+    ``head``, or when none matches it or the name is unknown (the inspector then names
+    them all)."""
+    files = module_files(proj)
+    if not files:
         raise PlainData(f"{proj.output}: no generated module")
+    names = list(files)
     if family is not None:
-        return every.only([family]) if family in every else every
-    if record is not None:
-        return every.only([n for n in every if record in every.records(n)])
-    if head is None:
-        return every
-    found = detect(head, table(proj))
-    if found is None:
-        return every
-    part = every.only([found[2]])
-    part[found[2]]  # loaded here: a module that cannot give its IR falls back (PlainData)
-    return part
+        names = [family] if family in files else names
+    elif record is not None:
+        names = [n for n in names if record in plain_data(files[n])["records"]]
+    elif head is not None:
+        found = detect(head, table(proj))
+        names = [found[2]] if found is not None else names
+    return {name: load_family(proj, name) for name in names}
