@@ -88,7 +88,9 @@ def _canon(obj: Any, memo: dict[int, Any]) -> Any:
         out = {_canon(k, memo): _canon(v, memo) for k, v in obj.items()}
     elif isinstance(obj, ast.AST):
         out = t()
-        for name in (*obj._fields, *obj._attributes):
+        known = (*obj._fields, *obj._attributes)
+        # its fields, positions, then what the generator noted on it (``bw_enum``)
+        for name in (*known, *sorted(set(vars(obj)) - set(known))):
             if hasattr(obj, name):
                 setattr(out, name, _canon(getattr(obj, name), memo))
     elif dataclasses.is_dataclass(obj):
