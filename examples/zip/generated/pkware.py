@@ -438,20 +438,11 @@ CONSTRUCT_ENCODERS = {"extra_field": construct_encode_extra_field }
 # the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
 # the layouts instead of running the schema pipeline
 _IR = (
-    'c-oa!+j1L45H<Gd;!9i!m!$FlwFwWgD`w-1WLdmW0m~sMtc{{vAOtbH+fq+uwX2$$^(6&W@BoFY<}JfF@E?2`JtHX=6h(@C+1csd'
-    '>F(2~&-~>5e!n{B9(^r3Q*a{q097!63<OiT2)Ho1e87f0Ju|P&`p@P^v!=a_4T1JYFHV@CMM-g$();>R`^nu-%a=&oiJw59XI$|-'
-    'lSX@T1hLU;6PLS3N8w?&6?C6={oP<E*xK~}{G%4sg8GJA)Qw(9a{6J8;y{*gmKi;7gOvI_1!<le{f>+ghD_cW=MkK-VQQEzCwu@>'
-    '8GVoP*skw>ybVy>+=Qf-Y;DK8abvF;)#^L-My<J1Ywq@=X0z6W?cF}q`YdVGHh1cKjij+%+iUFAqMcoeSv>|JT^*q=K~@YU;h^7+'
-    '^WjK<w3glw6y}M+IbCUy!#?z1<Ao)>roD(sux9Umrn)m&MqEkLzO2iV4>Cy1IbOn5T^-~U(|-R}M7lDBVMHlV)oXObl8x}C+nNcY'
-    '%MZJUoz^}<bj;EMOnVNO^=g(Yf0`&Arz>$G1Z0Xzsj@hRk)qwOi160ygR1+jg9mrJbQIohSLu+ef}PlQrc8mq);ajh-)h#k)(w6X'
-    'VnF`_`P}?GKk=DA&h(b_6Q-EY<xK3r;G(Wf+DwedN06CwT@j!-@x`{(OL<0#FBXxcMyG7xfUdBV6MEydfH)V4TQ9?@60FzfkUHec'
-    '9cP;b{u5nx<|%Zg1Lr)0+9Co=K=e3a<EgU|HR*$i@kaYH-gN!I52+2fj4QZ^E82_mEU{FOJd43DicIm;F32Jsv{W*PW7|*H4sQKD'
-    '$zNLcvVajV>*gJEIHC8_Oo!-a;&uE&7DE%_?NF~!dYq2x^+irw1PA#EV$C`=GtY=8%7sS8Gi&Y(n%8VV%hl<hdA~0~Sw>t6Eh1@3'
-    'fvA#YWU@z%WksrNE2hg3_uB7iZ^RTD{r&{<U<U4BjOw$^=LT=A>oT#Jg4o(vB**OXMgT9&IpKEi0&L5Qo`V6~Z^9YF5D!B<3h}ED'
-    'JLmW?#BPX>LVO(JlMtU;aPVvFYR{f(el_^bIz9{W+Yq0J_?;^jdvwnC=g4eDS26m}Vzyi{n1l!+_WzbSrj#!+>{Aj+c`?2e{QAG@'
-    'CY+8)IlY#By`J^5%nLz;K~78)K*F-XtWbHO)l+ioIJbEs3%M-B>eS#5+Ix_*WNM9c*^Wq-oAz6lHR(lb^%Ci1@4~ujKW9B?s&vUp'
-    'H_34|DtM~6Rpv#a)l0~%%PX1^<m?yIG2~k&M)vtBwQ>P+N%Zg(fo9pNKoG-hp-wseSHHqHb?Mq0y0rbzE?M<?e3*gnoPFo!ukmEV'
-    'w?x};O0>S=Lof*Z&C`0VUbmiv4&70T6C8>SM;l~n>^18CqwxMyzu?K80Us+?X>uQxM~nu`3D3&pKA29VC-M^u(530VVA;S<dL?CN'
-    'd7-TOSoS<{Ul;6oH^hBx=_Nv$hIFD1m2tnM^Z0`B;q7@$+g@Sy<|Rz`=j}f25lrCPzzDl5+OyZA!7Faioz3dR%J>TH$(TgfSOIcE'
-    'Nf#Rzs$i+RPb+C2Gv$QX>hF?(0hdbfiSUlnVqghFp5+7-#L6z0Cnr0?Qx?HrkYgGT'
+    'fCQCE2mk;80001t7h-vIWp{FEXJ~XTXJu|>a$$6DaxQ6dl#B*OVQpz_d6bisDS?!Ilqie@ZeeX@l#B*&Yj<ICWt5BsbZK;KWt5B=P)k=qQbizhXkl_?WFTZ^W@&C|bZKvHbCiq(b8uy2l#D1)OIJZsMIb>?P)<)&MJ`lWR3J7kGcGYOAi}3KE;KGREFi+CG%huij00qEW0Z^ll#B*tZe(d;Zj_7yY-N;;1!ie%Wpk8Wl#CN|V`yb<VRJ8VYj<ICWiEMPZETcbj0R+BXJvDAl#EAnXkjunHaaq8Wi&7_Wn?sDF*0K|V>dWCVl*`~H8(UlGc-9iW@0%xG&yB5HfCisW?^JEG%zzYI5%WBGBh|hI5c82Hf5BI2zF(1b7^mGbCgbu1!Zn^ZF7`;l#CK%'
+    'Z*6dLWpi_BZ*E_0Wprq7WRz$Cj0Z(-b!|jtW|WhZDS?!IlqhHgXcvqGVqtS-lxP5q1W9gmRFspHDS?!Ilqie@Vrg`9luHnd26Jg=Ze?VYiD(UI4vYwAZ+2yJZe?VYh;?F&2W@3-Vr6o3lwFi4XaI}~MQ(L%O=WFjWpb30lqrFfeUvC@1&jt$R8LYxM3jsLc42IFWt2+*XbX%EZf|rTV{dJ6a%FRKWn`3$2V-?|a%FCGlunEYVPj)uaCBv4lumVGXeTLwlzo&aXa$T2L`6nSK~zOVlxQnU2xtq87II;CAY^4`Y+-a|AShBsLm)9ZH8ClaXe~}?E>3k~WoQeGB1ms{AYmYFWo=?*awl^jWMOn+AZc?TV{dJ6a%FRKWn?atXbFr5!lyJYG%huij0A6R'
+    'Wp0#-j0bXMbZK&BWRzW$j09|HZe^5933Xy~j0I+FVP|uceUyv`VQgt(b7gaseUyv`a%E$0a%6LqeUyv~Wq5RQVP9rxWo%@WXaI}`Qe|Ura%7Z~lqrFfeUvC@1!zBv24-nxY-DqkU6d$j0E`7jX=Q9=l#`Sxfs}oeC};(Y320?uWMy(+X=Id)1ax_DWt3<hDS?!IlqhH+OAu%xiD(UI4rn8Ybz*1>XbflxXbg-5V{dL`lunEVb7^j4Wt2{g1$Az8X>62Ej0IzFZgX^$PK*e0Wpib6c4cIgiHrqyVQgt+lunEUb7^{IlunEWa%FI3VRV#Ej0ARRWp|WLj0$6KZE$jBb8}^6lunEYV`yb#YjbsNlul?XPK*p>WpZhDWn^Dwa&K*vPK*a(b8}^KbaRv`'
+    'j0a<HZgypIbd*kv1!HJoX>OEGj0a|NVQpz{XOvEi4rFC=X?A5~UvFk+b7gdtO8{sMPK*X-X>4p|WRz$Oj0<RCb6;d-W?^+~bd-sV2V`YtVRdYDlul?kOBIX+aA9<4l#Cs6Wn*u0WOFWMcyw}MUuJ1#Y-BEGX=Q9=b6YT7lxQI-j0R$9bYE{~lunEWVPbP-ZgiARj0A9HWowj)bz*2oDS?!IlqhHgj0t36bYWj}X?kUpXiI1wDS?!IlqhH+OAu%xiD(UI4rn8Ybz*1>XbflxXbfmhPH0a~Xi!dQQBG)5iD*+!XjD#URZeJDPH0z7Xjo2YD^6%xXjF^@WMOn+l!laOS}AB-PH0?CXkAWdUP}OI4NhoZXbfmziD+R?XgEt2Xkv^Va%E$0a%6KZWq5RQ'
+    'VP9rxWo%?FW@%+?WOG|FU6g1cDQIL)Xk|`lW{GuTXh$i5lzo&aXa#6&XiI1Sj0Qq^bY*i?l#`Sxfs}oeC}>oS8De>KWp{FEXJ~XTXJu|>a$$6DaxP_faB`H41Vwmoa+H&lDS?!Ilqie_b8mHWV`Y?RX^aGPa%E+dj00hFbd-z)PGN0jl#`SxQj~p^D2xJWWRz%Wj00nIc$8>-j08+?VPuq(lqph_eUxI125f0=Wo~bjO96}uV{dF<Z)Rq5WptEF0E`M{Ze(9<X>Mh1Z<I>`j1FaPWM5-%Y+r9?W^-k9luHS9VvGfDVQpn|l#B>sb!lvLX>N0rj0t9PZ+c~Jb7gdtlayVQXlY@Elv0#+VvGiGa%E;|c$7|z17&Y>l!=T4bY*ySlunEabY*gFX>MV3'
+    'Z*r7Qbz*1>XbflxXbfmhPH0a~Xi!dQQBG)5iD*+!XjD#URZeJDPH0z7Xjo2YD^6%xPH0*wXj@KbTux|RPH0|B0B8+PXkTayXkdwGVNPf`OBZNjj2&`iV{dX~b1r3gbaG)|W@%+?WG-fDWo%?~TQXggXdx+RWKL*hPH1L{bz)^`3yfAzZe<{4cyw}MAZBT0Y-AuPX=E%Qb7^{IEFffIbYUqhAZ0FRE+8;?H8eFfAZ2)TWo~3;WFT~DZDn(GVQp|MATW40I5#yQRZdA*Aa!YEFK20FE|h2qj0M7{G%huij0SLFa$#+Alzo(p40dI5b7^mGUuJS|ZIn)o1afb8bCijU4R&R6b7^mGUvgn?XJwR5j0bFCd2e-ebCg|_XaI}`OksI%b##=IlqrFfeUvC@'
+    '6i#SFXhn<)W@&h3WM6Y>dS#SOj0bOKW^-k9bCi9QC}>Jc0BC7T0%&YY1a*uBb7^{IbCi9QC}>Jc0%&PV0(Fc9Z*pX1a+FSWVqs`FOA(9&W@&6?lxPuX4Ni;(Z*pX1a&wd^j0|ONWNBe;Uvpz`aAlN?26AO%Z*pXmj0kpVa&&cJY;%-dl#B;#Z)0I}Wn`3Hlyzcrj0$pPXK8bEa%p9Alzo(p2XJh4XK8M8lwFjJ24rP)Wn*-dU6hOqWo~3?VQyb#cyMx*PIY1~'
 )
