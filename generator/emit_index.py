@@ -106,18 +106,18 @@ def _canon(obj: Any, memo: dict[int, Any]) -> Any:
 
 
 def ir_text(fam: ir.Family) -> str:
-    """The family's IR, pickled deterministically, as base85 lines of a parenthesised
+    """The family's IR, pickled deterministically, as base64 lines of a parenthesised
     string literal (the value of ``_IR`` in the generated module)."""
     buf = io.BytesIO()
     memo: dict[int, Any] = {}
     pickle.Pickler(buf, protocol=PICKLE_PROTOCOL).dump(_canon(fam, memo))
-    data = base64.b85encode(buf.getvalue()).decode("ascii")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
     return "\n".join(f"    {data[i:i + WIDTH]!r}" for i in range(0, len(data), WIDTH))
 
 
 def load_ir(text: str) -> ir.Family:
     """The family from its ``_IR`` text (the inverse of ``ir_text``)."""
-    return pickle.loads(base64.b85decode(text))
+    return pickle.loads(base64.b64decode(text))
 
 
 def context(fam: ir.Family) -> dict[str, str]:
