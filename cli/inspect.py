@@ -11,7 +11,6 @@ import inspect
 import io
 import json
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +162,8 @@ def run_many(args: argparse.Namespace, files: list[str]) -> int:
     under a ``== FILE`` line, in input order; the exit code is the worst of them."""
     worst = 0
     if args.jobs > 1 and len(files) > 1:
+        from concurrent.futures import ProcessPoolExecutor  # only for --jobs: a cost
+
         with ProcessPoolExecutor(max_workers=min(args.jobs, len(files))) as pool:
             results = pool.map(_inspect_one, [args] * len(files), files)
             for path, (code, out, err) in zip(files, results, strict=True):
