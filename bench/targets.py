@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import measure
+from . import measure, startup
 
 # harness case -> (generated module, the record one benchmark item is)
 CASE_RECORDS: dict[str, tuple[str, str]] = {
@@ -621,6 +621,7 @@ TARGETS: list[Target] = [
     Target("jobs_scaling", "--jobs N over N equal files >= 0.8*N x --jobs 1, for N up to "
            "the machine's core count", "measure: verify_many wall time (pool start-up "
            "included) over N equal ZE WAL files", ">= 0.8*N", _jobs),
+    Target("startup", startup.STATEMENT, startup.HOW, "<= 5x", startup.check),
 ]
 
 
@@ -851,6 +852,7 @@ def run(quick: bool = False, large: bool = False, repeat: int | None = None,
     t = time.perf_counter()
     rep["measure"] = measure.measure(quick, large, log=say)
     rep["section_seconds"]["measure"] = round(time.perf_counter() - t, 1)
+    rep["startup"] = startup.run(quick, log=say)
     t = time.perf_counter()
     rep["targets"] = evaluate(rep)
     if profiles:

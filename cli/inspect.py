@@ -11,12 +11,10 @@ import inspect
 import io
 import json
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..generator import project as project_mod
-from ..review.checks import FixtureFileError, parse_fixture
 from ..runtime.errors import BytewrightError
 from . import common, inspect_file, verify
 
@@ -116,6 +114,8 @@ def _check_params(mod: Any, family: str, record: str, params: dict[str, Any]) ->
 
 
 def _fixture(args: argparse.Namespace):
+    from ..review.checks import FixtureFileError, parse_fixture
+
     data = common.read_input(args.file)
     try:
         text = data.decode("utf-8")
@@ -161,6 +161,8 @@ def run_many(args: argparse.Namespace, files: list[str]) -> int:
     under a ``== FILE`` line, in input order; the exit code is the worst of them."""
     worst = 0
     if args.jobs > 1 and len(files) > 1:
+        from concurrent.futures import ProcessPoolExecutor  # only for --jobs: a cost
+
         with ProcessPoolExecutor(max_workers=min(args.jobs, len(files))) as pool:
             results = pool.map(_inspect_one, [args] * len(files), files)
             for path, (code, out, err) in zip(files, results, strict=True):

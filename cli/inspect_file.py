@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..generator import pipeline
 from ..generator import project as project_mod
 from ..generator.plan import stream_plan
 from ..review import inspect_summary, inspect_walk, inspector
-from ..review.checks import FixtureFileError, parse_fixture
 from . import common
 
 PROGRESS_MIN = 4 << 20  # show a progress bar for inputs of at least 4 MiB on a terminal
@@ -60,9 +58,27 @@ def _open(path: str) -> tuple[BinaryIO, int]:
     return f, os.fstat(f.fileno()).st_size
 
 
-def _families(proj: project_mod.Project) -> dict:
+def _families(proj: project_mod.Project, head: bytes | None = None,
+              args: argparse.Namespace | None = None, fixture: Any = None) -> Any:
+    """The families ``inspector.choose`` needs for an input starting with ``head`` (all
+    of them without it): picked by the generated modules' own detection data, the IR of
+    the one picked loaded from its module (review/detect.py); projects whose modules
+    predate that data run the schemas."""
+    from ..review import detect
+
     try:
         proj.activate()
+        family = args.family_opt if args is not None else None
+        record = args.record if args is not None else None
+        record = record or (fixture.record if fixture is not None else None)
+        return detect.families_for(proj, head, family=family, record=record)
+    except project_mod.ProjectError as exc:
+        raise common.project_error(exc) from exc
+    except detect.PlainData:
+        pass
+    from ..generator import pipeline
+
+    try:
         paths = proj.schema_files()
     except project_mod.ProjectError as exc:
         raise common.project_error(exc) from exc
@@ -131,6 +147,8 @@ def run(args: argparse.Namespace, path: str) -> int:
     fixture = None
     # the input first: a missing path or a folder is reported before any layout is built
     if args.fixture or (path != common.STDIN and path.endswith(".hex")):
+        from ..review.checks import FixtureFileError, parse_fixture
+
         data = common.read_input(path)
         try:
             fixture = parse_fixture(Path(path), data.decode("utf-8"))
@@ -141,14 +159,10 @@ def run(args: argparse.Namespace, path: str) -> int:
     else:
         stream, size = _open(path)
     try:
-        families = _project_families(proj)
-    except BaseException:
-        stream.close()
-        raise
-    try:
         head = stream.read(512)
         stream.seek(0)
         hint = Path(path).parent.name if path != common.STDIN else ""
+        families = _families(proj, head, args, fixture)
         try:
             target = inspector.choose(head, families, family=args.family_opt,
                                       record=args.record, fixture=fixture, hint=hint)

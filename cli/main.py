@@ -50,7 +50,15 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _verbs(only: str | None = None) -> list[str]:
+    """The verb modules to register: ``only`` when it names one (a run imports just its
+    own verb and what that needs), else every one (help, an unknown verb)."""
+    names = sorted(info.name for info in pkgutil.iter_modules(cli_pkg.__path__)
+                   if info.name not in ("main", "common") and not info.name.startswith("_"))
+    return [only] if only in names else names
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="bytewright",
         description="Schema-driven codecs for append-only binary storage formats.",
@@ -61,10 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the Python traceback of an error")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
-    for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
-        if info.name in ("main", "common") or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"bytewright.cli.{info.name}")
+    for name in _verbs(only):
+        module = importlib.import_module(f"bytewright.cli.{name}")
         if hasattr(module, "register"):
             module.register(sub)
     _name_leaves(parser, ())
@@ -99,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         try:
-            args = build_parser().parse_args(argv)
+            helped = any(a in ("-h", "--help") for a in argv[:argv.index(verb)]) \
+                if verb is not None else True
+            args = build_parser(None if helped else verb).parse_args(argv)
         except SystemExit as exc:  # --help / --version print and exit 0
             return int(exc.code or 0)
         verb = verb_name(args)

@@ -69,17 +69,24 @@ def expand(paths: list[str]) -> list[str]:
     return out
 
 
-_TABLE: list = [None, None]  # (the families it was built from, the detection table)
+_TABLES: dict[str, list[tuple]] = {}  # per project: the detection table, built once
 
 
 def _table_of(proj: Any) -> list[tuple]:
     """The project's detection table, built once per process and project."""
-    from .inspect_file import _project_families
+    from ..review import detect as plain
 
-    families = _project_families(proj)  # the same dict while the schemas are unchanged
-    if _TABLE[0] is not families:
-        _TABLE[:] = [families, detection_table(families)]
-    return _TABLE[1]
+    key = str(proj.file or proj.root)
+    if key not in _TABLES:
+        try:  # the generated modules' own plain data: no schema is read
+            _TABLES[key] = plain.table(proj)
+        except plain.PlainData:
+            _TABLES[key] = []
+        if not _TABLES[key]:
+            from .inspect_file import _project_families
+
+            _TABLES[key] = detection_table(_project_families(proj))
+    return _TABLES[key]
 
 
 def _line(r: dict[str, Any]) -> str:

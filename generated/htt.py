@@ -10,8 +10,8 @@ Spec: HTT Binary Format Specification (versions 1-4)
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -75,6 +76,11 @@ _ck_crc32 = _registry.checksum_func("crc32", fast=True)
 FAMILY = "htt"
 SCHEMA_FILES = ["schemas/htt.yaml"]
 SCHEMA_DIGEST = "sha256:7927b5a07cefebc1b62bc1341fee3539deade474c6592eff93cf39d19e0636dd"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'HTT\x00', 'htt_file', {}, False, None, ({}, (('header', 'whole', 'file_header', None, (), None), ('bounds', 'whole', 'bounds_section', 'header.flags.meaning_addressed', (('semantic_dims', 'header.semantic_dims'),), None), ('snapshot', 'whole', 'snapshot_section', None, (('version', 'header.version'), ('compressed', 'header.flags.compressed'), ('algorithm', 'header.flags.algorithm'), ('semantic_dims', 'header.semantic_dims'), ('tail_layout', '2 if header.flags.quantized and header.flags.gacl else (1 if header.flags.quantized else 0)')), None), ('wal', 'stream', 'wal_section', None, (('block_compressed', 'header.flags.wal_block_compressed'), ('algorithm', 'header.flags.algorithm'), ('semantic_dims', 'header.semantic_dims'), ('tail_layout', '2 if header.flags.quantized and header.flags.gacl else (1 if header.flags.quantized else 0)')), ({}, (('header', 'whole', 'wal_header', None, (), None), ('entries', 'eos', 'wal_entry', 'not block_compressed', (('semantic_dims', 'semantic_dims'), ('tail_layout', 'tail_layout')), None), ('blocks', 'eos', 'wal_block', 'block_compressed', (('algorithm', 'algorithm'), ('semantic_dims', 'semantic_dims'), ('tail_layout', 'tail_layout')), None))))))), (0, b'HTTH', 'sidecar_segment', {}, False, None, None)]
+RECORD_NAMES = ('file_header', 'bound_pair', 'bounds_section', 'tail_full', 'tail_quantized', 'tail_quantized_gacl', 'meta_pair', 'snapshot_entry', 'snapshot_section', 'insert_body', 'update_body', 'set_semantic_body', 'epoch_body', 'wal_entry', 'wal_header', 'wal_block', 'wal_block_plain', 'wal_section', 'htt_file', 'sidecar_segment')
 # Version registry: current 2, accepted 1..4, retired []
 VERSION_CURRENT = 2
 VERSION_ACCEPTED = (1, 4)
@@ -8892,697 +8898,725 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_file_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'HTT\x00'),
-    '_e_magic' / Tell,
-    '_s_version' / Tell,
-    'version' / Int8ul,
-    '_e_version' / Tell,
-    Check(Code("(1 <= this['version'] and this['version'] <= 4)", lambda this: (1 <= this['version'] and this['version'] <= 4))),
-    '_s_flags' / Tell,
-    'flags' / BitFlags(Int8ul, (('quantized', 7, 1, True), ('meaning_addressed', 6, 1, True), ('gacl', 5, 1, True), ('wal_block_compressed', 4, 1, True), ('has_semantic', 3, 1, True), ('algorithm', 1, 2, False), ('compressed', 0, 1, True))),
-    '_e_flags' / Tell,
-    '_s_dimension' / Tell,
-    'dimension' / Int8ul,
-    '_e_dimension' / Tell,
-    '_s_semantic_dims' / Tell,
-    'semantic_dims' / Int8ul,
-    '_e_semantic_dims' / Tell,
-    '_s_tau' / Tell,
-    'tau' / BytesInteger(16, signed=True, swapped=True),
-    '_e_tau' / Tell,
-    '_s_node_count' / Tell,
-    'node_count' / Int32ul,
-    '_e_node_count' / Tell,
-    'header_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_magic', '_e_node_count')", lambda this: _span_range(this, '_s_magic', '_e_node_count'))),
-)
-C_file_header._bw_fast_runs = {'magic': (28, (('magic', 0, 4), ('version', 4, 1), ('flags', 5, 1), ('dimension', 6, 1), ('semantic_dims', 7, 1), ('tau', 8, 16), ('node_count', 24, 4))), 'header_crc': (4, (('header_crc', 0, 4),))}
-
-C_bound_pair = Struct(
-    '_o_start' / Tell,
-    'min' / Float64l,
-    'max' / Float64l,
-)
-C_bound_pair._bw_fast_runs = {'min': (16, (('min', 0, 8), ('max', 8, 8)))}
-
-C_bounds_section = Struct(
-    '_o_start' / Tell,
-    'bounds' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), C_bound_pair, min_size=16),
-)
-C_bounds_section._bw_fast_runs = {}
-
-C_tail_full = Struct(
-    '_o_start' / Tell,
-    'dims' / PackedView(Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
-)
-C_tail_full._bw_fast_runs = {}
-
-C_tail_quantized = Struct(
-    '_o_start' / Tell,
-    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
-)
-C_tail_quantized._bw_fast_runs = {}
-
-C_tail_quantized_gacl = Struct(
-    '_o_start' / Tell,
-    'reserved' / PackedView(Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
-    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
-)
-C_tail_quantized_gacl._bw_fast_runs = {}
-
-C_meta_pair = Struct(
-    '_o_start' / Tell,
-    'key' / PascalString(Int16ul, 'utf8'),
-    'value' / PascalString(Int16ul, 'utf8'),
-)
-C_meta_pair._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'value': (2, (('value.length', 0, 2),))}
-
-C_snapshot_entry = Struct(
-    '_o_start' / Tell,
-    'key' / PascalString(Int16ul, 'utf8'),
-    'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
-    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
-)
-C_snapshot_entry._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
-
-C_snapshot_section = Struct(
-    '_o_start' / Tell,
-    VersionCheck(Code("not this['_parsing'] or 1 <= this['_params']['version'] <= 4", lambda this: not this['_parsing'] or 1 <= this['_params']['version'] <= 4), 'snapshot_section', 'version', '1..4'),
-    '_o_snap_byte_len' / Tell,
-    'snap_byte_len' / Rebuild(Int32ul, 0),
-    'snap_node_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    '_s_entries' / Tell,
-    'entries' / IfThenElse(Code("(this['_params']['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this['_params']['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), name='entries')),
-    '_e_entries' / Tell,
-    '_patch_snap_byte_len' / Pointer(Code("this['_o_snap_byte_len']", lambda this: this['_o_snap_byte_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
-    'snapshot_crc' / If(Code("(this['_params']['version'] >= 2)", lambda this: (this['_params']['version'] >= 2)), Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')])))),
-)
-
-C_insert_body = Struct(
-    '_o_start' / Tell,
-    'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
-    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
-)
-C_insert_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
-
-C_update_body = Struct(
-    '_o_start' / Tell,
-    'data' / Prefixed(Int32ul, GreedyBytes),
-    'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
-)
-C_update_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
-
-C_set_semantic_body = Struct(
-    '_o_start' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
-    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
-)
-C_set_semantic_body._bw_fast_runs = {}
-
-C_epoch_body = Struct(
-    '_o_start' / Tell,
-    'epoch_id' / Int64ul,
-    'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True)), model=EpochFlags),
-)
-C_epoch_body._bw_fast_runs = {'epoch_id': (9, (('epoch_id', 0, 8), ('flags', 8, 1)))}
-
-C_wal_entry = Struct(
-    '_o_start' / Tell,
-    '_s_seq' / Tell,
-    'seq' / Int32ul,
-    '_e_seq' / Tell,
-    '_s_op' / Tell,
-    'op' / ClosedEnum(Int8ul, 'WalOp', (1, 2, 3, 4, 5, 6), ()),
-    '_e_op' / Tell,
-    '_s_key' / Tell,
-    'key' / PascalString(Int16ul, 'utf8'),
-    '_e_key' / Tell,
-    '_s_body' / Tell,
-    'body' / Switch(Code("this['op']", lambda this: this['op']), {1: C_insert_body, 2: C_update_body, 3: Pass, 4: C_meta_pair, 5: C_set_semantic_body, 6: C_epoch_body}, default=Error),
-    '_e_body' / Tell,
-    'entry_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_seq', '_e_body')", lambda this: _span_range(this, '_s_seq', '_e_body'))),
-)
-C_wal_entry._bw_fast_runs = {'seq': (7, (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))), 'entry_crc': (4, (('entry_crc', 0, 4),))}
-
-C_wal_header = Struct(
-    '_o_start' / Tell,
-    'wal_entry_count' / Int32ul,
-    'wal_base_seq' / Int32ul,
-)
-C_wal_header._bw_fast_runs = {'wal_entry_count': (8, (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4)))}
-
-C_wal_block = Struct(
-    '_o_start' / Tell,
-    'block_entry_count' / Rebuild(Int16ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    Check(Code("(1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
-    'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry, min_size=11), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
-)
-C_wal_block._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
-
-C_wal_block_plain = Struct(
-    '_o_start' / Tell,
-    'block_entry_count' / Int16ul,
-    'plain' / Compressed(GreedyBytes, Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='plain', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
-)
-C_wal_block_plain._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
-
-C_wal_section = Struct(
-    '_o_start' / Tell,
-    'header' / C_wal_header,
-    FieldCheck(Code("this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None", lambda this: this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None), 'entries'),
-    'entries' / If(Code("((not this['_params']['block_compressed']))", lambda this: ((not this['_params']['block_compressed']))), RepeatToEnd(C_wal_entry)),
-    FieldCheck(Code("this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None", lambda this: this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None), 'blocks'),
-    'blocks' / If(Code("(this['_params']['block_compressed'])", lambda this: (this['_params']['block_compressed'])), RepeatToEnd(WithParams(C_wal_block, {'block_limit': Code('67108864', lambda this: 67108864)}))),
-)
-C_wal_section._bw_fast_runs = {}
-
-C_htt_file = Struct(
-    '_o_start' / Tell,
-    'header' / C_file_header,
-    FieldCheck(Code("this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None", lambda this: this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None), 'bounds'),
-    'bounds' / If(Code("(this['header']['flags']['meaning_addressed'])", lambda this: (this['header']['flags']['meaning_addressed'])), WithParams(C_bounds_section, {'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims'])})),
-    'snapshot' / WithParams(C_snapshot_section, {'version': Code("this['header']['version']", lambda this: this['header']['version']), 'compressed': Code("this['header']['flags']['compressed']", lambda this: this['header']['flags']['compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
-    'wal' / WithParams(C_wal_section, {'block_compressed': Code("this['header']['flags']['wal_block_compressed']", lambda this: this['header']['flags']['wal_block_compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
-)
-C_htt_file._bw_fast_runs = {}
-
-C_sidecar_segment = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'HTTH'),
-    'version' / Int8ul,
-    VersionCheck(Code("1 <= this['version'] <= 2", lambda this: 1 <= this['version'] <= 2), 'sidecar_segment', 'version', '1..2'),
-    'semantic_dims' / Int8ul,
-    'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)), model=SidecarLayout)),
-    'reserved6' / If(Code("(this['version'] <= 1)", lambda this: (this['version'] <= 1)), Const(0, Int8ul)),
-    'reserved7' / Const(0, Int8ul),
-    'first_seq' / Int32ul,
-    'end_seq' / Int32ul,
-    '_o_raw_len' / Tell,
-    'raw_len' / Rebuild(Int32ul, 0),
-    '_s_entries' / Tell,
-    'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries'),
-    '_e_entries' / Tell,
-    '_patch_raw_len' / Pointer(Code("this['_o_raw_len']", lambda this: this['_o_raw_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
-    'crc32' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')]))),
-)
-C_sidecar_segment._bw_version_at = ('version', 4, 1, '<B', (1, 2), '1..2', 'sidecar_segment')
-
-def _c2m_flags_header_flags(c):
-    return HeaderFlags(compressed=bool(c['compressed']), algorithm=CompressionAlgorithm(c['algorithm']), has_semantic=bool(c['has_semantic']), wal_block_compressed=bool(c['wal_block_compressed']), gacl=bool(c['gacl']), meaning_addressed=bool(c['meaning_addressed']), quantized=bool(c['quantized']))
-
-def _c2m_flags_epoch_flags(c):
-    if c.__class__ is EpochFlags:  # built by a compiled parse
-        return c
-    return EpochFlags(speculative=bool(c['speculative']), restamp=bool(c['restamp']))
-EpochFlags._bw_opaque = True
-
-def _c2m_flags_sidecar_layout(c):
-    if c.__class__ is SidecarLayout:  # built by a compiled parse
-        return c
-    return SidecarLayout(quantized=bool(c['quantized']), gacl=bool(c['gacl']))
-SidecarLayout._bw_opaque = False
-
-def _c2m_file_header(c):
-    f_version = c['version']
-    f_flags = c['flags']
-    if f_flags is not None:
-        f_flags = _c2m_flags_header_flags(f_flags)
-    f_dimension = c['dimension']
-    f_semantic_dims = c['semantic_dims']
-    f_tau = c['tau']
-    f_node_count = c['node_count']
-    return FileHeader(f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count)
-
-def _m2c_file_header(v):
-    return {
-        'version': v.version,
-        'flags': None if v.flags is None else v.flags.to_dict(),
-        'dimension': v.dimension,
-        'semantic_dims': v.semantic_dims,
-        'tau': v.tau,
-        'node_count': v.node_count,
-    }
-
-def _c2m_bound_pair(c):
-    if c.__class__ is BoundPair:  # built by a compiled parse
-        return c
-    f_min = c['min']
-    f_max = c['max']
-    return BoundPair(f_min, f_max)
-
-def _f2m_bound_pair(f_min, f_max):
-    return BoundPair(f_min, f_max)
-C_bound_pair._bw_model = (_f2m_bound_pair, ('min', 'max'), (), True)
-
-def _m2c_bound_pair(v):
-    return {
-        'min': v.min,
-        'max': v.max,
-    }
-
-def _c2m_bounds_section(c, p_semantic_dims):
-    if c.__class__ is BoundsSection:  # built by a compiled parse
-        return c
-    f_bounds = c['bounds']
-    if f_bounds is not None:
-        f_bounds = [_c2m_bound_pair(_x) for _x in f_bounds]
-    return BoundsSection(f_bounds)
-
-def _f2m_bounds_section(f_bounds):
-    if f_bounds is not None:
-        f_bounds = [(_x if _x.__class__ is BoundPair else _c2m_bound_pair(_x)) for _x in f_bounds]
-    return BoundsSection(f_bounds)
-C_bounds_section._bw_model = (_f2m_bounds_section, ('bounds',), (), True)
-
-def _m2c_bounds_section(v):
-    return {
-        'bounds': None if v.bounds is None else [_m2c_bound_pair(_x) for _x in v.bounds],
-    }
-
-_CPK_tail_full_dims = _packed_kind('<', '', 16, True)
-def _c2m_tail_full(c, p_semantic_dims):
-    if c.__class__ is TailFull:  # built by a compiled parse
-        return c
-    f_dims = c['dims']
-    if f_dims is not None:
-        f_dims = _packed_from(f_dims, _CPK_tail_full_dims)
-    return TailFull(f_dims)
-
-def _f2m_tail_full(f_dims):
-    if f_dims is not None:
-        f_dims = f_dims if f_dims.__class__ is PackedArray and f_dims.kind is _CPK_tail_full_dims else _packed_from(f_dims, _CPK_tail_full_dims)
-    return TailFull(f_dims)
-C_tail_full._bw_model = (_f2m_tail_full, ('dims',), (), True)
-
-def _m2c_tail_full(v):
-    return {
-        'dims': None if v.dims is None else list(v.dims),
-    }
-
-def _c2m_tail_quantized(c, p_semantic_dims):
-    if c.__class__ is TailQuantized:  # built by a compiled parse
-        return c
-    f_user = c['user']
-    return TailQuantized(f_user)
-
-def _f2m_tail_quantized(f_user):
-    return TailQuantized(f_user)
-C_tail_quantized._bw_model = (_f2m_tail_quantized, ('user',), (), True)
-
-def _m2c_tail_quantized(v):
-    return {
-        'user': v.user,
-    }
-
-_CPK_tail_quantized_gacl_reserved = _packed_kind('<', '', 16, True)
-def _c2m_tail_quantized_gacl(c, p_semantic_dims):
-    if c.__class__ is TailQuantizedGacl:  # built by a compiled parse
-        return c
-    f_reserved = c['reserved']
-    if f_reserved is not None:
-        f_reserved = _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
-    f_user = c['user']
-    return TailQuantizedGacl(f_reserved, f_user)
-
-def _f2m_tail_quantized_gacl(f_reserved, f_user):
-    if f_reserved is not None:
-        f_reserved = f_reserved if f_reserved.__class__ is PackedArray and f_reserved.kind is _CPK_tail_quantized_gacl_reserved else _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
-    return TailQuantizedGacl(f_reserved, f_user)
-C_tail_quantized_gacl._bw_model = (_f2m_tail_quantized_gacl, ('reserved', 'user'), (), True)
-
-def _m2c_tail_quantized_gacl(v):
-    return {
-        'reserved': None if v.reserved is None else list(v.reserved),
-        'user': v.user,
-    }
-
-def _c2m_meta_pair(c):
-    if c.__class__ is MetaPair:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    f_value = c['value']
-    return MetaPair(f_key, f_value)
-
-def _f2m_meta_pair(f_key, f_value):
-    return MetaPair(f_key, f_value)
-C_meta_pair._bw_model = (_f2m_meta_pair, ('key', 'value'), (), True)
-
-def _m2c_meta_pair(v):
-    return {
-        'key': v.key,
-        'value': v.value,
-    }
-
-def _c2m_snapshot_entry(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is SnapshotEntry:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
-    return SnapshotEntry(f_key, f_data, f_meta, f_tail)
-
-def _f2m_snapshot_entry(f_key, f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
-    if f_tail is not None:
-        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
-    return SnapshotEntry(f_key, f_data, f_meta, f_tail)
-C_snapshot_entry._bw_model = (_f2m_snapshot_entry, ('key', 'data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_snapshot_entry(v):
-    return {
-        'key': v.key,
-        'data': v.data,
-        'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
-        'tail': None if v.tail is None else _m2c_any(v.tail),
-    }
-
-def _c2m_snapshot_section(c, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    if c.__class__ is SnapshotSection:  # built by a compiled parse
-        return c
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    return SnapshotSection(f_entries)
-
-def _f2m_snapshot_section(f_entries, p_semantic_dims, p_tail_layout):
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is SnapshotEntry else _c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
-    return SnapshotSection(f_entries)
-C_snapshot_section._bw_model = (_f2m_snapshot_section, ('entries',), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_snapshot_section(v):
-    return {
-        'entries': None if v.entries is None else [_m2c_snapshot_entry(_x) for _x in v.entries],
-    }
-
-def _c2m_insert_body(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is InsertBody:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
-    return InsertBody(f_data, f_meta, f_tail)
-
-def _f2m_insert_body(f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
-    if f_tail is not None:
-        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
-    return InsertBody(f_data, f_meta, f_tail)
-C_insert_body._bw_model = (_f2m_insert_body, ('data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_insert_body(v):
-    return {
-        'data': v.data,
-        'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
-        'tail': None if v.tail is None else _m2c_any(v.tail),
-    }
-
-def _c2m_update_body(c):
-    if c.__class__ is UpdateBody:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    return UpdateBody(f_data, f_meta)
-
-def _f2m_update_body(f_data, f_meta):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
-    return UpdateBody(f_data, f_meta)
-C_update_body._bw_model = (_f2m_update_body, ('data', 'meta'), (), True)
-
-def _m2c_update_body(v):
-    return {
-        'data': v.data,
-        'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
-    }
-
-def _c2m_set_semantic_body(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is SetSemanticBody:  # built by a compiled parse
-        return c
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
-    return SetSemanticBody(f_tail)
-
-def _f2m_set_semantic_body(f_tail, p_semantic_dims, p_tail_layout):
-    if f_tail is not None:
-        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
-    return SetSemanticBody(f_tail)
-C_set_semantic_body._bw_model = (_f2m_set_semantic_body, ('tail',), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_set_semantic_body(v):
-    return {
-        'tail': None if v.tail is None else _m2c_any(v.tail),
-    }
-
-def _c2m_epoch_body(c):
-    if c.__class__ is EpochBody:  # built by a compiled parse
-        return c
-    f_epoch_id = c['epoch_id']
-    f_flags = c['flags']
-    if f_flags is not None:
-        f_flags = _c2m_flags_epoch_flags(f_flags)
-    return EpochBody(f_epoch_id, f_flags)
-
-def _f2m_epoch_body(f_epoch_id, f_flags):
-    if f_flags is not None:
-        f_flags = (f_flags if f_flags.__class__ is EpochFlags else _c2m_flags_epoch_flags(f_flags))
-    return EpochBody(f_epoch_id, f_flags)
-C_epoch_body._bw_model = (_f2m_epoch_body, ('epoch_id', 'flags'), (), False)
-
-def _m2c_epoch_body(v):
-    return {
-        'epoch_id': v.epoch_id,
-        'flags': None if v.flags is None else v.flags.to_dict(),
-    }
-
-def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
-    if c.__class__ is WalEntry:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_op = c['op']
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    f_key = c['key']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_insert_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 1 else (_c2m_update_body(f_body) if f_op == 2 else (None if f_op == 3 else (_c2m_meta_pair(f_body) if f_op == 4 else (_c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 5 else (_c2m_epoch_body(f_body) if f_op == 6 else None))))))
-    return WalEntry(f_seq, f_op, f_key, f_body)
-
-def _f2m_wal_entry(f_seq, f_op, f_key, f_body, p_semantic_dims, p_tail_layout):
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is InsertBody else _c2m_insert_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 1 else ((f_body if f_body.__class__ is UpdateBody else _c2m_update_body(f_body)) if f_op == 2 else (None if f_op == 3 else ((f_body if f_body.__class__ is MetaPair else _c2m_meta_pair(f_body)) if f_op == 4 else ((f_body if f_body.__class__ is SetSemanticBody else _c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 5 else ((f_body if f_body.__class__ is EpochBody else _c2m_epoch_body(f_body)) if f_op == 6 else None))))))
-    return WalEntry(f_seq, f_op, f_key, f_body)
-C_wal_entry._bw_model = (_f2m_wal_entry, ('seq', 'op', 'key', 'body'), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_wal_entry(v):
-    return {
-        'seq': v.seq,
-        'op': None if v.op is None else int(v.op),
-        'key': v.key,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.op, {1: InsertBody, 2: UpdateBody, 3: None, 4: MetaPair, 5: SetSemanticBody, 6: EpochBody}, None, 'body')),
-    }
-
-def _c2m_wal_header(c):
-    if c.__class__ is WalHeader:  # built by a compiled parse
-        return c
-    f_wal_entry_count = c['wal_entry_count']
-    f_wal_base_seq = c['wal_base_seq']
-    return WalHeader(f_wal_entry_count, f_wal_base_seq)
-
-def _f2m_wal_header(f_wal_entry_count, f_wal_base_seq):
-    return WalHeader(f_wal_entry_count, f_wal_base_seq)
-C_wal_header._bw_model = (_f2m_wal_header, ('wal_entry_count', 'wal_base_seq'), (), True)
-
-def _m2c_wal_header(v):
-    return {
-        'wal_entry_count': v.wal_entry_count,
-        'wal_base_seq': v.wal_base_seq,
-    }
-
-def _c2m_wal_block(c, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
-    if c.__class__ is WalBlock:  # built by a compiled parse
-        return c
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    return WalBlock(f_entries)
-
-def _f2m_wal_block(f_entries, p_semantic_dims, p_tail_layout):
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
-    return WalBlock(f_entries)
-C_wal_block._bw_model = (_f2m_wal_block, ('entries',), ('semantic_dims', 'tail_layout'), True)
-
-def _m2c_wal_block(v):
-    return {
-        'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
-    }
-
-def _c2m_wal_block_plain(c, p_algorithm, p_block_limit):
-    if c.__class__ is WalBlockPlain:  # built by a compiled parse
-        return c
-    f_block_entry_count = c['block_entry_count']
-    f_plain = c['plain']
-    if f_plain is not None:
-        f_plain = bytes(f_plain)
-    return WalBlockPlain(f_block_entry_count, f_plain)
-
-def _f2m_wal_block_plain(f_block_entry_count, f_plain):
-    if f_plain is not None:
-        f_plain = bytes(f_plain)
-    return WalBlockPlain(f_block_entry_count, f_plain)
-C_wal_block_plain._bw_model = (_f2m_wal_block_plain, ('block_entry_count', 'plain'), (), True)
-
-def _m2c_wal_block_plain(v):
-    return {
-        'block_entry_count': v.block_entry_count,
-        'plain': v.plain,
-    }
-
-def _c2m_wal_section(c, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    if c.__class__ is WalSection:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_wal_header(f_header)
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = [_c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864) for _x in f_blocks]
-    return WalSection(f_header, f_entries, f_blocks)
-
-def _f2m_wal_section(f_header, f_entries, f_blocks, p_algorithm, p_semantic_dims, p_tail_layout):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is WalHeader else _c2m_wal_header(f_header))
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
-    if f_blocks is not None:
-        f_blocks = [(_x if _x.__class__ is WalBlock else _c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)) for _x in f_blocks]
-    return WalSection(f_header, f_entries, f_blocks)
-C_wal_section._bw_model = (_f2m_wal_section, ('header', 'entries', 'blocks'), ('algorithm', 'semantic_dims', 'tail_layout'), True)
-
-def _m2c_wal_section(v):
-    return {
-        'header': None if v.header is None else _m2c_wal_header(v.header),
-        'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
-        'blocks': None if v.blocks is None else [_m2c_wal_block(_x) for _x in v.blocks],
-    }
-
-def _c2m_htt_file(c):
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_file_header(f_header)
-    f_bounds = c['bounds']
-    if f_bounds is not None:
-        f_bounds = _c2m_bounds_section(f_bounds, f_header.semantic_dims)
-    f_snapshot = c['snapshot']
-    if f_snapshot is not None:
-        f_snapshot = _c2m_snapshot_section(f_snapshot, f_header.version, f_header.flags.compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
-    f_wal = c['wal']
-    if f_wal is not None:
-        f_wal = _c2m_wal_section(f_wal, f_header.flags.wal_block_compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
-    return HttFile(f_header, f_bounds, f_snapshot, f_wal)
-
-def _m2c_htt_file(v):
-    return {
-        'header': None if v.header is None else _m2c_file_header(v.header),
-        'bounds': None if v.bounds is None else _m2c_bounds_section(v.bounds),
-        'snapshot': None if v.snapshot is None else _m2c_snapshot_section(v.snapshot),
-        'wal': None if v.wal is None else _m2c_wal_section(v.wal),
-    }
-
-def _c2m_sidecar_segment(c):
-    if c.__class__ is SidecarSegment:  # built by a compiled parse
-        return c
-    f_version = c['version']
-    f_semantic_dims = c['semantic_dims']
-    f_layout = c['layout']
-    if f_layout is not None:
-        f_layout = _c2m_flags_sidecar_layout(f_layout)
-    f_first_seq = c['first_seq']
-    f_end_seq = c['end_seq']
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0)) for _x in f_entries]
-    return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
-
-def _f2m_sidecar_segment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries):
-    if f_layout is not None:
-        f_layout = (f_layout if f_layout.__class__ is SidecarLayout else _c2m_flags_sidecar_layout(f_layout))
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0))) for _x in f_entries]
-    return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
-C_sidecar_segment._bw_model = (_f2m_sidecar_segment, ('version', 'semantic_dims', 'layout', 'first_seq', 'end_seq', 'entries'), (), False)
-
-def _m2c_sidecar_segment(v):
-    return {
-        'version': v.version,
-        'semantic_dims': v.semantic_dims,
-        'layout': None if v.layout is None else v.layout.to_dict(),
-        'first_seq': v.first_seq,
-        'end_seq': v.end_seq,
-        'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {FileHeader: _m2c_file_header, BoundPair: _m2c_bound_pair, BoundsSection: _m2c_bounds_section, TailFull: _m2c_tail_full, TailQuantized: _m2c_tail_quantized, TailQuantizedGacl: _m2c_tail_quantized_gacl, MetaPair: _m2c_meta_pair, SnapshotEntry: _m2c_snapshot_entry, SnapshotSection: _m2c_snapshot_section, InsertBody: _m2c_insert_body, UpdateBody: _m2c_update_body, SetSemanticBody: _m2c_set_semantic_body, EpochBody: _m2c_epoch_body, WalEntry: _m2c_wal_entry, WalHeader: _m2c_wal_header, WalBlock: _m2c_wal_block, WalBlockPlain: _m2c_wal_block_plain, WalSection: _m2c_wal_section, HttFile: _m2c_htt_file, SidecarSegment: _m2c_sidecar_segment }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_file_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'HTT\x00'),
+        '_e_magic' / Tell,
+        '_s_version' / Tell,
+        'version' / Int8ul,
+        '_e_version' / Tell,
+        Check(Code("(1 <= this['version'] and this['version'] <= 4)", lambda this: (1 <= this['version'] and this['version'] <= 4))),
+        '_s_flags' / Tell,
+        'flags' / BitFlags(Int8ul, (('quantized', 7, 1, True), ('meaning_addressed', 6, 1, True), ('gacl', 5, 1, True), ('wal_block_compressed', 4, 1, True), ('has_semantic', 3, 1, True), ('algorithm', 1, 2, False), ('compressed', 0, 1, True))),
+        '_e_flags' / Tell,
+        '_s_dimension' / Tell,
+        'dimension' / Int8ul,
+        '_e_dimension' / Tell,
+        '_s_semantic_dims' / Tell,
+        'semantic_dims' / Int8ul,
+        '_e_semantic_dims' / Tell,
+        '_s_tau' / Tell,
+        'tau' / BytesInteger(16, signed=True, swapped=True),
+        '_e_tau' / Tell,
+        '_s_node_count' / Tell,
+        'node_count' / Int32ul,
+        '_e_node_count' / Tell,
+        'header_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_magic', '_e_node_count')", lambda this: _span_range(this, '_s_magic', '_e_node_count'))),
+    )
+    C_file_header._bw_fast_runs = {'magic': (28, (('magic', 0, 4), ('version', 4, 1), ('flags', 5, 1), ('dimension', 6, 1), ('semantic_dims', 7, 1), ('tau', 8, 16), ('node_count', 24, 4))), 'header_crc': (4, (('header_crc', 0, 4),))}
+
+    C_bound_pair = Struct(
+        '_o_start' / Tell,
+        'min' / Float64l,
+        'max' / Float64l,
+    )
+    C_bound_pair._bw_fast_runs = {'min': (16, (('min', 0, 8), ('max', 8, 8)))}
+
+    C_bounds_section = Struct(
+        '_o_start' / Tell,
+        'bounds' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), C_bound_pair, min_size=16),
+    )
+    C_bounds_section._bw_fast_runs = {}
+
+    C_tail_full = Struct(
+        '_o_start' / Tell,
+        'dims' / PackedView(Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
+    )
+    C_tail_full._bw_fast_runs = {}
+
+    C_tail_quantized = Struct(
+        '_o_start' / Tell,
+        'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
+    )
+    C_tail_quantized._bw_fast_runs = {}
+
+    C_tail_quantized_gacl = Struct(
+        '_o_start' / Tell,
+        'reserved' / PackedView(Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True), min_size=16), _packed_kind('<', '', 16, True)),
+        'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl, min_size=2),
+    )
+    C_tail_quantized_gacl._bw_fast_runs = {}
+
+    C_meta_pair = Struct(
+        '_o_start' / Tell,
+        'key' / PascalString(Int16ul, 'utf8'),
+        'value' / PascalString(Int16ul, 'utf8'),
+    )
+    C_meta_pair._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'value': (2, (('value.length', 0, 2),))}
+
+    C_snapshot_entry = Struct(
+        '_o_start' / Tell,
+        'key' / PascalString(Int16ul, 'utf8'),
+        'data' / Prefixed(Int32ul, GreedyBytes),
+        'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
+        'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    )
+    C_snapshot_entry._bw_fast_runs = {'key': (2, (('key.length', 0, 2),)), 'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
+
+    C_snapshot_section = Struct(
+        '_o_start' / Tell,
+        VersionCheck(Code("not this['_parsing'] or 1 <= this['_params']['version'] <= 4", lambda this: not this['_parsing'] or 1 <= this['_params']['version'] <= 4), 'snapshot_section', 'version', '1..4'),
+        '_o_snap_byte_len' / Tell,
+        'snap_byte_len' / Rebuild(Int32ul, 0),
+        'snap_node_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
+        '_s_entries' / Tell,
+        'entries' / IfThenElse(Code("(this['_params']['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this['_params']['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry, min_size=8)), name='entries')),
+        '_e_entries' / Tell,
+        '_patch_snap_byte_len' / Pointer(Code("this['_o_snap_byte_len']", lambda this: this['_o_snap_byte_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
+        'snapshot_crc' / If(Code("(this['_params']['version'] >= 2)", lambda this: (this['_params']['version'] >= 2)), Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')])))),
+    )
+
+    C_insert_body = Struct(
+        '_o_start' / Tell,
+        'data' / Prefixed(Int32ul, GreedyBytes),
+        'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
+        'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    )
+    C_insert_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
+
+    C_update_body = Struct(
+        '_o_start' / Tell,
+        'data' / Prefixed(Int32ul, GreedyBytes),
+        'meta' / PrefixedArray(Int16ul, C_meta_pair, min_size=4),
+    )
+    C_update_body._bw_fast_runs = {'data': (4, (('data.length', 0, 4),)), 'meta': (2, (('meta.length', 0, 2),))}
+
+    C_set_semantic_body = Struct(
+        '_o_start' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None", lambda this: this['_parsing'] or ((this['_params']['semantic_dims'] > 0)) or this.get('tail') is None), 'tail'),
+        'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    )
+    C_set_semantic_body._bw_fast_runs = {}
+
+    C_epoch_body = Struct(
+        '_o_start' / Tell,
+        'epoch_id' / Int64ul,
+        'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True)), model=EpochFlags),
+    )
+    C_epoch_body._bw_fast_runs = {'epoch_id': (9, (('epoch_id', 0, 8), ('flags', 8, 1)))}
+
+    C_wal_entry = Struct(
+        '_o_start' / Tell,
+        '_s_seq' / Tell,
+        'seq' / Int32ul,
+        '_e_seq' / Tell,
+        '_s_op' / Tell,
+        'op' / ClosedEnum(Int8ul, 'WalOp', (1, 2, 3, 4, 5, 6), ()),
+        '_e_op' / Tell,
+        '_s_key' / Tell,
+        'key' / PascalString(Int16ul, 'utf8'),
+        '_e_key' / Tell,
+        '_s_body' / Tell,
+        'body' / Switch(Code("this['op']", lambda this: this['op']), {1: C_insert_body, 2: C_update_body, 3: Pass, 4: C_meta_pair, 5: C_set_semantic_body, 6: C_epoch_body}, default=Error),
+        '_e_body' / Tell,
+        'entry_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_seq', '_e_body')", lambda this: _span_range(this, '_s_seq', '_e_body'))),
+    )
+    C_wal_entry._bw_fast_runs = {'seq': (7, (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))), 'entry_crc': (4, (('entry_crc', 0, 4),))}
+
+    C_wal_header = Struct(
+        '_o_start' / Tell,
+        'wal_entry_count' / Int32ul,
+        'wal_base_seq' / Int32ul,
+    )
+    C_wal_header._bw_fast_runs = {'wal_entry_count': (8, (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4)))}
+
+    C_wal_block = Struct(
+        '_o_start' / Tell,
+        'block_entry_count' / Rebuild(Int16ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
+        Check(Code("(1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
+        'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry, min_size=11), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
+    )
+    C_wal_block._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
+
+    C_wal_block_plain = Struct(
+        '_o_start' / Tell,
+        'block_entry_count' / Int16ul,
+        'plain' / Compressed(GreedyBytes, Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='plain', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
+    )
+    C_wal_block_plain._bw_fast_runs = {'block_entry_count': (2, (('block_entry_count', 0, 2),))}
+
+    C_wal_section = Struct(
+        '_o_start' / Tell,
+        'header' / C_wal_header,
+        FieldCheck(Code("this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None", lambda this: this['_parsing'] or ((not this['_params']['block_compressed'])) or this.get('entries') is None), 'entries'),
+        'entries' / If(Code("((not this['_params']['block_compressed']))", lambda this: ((not this['_params']['block_compressed']))), RepeatToEnd(C_wal_entry)),
+        FieldCheck(Code("this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None", lambda this: this['_parsing'] or (this['_params']['block_compressed']) or this.get('blocks') is None), 'blocks'),
+        'blocks' / If(Code("(this['_params']['block_compressed'])", lambda this: (this['_params']['block_compressed'])), RepeatToEnd(WithParams(C_wal_block, {'block_limit': Code('67108864', lambda this: 67108864)}))),
+    )
+    C_wal_section._bw_fast_runs = {}
+
+    C_htt_file = Struct(
+        '_o_start' / Tell,
+        'header' / C_file_header,
+        FieldCheck(Code("this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None", lambda this: this['_parsing'] or (this['header']['flags']['meaning_addressed']) or this.get('bounds') is None), 'bounds'),
+        'bounds' / If(Code("(this['header']['flags']['meaning_addressed'])", lambda this: (this['header']['flags']['meaning_addressed'])), WithParams(C_bounds_section, {'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims'])})),
+        'snapshot' / WithParams(C_snapshot_section, {'version': Code("this['header']['version']", lambda this: this['header']['version']), 'compressed': Code("this['header']['flags']['compressed']", lambda this: this['header']['flags']['compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
+        'wal' / WithParams(C_wal_section, {'block_compressed': Code("this['header']['flags']['wal_block_compressed']", lambda this: this['header']['flags']['wal_block_compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
+    )
+    C_htt_file._bw_fast_runs = {}
+
+    C_sidecar_segment = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'HTTH'),
+        'version' / Int8ul,
+        VersionCheck(Code("1 <= this['version'] <= 2", lambda this: 1 <= this['version'] <= 2), 'sidecar_segment', 'version', '1..2'),
+        'semantic_dims' / Int8ul,
+        'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)), model=SidecarLayout)),
+        'reserved6' / If(Code("(this['version'] <= 1)", lambda this: (this['version'] <= 1)), Const(0, Int8ul)),
+        'reserved7' / Const(0, Int8ul),
+        'first_seq' / Int32ul,
+        'end_seq' / Int32ul,
+        '_o_raw_len' / Tell,
+        'raw_len' / Rebuild(Int32ul, 0),
+        '_s_entries' / Tell,
+        'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries'),
+        '_e_entries' / Tell,
+        '_patch_raw_len' / Pointer(Code("this['_o_raw_len']", lambda this: this['_o_raw_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
+        'crc32' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')]))),
+    )
+    C_sidecar_segment._bw_version_at = ('version', 4, 1, '<B', (1, 2), '1..2', 'sidecar_segment')
+
+    def _c2m_flags_header_flags(c):
+        return HeaderFlags(compressed=bool(c['compressed']), algorithm=CompressionAlgorithm(c['algorithm']), has_semantic=bool(c['has_semantic']), wal_block_compressed=bool(c['wal_block_compressed']), gacl=bool(c['gacl']), meaning_addressed=bool(c['meaning_addressed']), quantized=bool(c['quantized']))
+
+    def _c2m_flags_epoch_flags(c):
+        if c.__class__ is EpochFlags:  # built by a compiled parse
+            return c
+        return EpochFlags(speculative=bool(c['speculative']), restamp=bool(c['restamp']))
+    EpochFlags._bw_opaque = True
+
+    def _c2m_flags_sidecar_layout(c):
+        if c.__class__ is SidecarLayout:  # built by a compiled parse
+            return c
+        return SidecarLayout(quantized=bool(c['quantized']), gacl=bool(c['gacl']))
+    SidecarLayout._bw_opaque = False
+
+    def _c2m_file_header(c):
+        f_version = c['version']
+        f_flags = c['flags']
+        if f_flags is not None:
+            f_flags = _c2m_flags_header_flags(f_flags)
+        f_dimension = c['dimension']
+        f_semantic_dims = c['semantic_dims']
+        f_tau = c['tau']
+        f_node_count = c['node_count']
+        return FileHeader(f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count)
+
+    def _m2c_file_header(v):
+        return {
+            'version': v.version,
+            'flags': None if v.flags is None else v.flags.to_dict(),
+            'dimension': v.dimension,
+            'semantic_dims': v.semantic_dims,
+            'tau': v.tau,
+            'node_count': v.node_count,
+        }
+
+    def _c2m_bound_pair(c):
+        if c.__class__ is BoundPair:  # built by a compiled parse
+            return c
+        f_min = c['min']
+        f_max = c['max']
+        return BoundPair(f_min, f_max)
+
+    def _f2m_bound_pair(f_min, f_max):
+        return BoundPair(f_min, f_max)
+    C_bound_pair._bw_model = (_f2m_bound_pair, ('min', 'max'), (), True)
+
+    def _m2c_bound_pair(v):
+        return {
+            'min': v.min,
+            'max': v.max,
+        }
+
+    def _c2m_bounds_section(c, p_semantic_dims):
+        if c.__class__ is BoundsSection:  # built by a compiled parse
+            return c
+        f_bounds = c['bounds']
+        if f_bounds is not None:
+            f_bounds = [_c2m_bound_pair(_x) for _x in f_bounds]
+        return BoundsSection(f_bounds)
+
+    def _f2m_bounds_section(f_bounds):
+        if f_bounds is not None:
+            f_bounds = [(_x if _x.__class__ is BoundPair else _c2m_bound_pair(_x)) for _x in f_bounds]
+        return BoundsSection(f_bounds)
+    C_bounds_section._bw_model = (_f2m_bounds_section, ('bounds',), (), True)
+
+    def _m2c_bounds_section(v):
+        return {
+            'bounds': None if v.bounds is None else [_m2c_bound_pair(_x) for _x in v.bounds],
+        }
+
+    _CPK_tail_full_dims = _packed_kind('<', '', 16, True)
+    def _c2m_tail_full(c, p_semantic_dims):
+        if c.__class__ is TailFull:  # built by a compiled parse
+            return c
+        f_dims = c['dims']
+        if f_dims is not None:
+            f_dims = _packed_from(f_dims, _CPK_tail_full_dims)
+        return TailFull(f_dims)
+
+    def _f2m_tail_full(f_dims):
+        if f_dims is not None:
+            f_dims = f_dims if f_dims.__class__ is PackedArray and f_dims.kind is _CPK_tail_full_dims else _packed_from(f_dims, _CPK_tail_full_dims)
+        return TailFull(f_dims)
+    C_tail_full._bw_model = (_f2m_tail_full, ('dims',), (), True)
+
+    def _m2c_tail_full(v):
+        return {
+            'dims': None if v.dims is None else list(v.dims),
+        }
+
+    def _c2m_tail_quantized(c, p_semantic_dims):
+        if c.__class__ is TailQuantized:  # built by a compiled parse
+            return c
+        f_user = c['user']
+        return TailQuantized(f_user)
+
+    def _f2m_tail_quantized(f_user):
+        return TailQuantized(f_user)
+    C_tail_quantized._bw_model = (_f2m_tail_quantized, ('user',), (), True)
+
+    def _m2c_tail_quantized(v):
+        return {
+            'user': v.user,
+        }
+
+    _CPK_tail_quantized_gacl_reserved = _packed_kind('<', '', 16, True)
+    def _c2m_tail_quantized_gacl(c, p_semantic_dims):
+        if c.__class__ is TailQuantizedGacl:  # built by a compiled parse
+            return c
+        f_reserved = c['reserved']
+        if f_reserved is not None:
+            f_reserved = _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
+        f_user = c['user']
+        return TailQuantizedGacl(f_reserved, f_user)
+
+    def _f2m_tail_quantized_gacl(f_reserved, f_user):
+        if f_reserved is not None:
+            f_reserved = f_reserved if f_reserved.__class__ is PackedArray and f_reserved.kind is _CPK_tail_quantized_gacl_reserved else _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
+        return TailQuantizedGacl(f_reserved, f_user)
+    C_tail_quantized_gacl._bw_model = (_f2m_tail_quantized_gacl, ('reserved', 'user'), (), True)
+
+    def _m2c_tail_quantized_gacl(v):
+        return {
+            'reserved': None if v.reserved is None else list(v.reserved),
+            'user': v.user,
+        }
+
+    def _c2m_meta_pair(c):
+        if c.__class__ is MetaPair:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        f_value = c['value']
+        return MetaPair(f_key, f_value)
+
+    def _f2m_meta_pair(f_key, f_value):
+        return MetaPair(f_key, f_value)
+    C_meta_pair._bw_model = (_f2m_meta_pair, ('key', 'value'), (), True)
+
+    def _m2c_meta_pair(v):
+        return {
+            'key': v.key,
+            'value': v.value,
+        }
+
+    def _c2m_snapshot_entry(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is SnapshotEntry:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
+        return SnapshotEntry(f_key, f_data, f_meta, f_tail)
+
+    def _f2m_snapshot_entry(f_key, f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+        if f_tail is not None:
+            f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+        return SnapshotEntry(f_key, f_data, f_meta, f_tail)
+    C_snapshot_entry._bw_model = (_f2m_snapshot_entry, ('key', 'data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_snapshot_entry(v):
+        return {
+            'key': v.key,
+            'data': v.data,
+            'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
+            'tail': None if v.tail is None else _m2c_any(v.tail),
+        }
+
+    def _c2m_snapshot_section(c, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+        if c.__class__ is SnapshotSection:  # built by a compiled parse
+            return c
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
+        return SnapshotSection(f_entries)
+
+    def _f2m_snapshot_section(f_entries, p_semantic_dims, p_tail_layout):
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is SnapshotEntry else _c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+        return SnapshotSection(f_entries)
+    C_snapshot_section._bw_model = (_f2m_snapshot_section, ('entries',), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_snapshot_section(v):
+        return {
+            'entries': None if v.entries is None else [_m2c_snapshot_entry(_x) for _x in v.entries],
+        }
+
+    def _c2m_insert_body(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is InsertBody:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
+        return InsertBody(f_data, f_meta, f_tail)
+
+    def _f2m_insert_body(f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+        if f_tail is not None:
+            f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+        return InsertBody(f_data, f_meta, f_tail)
+    C_insert_body._bw_model = (_f2m_insert_body, ('data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_insert_body(v):
+        return {
+            'data': v.data,
+            'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
+            'tail': None if v.tail is None else _m2c_any(v.tail),
+        }
+
+    def _c2m_update_body(c):
+        if c.__class__ is UpdateBody:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
+        return UpdateBody(f_data, f_meta)
+
+    def _f2m_update_body(f_data, f_meta):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+        return UpdateBody(f_data, f_meta)
+    C_update_body._bw_model = (_f2m_update_body, ('data', 'meta'), (), True)
+
+    def _m2c_update_body(v):
+        return {
+            'data': v.data,
+            'meta': None if v.meta is None else [_m2c_meta_pair(_x) for _x in v.meta],
+        }
+
+    def _c2m_set_semantic_body(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is SetSemanticBody:  # built by a compiled parse
+            return c
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
+        return SetSemanticBody(f_tail)
+
+    def _f2m_set_semantic_body(f_tail, p_semantic_dims, p_tail_layout):
+        if f_tail is not None:
+            f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+        return SetSemanticBody(f_tail)
+    C_set_semantic_body._bw_model = (_f2m_set_semantic_body, ('tail',), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_set_semantic_body(v):
+        return {
+            'tail': None if v.tail is None else _m2c_any(v.tail),
+        }
+
+    def _c2m_epoch_body(c):
+        if c.__class__ is EpochBody:  # built by a compiled parse
+            return c
+        f_epoch_id = c['epoch_id']
+        f_flags = c['flags']
+        if f_flags is not None:
+            f_flags = _c2m_flags_epoch_flags(f_flags)
+        return EpochBody(f_epoch_id, f_flags)
+
+    def _f2m_epoch_body(f_epoch_id, f_flags):
+        if f_flags is not None:
+            f_flags = (f_flags if f_flags.__class__ is EpochFlags else _c2m_flags_epoch_flags(f_flags))
+        return EpochBody(f_epoch_id, f_flags)
+    C_epoch_body._bw_model = (_f2m_epoch_body, ('epoch_id', 'flags'), (), False)
+
+    def _m2c_epoch_body(v):
+        return {
+            'epoch_id': v.epoch_id,
+            'flags': None if v.flags is None else v.flags.to_dict(),
+        }
+
+    def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
+        if c.__class__ is WalEntry:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_op = c['op']
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        f_key = c['key']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_insert_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 1 else (_c2m_update_body(f_body) if f_op == 2 else (None if f_op == 3 else (_c2m_meta_pair(f_body) if f_op == 4 else (_c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 5 else (_c2m_epoch_body(f_body) if f_op == 6 else None))))))
+        return WalEntry(f_seq, f_op, f_key, f_body)
+
+    def _f2m_wal_entry(f_seq, f_op, f_key, f_body, p_semantic_dims, p_tail_layout):
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is InsertBody else _c2m_insert_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 1 else ((f_body if f_body.__class__ is UpdateBody else _c2m_update_body(f_body)) if f_op == 2 else (None if f_op == 3 else ((f_body if f_body.__class__ is MetaPair else _c2m_meta_pair(f_body)) if f_op == 4 else ((f_body if f_body.__class__ is SetSemanticBody else _c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 5 else ((f_body if f_body.__class__ is EpochBody else _c2m_epoch_body(f_body)) if f_op == 6 else None))))))
+        return WalEntry(f_seq, f_op, f_key, f_body)
+    C_wal_entry._bw_model = (_f2m_wal_entry, ('seq', 'op', 'key', 'body'), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_wal_entry(v):
+        return {
+            'seq': v.seq,
+            'op': None if v.op is None else int(v.op),
+            'key': v.key,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.op, {1: InsertBody, 2: UpdateBody, 3: None, 4: MetaPair, 5: SetSemanticBody, 6: EpochBody}, None, 'body')),
+        }
+
+    def _c2m_wal_header(c):
+        if c.__class__ is WalHeader:  # built by a compiled parse
+            return c
+        f_wal_entry_count = c['wal_entry_count']
+        f_wal_base_seq = c['wal_base_seq']
+        return WalHeader(f_wal_entry_count, f_wal_base_seq)
+
+    def _f2m_wal_header(f_wal_entry_count, f_wal_base_seq):
+        return WalHeader(f_wal_entry_count, f_wal_base_seq)
+    C_wal_header._bw_model = (_f2m_wal_header, ('wal_entry_count', 'wal_base_seq'), (), True)
+
+    def _m2c_wal_header(v):
+        return {
+            'wal_entry_count': v.wal_entry_count,
+            'wal_base_seq': v.wal_base_seq,
+        }
+
+    def _c2m_wal_block(c, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
+        if c.__class__ is WalBlock:  # built by a compiled parse
+            return c
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
+        return WalBlock(f_entries)
+
+    def _f2m_wal_block(f_entries, p_semantic_dims, p_tail_layout):
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+        return WalBlock(f_entries)
+    C_wal_block._bw_model = (_f2m_wal_block, ('entries',), ('semantic_dims', 'tail_layout'), True)
+
+    def _m2c_wal_block(v):
+        return {
+            'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
+        }
+
+    def _c2m_wal_block_plain(c, p_algorithm, p_block_limit):
+        if c.__class__ is WalBlockPlain:  # built by a compiled parse
+            return c
+        f_block_entry_count = c['block_entry_count']
+        f_plain = c['plain']
+        if f_plain is not None:
+            f_plain = bytes(f_plain)
+        return WalBlockPlain(f_block_entry_count, f_plain)
+
+    def _f2m_wal_block_plain(f_block_entry_count, f_plain):
+        if f_plain is not None:
+            f_plain = bytes(f_plain)
+        return WalBlockPlain(f_block_entry_count, f_plain)
+    C_wal_block_plain._bw_model = (_f2m_wal_block_plain, ('block_entry_count', 'plain'), (), True)
+
+    def _m2c_wal_block_plain(v):
+        return {
+            'block_entry_count': v.block_entry_count,
+            'plain': v.plain,
+        }
+
+    def _c2m_wal_section(c, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+        if c.__class__ is WalSection:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_wal_header(f_header)
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = [_c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864) for _x in f_blocks]
+        return WalSection(f_header, f_entries, f_blocks)
+
+    def _f2m_wal_section(f_header, f_entries, f_blocks, p_algorithm, p_semantic_dims, p_tail_layout):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is WalHeader else _c2m_wal_header(f_header))
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+        if f_blocks is not None:
+            f_blocks = [(_x if _x.__class__ is WalBlock else _c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)) for _x in f_blocks]
+        return WalSection(f_header, f_entries, f_blocks)
+    C_wal_section._bw_model = (_f2m_wal_section, ('header', 'entries', 'blocks'), ('algorithm', 'semantic_dims', 'tail_layout'), True)
+
+    def _m2c_wal_section(v):
+        return {
+            'header': None if v.header is None else _m2c_wal_header(v.header),
+            'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
+            'blocks': None if v.blocks is None else [_m2c_wal_block(_x) for _x in v.blocks],
+        }
+
+    def _c2m_htt_file(c):
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_file_header(f_header)
+        f_bounds = c['bounds']
+        if f_bounds is not None:
+            f_bounds = _c2m_bounds_section(f_bounds, f_header.semantic_dims)
+        f_snapshot = c['snapshot']
+        if f_snapshot is not None:
+            f_snapshot = _c2m_snapshot_section(f_snapshot, f_header.version, f_header.flags.compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
+        f_wal = c['wal']
+        if f_wal is not None:
+            f_wal = _c2m_wal_section(f_wal, f_header.flags.wal_block_compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
+        return HttFile(f_header, f_bounds, f_snapshot, f_wal)
+
+    def _m2c_htt_file(v):
+        return {
+            'header': None if v.header is None else _m2c_file_header(v.header),
+            'bounds': None if v.bounds is None else _m2c_bounds_section(v.bounds),
+            'snapshot': None if v.snapshot is None else _m2c_snapshot_section(v.snapshot),
+            'wal': None if v.wal is None else _m2c_wal_section(v.wal),
+        }
+
+    def _c2m_sidecar_segment(c):
+        if c.__class__ is SidecarSegment:  # built by a compiled parse
+            return c
+        f_version = c['version']
+        f_semantic_dims = c['semantic_dims']
+        f_layout = c['layout']
+        if f_layout is not None:
+            f_layout = _c2m_flags_sidecar_layout(f_layout)
+        f_first_seq = c['first_seq']
+        f_end_seq = c['end_seq']
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0)) for _x in f_entries]
+        return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
+
+    def _f2m_sidecar_segment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries):
+        if f_layout is not None:
+            f_layout = (f_layout if f_layout.__class__ is SidecarLayout else _c2m_flags_sidecar_layout(f_layout))
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0))) for _x in f_entries]
+        return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
+    C_sidecar_segment._bw_model = (_f2m_sidecar_segment, ('version', 'semantic_dims', 'layout', 'first_seq', 'end_seq', 'entries'), (), False)
+
+    def _m2c_sidecar_segment(v):
+        return {
+            'version': v.version,
+            'semantic_dims': v.semantic_dims,
+            'layout': None if v.layout is None else v.layout.to_dict(),
+            'first_seq': v.first_seq,
+            'end_seq': v.end_seq,
+            'entries': None if v.entries is None else [_m2c_wal_entry(_x) for _x in v.entries],
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {FileHeader: _m2c_file_header, BoundPair: _m2c_bound_pair, BoundsSection: _m2c_bounds_section, TailFull: _m2c_tail_full, TailQuantized: _m2c_tail_quantized, TailQuantizedGacl: _m2c_tail_quantized_gacl, MetaPair: _m2c_meta_pair, SnapshotEntry: _m2c_snapshot_entry, SnapshotSection: _m2c_snapshot_section, InsertBody: _m2c_insert_body, UpdateBody: _m2c_update_body, SetSemanticBody: _m2c_set_semantic_body, EpochBody: _m2c_epoch_body, WalEntry: _m2c_wal_entry, WalHeader: _m2c_wal_header, WalBlock: _m2c_wal_block, WalBlockPlain: _m2c_wal_block_plain, WalSection: _m2c_wal_section, HttFile: _m2c_htt_file, SidecarSegment: _m2c_sidecar_segment }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_file_header(buf, offset: int = 0, *, compiled: bool = False) -> FileHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("file_header") if compiled else C_file_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9597,6 +9631,7 @@ def construct_decode_file_header(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("file_header") if compiled else C_file_header
     try:
         data = con.build(_m2c_file_header(value))
@@ -9609,6 +9644,7 @@ def construct_encode_file_header(value: FileHeader, *, compiled: bool = False) -
 
 def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False) -> BoundPair:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bound_pair") if compiled else C_bound_pair
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9623,6 +9659,7 @@ def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bound_pair") if compiled else C_bound_pair
     try:
         data = con.build(_m2c_bound_pair(value))
@@ -9635,6 +9672,7 @@ def construct_encode_bound_pair(value: BoundPair, *, compiled: bool = False) -> 
 
 def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> BoundsSection:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bounds_section") if compiled else C_bounds_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9649,6 +9687,7 @@ def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bounds_section") if compiled else C_bounds_section
     try:
         data = con.build(_m2c_bounds_section(value), semantic_dims=semantic_dims)
@@ -9661,6 +9700,7 @@ def construct_encode_bounds_section(value: BoundsSection, *, compiled: bool = Fa
 
 def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailFull:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_full") if compiled else C_tail_full
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9675,6 +9715,7 @@ def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_full") if compiled else C_tail_full
     try:
         data = con.build(_m2c_tail_full(value), semantic_dims=semantic_dims)
@@ -9687,6 +9728,7 @@ def construct_encode_tail_full(value: TailFull, *, compiled: bool = False, seman
 
 def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailQuantized:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized") if compiled else C_tail_quantized
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9701,6 +9743,7 @@ def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized") if compiled else C_tail_quantized
     try:
         data = con.build(_m2c_tail_quantized(value), semantic_dims=semantic_dims)
@@ -9713,6 +9756,7 @@ def construct_encode_tail_quantized(value: TailQuantized, *, compiled: bool = Fa
 
 def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int) -> TailQuantizedGacl:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized_gacl") if compiled else C_tail_quantized_gacl
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9727,6 +9771,7 @@ def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: bool = False, semantic_dims: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tail_quantized_gacl") if compiled else C_tail_quantized_gacl
     try:
         data = con.build(_m2c_tail_quantized_gacl(value), semantic_dims=semantic_dims)
@@ -9739,6 +9784,7 @@ def construct_encode_tail_quantized_gacl(value: TailQuantizedGacl, *, compiled: 
 
 def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) -> MetaPair:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_pair") if compiled else C_meta_pair
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9753,6 +9799,7 @@ def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_meta_pair(value: MetaPair, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_pair") if compiled else C_meta_pair
     try:
         data = con.build(_m2c_meta_pair(value))
@@ -9767,6 +9814,7 @@ def construct_decode_snapshot_entry(buf, offset: int = 0, *, compiled: bool = Fa
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9783,6 +9831,7 @@ def construct_encode_snapshot_entry(value: SnapshotEntry, *, compiled: bool = Fa
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
     try:
         data = con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9799,6 +9848,7 @@ def construct_decode_snapshot_section(buf, offset: int = 0, *, compiled: bool = 
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9817,6 +9867,7 @@ def construct_encode_snapshot_section(value: SnapshotSection, *, compiled: bool 
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
     try:
         data = con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9831,6 +9882,7 @@ def construct_decode_insert_body(buf, offset: int = 0, *, compiled: bool = False
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("insert_body") if compiled else C_insert_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9847,6 +9899,7 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("insert_body") if compiled else C_insert_body
     try:
         data = con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9859,6 +9912,7 @@ def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, s
 
 def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False) -> UpdateBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("update_body") if compiled else C_update_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9873,6 +9927,7 @@ def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_update_body(value: UpdateBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("update_body") if compiled else C_update_body
     try:
         data = con.build(_m2c_update_body(value))
@@ -9887,6 +9942,7 @@ def construct_decode_set_semantic_body(buf, offset: int = 0, *, compiled: bool =
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9903,6 +9959,7 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
     try:
         data = con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9915,6 +9972,7 @@ def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool
 
 def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False) -> EpochBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_body") if compiled else C_epoch_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9929,6 +9987,7 @@ def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_epoch_body(value: EpochBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_body") if compiled else C_epoch_body
     try:
         data = con.build(_m2c_epoch_body(value))
@@ -9943,6 +10002,7 @@ def construct_decode_wal_entry(buf, offset: int = 0, *, compiled: bool = False, 
     """Decode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_entry") if compiled else C_wal_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9959,6 +10019,7 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
     """Encode through the Construct definition (the reference path)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_entry") if compiled else C_wal_entry
     try:
         data = con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -9971,6 +10032,7 @@ def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, seman
 
 def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False) -> WalHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_header") if compiled else C_wal_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -9985,6 +10047,7 @@ def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_wal_header(value: WalHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_header") if compiled else C_wal_header
     try:
         data = con.build(_m2c_wal_header(value))
@@ -10001,6 +10064,7 @@ def construct_decode_wal_block(buf, offset: int = 0, *, compiled: bool = False, 
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_block") if compiled else C_wal_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10019,6 +10083,7 @@ def construct_encode_wal_block(value: WalBlock, *, compiled: bool = False, algor
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_block") if compiled else C_wal_block
     try:
         data = con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
@@ -10033,6 +10098,7 @@ def construct_decode_wal_block_plain(buf, offset: int = 0, *, compiled: bool = F
     """Decode through the Construct definition (the reference path)."""
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
+    _construct()
     con = _compiled("wal_block_plain") if compiled else C_wal_block_plain
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10049,6 +10115,7 @@ def construct_encode_wal_block_plain(value: WalBlockPlain, *, compiled: bool = F
     """Encode through the Construct definition (the reference path)."""
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
+    _construct()
     con = _compiled("wal_block_plain") if compiled else C_wal_block_plain
     try:
         data = con.build(_m2c_wal_block_plain(value), algorithm=algorithm, block_limit=block_limit)
@@ -10065,6 +10132,7 @@ def construct_decode_wal_section(buf, offset: int = 0, *, compiled: bool = False
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_section") if compiled else C_wal_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10083,6 +10151,7 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    _construct()
     con = _compiled("wal_section") if compiled else C_wal_section
     try:
         data = con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
@@ -10095,6 +10164,7 @@ def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, b
 
 def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -> HttFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("htt_file") if compiled else C_htt_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10109,6 +10179,7 @@ def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("htt_file") if compiled else C_htt_file
     try:
         data = con.build(_m2c_htt_file(value))
@@ -10121,6 +10192,7 @@ def construct_encode_htt_file(value: HttFile, *, compiled: bool = False) -> byte
 
 def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = False) -> SidecarSegment:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sidecar_segment") if compiled else C_sidecar_segment
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -10135,6 +10207,7 @@ def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_sidecar_segment(value: SidecarSegment, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sidecar_segment") if compiled else C_sidecar_segment
     try:
         data = con.build(_m2c_sidecar_segment(value))
@@ -10150,6 +10223,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -10944,3 +11018,133 @@ DECODERS = {"file_header": decode_file_header, "bound_pair": decode_bound_pair, 
 ENCODERS = {"file_header": encode_file_header, "bound_pair": encode_bound_pair, "bounds_section": encode_bounds_section, "tail_full": encode_tail_full, "tail_quantized": encode_tail_quantized, "tail_quantized_gacl": encode_tail_quantized_gacl, "meta_pair": encode_meta_pair, "snapshot_entry": encode_snapshot_entry, "snapshot_section": encode_snapshot_section, "insert_body": encode_insert_body, "update_body": encode_update_body, "set_semantic_body": encode_set_semantic_body, "epoch_body": encode_epoch_body, "wal_entry": encode_wal_entry, "wal_header": encode_wal_header, "wal_block": encode_wal_block, "wal_block_plain": encode_wal_block_plain, "wal_section": encode_wal_section, "htt_file": encode_htt_file, "sidecar_segment": encode_sidecar_segment }
 CONSTRUCT_DECODERS = {"file_header": construct_decode_file_header, "bound_pair": construct_decode_bound_pair, "bounds_section": construct_decode_bounds_section, "tail_full": construct_decode_tail_full, "tail_quantized": construct_decode_tail_quantized, "tail_quantized_gacl": construct_decode_tail_quantized_gacl, "meta_pair": construct_decode_meta_pair, "snapshot_entry": construct_decode_snapshot_entry, "snapshot_section": construct_decode_snapshot_section, "insert_body": construct_decode_insert_body, "update_body": construct_decode_update_body, "set_semantic_body": construct_decode_set_semantic_body, "epoch_body": construct_decode_epoch_body, "wal_entry": construct_decode_wal_entry, "wal_header": construct_decode_wal_header, "wal_block": construct_decode_wal_block, "wal_block_plain": construct_decode_wal_block_plain, "wal_section": construct_decode_wal_section, "htt_file": construct_decode_htt_file, "sidecar_segment": construct_decode_sidecar_segment }
 CONSTRUCT_ENCODERS = {"file_header": construct_encode_file_header, "bound_pair": construct_encode_bound_pair, "bounds_section": construct_encode_bounds_section, "tail_full": construct_encode_tail_full, "tail_quantized": construct_encode_tail_quantized, "tail_quantized_gacl": construct_encode_tail_quantized_gacl, "meta_pair": construct_encode_meta_pair, "snapshot_entry": construct_encode_snapshot_entry, "snapshot_section": construct_encode_snapshot_section, "insert_body": construct_encode_insert_body, "update_body": construct_encode_update_body, "set_semantic_body": construct_encode_set_semantic_body, "epoch_body": construct_encode_epoch_body, "wal_entry": construct_encode_wal_entry, "wal_header": construct_encode_wal_header, "wal_block": construct_encode_wal_block, "wal_block_plain": construct_encode_wal_block_plain, "wal_section": construct_encode_wal_section, "htt_file": construct_encode_htt_file, "sidecar_segment": construct_encode_sidecar_segment }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVXpEAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDaHR0lIwFdGl0bGWUjBZIVFQgKC5odHQpIEhvcm9uIHN0b3JllIwEc3BlY5SMLkhUVCBCaW5hcnkgRm9ybWF0IFNwZWNpZmljYXRpb24gKHZlcnNpb25zIDEtNCmUjANkb2OUjKNBIDMyLWJ5dGUgaGVhZGVyLCBhbiBvcHRpb25hbCBib3VuZHMgc2VjdGlvbiAobWVhbmluZy1hZGRyZXNzZWQgZmlsZXMpLCBhIHNuYXBzaG90IG9mIG5vZGUgZW50cmllcyBhbmQgYW4gYXBwZW5kLW9ubHkgd3JpdGUtYWhlYWQgbG9nLiBB'
+    'bGwgaW50ZWdlcnMgbGl0dGxlLWVuZGlhbi4KlIwGZW5kaWFulIwCbGWUjAVmaWxlc5RdlIwQc2NoZW1hcy9odHQueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6NzkyN2I1YTA3Y2VmZWJjMWI2MmJjMTM0MWZlZTM1MzlkZWFkZTQ3NGM2NTkyZWZmOTNjZjM5ZDE5ZTA2MzZkZJSMCHZlcnNpb25zlGgAjAhSZWdpc3RyeZSTlCmBlH2UKIwHY3VycmVudJRLAowIYWNjZXB0ZWSUSwFLBIaUjAdyZXRpcmVklF2UaAuMUDIgaXMgd3JpdHRlbiBmb3IgcGxhaW4gZmlsZXMsIDMgd2l0aCBtZWFuaW5nLWFkZHJlc3NpbmcsIDQgd2l0aCBxdWFu'
+    'dGl6ZWQgdGFpbHMulHVijAVlbnVtc5R9lCiMFWNvbXByZXNzaW9uX2FsZ29yaXRobZRoAIwHRW51bURlZpSTlCmBlH2UKGgFaCGMBGJhc2WUaACMBEludFSUk5QpgZR9lCiMBGJpdHOUSwiMBnNpZ25lZJSJaA1oDowIZ292ZXJuZWSUiHVijAdtZW1iZXJzlF2UKGgAjApFbnVtTWVtYmVylJOUKYGUfZQoaAWMBHpzdGSUjAV2YWx1ZZRLAGgLjDtSRkMgODg3ODsgdGhlIGRlZmF1bHQgYW5kIHRoZSBvbmx5IG9uZSByZWFkZXJzIG11c3Qgc3VwcG9ydJRoGU5oGk51YmgxKYGUfZQoaAWMBHpsaWKUaDVLAWgLjCt6bGliLXdyYXBwZWQg'
+    'b3IgcmF3IGRlZmxhdGUgKHJlYWRlcnMgc25pZmYplGgZTmgaTnViaDEpgZR9lChoBYwDbHo0lGg1SwJoC4wvbHo0IGZyYW1lLCBvciBhIGJsb2NrIHdpdGggYSA0LWJ5dGUgc2l6ZSBwcmVmaXiUaBlOaBpOdWJoMSmBlH2UKGgFjAhyZXNlcnZlZJRoNUsDaAuMEXJlc2VydmVkOyByZWZ1c2VklGgZTmgaTnViZWgLjDdDb21wcmVzc2lvbiBhbGdvcml0aG0gc2VsZWN0ZWQgYnkgaGVhZGVyIGZsYWcgYml0cyAxLTIulGgJjBLCpzIgZmxhZ3MgYml0cyAxLTKUjARvcGVulIloHF2UjARsaW5llEsWdWKMBndhbF9vcJRoIymBlH2UKGgF'
+    'aEhoJmgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmguXZQoaDEpgZR9lChoBYwGSU5TRVJUlGg1SwFoC4wqY3JlYXRlIG5vZGUgKHJlcGxheSBza2lwcyBhbiBleGlzdGluZyBrZXkplGgZTmgaTnViaDEpgZR9lChoBYwGVVBEQVRFlGg1SwJoC4wZcmVwbGFjZSBkYXRhIGFuZCBtZXRhZGF0YZRoGU5oGk51YmgxKYGUfZQoaAWMBkRFTEVURZRoNUsDaAuMC3JlbW92ZSBub2RllGgZTmgaTnViaDEpgZR9lChoBYwIU0VUX01FVEGUaDVLBGgLjBpzZXQgb25lIG1ldGFkYXRhIGtleS92YWx1ZZRoGU5oGk51YmgxKYGUfZQoaAWMDFNFVF9T'
+    'RU1BTlRJQ5RoNUsFaAuMMnJlcGxhY2Ugc2VtYW50aWMgY29vcmRpbmF0ZXM7IGFsbC16ZXJvIHRhaWwgY2xlYXJzlGgZTmgaTnViaDEpgZR9lChoBYwFRVBPQ0iUaDVLBmgLjCdzZWFsIG1hcmtlcjsgYWR2YW5jZXMgdGhlIGVwb2NoIGNvdW50ZXKUaBlOaBpOdWJlaAuMK1dBTCBvcGVyYXRpb24gY29kZTsgMHgwNy0weEZGIGFyZSByZXNlcnZlZC6UaAmME8KnNCBPcGVyYXRpb24gY29kZXOUaEWJaBxdlGhHSx91YowPc2VtX3RhaWxfbGF5b3V0lGgjKYGUfZQoaAVoaWgmaCgpgZR9lChoK0sIaCyJaA1oDmgtiHViaC5dlChoMSmB'
+    'lH2UKGgFjARmdWxslGg1SwBoC4wWc2VtYW50aWNfZGltcyB4IFE2NC42NJRoGU5oGk51YmgxKYGUfZQoaAWMCXF1YW50aXplZJRoNUsBaAuMMihzZW1hbnRpY19kaW1zLTE2KSB4IFRRMS45OyByZXNlcnZlZCByZWdpb24gZWxpZGVklGgZTmgaTnViaDEpgZR9lChoBYwOcXVhbnRpemVkX2dhY2yUaDVLAmgLjD5taW4oc2VtYW50aWNfZGltcywxNikgeCBRNjQuNjQgdGhlbiAoc2VtYW50aWNfZGltcy0xNikgeCBUUTEuOZRoGU5oGk51YmVoC4yaV2hpY2ggc2VtYW50aWMtdGFpbCBsYXlvdXQgYSBmaWxlIHVzZXMsIGRlcml2ZWQg'
+    'ZnJvbSBoZWFkZXIgZmxhZ3MgNSAoR0FDTCkgYW5kIDcgKHF1YW50aXplZCkuIE5vdCBzdG9yZWQgaXRzZWxmOyBwYXNzZWQgdG8gdGhlIHJlY29yZHMgdGhhdCBjYXJyeSBhIHRhaWwuCpRoCYwFwqc3LjOUaEWJaBxdlGhHSyp1YnWMBWZsYWdzlH2UKIwMaGVhZGVyX2ZsYWdzlGgAjAhGbGFnc0RlZpSTlCmBlH2UKGgFaIBoJmgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmgrXZQoaACMB0ZsYWdCaXSUk5QpgZR9lChoBYwKY29tcHJlc3NlZJSMAmxvlEsAjAV3aWR0aJRLAYwEZW51bZROaAuME2NvbXByZXNzaW9uIGVuYWJsZWSUdWJo'
+    'iSmBlH2UKGgFjAlhbGdvcml0aG2UaI1LAWiOSwJoj2ghaAuMD3doZW4gY29tcHJlc3NlZJR1YmiJKYGUfZQoaAWMDGhhc19zZW1hbnRpY5RojUsDaI5LAWiPTmgLjBFzZW1hbnRpY19kaW1zID4gMJR1YmiJKYGUfZQoaAWMFHdhbF9ibG9ja19jb21wcmVzc2VklGiNSwRojksBaI9OaAuMKFdBTCBlbnRyaWVzIGdyb3VwZWQgaW4gY29tcHJlc3NlZCBibG9ja3OUdWJoiSmBlH2UKGgFjARnYWNslGiNSwVojksBaI9OaAuMNkdBQ0wgZW5mb3JjZW1lbnQ7IGtlZXBzIHRoZSByZXNlcnZlZCB0YWlsIHJlZ2lvbiBpbiB2NJR1YmiJKYGU'
+    'fZQoaAWMEW1lYW5pbmdfYWRkcmVzc2VklGiNSwZojksBaI9OaAuMLWJvdW5kcyBzZWN0aW9uIGFuZCBnbG9iYWwtSGlsYmVydCBvcmRlciAodjMrKZR1YmiJKYGUfZQoaAVodWiNSwdojksBaI9OaAuMHXF1YW50aXplZCBzZW1hbnRpYyB0YWlscyAodjQplHViZWgLjEpGaWxlIGZlYXR1cmUgZmxhZ3MuIEJpdCA3IGlzIHRoZSBsYXN0OyBhIGZ1dHVyZSBmZWF0dXJlIG5lZWRzIGEgdjUgaGVhZGVyLpRoCYwOwqcyIEZsYWdzIGJ5dGWUaEdLNnVijAtlcG9jaF9mbGFnc5RogimBlH2UKGgFaKpoJmgoKYGUfZQoaCtLCGgsiWgNaA5o'
+    'LYh1YmgrXZQoaIkpgZR9lChoBYwLc3BlY3VsYXRpdmWUaI1LAGiOSwFoj05oC4wxcHJvamVjdGVkL3doYXQtaWYgc2VhbCAobGFiZWxzLCBkb2VzIG5vdCBpc29sYXRlKZR1YmiJKYGUfZQoaAWMB3Jlc3RhbXCUaI1LAWiOSwFoj05oC4wwY29tcGFjdGlvbiBjYXJyeS1vdmVyIG9mIHRoZSBjb3VudGVyLCBub3QgYSBzZWFslHViZWgLjBlGbGFncyBvZiBhbiBFUE9DSCBtYXJrZXIulGgJjAnCpzQgRVBPQ0iUaEdLQnVijA5zaWRlY2FyX2xheW91dJRogimBlH2UKGgFaLpoJmgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmgrXZQoaIkp'
+    'gZR9lChoBWh1aI1LAGiOSwFoj05oC4wAlHViaIkpgZR9lChoBWifaI1LAWiOSwFoj05oC2jCdWJlaAuMOVRhaWwgbGF5b3V0IHJlY29yZGVkIGJ5IGEgdjIgaGlzdG9yeSBzZWdtZW50IGF0IG9mZnNldCA2LpRoCYwMwqc3LjMsIMKnNC4xlGhHS0l1YnWMB2FsaWFzZXOUfZQojAZxNjRfNjSUaACMCEFsaWFzRGVmlJOUKYGUfZQoaAVoyWgmaCgpgZR9lChoK0uAaCyIaA1oDmgtiHVijAtmaXhlZF9wb2ludJSMBnE2NC42NJRoC4xCUTY0LjY0IGZpeGVkIHBvaW50OiB2YWx1ZSA9IHJhdyAvIDIqKjY0LCB0d28ncyBjb21wbGVtZW50'
+    'IGkxMjggTEUulGhHS1KMB2NvbnZlcnSUTnVijAV0cTFfOZRoyymBlH2UKGgFaNRoJmgoKYGUfZQoaCtLEGgsiGgNaA5oLYh1YmjQjAV0cTEuOZRoC4w2VFExLjk6IHZhbHVlIHggMyoqOSAoMTk2ODMpIGFzIGkxNiBMRSwgfHJhd3wgPD0gMjk1MjQulGhHS1Zo0051YnWMB3JlY29yZHOUfZQojAtmaWxlX2hlYWRlcpRoAIwGUmVjb3JklJOUKYGUfZQoaAVo3YwGZmllbGRzlF2UKGgAjAVGaWVsZJSTlCmBlH2UKGgFjAVtYWdpY5SMBHR5cGWUaACMBkJ5dGVzVJSTlCmBlH2UKIwEc2l6ZZSMGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4'
+    'cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUjAE0lIwEdHJlZZSMA2FzdJSMCENvbnN0YW50lJOUKVKUfZQoaDVLBIwEa2luZJROjAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsBdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlIWUUpR1YowGcHJlZml4lE6MA2Vvc5SJjAR0ZXh0lE6MCnRlcm1pbmF0b3KUTnViaAuMCGInSFRUXDAnlGgJaMKMBGNvbmSUTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUQwRIVFQAlGhBiYwFdmFsaWSUTmjuTowGcmVwZWF0'
+    'lE6MBHZpZXeUTmiMTowIY2hlY2tzdW2UTmg1TowMZGVyaXZlZF9mcm9tlE6MB2Fzc2VydHOUKWjTTowFY2hhaW6UTowHZnJhbWluZ5ROjA5kZXJpdmVkX29mZnNldJRLAGgNTowGZmlsbGVklGjCjAtoYXNfZGVmYXVsdJSJjAdkZWZhdWx0lE5oR0tgjARwYXRolIwdcmVjb3Jkcy5maWxlX2hlYWRlci5maWVsZHNbMF2UaCspjAZiaXRfb2aUTowGYWJzZW50lE6MBHBlZWuUiXViaOUpgZR9lChoBYwHdmVyc2lvbpRo6WgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmgLjA5mb3JtYXQgdmVyc2lvbpRoCWjCag0BAABOag4BAABOag8BAABO'
+    'ahABAABOaEGJahIBAABLAUsEhpRo7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS2FqHgEAAIwdcmVjb3Jkcy5maWxlX2hlYWRlci5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFaH5o6WgAjARSZWZUlJOUKYGUfZQoaPxofowGdGFyZ2V0lGiAjARhcmdzlCmMBW9yZGVylE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVO'
+    'ahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tiah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzJdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwJZGltZW5zaW9ulGjpaCgpgZR9lChoK0sIaCyJaA1oDmgtiHViaAuMIlBvaW5jYXJlIGRpc2sgc3RydWN0dXJhbCBkaW1lbnNpb26UaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoa'
+    'AQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLY2oeAQAAjB1yZWNvcmRzLmZpbGVfaGVhZGVyLmZpZWxkc1szXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMDXNlbWFudGljX2RpbXOUaOloKCmBlH2UKGgrSwhoLIloDWgOaC2IdWJoC4wobnVtYmVyIG9mIHNlbWFudGljIGRpbWVuc2lvbnMgKDAgPSBub25lKZRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEA'
+    'AIlqHQEAAE5oR0tkah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzRdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwDdGF1lGjpai4BAAApgZR9lCho/IwFYWxpYXOUajEBAABoyWoyAQAAKWozAQAATnViaAuMGFNhcmthciBzcGFjaW5nIHBhcmFtZXRlcpRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tlah4BAACMHXJlY29yZHMu'
+    'ZmlsZV9oZWFkZXIuZmllbGRzWzVdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwKbm9kZV9jb3VudJRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjClzbmFwc2hvdCBlbnRyaWVzIGF0IGNvbXBhY3Rpb24gKGFkdmlzb3J5KZRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tmah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzZd'
+    'lGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwKaGVhZGVyX2NyY5Ro6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBxDUkMzMiBvZiBoZWFkZXIgYnl0ZXMgMC4uMjculGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAGgAjAhDaGVja3N1bZSTlCmBlH2UKGiTjAVjcmMzMpSMBmNvdmVyc5ROjAhleGNsdWRlZJQpjApzdG9yZV9iaXRzlE6MBHNlZWSUTowGcGFyYW1zlCloK0sgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaMKMBmZpbGxlcpRLAGgPKYwFc3BhbnOU'
+    'KXViaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0tnah4BAACMHXJlY29yZHMuZmlsZV9oZWFkZXIuZmllbGRzWzddlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjB5UaGUgZml4ZWQgMzItYnl0ZSBmaWxlIGhlYWRlci6UaAmMA8KnMpRqYQEAAH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaOJo44wKZml4ZWRfc2l6ZZRLIIwHb2Zmc2V0c5R9lCho6EsAaiUBAABLBGh+SwVq'
+    'NwEAAEsGaj4BAABLB2pFAQAASwhqTQEAAEsYalQBAABLHHWMBXNpemVzlH2UKGjoSwRqJQEAAEsBaH5LAWo3AQAASwFqPgEAAEsBakUBAABLEGpNAQAASwRqVAEAAEsEdWozAQAATnViYWhHS1yMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHVijApib3VuZF9wYWlylGjfKYGUfZQoaAVqgAEAAGjiXZQoaOUpgZR9lChoBYwDbWlulGjpaACMBkZsb2F0VJSTlCmBlH2UKGgrS0BoDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhB'
+    'iWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLcGoeAQAAjBxyZWNvcmRzLmJvdW5kX3BhaXIuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwDbWF4lGjpaogBAAApgZR9lChoK0tAaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1O'
+    'ahsBAABowmocAQAAiWodAQAATmhHS3FqHgEAAIwccmVjb3Jkcy5ib3VuZF9wYWlyLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4w6R2xvYmFsIG5vcm1hbGl6YXRpb24gcmFuZ2Ugb2Ygb25lIHVzZXIgc2VtYW50aWMgZGltZW5zaW9uLpRoCYwSwqcxLCDCpzkgdmVyc2lvbiAzlGphAQAAfZRqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mqDAQAAanMBAABLEGp0AQAAfZQoaoYBAABLAGqOAQAASwh1anYBAAB9lChqhgEAAEsIao4BAABLCHVqMwEAAE51YmFoR0tsangBAABoEWgNTmp5'
+    'AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijA5ib3VuZHNfc2VjdGlvbpRo3ymBlH2UKGgFapwBAABo4l2UaOUpgZR9lChoBYwGYm91bmRzlGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABqgAEAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lGjxKYGUfZQoaPSMEnNlbWFudGljX2RpbXMgLSAxNpRo9mj3jAVCaW5PcJSTlClSlH2UKIwEbGVmdJRo94wETmFtZZSTlClSlH2UKIwCaWSUaj4BAACMA2N0eJRo94wE'
+    'TG9hZJSTlClSlH2UYmj9SwFo/ksAaP9LAWoAAQAASw11YowCb3CUaPeMA1N1YpSTlClSlH2UYowFcmlnaHSUaPkpUpR9lChoNUsQaPxOaP1LAWj+SxBo/0sBagABAABLEnViaP1LAWj+SwBo/0sBagABAABLEnViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViaggBAABOagkBAACJag8BAABOjAp1bnRpbF9pdGVtlE6MDXN0b3Bfb25fZXJyb3KUiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0t5ah4BAACMIHJlY29yZHMuYm91bmRz'
+    'X3NlY3Rpb24uZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViYWgLjENQZXItdXNlci1kaW1lbnNpb24gKG1pbiwgbWF4KSBib3VuZHM7IHByZXNlbnQgb25seSB3aXRoIGZsYWcgYml0IDYulGgJapMBAABqYQEAAH2Uaj4BAABoAIwFUGFyYW2Uk5QpgZR9lChoBWo+AQAAaOmMA2ludJRqHQEAAE5oC2jCdWJzamoBAABOamsBAACJamwBAABOam0BAABdlGpwAQAAKYGUfZQoaBROaOJqnwEAAGpzAQAATmp0AQAAfZRqogEAAEsAc2p2AQAAfZRqMwEAAE51YmFoR0tzangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2U'
+    'an4BAABdlHVijAl0YWlsX2Z1bGyUaN8pgZR9lChoBWrYAQAAaOJdlGjlKYGUfZQoaAWMBGRpbXOUaOlqLgEAACmBlH2UKGj8akgBAABqMQEAAGjJajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAGjxKYGUfZQoaPRqPgEAAGj2arMBAAApUpR9lChqtgEAAGo+AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASw11YmoBAQAAagQBAABdlGo+AQAAYYWUUpR1YmoIAQAATmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAACM'
+    'BnBhY2tlZJRojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS4FqHgEAAIwbcmVjb3Jkcy50YWlsX2Z1bGwuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViYWgLjBlGdWxsLXdpZHRoIHNlbWFudGljIHRhaWwulGgJjAPCpzeUamEBAAB9lGo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1YnNqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mrbAQAAanMBAABOanQBAAB9lGreAQAASwBzanYBAAB9'
+    'lGozAQAATnViYWhHS3tqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKMDnRhaWxfcXVhbnRpemVklGjfKYGUfZQoaAVq+AEAAGjiXZRo5SmBlH2UKGgFjAR1c2VylGjpai4BAAApgZR9lCho/GpIAQAAajEBAABo1GoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqmAQAAKYGUfZQoaqkBAABo8SmBlH2UKGj0aqwBAABo9mquAQAAKVKUfZQoarEBAABqswEAAClSlH2UKGq2AQAAaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDXVi'
+    'arwBAABqvwEAAGrBAQAAaPkpUpR9lChoNUsQaPxOaP1LAWj+SxBo/0sBagABAABLEnViaP1LAWj+SwBo/0sBagABAABLEnViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViaggBAABOagkBAACJag8BAABOascBAABOasgBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS4lqHgEAAIwgcmVjb3Jkcy50YWlsX3F1YW50aXplZC5maWVsZHNbMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJhaAuMNlF1YW50aXplZCB0YWlsLCByZXNl'
+    'cnZlZCByZWdpb24gZWxpZGVkIChpbXBsaWVkIHplcm8pLpRoCWh8amEBAAB9lGo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1YnNqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mr7AQAAanMBAABOanQBAAB9lGr+AQAASwBzanYBAAB9lGozAQAATnViYWhHS4NqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKME3RhaWxfcXVhbnRpemVkX2dhY2yUaN8pgZR9lChoBWoaAgAAaOJdlCho5SmBlH2UKGgFaEFo6WouAQAAKYGUfZQoaPxqSAEAAGoxAQAAaMlq'
+    'MgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpgEAACmBlH2UKGqpAQAAaPEpgZR9lCho9IwWbWluKHNlbWFudGljX2RpbXMsIDE2KZRo9mj3jARDYWxslJOUKVKUfZQojARmdW5jlGqzAQAAKVKUfZQoarYBAABqhgEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsDdWJqMgEAAF2UKGqzAQAAKVKUfZQoarYBAABqPgEAAGq3AQAAaroBAABo/UsBaP5LBGj/SwFqAAEAAEsRdWJo+SlSlH2UKGg1SxBo/E5o/UsBaP5LE2j/SwFqAAEAAEsVdWJljAhrZXl3b3Jkc5Rd'
+    'lGj9SwFo/ksAaP9LAWoAAQAASxZ1YmoBAQAAagQBAABdlGo+AQAAYYWUUpR1YmoIAQAATmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABq6gEAAGiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLkWoeAQAAjCVyZWNvcmRzLnRhaWxfcXVhbnRpemVkX2dhY2wuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWr+AQAAaOlqLgEAACmBlH2UKGj8akgBAABqMQEAAGjUajIBAAApajMBAABOdWJoC2jCaAlowmoN'
+    'AQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAGjxKYGUfZQoaPRqrAEAAGj2aq4BAAApUpR9lChqsQEAAGqzAQAAKVKUfZQoarYBAABqPgEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsNdWJqvAEAAGq/AQAAasEBAABo+SlSlH2UKGg1SxBo/E5o/UsBaP5LEGj/SwFqAAEAAEsSdWJo/UsBaP5LAGj/SwFqAAEAAEsSdWJqAQEAAGoEAQAAXZRqPgEAAGGFlFKUdWJqCAEAAE5qCQEAAIlqDwEAAE5qxwEAAE5qyAEAAIlqIQEAAE51YmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoX'
+    'AQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLkmoeAQAAjCVyZWNvcmRzLnRhaWxfcXVhbnRpemVkX2dhY2wuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjD1RdWFudGl6ZWQgdGFpbCB3aXRoIHRoZSBHQUNMIHJlc2VydmVkIHJlZ2lvbiBrZXB0IGZ1bGwgd2lkdGgulGgJaHxqYQEAAH2Uaj4BAABqzQEAACmBlH2UKGgFaj4BAABo6WrQAQAAah0BAABOaAtownVic2pqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjiah0CAABqcwEAAE5qdAEAAH2U'
+    'aEFLAHNqdgEAAH2UajMBAABOdWJhaEdLi2p4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowJbWV0YV9wYWlylGjfKYGUfZQoaAVqVgIAAGjiXZQoaOUpgZR9lChoBYwDa2V5lGjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAAjAV1dGYtOJRqCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEA'
+    'AIlqHQEAAE5oR0uYah4BAACMG3JlY29yZHMubWV0YV9wYWlyLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVoNWjpaOspgZR9lCho7k5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoKAQAAamECAABqCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0uZah4BAACMG3JlY29yZHMubWV0YV9wYWly'
+    'LmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4xJT25lIG1ldGFkYXRhIGtleS92YWx1ZSBwYWlyOyBrZXlzIHN0YXJ0aW5nIHdpdGggJ18nIGJlbG9uZyB0byB0aGUgZm9ybWF0LpRoCYwRwqczIFNuYXBzaG90IERhdGGUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjialkCAABqcwEAAE5qdAEAAH2UalwCAABLAHNqdgEAAH2UajMBAABOdWJhaEdLlGp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowOc25hcHNob3RfZW50cnmUaN8pgZR9lChoBWp0'
+    'AgAAaOJdlCho5SmBlH2UKGgFalwCAABo6WjrKYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAGphAgAAagsBAABOdWJoC4wXVVRGLTggcGF0aCwgZS5nLiAvYS9iL2OUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLomoeAQAAjCByZWNvcmRzLnNuYXBzaG90X2VudHJ5LmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEA'
+    'AIl1YmjlKYGUfZQoaAWMBGRhdGGUaOlo6ymBlH2UKGjuTmoIAQAAaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViagkBAACJagoBAABOagsBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLo2oeAQAAjCByZWNvcmRzLnNuYXBzaG90X2VudHJ5LmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMBG1ldGGUaOlqLgEAACmB'
+    'lH2UKGj8ansBAABqMQEAAGpWAgAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAE5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0ukah4BAACMIHJlY29yZHMuc25hcHNob3RfZW50cnkuZmllbGRzWzJdlGgrKWogAQAATmohAQAATmoiAQAA'
+    'iXViaOUpgZR9lChoBYwEdGFpbJRo6WgAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRo8SmBlH2UKGj0jAt0YWlsX2xheW91dJRo9mqzAQAAKVKUfZQoarYBAABqnAIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqnAIAAGGFlFKUdWKMBWNhc2VzlEsAaHFq2AEAAIeUSwFodWr4AQAAh5RLAmh5ahoCAACHlIeUah0BAACMBWVycm9ylGoyAQAAKWgFjAZzd2l0Y2iUajMBAABOdWJoC2jCaAlowmoNAQAAaPEpgZR9lCho9GiYaPZo94wHQ29tcGFyZZSTlClSlH2UKGqxAQAAarMBAAApUpR9lChqtgEAAGo+'
+    'AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASw11YowDb3BzlF2UaPeMAkd0lJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRo+SlSlH2UKGg1SwBo/E5o/UsBaP5LEGj/SwFqAAEAAEsRdWJhaP1LAWj+SwBo/0sBagABAABLEXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0ulah4BAACMIHJlY29yZHMuc25hcHNob3RfZW50cnku'
+    'ZmllbGRzWzNdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjBlPbmUgbm9kZSBvZiB0aGUgc25hcHNob3QulGgJjAPCpzOUamEBAAB9lChqPgEAAGrNAQAAKYGUfZQoaAVqPgEAAGjpatABAABqHQEAAE5oC2jCdWJqnAIAAGrNAQAAKYGUfZQoaAVqnAIAAGjpaGlqHQEAAE5oC2jCdWJ1amoBAABOamsBAACJamwBAABOam0BAABdlGpwAQAAKYGUfZQoaBROaOJqdwIAAGpzAQAATmp0AQAAfZRqXAIAAEsAc2p2AQAAfZRqMwEAAE51YmFoR0ubangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijBBzbmFwc2hv'
+    'dF9zZWN0aW9ulGjfKYGUfZQoaAVqzQIAAGjiXZQoaOUpgZR9lChoBYwNc25hcF9ieXRlX2xlbpRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjCJieXRlcyBvZiAoZGVjb21wcmVzc2VkKSBlbnRyeSBkYXRhlGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAGjujAdlbnRyaWVzlIaUahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u3ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbMF2U'
+    'aCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjA9zbmFwX25vZGVfY291bnSUaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAAaqkBAABq1wIAAIaUahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u4ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFatcCAABo6Wou'
+    'AQAAKYGUfZQoaPxqewEAAGoxAQAAanQCAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5o8SmBlH2UKGj0atMCAABo9mqzAQAAKVKUfZQoarYBAABq0wIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsNdWJqAQEAAGoEAQAAXZRq0wIAAGGFlFKUdWJqEwEAAGqmAQAAKYGUfZQoaqkBAABo8SmBlH2UKGj0atwCAABo9mqzAQAAKVKUfZQoarYBAABq3AIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsPdWJqAQEAAGoEAQAAXZRq3AIAAGGFlFKUdWJqCAEAAE5qCQEA'
+    'AIlqDwEAAE5qxwEAAE5qyAEAAIlqIQEAAE51YmoUAQAATmiMaACMCkNvbXByZXNzZWSUk5QpgZR9lChok2jxKYGUfZQoaPRok2j2arMBAAApUpR9lChqtgEAAGiTarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwl1YmoBAQAAagQBAABdlGiTYYWUUpR1YowGbGVuZ3RolGgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YowEd2hlbpRo8SmBlH2UKGj0jCJjb21wcmVzc2VkIGFuZCBzbmFwX25vZGVfY291bnQgPiAwlGj2aPeMBkJvb2xPcJSTlClSlH2UKGq8AQAAaPeMA0FuZJSTlClSlH2UYowGdmFsdWVzlF2UKGqzAQAAKVKUfZQoarYB'
+    'AABojGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsKdWJqrAIAAClSlH2UKGqxAQAAarMBAAApUpR9lChqtgEAAGrcAgAAarcBAABqugEAAGj9SwFo/ksPaP9LAWoAAQAASx51YmqxAgAAXZRqtQIAAGFqtwIAAF2UaPkpUpR9lChoNUsAaPxOaP1LAWj+SyFo/0sBagABAABLInViYWj9SwFo/ksPaP9LAWoAAQAASyJ1YmVo/UsBaP5LAGj/SwFqAAEAAEsidWJqAQEAAGoEAQAAXZQoaIxq3AIAAGWFlFKUdWKMBWxpbWl0lE6MBmNvZGVjc5RoNGg0hpRoOYwIaHR0X3psaWKUhpRoPYwHaHR0X2x6NJSGlIeUjAZzdG9yZWSUTnViahUB'
+    'AABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u5ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAxzbmFwc2hvdF9jcmOUaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC4xHQ1JDMzIgb2YgdGhlIHJhdyAoZGVjb21wcmVzc2VkKSBlbnRyeSBieXRlczsgQ1JDIG9mIG5vdGhpbmcgd2hlbiBlbXB0eS6UaAlowmoNAQAATmoOAQAASwJqDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5q'
+    'EwEAAE5qFAEAAE5ojE5qFQEAAGpZAQAAKYGUfZQoaJNqXAEAAGpdAQAAatcCAACFlGpeAQAAKWpfAQAATmpgAQAATmphAQAAKWgrSyBoEolqYgEAAClqYwEAAGjCamQBAABLAGgPKWplAQAAKXViaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0u+ah4BAACMInJlY29yZHMuc25hcHNob3Rfc2VjdGlvbi5maWVsZHNbM12UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMnFNuYXBzaG90IGhlYWRlciBhbmQgZW50cmllcy4gQ29tcHJlc3NlZCBmaWxlcyBob2xkIG9uZSBm'
+    'cmFtZSAoY29tcHJlc3NlZF9sZW4gZmlyc3QpIHVubGVzcyB0aGUgc25hcHNob3QgaXMgZW1wdHk7IHYyKyBlbmRzIHdpdGggYSBDUkMzMiBvZiB0aGUgcmF3IGVudHJpZXMuCpRoCYwIwqczLCDCpzWUamEBAAB9lChqJQEAAGrNAQAAKYGUfZQoaAVqJQEAAGjpatABAABqHQEAAE5oC2jCdWJojGrNAQAAKYGUfZQoaAVojGjpjARib29slGodAQAATmgLaMJ1YmiTas0BAAApgZR9lChoBWiTaOloIWodAQAATmgLaMJ1Ymo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1YmqcAgAAas0BAAApgZR9lChoBWqcAgAA'
+    'aOloaWodAQAATmgLaMJ1YnVqagEAAGolAQAAamsBAACJamwBAABLAUsEhpRqbQEAAF2UKGpwAQAAKYGUfZQoaBRLAYWUaOJdlChq0QIAAGraAgAAauECAABlanMBAABOanQBAAB9lChq0wIAAEsAatwCAABLBGrXAgAASwh1anYBAAB9lChq0wIAAEsEatwCAABLBHVqMwEAAE51YmpwAQAAKYGUfZQoaBRLAksDSwSHlGjiXZQoatECAABq2gIAAGrhAgAAaigDAABlanMBAABOanQBAAB9lChq0wIAAEsAatwCAABLBGrXAgAASwh1anYBAAB9lChq0wIAAEsEatwCAABLBGoqAwAASwR1ajMBAABOdWJlaEdLqmp4AQAAaBFoDU5qeQEAAClq'
+    'egEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowLaW5zZXJ0X2JvZHmUaN8pgZR9lChoBWpQAwAAaOJdlCho5SmBlH2UKGgFaoICAABo6WjrKYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAE5qCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vLah4BAACMHXJlY29yZHMuaW5zZXJ0X2JvZHkuZmllbGRzWzBd'
+    'lGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWqKAgAAaOlqLgEAACmBlH2UKGj8ansBAABqMQEAAGpWAgAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAE5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vMah4BAACMHXJlY29y'
+    'ZHMuaW5zZXJ0X2JvZHkuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWqUAgAAaOlqlgIAACmBlH2UKGqZAgAAaPEpgZR9lCho9GqcAgAAaPZqswEAAClSlH2UKGq2AQAAapwCAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLC3ViagEBAABqBAEAAF2UapwCAABhhZRSlHViaqICAABLAGhxatgBAACHlEsBaHVq+AEAAIeUSwJoeWoaAgAAh5SHlGodAQAAaqcCAABqMgEAACloBWqoAgAAajMBAABOdWJoC2jCaAlowmoNAQAAaPEpgZR9lCho9GiYaPZqrAIAAClSlH2UKGqxAQAAarMBAAApUpR9lChq'
+    'tgEAAGo+AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASw11YmqxAgAAXZRqtQIAAGFqtwIAAF2UaPkpUpR9lChoNUsAaPxOaP1LAWj+SxBo/0sBagABAABLEXViYWj9SwFo/ksAaP9LAWoAAQAASxF1YmoBAQAAagQBAABdlGo+AQAAYYWUUpR1YmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdLzWoeAQAAjB1yZWNvcmRzLmluc2VydF9ib2R5LmZpZWxkc1syXZRoKylqIAEA'
+    'AE5qIQEAAE5qIgEAAIl1YmVoC4wSUGF5bG9hZCBvZiBJTlNFUlQulGgJjArCpzQgSU5TRVJUlGphAQAAfZQoaj4BAABqzQEAACmBlH2UKGgFaj4BAABo6WrQAQAAah0BAABOaAtownViapwCAABqzQEAACmBlH2UKGgFapwCAABo6Whpah0BAABOaAtownVidWpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjialMDAABqcwEAAE5qdAEAAH2UaoICAABLAHNqdgEAAH2UajMBAABOdWJhaEdLxGp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowLdXBkYXRlX2JvZHmUaN8pgZR9lChoBWqP'
+    'AwAAaOJdlCho5SmBlH2UKGgFaoICAABo6WjrKYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAE5qCwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vWah4BAACMHXJlY29yZHMudXBkYXRlX2JvZHkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWqKAgAAaOlqLgEAACmBlH2U'
+    'KGj8ansBAABqMQEAAGpWAgAAajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAAaqYBAAApgZR9lChqqQEAAE5qCAEAAGgoKYGUfZQoaCtLEGgsiWgNaA5oLYh1YmoJAQAAiWoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vXah4BAACMHXJlY29yZHMudXBkYXRlX2JvZHkuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgL'
+    'jC5QYXlsb2FkIG9mIFVQREFURSAoZnVsbCBtZXRhZGF0YSByZXBsYWNlbWVudCkulGgJjArCpzQgVVBEQVRFlGphAQAAfZRqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mqSAwAAanMBAABOanQBAAB9lGqCAgAASwBzanYBAAB9lGozAQAATnViYWhHS9JqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKMEXNldF9zZW1hbnRpY19ib2R5lGjfKYGUfZQoaAVqrQMAAGjiXZRo5SmBlH2UKGgFapQCAABo6WqWAgAAKYGUfZQoapkCAABo8SmBlH2UKGj0apwCAABo9mqzAQAAKVKUfZQo'
+    'arYBAABqnAIAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqnAIAAGGFlFKUdWJqogIAAEsAaHFq2AEAAIeUSwFodWr4AQAAh5RLAmh5ahoCAACHlIeUah0BAABqpwIAAGoyAQAAKWgFaqgCAABqMwEAAE51YmgLaMJoCWjCag0BAABo8SmBlH2UKGj0aJho9mqsAgAAKVKUfZQoarEBAABqswEAAClSlH2UKGq2AQAAaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDXViarECAABdlGq1AgAAYWq3AgAAXZRo+SlSlH2UKGg1SwBo/E5o/UsBaP5LEGj/SwFqAAEAAEsRdWJhaP1LAWj+SwBo/0sB'
+    'agABAABLEXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHViag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0vgah4BAACMI3JlY29yZHMuc2V0X3NlbWFudGljX2JvZHkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViYWgLjD9QYXlsb2FkIG9mIFNFVF9TRU1BTlRJQzsgYW4gYWxsLXplcm8gdGFpbCBjbGVhcnMgdGhlIHBsYWNlbWVudC6UaAmMEMKnNCBTRVRfU0VNQU5U'
+    'SUOUamEBAAB9lChqPgEAAGrNAQAAKYGUfZQoaAVqPgEAAGjpatABAABqHQEAAE5oC2jCdWJqnAIAAGrNAQAAKYGUfZQoaAVqnAIAAGjpaGlqHQEAAE5oC2jCdWJ1amoBAABOamsBAACJamwBAABOam0BAABdlGpwAQAAKYGUfZQoaBROaOJqsAMAAGpzAQAATmp0AQAAfZRqlAIAAEsAc2p2AQAAfZRqMwEAAE51YmFoR0vZangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijAplcG9jaF9ib2R5lGjfKYGUfZQoaAVq3AMAAGjiXZQoaOUpgZR9lChoBYwIZXBvY2hfaWSUaOloKCmBlH2UKGgrS0BoLIloDWgOaC2I'
+    'dWJoC4webG9naWNhbCBlcG9jaCBjb3VudGVyLCAxLWJhc2VklGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS+lqHgEAAIwccmVjb3Jkcy5lcG9jaF9ib2R5LmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVofmjpai4BAAApgZR9lCho/Gh+ajEBAABoqmoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEA'
+    'AE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS+pqHgEAAIwccmVjb3Jkcy5lcG9jaF9ib2R5LmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4wRUGF5bG9hZCBvZiBFUE9DSC6UaAmMEMKnNCBFUE9DSCwgwqc0LjGUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjiat8DAABqcwEAAEsJanQBAAB9lChq4gMAAEsAaH5LCHVqdgEAAH2UKGriAwAASwhofksB'
+    'dWozAQAATnViYWhHS+VqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWKMCXdhbF9lbnRyeZRo3ymBlH2UKGgFavYDAABo4l2UKGjlKYGUfZQoaAWMA3NlcZRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBltb25vdG9uaWMgc2VxdWVuY2UgbnVtYmVylGgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHS/RqHgEAAIwbcmVjb3Jkcy53'
+    'YWxfZW50cnkuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWq8AQAAaOlqLgEAACmBlH2UKGj8aI9qMQEAAGhIajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdL9WoeAQAAjBtyZWNvcmRzLndhbF9lbnRyeS5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFalwCAABo6Wjr'
+    'KYGUfZQoaO5OaggBAABoKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJqCQEAAIlqCgEAAGphAgAAagsBAABOdWJoC4wcVVRGLTggcGF0aCAoZW1wdHkgZm9yIEVQT0NIKZRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR0v2ah4BAACMG3JlY29yZHMud2FsX2VudHJ5LmZpZWxkc1syXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMBGJvZHmUaOlqlgIA'
+    'ACmBlH2UKGqZAgAAaPEpgZR9lCho9Gq8AQAAaPZqswEAAClSlH2UKGq2AQAAarwBAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLAnViagEBAABqBAEAAF2UarwBAABhhZRSlHViaqICAAAoSwFoUGpQAwAAh5RLAmhUao8DAACHlEsDaFhOh5RLBGhcalYCAACHlEsFaGBqrQMAAIeUSwZoZGrcAwAAh5R0lGodAQAAaqcCAABqMgEAACloBWqoAgAAajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAA'
+    'TmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdL92oeAQAAjBtyZWNvcmRzLndhbF9lbnRyeS5maWVsZHNbM12UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAllbnRyeV9jcmOUaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC4wxQ1JDMzIgZnJvbSBzZXEgdGhyb3VnaCB0aGUgbGFzdCBvcC1zcGVjaWZpYyBieXRlLpRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABqWQEAACmBlH2UKGiTalwBAABqXQEAAE5qXgEAAClqXwEAAE5qYAEAAE5qYQEA'
+    'ACloK0sgaBKJamIBAAApamMBAABowmpkAQAASwBoDylqZQEAACl1Ymg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNAAFqHgEAAIwbcmVjb3Jkcy53YWxfZW50cnkuZmllbGRzWzRdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjEJPbmUgV0FMIG11dGF0aW9uOyByZXBsYXkgc3RvcHMgYXQgdGhlIGZpcnN0IGVudHJ5IHdob3NlIENSQyBmYWlscy6UaAmMD8KnNCBXQUwgRW50cmllc5RqYQEAAH2UKGo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgL'
+    'aMJ1YmqcAgAAas0BAAApgZR9lChoBWqcAgAAaOloaWodAQAATmgLaMJ1YnVqagEAAE5qawEAAIhqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mr5AwAAanMBAABOanQBAAB9lChq/AMAAEsAarwBAABLBGpcAgAASwV1anYBAAB9lChq/AMAAEsEarwBAABLAWokBAAASwR1ajMBAABOdWJhaEdL7Gp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowKd2FsX2hlYWRlcpRo3ymBlH2UKGgFajkEAABo4l2UKGjlKYGUfZQoaAWMD3dhbF9lbnRyeV9jb3VudJRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgL'
+    'aMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR00JAWoeAQAAjBxyZWNvcmRzLndhbF9oZWFkZXIuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwMd2FsX2Jhc2Vfc2VxlGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEA'
+    'AE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTQoBah4BAACMHHJlY29yZHMud2FsX2hlYWRlci5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMMVdBTCBoZWFkZXI7IHRoZSBlbnRyeSBjb3VudCBpcyBhZHZpc29yeSBzaW5jZSB2Mi6UaAmMDsKnNCBXQUwgSGVhZGVylGphAQAAfZRqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mo8BAAAanMBAABLCGp0AQAAfZQoaj8EAABLAGpFBAAASwR1anYBAAB9lChqPwQAAEsEakUE'
+    'AABLBHVqMwEAAE51YmFoR00FAWp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowJd2FsX2Jsb2NrlGjfKYGUfZQoaAVqUwQAAGjiXZQoaOUpgZR9lChoBYwRYmxvY2tfZW50cnlfY291bnSUaOloKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAASwFLQIaUaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABqqQEAAGrXAgAAhpRqFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTRUBah4BAACM'
+    'G3JlY29yZHMud2FsX2Jsb2NrLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVq1wIAAGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABq9gMAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqmAQAAKYGUfZQoaqkBAABo8SmBlH2UKGj0alkEAABo9mqzAQAAKVKUfZQoarYBAABqWQQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsRdWJqAQEAAGoEAQAAXZRqWQQAAGGFlFKUdWJqCAEAAE5qCQEAAIlqDwEAAE5qxwEAAE5qyAEAAIlq'
+    'IQEAAE51YmoUAQAATmiMavYCAAApgZR9lChok2jxKYGUfZQoaPRok2j2arMBAAApUpR9lChqtgEAAGiTarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwl1YmoBAQAAagQBAABdlGiTYYWUUpR1YmoAAwAAaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViagMDAABOah4DAABo8SmBlH2UKGj0jAtibG9ja19saW1pdJRo9mqzAQAAKVKUfZQoarYBAABqeQQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsLdWJqAQEAAGoEAQAAXZRqeQQAAGGFlFKUdWJqHwMAAGg0aDSGlGg5aiEDAACGlGg9aiMDAACGlIeUaiYDAABOdWJqFQEAAE5o'
+    'NU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTRYBah4BAACMG3JlY29yZHMud2FsX2Jsb2NrLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmVoC4xMT25lIGluZGVwZW5kZW50IGNvbXByZXNzZWQgZnJhbWUgb2YgMS02NCBwbGFpbiBXQUwgZW50cmllczsgbmV2ZXIgcmV3cml0dGVuLpRoCYwZwqc1IFdBTCBibG9jayBjb21wcmVzc2lvbpRqYQEAAH2UKGiTas0BAAApgZR9lChoBWiTaOloIWodAQAATmgLaMJ1Ymo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq'
+    '0AEAAGodAQAATmgLaMJ1YmqcAgAAas0BAAApgZR9lChoBWqcAgAAaOloaWodAQAATmgLaMJ1Ymp5BAAAas0BAAApgZR9lChoBWp5BAAAaOlq0AEAAGodAQAASgAAAARoC4wfY2FwIG9uIGRlY29tcHJlc3NlZCBibG9jayBieXRlc5R1YnVqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mpWBAAAanMBAABOanQBAAB9lChqWQQAAEsAatcCAABLAnVqdgEAAH2UalkEAABLAnNqMwEAAE51YmFoR00MAWp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowPd2FsX2Jsb2NrX3BsYWlulGjf'
+    'KYGUfZQoaAVqlwQAAGjiXZQoaOUpgZR9lChoBWpZBAAAaOloKCmBlH2UKGgrSxBoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNJgFqHgEAAIwhcmVjb3Jkcy53YWxfYmxvY2tfcGxhaW4uZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwFcGxhaW6UaOlo6ymBlH2UKGjuTmoIAQAATmoJAQAAiGoKAQAA'
+    'TmoLAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojGr2AgAAKYGUfZQoaJNo8SmBlH2UKGj0aJNo9mqzAQAAKVKUfZQoarYBAABok2q3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsJdWJqAQEAAGoEAQAAXZRok2GFlFKUdWJqAAMAAGgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmoDAwAATmoeAwAAaPEpgZR9lCho9Gp5BAAAaPZqswEAAClSlH2UKGq2AQAAankEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLC3ViagEBAABqBAEAAF2UankEAABhhZRSlHViah8D'
+    'AABoNGg0hpRoOWohAwAAhpRoPWojAwAAhpSHlGomAwAATnViahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR00nAWoeAQAAjCFyZWNvcmRzLndhbF9ibG9ja19wbGFpbi5maWVsZHNbMV2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuM+VRoZSBzYW1lIGJ5dGVzIGFzIHdhbF9ibG9jaywgd2l0aCB0aGUgZW50cmllcyBsZWZ0IGFzIHRoZSBmcmFtZSdzIHBsYWluIChkZWNvbXByZXNzZWQpIGJ5dGVzLiBSZWNvdmVyeSB1c2VzIGl0IHdoZW4gYSBibG9jayBk'
+    'b2VzIG5vdCBkZWNvZGUgd2hvbGUsIHRvIGtlZXAgZXZlcnkgaW50YWN0IGVudHJ5IGJlZm9yZSB0aGUgYmFkIG9uZSAocGVyLWVudHJ5IENSQyBhbmQgc2VxdWVuY2UgcnVsZXMgYXBwbHkgaW5zaWRlIGJsb2NrcykuCpRoCYwmwqc1IFdBTCBibG9jayBjb21wcmVzc2lvbjsgZmFjdHMgwqczLjWUamEBAAB9lChok2rNAQAAKYGUfZQoaAVok2jpaCFqHQEAAE5oC2jCdWJqeQQAAGrNAQAAKYGUfZQoaAVqeQQAAGjpatABAABqHQEAAEoAAAAEaAtqjwQAAHVidWpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmji'
+    'apoEAABqcwEAAE5qdAEAAH2UKGpZBAAASwBqogQAAEsCdWp2AQAAfZRqWQQAAEsCc2ozAQAATnViYWhHTRsBangBAABoEWgNTmp5AQAAKWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijAt3YWxfc2VjdGlvbpRo3ymBlH2UKGgFasoEAABo4l2UKGjlKYGUfZQoaAWMBmhlYWRlcpRo6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAajkEAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoB'
+    'AABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR001AWoeAQAAjB1yZWNvcmRzLndhbF9zZWN0aW9uLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVq1wIAAGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABq9gMAAGoyAQAAKWozAQAATnViaAtowmgJaMJqDQEAAGjxKYGUfZQoaPSMFG5vdCBibG9ja19jb21wcmVzc2VklGj2aPeMB1VuYXJ5T3CUk5QpUpR9lChqvAEAAGj3jANOb3SUk5QpUpR9lGKMB29wZXJhbmSUarMBAAApUpR9lChqtgEAAIwQYmxvY2tfY29tcHJlc3NlZJRqtwEAAGq6AQAAaP1LAWj+'
+    'SwRo/0sBagABAABLFHViaP1LAWj+SwBo/0sBagABAABLFHViagEBAABqBAEAAF2UauYEAABhhZRSlHViag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABqpgEAACmBlH2UKGqpAQAATmoIAQAATmoJAQAAiGoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR002AWoeAQAAjB1yZWNvcmRzLndhbF9zZWN0aW9uLmZpZWxkc1sxXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWM'
+    'BmJsb2Nrc5Ro6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAalMEAABqMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABo8SmBlH2UKGj0auYEAABo9mqzAQAAKVKUfZQoarYBAABq5gQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsQdWJqAQEAAGoEAQAAXZRq5gQAAGGFlFKUdWJqDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAGqmAQAAKYGUfZQoaqkBAABOaggBAABOagkBAACIag8BAABOascBAABOasgBAACJaiEBAABOdWJqFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsA'
+    'aA1OahsBAABowmocAQAAiWodAQAATmhHTTcBah4BAACMHXJlY29yZHMud2FsX3NlY3Rpb24uZmllbGRzWzJdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjENXQUwgaGVhZGVyIHRoZW4gZW50cmllcyB0byB0aGUgZW5kIG9mIHRoZSBmaWxlLCBwbGFpbiBvciBpbiBibG9ja3MulGgJjAjCpzQsIMKnNZRqYQEAAH2UKGrmBAAAas0BAAApgZR9lChoBWrmBAAAaOlqOQMAAGodAQAATmgLaMJ1YmiTas0BAAApgZR9lChoBWiTaOloIWodAQAATmgLaMJ1Ymo+AQAAas0BAAApgZR9lChoBWo+AQAAaOlq0AEAAGodAQAATmgLaMJ1Ymqc'
+    'AgAAas0BAAApgZR9lChoBWqcAgAAaOloaWodAQAATmgLaMJ1YnVqagEAAE5qawEAAIlqbAEAAE5qbQEAAF2UanABAAApgZR9lChoFE5o4mrNBAAAanMBAABOanQBAAB9lChq0AQAAEsAatcCAABLCHVqdgEAAH2UatAEAABLCHNqMwEAAE51YmFoR00sAWp4AQAAaBFoDU5qeQEAAClqegEAAGp7AQAAanwBAABdlGp+AQAAXZR1YowIaHR0X2ZpbGWUaN8pgZR9lChoBWoOBQAAaOJdlCho5SmBlH2UKGgFatAEAABo6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAaN1qMgEAAClqMwEAAE51YmgLaMJoCWjCag0BAABOag4BAABOag8BAABOahAB'
+    'AABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR009AWoeAQAAjBpyZWNvcmRzLmh0dF9maWxlLmZpZWxkc1swXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAVqogEAAGjpai4BAAApgZR9lCho/Gp7AQAAajEBAABqnAEAAGoyAQAAaj4BAABo8SmBlH2UKGj0jBRoZWFkZXIuc2VtYW50aWNfZGltc5Ro9mj3jAlBdHRyaWJ1dGWUk5QpUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroB'
+    'AABo/UsBaP5LAGj/SwFqAAEAAEsGdWKMBGF0dHKUaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLFHViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpSFlGozAQAATnViaAtowmgJaMJqDQEAAGjxKYGUfZQoaPSMHmhlYWRlci5mbGFncy5tZWFuaW5nX2FkZHJlc3NlZJRo9mofBQAAKVKUfZQoaDVqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGrQBAAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwZ1YmokBQAAaH5qtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDHViaiQFAABoo2q3AQAAaroBAABo/UsBaP5L'
+    'AGj/SwFqAAEAAEsedWJqAQEAAGoEAQAAXZRq0AQAAGGFlFKUdWJqDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTT4Bah4BAACMGnJlY29yZHMuaHR0X2ZpbGUuZmllbGRzWzFdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwIc25hcHNob3SUaOlqLgEAACmBlH2UKGj8ansBAABqMQEAAGrNAgAAajIBAAAoaiUBAABo8SmBlH2UKGj0jA5oZWFkZXIudmVyc2lvbpRo'
+    '9mofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLBnViaiQFAABqJQEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsOdWJqAQEAAGoEAQAAXZRq0AQAAGGFlFKUdWKGlGiMaPEpgZR9lCho9IwXaGVhZGVyLmZsYWdzLmNvbXByZXNzZWSUaPZqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwx1YmokBQAAaIxqtwEA'
+    'AGq6AQAAaP1LAWj+SwBo/0sBagABAABLF3ViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpRok2jxKYGUfZQoaPSMFmhlYWRlci5mbGFncy5hbGdvcml0aG2UaPZqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwx1YmokBQAAaJNqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLFnViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpRqPgEAAGjxKYGUfZQoaPRqHQUAAGj2ah8FAAAp'
+    'UpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGo+AQAAarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASxR1YmoBAQAAagQBAABdlGrQBAAAYYWUUpR1YoaUapwCAABo8SmBlH2UKGj0jFsyIGlmIGhlYWRlci5mbGFncy5xdWFudGl6ZWQgYW5kIGhlYWRlci5mbGFncy5nYWNsIGVsc2UgKDEgaWYgaGVhZGVyLmZsYWdzLnF1YW50aXplZCBlbHNlIDAplGj2aPeMBUlmRXhwlJOUKVKUfZQojAR0ZXN0lGoIAwAAKVKUfZQoarwBAABqDQMAAGoPAwAAXZQoah8FAAApUpR9'
+    'lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwVo/0sBagABAABLC3ViaiQFAABofmq3AQAAaroBAABo/UsBaP5LBWj/SwFqAAEAAEsRdWJqJAUAAGh1arcBAABqugEAAGj9SwFo/ksFaP9LAWoAAQAASxt1YmofBQAAKVKUfZQoaDVqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGrQBAAAarcBAABqugEAAGj9SwFo/ksgaP9LAWoAAQAASyZ1YmokBQAAaH5qtwEAAGq6AQAAaP1LAWj+SyBo/0sBagABAABLLHViaiQFAABon2q3AQAAaroBAABo/UsBaP5LIGj/SwFqAAEAAEsxdWJl'
+    'aP1LAWj+SwVo/0sBagABAABLMXViahAEAABo+SlSlH2UKGg1SwJo/E5o/UsBaP5LAGj/SwFqAAEAAEsBdWKMBm9yZWxzZZRqbwUAAClSlH2UKGpyBQAAah8FAAApUpR9lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+Sz1o/0sBagABAABLQ3ViaiQFAABofmq3AQAAaroBAABo/UsBaP5LPWj/SwFqAAEAAEtJdWJqJAUAAGh1arcBAABqugEAAGj9SwFo/ks9aP9LAWoAAQAAS1N1YmoQBAAAaPkpUpR9lChoNUsBaPxOaP1LAWj+Szho/0sBagABAABLOXViaoQFAABo+SlSlH2UKGg1SwBo'
+    '/E5o/UsBaP5LWWj/SwFqAAEAAEtadWJo/UsBaP5LOGj/SwFqAAEAAEtadWJo/UsBaP5LAGj/SwFqAAEAAEtbdWJqAQEAAGoEAQAAXZRq0AQAAGGFlFKUdWKGlHSUajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNQgFqHgEAAIwacmVjb3Jkcy5odHRfZmlsZS5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAN3'
+    'YWyUaOlqLgEAACmBlH2UKGj8ansBAABqMQEAAGrKBAAAajIBAAAoauYEAABo8SmBlH2UKGj0jCFoZWFkZXIuZmxhZ3Mud2FsX2Jsb2NrX2NvbXByZXNzZWSUaPZqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsGdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASwx1YmokBQAAaJtqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLIXViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpRok2jxKYGUfZQoaPRqVgUAAGj2ah8FAAApUpR9'
+    'lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLBnViaiQFAABofmq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsMdWJqJAUAAGiTarcBAABqugEAAGj9SwFo/ksAaP9LAWoAAQAASxZ1YmoBAQAAagQBAABdlGrQBAAAYYWUUpR1YoaUaj4BAABo8SmBlH2UKGj0ah0FAABo9mofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLBnViaiQFAABqPgEAAGq3AQAAaroBAABo/UsBaP5LAGj/SwFqAAEAAEsUdWJq'
+    'AQEAAGoEAQAAXZRq0AQAAGGFlFKUdWKGlGqcAgAAaPEpgZR9lCho9GptBQAAaPZqbwUAAClSlH2UKGpyBQAAaggDAAApUpR9lChqvAEAAGoNAwAAag8DAABdlChqHwUAAClSlH2UKGg1ah8FAAApUpR9lChoNWqzAQAAKVKUfZQoarYBAABq0AQAAGq3AQAAaroBAABo/UsBaP5LBWj/SwFqAAEAAEsLdWJqJAUAAGh+arcBAABqugEAAGj9SwFo/ksFaP9LAWoAAQAASxF1YmokBQAAaHVqtwEAAGq6AQAAaP1LAWj+SwVo/0sBagABAABLG3Viah8FAAApUpR9lChoNWofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAatAEAABqtwEAAGq6'
+    'AQAAaP1LAWj+SyBo/0sBagABAABLJnViaiQFAABofmq3AQAAaroBAABo/UsBaP5LIGj/SwFqAAEAAEssdWJqJAUAAGifarcBAABqugEAAGj9SwFo/ksgaP9LAWoAAQAASzF1YmVo/UsBaP5LBWj/SwFqAAEAAEsxdWJqEAQAAGj5KVKUfZQoaDVLAmj8Tmj9SwFo/ksAaP9LAWoAAQAASwF1YmqEBQAAam8FAAApUpR9lChqcgUAAGofBQAAKVKUfZQoaDVqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGrQBAAAarcBAABqugEAAGj9SwFo/ks9aP9LAWoAAQAAS0N1YmokBQAAaH5qtwEAAGq6AQAAaP1LAWj+Sz1o/0sBagABAABLSXVi'
+    'aiQFAABodWq3AQAAaroBAABo/UsBaP5LPWj/SwFqAAEAAEtTdWJqEAQAAGj5KVKUfZQoaDVLAWj8Tmj9SwFo/ks4aP9LAWoAAQAASzl1YmqEBQAAaPkpUpR9lChoNUsAaPxOaP1LAWj+S1lo/0sBagABAABLWnViaP1LAWj+Szho/0sBagABAABLWnViaP1LAWj+SwBo/0sBagABAABLW3ViagEBAABqBAEAAF2UatAEAABhhZRSlHVihpR0lGozAQAATnViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsA'
+    'aA1OahsBAABowmocAQAAiWodAQAATmhHTUoBah4BAACMGnJlY29yZHMuaHR0X2ZpbGUuZmllbGRzWzNdlGgrKWogAQAATmohAQAATmoiAQAAiXViZWgLjExBIHdob2xlIC5odHQgZmlsZSwgc3RyaWN0bHkgZGVjb2RlZCAodGhlIHN0b3JlIHJ1bnRpbWUgcmVjb3ZlcnMgdG9ybiB0YWlscykulGgJjAPCpzGUamEBAAB9lGpqAQAATmprAQAAiWpsAQAATmptAQAAXZRqcAEAACmBlH2UKGgUTmjiahEFAABqcwEAAE5qdAEAAH2UKGrQBAAASwBqogEAAEsgdWp2AQAAfZRq0AQAAEsgc2ozAQAATnViYWhHTTkBangBAABoEWgNTmp5AQAA'
+    'KWp6AQAAansBAABqfAEAAF2Uan4BAABdlHVijA9zaWRlY2FyX3NlZ21lbnSUaN8pgZR9lChoBWrwBQAAaOJdlCho5SmBlH2UKGgFaOho6WjrKYGUfZQoaO5o8SmBlH2UKGj0aPVo9mj5KVKUfZQoaDVLBGj8Tmj9SwFo/ksAaP9LAWoAAQAASwF1YmoBAQAAagQBAABdlIWUUpR1YmoIAQAATmoJAQAAiWoKAQAATmoLAQAATnViaAuMB2InSFRUSCeUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAAQwRIVFRIlGhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBo'
+    'DU5qGwEAAGjCahwBAACJah0BAABOaEdNWQFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzBdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWolAQAAaOloKCmBlH2UKGgrSwhoLIloDWgOaC2IdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNWgFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzFd'
+    'lGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWo+AQAAaOloKCmBlH2UKGgrSwhoLIloDWgOaC2IdWJoC4wfbXVzdCBtYXRjaCB0aGUgbWFpbiBmaWxlIGhlYWRlcpRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01bAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbMl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgF'
+    'jAZsYXlvdXSUaOlqLgEAACmBlH2UKGj8aH5qMQEAAGi6ajIBAAApajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAASwJqDwEAAE5qEAEAAE5oQYlqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTVwBah4BAACMIXJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1szXZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMCXJlc2VydmVkNpRo6WgoKYGUfZQoaCtLCGgsiWgNaA5oLYh1YmgLaMJoCWjCag0B'
+    'AABOag4BAABOag8BAABLAWoQAQAATmhBiGoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNXQFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzRdlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwJcmVzZXJ2ZWQ3lGjpaCgpgZR9lChoK0sIaCyJaA1oDmgtiHViaAtowmgJaMJqDQEAAE5qDgEAAE5qDwEAAE5qEAEAAE5oQYhqEgEAAE5o7k5qEwEAAE5qFAEAAE5ojE5qFQEAAE5oNU5q'
+    'FgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTV4Bah4BAACMIXJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1s1XZRoKylqIAEAAE5qIQEAAE5qIgEAAIl1YmjlKYGUfZQoaAWMCWZpcnN0X3NlcZRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBdmaXJzdCBhcmNoaXZlZCBzZXF1ZW5jZZRoCWjCag0BAABOag4BAABOag8BAABOahABAABOaEGJahIBAABOaO5OahMBAABOahQBAABOaIxOahUBAABOaDVOahYBAABOahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgN'
+    'TmobAQAAaMJqHAEAAIlqHQEAAE5oR01fAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNbNl2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFjAdlbmRfc2VxlGjpaCgpgZR9lChoK0sgaCyJaA1oDmgtiHViaAuMGWV4Y2x1c2l2ZSBlbmQgb2YgdGhlIHNwYW6UaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNYAFqHgEAAIwhcmVj'
+    'b3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzddlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBYwHcmF3X2xlbpRo6WgoKYGUfZQoaCtLIGgsiWgNaA5oLYh1YmgLjBh1bmNvbXByZXNzZWQgZW50cnkgYnl0ZXOUaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAATmg1TmoWAQAAaO5q1wIAAIaUahcBAAApaNNOahgBAABOahkBAABOahoBAABLAGgNTmobAQAAaMJqHAEAAIlqHQEAAE5oR01hAWoeAQAAjCFyZWNvcmRzLnNpZGVjYXJfc2VnbWVudC5maWVsZHNb'
+    'OF2UaCspaiABAABOaiEBAABOaiIBAACJdWJo5SmBlH2UKGgFatcCAABo6WouAQAAKYGUfZQoaPxqewEAAGoxAQAAavYDAABqMgEAAGo+AQAAaPEpgZR9lCho9Go+AQAAaPZqswEAAClSlH2UKGq2AQAAaj4BAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLDXViagEBAABqBAEAAF2Uaj4BAABhhZRSlHVihpRqnAIAAGjxKYGUfZQoaPSMRSgyIGlmIGxheW91dC5nYWNsIGVsc2UgMSkgaWYgdmVyc2lvbiA+PSAyIGFuZCBsYXlvdXQucXVhbnRpemVkIGVsc2UgMJRo9mpvBQAAKVKUfZQoanIFAABqCAMAAClSlH2UKGq8AQAAag0D'
+    'AABqDwMAAF2UKGqsAgAAKVKUfZQoarEBAABqswEAAClSlH2UKGq2AQAAaiUBAABqtwEAAGq6AQAAaP1LAWj+Sx1o/0sBagABAABLJHViarECAABdlGj3jANHdEWUk5QpUpR9lGJharcCAABdlGj5KVKUfZQoaDVLAmj8Tmj9SwFo/ksoaP9LAWoAAQAASyl1YmFo/UsBaP5LHWj/SwFqAAEAAEspdWJqHwUAAClSlH2UKGg1arMBAAApUpR9lChqtgEAAGoPBgAAarcBAABqugEAAGj9SwFo/ksuaP9LAWoAAQAASzR1YmokBQAAaHVqtwEAAGq6AQAAaP1LAWj+Sy5o/0sBagABAABLPnViZWj9SwFo/ksdaP9LAWoAAQAASz51YmoQBAAAam8F'
+    'AAApUpR9lChqcgUAAGofBQAAKVKUfZQoaDVqswEAAClSlH2UKGq2AQAAag8GAABqtwEAAGq6AQAAaP1LAWj+SwZo/0sBagABAABLDHViaiQFAABon2q3AQAAaroBAABo/UsBaP5LBmj/SwFqAAEAAEsRdWJqEAQAAGj5KVKUfZQoaDVLAmj8Tmj9SwFo/ksBaP9LAWoAAQAASwJ1YmqEBQAAaPkpUpR9lChoNUsBaPxOaP1LAWj+Sxdo/0sBagABAABLGHViaP1LAWj+SwFo/0sBagABAABLGHViaoQFAABo+SlSlH2UKGg1SwBo/E5o/UsBaP5LRGj/SwFqAAEAAEtFdWJo/UsBaP5LAGj/SwFqAAEAAEtFdWJqAQEAAGoEAQAAXZQoag8GAABq'
+    'JQEAAGWFlFKUdWKGlIaUajMBAABOdWJoC2jCaAlowmoNAQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuaPEpgZR9lCho9GovBgAAaPZqswEAAClSlH2UKGq2AQAAai8GAABqtwEAAGq6AQAAaP1LAWj+SwBo/0sBagABAABLB3ViagEBAABqBAEAAF2Uai8GAABhhZRSlHViahMBAABqpgEAACmBlH2UKGqpAQAATmoIAQAATmoJAQAAiGoPAQAATmrHAQAATmrIAQAAiWohAQAATnViahQBAABOaIxq9gIAACmBlH2UKGiTaPEpgZR9lCho9IwGJ3pzdGQnlGj2aPkpUpR9lChoNWg0aPxOaP1LAWj+SwBo/0sBagABAABLBnViagEB'
+    'AABqBAEAAF2UhZRSlHViagADAABoKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJqAwMAAE5qHgMAAE5qHwMAAE5qJgMAAE51YmoVAQAATmg1TmoWAQAATmoXAQAAKWjTTmoYAQAATmoZAQAATmoaAQAASwBoDU5qGwEAAGjCahwBAACJah0BAABOaEdNYgFqHgEAAIwhcmVjb3Jkcy5zaWRlY2FyX3NlZ21lbnQuZmllbGRzWzldlGgrKWogAQAATmohAQAATmoiAQAAiXViaOUpgZR9lChoBWpcAQAAaOloKCmBlH2UKGgrSyBoLIloDWgOaC2IdWJoC4wsQ1JDMzIgb2YgdGhlIHJhdyAodW5jb21wcmVzc2VkKSBlbnRyeSBieXRlcy6UaAlowmoN'
+    'AQAATmoOAQAATmoPAQAATmoQAQAATmhBiWoSAQAATmjuTmoTAQAATmoUAQAATmiMTmoVAQAAalkBAAApgZR9lChok2pcAQAAal0BAABq1wIAAIWUal4BAAApal8BAABOamABAABOamEBAAApaCtLIGgSiWpiAQAAKWpjAQAAaMJqZAEAAEsAaA8pamUBAAApdWJoNU5qFgEAAE5qFwEAAClo005qGAEAAE5qGQEAAE5qGgEAAEsAaA1OahsBAABowmocAQAAiWodAQAATmhHTWoBah4BAACMInJlY29yZHMuc2lkZWNhcl9zZWdtZW50LmZpZWxkc1sxMF2UaCspaiABAABOaiEBAABOaiIBAACJdWJlaAuMlEEgaGlzdG9yeSBzZWdtZW50IDxm'
+    'aWxlPi5oMDAwMDAxOiBhcmNoaXZlZCBwbGFpbiBXQUwgZW50cmllcywgYWx3YXlzIHpzdGQuIFZlcnNpb24gMiAocXVhbnRpemVkIG9yIEdBQ0wgZmlsZXMpIHJlY29yZHMgdGhlIHRhaWwgbGF5b3V0IGF0IG9mZnNldCA2LgqUaAmMDMKnNC4xLCDCpzcuM5RqYQEAAH2UamoBAABqJQEAAGprAQAAiWpsAQAASwFLAoaUam0BAABdlChqcAEAACmBlH2UKGgUSwGFlGjiXZQoavQFAABqAgYAAGoHBgAAahMGAABqGQYAAGofBgAAaiYGAABqLQYAAGo1BgAAaoAGAABlanMBAABOanQBAAB9lCho6EsAaiUBAABLBGo+AQAASwVqFQYAAEsG'
+    'ahsGAABLB2ohBgAASwhqKAYAAEsMai8GAABLEGrXAgAASxR1anYBAAB9lCho6EsEaiUBAABLAWo+AQAASwFqFQYAAEsBahsGAABLAWohBgAASwRqKAYAAEsEai8GAABLBGpcAQAASwR1ajMBAABOdWJqcAEAACmBlH2UKGgUSwKFlGjiXZQoavQFAABqAgYAAGoHBgAAag0GAABqGQYAAGofBgAAaiYGAABqLQYAAGo1BgAAaoAGAABlanMBAABOanQBAAB9lCho6EsAaiUBAABLBGo+AQAASwVqDwYAAEsGahsGAABLB2ohBgAASwhqKAYAAEsMai8GAABLEGrXAgAASxR1anYBAAB9lCho6EsEaiUBAABLAWo+AQAASwFqDwYAAEsBahsGAABL'
+    'AWohBgAASwRqKAYAAEsEai8GAABLBGpcAQAASwR1ajMBAABOdWJlaEdNUgFqeAEAAGgRaA1OankBAAApanoBAABqewEAAGp8AQAAXZRqfgEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjCZieXRld3JpZ2h0LnJ1bnRpbWUuaHR0LmNvZGVjczpyZWdpc3RlcpRhjAZkZXRlY3SUXZQoaACMBkRldGVjdJSTlCmBlH2UKGp7AQAAag4FAABo6EMESFRUAJSMAmF0lEsAahMBAACJamEBAAApjAR0aGVulE6MBHRhZ3OUTnViaqQGAAApgZR9lChqewEAAGrwBQAAaOhDBEhUVEiUaqgGAABLAGoTAQAAiWphAQAAKWqpBgAATmqq'
+    'BgAATnViZYwLZW5kaWFuX2V4cHKUTnViLg=='
+)

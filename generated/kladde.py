@@ -13,8 +13,8 @@ Spec: kladde file format and address table (spec.txt; facts.md §1-§4)
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -77,6 +78,11 @@ _ck_crc32c = _registry.checksum_func("crc32c", fast=True)
 FAMILY = "kladde"
 SCHEMA_FILES = ["schemas/kladde.yaml"]
 SCHEMA_DIGEST = "sha256:6c5f0681c7db6a11ce5a64b50e865eb9d850361193203cef690d01e68e58a5c9"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\x8bKLADDE\r\n\x1a\n', 'header_page', {}, False, None, None)]
+RECORD_NAMES = ('header_fields', 'ref_body', 'zero_body', 'shrink_body', 'grow_body', 'inline_body', 'statement', 'child_ref', 'table_content', 'page', 'header_slot', 'table_page', 'header_page', 'journal_free', 'journal_resize', 'journal_write', 'journal_splice', 'journal_copy', 'journal_record', 'journal_records', 'journal_transaction', 'journal_page', 'journal_seed')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -7582,799 +7588,827 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_header_fields = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'\x8bKLADDE\r\n\x1a\n'),
-    'log2_page_size' / Const(12, Int8ul),
-    'format_version' / Int16ul,
-    'min_reader_version' / Int16ul,
-    'root_allocation' / Int32ul,
-    'schema_table' / Int32ul,
-    'consolidator_state' / Int32ul,
-    'root_fingerprint' / Bytes(16),
-    'journal_pointer' / Int32ul,
-)
-C_header_fields._bw_fast_runs = {'magic': (48, (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4)))}
-
-C_ref_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-    'size' / Leb128('uleb128'),
-    'address' / Leb128('uleb128'),
-)
-C_ref_body._bw_fast_runs = {}
-
-C_zero_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-    'size' / Leb128('uleb128'),
-)
-C_zero_body._bw_fast_runs = {}
-
-C_shrink_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-)
-C_shrink_body._bw_fast_runs = {}
-
-C_grow_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-)
-C_grow_body._bw_fast_runs = {}
-
-C_inline_body = Struct(
-    '_o_start' / Tell,
-    'offset_delta' / Leb128('uleb128'),
-    'payload' / Bytes(Code("(this['_params']['size_tag'] - 4)", lambda this: (this['_params']['size_tag'] - 4))),
-)
-C_inline_body._bw_fast_runs = {}
-
-C_statement = Struct(
-    '_o_start' / Tell,
-    'id_delta' / Leb128('uleb128'),
-    'tag' / Int8ul,
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {0: C_ref_body, 1: C_zero_body, 2: C_shrink_body, 3: C_grow_body, 4: Pass}, default=WithParams(C_inline_body, {'size_tag': Code("this['tag']", lambda this: this['tag'])})),
-)
-C_statement._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_child_ref = Struct(
-    '_o_start' / Tell,
-    'page_delta' / Leb128('uleb128'),
-)
-C_child_ref._bw_fast_runs = {}
-
-C_table_content = Struct(
-    '_o_start' / Tell,
-    'children' / Terminated(Leb128('uleb128'), 0),
-    'statements' / RepeatToEnd(C_statement),
-)
-C_table_content._bw_fast_runs = {}
-
-C_page = Struct(
-    '_o_start' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
-)
-C_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_header_slot = Struct(
-    '_o_start' / Tell,
-    '_s_header' / Tell,
-    'header' / C_header_fields,
-    '_e_header' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
-)
-C_header_slot._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_table_page = Struct(
-    '_o_start' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
-)
-C_table_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_header_page = Struct(
-    '_o_start' / Tell,
-    '_s_header' / Tell,
-    'header' / C_header_fields,
-    '_e_header' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int8ul,
-    '_e_kind' / Tell,
-    '_s_epoch' / Tell,
-    'epoch' / Int64ul,
-    '_e_epoch' / Tell,
-    '_o_content_size' / Tell,
-    'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
-    '_s_content' / Tell,
-    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
-    '_e_content' / Tell,
-    '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
-    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
-    FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
-)
-C_header_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
-
-C_journal_free = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-)
-C_journal_free._bw_fast_runs = {}
-
-C_journal_resize = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-    'size' / Leb128('uleb128'),
-    _RuleCheck(Code("((this['size'] <= 4294967295))", lambda this: ((this['size'] <= 4294967295))), 'size', 'size <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-)
-C_journal_resize._bw_fast_runs = {}
-
-C_journal_write = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-    'offset' / Leb128('uleb128'),
-    'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'data' / Bytes(Code("this['length']", lambda this: this['length'])),
-)
-C_journal_write._bw_fast_runs = {}
-
-C_journal_splice = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
-    'offset' / Leb128('uleb128'),
-    'old_len' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['offset'] + this['old_len']) <= 4294967295))", lambda this: (((this['offset'] + this['old_len']) <= 4294967295))), 'old_len', 'offset + old_len <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'data' / Bytes(Code("this['length']", lambda this: this['length'])),
-)
-C_journal_splice._bw_fast_runs = {}
-
-C_journal_copy = Struct(
-    '_o_start' / Tell,
-    'src' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: (((this['src'] >= 1) and (this['src'] <= 4294967295)))), 'src', 'src >= 1 and src <= 4294967295', 'a journal record names an invalid id'),
-    'src_offset' / Leb128('uleb128'),
-    'length' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['src_offset'] + this['length']) <= 4294967295))", lambda this: (((this['src_offset'] + this['length']) <= 4294967295))), 'length', 'src_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-    'dst' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))), 'dst', 'dst >= 1 and dst <= 4294967295', 'a journal record names an invalid id'),
-    'dst_offset' / Leb128('uleb128'),
-    _RuleCheck(Code("(((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: (((this['dst_offset'] + this['length']) <= 4294967295))), 'dst_offset', 'dst_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
-)
-C_journal_copy._bw_fast_runs = {}
-
-C_journal_record = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'JournalTag', (1, 2, 3, 4, 5, 6), ()),
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_journal_free, 2: C_journal_resize, 3: C_journal_write, 4: C_journal_splice, 5: C_journal_copy, 6: C_journal_copy}, default=Error),
-)
-C_journal_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_journal_records = Struct(
-    '_o_start' / Tell,
-    'records' / RepeatToEnd(C_journal_record),
-)
-C_journal_records._bw_fast_runs = {}
-
-C_journal_transaction = Struct(
-    '_o_start' / Tell,
-    'length' / Rebuild(Leb128('uleb128'), Code("len(this['records'])", lambda this: len(this['records']))),
-    _RuleCheck(Code("((this['length'] <= 4294967295))", lambda this: ((this['length'] <= 4294967295))), 'length', 'length <= 4294967295', 'a transaction longer than 2**32 - 1 bytes'),
-    'records' / Bytes(Code("this['length']", lambda this: this['length'])),
-    'crc' / Int32ul,
-)
-C_journal_transaction._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
-
-C_journal_page = Struct(
-    '_o_start' / Tell,
-    'stream' / Bytes(4088),
-    'next' / Int32ul,
-    'crc' / Int32ul,
-)
-C_journal_page._bw_fast_runs = {'stream': (4096, (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4)))}
-
-C_journal_seed = Struct(
-    '_o_start' / Tell,
-    'segment_epoch' / Int64ul,
-)
-C_journal_seed._bw_fast_runs = {'segment_epoch': (8, (('segment_epoch', 0, 8),))}
-
-def _c2m_header_fields(c):
-    if c.__class__ is HeaderFields:  # built by a compiled parse
-        return c
-    f_format_version = c['format_version']
-    f_min_reader_version = c['min_reader_version']
-    f_root_allocation = c['root_allocation']
-    f_schema_table = c['schema_table']
-    f_consolidator_state = c['consolidator_state']
-    f_root_fingerprint = c['root_fingerprint']
-    if f_root_fingerprint is not None:
-        f_root_fingerprint = bytes(f_root_fingerprint)
-    f_journal_pointer = c['journal_pointer']
-    return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
-
-def _f2m_header_fields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer):
-    if f_root_fingerprint is not None:
-        f_root_fingerprint = bytes(f_root_fingerprint)
-    return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
-C_header_fields._bw_model = (_f2m_header_fields, ('format_version', 'min_reader_version', 'root_allocation', 'schema_table', 'consolidator_state', 'root_fingerprint', 'journal_pointer'), (), True)
-
-def _m2c_header_fields(v):
-    return {
-        'format_version': v.format_version,
-        'min_reader_version': v.min_reader_version,
-        'root_allocation': v.root_allocation,
-        'schema_table': v.schema_table,
-        'consolidator_state': v.consolidator_state,
-        'root_fingerprint': v.root_fingerprint,
-        'journal_pointer': v.journal_pointer,
-    }
-
-def _c2m_ref_body(c):
-    if c.__class__ is RefBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    f_size = c['size']
-    f_address = c['address']
-    return RefBody(f_offset_delta, f_size, f_address)
-
-def _f2m_ref_body(f_offset_delta, f_size, f_address):
-    return RefBody(f_offset_delta, f_size, f_address)
-C_ref_body._bw_model = (_f2m_ref_body, ('offset_delta', 'size', 'address'), (), True)
-
-def _m2c_ref_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-        'size': v.size,
-        'address': v.address,
-    }
-
-def _c2m_zero_body(c):
-    if c.__class__ is ZeroBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    f_size = c['size']
-    return ZeroBody(f_offset_delta, f_size)
-
-def _f2m_zero_body(f_offset_delta, f_size):
-    return ZeroBody(f_offset_delta, f_size)
-C_zero_body._bw_model = (_f2m_zero_body, ('offset_delta', 'size'), (), True)
-
-def _m2c_zero_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-        'size': v.size,
-    }
-
-def _c2m_shrink_body(c):
-    if c.__class__ is ShrinkBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    return ShrinkBody(f_offset_delta)
-
-def _f2m_shrink_body(f_offset_delta):
-    return ShrinkBody(f_offset_delta)
-C_shrink_body._bw_model = (_f2m_shrink_body, ('offset_delta',), (), True)
-
-def _m2c_shrink_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-    }
-
-def _c2m_grow_body(c):
-    if c.__class__ is GrowBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    return GrowBody(f_offset_delta)
-
-def _f2m_grow_body(f_offset_delta):
-    return GrowBody(f_offset_delta)
-C_grow_body._bw_model = (_f2m_grow_body, ('offset_delta',), (), True)
-
-def _m2c_grow_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-    }
-
-def _c2m_inline_body(c, p_size_tag):
-    if c.__class__ is InlineBody:  # built by a compiled parse
-        return c
-    f_offset_delta = c['offset_delta']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return InlineBody(f_offset_delta, f_payload)
-
-def _f2m_inline_body(f_offset_delta, f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return InlineBody(f_offset_delta, f_payload)
-C_inline_body._bw_model = (_f2m_inline_body, ('offset_delta', 'payload'), (), True)
-
-def _m2c_inline_body(v):
-    return {
-        'offset_delta': v.offset_delta,
-        'payload': v.payload,
-    }
-
-def _c2m_statement(c):
-    if c.__class__ is Statement:  # built by a compiled parse
-        return c
-    f_id_delta = c['id_delta']
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
-        f_tag = f_tag if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_ref_body(f_body) if f_tag == 0 else (_c2m_zero_body(f_body) if f_tag == 1 else (_c2m_shrink_body(f_body) if f_tag == 2 else (_c2m_grow_body(f_body) if f_tag == 3 else (None if f_tag == 4 else _c2m_inline_body(f_body, f_tag))))))
-    return Statement(f_id_delta, f_tag, f_body)
-
-def _f2m_statement(f_id_delta, f_tag, f_body):
-    if f_tag is not None:
-        _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
-        f_tag = f_tag if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is RefBody else _c2m_ref_body(f_body)) if f_tag == 0 else ((f_body if f_body.__class__ is ZeroBody else _c2m_zero_body(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is ShrinkBody else _c2m_shrink_body(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is GrowBody else _c2m_grow_body(f_body)) if f_tag == 3 else (None if f_tag == 4 else (f_body if f_body.__class__ is InlineBody else _c2m_inline_body(f_body, f_tag)))))))
-    return Statement(f_id_delta, f_tag, f_body)
-C_statement._bw_model = (_f2m_statement, ('id_delta', 'tag', 'body'), (), True)
-
-def _m2c_statement(v):
-    return {
-        'id_delta': v.id_delta,
-        'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {0: RefBody, 1: ZeroBody, 2: ShrinkBody, 3: GrowBody, 4: None}, InlineBody, 'body')),
-    }
-
-def _c2m_child_ref(c):
-    if c.__class__ is ChildRef:  # built by a compiled parse
-        return c
-    f_page_delta = c['page_delta']
-    return ChildRef(f_page_delta)
-
-def _f2m_child_ref(f_page_delta):
-    return ChildRef(f_page_delta)
-C_child_ref._bw_model = (_f2m_child_ref, ('page_delta',), (), True)
-
-def _m2c_child_ref(v):
-    return {
-        'page_delta': v.page_delta,
-    }
-
-def _c2m_table_content(c):
-    if c.__class__ is TableContent:  # built by a compiled parse
-        return c
-    f_children = c['children']
-    f_statements = c['statements']
-    if f_statements is not None:
-        f_statements = [_c2m_statement(_x) for _x in f_statements]
-    return TableContent(f_children, f_statements)
-
-def _f2m_table_content(f_children, f_statements):
-    if f_statements is not None:
-        f_statements = [(_x if _x.__class__ is Statement else _c2m_statement(_x)) for _x in f_statements]
-    return TableContent(f_children, f_statements)
-C_table_content._bw_model = (_f2m_table_content, ('children', 'statements'), (), True)
-
-def _m2c_table_content(v):
-    return {
-        'children': v.children,
-        'statements': None if v.statements is None else [_m2c_statement(_x) for _x in v.statements],
-    }
-
-def _c2m_page(c):
-    if c.__class__ is Page:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return Page(f_kind, f_epoch, f_content)
-
-def _f2m_page(f_kind, f_epoch, f_content):
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return Page(f_kind, f_epoch, f_content)
-C_page._bw_model = (_f2m_page, ('kind', 'epoch', 'content'), (), True)
-
-def _m2c_page(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': v.content,
-    }
-
-def _c2m_header_slot(c):
-    if c.__class__ is HeaderSlot:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_header_fields(f_header)
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return HeaderSlot(f_header, f_kind, f_epoch, f_content)
-
-def _f2m_header_slot(f_header, f_kind, f_epoch, f_content):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return HeaderSlot(f_header, f_kind, f_epoch, f_content)
-C_header_slot._bw_model = (_f2m_header_slot, ('header', 'kind', 'epoch', 'content'), (), True)
-
-def _m2c_header_slot(v):
-    return {
-        'header': None if v.header is None else _m2c_header_fields(v.header),
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': v.content,
-    }
-
-def _c2m_table_page(c):
-    if c.__class__ is TablePage:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = _c2m_table_content(f_content)
-    return TablePage(f_kind, f_epoch, f_content)
-
-def _f2m_table_page(f_kind, f_epoch, f_content):
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
-    return TablePage(f_kind, f_epoch, f_content)
-C_table_page._bw_model = (_f2m_table_page, ('kind', 'epoch', 'content'), (), True)
-
-def _m2c_table_page(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': None if v.content is None else _m2c_table_content(v.content),
-    }
-
-def _c2m_header_page(c):
-    if c.__class__ is HeaderPage:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_header_fields(f_header)
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    f_epoch = c['epoch']
-    f_content = c['content']
-    if f_content is not None:
-        f_content = _c2m_table_content(f_content)
-    return HeaderPage(f_header, f_kind, f_epoch, f_content)
-
-def _f2m_header_page(f_header, f_kind, f_epoch, f_content):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
-    if f_kind is not None:
-        _t = _PAGEKIND_BY_VALUE.get(f_kind)
-        f_kind = f_kind if _t is None else _t
-    if f_content is not None:
-        f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
-    return HeaderPage(f_header, f_kind, f_epoch, f_content)
-C_header_page._bw_model = (_f2m_header_page, ('header', 'kind', 'epoch', 'content'), (), True)
-
-def _m2c_header_page(v):
-    return {
-        'header': None if v.header is None else _m2c_header_fields(v.header),
-        'kind': None if v.kind is None else int(v.kind),
-        'epoch': v.epoch,
-        'content': None if v.content is None else _m2c_table_content(v.content),
-    }
-
-def _c2m_journal_free(c):
-    if c.__class__ is JournalFree:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    return JournalFree(f_id)
-
-def _f2m_journal_free(f_id):
-    return JournalFree(f_id)
-C_journal_free._bw_model = (_f2m_journal_free, ('id',), (), True)
-
-def _m2c_journal_free(v):
-    return {
-        'id': v.id,
-    }
-
-def _c2m_journal_resize(c):
-    if c.__class__ is JournalResize:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_size = c['size']
-    return JournalResize(f_id, f_size)
-
-def _f2m_journal_resize(f_id, f_size):
-    return JournalResize(f_id, f_size)
-C_journal_resize._bw_model = (_f2m_journal_resize, ('id', 'size'), (), True)
-
-def _m2c_journal_resize(v):
-    return {
-        'id': v.id,
-        'size': v.size,
-    }
-
-def _c2m_journal_write(c):
-    if c.__class__ is JournalWrite:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_offset = c['offset']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalWrite(f_id, f_offset, f_data)
-
-def _f2m_journal_write(f_id, f_offset, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalWrite(f_id, f_offset, f_data)
-C_journal_write._bw_model = (_f2m_journal_write, ('id', 'offset', 'data'), (), True)
-
-def _m2c_journal_write(v):
-    return {
-        'id': v.id,
-        'offset': v.offset,
-        'data': v.data,
-    }
-
-def _c2m_journal_splice(c):
-    if c.__class__ is JournalSplice:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_offset = c['offset']
-    f_old_len = c['old_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalSplice(f_id, f_offset, f_old_len, f_data)
-
-def _f2m_journal_splice(f_id, f_offset, f_old_len, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return JournalSplice(f_id, f_offset, f_old_len, f_data)
-C_journal_splice._bw_model = (_f2m_journal_splice, ('id', 'offset', 'old_len', 'data'), (), True)
-
-def _m2c_journal_splice(v):
-    return {
-        'id': v.id,
-        'offset': v.offset,
-        'old_len': v.old_len,
-        'data': v.data,
-    }
-
-def _c2m_journal_copy(c):
-    if c.__class__ is JournalCopy:  # built by a compiled parse
-        return c
-    f_src = c['src']
-    f_src_offset = c['src_offset']
-    f_length = c['length']
-    f_dst = c['dst']
-    f_dst_offset = c['dst_offset']
-    return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
-
-def _f2m_journal_copy(f_src, f_src_offset, f_length, f_dst, f_dst_offset):
-    return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
-C_journal_copy._bw_model = (_f2m_journal_copy, ('src', 'src_offset', 'length', 'dst', 'dst_offset'), (), True)
-
-def _m2c_journal_copy(v):
-    return {
-        'src': v.src,
-        'src_offset': v.src_offset,
-        'length': v.length,
-        'dst': v.dst,
-        'dst_offset': v.dst_offset,
-    }
-
-def _c2m_journal_record(c):
-    if c.__class__ is JournalRecord:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _JOURNALTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_journal_free(f_body) if f_tag == 1 else (_c2m_journal_resize(f_body) if f_tag == 2 else (_c2m_journal_write(f_body) if f_tag == 3 else (_c2m_journal_splice(f_body) if f_tag == 4 else (_c2m_journal_copy(f_body) if f_tag == 5 else (_c2m_journal_copy(f_body) if f_tag == 6 else None))))))
-    return JournalRecord(f_tag, f_body)
-
-def _f2m_journal_record(f_tag, f_body):
-    if f_tag is not None:
-        _t = _JOURNALTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is JournalFree else _c2m_journal_free(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is JournalResize else _c2m_journal_resize(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is JournalWrite else _c2m_journal_write(f_body)) if f_tag == 3 else ((f_body if f_body.__class__ is JournalSplice else _c2m_journal_splice(f_body)) if f_tag == 4 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 5 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 6 else None))))))
-    return JournalRecord(f_tag, f_body)
-C_journal_record._bw_model = (_f2m_journal_record, ('tag', 'body'), (), True)
-
-def _m2c_journal_record(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: JournalFree, 2: JournalResize, 3: JournalWrite, 4: JournalSplice, 5: JournalCopy, 6: JournalCopy}, None, 'body')),
-    }
-
-def _c2m_journal_records(c):
-    if c.__class__ is JournalRecords:  # built by a compiled parse
-        return c
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_journal_record(_x) for _x in f_records]
-    return JournalRecords(f_records)
-
-def _f2m_journal_records(f_records):
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is JournalRecord else _c2m_journal_record(_x)) for _x in f_records]
-    return JournalRecords(f_records)
-C_journal_records._bw_model = (_f2m_journal_records, ('records',), (), True)
-
-def _m2c_journal_records(v):
-    return {
-        'records': None if v.records is None else [_m2c_journal_record(_x) for _x in v.records],
-    }
-
-def _c2m_journal_transaction(c):
-    if c.__class__ is JournalTransaction:  # built by a compiled parse
-        return c
-    f_records = c['records']
-    if f_records is not None:
-        f_records = bytes(f_records)
-    f_crc = c['crc']
-    return JournalTransaction(f_records, f_crc)
-
-def _f2m_journal_transaction(f_records, f_crc):
-    if f_records is not None:
-        f_records = bytes(f_records)
-    return JournalTransaction(f_records, f_crc)
-C_journal_transaction._bw_model = (_f2m_journal_transaction, ('records', 'crc'), (), True)
-
-def _m2c_journal_transaction(v):
-    return {
-        'records': v.records,
-        'crc': v.crc,
-    }
-
-def _c2m_journal_page(c):
-    if c.__class__ is JournalPage:  # built by a compiled parse
-        return c
-    f_stream = c['stream']
-    if f_stream is not None:
-        f_stream = bytes(f_stream)
-    f_next = c['next']
-    f_crc = c['crc']
-    return JournalPage(f_stream, f_next, f_crc)
-
-def _f2m_journal_page(f_stream, f_next, f_crc):
-    if f_stream is not None:
-        f_stream = bytes(f_stream)
-    return JournalPage(f_stream, f_next, f_crc)
-C_journal_page._bw_model = (_f2m_journal_page, ('stream', 'next', 'crc'), (), True)
-
-def _m2c_journal_page(v):
-    return {
-        'stream': v.stream,
-        'next': v.next,
-        'crc': v.crc,
-    }
-
-def _c2m_journal_seed(c):
-    if c.__class__ is JournalSeed:  # built by a compiled parse
-        return c
-    f_segment_epoch = c['segment_epoch']
-    return JournalSeed(f_segment_epoch)
-
-def _f2m_journal_seed(f_segment_epoch):
-    return JournalSeed(f_segment_epoch)
-C_journal_seed._bw_model = (_f2m_journal_seed, ('segment_epoch',), (), True)
-
-def _m2c_journal_seed(v):
-    return {
-        'segment_epoch': v.segment_epoch,
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {HeaderFields: _m2c_header_fields, RefBody: _m2c_ref_body, ZeroBody: _m2c_zero_body, ShrinkBody: _m2c_shrink_body, GrowBody: _m2c_grow_body, InlineBody: _m2c_inline_body, Statement: _m2c_statement, ChildRef: _m2c_child_ref, TableContent: _m2c_table_content, Page: _m2c_page, HeaderSlot: _m2c_header_slot, TablePage: _m2c_table_page, HeaderPage: _m2c_header_page, JournalFree: _m2c_journal_free, JournalResize: _m2c_journal_resize, JournalWrite: _m2c_journal_write, JournalSplice: _m2c_journal_splice, JournalCopy: _m2c_journal_copy, JournalRecord: _m2c_journal_record, JournalRecords: _m2c_journal_records, JournalTransaction: _m2c_journal_transaction, JournalPage: _m2c_journal_page, JournalSeed: _m2c_journal_seed }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_header_fields = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'\x8bKLADDE\r\n\x1a\n'),
+        'log2_page_size' / Const(12, Int8ul),
+        'format_version' / Int16ul,
+        'min_reader_version' / Int16ul,
+        'root_allocation' / Int32ul,
+        'schema_table' / Int32ul,
+        'consolidator_state' / Int32ul,
+        'root_fingerprint' / Bytes(16),
+        'journal_pointer' / Int32ul,
+    )
+    C_header_fields._bw_fast_runs = {'magic': (48, (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4)))}
+
+    C_ref_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+        'size' / Leb128('uleb128'),
+        'address' / Leb128('uleb128'),
+    )
+    C_ref_body._bw_fast_runs = {}
+
+    C_zero_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+        'size' / Leb128('uleb128'),
+    )
+    C_zero_body._bw_fast_runs = {}
+
+    C_shrink_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+    )
+    C_shrink_body._bw_fast_runs = {}
+
+    C_grow_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+    )
+    C_grow_body._bw_fast_runs = {}
+
+    C_inline_body = Struct(
+        '_o_start' / Tell,
+        'offset_delta' / Leb128('uleb128'),
+        'payload' / Bytes(Code("(this['_params']['size_tag'] - 4)", lambda this: (this['_params']['size_tag'] - 4))),
+    )
+    C_inline_body._bw_fast_runs = {}
+
+    C_statement = Struct(
+        '_o_start' / Tell,
+        'id_delta' / Leb128('uleb128'),
+        'tag' / Int8ul,
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {0: C_ref_body, 1: C_zero_body, 2: C_shrink_body, 3: C_grow_body, 4: Pass}, default=WithParams(C_inline_body, {'size_tag': Code("this['tag']", lambda this: this['tag'])})),
+    )
+    C_statement._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_child_ref = Struct(
+        '_o_start' / Tell,
+        'page_delta' / Leb128('uleb128'),
+    )
+    C_child_ref._bw_fast_runs = {}
+
+    C_table_content = Struct(
+        '_o_start' / Tell,
+        'children' / Terminated(Leb128('uleb128'), 0),
+        'statements' / RepeatToEnd(C_statement),
+    )
+    C_table_content._bw_fast_runs = {}
+
+    C_page = Struct(
+        '_o_start' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
+    )
+    C_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_header_slot = Struct(
+        '_o_start' / Tell,
+        '_s_header' / Tell,
+        'header' / C_header_fields,
+        '_e_header' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
+    )
+    C_header_slot._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_table_page = Struct(
+        '_o_start' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4081)), 'content_size'),
+    )
+    C_table_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_header_page = Struct(
+        '_o_start' / Tell,
+        '_s_header' / Tell,
+        'header' / C_header_fields,
+        '_e_header' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int8ul,
+        '_e_kind' / Tell,
+        '_s_epoch' / Tell,
+        'epoch' / Int64ul,
+        '_e_epoch' / Tell,
+        '_o_content_size' / Tell,
+        'content_size' / Rebuild(Int16ul, 0),
+        Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
+        '_s_content' / Tell,
+        'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
+        '_e_content' / Tell,
+        '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
+        Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+        'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
+        FieldCheck(Code("this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)", lambda this: this['_parsing'] or ((this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])) <= 4033)), 'content_size'),
+    )
+    C_header_page._bw_fast_runs = {'kind': (11, (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))), 'crc': (4, (('crc', 0, 4),))}
+
+    C_journal_free = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+    )
+    C_journal_free._bw_fast_runs = {}
+
+    C_journal_resize = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+        'size' / Leb128('uleb128'),
+        _RuleCheck(Code("((this['size'] <= 4294967295))", lambda this: ((this['size'] <= 4294967295))), 'size', 'size <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+    )
+    C_journal_resize._bw_fast_runs = {}
+
+    C_journal_write = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+        'offset' / Leb128('uleb128'),
+        'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
+        _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'data' / Bytes(Code("this['length']", lambda this: this['length'])),
+    )
+    C_journal_write._bw_fast_runs = {}
+
+    C_journal_splice = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: (((this['id'] >= 1) and (this['id'] <= 4294967295)))), 'id', 'id >= 1 and id <= 4294967295', 'a journal record names an invalid id'),
+        'offset' / Leb128('uleb128'),
+        'old_len' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['offset'] + this['old_len']) <= 4294967295))", lambda this: (((this['offset'] + this['old_len']) <= 4294967295))), 'old_len', 'offset + old_len <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
+        _RuleCheck(Code("(((this['offset'] + this['length']) <= 4294967295))", lambda this: (((this['offset'] + this['length']) <= 4294967295))), 'length', 'offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'data' / Bytes(Code("this['length']", lambda this: this['length'])),
+    )
+    C_journal_splice._bw_fast_runs = {}
+
+    C_journal_copy = Struct(
+        '_o_start' / Tell,
+        'src' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: (((this['src'] >= 1) and (this['src'] <= 4294967295)))), 'src', 'src >= 1 and src <= 4294967295', 'a journal record names an invalid id'),
+        'src_offset' / Leb128('uleb128'),
+        'length' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['src_offset'] + this['length']) <= 4294967295))", lambda this: (((this['src_offset'] + this['length']) <= 4294967295))), 'length', 'src_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+        'dst' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))), 'dst', 'dst >= 1 and dst <= 4294967295', 'a journal record names an invalid id'),
+        'dst_offset' / Leb128('uleb128'),
+        _RuleCheck(Code("(((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: (((this['dst_offset'] + this['length']) <= 4294967295))), 'dst_offset', 'dst_offset + length <= 4294967295', 'a journal record reaches past 2**32 - 1'),
+    )
+    C_journal_copy._bw_fast_runs = {}
+
+    C_journal_record = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'JournalTag', (1, 2, 3, 4, 5, 6), ()),
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_journal_free, 2: C_journal_resize, 3: C_journal_write, 4: C_journal_splice, 5: C_journal_copy, 6: C_journal_copy}, default=Error),
+    )
+    C_journal_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_journal_records = Struct(
+        '_o_start' / Tell,
+        'records' / RepeatToEnd(C_journal_record),
+    )
+    C_journal_records._bw_fast_runs = {}
+
+    C_journal_transaction = Struct(
+        '_o_start' / Tell,
+        'length' / Rebuild(Leb128('uleb128'), Code("len(this['records'])", lambda this: len(this['records']))),
+        _RuleCheck(Code("((this['length'] <= 4294967295))", lambda this: ((this['length'] <= 4294967295))), 'length', 'length <= 4294967295', 'a transaction longer than 2**32 - 1 bytes'),
+        'records' / Bytes(Code("this['length']", lambda this: this['length'])),
+        'crc' / Int32ul,
+    )
+    C_journal_transaction._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
+
+    C_journal_page = Struct(
+        '_o_start' / Tell,
+        'stream' / Bytes(4088),
+        'next' / Int32ul,
+        'crc' / Int32ul,
+    )
+    C_journal_page._bw_fast_runs = {'stream': (4096, (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4)))}
+
+    C_journal_seed = Struct(
+        '_o_start' / Tell,
+        'segment_epoch' / Int64ul,
+    )
+    C_journal_seed._bw_fast_runs = {'segment_epoch': (8, (('segment_epoch', 0, 8),))}
+
+    def _c2m_header_fields(c):
+        if c.__class__ is HeaderFields:  # built by a compiled parse
+            return c
+        f_format_version = c['format_version']
+        f_min_reader_version = c['min_reader_version']
+        f_root_allocation = c['root_allocation']
+        f_schema_table = c['schema_table']
+        f_consolidator_state = c['consolidator_state']
+        f_root_fingerprint = c['root_fingerprint']
+        if f_root_fingerprint is not None:
+            f_root_fingerprint = bytes(f_root_fingerprint)
+        f_journal_pointer = c['journal_pointer']
+        return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
+
+    def _f2m_header_fields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer):
+        if f_root_fingerprint is not None:
+            f_root_fingerprint = bytes(f_root_fingerprint)
+        return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
+    C_header_fields._bw_model = (_f2m_header_fields, ('format_version', 'min_reader_version', 'root_allocation', 'schema_table', 'consolidator_state', 'root_fingerprint', 'journal_pointer'), (), True)
+
+    def _m2c_header_fields(v):
+        return {
+            'format_version': v.format_version,
+            'min_reader_version': v.min_reader_version,
+            'root_allocation': v.root_allocation,
+            'schema_table': v.schema_table,
+            'consolidator_state': v.consolidator_state,
+            'root_fingerprint': v.root_fingerprint,
+            'journal_pointer': v.journal_pointer,
+        }
+
+    def _c2m_ref_body(c):
+        if c.__class__ is RefBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        f_size = c['size']
+        f_address = c['address']
+        return RefBody(f_offset_delta, f_size, f_address)
+
+    def _f2m_ref_body(f_offset_delta, f_size, f_address):
+        return RefBody(f_offset_delta, f_size, f_address)
+    C_ref_body._bw_model = (_f2m_ref_body, ('offset_delta', 'size', 'address'), (), True)
+
+    def _m2c_ref_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+            'size': v.size,
+            'address': v.address,
+        }
+
+    def _c2m_zero_body(c):
+        if c.__class__ is ZeroBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        f_size = c['size']
+        return ZeroBody(f_offset_delta, f_size)
+
+    def _f2m_zero_body(f_offset_delta, f_size):
+        return ZeroBody(f_offset_delta, f_size)
+    C_zero_body._bw_model = (_f2m_zero_body, ('offset_delta', 'size'), (), True)
+
+    def _m2c_zero_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+            'size': v.size,
+        }
+
+    def _c2m_shrink_body(c):
+        if c.__class__ is ShrinkBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        return ShrinkBody(f_offset_delta)
+
+    def _f2m_shrink_body(f_offset_delta):
+        return ShrinkBody(f_offset_delta)
+    C_shrink_body._bw_model = (_f2m_shrink_body, ('offset_delta',), (), True)
+
+    def _m2c_shrink_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+        }
+
+    def _c2m_grow_body(c):
+        if c.__class__ is GrowBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        return GrowBody(f_offset_delta)
+
+    def _f2m_grow_body(f_offset_delta):
+        return GrowBody(f_offset_delta)
+    C_grow_body._bw_model = (_f2m_grow_body, ('offset_delta',), (), True)
+
+    def _m2c_grow_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+        }
+
+    def _c2m_inline_body(c, p_size_tag):
+        if c.__class__ is InlineBody:  # built by a compiled parse
+            return c
+        f_offset_delta = c['offset_delta']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return InlineBody(f_offset_delta, f_payload)
+
+    def _f2m_inline_body(f_offset_delta, f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return InlineBody(f_offset_delta, f_payload)
+    C_inline_body._bw_model = (_f2m_inline_body, ('offset_delta', 'payload'), (), True)
+
+    def _m2c_inline_body(v):
+        return {
+            'offset_delta': v.offset_delta,
+            'payload': v.payload,
+        }
+
+    def _c2m_statement(c):
+        if c.__class__ is Statement:  # built by a compiled parse
+            return c
+        f_id_delta = c['id_delta']
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
+            f_tag = f_tag if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_ref_body(f_body) if f_tag == 0 else (_c2m_zero_body(f_body) if f_tag == 1 else (_c2m_shrink_body(f_body) if f_tag == 2 else (_c2m_grow_body(f_body) if f_tag == 3 else (None if f_tag == 4 else _c2m_inline_body(f_body, f_tag))))))
+        return Statement(f_id_delta, f_tag, f_body)
+
+    def _f2m_statement(f_id_delta, f_tag, f_body):
+        if f_tag is not None:
+            _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
+            f_tag = f_tag if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is RefBody else _c2m_ref_body(f_body)) if f_tag == 0 else ((f_body if f_body.__class__ is ZeroBody else _c2m_zero_body(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is ShrinkBody else _c2m_shrink_body(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is GrowBody else _c2m_grow_body(f_body)) if f_tag == 3 else (None if f_tag == 4 else (f_body if f_body.__class__ is InlineBody else _c2m_inline_body(f_body, f_tag)))))))
+        return Statement(f_id_delta, f_tag, f_body)
+    C_statement._bw_model = (_f2m_statement, ('id_delta', 'tag', 'body'), (), True)
+
+    def _m2c_statement(v):
+        return {
+            'id_delta': v.id_delta,
+            'tag': None if v.tag is None else int(v.tag),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {0: RefBody, 1: ZeroBody, 2: ShrinkBody, 3: GrowBody, 4: None}, InlineBody, 'body')),
+        }
+
+    def _c2m_child_ref(c):
+        if c.__class__ is ChildRef:  # built by a compiled parse
+            return c
+        f_page_delta = c['page_delta']
+        return ChildRef(f_page_delta)
+
+    def _f2m_child_ref(f_page_delta):
+        return ChildRef(f_page_delta)
+    C_child_ref._bw_model = (_f2m_child_ref, ('page_delta',), (), True)
+
+    def _m2c_child_ref(v):
+        return {
+            'page_delta': v.page_delta,
+        }
+
+    def _c2m_table_content(c):
+        if c.__class__ is TableContent:  # built by a compiled parse
+            return c
+        f_children = c['children']
+        f_statements = c['statements']
+        if f_statements is not None:
+            f_statements = [_c2m_statement(_x) for _x in f_statements]
+        return TableContent(f_children, f_statements)
+
+    def _f2m_table_content(f_children, f_statements):
+        if f_statements is not None:
+            f_statements = [(_x if _x.__class__ is Statement else _c2m_statement(_x)) for _x in f_statements]
+        return TableContent(f_children, f_statements)
+    C_table_content._bw_model = (_f2m_table_content, ('children', 'statements'), (), True)
+
+    def _m2c_table_content(v):
+        return {
+            'children': v.children,
+            'statements': None if v.statements is None else [_m2c_statement(_x) for _x in v.statements],
+        }
+
+    def _c2m_page(c):
+        if c.__class__ is Page:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return Page(f_kind, f_epoch, f_content)
+
+    def _f2m_page(f_kind, f_epoch, f_content):
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return Page(f_kind, f_epoch, f_content)
+    C_page._bw_model = (_f2m_page, ('kind', 'epoch', 'content'), (), True)
+
+    def _m2c_page(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': v.content,
+        }
+
+    def _c2m_header_slot(c):
+        if c.__class__ is HeaderSlot:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_header_fields(f_header)
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return HeaderSlot(f_header, f_kind, f_epoch, f_content)
+
+    def _f2m_header_slot(f_header, f_kind, f_epoch, f_content):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return HeaderSlot(f_header, f_kind, f_epoch, f_content)
+    C_header_slot._bw_model = (_f2m_header_slot, ('header', 'kind', 'epoch', 'content'), (), True)
+
+    def _m2c_header_slot(v):
+        return {
+            'header': None if v.header is None else _m2c_header_fields(v.header),
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': v.content,
+        }
+
+    def _c2m_table_page(c):
+        if c.__class__ is TablePage:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = _c2m_table_content(f_content)
+        return TablePage(f_kind, f_epoch, f_content)
+
+    def _f2m_table_page(f_kind, f_epoch, f_content):
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
+        return TablePage(f_kind, f_epoch, f_content)
+    C_table_page._bw_model = (_f2m_table_page, ('kind', 'epoch', 'content'), (), True)
+
+    def _m2c_table_page(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': None if v.content is None else _m2c_table_content(v.content),
+        }
+
+    def _c2m_header_page(c):
+        if c.__class__ is HeaderPage:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_header_fields(f_header)
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        f_epoch = c['epoch']
+        f_content = c['content']
+        if f_content is not None:
+            f_content = _c2m_table_content(f_content)
+        return HeaderPage(f_header, f_kind, f_epoch, f_content)
+
+    def _f2m_header_page(f_header, f_kind, f_epoch, f_content):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
+        if f_kind is not None:
+            _t = _PAGEKIND_BY_VALUE.get(f_kind)
+            f_kind = f_kind if _t is None else _t
+        if f_content is not None:
+            f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
+        return HeaderPage(f_header, f_kind, f_epoch, f_content)
+    C_header_page._bw_model = (_f2m_header_page, ('header', 'kind', 'epoch', 'content'), (), True)
+
+    def _m2c_header_page(v):
+        return {
+            'header': None if v.header is None else _m2c_header_fields(v.header),
+            'kind': None if v.kind is None else int(v.kind),
+            'epoch': v.epoch,
+            'content': None if v.content is None else _m2c_table_content(v.content),
+        }
+
+    def _c2m_journal_free(c):
+        if c.__class__ is JournalFree:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        return JournalFree(f_id)
+
+    def _f2m_journal_free(f_id):
+        return JournalFree(f_id)
+    C_journal_free._bw_model = (_f2m_journal_free, ('id',), (), True)
+
+    def _m2c_journal_free(v):
+        return {
+            'id': v.id,
+        }
+
+    def _c2m_journal_resize(c):
+        if c.__class__ is JournalResize:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_size = c['size']
+        return JournalResize(f_id, f_size)
+
+    def _f2m_journal_resize(f_id, f_size):
+        return JournalResize(f_id, f_size)
+    C_journal_resize._bw_model = (_f2m_journal_resize, ('id', 'size'), (), True)
+
+    def _m2c_journal_resize(v):
+        return {
+            'id': v.id,
+            'size': v.size,
+        }
+
+    def _c2m_journal_write(c):
+        if c.__class__ is JournalWrite:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_offset = c['offset']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalWrite(f_id, f_offset, f_data)
+
+    def _f2m_journal_write(f_id, f_offset, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalWrite(f_id, f_offset, f_data)
+    C_journal_write._bw_model = (_f2m_journal_write, ('id', 'offset', 'data'), (), True)
+
+    def _m2c_journal_write(v):
+        return {
+            'id': v.id,
+            'offset': v.offset,
+            'data': v.data,
+        }
+
+    def _c2m_journal_splice(c):
+        if c.__class__ is JournalSplice:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_offset = c['offset']
+        f_old_len = c['old_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalSplice(f_id, f_offset, f_old_len, f_data)
+
+    def _f2m_journal_splice(f_id, f_offset, f_old_len, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return JournalSplice(f_id, f_offset, f_old_len, f_data)
+    C_journal_splice._bw_model = (_f2m_journal_splice, ('id', 'offset', 'old_len', 'data'), (), True)
+
+    def _m2c_journal_splice(v):
+        return {
+            'id': v.id,
+            'offset': v.offset,
+            'old_len': v.old_len,
+            'data': v.data,
+        }
+
+    def _c2m_journal_copy(c):
+        if c.__class__ is JournalCopy:  # built by a compiled parse
+            return c
+        f_src = c['src']
+        f_src_offset = c['src_offset']
+        f_length = c['length']
+        f_dst = c['dst']
+        f_dst_offset = c['dst_offset']
+        return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
+
+    def _f2m_journal_copy(f_src, f_src_offset, f_length, f_dst, f_dst_offset):
+        return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
+    C_journal_copy._bw_model = (_f2m_journal_copy, ('src', 'src_offset', 'length', 'dst', 'dst_offset'), (), True)
+
+    def _m2c_journal_copy(v):
+        return {
+            'src': v.src,
+            'src_offset': v.src_offset,
+            'length': v.length,
+            'dst': v.dst,
+            'dst_offset': v.dst_offset,
+        }
+
+    def _c2m_journal_record(c):
+        if c.__class__ is JournalRecord:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _JOURNALTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_journal_free(f_body) if f_tag == 1 else (_c2m_journal_resize(f_body) if f_tag == 2 else (_c2m_journal_write(f_body) if f_tag == 3 else (_c2m_journal_splice(f_body) if f_tag == 4 else (_c2m_journal_copy(f_body) if f_tag == 5 else (_c2m_journal_copy(f_body) if f_tag == 6 else None))))))
+        return JournalRecord(f_tag, f_body)
+
+    def _f2m_journal_record(f_tag, f_body):
+        if f_tag is not None:
+            _t = _JOURNALTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is JournalFree else _c2m_journal_free(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is JournalResize else _c2m_journal_resize(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is JournalWrite else _c2m_journal_write(f_body)) if f_tag == 3 else ((f_body if f_body.__class__ is JournalSplice else _c2m_journal_splice(f_body)) if f_tag == 4 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 5 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 6 else None))))))
+        return JournalRecord(f_tag, f_body)
+    C_journal_record._bw_model = (_f2m_journal_record, ('tag', 'body'), (), True)
+
+    def _m2c_journal_record(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: JournalFree, 2: JournalResize, 3: JournalWrite, 4: JournalSplice, 5: JournalCopy, 6: JournalCopy}, None, 'body')),
+        }
+
+    def _c2m_journal_records(c):
+        if c.__class__ is JournalRecords:  # built by a compiled parse
+            return c
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_journal_record(_x) for _x in f_records]
+        return JournalRecords(f_records)
+
+    def _f2m_journal_records(f_records):
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is JournalRecord else _c2m_journal_record(_x)) for _x in f_records]
+        return JournalRecords(f_records)
+    C_journal_records._bw_model = (_f2m_journal_records, ('records',), (), True)
+
+    def _m2c_journal_records(v):
+        return {
+            'records': None if v.records is None else [_m2c_journal_record(_x) for _x in v.records],
+        }
+
+    def _c2m_journal_transaction(c):
+        if c.__class__ is JournalTransaction:  # built by a compiled parse
+            return c
+        f_records = c['records']
+        if f_records is not None:
+            f_records = bytes(f_records)
+        f_crc = c['crc']
+        return JournalTransaction(f_records, f_crc)
+
+    def _f2m_journal_transaction(f_records, f_crc):
+        if f_records is not None:
+            f_records = bytes(f_records)
+        return JournalTransaction(f_records, f_crc)
+    C_journal_transaction._bw_model = (_f2m_journal_transaction, ('records', 'crc'), (), True)
+
+    def _m2c_journal_transaction(v):
+        return {
+            'records': v.records,
+            'crc': v.crc,
+        }
+
+    def _c2m_journal_page(c):
+        if c.__class__ is JournalPage:  # built by a compiled parse
+            return c
+        f_stream = c['stream']
+        if f_stream is not None:
+            f_stream = bytes(f_stream)
+        f_next = c['next']
+        f_crc = c['crc']
+        return JournalPage(f_stream, f_next, f_crc)
+
+    def _f2m_journal_page(f_stream, f_next, f_crc):
+        if f_stream is not None:
+            f_stream = bytes(f_stream)
+        return JournalPage(f_stream, f_next, f_crc)
+    C_journal_page._bw_model = (_f2m_journal_page, ('stream', 'next', 'crc'), (), True)
+
+    def _m2c_journal_page(v):
+        return {
+            'stream': v.stream,
+            'next': v.next,
+            'crc': v.crc,
+        }
+
+    def _c2m_journal_seed(c):
+        if c.__class__ is JournalSeed:  # built by a compiled parse
+            return c
+        f_segment_epoch = c['segment_epoch']
+        return JournalSeed(f_segment_epoch)
+
+    def _f2m_journal_seed(f_segment_epoch):
+        return JournalSeed(f_segment_epoch)
+    C_journal_seed._bw_model = (_f2m_journal_seed, ('segment_epoch',), (), True)
+
+    def _m2c_journal_seed(v):
+        return {
+            'segment_epoch': v.segment_epoch,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {HeaderFields: _m2c_header_fields, RefBody: _m2c_ref_body, ZeroBody: _m2c_zero_body, ShrinkBody: _m2c_shrink_body, GrowBody: _m2c_grow_body, InlineBody: _m2c_inline_body, Statement: _m2c_statement, ChildRef: _m2c_child_ref, TableContent: _m2c_table_content, Page: _m2c_page, HeaderSlot: _m2c_header_slot, TablePage: _m2c_table_page, HeaderPage: _m2c_header_page, JournalFree: _m2c_journal_free, JournalResize: _m2c_journal_resize, JournalWrite: _m2c_journal_write, JournalSplice: _m2c_journal_splice, JournalCopy: _m2c_journal_copy, JournalRecord: _m2c_journal_record, JournalRecords: _m2c_journal_records, JournalTransaction: _m2c_journal_transaction, JournalPage: _m2c_journal_page, JournalSeed: _m2c_journal_seed }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_header_fields(buf, offset: int = 0, *, compiled: bool = False) -> HeaderFields:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_fields") if compiled else C_header_fields
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8389,6 +8423,7 @@ def construct_decode_header_fields(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_header_fields(value: HeaderFields, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_fields") if compiled else C_header_fields
     try:
         data = con.build(_m2c_header_fields(value))
@@ -8401,6 +8436,7 @@ def construct_encode_header_fields(value: HeaderFields, *, compiled: bool = Fals
 
 def construct_decode_ref_body(buf, offset: int = 0, *, compiled: bool = False) -> RefBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ref_body") if compiled else C_ref_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8415,6 +8451,7 @@ def construct_decode_ref_body(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_ref_body(value: RefBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ref_body") if compiled else C_ref_body
     try:
         data = con.build(_m2c_ref_body(value))
@@ -8427,6 +8464,7 @@ def construct_encode_ref_body(value: RefBody, *, compiled: bool = False) -> byte
 
 def construct_decode_zero_body(buf, offset: int = 0, *, compiled: bool = False) -> ZeroBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zero_body") if compiled else C_zero_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8441,6 +8479,7 @@ def construct_decode_zero_body(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zero_body(value: ZeroBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zero_body") if compiled else C_zero_body
     try:
         data = con.build(_m2c_zero_body(value))
@@ -8453,6 +8492,7 @@ def construct_encode_zero_body(value: ZeroBody, *, compiled: bool = False) -> by
 
 def construct_decode_shrink_body(buf, offset: int = 0, *, compiled: bool = False) -> ShrinkBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("shrink_body") if compiled else C_shrink_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8467,6 +8507,7 @@ def construct_decode_shrink_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_shrink_body(value: ShrinkBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("shrink_body") if compiled else C_shrink_body
     try:
         data = con.build(_m2c_shrink_body(value))
@@ -8479,6 +8520,7 @@ def construct_encode_shrink_body(value: ShrinkBody, *, compiled: bool = False) -
 
 def construct_decode_grow_body(buf, offset: int = 0, *, compiled: bool = False) -> GrowBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("grow_body") if compiled else C_grow_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8493,6 +8535,7 @@ def construct_decode_grow_body(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_grow_body(value: GrowBody, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("grow_body") if compiled else C_grow_body
     try:
         data = con.build(_m2c_grow_body(value))
@@ -8505,6 +8548,7 @@ def construct_encode_grow_body(value: GrowBody, *, compiled: bool = False) -> by
 
 def construct_decode_inline_body(buf, offset: int = 0, *, compiled: bool = False, size_tag: int) -> InlineBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("inline_body") if compiled else C_inline_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8519,6 +8563,7 @@ def construct_decode_inline_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_inline_body(value: InlineBody, *, compiled: bool = False, size_tag: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("inline_body") if compiled else C_inline_body
     try:
         data = con.build(_m2c_inline_body(value), size_tag=size_tag)
@@ -8531,6 +8576,7 @@ def construct_encode_inline_body(value: InlineBody, *, compiled: bool = False, s
 
 def construct_decode_statement(buf, offset: int = 0, *, compiled: bool = False) -> Statement:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("statement") if compiled else C_statement
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8545,6 +8591,7 @@ def construct_decode_statement(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_statement(value: Statement, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("statement") if compiled else C_statement
     try:
         data = con.build(_m2c_statement(value))
@@ -8557,6 +8604,7 @@ def construct_encode_statement(value: Statement, *, compiled: bool = False) -> b
 
 def construct_decode_child_ref(buf, offset: int = 0, *, compiled: bool = False) -> ChildRef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("child_ref") if compiled else C_child_ref
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8571,6 +8619,7 @@ def construct_decode_child_ref(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_child_ref(value: ChildRef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("child_ref") if compiled else C_child_ref
     try:
         data = con.build(_m2c_child_ref(value))
@@ -8583,6 +8632,7 @@ def construct_encode_child_ref(value: ChildRef, *, compiled: bool = False) -> by
 
 def construct_decode_table_content(buf, offset: int = 0, *, compiled: bool = False) -> TableContent:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_content") if compiled else C_table_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8597,6 +8647,7 @@ def construct_decode_table_content(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_table_content(value: TableContent, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_content") if compiled else C_table_content
     try:
         data = con.build(_m2c_table_content(value))
@@ -8609,6 +8660,7 @@ def construct_encode_table_content(value: TableContent, *, compiled: bool = Fals
 
 def construct_decode_page(buf, offset: int = 0, *, compiled: bool = False) -> Page:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("page") if compiled else C_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8623,6 +8675,7 @@ def construct_decode_page(buf, offset: int = 0, *, compiled: bool = False) -> Pa
 
 def construct_encode_page(value: Page, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("page") if compiled else C_page
     try:
         data = con.build(_m2c_page(value))
@@ -8635,6 +8688,7 @@ def construct_encode_page(value: Page, *, compiled: bool = False) -> bytes:
 
 def construct_decode_header_slot(buf, offset: int = 0, *, compiled: bool = False) -> HeaderSlot:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_slot") if compiled else C_header_slot
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8649,6 +8703,7 @@ def construct_decode_header_slot(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_header_slot(value: HeaderSlot, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_slot") if compiled else C_header_slot
     try:
         data = con.build(_m2c_header_slot(value))
@@ -8661,6 +8716,7 @@ def construct_encode_header_slot(value: HeaderSlot, *, compiled: bool = False) -
 
 def construct_decode_table_page(buf, offset: int = 0, *, compiled: bool = False) -> TablePage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_page") if compiled else C_table_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8675,6 +8731,7 @@ def construct_decode_table_page(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_table_page(value: TablePage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("table_page") if compiled else C_table_page
     try:
         data = con.build(_m2c_table_page(value))
@@ -8687,6 +8744,7 @@ def construct_encode_table_page(value: TablePage, *, compiled: bool = False) -> 
 
 def construct_decode_header_page(buf, offset: int = 0, *, compiled: bool = False) -> HeaderPage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_page") if compiled else C_header_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8701,6 +8759,7 @@ def construct_decode_header_page(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_header_page(value: HeaderPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("header_page") if compiled else C_header_page
     try:
         data = con.build(_m2c_header_page(value))
@@ -8713,6 +8772,7 @@ def construct_encode_header_page(value: HeaderPage, *, compiled: bool = False) -
 
 def construct_decode_journal_free(buf, offset: int = 0, *, compiled: bool = False) -> JournalFree:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_free") if compiled else C_journal_free
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8727,6 +8787,7 @@ def construct_decode_journal_free(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_free(value: JournalFree, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_free") if compiled else C_journal_free
     try:
         data = con.build(_m2c_journal_free(value))
@@ -8739,6 +8800,7 @@ def construct_encode_journal_free(value: JournalFree, *, compiled: bool = False)
 
 def construct_decode_journal_resize(buf, offset: int = 0, *, compiled: bool = False) -> JournalResize:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_resize") if compiled else C_journal_resize
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8753,6 +8815,7 @@ def construct_decode_journal_resize(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_journal_resize(value: JournalResize, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_resize") if compiled else C_journal_resize
     try:
         data = con.build(_m2c_journal_resize(value))
@@ -8765,6 +8828,7 @@ def construct_encode_journal_resize(value: JournalResize, *, compiled: bool = Fa
 
 def construct_decode_journal_write(buf, offset: int = 0, *, compiled: bool = False) -> JournalWrite:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_write") if compiled else C_journal_write
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8779,6 +8843,7 @@ def construct_decode_journal_write(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_journal_write(value: JournalWrite, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_write") if compiled else C_journal_write
     try:
         data = con.build(_m2c_journal_write(value))
@@ -8791,6 +8856,7 @@ def construct_encode_journal_write(value: JournalWrite, *, compiled: bool = Fals
 
 def construct_decode_journal_splice(buf, offset: int = 0, *, compiled: bool = False) -> JournalSplice:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_splice") if compiled else C_journal_splice
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8805,6 +8871,7 @@ def construct_decode_journal_splice(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_journal_splice(value: JournalSplice, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_splice") if compiled else C_journal_splice
     try:
         data = con.build(_m2c_journal_splice(value))
@@ -8817,6 +8884,7 @@ def construct_encode_journal_splice(value: JournalSplice, *, compiled: bool = Fa
 
 def construct_decode_journal_copy(buf, offset: int = 0, *, compiled: bool = False) -> JournalCopy:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_copy") if compiled else C_journal_copy
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8831,6 +8899,7 @@ def construct_decode_journal_copy(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_copy(value: JournalCopy, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_copy") if compiled else C_journal_copy
     try:
         data = con.build(_m2c_journal_copy(value))
@@ -8843,6 +8912,7 @@ def construct_encode_journal_copy(value: JournalCopy, *, compiled: bool = False)
 
 def construct_decode_journal_record(buf, offset: int = 0, *, compiled: bool = False) -> JournalRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_record") if compiled else C_journal_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8857,6 +8927,7 @@ def construct_decode_journal_record(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_journal_record(value: JournalRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_record") if compiled else C_journal_record
     try:
         data = con.build(_m2c_journal_record(value))
@@ -8869,6 +8940,7 @@ def construct_encode_journal_record(value: JournalRecord, *, compiled: bool = Fa
 
 def construct_decode_journal_records(buf, offset: int = 0, *, compiled: bool = False) -> JournalRecords:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_records") if compiled else C_journal_records
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8883,6 +8955,7 @@ def construct_decode_journal_records(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_journal_records(value: JournalRecords, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_records") if compiled else C_journal_records
     try:
         data = con.build(_m2c_journal_records(value))
@@ -8895,6 +8968,7 @@ def construct_encode_journal_records(value: JournalRecords, *, compiled: bool = 
 
 def construct_decode_journal_transaction(buf, offset: int = 0, *, compiled: bool = False) -> JournalTransaction:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_transaction") if compiled else C_journal_transaction
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8909,6 +8983,7 @@ def construct_decode_journal_transaction(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_journal_transaction(value: JournalTransaction, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_transaction") if compiled else C_journal_transaction
     try:
         data = con.build(_m2c_journal_transaction(value))
@@ -8921,6 +8996,7 @@ def construct_encode_journal_transaction(value: JournalTransaction, *, compiled:
 
 def construct_decode_journal_page(buf, offset: int = 0, *, compiled: bool = False) -> JournalPage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_page") if compiled else C_journal_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8935,6 +9011,7 @@ def construct_decode_journal_page(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_page(value: JournalPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_page") if compiled else C_journal_page
     try:
         data = con.build(_m2c_journal_page(value))
@@ -8947,6 +9024,7 @@ def construct_encode_journal_page(value: JournalPage, *, compiled: bool = False)
 
 def construct_decode_journal_seed(buf, offset: int = 0, *, compiled: bool = False) -> JournalSeed:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_seed") if compiled else C_journal_seed
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -8961,6 +9039,7 @@ def construct_decode_journal_seed(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_journal_seed(value: JournalSeed, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("journal_seed") if compiled else C_journal_seed
     try:
         data = con.build(_m2c_journal_seed(value))
@@ -8976,6 +9055,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -9764,3 +9844,120 @@ DECODERS = {"header_fields": decode_header_fields, "ref_body": decode_ref_body, 
 ENCODERS = {"header_fields": encode_header_fields, "ref_body": encode_ref_body, "zero_body": encode_zero_body, "shrink_body": encode_shrink_body, "grow_body": encode_grow_body, "inline_body": encode_inline_body, "statement": encode_statement, "child_ref": encode_child_ref, "table_content": encode_table_content, "page": encode_page, "header_slot": encode_header_slot, "table_page": encode_table_page, "header_page": encode_header_page, "journal_free": encode_journal_free, "journal_resize": encode_journal_resize, "journal_write": encode_journal_write, "journal_splice": encode_journal_splice, "journal_copy": encode_journal_copy, "journal_record": encode_journal_record, "journal_records": encode_journal_records, "journal_transaction": encode_journal_transaction, "journal_page": encode_journal_page, "journal_seed": encode_journal_seed }
 CONSTRUCT_DECODERS = {"header_fields": construct_decode_header_fields, "ref_body": construct_decode_ref_body, "zero_body": construct_decode_zero_body, "shrink_body": construct_decode_shrink_body, "grow_body": construct_decode_grow_body, "inline_body": construct_decode_inline_body, "statement": construct_decode_statement, "child_ref": construct_decode_child_ref, "table_content": construct_decode_table_content, "page": construct_decode_page, "header_slot": construct_decode_header_slot, "table_page": construct_decode_table_page, "header_page": construct_decode_header_page, "journal_free": construct_decode_journal_free, "journal_resize": construct_decode_journal_resize, "journal_write": construct_decode_journal_write, "journal_splice": construct_decode_journal_splice, "journal_copy": construct_decode_journal_copy, "journal_record": construct_decode_journal_record, "journal_records": construct_decode_journal_records, "journal_transaction": construct_decode_journal_transaction, "journal_page": construct_decode_journal_page, "journal_seed": construct_decode_journal_seed }
 CONSTRUCT_ENCODERS = {"header_fields": construct_encode_header_fields, "ref_body": construct_encode_ref_body, "zero_body": construct_encode_zero_body, "shrink_body": construct_encode_shrink_body, "grow_body": construct_encode_grow_body, "inline_body": construct_encode_inline_body, "statement": construct_encode_statement, "child_ref": construct_encode_child_ref, "table_content": construct_encode_table_content, "page": construct_encode_page, "header_slot": construct_encode_header_slot, "table_page": construct_encode_table_page, "header_page": construct_encode_header_page, "journal_free": construct_encode_journal_free, "journal_resize": construct_encode_journal_resize, "journal_write": construct_encode_journal_write, "journal_splice": construct_encode_journal_splice, "journal_copy": construct_encode_journal_copy, "journal_record": construct_encode_journal_record, "journal_records": construct_encode_journal_records, "journal_transaction": construct_encode_journal_transaction, "journal_page": construct_encode_journal_page, "journal_seed": construct_encode_journal_seed }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVLoIAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwGa2xhZGRllIwFdGl0bGWUjBRrbGFkZGUgYWRkcmVzcyB0YWJsZZSMBHNwZWOUjEFrbGFkZGUgZmlsZSBmb3JtYXQgYW5kIGFkZHJlc3MgdGFibGUgKHNwZWMudHh0OyBmYWN0cy5tZCDCpzEtwqc0KZSMA2RvY5RYpQEAAEZpeGVkIDQgS2lCIHBhZ2VzLiBFdmVyeSBwYWdlIGV4Y2VwdCBqb3VybmFsIHBhZ2VzIGNhcnJpZXMgMTUgYnl0ZXMgb2YgZnJhbWluZzoga2luZCwgZXBvY2gsIGNvbnRlbnRfc2l6ZSwgY29udGVu'
+    'dCwgdGhlbiBhIENSQy0zMkMgb3ZlciBldmVyeSBieXRlIGJlZm9yZSBjb250ZW50X3NpemUgcGx1cyB0aGUgY29udGVudDsgcGFkZGluZyB0byB0aGUgcGFnZSBlbmQgaXMgYXJiaXRyYXJ5LiBQYWdlcyAwIGFuZCAxIGFyZSBoZWFkZXIgc2xvdHM6IDQ4IGhlYWRlciBieXRlcyBiZWZvcmUgdGhlIGZyYW1pbmcsIGFuZCB0aGVpciBjb250ZW50IGlzIHRoZSByb290IGFkZHJlc3MgdGFibGUuIEFsbCBmaXhlZC13aWR0aCBpbnRlZ2VycyBhcmUgbGl0dGxlLWVuZGlhbjsgdmFyaWFibGUtd2lkdGggb25lcyBhcmUgdW5zaWduZWQg'
+    'TEVCMTI4LgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBNzY2hlbWFzL2tsYWRkZS55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo2YzVmMDY4MWM3ZGI2YTExY2U1YTY0YjUwZTg2NWViOWQ4NTAzNjExOTMyMDNjZWY2OTBkMDFlNjhlNThhNWM5lIwIdmVyc2lvbnOUTowFZW51bXOUfZQojAlwYWdlX2tpbmSUaACMB0VudW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVtYmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjAxB'
+    'ZGRyZXNzVGFibGWUjAV2YWx1ZZRLAWgLjC5hZGRyZXNzLXRhYmxlIHBhZ2UgKGhlYWRlciBwYWdlcyBhcmUgYWx3YXlzIDEplIwHY3VycmVudJROjAhhY2NlcHRlZJROdWJoJymBlH2UKGgFjAREYXRhlGgrSwJoC4wxZGF0YSBwYWdlOiByYXcgYnl0ZXMgcmVmZXJlbmNlZCBieSBSZWYgc3RhdGVtZW50c5RoLU5oLk51YmVoC4xJUGFnZSBraW5kIGJ5dGUuIE9wZW4sIHNvIHRoZSBsb2FkZXIgKG5vdCB0aGUgY29kZWMpIHJlcG9ydHMgYSB3cm9uZyBraW5kLpRoCYwLZmFjdHMgwqcxLjWUjARvcGVulIiMB3JldGlyZWSUXZSMBGxp'
+    'bmWUSxR1YowNc3RhdGVtZW50X3RhZ5RoGSmBlH2UKGgFaDloHGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgkXZQoaCcpgZR9lChoBYwDUmVmlGgrSwBoC4w7Y29udGVudCBbb2Zmc2V0LCBvZmZzZXQrc2l6ZSkgPSBmaWxlW2FkZHJlc3MsIGFkZHJlc3Mrc2l6ZSmUaC1OaC5OdWJoJymBlH2UKGgFjARaZXJvlGgrSwFoC4wlY29udGVudCBbb2Zmc2V0LCBvZmZzZXQrc2l6ZSkgaXMgemVyb5RoLU5oLk51YmgnKYGUfZQoaAWMBlNocmlua5RoK0sCaAuMK2FuY2hvcnMgdGhlIHNpemUgYXQgbjsgY29udGVudCA+PSBuIGlzIHplcm+U'
+    'aC1OaC5OdWJoJymBlH2UKGgFjARHcm93lGgrSwNoC4wbc2l6ZSA+PSBuOyBtYXRjaGVzIG5vIHByb2JllGgtTmguTnViaCcpgZR9lChoBYwJVG9tYnN0b25llGgrSwRoC4wpdGhlIGlkIGRvZXMgbm90IGV4aXN0OyBldmVyeSBieXRlIGlzIHplcm+UaC1OaC5OdWJlaAuMclN0YXRlbWVudCB0YWcuIDUuLjI1NSBpcyBhbiBJbmxpbmUgd2hvc2UgcGF5bG9hZCBsZW5ndGggaXMgdGFnIC0gNCAoMS4uMjUxKTsgb3Blbiwgc28gdGhvc2UgZGVjb2RlIGFzIHBsYWluIGludHMuCpRoCYwhc3BlYyBQaHlzaWNhbCBmb3JtYXQ7IGZhY3Rz'
+    'IMKnNC4xlGg1iGg2XZRoOEscdWKMC2pvdXJuYWxfdGFnlGgZKYGUfZQoaAVoVmgcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjARGcmVllGgrSwFoC4wCaWSUaC1OaC5OdWJoJymBlH2UKGgFjAZSZXNpemWUaCtLAmgLjAhpZCwgc2l6ZZRoLU5oLk51YmgnKYGUfZQoaAWMBVdyaXRllGgrSwNoC4wjaWQsIG9mZnNldCwgbGVuLCB0aGVuIGxlbiByYXcgYnl0ZXOUaC1OaC5OdWJoJymBlH2UKGgFjAZTcGxpY2WUaCtLBGgLjCxpZCwgb2Zmc2V0LCBvbGRfbGVuLCBsZW4sIHRoZW4gbGVuIHJhdyBieXRlc5Ro'
+    'LU5oLk51YmgnKYGUfZQoaAWMBENvcHmUaCtLBWgLjCVzcmMsIHNyY19vZmZzZXQsIGxlbiwgZHN0LCBkc3Rfb2Zmc2V0lGgtTmguTnViaCcpgZR9lChoBYwETW92ZZRoK0sGaAuML2EgQ29weSwgdGhlbiB0aGUgdmFjYXRlZCBzb3VyY2UgcmFuZ2UgaXMgemVyb2VklGgtTmguTnViZWgLjFBKb3VybmFsIHJlY29yZCB0YWcuIDAgYW5kIDcuLjI1NSBhcmUgcmVzZXJ2ZWQgKGEgZGVjb2RlIGVycm9yLCBub3QgYSB0b3JuIHRhaWwpLpRoCYwUZmFjdHMgwqc4IFJlY29yZCBzZXSUaDWJaDZdlGg4Syl1YnWMBWZsYWdzlH2UjAdhbGlh'
+    'c2VzlH2UjAdyZWNvcmRzlH2UKIwNaGVhZGVyX2ZpZWxkc5RoAIwGUmVjb3JklJOUKYGUfZQoaAVofYwGZmllbGRzlF2UKGgAjAVGaWVsZJSTlCmBlH2UKGgFjAVtYWdpY5SMBHR5cGWUaACMBkJ5dGVzVJSTlCmBlH2UKIwEc2l6ZZSMGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUjAIxMZSMBHRyZWWUjANhc3SUjAhDb25zdGFudJSTlClSlH2UKGgrSwuMBGtpbmSUTowGbGluZW5vlEsBjApjb2xfb2Zmc2V0lEsAjAplbmRfbGluZW5vlEsBjA5lbmRfY29sX29mZnNldJRLAnVijAVuYW1l'
+    'c5SMCGJ1aWx0aW5zlIwJZnJvemVuc2V0lJOUXZSFlFKUdWKMBnByZWZpeJROjANlb3OUiYwEdGV4dJROjAp0ZXJtaW5hdG9ylE51YmgLjBRceDhiS0xBRERFXHJcblx4MWFcbpRoCYwAlIwEY29uZJROjAVzaW5jZZROjAV1bnRpbJROjAVjb25zdJRDC4tLTEFEREUNChoKlIwIcmVzZXJ2ZWSUiYwFdmFsaWSUTmiOTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaCtOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSU'
+    'SwBoDU6MBmZpbGxlZJRorYwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaDhLOowEcGF0aJSMH3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTowGYWJzZW50lE6MBHBlZWuUiXViaIUpgZR9lChoBYwObG9nMl9wYWdlX3NpemWUaIloHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wkb25seSAxMiAoNDA5NiBieXRlcyk7IDEzLTE2IHJlc2VydmVklGgJaK1ork5or05osE5osUsMaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEs7aMKMH3JlY29y'
+    'ZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjA5mb3JtYXRfdmVyc2lvbpRoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLjB0wID0gcHJlLXN0YWJsZTsgaW5mb3JtYXRpb25hbJRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEs8aMKMH3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjBJtaW5fcmVhZGVyX3ZlcnNpb26UaIloHimBlH2UKGghSxBo'
+    'IoloDWgOaCOIdWJoC4wyYSByZWFkZXIgd2l0aCBhIGxvd2VyIHZlcnNpb24gbXVzdCByZWZ1c2UgdGhlIGZpbGWUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLPWjCjB9yZWNvcmRzLmhlYWRlcl9maWVsZHMuZmllbGRzWzNdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwPcm9vdF9hbGxvY2F0aW9ulGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMKWlkIG9mIHRoZSByb290LXZhbHVlIGFsbG9jYXRpb24sIDAgPSBub25llGgJaK1ork5o'
+    'r05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4Sz5owowfcmVjb3Jkcy5oZWFkZXJfZmllbGRzLmZpZWxkc1s0XZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMDHNjaGVtYV90YWJsZZRoiWgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjC9pZCBvZiB0aGUgZGVzY3JpcHRvci10YWJsZSBhbGxvY2F0aW9uLCAwID0gbm9uZZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEs/aMKM'
+    'H3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbNV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjBJjb25zb2xpZGF0b3Jfc3RhdGWUaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wxaW1wbGVtZW50YXRpb24tcHJpdmF0ZSBzdGF0ZSBhbGxvY2F0aW9uLCAwID0gbm9uZZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtAaMKMH3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbNl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjBByb290'
+    'X2ZpbmdlcnByaW50lGiJaIspgZR9lChojmiRKYGUfZQoaJSMAjE2lGiWaJkpUpR9lChoK0sQaJxOaJ1LAWieSwBon0sBaKBLAnViaKFopF2UhZRSlHViaKhOaKmJaKpOaKtOdWJoC4wjc2NoZW1hIGZpbmdlcnByaW50IG9mIHRoZSByb290IHR5cGWUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLQWjCjB9yZWNvcmRzLmhlYWRlcl9maWVsZHMuZmllbGRzWzddlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwPam91cm5hbF9wb2ludGVylGiJaB4p'
+    'gZR9lChoIUsgaCKJaA1oDmgjiHViaAuMOWZpcnN0IHBhZ2Ugb2Ygam91cm5hbCBzZWdtZW50IEUrMSAoPj0gMjsgbWF5IGJlIHBhc3QgRU9GKZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtCaMKMH3JlY29yZHMuaGVhZGVyX2ZpZWxkcy5maWVsZHNbOF2UaCEpaMROaMVOaMaJdWJlaAuMR1RoZSA0OCBoZWFkZXIgYnl0ZXMgYXQgdGhlIHN0YXJ0IG9mIHBhZ2VzIDAgYW5kIDEgKGJlZm9yZSB0aGUgZnJhbWluZykulGgJjAtmYWN0cyDCpzIu'
+    'MZSMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmiCaIOMCmZpeGVkX3NpemWUSzCMB29mZnNldHOUfZQoaIhLAGjJSwto0EsMaNdLDmjeSxBo5UsUaOxLGGjzSxxqAgEAAEssdYwFc2l6ZXOUfZQoaIhLC2jJSwFo0EsCaNdLAmjeSwRo5UsEaOxLBGjzSxBqAgEAAEsEdYwFb3JkZXKUTnViYWg4SzaMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHVi'
+    'jAhyZWZfYm9keZRofymBlH2UKGgFaiIBAABogl2UKGiFKYGUfZQoaAWMDG9mZnNldF9kZWx0YZRoiWgAjAdWYXJpbnRUlJOUKYGUfZQojAltYXhfYnl0ZXOUSwponIwHdWxlYjEyOJRqCQEAACmMBWFsaWFzlE6MCWlzX3NpZ25lZJROjAVmaXhlZJROdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLSGjCjBpyZWNvcmRzLnJlZl9ib2R5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVojmiJaioBAAApgZR9lChqLQEAAEsK'
+    'aJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S0lowowacmVjb3Jkcy5yZWZfYm9keS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAdhZGRyZXNzlGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9o'
+    'rWjAiWjBTmg4S0powowacmVjb3Jkcy5yZWZfYm9keS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJlaAuMQFJlZjogb2Zmc2V0X2RlbHRhLCBzaXplLCBhZGRyZXNzIChhbiBhYnNvbHV0ZSBmaWxlIGJ5dGUgb2Zmc2V0KS6UaAmMD3NwZWMgdGFnZ2VkX3JlZpRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqJQEAAGoUAQAATmoVAQAAfZRqKAEAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEtEahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAl6ZXJvX2JvZHmUaH8pgZR9'
+    'lChoBWpIAQAAaIJdlChohSmBlH2UKGgFaigBAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtQaMKMG3JlY29yZHMuemVyb19ib2R5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVojmiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5o'
+    'jk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S1FowowbcmVjb3Jkcy56ZXJvX2JvZHkuZmllbGRzWzFdlGghKWjETmjFTmjGiXViZWgLjBlaZXJvOiBvZmZzZXRfZGVsdGEsIHNpemUulGgJjBBzcGVjIHRhZ2dlZF96ZXJvlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmpLAQAAahQBAABOahUBAAB9lGooAQAASwBzahcBAAB9lGoZAQAATnViYWg4S0xqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMC3Nocmlua19ib2R5'
+    'lGh/KYGUfZQoaAVqYAEAAGiCXZRohSmBlH2UKGgFaigBAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtXaMKMHXJlY29yZHMuc2hyaW5rX2JvZHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjDZTaHJpbms6IG9mZnNldF9kZWx0YTsgdGhlIG9mZnNldCBjdXJzb3IgYWZ0ZXIgaXQgaXMgbi6UaAmMEnNwZWMgdGFnZ2VkX3Nocmlua5Rq'
+    'CQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqYwEAAGoUAQAATmoVAQAAfZRqKAEAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEtTahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAlncm93X2JvZHmUaH8pgZR9lChoBWpzAQAAaIJdlGiFKYGUfZQoaAVqKAEAAGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1O'
+    'aL9orWjAiWjBTmg4S11owowbcmVjb3Jkcy5ncm93X2JvZHkuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjDRHcm93OiBvZmZzZXRfZGVsdGE7IHRoZSBvZmZzZXQgY3Vyc29yIGFmdGVyIGl0IGlzIG4ulGgJjBBzcGVjIHRhZ2dlZF9ncm93lGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmp2AQAAahQBAABOahUBAAB9lGooAQAASwBzahcBAAB9lGoZAQAATnViYWg4S1lqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMC2lubGluZV9ib2R5lGh/KYGUfZQoaAVq'
+    'hgEAAGiCXZQoaIUpgZR9lChoBWooAQAAaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLZWjCjB1yZWNvcmRzLmlubGluZV9ib2R5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMB3BheWxvYWSUaIloiymBlH2UKGiOaJEpgZR9lCholIwMc2l6ZV90YWcgLSA0lGiWaJeMBUJpbk9wlJOUKVKUfZQojARsZWZ0lGiXjAROYW1llJOU'
+    'KVKUfZQoaF+MCHNpemVfdGFnlIwDY3R4lGiXjARMb2FklJOUKVKUfZRiaJ1LAWieSwBon0sBaKBLCHVijAJvcJRol4wDU3VilJOUKVKUfZRijAVyaWdodJRomSlSlH2UKGgrSwRonE5onUsBaJ5LC2ifSwFooEsMdWJonUsBaJ5LAGifSwFooEsMdWJooWikXZRqoAEAAGGFlFKUdWJoqE5oqYloqk5oq051YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtmaMKMHXJlY29yZHMuaW5saW5lX2JvZHkuZmllbGRzWzFdlGghKWjETmjFTmjGiXVi'
+    'ZWgLjDpJbmxpbmU6IG9mZnNldF9kZWx0YSwgdGhlbiBzaXplX3RhZyAtIDQgcmF3IHBheWxvYWQgYnl0ZXMulGgJjAtzcGVjIGlubGluZZRqCQEAAH2UaqABAABoAIwFUGFyYW2Uk5QpgZR9lChoBWqgAQAAaImMA2ludJRowU5oC4whdGhlIHN0YXRlbWVudCdzIHRhZyBieXRlICg1Li4yNTUplHVic2oLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCaokBAABqFAEAAE5qFQEAAH2UaigBAABLAHNqFwEAAH2UahkBAABOdWJhaDhLX2oaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABdlGogAQAAXZR1YowJ'
+    'c3RhdGVtZW50lGh/KYGUfZQoaAVqwgEAAGiCXZQoaIUpgZR9lChoBYwIaWRfZGVsdGGUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLbmjCjBtyZWNvcmRzLnN0YXRlbWVudC5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAN0YWeUaIloAIwEUmVmVJSTlCmBlH2UKGicjARlbnVtlIwGdGFyZ2V0lGg5jARhcmdzlClqGQEAAE51'
+    'YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEtvaMKMG3JlY29yZHMuc3RhdGVtZW50LmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMBGJvZHmUaIloAIwHU3dpdGNoVJSTlCmBlH2UKIwCb26UaJEpgZR9lCholGrOAQAAaJZqnQEAAClSlH2UKGhfas4BAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViaKFopF2Uas4BAABhhZRSlHVijAVjYXNlc5QoSwBoQWoiAQAAh5RLAWhFakgBAACHlEsCaElqYAEAAIeUSwNoTWpz'
+    'AQAAh5RLBGhRToeUdJRowWqGAQAAatUBAABqoAEAAGiRKYGUfZQoaJRqzgEAAGiWap0BAAApUpR9lChoX2rOAQAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwN1YmihaKRdlGrOAQAAYYWUUpR1YoaUhZRoBYwGc3dpdGNolGoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S3BowowbcmVjb3Jkcy5zdGF0ZW1lbnQuZmllbGRzWzJdlGghKWjETmjFTmjGiXViZWgLjJdPbmUgZGVsdGEtY29kZWQgc3RhdGVtZW50LiBUaGUgaWQg'
+    'aXMgdGhlIGlkIGN1cnNvciBwbHVzIGlkX2RlbHRhOyBhIG5vbi16ZXJvIGRlbHRhIHJlc2V0cyB0aGUgb2Zmc2V0IGN1cnNvciAocnVudGltZS9rbGFkZGUgYXBwbGllcyB0aGUgY3Vyc29yIHJ1bGVzKS4KlGgJjBtzcGVjIHN0YXRlbWVudDsgZmFjdHMgwqc0LjGUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCasUBAABqFAEAAE5qFQEAAH2UasgBAABLAHNqFwEAAH2Uas4BAABLAXNqGQEAAE51YmFoOEtoahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAljaGls'
+    'ZF9yZWaUaH8pgZR9lChoBWoCAgAAaIJdlGiFKYGUfZQoaAWMCnBhZ2VfZGVsdGGUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC4wdbmV2ZXIgMDsgYSAwIGlzIHRoZSBkZWxpbWl0ZXKUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLfGjCjBtyZWNvcmRzLmNoaWxkX3JlZi5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJhaAuMo09uZSBjaGlsZCBwYWdlLW51bWJlciBkZWx0YSBvZiB0YWJsZV9j'
+    'b250ZW50J3MgY2hpbGQgbGlzdCwgYWxvbmU6IHdoYXQgbG9jYXRlcyB0aGUgaS10aCBjaGlsZCAoYW5kIHRoZSAwIGRlbGltaXRlciwgc28gdGhlIGZpcnN0IHN0YXRlbWVudCkgZm9yIGFuIGVycm9yJ3Mgb2Zmc2V0LgqUaAmMJHNwZWMgYWRkcmVzc190YWJsZV9wYWdlOyBmYWN0cyDCpzQuMZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqBQIAAGoUAQAATmoVAQAAfZRqCAIAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEt2ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABd'
+    'lHVijA10YWJsZV9jb250ZW50lGh/KYGUfZQoaAVqFwIAAGiCXZQoaIUpgZR9lChoBYwIY2hpbGRyZW6UaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC4wacGFnZV9udW1iZXJfZGVsdGEsIG5ldmVyIDCUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1aACMBlJlcGVhdJSTlCmBlH2UKIwFY291bnSUTmioTmipiWiwSwCMCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJaMVOdWJotk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S4RowowfcmVj'
+    'b3Jkcy50YWJsZV9jb250ZW50LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMCnN0YXRlbWVudHOUaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGrCAQAAatUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1aiICAAApgZR9lChqJQIAAE5oqE5oqYhosE5qJgIAAE5qJwIAAIloxU51Ymi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLhWjCjB9yZWNvcmRzLnRhYmxlX2NvbnRlbnQuZmllbGRzWzFdlGghKWjETmjFTmjGiXViZWgLjKNUaGUgY29udGVudCBv'
+    'ZiBhbiBhZGRyZXNzLXRhYmxlIHBhZ2UgKHRoZSBoZWFkZXIncyBpbmNsdWRlZCk6IGNoaWxkIHBhZ2UtbnVtYmVyIGRlbHRhcyB1cCB0byB0aGUgbWFuZGF0b3J5IDAgZGVsaW1pdGVyLCB0aGVuIHN0YXRlbWVudHMgdG8gdGhlIGVuZCBvZiB0aGUgY29udGVudC4KlGgJag4CAABqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqGgIAAGoUAQAATmoVAQAAfZRqHQIAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEt+ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijARwYWdl'
+    'lGh/KYGUfZQoaAVqOgIAAGiCXZQoaIUpgZR9lChoBWicaIlq0AEAACmBlH2UKGicatMBAABq1AEAAGgXatUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLjWjCjBZyZWNvcmRzLnBhZ2UuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwFZXBvY2iUaIloHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wnZmx1c2ggY291bnRlciB3aGVuIHRoZSBwYWdlIHdhcyB3cml0dGVulGgJaK1ork5or05osE5osU5o'
+    's4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S45owowWcmVjb3Jkcy5wYWdlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMDGNvbnRlbnRfc2l6ZZRoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLjB0xMSArIGNvbnRlbnRfc2l6ZSArIDQgPD0gNDA5NpRoCWitaK5OaK9OaLBOaLFOaLOJaLROTfEPhpRojk5otU5otk5ot05ouE5oK05ouWiOjAdjb250ZW50lIaUaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuPaMKMFnJlY29yZHMucGFnZS5maWVs'
+    'ZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFalECAABoiWiLKYGUfZQoaI5okSmBlH2UKGiUakwCAABolmqdAQAAKVKUfZQoaF9qTAIAAGqhAQAAaqQBAABonUsBaJ5LAGifSwFooEsMdWJooWikXZRqTAIAAGGFlFKUdWJoqE5oqYloqk5oq051YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuQaMKMFnJlY29yZHMucGFnZS5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjANjcmOUaIloHimBlH2UKGghSyBoIoloDWgO'
+    'aCOIdWJoC4wpQ1JDLTMyQyBvZiBieXRlcyBbMCwgOSkgdGhlbiB0aGUgY29udGVudC6UaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4aACMCENoZWNrc3VtlJOUKYGUfZQojAlhbGdvcml0aG2UjAZjcmMzMmOUjAZjb3ZlcnOUTowIZXhjbHVkZWSUakwCAACFlIwKc3RvcmVfYml0c5ROjARzZWVklE5qCQEAACloIUsgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaK2MBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuRaMKMFnJlY29yZHMucGFnZS5maWVsZHNb'
+    'NF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjAdwYWRkaW5nlGiJaACMCFBhZGRpbmdUlJOUKYGUfZQojAVhbGlnbpRNABBoBWp4AgAAjAlhcmJpdHJhcnmUiHViaAuMIW5vdCBjaGVja3N1bW1lZDsgd3JpdHRlbiBhcyB6ZXJvc5RoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuVaMKMFnJlY29yZHMucGFnZS5maWVsZHNbNV2UaCEpaMROaMVOaMaJdWJlaAuMpEFuIG9yZGluYXJ5IGZyYW1lZCBwYWdlIHdpdGggaXRzIGNvbnRlbnQga2VwdCBv'
+    'cGFxdWUgKGRhdGEgcGFnZXMsIGFuZCB0aGUgZnJhbWluZyBjaGVjayBvZiBhbnkgcGFnZSkuIFRoZSBDUkMtMzJDIGNvdmVycyBraW5kLCBlcG9jaCBhbmQgY29udGVudCwgbm90IGNvbnRlbnRfc2l6ZS4KlGgJjBFmYWN0cyDCpzEuMS3CpzEuM5RqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqPQIAAGoUAQAATmoVAQAAfZQoaJxLAGpFAgAASwFqTAIAAEsJalECAABLC3VqFwEAAH2UKGicSwFqRQIAAEsIakwCAABLAmpiAgAASwR1ahkBAABOdWJhaDhLh2oaAQAAaBFoDU5qGwEAAClqHAEA'
+    'AGodAQAAah4BAABdlGogAQAAXZR1YowLaGVhZGVyX3Nsb3SUaH8pgZR9lChoBWqLAgAAaIJdlChohSmBlH2UKGgFjAZoZWFkZXKUaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGh9atUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLnWjCjB1yZWNvcmRzLmhlYWRlcl9zbG90LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVonGiJatABAAApgZR9lChonGrTAQAAatQBAABoF2rVAQAAKWoZAQAATnViaAto'
+    'rWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S55owowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakUCAABoiWgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEufaMKMHXJlY29yZHMuaGVhZGVyX3Nsb3QuZmllbGRzWzJdlGghKWjETmjFTmjGiXViaIUpgZR9'
+    'lChoBWpMAgAAaIloHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0Tk3BD4aUaI5OaLVOaLZOaLdOaLhOaCtOaLlojmpRAgAAhpRouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S6BowowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFalECAABoiWiLKYGUfZQoaI5okSmBlH2UKGiUakwCAABolmqdAQAAKVKUfZQoaF9qTAIAAGqhAQAAaqQBAABonUsBaJ5LAGifSwFooEsMdWJooWikXZRqTAIAAGGFlFKUdWJoqE5oqYloqk5oq051YmgL'
+    'aK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuhaMKMHXJlY29yZHMuaGVhZGVyX3Nsb3QuZmllbGRzWzRdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpiAgAAaIloHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4amcCAAApgZR9lChqagIAAGprAgAAamwCAABOam0CAABqTAIAAIWUam8CAABOanACAABOagkBAAApaCFLIGgSiWpxAgAAKWpyAgAAaK1qcwIAAEsAaA8panQCAAAp'
+    'dWJoK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S6JowowdcmVjb3Jkcy5oZWFkZXJfc2xvdC5maWVsZHNbNV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFangCAABoiWp6AgAAKYGUfZQoan0CAABNABBoBWp4AgAAan4CAACIdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLpWjCjB1yZWNvcmRzLmhlYWRlcl9zbG90LmZpZWxkc1s2XZRoISloxE5oxU5oxol1YmVoC4yjQSBoZWFkZXIgc2xvdCB3aXRoIGl0cyBjb250'
+    'ZW50IGtlcHQgb3BhcXVlOiB3aGF0IHRoZSBoZWFkZXItc2xvdCBjaG9pY2UgZGVjb2RlcyAoZnJhbWluZywgQ1JDLCBtYWdpYywgcGFnZSBzaXplKSwgYmVmb3JlIHRoZSBjaG9zZW4gc2xvdCdzIGNvbnRlbnQgaXMgaW50ZXJwcmV0ZWQuCpRoCYwSZmFjdHMgwqcxLjEsIMKnMi4ylGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmqOAgAAahQBAABOahUBAAB9lChqkQIAAEsAaJxLMGpFAgAASzFqTAIAAEs5alECAABLO3VqFwEAAH2UKGqRAgAASzBonEsBakUCAABLCGpMAgAASwJqYgIAAEsE'
+    'dWoZAQAATnViYWg4S5dqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMCnRhYmxlX3BhZ2WUaH8pgZR9lChoBWrJAgAAaIJdlChohSmBlH2UKGgFaJxoiWrQAQAAKYGUfZQoaJxq0wEAAGrUAQAAaBdq1QEAAClqGQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuraMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakUCAABoiWgeKYGUfZQoaCFLQGgi'
+    'iWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEusaMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakwCAABoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROTfEPhpRojk5otU5otk5ot05ouE5oK05ouWiOalECAACGlGi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLrWjCjBxyZWNvcmRzLnRhYmxlX3BhZ2UuZmllbGRz'
+    'WzJdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWpRAgAAaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGoXAgAAatUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOaJEpgZR9lCholGpMAgAAaJZqnQEAAClSlH2UKGhfakwCAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLDHViaKFopF2UakwCAABhhZRSlHViaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEuuaMKMHHJlY29yZHMudGFibGVfcGFnZS5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFamICAABo'
+    'iWgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhqZwIAACmBlH2UKGpqAgAAamsCAABqbAIAAE5qbQIAAGpMAgAAhZRqbwIAAE5qcAIAAE5qCQEAACloIUsgaBKJanECAAApanICAABorWpzAgAASwBoDylqdAIAACl1YmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLr2jCjBxyZWNvcmRzLnRhYmxlX3BhZ2UuZmllbGRzWzRdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWp4AgAAaIlqegIAACmBlH2UKGp9AgAATQAQaAVqeAIAAGp+AgAAiHViaAto'
+    'rWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S7JowowccmVjb3Jkcy50YWJsZV9wYWdlLmZpZWxkc1s1XZRoISloxE5oxU5oxol1YmVoC4xBQSBub24taGVhZGVyIEFkZHJlc3NUYWJsZSBwYWdlIChraW5kIDEpIHdpdGggaXRzIGNvbnRlbnQgZGVjb2RlZC6UaAmMEGZhY3RzIMKnMS4xLCDCpzSUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCaswCAABqFAEAAE5qFQEAAH2UKGicSwBqRQIAAEsBakwCAABL'
+    'CWpRAgAASwt1ahcBAAB9lChonEsBakUCAABLCGpMAgAASwJqYgIAAEsEdWoZAQAATnViYWg4S6dqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMC2hlYWRlcl9wYWdllGh/KYGUfZQoaAVqAQMAAGiCXZQoaIUpgZR9lChoBWqRAgAAaIlq0AEAACmBlH2UKGicah0BAABq1AEAAGh9atUBAAApahkBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLumjCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1sw'
+    'XZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVonGiJatABAAApgZR9lChonGrTAQAAatQBAABoF2rVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S7towowdcmVjb3Jkcy5oZWFkZXJfcGFnZS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakUCAABoiWgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCt0aGUgaGVhZGVyJ3MgZXBvY2g6IHBhZ2UgMCBldmVuLCBwYWdlIDEgb2RklGgJaK1ork5or05osE5o'
+    'sU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S7xowowdcmVjb3Jkcy5oZWFkZXJfcGFnZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFakwCAABoiWgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLjB01OSArIGNvbnRlbnRfc2l6ZSArIDQgPD0gNDA5NpRoCWitaK5OaK9OaLBOaLFOaLOJaLROTcEPhpRojk5otU5otk5ot05ouE5oK05ouWiOalECAACGlGi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLvWjCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZp'
+    'ZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqUQIAAGiJatABAAApgZR9lChonGodAQAAatQBAABqFwIAAGrVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojmiRKYGUfZQoaJRqTAIAAGiWap0BAAApUpR9lChoX2pMAgAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwx1YmihaKRdlGpMAgAAYYWUUpR1Ymi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLvmjCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1s0XZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVq'
+    'YgIAAGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMKkNSQy0zMkMgb2YgYnl0ZXMgWzAsIDU3KSB0aGVuIHRoZSBjb250ZW50LpRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhqZwIAACmBlH2UKGpqAgAAamsCAABqbAIAAE5qbQIAAGpMAgAAhZRqbwIAAE5qcAIAAE5qCQEAACloIUsgaBKJanECAAApanICAABorWpzAgAASwBoDylqdAIAACl1YmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhLv2jCjB1yZWNvcmRzLmhlYWRlcl9wYWdlLmZpZWxkc1s1XZRoISloxE5oxU5oxol1YmiFKYGU'
+    'fZQoaAVqeAIAAGiJanoCAAApgZR9lChqfQIAAE0AEGgFangCAABqfgIAAIh1YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvDaMKMHXJlY29yZHMuaGVhZGVyX3BhZ2UuZmllbGRzWzZdlGghKWjETmjFTmjGiXViZWgLjIxBIGhlYWRlciBzbG90IChwYWdlIDAgb3IgMSk6IHRoZSA0OCBoZWFkZXIgYnl0ZXMsIHRoZW4gdGhlIGZyYW1pbmcgb2YgdGhlIHJvb3QgYWRkcmVzcyB0YWJsZS4gVGhlIENSQyBjb3ZlcnMgYnl0ZXMgWzAsIDU3'
+    'KSBhbmQgdGhlIGNvbnRlbnQuCpRoCYwQZmFjdHMgwqcxLjEsIMKnMpRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqBAMAAGoUAQAATmoVAQAAfZQoapECAABLAGicSzBqRQIAAEsxakwCAABLOWpRAgAASzt1ahcBAAB9lChqkQIAAEswaJxLAWpFAgAASwhqTAIAAEsCamICAABLBHVqGQEAAE51YmFoOEu0ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijAxqb3VybmFsX2ZyZWWUaH8pgZR9lChoBWpBAwAAaIJdlGiFKYGUfZQoaAVoX2iJaioBAAApgZR9lChqLQEA'
+    'AEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAuMIGFsbG9jYXRpb24gaWQgKG5vbi16ZXJvLCAzMi1iaXQplGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumgAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGiRKYGUfZQoaJSMHGlkID49IDEgYW5kIGlkIDw9IDQyOTQ5NjcyOTWUaJZol4wGQm9vbE9wlJOUKVKUfZQoaqYBAABol4wDQW5klJOUKVKUfZRijAZ2YWx1ZXOUXZQoaJeMB0NvbXBhcmWUk5QpUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9oX2qhAQAAaqQBAABonUsBaJ5LAGif'
+    'SwFooEsCdWKMA29wc5RdlGiXjANHdEWUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGiZKVKUfZQoaCtLAWicTmidSwFonksGaJ9LAWigSwd1YmFonUsBaJ5LAGifSwFooEsHdWJqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2hfaqEBAABqpAEAAGidSwFonksMaJ9LAWigSw51YmpiAwAAXZRol4wDTHRFlJOUKVKUfZRiYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksSaJ9LAWigSxx1YmFonUsBaJ5LDGifSwFooEscdWJlaJ1LAWieSwBon0sBaKBLHHViaKFopF2UaF9hhZRSlHVijAdtZXNzYWdllIwkYSBqb3Vy'
+    'bmFsIHJlY29yZCBuYW1lcyBhbiBpbnZhbGlkIGlklIwFZXJyb3KUjApjb25zdHJhaW50lGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvQaMKMHnJlY29yZHMuam91cm5hbF9mcmVlLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmFoC4wdRnJlZTogdGhlIGlkIGNlYXNlcyB0byBleGlzdC6UaAmMDmZhY3RzIMKnOCBGcmVllGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmpEAwAAahQBAABOahUBAAB9lGhfSwBzahcBAAB9lGoZAQAATnViYWg4S8xqGgEAAGgRaA1OahsBAAAp'
+    'ahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWKMDmpvdXJuYWxfcmVzaXpllGh/KYGUfZQoaAVqiwMAAGiCXZQoaIUpgZR9lChoBWhfaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJRqUQMAAGiWalMDAAApUpR9lChqpgEAAGpYAwAAaloDAABdlChqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2hfaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwJ1Ympi'
+    'AwAAXZRqZgMAAGFqaAMAAF2UaJkpUpR9lChoK0sBaJxOaJ1LAWieSwZon0sBaKBLB3ViYWidSwFonksAaJ9LAWigSwd1YmpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaF9qoQEAAGqkAQAAaJ1LAWieSwxon0sBaKBLDnViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksSaJ9LAWigSxx1YmFonUsBaJ5LDGifSwFooEscdWJlaJ1LAWieSwBon0sBaKBLHHViaKFopF2UaF9hhZRSlHViansDAABqfAMAAGp9AwAAan4DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL1mjC'
+    'jCByZWNvcmRzLmpvdXJuYWxfcmVzaXplLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVojmiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumpLAwAAKYGUfZQoak4DAABokSmBlH2UKGiUjBJzaXplIDw9IDQyOTQ5NjcyOTWUaJZqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2iOaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwR1YmpiAwAAXZRqcwMAAGFqaAMAAF2UaJkpUpR9lCho'
+    'K4oF/////wBonE5onUsBaJ5LCGifSwFooEsSdWJhaJ1LAWieSwBon0sBaKBLEnViaKFopF2UaI5hhZRSlHViansDAACMJ2Egam91cm5hbCByZWNvcmQgcmVhY2hlcyBwYXN0IDIqKjMyIC0gMZRqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S9dowowgcmVjb3Jkcy5qb3VybmFsX3Jlc2l6ZS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJlaAuMUVJlc2l6ZTogYnJpbmcgdGhlIGlkIGludG8gZXhpc3RlbmNlIGFuZCB0cnVuY2F0ZSBvciB6ZXJvLWV4dGVuZCBpdCB0byBzaXplIGJ5dGVzLpRoCYwQ'
+    'ZmFjdHMgwqc4IFJlc2l6ZZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqjgMAAGoUAQAATmoVAQAAfZRoX0sAc2oXAQAAfZRqGQEAAE51YmFoOEvSahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijA1qb3VybmFsX3dyaXRllGh/KYGUfZQoaAVq0AMAAGiCXZQoaIUpgZR9lChoBWhfaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6'
+    'aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJRqUQMAAGiWalMDAAApUpR9lChqpgEAAGpYAwAAaloDAABdlChqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2hfaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwJ1YmpiAwAAXZRqZgMAAGFqaAMAAF2UaJkpUpR9lChoK0sBaJxOaJ1LAWieSwZon0sBaKBLB3ViYWidSwFonksAaJ9LAWigSwd1YmpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaF9qoQEAAGqkAQAAaJ1LAWieSwxon0sBaKBLDnViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksS'
+    'aJ9LAWigSxx1YmFonUsBaJ5LDGifSwFooEscdWJlaJ1LAWieSwBon0sBaKBLHHViaKFopF2UaF9hhZRSlHViansDAABqfAMAAGp9AwAAan4DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL3WjCjB9yZWNvcmRzLmpvdXJuYWxfd3JpdGUuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBYwGb2Zmc2V0lGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5o'
+    'vU5ovksAaA1OaL9orWjAiWjBTmg4S95owowfcmVjb3Jkcy5qb3VybmFsX3dyaXRlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMBmxlbmd0aJRoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtokSmBlH2UKGiUjAlsZW4oZGF0YSmUaJZol4wEQ2FsbJSTlClSlH2UKIwEZnVuY5RqnQEAAClSlH2UKGhfjANsZW6UaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwN1YmrVAQAAXZRqnQEAAClSlH2U'
+    'KGhfjARkYXRhlGqhAQAAaqQBAABonUsBaJ5LBGifSwFooEsIdWJhjAhrZXl3b3Jkc5RdlGidSwFonksAaJ9LAWigSwl1YmihaKRdlGoNBAAAYYWUUpR1Ymi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMHW9mZnNldCArIGxlbmd0aCA8PSA0Mjk0OTY3Mjk1lGiWal0DAAApUpR9lChqmwEAAGqYAQAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfavYDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViaqYBAABol4wDQWRklJOUKVKUfZRiaqsBAABqnQEAAClSlH2UKGhfavwDAABqoQEAAGqkAQAAaJ1LAWieSwlon0sBaKBL'
+    'D3ViaJ1LAWieSwBon0sBaKBLD3ViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGicTmidSwFonksTaJ9LAWigSx11YmFonUsBaJ5LAGifSwFooEsddWJooWikXZQoavwDAABq9gMAAGWFlFKUdWJqewMAAGrDAwAAan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvfaMKMH3JlY29yZHMuam91cm5hbF93cml0ZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFag0EAABoiWiLKYGUfZQoaI5okSmBlH2UKGiUavwDAABolmqdAQAAKVKUfZQoaF9q/AMAAGqhAQAAaqQB'
+    'AABonUsBaJ5LAGifSwFooEsGdWJooWikXZRq/AMAAGGFlFKUdWJoqE5oqYloqk5oq051YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvkaMKMH3JlY29yZHMuam91cm5hbF93cml0ZS5maWVsZHNbM12UaCEpaMROaMVOaMaJdWJlaAuMU1dyaXRlOiBzZXQgW29mZnNldCwgb2Zmc2V0K2xlbikgdG8gdGhlIHJhdyBieXRlcywgZ3Jvd2luZyB0aGUgYWxsb2NhdGlvbiBhcyBuZWVkZWQulGgJjA9mYWN0cyDCpzggV3JpdGWUagkBAAB9lGoL'
+    'AQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCatMDAABqFAEAAE5qFQEAAH2UaF9LAHNqFwEAAH2UahkBAABOdWJhaDhL2WoaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABdlGogAQAAXZR1YowOam91cm5hbF9zcGxpY2WUaH8pgZR9lChoBWpDBAAAaIJdlChohSmBlH2UKGgFaF9oiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqSwMAACmBlH2UKGpOAwAAaJEpgZR9lCho'
+    'lGpRAwAAaJZqUwMAAClSlH2UKGqmAQAAalgDAABqWgMAAF2UKGpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaF9qoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLAnViamIDAABdlGpmAwAAYWpoAwAAXZRomSlSlH2UKGgrSwFonE5onUsBaJ5LBmifSwFooEsHdWJhaJ1LAWieSwBon0sBaKBLB3Vial0DAAApUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9oX2qhAQAAaqQBAABonUsBaJ5LDGifSwFooEsOdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxJon0sBaKBLHHViYWidSwFonksMaJ9LAWig'
+    'Sxx1YmVonUsBaJ5LAGifSwFooEscdWJooWikXZRoX2GFlFKUdWJqewMAAGp8AwAAan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEvqaMKMIHJlY29yZHMuam91cm5hbF9zcGxpY2UuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWr2AwAAaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL62jCjCBy'
+    'ZWNvcmRzLmpvdXJuYWxfc3BsaWNlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMB29sZF9sZW6UaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMHm9mZnNldCArIG9sZF9sZW4gPD0gNDI5NDk2NzI5NZRolmpdAwAAKVKUfZQoapsBAABqmAEAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2r2AwAAaqEBAABqpAEAAGidSwFonksAaJ9L'
+    'AWigSwZ1YmqmAQAAaiAEAABqqwEAAGqdAQAAKVKUfZQoaF9qbgQAAGqhAQAAaqQBAABonUsBaJ5LCWifSwFooEsQdWJonUsBaJ5LAGifSwFooEsQdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxRon0sBaKBLHnViYWidSwFonksAaJ9LAWigSx51YmihaKRdlChq9gMAAGpuBAAAZYWUUpR1Ymp7AwAAasMDAABqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S+xowowgcmVjb3Jkcy5qb3VybmFsX3NwbGljZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmB'
+    'lH2UKGgFavwDAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5qMAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtokSmBlH2UKGiUagEEAABolmoDBAAAKVKUfZQoagYEAABqnQEAAClSlH2UKGhfagkEAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViatUBAABdlGqdAQAAKVKUfZQoaF9qDQQAAGqhAQAAaqQBAABonUsBaJ5LBGifSwFooEsIdWJhag4EAABdlGidSwFonksAaJ9LAWigSwl1YmihaKRdlGoNBAAAYYWUUpR1Ymi5Tmi6aksDAAApgZR9lChq'
+    'TgMAAGiRKYGUfZQoaJRqFwQAAGiWal0DAAApUpR9lChqmwEAAGqYAQAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfavYDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViaqYBAABqIAQAAGqrAQAAap0BAAApUpR9lChoX2r8AwAAaqEBAABqpAEAAGidSwFonksJaJ9LAWigSw91YmidSwFonksAaJ9LAWigSw91YmpiAwAAXZRqcwMAAGFqaAMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LE2ifSwFooEsddWJhaJ1LAWieSwBon0sBaKBLHXViaKFopF2UKGr8AwAAavYDAABlhZRSlHViansDAABqwwMAAGp9AwAAan4DAABo'
+    'wmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL8GjCjCByZWNvcmRzLmpvdXJuYWxfc3BsaWNlLmZpZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqDQQAAGiJaIspgZR9lChojmiRKYGUfZQoaJRq/AMAAGiWap0BAAApUpR9lChoX2r8AwAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwZ1YmihaKRdlGr8AwAAYYWUUpR1YmioTmipiWiqTmirTnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4S/VowowgcmVjb3Jk'
+    'cy5qb3VybmFsX3NwbGljZS5maWVsZHNbNF2UaCEpaMROaMVOaMaJdWJlaAuMT1NwbGljZTogcmVwbGFjZSBbb2Zmc2V0LCBvZmZzZXQrb2xkX2xlbikgd2l0aCBsZW4gcmF3IGJ5dGVzLCBzaGlmdGluZyB0aGUgdGFpbC6UaAmMEGZhY3RzIMKnOCBTcGxpY2WUagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCakYEAABqFAEAAE5qFQEAAH2UaF9LAHNqFwEAAH2UahkBAABOdWJhaDhL5moaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABdlGogAQAAXZR1YowMam91cm5hbF9jb3B5lGh/KYGU'
+    'fZQoaAVqwwQAAGiCXZQoaIUpgZR9lChoBYwDc3JjlGiJaioBAAApgZR9lChqLQEAAEsKaJxqLgEAAGoJAQAAKWovAQAATmowAQAATmoxAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5oumpLAwAAKYGUfZQoak4DAABokSmBlH2UKGiUjB5zcmMgPj0gMSBhbmQgc3JjIDw9IDQyOTQ5NjcyOTWUaJZqUwMAAClSlH2UKGqmAQAAalgDAABqWgMAAF2UKGpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfaskEAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViamIDAABdlGpmAwAAYWpo'
+    'AwAAXZRomSlSlH2UKGgrSwFonE5onUsBaJ5LB2ifSwFooEsIdWJhaJ1LAWieSwBon0sBaKBLCHVial0DAAApUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9qyQQAAGqhAQAAaqQBAABonUsBaJ5LDWifSwFooEsQdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8AaJxOaJ1LAWieSxRon0sBaKBLHnViYWidSwFonksNaJ9LAWigSx51YmVonUsBaJ5LAGifSwFooEsedWJooWikXZRqyQQAAGGFlFKUdWJqewMAAGp8AwAAan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOEv9aMKMHnJlY29y'
+    'ZHMuam91cm5hbF9jb3B5LmZpZWxkc1swXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMCnNyY19vZmZzZXSUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL/mjCjB5yZWNvcmRzLmpvdXJuYWxfY29weS5maWVsZHNbMV2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFavwDAABoiWoqAQAAKYGUfZQoai0BAABLCmicai4BAABqCQEAAClqLwEAAE5q'
+    'MAEAAE5qMQEAAE51YmgLaK1oCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLpqSwMAACmBlH2UKGpOAwAAaJEpgZR9lCholIwhc3JjX29mZnNldCArIGxlbmd0aCA8PSA0Mjk0OTY3Mjk1lGiWal0DAAApUpR9lChqmwEAAGqYAQAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfausEAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLCnViaqYBAABqIAQAAGqrAQAAap0BAAApUpR9lChoX2r8AwAAaqEBAABqpAEAAGidSwFonksNaJ9LAWigSxN1YmidSwFonksAaJ9LAWigSxN1YmpiAwAAXZRqcwMAAGFqaAMA'
+    'AF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LF2ifSwFooEshdWJhaJ1LAWieSwBon0sBaKBLIXViaKFopF2UKGr8AwAAausEAABlhZRSlHViansDAABqwwMAAGp9AwAAan4DAABowmitdWKFlGi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhL/2jCjB5yZWNvcmRzLmpvdXJuYWxfY29weS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjANkc3SUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4'
+    'TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMHmRzdCA+PSAxIGFuZCBkc3QgPD0gNDI5NDk2NzI5NZRolmpTAwAAKVKUfZQoaqYBAABqWAMAAGpaAwAAXZQoal0DAAApUpR9lChqmwEAAGqdAQAAKVKUfZQoaF9qCwUAAGqhAQAAaqQBAABonUsBaJ5LAGifSwFooEsDdWJqYgMAAF2UamYDAABhamgDAABdlGiZKVKUfZQoaCtLAWicTmidSwFonksHaJ9LAWigSwh1YmFonUsBaJ5LAGifSwFooEsIdWJqXQMAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2oLBQAAaqEBAABqpAEAAGidSwFonksNaJ9LAWigSxB1YmpiAwAA'
+    'XZRqcwMAAGFqaAMAAF2UaJkpUpR9lChoK4oF/////wBonE5onUsBaJ5LFGifSwFooEsedWJhaJ1LAWieSw1on0sBaKBLHnViZWidSwFonksAaJ9LAWigSx51YmihaKRdlGoLBQAAYYWUUpR1Ymp7AwAAanwDAABqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQMBaMKMHnJlY29yZHMuam91cm5hbF9jb3B5LmZpZWxkc1szXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAWMCmRzdF9vZmZzZXSUaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC2itaAlo'
+    'rWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6aksDAAApgZR9lChqTgMAAGiRKYGUfZQoaJSMIWRzdF9vZmZzZXQgKyBsZW5ndGggPD0gNDI5NDk2NzI5NZRolmpdAwAAKVKUfZQoapsBAABqmAEAAClSlH2UKGqbAQAAap0BAAApUpR9lChoX2otBQAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwp1YmqmAQAAaiAEAABqqwEAAGqdAQAAKVKUfZQoaF9q/AMAAGqhAQAAaqQBAABonUsBaJ5LDWifSwFooEsTdWJonUsBaJ5LAGifSwFooEsTdWJqYgMAAF2UanMDAABhamgDAABdlGiZKVKUfZQoaCuKBf////8A'
+    'aJxOaJ1LAWieSxdon0sBaKBLIXViYWidSwFonksAaJ9LAWigSyF1YmihaKRdlChqLQUAAGr8AwAAZYWUUpR1Ymp7AwAAasMDAABqfQMAAGp+AwAAaMJorXVihZRou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQQBaMKMHnJlY29yZHMuam91cm5hbF9jb3B5LmZpZWxkc1s0XZRoISloxE5oxU5oxol1YmVoC4yZQ29weSAoYW5kIE1vdmUsIHdoaWNoIHRoZW4gemVyb2VzIHRoZSB2YWNhdGVkIHNvdXJjZSByYW5nZSk6IGxlbiBieXRlcyBmcm9tIHNyYyBhdCBzcmNfb2Zmc2V0IHRvIGRzdCBhdCBkc3Rfb2Zmc2V0OyB1bndyaXR0'
+    'ZW4gc291cmNlIGJ5dGVzIHJlYWQgYXMgemVyby4KlGgJjBRmYWN0cyDCpzggQ29weSwgTW92ZZRqCQEAAH2UagsBAABOagwBAACJag0BAABOag4BAABdlGoRAQAAKYGUfZQoaBROaIJqxgQAAGoUAQAATmoVAQAAfZRqyQQAAEsAc2oXAQAAfZRqGQEAAE51YmFoOEv3ahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijA5qb3VybmFsX3JlY29yZJRofymBlH2UKGgFalAFAABogl2UKGiFKYGUfZQoaAVqzgEAAGiJatABAAApgZR9lChonGrTAQAAatQBAABoVmrVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05o'
+    'sE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQ0BaMKMIHJlY29yZHMuam91cm5hbF9yZWNvcmQuZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWrZAQAAaIlq2wEAACmBlH2UKGreAQAAaJEpgZR9lCholGrOAQAAaJZqnQEAAClSlH2UKGhfas4BAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLA3ViaKFopF2Uas4BAABhhZRSlHViauYBAAAoSwFoXmpBAwAAh5RLAmhiaosDAACHlEsDaGZq0AMAAIeUSwRoampDBAAAh5RLBWhuasMEAACHlEsGaHJqwwQA'
+    'AIeUdJRowWp9AwAAatUBAAApaAVq9gEAAGoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TQ4BaMKMIHJlY29yZHMuam91cm5hbF9yZWNvcmQuZmllbGRzWzFdlGghKWjETmjFTmjGiXViZWgLjEpPbmUgam91cm5hbCByZWNvcmQ7IGV2ZXJ5IHJlY29yZCBleGNlcHQgRnJlZSBicmluZ3MgaXRzIGlkIGludG8gZXhpc3RlbmNlLpRoCWh1agkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCalMF'
+    'AABqFAEAAE5qFQEAAH2UKGrOAQAASwBq2QEAAEsBdWoXAQAAfZRqzgEAAEsBc2oZAQAATnViYWg4TQkBahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijA9qb3VybmFsX3JlY29yZHOUaH8pgZR9lChoBWp1BQAAaIJdlGiFKYGUfZQoaAVoe2iJatABAAApgZR9lChonGodAQAAatQBAABqUAUAAGrVAQAAKWoZAQAATnViaAtorWgJaK1ork5or05osE5osU5os4lotE5ojk5otWoiAgAAKYGUfZQoaiUCAABOaKhOaKmIaLBOaiYCAABOaicCAACJaMVOdWJotk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksA'
+    'aA1OaL9orWjAiWjBTmg4TRkBaMKMIXJlY29yZHMuam91cm5hbF9yZWNvcmRzLmZpZWxkc1swXZRoISloxE5oxU5oxol1YmFoC4ygQSB0cmFuc2FjdGlvbidzIHJlY29yZCBieXRlczogcmVjb3JkcyB0byB0aGUgZW5kLiBBIHRyYW5zYWN0aW9uIHdob3NlIGNyYyBtYXRjaGVzIGJ1dCB3aG9zZSByZWNvcmRzIGRvIG5vdCBkZWNvZGUgaXMgQ29ycnVwdCAoYSB3cml0ZXIgYnVnKSwgbmV2ZXIgYSB0b3JuIHRhaWwuCpRoCYwJZmFjdHMgwqc4lGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmp4'
+    'BQAAahQBAABOahUBAAB9lGh7SwBzahcBAAB9lGoZAQAATnViYWg4TRMBahoBAABoEWgNTmobAQAAKWocAQAAah0BAABqHgEAAF2UaiABAABdlHVijBNqb3VybmFsX3RyYW5zYWN0aW9ulGh/KYGUfZQoaAVqigUAAGiCXZQoaIUpgZR9lChoBWr8AwAAaIlqKgEAACmBlH2UKGotAQAASwponGouAQAAagkBAAApai8BAABOajABAABOajEBAABOdWJoC4wZcmVjb3JkIGJ5dGVzICg8PSAyKiozMi0xKZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtokSmBlH2UKGiUjAxsZW4ocmVjb3JkcymUaJZqAwQAAClSlH2U'
+    'KGoGBAAAap0BAAApUpR9lChoX2oJBAAAaqEBAABqpAEAAGidSwFonksAaJ9LAWigSwN1YmrVAQAAXZRqnQEAAClSlH2UKGhfaHtqoQEAAGqkAQAAaJ1LAWieSwRon0sBaKBLC3ViYWoOBAAAXZRonUsBaJ5LAGifSwFooEsMdWJooWikXZRoe2GFlFKUdWJouU5oumpLAwAAKYGUfZQoak4DAABokSmBlH2UKGiUjBRsZW5ndGggPD0gNDI5NDk2NzI5NZRolmpdAwAAKVKUfZQoapsBAABqnQEAAClSlH2UKGhfavwDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViamIDAABdlGpzAwAAYWpoAwAAXZRomSlSlH2UKGgrigX/////AGic'
+    'TmidSwFonksKaJ9LAWigSxR1YmFonUsBaJ5LAGifSwFooEsUdWJooWikXZRq/AMAAGGFlFKUdWJqewMAAIwpYSB0cmFuc2FjdGlvbiBsb25nZXIgdGhhbiAyKiozMiAtIDEgYnl0ZXOUan0DAABqfgMAAGjCaK11YoWUaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE0jAWjCjCVyZWNvcmRzLmpvdXJuYWxfdHJhbnNhY3Rpb24uZmllbGRzWzBdlGghKWjETmjFTmjGiXViaIUpgZR9lChoBWh7aIloiymBlH2UKGiOaJEpgZR9lCholGr8AwAAaJZqnQEAAClSlH2UKGhfavwDAABqoQEAAGqkAQAAaJ1LAWieSwBon0sBaKBLBnViaKFo'
+    'pF2UavwDAABhhZRSlHViaKhOaKmJaKpOaKtOdWJoC4wddGhlIHJlY29yZHMgKGpvdXJuYWxfcmVjb3JkcymUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNJAFowowlcmVjb3Jkcy5qb3VybmFsX3RyYW5zYWN0aW9uLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqYgIAAGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMOHRoZSBjaGFpbiBDUkMtMzJDIChjaGVja2VkIGJ5IHJ1bnRpbWUva2xhZGRlL2pvdXJuYWwucHkplGgJ'
+    'aK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TSUBaMKMJXJlY29yZHMuam91cm5hbF90cmFuc2FjdGlvbi5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJlaAtYKgEAAE9uZSB0cmFuc2FjdGlvbiBhcyBpdCBzaXRzIGluIHRoZSBqb3VybmFsIHN0cmVhbTogdGhlIHJlY29yZCBieXRlcycgbGVuZ3RoLCB0aGUgcmVjb3JkcywgdGhlbiB0aGUgc2VnbWVudCdzIHJ1bm5pbmcgQ1JDLTMyQyB1cCB0byB0aGlzIHBvaW50ICh0aGUgY2hhaW4gaW5wdXQgaXMg'
+    'dGhlIHNlZ21lbnQgZXBvY2ggYXMgOCBMRSBieXRlcywgZXZlcnkgc3RyZWFtIGJ5dGUgZXhjZXB0IHN0b3JlZCBDUkNzLCBhbmQgZXZlcnkgdHJhaWxlciBuZXh0IGZpZWxkKS4gQ29tbWl0dGVkIG9uY2UgdGhlIGNyYyBpcyB3cml0dGVuLgqUaAmMHWZhY3RzIMKnOCBUcmFuc2FjdGlvbiBmcmFtaW5nlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmqNBQAAahQBAABOahUBAAB9lGr8AwAASwBzahcBAAB9lGpiAgAASwRzahkBAABOdWJhaDhNGwFqGgEAAGgRaA1OahsBAAApahwBAABqHQEA'
+    'AGoeAQAAXZRqIAEAAF2UdWKMDGpvdXJuYWxfcGFnZZRofymBlH2UKGgFatEFAABogl2UKGiFKYGUfZQoaAWMBnN0cmVhbZRoiWiLKYGUfZQoaI5okSmBlH2UKGiUjAQ0MDg4lGiWaJkpUpR9lChoK034D2icTmidSwFonksAaJ9LAWigSwR1YmihaKRdlIWUUpR1YmioTmipiWiqTmirTnViaAuMMHRyYW5zYWN0aW9uIHN0cmVhbSBieXRlcyAoY29udGludWUgYWNyb3NzIHBhZ2VzKZRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE0uAWjCjB5yZWNv'
+    'cmRzLmpvdXJuYWxfcGFnZS5maWVsZHNbMF2UaCEpaMROaMVOaMaJdWJohSmBlH2UKGgFjARuZXh0lGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMF3RoZSBzZWdtZW50J3MgbmV4dCBwYWdllGgJaK1ork5or05osE5osU5os4lotE5ojk5otU5otk5ot05ouE5oK05ouU5ouilou05ovE5ovU5ovksAaA1OaL9orWjAiWjBTmg4TS8BaMKMHnJlY29yZHMuam91cm5hbF9wYWdlLmZpZWxkc1sxXZRoISloxE5oxU5oxol1YmiFKYGUfZQoaAVqYgIAAGiJaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMJ2NoYWluIENSQy0zMkMgaW5j'
+    'bHVkaW5nIHRoaXMgbmV4dCBmaWVsZJRoCWitaK5OaK9OaLBOaLFOaLOJaLROaI5OaLVOaLZOaLdOaLhOaCtOaLlOaLopaLtOaLxOaL1OaL5LAGgNTmi/aK1owIlowU5oOE0wAWjCjB5yZWNvcmRzLmpvdXJuYWxfcGFnZS5maWVsZHNbMl2UaCEpaMROaMVOaMaJdWJlaAuM90Egam91cm5hbCBwYWdlOiBubyBmcmFtaW5nOyBzdHJlYW0gYnl0ZXMsIHRoZW4gdGhlIHRyYWlsZXIuIFRoZSB0cmFpbGVyIGlzIHdyaXR0ZW4gb25seSB3aGVuIHRoZSBzdHJlYW0gY29udGludWVzIG9udG8gYW5vdGhlciBwYWdlOyBhIHJlYWRlciBmb2xs'
+    'b3dzIG5leHQgb25seSBpZiB0aGUgY3JjIG1hdGNoZXMgdGhlIGNoYWluIGFuZCBuZXh0IGlzID49IDIsIGluc2lkZSB0aGUgZmlsZSBhbmQgbmV3IHRvIHRoZSBzZWdtZW50LgqUaAmMF2ZhY3RzIMKnOCBKb3VybmFsIHBhZ2VzlGoJAQAAfZRqCwEAAE5qDAEAAIlqDQEAAE5qDgEAAF2UahEBAAApgZR9lChoFE5ogmrUBQAAahQBAABNABBqFQEAAH2UKGrXBQAASwBq5gUAAE34D2piAgAATfwPdWoXAQAAfZQoatcFAABN+A9q5gUAAEsEamICAABLBHVqGQEAAE51YmFoOE0nAWoaAQAAaBFoDU5qGwEAAClqHAEAAGodAQAAah4BAABd'
+    'lGogAQAAXZR1YowMam91cm5hbF9zZWVklGh/KYGUfZQoaAVq+wUAAGiCXZRohSmBlH2UKGgFjA1zZWdtZW50X2Vwb2NolGiJaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMFnRoZSBoZWFkZXIncyBlcG9jaCArIDGUaAlorWiuTmivTmiwTmixTmiziWi0TmiOTmi1Tmi2Tmi3Tmi4TmgrTmi5Tmi6KWi7Tmi8Tmi9Tmi+SwBoDU5ov2itaMCJaMFOaDhNNgFowowecmVjb3Jkcy5qb3VybmFsX3NlZWQuZmllbGRzWzBdlGghKWjETmjFTmjGiXViYWgLjEtUaGUgZmlyc3QgY2hhaW4gaW5wdXQgb2YgYSBzZWdtZW50OyB0aGUgY2hhaW4g'
+    'aXMgc2VlZGVkIHdpdGggdGhlc2UgOCBieXRlcy6UaAmME2ZhY3RzIMKnOCBDUkMgY2hhaW6UagkBAAB9lGoLAQAATmoMAQAAiWoNAQAATmoOAQAAXZRqEQEAACmBlH2UKGgUTmiCav4FAABqFAEAAEsIahUBAAB9lGoBBgAASwBzahcBAAB9lGoBBgAASwhzahkBAABOdWJhaDhNMgFqGgEAAGgRaA1OahsBAAApahwBAABqHQEAAGoeAQAAXZRqIAEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoah0BAABqAQMAAGiIQwuLS0xBRERFDQoaCpSMAmF0lEsAaLWJagkBAAAp'
+    'jAR0aGVulE6MBHRhZ3OUTnViYYwLZW5kaWFuX2V4cHKUTnViLg=='
+)

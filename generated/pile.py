@@ -15,8 +15,8 @@ Spec: triblespace pile format (spec.txt; facts.md §1-§5)
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -78,6 +79,11 @@ from bytewright.runtime.errors import (
 FAMILY = "pile"
 SCHEMA_FILES = ["schemas/pile.yaml"]
 SCHEMA_DIGEST = "sha256:0ff72e0bb4e0f7aded9dfc5e20ed0eebef1393a8f4cde614c3725ff8ee24590a"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05', 'pile_record', {}, True, None, None), (0, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13', 'pile_record', {}, True, None, None), (0, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96', 'pile_record', {}, True, None, None), (0, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04', 'pile_record', {}, True, None, None), (0, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40', 'pile_record', {}, True, None, None), (0, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z', 'pile_record', {}, True, None, None), (0, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7', 'pile_record', {}, True, None, None), (0, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO', 'pile_record', {}, True, None, None), (0, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^', 'pile_record', {}, True, None, None), (0, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r', 'pile_record', {}, True, None, None), (0, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t', 'pile_record', {}, True, None, None), (0, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q', 'pile_record', {}, True, None, None), (0, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1', 'pile_record', {}, True, None, None), (0, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw', 'pile_record', {}, True, None, None), (0, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9', 'pile_record', {}, True, None, None), (0, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80', 'pile_record', {}, True, None, None), (0, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f', 'pile_record', {}, True, None, None), (0, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'", 'pile_record', {}, True, None, None), (0, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9', 'pile_record', {}, True, None, None)]
+RECORD_NAMES = ('pile_record', 'frame_rest', 'frame_head', 'blob_head', 'blob_data', 'blob_body', 'pin_head_body', 'pin_tombstone_body', 'want_blob', 'want_merge', 'want_derive', 'want_request', 'want_v3_body', 'commit_body', 'merge_v6_body', 'derive_v7_body', 'proof_edge', 'proof_v5_body', 'retired_blob_want_body', 'retired_typed_want_body', 'unsigned_merge_body', 'unsigned_derive_body', 'peer_body', 'store_scope_body', 'artifact_offer_body', 'proof_v1_edge', 'proof_v1_content', 'proof_v2_edge', 'proof_v2_content', 'proof_v1_data', 'proof_v2_data', 'proof_v1_body', 'proof_v2_body', 'proof_v3_edge', 'proof_v3_content', 'proof_v3_data', 'proof_v3_body', 'v1_blob_data', 'v1_blob', 'v1_branch', 'v1_tombstone', 'v3_blob', 'v3_branch', 'v3_tombstone', 'v3_blob_want', 'v3_local_cell', 'v3_collection_definition', 'v3_commit', 'v3_merge', 'v3_derive', 'v4_commit', 'v4_merge', 'v4_derive', 'envelope36_rest', 'env_blob_body', 'env_branch_body', 'env_tombstone_body', 'env_blob_want_body', 'env_typed_want_body', 'env_commit_body', 'env_merge_body', 'env_derive_v4_body', 'env_derive_v5_body', 'commit_transcript', 'merge_endorsement', 'derive_endorsement', 'dense_commit', 'dense_unsigned_merge', 'dense_unsigned_derive', 'dense_signed_merge', 'dense_signed_derive', 'dense_witness_merge', 'dense_witness_derive', 'dense_record', 'pile_file')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -21364,3173 +21370,3201 @@ def encode_pile_file(value: PileFile) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_blob_head = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
-    'scalar_pad' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'hash' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_blob_head._bw_fast_runs = {'timestamp': (192, (('timestamp', 0, 8), ('length', 8, 8), ('scalar_pad', 16, 16), ('hash', 32, 32), ('reserved', 64, 128)))}
-
-C_blob_data = Struct(
-    '_o_start' / Tell,
-    'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
-    'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 256", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 256), True),
-)
-C_blob_data._bw_fast_runs = {}
-
-C_blob_body = Struct(
-    '_o_start' / Tell,
-    'head' / WithParams(C_blob_head, {'span': Code("this['_params']['span']", lambda this: this['_params']['span'])}),
-    'data' / WithParams(C_blob_data, {'length': Code("this['head']['length']", lambda this: this['head']['length'])}),
-)
-C_blob_body._bw_fast_runs = {}
-
-C_pin_head_body = Struct(
-    '_o_start' / Tell,
-    'pin' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
-    'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'head' / Bytes(32),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_pin_head_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved1', 16, 16), ('head', 32, 32), ('reserved2', 64, 128)))}
-
-C_pin_tombstone_body = Struct(
-    '_o_start' / Tell,
-    'pin' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_pin_tombstone_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved', 16, 176)))}
-
-C_want_blob = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_want_blob._bw_fast_runs = {'blob': (96, (('blob', 0, 32), ('zero', 32, 64)))}
-
-C_want_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge request high < low'),
-)
-C_want_merge._bw_fast_runs = {'collection': (96, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32)))}
-
-C_want_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_want_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('zero', 64, 32)))}
-
-C_want_v3_body = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
-    'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_want_v3_body._bw_fast_runs = {'tag': (32, (('tag', 0, 1), ('reserved1', 1, 31))), 'reserved2': (64, (('reserved2', 0, 64),))}
-
-C_commit_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_commit_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
-
-C_merge_v6_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'collection', 'span == 2', 'kind requires span 2'),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'low_witness' / Bytes(32),
-    'high_witness' / Bytes(32),
-    _RuleCheck(Code("(((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))), 'high_witness', 'high + high_witness >= low + low_witness', 'merge inputs out of canonical order'),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_merge_v6_body._bw_fast_runs = {'collection': (448, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32), ('reserved', 288, 160)))}
-
-C_derive_v7_body = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'target', 'span == 2', 'kind requires span 2'),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'input_witness' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_derive_v7_body._bw_fast_runs = {'target': (448, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32), ('reserved', 224, 224)))}
-
-C_proof_edge = Struct(
-    '_o_start' / Tell,
-    'capability' / Bytes(32),
-    'delegate' / Bytes(32),
-    'signature' / Bytes(64),
-)
-C_proof_edge._bw_fast_runs = {'capability': (128, (('capability', 0, 32), ('delegate', 32, 32), ('signature', 64, 64)))}
-
-C_proof_v5_body = Struct(
-    '_o_start' / Tell,
-    'resource' / Bytes(32),
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_edge),
-)
-C_proof_v5_body._bw_fast_runs = {'resource': (64, (('resource', 0, 32), ('root', 32, 32)))}
-
-C_retired_blob_want_body = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_retired_blob_want_body._bw_fast_runs = {'blob': (192, (('blob', 0, 32), ('reserved', 32, 160)))}
-
-C_retired_typed_want_body = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
-    'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'a' / Bytes(32),
-    'b' / Bytes(32),
-    'c' / Bytes(32),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_retired_typed_want_body._bw_fast_runs = {'tag': (192, (('tag', 0, 1), ('reserved1', 1, 31), ('a', 32, 32), ('b', 64, 32), ('c', 96, 32), ('reserved2', 128, 64)))}
-
-C_unsigned_merge_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_unsigned_merge_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 64)))}
-
-C_unsigned_derive_body = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_unsigned_derive_body._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 96)))}
-
-C_peer_body = Struct(
-    '_o_start' / Tell,
-    'team' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
-    'peer' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_peer_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('peer', 32, 32), ('reserved', 64, 128)))}
-
-C_store_scope_body = Struct(
-    '_o_start' / Tell,
-    'team' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_store_scope_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('reserved', 32, 160)))}
-
-C_artifact_offer_body = Struct(
-    '_o_start' / Tell,
-    'content' / Bytes(192),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'content', 'span == 1', 'kind requires span 1'),
-)
-C_artifact_offer_body._bw_fast_runs = {'content': (192, (('content', 0, 192),))}
-
-C_proof_v1_edge = Struct(
-    '_o_start' / Tell,
-    'head' / Bytes(96),
-    'delegate' / Bytes(32),
-)
-C_proof_v1_edge._bw_fast_runs = {'head': (128, (('head', 0, 96), ('delegate', 96, 32)))}
-
-C_proof_v1_content = Struct(
-    '_o_start' / Tell,
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_v1_edge),
-)
-C_proof_v1_content._bw_fast_runs = {'root': (32, (('root', 0, 32),))}
-
-C_proof_v1_data = Struct(
-    '_o_start' / Tell,
-    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v1_content),
-    'tail' / GreedyBytes,
-    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
-)
-C_proof_v1_data._bw_fast_runs = {}
-
-C_proof_v1_body = Struct(
-    '_o_start' / Tell,
-    'body_len' / Int64ul,
-    _RuleCheck(Code("(((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))), 'body_len', 'body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', 'bad proof v1 body length'),
-    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_proof_v1_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
-)
-C_proof_v1_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
-
-C_proof_v2_edge = Struct(
-    '_o_start' / Tell,
-    'action' / Bytes(16),
-    _RuleCheck(Code("((max(this['action']) > 0))", lambda this: ((max(this['action']) > 0))), 'action', 'max(action) > 0', 'nil action id'),
-    'flags' / Int8ul,
-    _RuleCheck(Code("((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))), 'flags', 'flags & 248 == 0 and flags & 3 != 0', 'bad proof v2 edge flags'),
-    'lower' / BytesInteger(16, signed=True, swapped=False),
-    'upper' / BytesInteger(16, signed=True, swapped=False),
-    _RuleCheck(Code("(((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', '(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', 'bad proof v2 validity bounds'),
-    'delegate' / Bytes(32),
-    'signature' / Bytes(64),
-)
-C_proof_v2_edge._bw_fast_runs = {'action': (145, (('action', 0, 16), ('flags', 16, 1), ('lower', 17, 16), ('upper', 33, 16), ('delegate', 49, 32), ('signature', 81, 64)))}
-
-C_proof_v2_content = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d'),
-    'resource' / Bytes(32),
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_v2_edge),
-)
-C_proof_v2_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
-
-C_proof_v2_data = Struct(
-    '_o_start' / Tell,
-    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v2_content),
-    'tail' / GreedyBytes,
-    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
-)
-C_proof_v2_data._bw_fast_runs = {}
-
-C_proof_v2_body = Struct(
-    '_o_start' / Tell,
-    'body_len' / Int64ul,
-    _RuleCheck(Code("(((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))), 'body_len', 'body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', 'bad proof v2 body length'),
-    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_proof_v2_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
-)
-C_proof_v2_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
-
-C_proof_v3_edge = Struct(
-    '_o_start' / Tell,
-    'capability' / Bytes(32),
-    'flags' / Int8ul,
-    _RuleCheck(Code("(((this['flags'] & 248) == 0))", lambda this: (((this['flags'] & 248) == 0))), 'flags', 'flags & 248 == 0', 'bad proof v3 edge flags'),
-    'lower' / BytesInteger(16, signed=True, swapped=False),
-    'upper' / BytesInteger(16, signed=True, swapped=False),
-    _RuleCheck(Code("(((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', 'flags & 4 or (lower == 0 and upper == 0)', 'proof v3 validity bounds set without bit 2'),
-    'delegate' / Bytes(32),
-    'signature' / Bytes(64),
-)
-C_proof_v3_edge._bw_fast_runs = {'capability': (161, (('capability', 0, 32), ('flags', 32, 1), ('lower', 33, 16), ('upper', 49, 16), ('delegate', 65, 32), ('signature', 97, 64)))}
-
-C_proof_v3_content = Struct(
-    '_o_start' / Tell,
-    'magic' / Bytes(16),
-    'resource' / Bytes(32),
-    'root' / Bytes(32),
-    'edges' / RepeatToEnd(C_proof_v3_edge),
-)
-C_proof_v3_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
-
-C_proof_v3_data = Struct(
-    '_o_start' / Tell,
-    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v3_content),
-    'tail' / GreedyBytes,
-    _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
-)
-C_proof_v3_data._bw_fast_runs = {}
-
-C_proof_v3_body = Struct(
-    '_o_start' / Tell,
-    'body_len' / Int64ul,
-    _RuleCheck(Code("(((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))", lambda this: (((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))), 'body_len', 'body_len >= 241 and (body_len - 80) % 161 == 0', 'bad proof v3 body length'),
-    _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_proof_v3_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
-)
-C_proof_v3_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
-
-C_frame_rest = Struct(
-    '_o_start' / Tell,
-    'magic_tail' / Const(b'\x9d\x96V\xa5\xeaZIs 5\x1f;'),
-    'span' / Int32ul,
-    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
-    'kind' / Bytes(32),
-    'body' / FixedSized(Code("((this['span'] * 256) - 64)", lambda this: ((this['span'] * 256) - 64)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': WithParams(C_pin_head_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': WithParams(C_pin_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WithParams(C_want_v3_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': WithParams(C_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': WithParams(C_merge_v6_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': WithParams(C_derive_v7_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': WithParams(C_proof_v5_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': WithParams(C_unsigned_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": WithParams(C_unsigned_derive_body, {'span': Code("this['span']", lambda this: this['span'])}), b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': WithParams(C_peer_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': WithParams(C_store_scope_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': WithParams(C_artifact_offer_body, {'span': Code("this['span']", lambda this: this['span'])}), b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': WithParams(C_proof_v1_body, {'span': Code("this['span']", lambda this: this['span'])}), b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': WithParams(C_proof_v2_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': WithParams(C_proof_v3_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
-)
-C_frame_rest._bw_fast_runs = {'magic_tail': (48, (('magic_tail', 0, 12), ('span', 12, 4), ('kind', 16, 32)))}
-
-C_env_blob_body = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
-    'hash' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
-)
-C_env_blob_body._bw_fast_runs = {'timestamp': (220, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('reserved', 48, 172)))}
-
-C_env_branch_body = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'head' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_branch_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('head', 16, 32), ('reserved', 48, 172)))}
-
-C_env_tombstone_body = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_tombstone_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('reserved', 16, 204)))}
-
-C_env_blob_want_body = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_blob_want_body._bw_fast_runs = {'blob': (220, (('blob', 0, 32), ('reserved', 32, 188)))}
-
-C_env_typed_want_body = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
-    _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
-    'a' / Bytes(32),
-    'b' / Bytes(32),
-    'c' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_typed_want_body._bw_fast_runs = {'tag': (220, (('tag', 0, 1), ('a', 1, 32), ('b', 33, 32), ('c', 65, 32), ('reserved', 97, 123)))}
-
-C_env_commit_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_commit_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 28)))}
-
-C_env_merge_body = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_merge_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 92)))}
-
-C_env_derive_v4_body = Struct(
-    '_o_start' / Tell,
-    'source' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'source', 'span == 1', 'kind requires span 1'),
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_derive_v4_body._bw_fast_runs = {'source': (220, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 92)))}
-
-C_env_derive_v5_body = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_env_derive_v5_body._bw_fast_runs = {'target': (220, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 124)))}
-
-C_envelope36_rest = Struct(
-    '_o_start' / Tell,
-    'kind' / Bytes(16),
-    'span' / Int32ul,
-    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
-    'body' / FixedSized(Code("((this['span'] * 256) - 36)", lambda this: ((this['span'] * 256) - 36)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': WithParams(C_env_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': WithParams(C_env_branch_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': WithParams(C_env_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': WithParams(C_env_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": WithParams(C_env_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': WithParams(C_env_derive_v4_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': WithParams(C_env_derive_v5_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
-)
-C_envelope36_rest._bw_fast_runs = {'kind': (20, (('kind', 0, 16), ('span', 16, 4)))}
-
-C_v1_blob_data = Struct(
-    '_o_start' / Tell,
-    'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
-    'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 64", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 64), True),
-)
-C_v1_blob_data._bw_fast_runs = {}
-
-C_v1_blob = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    'hash' / Bytes(32),
-    'data' / WithParams(C_v1_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
-)
-C_v1_blob._bw_fast_runs = {'timestamp': (48, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32)))}
-
-C_v1_branch = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'head' / Bytes(32),
-)
-C_v1_branch._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('head', 16, 32)))}
-
-C_v1_tombstone = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'unchecked' / Bytes(32),
-)
-C_v1_tombstone._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('unchecked', 16, 32)))}
-
-C_v3_blob = Struct(
-    '_o_start' / Tell,
-    'timestamp' / Int64ul,
-    'length' / Int64ul,
-    'hash' / Bytes(32),
-    'unchecked' / Bytes(192),
-    'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
-)
-C_v3_blob._bw_fast_runs = {'timestamp': (240, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('unchecked', 48, 192)))}
-
-C_v3_branch = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'head' / Bytes(32),
-    'unchecked' / Bytes(192),
-)
-C_v3_branch._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('head', 16, 32), ('unchecked', 48, 192)))}
-
-C_v3_tombstone = Struct(
-    '_o_start' / Tell,
-    'branch' / Bytes(16),
-    _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
-    'unchecked' / Bytes(224),
-)
-C_v3_tombstone._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('unchecked', 16, 224)))}
-
-C_v3_blob_want = Struct(
-    '_o_start' / Tell,
-    'blob' / Bytes(32),
-    'unchecked' / Bytes(208),
-)
-C_v3_blob_want._bw_fast_runs = {'blob': (240, (('blob', 0, 32), ('unchecked', 32, 208)))}
-
-C_v3_local_cell = Struct(
-    '_o_start' / Tell,
-    'cell' / Bytes(16),
-    'rest' / Bytes(224),
-)
-C_v3_local_cell._bw_fast_runs = {'cell': (240, (('cell', 0, 16), ('rest', 16, 224)))}
-
-C_v3_collection_definition = Struct(
-    '_o_start' / Tell,
-    'scope' / Bytes(16),
-    _RuleCheck(Code("((max(this['scope']) > 0))", lambda this: ((max(this['scope']) > 0))), 'scope', 'max(scope) > 0', 'nil id'),
-    'representation' / Bytes(16),
-    _RuleCheck(Code("((max(this['representation']) > 0))", lambda this: ((max(this['representation']) > 0))), 'representation', 'max(representation) > 0', 'nil id'),
-    'recipe' / Bytes(16),
-    _RuleCheck(Code("((max(this['recipe']) > 0))", lambda this: ((max(this['recipe']) > 0))), 'recipe', 'max(recipe) > 0', 'nil id'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_collection_definition._bw_fast_runs = {'scope': (240, (('scope', 0, 16), ('representation', 16, 16), ('recipe', 32, 16), ('reserved', 48, 192)))}
-
-C_v3_commit = Struct(
-    '_o_start' / Tell,
-    'definition' / Bytes(16),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_commit._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('data', 16, 32), ('metadata', 48, 32), ('author', 80, 32), ('sig_r', 112, 32), ('sig_s', 144, 32), ('reserved', 176, 64)))}
-
-C_v3_merge = Struct(
-    '_o_start' / Tell,
-    'definition' / Bytes(16),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_merge._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('low', 16, 32), ('high', 48, 32), ('result', 80, 32), ('reserved', 112, 128)))}
-
-C_v3_derive = Struct(
-    '_o_start' / Tell,
-    'source' / Bytes(16),
-    'target' / Bytes(16),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v3_derive._bw_fast_runs = {'source': (240, (('source', 0, 16), ('target', 16, 16), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 144)))}
-
-C_v4_commit = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v4_commit._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 48)))}
-
-C_v4_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
-    'result' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v4_merge._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 112)))}
-
-C_v4_derive = Struct(
-    '_o_start' / Tell,
-    'source' / Bytes(32),
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_v4_derive._bw_fast_runs = {'source': (240, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 112)))}
-
-C_pile_record = Struct(
-    '_o_start' / Tell,
-    'marker' / Bytes(16),
-    'record' / Switch(Code("this['marker']", lambda this: this['marker']), {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': C_frame_rest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': C_envelope36_rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': C_v1_blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': C_v1_branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': C_v1_tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': C_v3_blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': C_v3_branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': C_v3_tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': C_v3_blob_want, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': C_v3_blob_want, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': C_v3_local_cell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': C_v3_local_cell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': C_v3_collection_definition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': C_v3_commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': C_v3_merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': C_v3_derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': C_v4_commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": C_v4_merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': C_v4_derive}, default=Error),
-)
-C_pile_record._bw_fast_runs = {'marker': (16, (('marker', 0, 16),))}
-
-C_frame_head = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;'),
-    'span' / Int32ul,
-    _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
-    'kind' / Bytes(32),
-    'head' / FixedSized(Code('192', lambda this: 192), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_head, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
-)
-C_frame_head._bw_fast_runs = {'magic': (64, (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32)))}
-
-C_want_request = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
-    'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
-)
-C_want_request._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_commit_transcript = Struct(
-    '_o_start' / Tell,
-    'domain' / Const(b'triblespace.collection.commit.transcript'),
-    'semantic_kind' / Const(b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03'),
-    'version' / Const(2, Int32ub),
-    'author' / Bytes(32),
-    'collection' / Bytes(32),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-)
-C_commit_transcript._bw_fast_runs = {'domain': (188, (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32)))}
-
-C_merge_endorsement = Struct(
-    '_o_start' / Tell,
-    'domain' / Const(b'triblespace.collection.merge.endorsement'),
-    'semantic_kind' / Const(b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai'),
-    'author' / Bytes(32),
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'low_witness' / Bytes(32),
-    'high_witness' / Bytes(32),
-)
-C_merge_endorsement._bw_fast_runs = {'domain': (280, (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32)))}
-
-C_derive_endorsement = Struct(
-    '_o_start' / Tell,
-    'domain' / Const(b'triblespace.collection.derive.endorsement'),
-    'semantic_kind' / Const(b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b'),
-    'author' / Bytes(32),
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'input_witness' / Bytes(32),
-)
-C_derive_endorsement._bw_fast_runs = {'domain': (217, (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32)))}
-
-C_dense_commit = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'data' / Bytes(32),
-    'metadata' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_commit._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
-
-C_dense_unsigned_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-)
-C_dense_unsigned_merge._bw_fast_runs = {'collection': (128, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32)))}
-
-C_dense_unsigned_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-)
-C_dense_unsigned_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32)))}
-
-C_dense_signed_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_signed_merge._bw_fast_runs = {'collection': (224, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
-
-C_dense_signed_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_signed_derive._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
-
-C_dense_witness_merge = Struct(
-    '_o_start' / Tell,
-    'collection' / Bytes(32),
-    'low' / Bytes(32),
-    'high' / Bytes(32),
-    'result' / Bytes(32),
-    'low_witness' / Bytes(32),
-    'high_witness' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_witness_merge._bw_fast_runs = {'collection': (288, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32)))}
-
-C_dense_witness_derive = Struct(
-    '_o_start' / Tell,
-    'target' / Bytes(32),
-    'input' / Bytes(32),
-    'output' / Bytes(32),
-    'input_witness' / Bytes(32),
-    'author' / Bytes(32),
-    'sig_r' / Bytes(32),
-    'sig_s' / Bytes(32),
-)
-C_dense_witness_derive._bw_fast_runs = {'target': (224, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
-
-C_dense_record = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'DenseTag', (1, 2, 3, 4, 5, 6, 7), ()),
-    'payload' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_dense_commit, 2: C_dense_unsigned_merge, 3: C_dense_unsigned_derive, 4: C_dense_signed_merge, 5: C_dense_signed_derive, 6: C_dense_witness_merge, 7: C_dense_witness_derive}, default=Error),
-)
-C_dense_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_pile_file = Struct(
-    '_o_start' / Tell,
-    'records' / RepeatToEnd(C_pile_record),
-)
-C_pile_file._bw_fast_runs = {}
-
-def _c2m_pile_record(c):
-    if c.__class__ is PileRecord:  # built by a compiled parse
-        return c
-    f_marker = c['marker']
-    if f_marker is not None:
-        f_marker = bytes(f_marker)
-    f_record = c['record']
-    if f_record is not None:
-        f_record = (_c2m_frame_rest(f_record) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else (_c2m_envelope36_rest(f_record) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else (_c2m_v1_blob(f_record) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else (_c2m_v1_branch(f_record) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else (_c2m_v1_tombstone(f_record) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else (_c2m_v3_blob(f_record) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_v3_branch(f_record) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_v3_tombstone(f_record) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_v3_blob_want(f_record) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_v3_blob_want(f_record) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_v3_local_cell(f_record) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else (_c2m_v3_local_cell(f_record) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else (_c2m_v3_collection_definition(f_record) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else (_c2m_v3_commit(f_record) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else (_c2m_v3_merge(f_record) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else (_c2m_v3_derive(f_record) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else (_c2m_v4_commit(f_record) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_v4_merge(f_record) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_v4_derive(f_record) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
-    return PileRecord(f_marker, f_record)
-
-def _f2m_pile_record(f_marker, f_record):
-    if f_marker is not None:
-        f_marker = bytes(f_marker)
-    if f_record is not None:
-        f_record = ((f_record if f_record.__class__ is FrameRest else _c2m_frame_rest(f_record)) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else ((f_record if f_record.__class__ is Envelope36Rest else _c2m_envelope36_rest(f_record)) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else ((f_record if f_record.__class__ is V1Blob else _c2m_v1_blob(f_record)) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else ((f_record if f_record.__class__ is V1Branch else _c2m_v1_branch(f_record)) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else ((f_record if f_record.__class__ is V1Tombstone else _c2m_v1_tombstone(f_record)) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else ((f_record if f_record.__class__ is V3Blob else _c2m_v3_blob(f_record)) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_record if f_record.__class__ is V3Branch else _c2m_v3_branch(f_record)) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_record if f_record.__class__ is V3Tombstone else _c2m_v3_tombstone(f_record)) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else ((f_record if f_record.__class__ is V3CollectionDefinition else _c2m_v3_collection_definition(f_record)) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else ((f_record if f_record.__class__ is V3Commit else _c2m_v3_commit(f_record)) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else ((f_record if f_record.__class__ is V3Merge else _c2m_v3_merge(f_record)) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else ((f_record if f_record.__class__ is V3Derive else _c2m_v3_derive(f_record)) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else ((f_record if f_record.__class__ is V4Commit else _c2m_v4_commit(f_record)) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_record if f_record.__class__ is V4Merge else _c2m_v4_merge(f_record)) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_record if f_record.__class__ is V4Derive else _c2m_v4_derive(f_record)) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
-    return PileRecord(f_marker, f_record)
-C_pile_record._bw_model = (_f2m_pile_record, ('marker', 'record'), (), True)
-
-def _m2c_pile_record(v):
-    return {
-        'marker': v.marker,
-        'record': None if v.record is None else _m2c_any(_case_value(v.record, v.marker, {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': FrameRest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': Envelope36Rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': V1Blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': V1Branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': V1Tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': V3Blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': V3Branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': V3Tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': V3BlobWant, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': V3BlobWant, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': V3LocalCell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': V3LocalCell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': V3CollectionDefinition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': V3Commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': V3Merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': V3Derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': V4Commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": V4Merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': V4Derive}, None, 'record')),
-    }
-
-def _c2m_frame_rest(c):
-    if c.__class__ is FrameRest:  # built by a compiled parse
-        return c
-    f_span = c['span']
-    f_kind = c['kind']
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_blob_body(f_body, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else (_c2m_pin_head_body(f_body, f_span) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else (_c2m_pin_tombstone_body(f_body, f_span) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else (_c2m_want_v3_body(f_body, f_span) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else (_c2m_commit_body(f_body, f_span) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else (_c2m_merge_v6_body(f_body, f_span) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else (_c2m_derive_v7_body(f_body, f_span) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else (_c2m_proof_v5_body(f_body, f_span) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else (_c2m_unsigned_merge_body(f_body, f_span) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else (_c2m_unsigned_derive_body(f_body, f_span) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else (_c2m_peer_body(f_body, f_span) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else (_c2m_store_scope_body(f_body, f_span) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else (_c2m_artifact_offer_body(f_body, f_span) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else (_c2m_proof_v1_body(f_body, f_span) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else (_c2m_proof_v2_body(f_body, f_span) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else (_c2m_proof_v3_body(f_body, f_span) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
-    return FrameRest(f_span, f_kind, f_body)
-
-def _f2m_frame_rest(f_span, f_kind, f_body):
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is BlobBody else _c2m_blob_body(f_body, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else ((f_body if f_body.__class__ is PinHeadBody else _c2m_pin_head_body(f_body, f_span)) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else ((f_body if f_body.__class__ is PinTombstoneBody else _c2m_pin_tombstone_body(f_body, f_span)) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else ((f_body if f_body.__class__ is WantV3Body else _c2m_want_v3_body(f_body, f_span)) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else ((f_body if f_body.__class__ is CommitBody else _c2m_commit_body(f_body, f_span)) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else ((f_body if f_body.__class__ is MergeV6Body else _c2m_merge_v6_body(f_body, f_span)) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else ((f_body if f_body.__class__ is DeriveV7Body else _c2m_derive_v7_body(f_body, f_span)) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else ((f_body if f_body.__class__ is ProofV5Body else _c2m_proof_v5_body(f_body, f_span)) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else ((f_body if f_body.__class__ is UnsignedMergeBody else _c2m_unsigned_merge_body(f_body, f_span)) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else ((f_body if f_body.__class__ is UnsignedDeriveBody else _c2m_unsigned_derive_body(f_body, f_span)) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else ((f_body if f_body.__class__ is PeerBody else _c2m_peer_body(f_body, f_span)) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else ((f_body if f_body.__class__ is StoreScopeBody else _c2m_store_scope_body(f_body, f_span)) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else ((f_body if f_body.__class__ is ArtifactOfferBody else _c2m_artifact_offer_body(f_body, f_span)) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else ((f_body if f_body.__class__ is ProofV1Body else _c2m_proof_v1_body(f_body, f_span)) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else ((f_body if f_body.__class__ is ProofV2Body else _c2m_proof_v2_body(f_body, f_span)) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else ((f_body if f_body.__class__ is ProofV3Body else _c2m_proof_v3_body(f_body, f_span)) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
-    return FrameRest(f_span, f_kind, f_body)
-C_frame_rest._bw_model = (_f2m_frame_rest, ('span', 'kind', 'body'), (), True)
-
-def _m2c_frame_rest(v):
-    return {
-        'span': v.span,
-        'kind': v.kind,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobBody, b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': PinHeadBody, b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': PinTombstoneBody, b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WantV3Body, b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': CommitBody, b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': MergeV6Body, b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': DeriveV7Body, b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': ProofV5Body, b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': RetiredBlobWantBody, b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': RetiredBlobWantBody, b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': RetiredTypedWantBody, b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': RetiredTypedWantBody, b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': UnsignedMergeBody, b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": UnsignedDeriveBody, b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': PeerBody, b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': StoreScopeBody, b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': ArtifactOfferBody, b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': ProofV1Body, b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': ProofV2Body, b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': ProofV3Body}, None, 'body')),
-    }
-
-def _c2m_frame_head(c):
-    if c.__class__ is FrameHead:  # built by a compiled parse
-        return c
-    f_span = c['span']
-    f_kind = c['kind']
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = (_c2m_blob_head(f_head, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
-    return FrameHead(f_span, f_kind, f_head)
-
-def _f2m_frame_head(f_span, f_kind, f_head):
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    if f_head is not None:
-        f_head = ((f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
-    return FrameHead(f_span, f_kind, f_head)
-C_frame_head._bw_model = (_f2m_frame_head, ('span', 'kind', 'head'), (), True)
-
-def _m2c_frame_head(v):
-    return {
-        'span': v.span,
-        'kind': v.kind,
-        'head': None if v.head is None else _m2c_any(_case_value(v.head, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobHead}, None, 'head')),
-    }
-
-def _c2m_blob_head(c, p_span):
-    if c.__class__ is BlobHead:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    return BlobHead(f_timestamp, f_length, f_hash)
-
-def _f2m_blob_head(f_timestamp, f_length, f_hash):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    return BlobHead(f_timestamp, f_length, f_hash)
-C_blob_head._bw_model = (_f2m_blob_head, ('timestamp', 'length', 'hash'), (), False)
-
-def _m2c_blob_head(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-    }
-
-def _c2m_blob_data(c, p_length):
-    if c.__class__ is BlobData:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return BlobData(f_payload)
-
-def _f2m_blob_data(f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return BlobData(f_payload)
-C_blob_data._bw_model = (_f2m_blob_data, ('payload',), (), True)
-
-def _m2c_blob_data(v):
-    return {
-        'payload': v.payload,
-    }
-
-def _c2m_blob_body(c, p_span):
-    if c.__class__ is BlobBody:  # built by a compiled parse
-        return c
-    f_head = c['head']
-    if f_head is not None:
-        f_head = _c2m_blob_head(f_head, p_span)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_blob_data(f_data, f_head.length)
-    return BlobBody(f_head, f_data)
-
-def _f2m_blob_body(f_head, f_data, p_span):
-    if f_head is not None:
-        f_head = (f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, p_span))
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_head.length))
-    return BlobBody(f_head, f_data)
-C_blob_body._bw_model = (_f2m_blob_body, ('head', 'data'), ('span',), True)
-
-def _m2c_blob_body(v):
-    return {
-        'head': None if v.head is None else _m2c_blob_head(v.head),
-        'data': None if v.data is None else _m2c_blob_data(v.data),
-    }
-
-def _c2m_pin_head_body(c, p_span):
-    if c.__class__ is PinHeadBody:  # built by a compiled parse
-        return c
-    f_pin = c['pin']
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return PinHeadBody(f_pin, f_head)
-
-def _f2m_pin_head_body(f_pin, f_head):
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return PinHeadBody(f_pin, f_head)
-C_pin_head_body._bw_model = (_f2m_pin_head_body, ('pin', 'head'), (), True)
-
-def _m2c_pin_head_body(v):
-    return {
-        'pin': v.pin,
-        'head': v.head,
-    }
-
-def _c2m_pin_tombstone_body(c, p_span):
-    if c.__class__ is PinTombstoneBody:  # built by a compiled parse
-        return c
-    f_pin = c['pin']
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    return PinTombstoneBody(f_pin)
-
-def _f2m_pin_tombstone_body(f_pin):
-    if f_pin is not None:
-        f_pin = bytes(f_pin)
-    return PinTombstoneBody(f_pin)
-C_pin_tombstone_body._bw_model = (_f2m_pin_tombstone_body, ('pin',), (), True)
-
-def _m2c_pin_tombstone_body(v):
-    return {
-        'pin': v.pin,
-    }
-
-def _c2m_want_blob(c):
-    if c.__class__ is WantBlob:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return WantBlob(f_blob)
-
-def _f2m_want_blob(f_blob):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return WantBlob(f_blob)
-C_want_blob._bw_model = (_f2m_want_blob, ('blob',), (), True)
-
-def _m2c_want_blob(v):
-    return {
-        'blob': v.blob,
-    }
-
-def _c2m_want_merge(c):
-    if c.__class__ is WantMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    return WantMerge(f_collection, f_low, f_high)
-
-def _f2m_want_merge(f_collection, f_low, f_high):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    return WantMerge(f_collection, f_low, f_high)
-C_want_merge._bw_model = (_f2m_want_merge, ('collection', 'low', 'high'), (), True)
-
-def _m2c_want_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-    }
-
-def _c2m_want_derive(c):
-    if c.__class__ is WantDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    return WantDerive(f_target, f_input)
-
-def _f2m_want_derive(f_target, f_input):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    return WantDerive(f_target, f_input)
-C_want_derive._bw_model = (_f2m_want_derive, ('target', 'input'), (), True)
-
-def _m2c_want_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-    }
-
-def _c2m_want_request(c):
-    if c.__class__ is WantRequest:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    f_request = c['request']
-    if f_request is not None:
-        f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
-    return WantRequest(f_tag, f_request)
-
-def _f2m_want_request(f_tag, f_request):
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    if f_request is not None:
-        f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
-    return WantRequest(f_tag, f_request)
-C_want_request._bw_model = (_f2m_want_request, ('tag', 'request'), (), True)
-
-def _m2c_want_request(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
-    }
-
-def _c2m_want_v3_body(c, p_span):
-    if c.__class__ is WantV3Body:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    f_request = c['request']
-    if f_request is not None:
-        f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
-    return WantV3Body(f_tag, f_request)
-
-def _f2m_want_v3_body(f_tag, f_request):
-    if f_tag is not None:
-        _t = _WANTTAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    if f_request is not None:
-        f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
-    return WantV3Body(f_tag, f_request)
-C_want_v3_body._bw_model = (_f2m_want_v3_body, ('tag', 'request'), (), True)
-
-def _m2c_want_v3_body(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
-    }
-
-def _c2m_commit_body(c, p_span):
-    if c.__class__ is CommitBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_commit_body._bw_model = (_f2m_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_commit_body(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_merge_v6_body(c, p_span):
-    if c.__class__ is MergeV6Body:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_low_witness = c['low_witness']
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    f_high_witness = c['high_witness']
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_merge_v6_body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-C_merge_v6_body._bw_model = (_f2m_merge_v6_body, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_merge_v6_body(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'low_witness': v.low_witness,
-        'high_witness': v.high_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_derive_v7_body(c, p_span):
-    if c.__class__ is DeriveV7Body:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_input_witness = c['input_witness']
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_derive_v7_body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-C_derive_v7_body._bw_model = (_f2m_derive_v7_body, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_derive_v7_body(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'input_witness': v.input_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_proof_edge(c):
-    if c.__class__ is ProofEdge:  # built by a compiled parse
-        return c
-    f_capability = c['capability']
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    f_signature = c['signature']
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofEdge(f_capability, f_delegate, f_signature)
-
-def _f2m_proof_edge(f_capability, f_delegate, f_signature):
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofEdge(f_capability, f_delegate, f_signature)
-C_proof_edge._bw_model = (_f2m_proof_edge, ('capability', 'delegate', 'signature'), (), True)
-
-def _m2c_proof_edge(v):
-    return {
-        'capability': v.capability,
-        'delegate': v.delegate,
-        'signature': v.signature,
-    }
-
-def _c2m_proof_v5_body(c, p_span):
-    if c.__class__ is ProofV5Body:  # built by a compiled parse
-        return c
-    f_resource = c['resource']
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_edge(_x) for _x in f_edges]
-    return ProofV5Body(f_resource, f_root, f_edges)
-
-def _f2m_proof_v5_body(f_resource, f_root, f_edges):
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofEdge else _c2m_proof_edge(_x)) for _x in f_edges]
-    return ProofV5Body(f_resource, f_root, f_edges)
-C_proof_v5_body._bw_model = (_f2m_proof_v5_body, ('resource', 'root', 'edges'), (), True)
-
-def _m2c_proof_v5_body(v):
-    return {
-        'resource': v.resource,
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_retired_blob_want_body(c, p_span):
-    if c.__class__ is RetiredBlobWantBody:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return RetiredBlobWantBody(f_blob)
-
-def _f2m_retired_blob_want_body(f_blob):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return RetiredBlobWantBody(f_blob)
-C_retired_blob_want_body._bw_model = (_f2m_retired_blob_want_body, ('blob',), (), True)
-
-def _m2c_retired_blob_want_body(v):
-    return {
-        'blob': v.blob,
-    }
-
-def _c2m_retired_typed_want_body(c, p_span):
-    if c.__class__ is RetiredTypedWantBody:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_a = c['a']
-    if f_a is not None:
-        f_a = bytes(f_a)
-    f_b = c['b']
-    if f_b is not None:
-        f_b = bytes(f_b)
-    f_c = c['c']
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
-
-def _f2m_retired_typed_want_body(f_tag, f_a, f_b, f_c):
-    if f_a is not None:
-        f_a = bytes(f_a)
-    if f_b is not None:
-        f_b = bytes(f_b)
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
-C_retired_typed_want_body._bw_model = (_f2m_retired_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
-
-def _m2c_retired_typed_want_body(v):
-    return {
-        'tag': v.tag,
-        'a': v.a,
-        'b': v.b,
-        'c': v.c,
-    }
-
-def _c2m_unsigned_merge_body(c, p_span):
-    if c.__class__ is UnsignedMergeBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
-
-def _f2m_unsigned_merge_body(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
-C_unsigned_merge_body._bw_model = (_f2m_unsigned_merge_body, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_unsigned_merge_body(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_unsigned_derive_body(c, p_span):
-    if c.__class__ is UnsignedDeriveBody:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return UnsignedDeriveBody(f_target, f_input, f_output)
-
-def _f2m_unsigned_derive_body(f_target, f_input, f_output):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return UnsignedDeriveBody(f_target, f_input, f_output)
-C_unsigned_derive_body._bw_model = (_f2m_unsigned_derive_body, ('target', 'input', 'output'), (), True)
-
-def _m2c_unsigned_derive_body(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_peer_body(c, p_span):
-    if c.__class__ is PeerBody:  # built by a compiled parse
-        return c
-    f_team = c['team']
-    if f_team is not None:
-        f_team = bytes(f_team)
-    f_peer = c['peer']
-    if f_peer is not None:
-        f_peer = bytes(f_peer)
-    return PeerBody(f_team, f_peer)
-
-def _f2m_peer_body(f_team, f_peer):
-    if f_team is not None:
-        f_team = bytes(f_team)
-    if f_peer is not None:
-        f_peer = bytes(f_peer)
-    return PeerBody(f_team, f_peer)
-C_peer_body._bw_model = (_f2m_peer_body, ('team', 'peer'), (), True)
-
-def _m2c_peer_body(v):
-    return {
-        'team': v.team,
-        'peer': v.peer,
-    }
-
-def _c2m_store_scope_body(c, p_span):
-    if c.__class__ is StoreScopeBody:  # built by a compiled parse
-        return c
-    f_team = c['team']
-    if f_team is not None:
-        f_team = bytes(f_team)
-    return StoreScopeBody(f_team)
-
-def _f2m_store_scope_body(f_team):
-    if f_team is not None:
-        f_team = bytes(f_team)
-    return StoreScopeBody(f_team)
-C_store_scope_body._bw_model = (_f2m_store_scope_body, ('team',), (), True)
-
-def _m2c_store_scope_body(v):
-    return {
-        'team': v.team,
-    }
-
-def _c2m_artifact_offer_body(c, p_span):
-    if c.__class__ is ArtifactOfferBody:  # built by a compiled parse
-        return c
-    f_content = c['content']
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return ArtifactOfferBody(f_content)
-
-def _f2m_artifact_offer_body(f_content):
-    if f_content is not None:
-        f_content = bytes(f_content)
-    return ArtifactOfferBody(f_content)
-C_artifact_offer_body._bw_model = (_f2m_artifact_offer_body, ('content',), (), True)
-
-def _m2c_artifact_offer_body(v):
-    return {
-        'content': v.content,
-    }
-
-def _c2m_proof_v1_edge(c):
-    if c.__class__ is ProofV1Edge:  # built by a compiled parse
-        return c
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    return ProofV1Edge(f_head, f_delegate)
-
-def _f2m_proof_v1_edge(f_head, f_delegate):
-    if f_head is not None:
-        f_head = bytes(f_head)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    return ProofV1Edge(f_head, f_delegate)
-C_proof_v1_edge._bw_model = (_f2m_proof_v1_edge, ('head', 'delegate'), (), True)
-
-def _m2c_proof_v1_edge(v):
-    return {
-        'head': v.head,
-        'delegate': v.delegate,
-    }
-
-def _c2m_proof_v1_content(c):
-    if c.__class__ is ProofV1Content:  # built by a compiled parse
-        return c
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_v1_edge(_x) for _x in f_edges]
-    return ProofV1Content(f_root, f_edges)
-
-def _f2m_proof_v1_content(f_root, f_edges):
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofV1Edge else _c2m_proof_v1_edge(_x)) for _x in f_edges]
-    return ProofV1Content(f_root, f_edges)
-C_proof_v1_content._bw_model = (_f2m_proof_v1_content, ('root', 'edges'), (), True)
-
-def _m2c_proof_v1_content(v):
-    return {
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_v1_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_proof_v2_edge(c):
-    if c.__class__ is ProofV2Edge:  # built by a compiled parse
-        return c
-    f_action = c['action']
-    if f_action is not None:
-        f_action = bytes(f_action)
-    f_flags = c['flags']
-    f_lower = c['lower']
-    f_upper = c['upper']
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    f_signature = c['signature']
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
-
-def _f2m_proof_v2_edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature):
-    if f_action is not None:
-        f_action = bytes(f_action)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
-C_proof_v2_edge._bw_model = (_f2m_proof_v2_edge, ('action', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
-
-def _m2c_proof_v2_edge(v):
-    return {
-        'action': v.action,
-        'flags': v.flags,
-        'lower': v.lower,
-        'upper': v.upper,
-        'delegate': v.delegate,
-        'signature': v.signature,
-    }
-
-def _c2m_proof_v2_content(c):
-    if c.__class__ is ProofV2Content:  # built by a compiled parse
-        return c
-    f_resource = c['resource']
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_v2_edge(_x) for _x in f_edges]
-    return ProofV2Content(f_resource, f_root, f_edges)
-
-def _f2m_proof_v2_content(f_resource, f_root, f_edges):
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofV2Edge else _c2m_proof_v2_edge(_x)) for _x in f_edges]
-    return ProofV2Content(f_resource, f_root, f_edges)
-C_proof_v2_content._bw_model = (_f2m_proof_v2_content, ('resource', 'root', 'edges'), (), True)
-
-def _m2c_proof_v2_content(v):
-    return {
-        'resource': v.resource,
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_v2_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_proof_v1_data(c, p_body_len):
-    if c.__class__ is ProofV1Data:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_proof_v1_content(f_body)
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV1Data(f_body, f_tail)
-
-def _f2m_proof_v1_data(f_body, f_tail):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is ProofV1Content else _c2m_proof_v1_content(f_body))
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV1Data(f_body, f_tail)
-C_proof_v1_data._bw_model = (_f2m_proof_v1_data, ('body', 'tail'), (), True)
-
-def _m2c_proof_v1_data(v):
-    return {
-        'body': None if v.body is None else _m2c_proof_v1_content(v.body),
-        'tail': v.tail,
-    }
-
-def _c2m_proof_v2_data(c, p_body_len):
-    if c.__class__ is ProofV2Data:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_proof_v2_content(f_body)
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV2Data(f_body, f_tail)
-
-def _f2m_proof_v2_data(f_body, f_tail):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is ProofV2Content else _c2m_proof_v2_content(f_body))
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV2Data(f_body, f_tail)
-C_proof_v2_data._bw_model = (_f2m_proof_v2_data, ('body', 'tail'), (), True)
-
-def _m2c_proof_v2_data(v):
-    return {
-        'body': None if v.body is None else _m2c_proof_v2_content(v.body),
-        'tail': v.tail,
-    }
-
-def _c2m_proof_v1_body(c, p_span):
-    if c.__class__ is ProofV1Body:  # built by a compiled parse
-        return c
-    f_body_len = c['body_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_proof_v1_data(f_data, f_body_len)
-    return ProofV1Body(f_body_len, f_data)
-
-def _f2m_proof_v1_body(f_body_len, f_data):
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is ProofV1Data else _c2m_proof_v1_data(f_data, f_body_len))
-    return ProofV1Body(f_body_len, f_data)
-C_proof_v1_body._bw_model = (_f2m_proof_v1_body, ('body_len', 'data'), (), True)
-
-def _m2c_proof_v1_body(v):
-    return {
-        'body_len': v.body_len,
-        'data': None if v.data is None else _m2c_proof_v1_data(v.data),
-    }
-
-def _c2m_proof_v2_body(c, p_span):
-    if c.__class__ is ProofV2Body:  # built by a compiled parse
-        return c
-    f_body_len = c['body_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_proof_v2_data(f_data, f_body_len)
-    return ProofV2Body(f_body_len, f_data)
-
-def _f2m_proof_v2_body(f_body_len, f_data):
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is ProofV2Data else _c2m_proof_v2_data(f_data, f_body_len))
-    return ProofV2Body(f_body_len, f_data)
-C_proof_v2_body._bw_model = (_f2m_proof_v2_body, ('body_len', 'data'), (), True)
-
-def _m2c_proof_v2_body(v):
-    return {
-        'body_len': v.body_len,
-        'data': None if v.data is None else _m2c_proof_v2_data(v.data),
-    }
-
-def _c2m_proof_v3_edge(c):
-    if c.__class__ is ProofV3Edge:  # built by a compiled parse
-        return c
-    f_capability = c['capability']
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    f_flags = c['flags']
-    f_lower = c['lower']
-    f_upper = c['upper']
-    f_delegate = c['delegate']
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    f_signature = c['signature']
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
-
-def _f2m_proof_v3_edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature):
-    if f_capability is not None:
-        f_capability = bytes(f_capability)
-    if f_delegate is not None:
-        f_delegate = bytes(f_delegate)
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
-    return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
-C_proof_v3_edge._bw_model = (_f2m_proof_v3_edge, ('capability', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
-
-def _m2c_proof_v3_edge(v):
-    return {
-        'capability': v.capability,
-        'flags': v.flags,
-        'lower': v.lower,
-        'upper': v.upper,
-        'delegate': v.delegate,
-        'signature': v.signature,
-    }
-
-def _c2m_proof_v3_content(c):
-    if c.__class__ is ProofV3Content:  # built by a compiled parse
-        return c
-    f_magic = c['magic']
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    f_resource = c['resource']
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    f_root = c['root']
-    if f_root is not None:
-        f_root = bytes(f_root)
-    f_edges = c['edges']
-    if f_edges is not None:
-        f_edges = [_c2m_proof_v3_edge(_x) for _x in f_edges]
-    return ProofV3Content(f_magic, f_resource, f_root, f_edges)
-
-def _f2m_proof_v3_content(f_magic, f_resource, f_root, f_edges):
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    if f_resource is not None:
-        f_resource = bytes(f_resource)
-    if f_root is not None:
-        f_root = bytes(f_root)
-    if f_edges is not None:
-        f_edges = [(_x if _x.__class__ is ProofV3Edge else _c2m_proof_v3_edge(_x)) for _x in f_edges]
-    return ProofV3Content(f_magic, f_resource, f_root, f_edges)
-C_proof_v3_content._bw_model = (_f2m_proof_v3_content, ('magic', 'resource', 'root', 'edges'), (), True)
-
-def _m2c_proof_v3_content(v):
-    return {
-        'magic': v.magic,
-        'resource': v.resource,
-        'root': v.root,
-        'edges': None if v.edges is None else [_m2c_proof_v3_edge(_x) for _x in v.edges],
-    }
-
-def _c2m_proof_v3_data(c, p_body_len):
-    if c.__class__ is ProofV3Data:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_proof_v3_content(f_body)
-    f_tail = c['tail']
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV3Data(f_body, f_tail)
-
-def _f2m_proof_v3_data(f_body, f_tail):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is ProofV3Content else _c2m_proof_v3_content(f_body))
-    if f_tail is not None:
-        f_tail = bytes(f_tail)
-    return ProofV3Data(f_body, f_tail)
-C_proof_v3_data._bw_model = (_f2m_proof_v3_data, ('body', 'tail'), (), True)
-
-def _m2c_proof_v3_data(v):
-    return {
-        'body': None if v.body is None else _m2c_proof_v3_content(v.body),
-        'tail': v.tail,
-    }
-
-def _c2m_proof_v3_body(c, p_span):
-    if c.__class__ is ProofV3Body:  # built by a compiled parse
-        return c
-    f_body_len = c['body_len']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_proof_v3_data(f_data, f_body_len)
-    return ProofV3Body(f_body_len, f_data)
-
-def _f2m_proof_v3_body(f_body_len, f_data):
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is ProofV3Data else _c2m_proof_v3_data(f_data, f_body_len))
-    return ProofV3Body(f_body_len, f_data)
-C_proof_v3_body._bw_model = (_f2m_proof_v3_body, ('body_len', 'data'), (), True)
-
-def _m2c_proof_v3_body(v):
-    return {
-        'body_len': v.body_len,
-        'data': None if v.data is None else _m2c_proof_v3_data(v.data),
-    }
-
-def _c2m_v1_blob_data(c, p_length):
-    if c.__class__ is V1BlobData:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return V1BlobData(f_payload)
-
-def _f2m_v1_blob_data(f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return V1BlobData(f_payload)
-C_v1_blob_data._bw_model = (_f2m_v1_blob_data, ('payload',), (), True)
-
-def _m2c_v1_blob_data(v):
-    return {
-        'payload': v.payload,
-    }
-
-def _c2m_v1_blob(c):
-    if c.__class__ is V1Blob:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_v1_blob_data(f_data, f_length)
-    return V1Blob(f_timestamp, f_length, f_hash, f_data)
-
-def _f2m_v1_blob(f_timestamp, f_length, f_hash, f_data):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is V1BlobData else _c2m_v1_blob_data(f_data, f_length))
-    return V1Blob(f_timestamp, f_length, f_hash, f_data)
-C_v1_blob._bw_model = (_f2m_v1_blob, ('timestamp', 'length', 'hash', 'data'), (), False)
-
-def _m2c_v1_blob(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-        'data': None if v.data is None else _m2c_v1_blob_data(v.data),
-    }
-
-def _c2m_v1_branch(c):
-    if c.__class__ is V1Branch:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return V1Branch(f_branch, f_head)
-
-def _f2m_v1_branch(f_branch, f_head):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return V1Branch(f_branch, f_head)
-C_v1_branch._bw_model = (_f2m_v1_branch, ('branch', 'head'), (), True)
-
-def _m2c_v1_branch(v):
-    return {
-        'branch': v.branch,
-        'head': v.head,
-    }
-
-def _c2m_v1_tombstone(c):
-    if c.__class__ is V1Tombstone:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V1Tombstone(f_branch, f_unchecked)
-
-def _f2m_v1_tombstone(f_branch, f_unchecked):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V1Tombstone(f_branch, f_unchecked)
-C_v1_tombstone._bw_model = (_f2m_v1_tombstone, ('branch', 'unchecked'), (), True)
-
-def _m2c_v1_tombstone(v):
-    return {
-        'branch': v.branch,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_blob(c):
-    if c.__class__ is V3Blob:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_blob_data(f_data, f_length)
-    return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
-
-def _f2m_v3_blob(f_timestamp, f_length, f_hash, f_unchecked, f_data):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
-    return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
-C_v3_blob._bw_model = (_f2m_v3_blob, ('timestamp', 'length', 'hash', 'unchecked', 'data'), (), False)
-
-def _m2c_v3_blob(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-        'unchecked': v.unchecked,
-        'data': None if v.data is None else _m2c_blob_data(v.data),
-    }
-
-def _c2m_v3_branch(c):
-    if c.__class__ is V3Branch:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Branch(f_branch, f_head, f_unchecked)
-
-def _f2m_v3_branch(f_branch, f_head, f_unchecked):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Branch(f_branch, f_head, f_unchecked)
-C_v3_branch._bw_model = (_f2m_v3_branch, ('branch', 'head', 'unchecked'), (), True)
-
-def _m2c_v3_branch(v):
-    return {
-        'branch': v.branch,
-        'head': v.head,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_tombstone(c):
-    if c.__class__ is V3Tombstone:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Tombstone(f_branch, f_unchecked)
-
-def _f2m_v3_tombstone(f_branch, f_unchecked):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3Tombstone(f_branch, f_unchecked)
-C_v3_tombstone._bw_model = (_f2m_v3_tombstone, ('branch', 'unchecked'), (), True)
-
-def _m2c_v3_tombstone(v):
-    return {
-        'branch': v.branch,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_blob_want(c):
-    if c.__class__ is V3BlobWant:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    f_unchecked = c['unchecked']
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3BlobWant(f_blob, f_unchecked)
-
-def _f2m_v3_blob_want(f_blob, f_unchecked):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    if f_unchecked is not None:
-        f_unchecked = bytes(f_unchecked)
-    return V3BlobWant(f_blob, f_unchecked)
-C_v3_blob_want._bw_model = (_f2m_v3_blob_want, ('blob', 'unchecked'), (), True)
-
-def _m2c_v3_blob_want(v):
-    return {
-        'blob': v.blob,
-        'unchecked': v.unchecked,
-    }
-
-def _c2m_v3_local_cell(c):
-    if c.__class__ is V3LocalCell:  # built by a compiled parse
-        return c
-    f_cell = c['cell']
-    if f_cell is not None:
-        f_cell = bytes(f_cell)
-    f_rest = c['rest']
-    if f_rest is not None:
-        f_rest = bytes(f_rest)
-    return V3LocalCell(f_cell, f_rest)
-
-def _f2m_v3_local_cell(f_cell, f_rest):
-    if f_cell is not None:
-        f_cell = bytes(f_cell)
-    if f_rest is not None:
-        f_rest = bytes(f_rest)
-    return V3LocalCell(f_cell, f_rest)
-C_v3_local_cell._bw_model = (_f2m_v3_local_cell, ('cell', 'rest'), (), True)
-
-def _m2c_v3_local_cell(v):
-    return {
-        'cell': v.cell,
-        'rest': v.rest,
-    }
-
-def _c2m_v3_collection_definition(c):
-    if c.__class__ is V3CollectionDefinition:  # built by a compiled parse
-        return c
-    f_scope = c['scope']
-    if f_scope is not None:
-        f_scope = bytes(f_scope)
-    f_representation = c['representation']
-    if f_representation is not None:
-        f_representation = bytes(f_representation)
-    f_recipe = c['recipe']
-    if f_recipe is not None:
-        f_recipe = bytes(f_recipe)
-    return V3CollectionDefinition(f_scope, f_representation, f_recipe)
-
-def _f2m_v3_collection_definition(f_scope, f_representation, f_recipe):
-    if f_scope is not None:
-        f_scope = bytes(f_scope)
-    if f_representation is not None:
-        f_representation = bytes(f_representation)
-    if f_recipe is not None:
-        f_recipe = bytes(f_recipe)
-    return V3CollectionDefinition(f_scope, f_representation, f_recipe)
-C_v3_collection_definition._bw_model = (_f2m_v3_collection_definition, ('scope', 'representation', 'recipe'), (), True)
-
-def _m2c_v3_collection_definition(v):
-    return {
-        'scope': v.scope,
-        'representation': v.representation,
-        'recipe': v.recipe,
-    }
-
-def _c2m_v3_commit(c):
-    if c.__class__ is V3Commit:  # built by a compiled parse
-        return c
-    f_definition = c['definition']
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_v3_commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_v3_commit._bw_model = (_f2m_v3_commit, ('definition', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_v3_commit(v):
-    return {
-        'definition': v.definition,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_v3_merge(c):
-    if c.__class__ is V3Merge:  # built by a compiled parse
-        return c
-    f_definition = c['definition']
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V3Merge(f_definition, f_low, f_high, f_result)
-
-def _f2m_v3_merge(f_definition, f_low, f_high, f_result):
-    if f_definition is not None:
-        f_definition = bytes(f_definition)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V3Merge(f_definition, f_low, f_high, f_result)
-C_v3_merge._bw_model = (_f2m_v3_merge, ('definition', 'low', 'high', 'result'), (), True)
-
-def _m2c_v3_merge(v):
-    return {
-        'definition': v.definition,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_v3_derive(c):
-    if c.__class__ is V3Derive:  # built by a compiled parse
-        return c
-    f_source = c['source']
-    if f_source is not None:
-        f_source = bytes(f_source)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V3Derive(f_source, f_target, f_input, f_output)
-
-def _f2m_v3_derive(f_source, f_target, f_input, f_output):
-    if f_source is not None:
-        f_source = bytes(f_source)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V3Derive(f_source, f_target, f_input, f_output)
-C_v3_derive._bw_model = (_f2m_v3_derive, ('source', 'target', 'input', 'output'), (), True)
-
-def _m2c_v3_derive(v):
-    return {
-        'source': v.source,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_v4_commit(c):
-    if c.__class__ is V4Commit:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_v4_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_v4_commit._bw_model = (_f2m_v4_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_v4_commit(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_v4_merge(c):
-    if c.__class__ is V4Merge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V4Merge(f_collection, f_low, f_high, f_result)
-
-def _f2m_v4_merge(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return V4Merge(f_collection, f_low, f_high, f_result)
-C_v4_merge._bw_model = (_f2m_v4_merge, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_v4_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_v4_derive(c):
-    if c.__class__ is V4Derive:  # built by a compiled parse
-        return c
-    f_source = c['source']
-    if f_source is not None:
-        f_source = bytes(f_source)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V4Derive(f_source, f_target, f_input, f_output)
-
-def _f2m_v4_derive(f_source, f_target, f_input, f_output):
-    if f_source is not None:
-        f_source = bytes(f_source)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return V4Derive(f_source, f_target, f_input, f_output)
-C_v4_derive._bw_model = (_f2m_v4_derive, ('source', 'target', 'input', 'output'), (), True)
-
-def _m2c_v4_derive(v):
-    return {
-        'source': v.source,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_envelope36_rest(c):
-    if c.__class__ is Envelope36Rest:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    f_span = c['span']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_env_blob_body(f_body, f_span) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_env_branch_body(f_body, f_span) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_env_tombstone_body(f_body, f_span) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else (_c2m_env_commit_body(f_body, f_span) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_env_merge_body(f_body, f_span) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_env_derive_v4_body(f_body, f_span) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else (_c2m_env_derive_v5_body(f_body, f_span) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
-    return Envelope36Rest(f_kind, f_span, f_body)
-
-def _f2m_envelope36_rest(f_kind, f_span, f_body):
-    if f_kind is not None:
-        f_kind = bytes(f_kind)
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is EnvBlobBody else _c2m_env_blob_body(f_body, f_span)) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_body if f_body.__class__ is EnvBranchBody else _c2m_env_branch_body(f_body, f_span)) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_body if f_body.__class__ is EnvTombstoneBody else _c2m_env_tombstone_body(f_body, f_span)) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else ((f_body if f_body.__class__ is EnvCommitBody else _c2m_env_commit_body(f_body, f_span)) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_body if f_body.__class__ is EnvMergeBody else _c2m_env_merge_body(f_body, f_span)) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_body if f_body.__class__ is EnvDeriveV4Body else _c2m_env_derive_v4_body(f_body, f_span)) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else ((f_body if f_body.__class__ is EnvDeriveV5Body else _c2m_env_derive_v5_body(f_body, f_span)) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
-    return Envelope36Rest(f_kind, f_span, f_body)
-C_envelope36_rest._bw_model = (_f2m_envelope36_rest, ('kind', 'span', 'body'), (), True)
-
-def _m2c_envelope36_rest(v):
-    return {
-        'kind': v.kind,
-        'span': v.span,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': EnvBlobBody, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': EnvBranchBody, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': EnvTombstoneBody, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': EnvBlobWantBody, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': EnvBlobWantBody, b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': EnvTypedWantBody, b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': EnvTypedWantBody, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': EnvCommitBody, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": EnvMergeBody, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': EnvDeriveV4Body, b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': EnvDeriveV5Body}, None, 'body')),
-    }
-
-def _c2m_env_blob_body(c, p_span):
-    if c.__class__ is EnvBlobBody:  # built by a compiled parse
-        return c
-    f_timestamp = c['timestamp']
-    f_length = c['length']
-    f_hash = c['hash']
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = _c2m_blob_data(f_data, f_length)
-    return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
-
-def _f2m_env_blob_body(f_timestamp, f_length, f_hash, f_data):
-    if f_hash is not None:
-        f_hash = bytes(f_hash)
-    if f_data is not None:
-        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
-    return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
-C_env_blob_body._bw_model = (_f2m_env_blob_body, ('timestamp', 'length', 'hash', 'data'), (), False)
-
-def _m2c_env_blob_body(v):
-    return {
-        'timestamp': v.timestamp,
-        'length': v.length,
-        'hash': v.hash,
-        'data': None if v.data is None else _m2c_blob_data(v.data),
-    }
-
-def _c2m_env_branch_body(c, p_span):
-    if c.__class__ is EnvBranchBody:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    f_head = c['head']
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return EnvBranchBody(f_branch, f_head)
-
-def _f2m_env_branch_body(f_branch, f_head):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    if f_head is not None:
-        f_head = bytes(f_head)
-    return EnvBranchBody(f_branch, f_head)
-C_env_branch_body._bw_model = (_f2m_env_branch_body, ('branch', 'head'), (), True)
-
-def _m2c_env_branch_body(v):
-    return {
-        'branch': v.branch,
-        'head': v.head,
-    }
-
-def _c2m_env_tombstone_body(c, p_span):
-    if c.__class__ is EnvTombstoneBody:  # built by a compiled parse
-        return c
-    f_branch = c['branch']
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    return EnvTombstoneBody(f_branch)
-
-def _f2m_env_tombstone_body(f_branch):
-    if f_branch is not None:
-        f_branch = bytes(f_branch)
-    return EnvTombstoneBody(f_branch)
-C_env_tombstone_body._bw_model = (_f2m_env_tombstone_body, ('branch',), (), True)
-
-def _m2c_env_tombstone_body(v):
-    return {
-        'branch': v.branch,
-    }
-
-def _c2m_env_blob_want_body(c, p_span):
-    if c.__class__ is EnvBlobWantBody:  # built by a compiled parse
-        return c
-    f_blob = c['blob']
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return EnvBlobWantBody(f_blob)
-
-def _f2m_env_blob_want_body(f_blob):
-    if f_blob is not None:
-        f_blob = bytes(f_blob)
-    return EnvBlobWantBody(f_blob)
-C_env_blob_want_body._bw_model = (_f2m_env_blob_want_body, ('blob',), (), True)
-
-def _m2c_env_blob_want_body(v):
-    return {
-        'blob': v.blob,
-    }
-
-def _c2m_env_typed_want_body(c, p_span):
-    if c.__class__ is EnvTypedWantBody:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_a = c['a']
-    if f_a is not None:
-        f_a = bytes(f_a)
-    f_b = c['b']
-    if f_b is not None:
-        f_b = bytes(f_b)
-    f_c = c['c']
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
-
-def _f2m_env_typed_want_body(f_tag, f_a, f_b, f_c):
-    if f_a is not None:
-        f_a = bytes(f_a)
-    if f_b is not None:
-        f_b = bytes(f_b)
-    if f_c is not None:
-        f_c = bytes(f_c)
-    return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
-C_env_typed_want_body._bw_model = (_f2m_env_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
-
-def _m2c_env_typed_want_body(v):
-    return {
-        'tag': v.tag,
-        'a': v.a,
-        'b': v.b,
-        'c': v.c,
-    }
-
-def _c2m_env_commit_body(c, p_span):
-    if c.__class__ is EnvCommitBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_env_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_env_commit_body._bw_model = (_f2m_env_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_env_commit_body(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_env_merge_body(c, p_span):
-    if c.__class__ is EnvMergeBody:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return EnvMergeBody(f_collection, f_low, f_high, f_result)
-
-def _f2m_env_merge_body(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return EnvMergeBody(f_collection, f_low, f_high, f_result)
-C_env_merge_body._bw_model = (_f2m_env_merge_body, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_env_merge_body(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_env_derive_v4_body(c, p_span):
-    if c.__class__ is EnvDeriveV4Body:  # built by a compiled parse
-        return c
-    f_source = c['source']
-    if f_source is not None:
-        f_source = bytes(f_source)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
-
-def _f2m_env_derive_v4_body(f_source, f_target, f_input, f_output):
-    if f_source is not None:
-        f_source = bytes(f_source)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
-C_env_derive_v4_body._bw_model = (_f2m_env_derive_v4_body, ('source', 'target', 'input', 'output'), (), True)
-
-def _m2c_env_derive_v4_body(v):
-    return {
-        'source': v.source,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_env_derive_v5_body(c, p_span):
-    if c.__class__ is EnvDeriveV5Body:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV5Body(f_target, f_input, f_output)
-
-def _f2m_env_derive_v5_body(f_target, f_input, f_output):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return EnvDeriveV5Body(f_target, f_input, f_output)
-C_env_derive_v5_body._bw_model = (_f2m_env_derive_v5_body, ('target', 'input', 'output'), (), True)
-
-def _m2c_env_derive_v5_body(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_commit_transcript(c):
-    if c.__class__ is CommitTranscript:  # built by a compiled parse
-        return c
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    return CommitTranscript(f_author, f_collection, f_data, f_metadata)
-
-def _f2m_commit_transcript(f_author, f_collection, f_data, f_metadata):
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    return CommitTranscript(f_author, f_collection, f_data, f_metadata)
-C_commit_transcript._bw_model = (_f2m_commit_transcript, ('author', 'collection', 'data', 'metadata'), (), True)
-
-def _m2c_commit_transcript(v):
-    return {
-        'author': v.author,
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-    }
-
-def _c2m_merge_endorsement(c):
-    if c.__class__ is MergeEndorsement:  # built by a compiled parse
-        return c
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_low_witness = c['low_witness']
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    f_high_witness = c['high_witness']
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
-
-def _f2m_merge_endorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness):
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
-C_merge_endorsement._bw_model = (_f2m_merge_endorsement, ('author', 'collection', 'low', 'high', 'result', 'low_witness', 'high_witness'), (), True)
-
-def _m2c_merge_endorsement(v):
-    return {
-        'author': v.author,
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'low_witness': v.low_witness,
-        'high_witness': v.high_witness,
-    }
-
-def _c2m_derive_endorsement(c):
-    if c.__class__ is DeriveEndorsement:  # built by a compiled parse
-        return c
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_input_witness = c['input_witness']
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
-
-def _f2m_derive_endorsement(f_author, f_target, f_input, f_output, f_input_witness):
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
-C_derive_endorsement._bw_model = (_f2m_derive_endorsement, ('author', 'target', 'input', 'output', 'input_witness'), (), True)
-
-def _m2c_derive_endorsement(v):
-    return {
-        'author': v.author,
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'input_witness': v.input_witness,
-    }
-
-def _c2m_dense_commit(c):
-    if c.__class__ is DenseCommit:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
-C_dense_commit._bw_model = (_f2m_dense_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_commit(v):
-    return {
-        'collection': v.collection,
-        'data': v.data,
-        'metadata': v.metadata,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_unsigned_merge(c):
-    if c.__class__ is DenseUnsignedMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
-
-def _f2m_dense_unsigned_merge(f_collection, f_low, f_high, f_result):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
-C_dense_unsigned_merge._bw_model = (_f2m_dense_unsigned_merge, ('collection', 'low', 'high', 'result'), (), True)
-
-def _m2c_dense_unsigned_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-    }
-
-def _c2m_dense_unsigned_derive(c):
-    if c.__class__ is DenseUnsignedDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return DenseUnsignedDerive(f_target, f_input, f_output)
-
-def _f2m_dense_unsigned_derive(f_target, f_input, f_output):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    return DenseUnsignedDerive(f_target, f_input, f_output)
-C_dense_unsigned_derive._bw_model = (_f2m_dense_unsigned_derive, ('target', 'input', 'output'), (), True)
-
-def _m2c_dense_unsigned_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-    }
-
-def _c2m_dense_signed_merge(c):
-    if c.__class__ is DenseSignedMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_signed_merge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
-C_dense_signed_merge._bw_model = (_f2m_dense_signed_merge, ('collection', 'low', 'high', 'result', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_signed_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_signed_derive(c):
-    if c.__class__ is DenseSignedDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_signed_derive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
-C_dense_signed_derive._bw_model = (_f2m_dense_signed_derive, ('target', 'input', 'output', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_signed_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_witness_merge(c):
-    if c.__class__ is DenseWitnessMerge:  # built by a compiled parse
-        return c
-    f_collection = c['collection']
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    f_low = c['low']
-    if f_low is not None:
-        f_low = bytes(f_low)
-    f_high = c['high']
-    if f_high is not None:
-        f_high = bytes(f_high)
-    f_result = c['result']
-    if f_result is not None:
-        f_result = bytes(f_result)
-    f_low_witness = c['low_witness']
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    f_high_witness = c['high_witness']
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_witness_merge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
-    if f_collection is not None:
-        f_collection = bytes(f_collection)
-    if f_low is not None:
-        f_low = bytes(f_low)
-    if f_high is not None:
-        f_high = bytes(f_high)
-    if f_result is not None:
-        f_result = bytes(f_result)
-    if f_low_witness is not None:
-        f_low_witness = bytes(f_low_witness)
-    if f_high_witness is not None:
-        f_high_witness = bytes(f_high_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
-C_dense_witness_merge._bw_model = (_f2m_dense_witness_merge, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_witness_merge(v):
-    return {
-        'collection': v.collection,
-        'low': v.low,
-        'high': v.high,
-        'result': v.result,
-        'low_witness': v.low_witness,
-        'high_witness': v.high_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_witness_derive(c):
-    if c.__class__ is DenseWitnessDerive:  # built by a compiled parse
-        return c
-    f_target = c['target']
-    if f_target is not None:
-        f_target = bytes(f_target)
-    f_input = c['input']
-    if f_input is not None:
-        f_input = bytes(f_input)
-    f_output = c['output']
-    if f_output is not None:
-        f_output = bytes(f_output)
-    f_input_witness = c['input_witness']
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    f_author = c['author']
-    if f_author is not None:
-        f_author = bytes(f_author)
-    f_sig_r = c['sig_r']
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    f_sig_s = c['sig_s']
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-
-def _f2m_dense_witness_derive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
-    if f_target is not None:
-        f_target = bytes(f_target)
-    if f_input is not None:
-        f_input = bytes(f_input)
-    if f_output is not None:
-        f_output = bytes(f_output)
-    if f_input_witness is not None:
-        f_input_witness = bytes(f_input_witness)
-    if f_author is not None:
-        f_author = bytes(f_author)
-    if f_sig_r is not None:
-        f_sig_r = bytes(f_sig_r)
-    if f_sig_s is not None:
-        f_sig_s = bytes(f_sig_s)
-    return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
-C_dense_witness_derive._bw_model = (_f2m_dense_witness_derive, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
-
-def _m2c_dense_witness_derive(v):
-    return {
-        'target': v.target,
-        'input': v.input,
-        'output': v.output,
-        'input_witness': v.input_witness,
-        'author': v.author,
-        'sig_r': v.sig_r,
-        'sig_s': v.sig_s,
-    }
-
-def _c2m_dense_record(c):
-    if c.__class__ is DenseRecord:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _DENSETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_dense_commit(f_payload) if f_tag == 1 else (_c2m_dense_unsigned_merge(f_payload) if f_tag == 2 else (_c2m_dense_unsigned_derive(f_payload) if f_tag == 3 else (_c2m_dense_signed_merge(f_payload) if f_tag == 4 else (_c2m_dense_signed_derive(f_payload) if f_tag == 5 else (_c2m_dense_witness_merge(f_payload) if f_tag == 6 else (_c2m_dense_witness_derive(f_payload) if f_tag == 7 else None)))))))
-    return DenseRecord(f_tag, f_payload)
-
-def _f2m_dense_record(f_tag, f_payload):
-    if f_tag is not None:
-        _t = _DENSETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is DenseCommit else _c2m_dense_commit(f_payload)) if f_tag == 1 else ((f_payload if f_payload.__class__ is DenseUnsignedMerge else _c2m_dense_unsigned_merge(f_payload)) if f_tag == 2 else ((f_payload if f_payload.__class__ is DenseUnsignedDerive else _c2m_dense_unsigned_derive(f_payload)) if f_tag == 3 else ((f_payload if f_payload.__class__ is DenseSignedMerge else _c2m_dense_signed_merge(f_payload)) if f_tag == 4 else ((f_payload if f_payload.__class__ is DenseSignedDerive else _c2m_dense_signed_derive(f_payload)) if f_tag == 5 else ((f_payload if f_payload.__class__ is DenseWitnessMerge else _c2m_dense_witness_merge(f_payload)) if f_tag == 6 else ((f_payload if f_payload.__class__ is DenseWitnessDerive else _c2m_dense_witness_derive(f_payload)) if f_tag == 7 else None)))))))
-    return DenseRecord(f_tag, f_payload)
-C_dense_record._bw_model = (_f2m_dense_record, ('tag', 'payload'), (), True)
-
-def _m2c_dense_record(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.tag, {1: DenseCommit, 2: DenseUnsignedMerge, 3: DenseUnsignedDerive, 4: DenseSignedMerge, 5: DenseSignedDerive, 6: DenseWitnessMerge, 7: DenseWitnessDerive}, None, 'payload')),
-    }
-
-def _c2m_pile_file(c):
-    if c.__class__ is PileFile:  # built by a compiled parse
-        return c
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_pile_record(_x) for _x in f_records]
-    return PileFile(f_records)
-
-def _f2m_pile_file(f_records):
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is PileRecord else _c2m_pile_record(_x)) for _x in f_records]
-    return PileFile(f_records)
-C_pile_file._bw_model = (_f2m_pile_file, ('records',), (), True)
-
-def _m2c_pile_file(v):
-    return {
-        'records': None if v.records is None else [_m2c_pile_record(_x) for _x in v.records],
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {PileRecord: _m2c_pile_record, FrameRest: _m2c_frame_rest, FrameHead: _m2c_frame_head, BlobHead: _m2c_blob_head, BlobData: _m2c_blob_data, BlobBody: _m2c_blob_body, PinHeadBody: _m2c_pin_head_body, PinTombstoneBody: _m2c_pin_tombstone_body, WantBlob: _m2c_want_blob, WantMerge: _m2c_want_merge, WantDerive: _m2c_want_derive, WantRequest: _m2c_want_request, WantV3Body: _m2c_want_v3_body, CommitBody: _m2c_commit_body, MergeV6Body: _m2c_merge_v6_body, DeriveV7Body: _m2c_derive_v7_body, ProofEdge: _m2c_proof_edge, ProofV5Body: _m2c_proof_v5_body, RetiredBlobWantBody: _m2c_retired_blob_want_body, RetiredTypedWantBody: _m2c_retired_typed_want_body, UnsignedMergeBody: _m2c_unsigned_merge_body, UnsignedDeriveBody: _m2c_unsigned_derive_body, PeerBody: _m2c_peer_body, StoreScopeBody: _m2c_store_scope_body, ArtifactOfferBody: _m2c_artifact_offer_body, ProofV1Edge: _m2c_proof_v1_edge, ProofV1Content: _m2c_proof_v1_content, ProofV2Edge: _m2c_proof_v2_edge, ProofV2Content: _m2c_proof_v2_content, ProofV1Data: _m2c_proof_v1_data, ProofV2Data: _m2c_proof_v2_data, ProofV1Body: _m2c_proof_v1_body, ProofV2Body: _m2c_proof_v2_body, ProofV3Edge: _m2c_proof_v3_edge, ProofV3Content: _m2c_proof_v3_content, ProofV3Data: _m2c_proof_v3_data, ProofV3Body: _m2c_proof_v3_body, V1BlobData: _m2c_v1_blob_data, V1Blob: _m2c_v1_blob, V1Branch: _m2c_v1_branch, V1Tombstone: _m2c_v1_tombstone, V3Blob: _m2c_v3_blob, V3Branch: _m2c_v3_branch, V3Tombstone: _m2c_v3_tombstone, V3BlobWant: _m2c_v3_blob_want, V3LocalCell: _m2c_v3_local_cell, V3CollectionDefinition: _m2c_v3_collection_definition, V3Commit: _m2c_v3_commit, V3Merge: _m2c_v3_merge, V3Derive: _m2c_v3_derive, V4Commit: _m2c_v4_commit, V4Merge: _m2c_v4_merge, V4Derive: _m2c_v4_derive, Envelope36Rest: _m2c_envelope36_rest, EnvBlobBody: _m2c_env_blob_body, EnvBranchBody: _m2c_env_branch_body, EnvTombstoneBody: _m2c_env_tombstone_body, EnvBlobWantBody: _m2c_env_blob_want_body, EnvTypedWantBody: _m2c_env_typed_want_body, EnvCommitBody: _m2c_env_commit_body, EnvMergeBody: _m2c_env_merge_body, EnvDeriveV4Body: _m2c_env_derive_v4_body, EnvDeriveV5Body: _m2c_env_derive_v5_body, CommitTranscript: _m2c_commit_transcript, MergeEndorsement: _m2c_merge_endorsement, DeriveEndorsement: _m2c_derive_endorsement, DenseCommit: _m2c_dense_commit, DenseUnsignedMerge: _m2c_dense_unsigned_merge, DenseUnsignedDerive: _m2c_dense_unsigned_derive, DenseSignedMerge: _m2c_dense_signed_merge, DenseSignedDerive: _m2c_dense_signed_derive, DenseWitnessMerge: _m2c_dense_witness_merge, DenseWitnessDerive: _m2c_dense_witness_derive, DenseRecord: _m2c_dense_record, PileFile: _m2c_pile_file }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_blob_head = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
+        'scalar_pad' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'hash' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_blob_head._bw_fast_runs = {'timestamp': (192, (('timestamp', 0, 8), ('length', 8, 8), ('scalar_pad', 16, 16), ('hash', 32, 32), ('reserved', 64, 128)))}
+
+    C_blob_data = Struct(
+        '_o_start' / Tell,
+        'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
+        'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 256", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 256), True),
+    )
+    C_blob_data._bw_fast_runs = {}
+
+    C_blob_body = Struct(
+        '_o_start' / Tell,
+        'head' / WithParams(C_blob_head, {'span': Code("this['_params']['span']", lambda this: this['_params']['span'])}),
+        'data' / WithParams(C_blob_data, {'length': Code("this['head']['length']", lambda this: this['head']['length'])}),
+    )
+    C_blob_body._bw_fast_runs = {}
+
+    C_pin_head_body = Struct(
+        '_o_start' / Tell,
+        'pin' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
+        'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'head' / Bytes(32),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_pin_head_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved1', 16, 16), ('head', 32, 32), ('reserved2', 64, 128)))}
+
+    C_pin_tombstone_body = Struct(
+        '_o_start' / Tell,
+        'pin' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'pin', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("((max(this['pin']) > 0))", lambda this: ((max(this['pin']) > 0))), 'pin', 'max(pin) > 0', 'nil pin id'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_pin_tombstone_body._bw_fast_runs = {'pin': (192, (('pin', 0, 16), ('reserved', 16, 176)))}
+
+    C_want_blob = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_want_blob._bw_fast_runs = {'blob': (96, (('blob', 0, 32), ('zero', 32, 64)))}
+
+    C_want_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge request high < low'),
+    )
+    C_want_merge._bw_fast_runs = {'collection': (96, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32)))}
+
+    C_want_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'zero' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_want_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('zero', 64, 32)))}
+
+    C_want_v3_body = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+        'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_want_v3_body._bw_fast_runs = {'tag': (32, (('tag', 0, 1), ('reserved1', 1, 31))), 'reserved2': (64, (('reserved2', 0, 64),))}
+
+    C_commit_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_commit_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
+
+    C_merge_v6_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'collection', 'span == 2', 'kind requires span 2'),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'low_witness' / Bytes(32),
+        'high_witness' / Bytes(32),
+        _RuleCheck(Code("(((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))), 'high_witness', 'high + high_witness >= low + low_witness', 'merge inputs out of canonical order'),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_merge_v6_body._bw_fast_runs = {'collection': (448, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32), ('reserved', 288, 160)))}
+
+    C_derive_v7_body = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 2))", lambda this: ((this['_params']['span'] == 2))), 'target', 'span == 2', 'kind requires span 2'),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'input_witness' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_derive_v7_body._bw_fast_runs = {'target': (448, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32), ('reserved', 224, 224)))}
+
+    C_proof_edge = Struct(
+        '_o_start' / Tell,
+        'capability' / Bytes(32),
+        'delegate' / Bytes(32),
+        'signature' / Bytes(64),
+    )
+    C_proof_edge._bw_fast_runs = {'capability': (128, (('capability', 0, 32), ('delegate', 32, 32), ('signature', 64, 64)))}
+
+    C_proof_v5_body = Struct(
+        '_o_start' / Tell,
+        'resource' / Bytes(32),
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_edge),
+    )
+    C_proof_v5_body._bw_fast_runs = {'resource': (64, (('resource', 0, 32), ('root', 32, 32)))}
+
+    C_retired_blob_want_body = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_retired_blob_want_body._bw_fast_runs = {'blob': (192, (('blob', 0, 32), ('reserved', 32, 160)))}
+
+    C_retired_typed_want_body = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
+        'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'a' / Bytes(32),
+        'b' / Bytes(32),
+        'c' / Bytes(32),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_retired_typed_want_body._bw_fast_runs = {'tag': (192, (('tag', 0, 1), ('reserved1', 1, 31), ('a', 32, 32), ('b', 64, 32), ('c', 96, 32), ('reserved2', 128, 64)))}
+
+    C_unsigned_merge_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_unsigned_merge_body._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 64)))}
+
+    C_unsigned_derive_body = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_unsigned_derive_body._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 96)))}
+
+    C_peer_body = Struct(
+        '_o_start' / Tell,
+        'team' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
+        'peer' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_peer_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('peer', 32, 32), ('reserved', 64, 128)))}
+
+    C_store_scope_body = Struct(
+        '_o_start' / Tell,
+        'team' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'team', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_store_scope_body._bw_fast_runs = {'team': (192, (('team', 0, 32), ('reserved', 32, 160)))}
+
+    C_artifact_offer_body = Struct(
+        '_o_start' / Tell,
+        'content' / Bytes(192),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'content', 'span == 1', 'kind requires span 1'),
+    )
+    C_artifact_offer_body._bw_fast_runs = {'content': (192, (('content', 0, 192),))}
+
+    C_proof_v1_edge = Struct(
+        '_o_start' / Tell,
+        'head' / Bytes(96),
+        'delegate' / Bytes(32),
+    )
+    C_proof_v1_edge._bw_fast_runs = {'head': (128, (('head', 0, 96), ('delegate', 96, 32)))}
+
+    C_proof_v1_content = Struct(
+        '_o_start' / Tell,
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_v1_edge),
+    )
+    C_proof_v1_content._bw_fast_runs = {'root': (32, (('root', 0, 32),))}
+
+    C_proof_v1_data = Struct(
+        '_o_start' / Tell,
+        'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v1_content),
+        'tail' / GreedyBytes,
+        _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
+    )
+    C_proof_v1_data._bw_fast_runs = {}
+
+    C_proof_v1_body = Struct(
+        '_o_start' / Tell,
+        'body_len' / Int64ul,
+        _RuleCheck(Code("(((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))), 'body_len', 'body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', 'bad proof v1 body length'),
+        _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_proof_v1_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
+    )
+    C_proof_v1_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
+
+    C_proof_v2_edge = Struct(
+        '_o_start' / Tell,
+        'action' / Bytes(16),
+        _RuleCheck(Code("((max(this['action']) > 0))", lambda this: ((max(this['action']) > 0))), 'action', 'max(action) > 0', 'nil action id'),
+        'flags' / Int8ul,
+        _RuleCheck(Code("((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))), 'flags', 'flags & 248 == 0 and flags & 3 != 0', 'bad proof v2 edge flags'),
+        'lower' / BytesInteger(16, signed=True, swapped=False),
+        'upper' / BytesInteger(16, signed=True, swapped=False),
+        _RuleCheck(Code("(((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', '(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', 'bad proof v2 validity bounds'),
+        'delegate' / Bytes(32),
+        'signature' / Bytes(64),
+    )
+    C_proof_v2_edge._bw_fast_runs = {'action': (145, (('action', 0, 16), ('flags', 16, 1), ('lower', 17, 16), ('upper', 33, 16), ('delegate', 49, 32), ('signature', 81, 64)))}
+
+    C_proof_v2_content = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d'),
+        'resource' / Bytes(32),
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_v2_edge),
+    )
+    C_proof_v2_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
+
+    C_proof_v2_data = Struct(
+        '_o_start' / Tell,
+        'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v2_content),
+        'tail' / GreedyBytes,
+        _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
+    )
+    C_proof_v2_data._bw_fast_runs = {}
+
+    C_proof_v2_body = Struct(
+        '_o_start' / Tell,
+        'body_len' / Int64ul,
+        _RuleCheck(Code("(((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))), 'body_len', 'body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', 'bad proof v2 body length'),
+        _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_proof_v2_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
+    )
+    C_proof_v2_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
+
+    C_proof_v3_edge = Struct(
+        '_o_start' / Tell,
+        'capability' / Bytes(32),
+        'flags' / Int8ul,
+        _RuleCheck(Code("(((this['flags'] & 248) == 0))", lambda this: (((this['flags'] & 248) == 0))), 'flags', 'flags & 248 == 0', 'bad proof v3 edge flags'),
+        'lower' / BytesInteger(16, signed=True, swapped=False),
+        'upper' / BytesInteger(16, signed=True, swapped=False),
+        _RuleCheck(Code("(((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: (((this['flags'] & 4) or ((this['lower'] == 0) and (this['upper'] == 0))))), 'upper', 'flags & 4 or (lower == 0 and upper == 0)', 'proof v3 validity bounds set without bit 2'),
+        'delegate' / Bytes(32),
+        'signature' / Bytes(64),
+    )
+    C_proof_v3_edge._bw_fast_runs = {'capability': (161, (('capability', 0, 32), ('flags', 32, 1), ('lower', 33, 16), ('upper', 49, 16), ('delegate', 65, 32), ('signature', 97, 64)))}
+
+    C_proof_v3_content = Struct(
+        '_o_start' / Tell,
+        'magic' / Bytes(16),
+        'resource' / Bytes(32),
+        'root' / Bytes(32),
+        'edges' / RepeatToEnd(C_proof_v3_edge),
+    )
+    C_proof_v3_content._bw_fast_runs = {'magic': (80, (('magic', 0, 16), ('resource', 16, 32), ('root', 48, 32)))}
+
+    C_proof_v3_data = Struct(
+        '_o_start' / Tell,
+        'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v3_content),
+        'tail' / GreedyBytes,
+        _RuleCheck(Code("(((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))), 'tail', 'len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', 'retired proof tail not zero or span not minimal'),
+    )
+    C_proof_v3_data._bw_fast_runs = {}
+
+    C_proof_v3_body = Struct(
+        '_o_start' / Tell,
+        'body_len' / Int64ul,
+        _RuleCheck(Code("(((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))", lambda this: (((this['body_len'] >= 241) and (((this['body_len'] - 80) % 161) == 0)))), 'body_len', 'body_len >= 241 and (body_len - 80) % 161 == 0', 'bad proof v3 body length'),
+        _RuleCheck(Code("((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))), 'body_len', 'span == (96 + body_len + 255) // 256', 'proof span is not minimal'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_proof_v3_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
+    )
+    C_proof_v3_body._bw_fast_runs = {'body_len': (32, (('body_len', 0, 8), ('reserved', 8, 24)))}
+
+    C_frame_rest = Struct(
+        '_o_start' / Tell,
+        'magic_tail' / Const(b'\x9d\x96V\xa5\xeaZIs 5\x1f;'),
+        'span' / Int32ul,
+        _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
+        'kind' / Bytes(32),
+        'body' / FixedSized(Code("((this['span'] * 256) - 64)", lambda this: ((this['span'] * 256) - 64)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': WithParams(C_pin_head_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': WithParams(C_pin_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WithParams(C_want_v3_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': WithParams(C_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': WithParams(C_merge_v6_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': WithParams(C_derive_v7_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': WithParams(C_proof_v5_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': WithParams(C_unsigned_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": WithParams(C_unsigned_derive_body, {'span': Code("this['span']", lambda this: this['span'])}), b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': WithParams(C_peer_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': WithParams(C_store_scope_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': WithParams(C_artifact_offer_body, {'span': Code("this['span']", lambda this: this['span'])}), b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': WithParams(C_proof_v1_body, {'span': Code("this['span']", lambda this: this['span'])}), b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': WithParams(C_proof_v2_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': WithParams(C_proof_v3_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
+    )
+    C_frame_rest._bw_fast_runs = {'magic_tail': (48, (('magic_tail', 0, 12), ('span', 12, 4), ('kind', 16, 32)))}
+
+    C_env_blob_body = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        _RuleCheck(Code("((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))), 'length', 'span == 1 + (length + 255) // 256', 'blob span is not 1 + ceil(length / 256)'),
+        'hash' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
+    )
+    C_env_blob_body._bw_fast_runs = {'timestamp': (220, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('reserved', 48, 172)))}
+
+    C_env_branch_body = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'head' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_branch_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('head', 16, 32), ('reserved', 48, 172)))}
+
+    C_env_tombstone_body = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'branch', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_tombstone_body._bw_fast_runs = {'branch': (220, (('branch', 0, 16), ('reserved', 16, 204)))}
+
+    C_env_blob_want_body = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'blob', 'span == 1', 'kind requires span 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_blob_want_body._bw_fast_runs = {'blob': (220, (('blob', 0, 32), ('reserved', 32, 188)))}
+
+    C_env_typed_want_body = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'tag', 'span == 1', 'kind requires span 1'),
+        _RuleCheck(Code("(((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))), 'tag', 'tag == 2 or tag == 3 or tag == 4', 'typed want tag must be 2, 3 or 4'),
+        'a' / Bytes(32),
+        'b' / Bytes(32),
+        'c' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_typed_want_body._bw_fast_runs = {'tag': (220, (('tag', 0, 1), ('a', 1, 32), ('b', 33, 32), ('c', 65, 32), ('reserved', 97, 123)))}
+
+    C_env_commit_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_commit_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 28)))}
+
+    C_env_merge_body = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'collection', 'span == 1', 'kind requires span 1'),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_merge_body._bw_fast_runs = {'collection': (220, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 92)))}
+
+    C_env_derive_v4_body = Struct(
+        '_o_start' / Tell,
+        'source' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'source', 'span == 1', 'kind requires span 1'),
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_derive_v4_body._bw_fast_runs = {'source': (220, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 92)))}
+
+    C_env_derive_v5_body = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        _RuleCheck(Code("((this['_params']['span'] == 1))", lambda this: ((this['_params']['span'] == 1))), 'target', 'span == 1', 'kind requires span 1'),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_env_derive_v5_body._bw_fast_runs = {'target': (220, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 124)))}
+
+    C_envelope36_rest = Struct(
+        '_o_start' / Tell,
+        'kind' / Bytes(16),
+        'span' / Int32ul,
+        _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
+        'body' / FixedSized(Code("((this['span'] * 256) - 36)", lambda this: ((this['span'] * 256) - 36)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': WithParams(C_env_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': WithParams(C_env_branch_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': WithParams(C_env_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': WithParams(C_env_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": WithParams(C_env_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': WithParams(C_env_derive_v4_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': WithParams(C_env_derive_v5_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
+    )
+    C_envelope36_rest._bw_fast_runs = {'kind': (20, (('kind', 0, 16), ('span', 16, 4)))}
+
+    C_v1_blob_data = Struct(
+        '_o_start' / Tell,
+        'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
+        'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 64", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 64), True),
+    )
+    C_v1_blob_data._bw_fast_runs = {}
+
+    C_v1_blob = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        'hash' / Bytes(32),
+        'data' / WithParams(C_v1_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
+    )
+    C_v1_blob._bw_fast_runs = {'timestamp': (48, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32)))}
+
+    C_v1_branch = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'head' / Bytes(32),
+    )
+    C_v1_branch._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('head', 16, 32)))}
+
+    C_v1_tombstone = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'unchecked' / Bytes(32),
+    )
+    C_v1_tombstone._bw_fast_runs = {'branch': (48, (('branch', 0, 16), ('unchecked', 16, 32)))}
+
+    C_v3_blob = Struct(
+        '_o_start' / Tell,
+        'timestamp' / Int64ul,
+        'length' / Int64ul,
+        'hash' / Bytes(32),
+        'unchecked' / Bytes(192),
+        'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
+    )
+    C_v3_blob._bw_fast_runs = {'timestamp': (240, (('timestamp', 0, 8), ('length', 8, 8), ('hash', 16, 32), ('unchecked', 48, 192)))}
+
+    C_v3_branch = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'head' / Bytes(32),
+        'unchecked' / Bytes(192),
+    )
+    C_v3_branch._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('head', 16, 32), ('unchecked', 48, 192)))}
+
+    C_v3_tombstone = Struct(
+        '_o_start' / Tell,
+        'branch' / Bytes(16),
+        _RuleCheck(Code("((max(this['branch']) > 0))", lambda this: ((max(this['branch']) > 0))), 'branch', 'max(branch) > 0', 'nil branch id'),
+        'unchecked' / Bytes(224),
+    )
+    C_v3_tombstone._bw_fast_runs = {'branch': (240, (('branch', 0, 16), ('unchecked', 16, 224)))}
+
+    C_v3_blob_want = Struct(
+        '_o_start' / Tell,
+        'blob' / Bytes(32),
+        'unchecked' / Bytes(208),
+    )
+    C_v3_blob_want._bw_fast_runs = {'blob': (240, (('blob', 0, 32), ('unchecked', 32, 208)))}
+
+    C_v3_local_cell = Struct(
+        '_o_start' / Tell,
+        'cell' / Bytes(16),
+        'rest' / Bytes(224),
+    )
+    C_v3_local_cell._bw_fast_runs = {'cell': (240, (('cell', 0, 16), ('rest', 16, 224)))}
+
+    C_v3_collection_definition = Struct(
+        '_o_start' / Tell,
+        'scope' / Bytes(16),
+        _RuleCheck(Code("((max(this['scope']) > 0))", lambda this: ((max(this['scope']) > 0))), 'scope', 'max(scope) > 0', 'nil id'),
+        'representation' / Bytes(16),
+        _RuleCheck(Code("((max(this['representation']) > 0))", lambda this: ((max(this['representation']) > 0))), 'representation', 'max(representation) > 0', 'nil id'),
+        'recipe' / Bytes(16),
+        _RuleCheck(Code("((max(this['recipe']) > 0))", lambda this: ((max(this['recipe']) > 0))), 'recipe', 'max(recipe) > 0', 'nil id'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_collection_definition._bw_fast_runs = {'scope': (240, (('scope', 0, 16), ('representation', 16, 16), ('recipe', 32, 16), ('reserved', 48, 192)))}
+
+    C_v3_commit = Struct(
+        '_o_start' / Tell,
+        'definition' / Bytes(16),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_commit._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('data', 16, 32), ('metadata', 48, 32), ('author', 80, 32), ('sig_r', 112, 32), ('sig_s', 144, 32), ('reserved', 176, 64)))}
+
+    C_v3_merge = Struct(
+        '_o_start' / Tell,
+        'definition' / Bytes(16),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_merge._bw_fast_runs = {'definition': (240, (('definition', 0, 16), ('low', 16, 32), ('high', 48, 32), ('result', 80, 32), ('reserved', 112, 128)))}
+
+    C_v3_derive = Struct(
+        '_o_start' / Tell,
+        'source' / Bytes(16),
+        'target' / Bytes(16),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v3_derive._bw_fast_runs = {'source': (240, (('source', 0, 16), ('target', 16, 16), ('input', 32, 32), ('output', 64, 32), ('reserved', 96, 144)))}
+
+    C_v4_commit = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v4_commit._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32), ('reserved', 192, 48)))}
+
+    C_v4_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        _RuleCheck(Code("((this['high'] >= this['low']))", lambda this: ((this['high'] >= this['low']))), 'high', 'high >= low', 'merge high < low'),
+        'result' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v4_merge._bw_fast_runs = {'collection': (240, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 112)))}
+
+    C_v4_derive = Struct(
+        '_o_start' / Tell,
+        'source' / Bytes(32),
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_v4_derive._bw_fast_runs = {'source': (240, (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 112)))}
+
+    C_pile_record = Struct(
+        '_o_start' / Tell,
+        'marker' / Bytes(16),
+        'record' / Switch(Code("this['marker']", lambda this: this['marker']), {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': C_frame_rest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': C_envelope36_rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': C_v1_blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': C_v1_branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': C_v1_tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': C_v3_blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': C_v3_branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': C_v3_tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': C_v3_blob_want, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': C_v3_blob_want, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': C_v3_local_cell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': C_v3_local_cell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': C_v3_collection_definition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': C_v3_commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': C_v3_merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': C_v3_derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': C_v4_commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": C_v4_merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': C_v4_derive}, default=Error),
+    )
+    C_pile_record._bw_fast_runs = {'marker': (16, (('marker', 0, 16),))}
+
+    C_frame_head = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;'),
+        'span' / Int32ul,
+        _RuleCheck(Code("((this['span'] >= 1))", lambda this: ((this['span'] >= 1))), 'span', 'span >= 1', 'span 0 (CorruptPile)'),
+        'kind' / Bytes(32),
+        'head' / FixedSized(Code('192', lambda this: 192), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_head, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
+    )
+    C_frame_head._bw_fast_runs = {'magic': (64, (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32)))}
+
+    C_want_request = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
+        'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
+    )
+    C_want_request._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_commit_transcript = Struct(
+        '_o_start' / Tell,
+        'domain' / Const(b'triblespace.collection.commit.transcript'),
+        'semantic_kind' / Const(b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03'),
+        'version' / Const(2, Int32ub),
+        'author' / Bytes(32),
+        'collection' / Bytes(32),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+    )
+    C_commit_transcript._bw_fast_runs = {'domain': (188, (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32)))}
+
+    C_merge_endorsement = Struct(
+        '_o_start' / Tell,
+        'domain' / Const(b'triblespace.collection.merge.endorsement'),
+        'semantic_kind' / Const(b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai'),
+        'author' / Bytes(32),
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'low_witness' / Bytes(32),
+        'high_witness' / Bytes(32),
+    )
+    C_merge_endorsement._bw_fast_runs = {'domain': (280, (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32)))}
+
+    C_derive_endorsement = Struct(
+        '_o_start' / Tell,
+        'domain' / Const(b'triblespace.collection.derive.endorsement'),
+        'semantic_kind' / Const(b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b'),
+        'author' / Bytes(32),
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'input_witness' / Bytes(32),
+    )
+    C_derive_endorsement._bw_fast_runs = {'domain': (217, (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32)))}
+
+    C_dense_commit = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'data' / Bytes(32),
+        'metadata' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_commit._bw_fast_runs = {'collection': (192, (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
+
+    C_dense_unsigned_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+    )
+    C_dense_unsigned_merge._bw_fast_runs = {'collection': (128, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32)))}
+
+    C_dense_unsigned_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+    )
+    C_dense_unsigned_derive._bw_fast_runs = {'target': (96, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32)))}
+
+    C_dense_signed_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_signed_merge._bw_fast_runs = {'collection': (224, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
+
+    C_dense_signed_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_signed_derive._bw_fast_runs = {'target': (192, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32)))}
+
+    C_dense_witness_merge = Struct(
+        '_o_start' / Tell,
+        'collection' / Bytes(32),
+        'low' / Bytes(32),
+        'high' / Bytes(32),
+        'result' / Bytes(32),
+        'low_witness' / Bytes(32),
+        'high_witness' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_witness_merge._bw_fast_runs = {'collection': (288, (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32)))}
+
+    C_dense_witness_derive = Struct(
+        '_o_start' / Tell,
+        'target' / Bytes(32),
+        'input' / Bytes(32),
+        'output' / Bytes(32),
+        'input_witness' / Bytes(32),
+        'author' / Bytes(32),
+        'sig_r' / Bytes(32),
+        'sig_s' / Bytes(32),
+    )
+    C_dense_witness_derive._bw_fast_runs = {'target': (224, (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32)))}
+
+    C_dense_record = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'DenseTag', (1, 2, 3, 4, 5, 6, 7), ()),
+        'payload' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_dense_commit, 2: C_dense_unsigned_merge, 3: C_dense_unsigned_derive, 4: C_dense_signed_merge, 5: C_dense_signed_derive, 6: C_dense_witness_merge, 7: C_dense_witness_derive}, default=Error),
+    )
+    C_dense_record._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_pile_file = Struct(
+        '_o_start' / Tell,
+        'records' / RepeatToEnd(C_pile_record),
+    )
+    C_pile_file._bw_fast_runs = {}
+
+    def _c2m_pile_record(c):
+        if c.__class__ is PileRecord:  # built by a compiled parse
+            return c
+        f_marker = c['marker']
+        if f_marker is not None:
+            f_marker = bytes(f_marker)
+        f_record = c['record']
+        if f_record is not None:
+            f_record = (_c2m_frame_rest(f_record) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else (_c2m_envelope36_rest(f_record) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else (_c2m_v1_blob(f_record) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else (_c2m_v1_branch(f_record) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else (_c2m_v1_tombstone(f_record) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else (_c2m_v3_blob(f_record) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_v3_branch(f_record) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_v3_tombstone(f_record) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_v3_blob_want(f_record) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_v3_blob_want(f_record) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_v3_local_cell(f_record) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else (_c2m_v3_local_cell(f_record) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else (_c2m_v3_collection_definition(f_record) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else (_c2m_v3_commit(f_record) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else (_c2m_v3_merge(f_record) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else (_c2m_v3_derive(f_record) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else (_c2m_v4_commit(f_record) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_v4_merge(f_record) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_v4_derive(f_record) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
+        return PileRecord(f_marker, f_record)
+
+    def _f2m_pile_record(f_marker, f_record):
+        if f_marker is not None:
+            f_marker = bytes(f_marker)
+        if f_record is not None:
+            f_record = ((f_record if f_record.__class__ is FrameRest else _c2m_frame_rest(f_record)) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else ((f_record if f_record.__class__ is Envelope36Rest else _c2m_envelope36_rest(f_record)) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else ((f_record if f_record.__class__ is V1Blob else _c2m_v1_blob(f_record)) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else ((f_record if f_record.__class__ is V1Branch else _c2m_v1_branch(f_record)) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else ((f_record if f_record.__class__ is V1Tombstone else _c2m_v1_tombstone(f_record)) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else ((f_record if f_record.__class__ is V3Blob else _c2m_v3_blob(f_record)) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_record if f_record.__class__ is V3Branch else _c2m_v3_branch(f_record)) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_record if f_record.__class__ is V3Tombstone else _c2m_v3_tombstone(f_record)) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else ((f_record if f_record.__class__ is V3CollectionDefinition else _c2m_v3_collection_definition(f_record)) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else ((f_record if f_record.__class__ is V3Commit else _c2m_v3_commit(f_record)) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else ((f_record if f_record.__class__ is V3Merge else _c2m_v3_merge(f_record)) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else ((f_record if f_record.__class__ is V3Derive else _c2m_v3_derive(f_record)) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else ((f_record if f_record.__class__ is V4Commit else _c2m_v4_commit(f_record)) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_record if f_record.__class__ is V4Merge else _c2m_v4_merge(f_record)) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_record if f_record.__class__ is V4Derive else _c2m_v4_derive(f_record)) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
+        return PileRecord(f_marker, f_record)
+    C_pile_record._bw_model = (_f2m_pile_record, ('marker', 'record'), (), True)
+
+    def _m2c_pile_record(v):
+        return {
+            'marker': v.marker,
+            'record': None if v.record is None else _m2c_any(_case_value(v.record, v.marker, {b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05': FrameRest, b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13': Envelope36Rest, b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96': V1Blob, b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04': V1Branch, b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40': V1Tombstone, b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': V3Blob, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': V3Branch, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': V3Tombstone, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': V3BlobWant, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': V3BlobWant, b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t': V3LocalCell, b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q': V3LocalCell, b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1': V3CollectionDefinition, b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw': V3Commit, b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9': V3Merge, b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80': V3Derive, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': V4Commit, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": V4Merge, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': V4Derive}, None, 'record')),
+        }
+
+    def _c2m_frame_rest(c):
+        if c.__class__ is FrameRest:  # built by a compiled parse
+            return c
+        f_span = c['span']
+        f_kind = c['kind']
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_blob_body(f_body, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else (_c2m_pin_head_body(f_body, f_span) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else (_c2m_pin_tombstone_body(f_body, f_span) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else (_c2m_want_v3_body(f_body, f_span) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else (_c2m_commit_body(f_body, f_span) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else (_c2m_merge_v6_body(f_body, f_span) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else (_c2m_derive_v7_body(f_body, f_span) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else (_c2m_proof_v5_body(f_body, f_span) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else (_c2m_unsigned_merge_body(f_body, f_span) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else (_c2m_unsigned_derive_body(f_body, f_span) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else (_c2m_peer_body(f_body, f_span) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else (_c2m_store_scope_body(f_body, f_span) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else (_c2m_artifact_offer_body(f_body, f_span) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else (_c2m_proof_v1_body(f_body, f_span) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else (_c2m_proof_v2_body(f_body, f_span) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else (_c2m_proof_v3_body(f_body, f_span) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
+        return FrameRest(f_span, f_kind, f_body)
+
+    def _f2m_frame_rest(f_span, f_kind, f_body):
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is BlobBody else _c2m_blob_body(f_body, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else ((f_body if f_body.__class__ is PinHeadBody else _c2m_pin_head_body(f_body, f_span)) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else ((f_body if f_body.__class__ is PinTombstoneBody else _c2m_pin_tombstone_body(f_body, f_span)) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else ((f_body if f_body.__class__ is WantV3Body else _c2m_want_v3_body(f_body, f_span)) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else ((f_body if f_body.__class__ is CommitBody else _c2m_commit_body(f_body, f_span)) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else ((f_body if f_body.__class__ is MergeV6Body else _c2m_merge_v6_body(f_body, f_span)) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else ((f_body if f_body.__class__ is DeriveV7Body else _c2m_derive_v7_body(f_body, f_span)) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else ((f_body if f_body.__class__ is ProofV5Body else _c2m_proof_v5_body(f_body, f_span)) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else ((f_body if f_body.__class__ is UnsignedMergeBody else _c2m_unsigned_merge_body(f_body, f_span)) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else ((f_body if f_body.__class__ is UnsignedDeriveBody else _c2m_unsigned_derive_body(f_body, f_span)) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else ((f_body if f_body.__class__ is PeerBody else _c2m_peer_body(f_body, f_span)) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else ((f_body if f_body.__class__ is StoreScopeBody else _c2m_store_scope_body(f_body, f_span)) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else ((f_body if f_body.__class__ is ArtifactOfferBody else _c2m_artifact_offer_body(f_body, f_span)) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else ((f_body if f_body.__class__ is ProofV1Body else _c2m_proof_v1_body(f_body, f_span)) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else ((f_body if f_body.__class__ is ProofV2Body else _c2m_proof_v2_body(f_body, f_span)) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else ((f_body if f_body.__class__ is ProofV3Body else _c2m_proof_v3_body(f_body, f_span)) if f_kind == b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2' else f_body))))))))))))))))))))
+        return FrameRest(f_span, f_kind, f_body)
+    C_frame_rest._bw_model = (_f2m_frame_rest, ('span', 'kind', 'body'), (), True)
+
+    def _m2c_frame_rest(v):
+        return {
+            'span': v.span,
+            'kind': v.kind,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobBody, b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': PinHeadBody, b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': PinTombstoneBody, b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WantV3Body, b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': CommitBody, b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': MergeV6Body, b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': DeriveV7Body, b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': ProofV5Body, b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': RetiredBlobWantBody, b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': RetiredBlobWantBody, b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': RetiredTypedWantBody, b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': RetiredTypedWantBody, b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': UnsignedMergeBody, b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": UnsignedDeriveBody, b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': PeerBody, b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': StoreScopeBody, b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': ArtifactOfferBody, b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': ProofV1Body, b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': ProofV2Body, b'\xcf\xad!\xdfo\xa3\xd3\xad\xf9\x93\x9eC-\xdc\xf8D|\xb9\xc5p\x81\xb9y\xf1\xcf\xd6i\xe4\x80\r>2': ProofV3Body}, None, 'body')),
+        }
+
+    def _c2m_frame_head(c):
+        if c.__class__ is FrameHead:  # built by a compiled parse
+            return c
+        f_span = c['span']
+        f_kind = c['kind']
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = (_c2m_blob_head(f_head, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
+        return FrameHead(f_span, f_kind, f_head)
+
+    def _f2m_frame_head(f_span, f_kind, f_head):
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        if f_head is not None:
+            f_head = ((f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
+        return FrameHead(f_span, f_kind, f_head)
+    C_frame_head._bw_model = (_f2m_frame_head, ('span', 'kind', 'head'), (), True)
+
+    def _m2c_frame_head(v):
+        return {
+            'span': v.span,
+            'kind': v.kind,
+            'head': None if v.head is None else _m2c_any(_case_value(v.head, v.kind, {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': BlobHead}, None, 'head')),
+        }
+
+    def _c2m_blob_head(c, p_span):
+        if c.__class__ is BlobHead:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        return BlobHead(f_timestamp, f_length, f_hash)
+
+    def _f2m_blob_head(f_timestamp, f_length, f_hash):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        return BlobHead(f_timestamp, f_length, f_hash)
+    C_blob_head._bw_model = (_f2m_blob_head, ('timestamp', 'length', 'hash'), (), False)
+
+    def _m2c_blob_head(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+        }
+
+    def _c2m_blob_data(c, p_length):
+        if c.__class__ is BlobData:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return BlobData(f_payload)
+
+    def _f2m_blob_data(f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return BlobData(f_payload)
+    C_blob_data._bw_model = (_f2m_blob_data, ('payload',), (), True)
+
+    def _m2c_blob_data(v):
+        return {
+            'payload': v.payload,
+        }
+
+    def _c2m_blob_body(c, p_span):
+        if c.__class__ is BlobBody:  # built by a compiled parse
+            return c
+        f_head = c['head']
+        if f_head is not None:
+            f_head = _c2m_blob_head(f_head, p_span)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_blob_data(f_data, f_head.length)
+        return BlobBody(f_head, f_data)
+
+    def _f2m_blob_body(f_head, f_data, p_span):
+        if f_head is not None:
+            f_head = (f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, p_span))
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_head.length))
+        return BlobBody(f_head, f_data)
+    C_blob_body._bw_model = (_f2m_blob_body, ('head', 'data'), ('span',), True)
+
+    def _m2c_blob_body(v):
+        return {
+            'head': None if v.head is None else _m2c_blob_head(v.head),
+            'data': None if v.data is None else _m2c_blob_data(v.data),
+        }
+
+    def _c2m_pin_head_body(c, p_span):
+        if c.__class__ is PinHeadBody:  # built by a compiled parse
+            return c
+        f_pin = c['pin']
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return PinHeadBody(f_pin, f_head)
+
+    def _f2m_pin_head_body(f_pin, f_head):
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return PinHeadBody(f_pin, f_head)
+    C_pin_head_body._bw_model = (_f2m_pin_head_body, ('pin', 'head'), (), True)
+
+    def _m2c_pin_head_body(v):
+        return {
+            'pin': v.pin,
+            'head': v.head,
+        }
+
+    def _c2m_pin_tombstone_body(c, p_span):
+        if c.__class__ is PinTombstoneBody:  # built by a compiled parse
+            return c
+        f_pin = c['pin']
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        return PinTombstoneBody(f_pin)
+
+    def _f2m_pin_tombstone_body(f_pin):
+        if f_pin is not None:
+            f_pin = bytes(f_pin)
+        return PinTombstoneBody(f_pin)
+    C_pin_tombstone_body._bw_model = (_f2m_pin_tombstone_body, ('pin',), (), True)
+
+    def _m2c_pin_tombstone_body(v):
+        return {
+            'pin': v.pin,
+        }
+
+    def _c2m_want_blob(c):
+        if c.__class__ is WantBlob:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return WantBlob(f_blob)
+
+    def _f2m_want_blob(f_blob):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return WantBlob(f_blob)
+    C_want_blob._bw_model = (_f2m_want_blob, ('blob',), (), True)
+
+    def _m2c_want_blob(v):
+        return {
+            'blob': v.blob,
+        }
+
+    def _c2m_want_merge(c):
+        if c.__class__ is WantMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        return WantMerge(f_collection, f_low, f_high)
+
+    def _f2m_want_merge(f_collection, f_low, f_high):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        return WantMerge(f_collection, f_low, f_high)
+    C_want_merge._bw_model = (_f2m_want_merge, ('collection', 'low', 'high'), (), True)
+
+    def _m2c_want_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+        }
+
+    def _c2m_want_derive(c):
+        if c.__class__ is WantDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        return WantDerive(f_target, f_input)
+
+    def _f2m_want_derive(f_target, f_input):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        return WantDerive(f_target, f_input)
+    C_want_derive._bw_model = (_f2m_want_derive, ('target', 'input'), (), True)
+
+    def _m2c_want_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+        }
+
+    def _c2m_want_request(c):
+        if c.__class__ is WantRequest:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        f_request = c['request']
+        if f_request is not None:
+            f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
+        return WantRequest(f_tag, f_request)
+
+    def _f2m_want_request(f_tag, f_request):
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        if f_request is not None:
+            f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
+        return WantRequest(f_tag, f_request)
+    C_want_request._bw_model = (_f2m_want_request, ('tag', 'request'), (), True)
+
+    def _m2c_want_request(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
+        }
+
+    def _c2m_want_v3_body(c, p_span):
+        if c.__class__ is WantV3Body:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        f_request = c['request']
+        if f_request is not None:
+            f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
+        return WantV3Body(f_tag, f_request)
+
+    def _f2m_want_v3_body(f_tag, f_request):
+        if f_tag is not None:
+            _t = _WANTTAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+        if f_request is not None:
+            f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
+        return WantV3Body(f_tag, f_request)
+    C_want_v3_body._bw_model = (_f2m_want_v3_body, ('tag', 'request'), (), True)
+
+    def _m2c_want_v3_body(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'request': None if v.request is None else _m2c_any(_case_value(v.request, v.tag, {1: WantBlob, 2: WantMerge, 4: WantDerive}, None, 'request')),
+        }
+
+    def _c2m_commit_body(c, p_span):
+        if c.__class__ is CommitBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_commit_body._bw_model = (_f2m_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_commit_body(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_merge_v6_body(c, p_span):
+        if c.__class__ is MergeV6Body:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_low_witness = c['low_witness']
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        f_high_witness = c['high_witness']
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_merge_v6_body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+    C_merge_v6_body._bw_model = (_f2m_merge_v6_body, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_merge_v6_body(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'low_witness': v.low_witness,
+            'high_witness': v.high_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_derive_v7_body(c, p_span):
+        if c.__class__ is DeriveV7Body:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_input_witness = c['input_witness']
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_derive_v7_body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+    C_derive_v7_body._bw_model = (_f2m_derive_v7_body, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_derive_v7_body(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'input_witness': v.input_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_proof_edge(c):
+        if c.__class__ is ProofEdge:  # built by a compiled parse
+            return c
+        f_capability = c['capability']
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        f_signature = c['signature']
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofEdge(f_capability, f_delegate, f_signature)
+
+    def _f2m_proof_edge(f_capability, f_delegate, f_signature):
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofEdge(f_capability, f_delegate, f_signature)
+    C_proof_edge._bw_model = (_f2m_proof_edge, ('capability', 'delegate', 'signature'), (), True)
+
+    def _m2c_proof_edge(v):
+        return {
+            'capability': v.capability,
+            'delegate': v.delegate,
+            'signature': v.signature,
+        }
+
+    def _c2m_proof_v5_body(c, p_span):
+        if c.__class__ is ProofV5Body:  # built by a compiled parse
+            return c
+        f_resource = c['resource']
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_edge(_x) for _x in f_edges]
+        return ProofV5Body(f_resource, f_root, f_edges)
+
+    def _f2m_proof_v5_body(f_resource, f_root, f_edges):
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofEdge else _c2m_proof_edge(_x)) for _x in f_edges]
+        return ProofV5Body(f_resource, f_root, f_edges)
+    C_proof_v5_body._bw_model = (_f2m_proof_v5_body, ('resource', 'root', 'edges'), (), True)
+
+    def _m2c_proof_v5_body(v):
+        return {
+            'resource': v.resource,
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_retired_blob_want_body(c, p_span):
+        if c.__class__ is RetiredBlobWantBody:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return RetiredBlobWantBody(f_blob)
+
+    def _f2m_retired_blob_want_body(f_blob):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return RetiredBlobWantBody(f_blob)
+    C_retired_blob_want_body._bw_model = (_f2m_retired_blob_want_body, ('blob',), (), True)
+
+    def _m2c_retired_blob_want_body(v):
+        return {
+            'blob': v.blob,
+        }
+
+    def _c2m_retired_typed_want_body(c, p_span):
+        if c.__class__ is RetiredTypedWantBody:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_a = c['a']
+        if f_a is not None:
+            f_a = bytes(f_a)
+        f_b = c['b']
+        if f_b is not None:
+            f_b = bytes(f_b)
+        f_c = c['c']
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
+
+    def _f2m_retired_typed_want_body(f_tag, f_a, f_b, f_c):
+        if f_a is not None:
+            f_a = bytes(f_a)
+        if f_b is not None:
+            f_b = bytes(f_b)
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
+    C_retired_typed_want_body._bw_model = (_f2m_retired_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
+
+    def _m2c_retired_typed_want_body(v):
+        return {
+            'tag': v.tag,
+            'a': v.a,
+            'b': v.b,
+            'c': v.c,
+        }
+
+    def _c2m_unsigned_merge_body(c, p_span):
+        if c.__class__ is UnsignedMergeBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
+
+    def _f2m_unsigned_merge_body(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
+    C_unsigned_merge_body._bw_model = (_f2m_unsigned_merge_body, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_unsigned_merge_body(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_unsigned_derive_body(c, p_span):
+        if c.__class__ is UnsignedDeriveBody:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return UnsignedDeriveBody(f_target, f_input, f_output)
+
+    def _f2m_unsigned_derive_body(f_target, f_input, f_output):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return UnsignedDeriveBody(f_target, f_input, f_output)
+    C_unsigned_derive_body._bw_model = (_f2m_unsigned_derive_body, ('target', 'input', 'output'), (), True)
+
+    def _m2c_unsigned_derive_body(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_peer_body(c, p_span):
+        if c.__class__ is PeerBody:  # built by a compiled parse
+            return c
+        f_team = c['team']
+        if f_team is not None:
+            f_team = bytes(f_team)
+        f_peer = c['peer']
+        if f_peer is not None:
+            f_peer = bytes(f_peer)
+        return PeerBody(f_team, f_peer)
+
+    def _f2m_peer_body(f_team, f_peer):
+        if f_team is not None:
+            f_team = bytes(f_team)
+        if f_peer is not None:
+            f_peer = bytes(f_peer)
+        return PeerBody(f_team, f_peer)
+    C_peer_body._bw_model = (_f2m_peer_body, ('team', 'peer'), (), True)
+
+    def _m2c_peer_body(v):
+        return {
+            'team': v.team,
+            'peer': v.peer,
+        }
+
+    def _c2m_store_scope_body(c, p_span):
+        if c.__class__ is StoreScopeBody:  # built by a compiled parse
+            return c
+        f_team = c['team']
+        if f_team is not None:
+            f_team = bytes(f_team)
+        return StoreScopeBody(f_team)
+
+    def _f2m_store_scope_body(f_team):
+        if f_team is not None:
+            f_team = bytes(f_team)
+        return StoreScopeBody(f_team)
+    C_store_scope_body._bw_model = (_f2m_store_scope_body, ('team',), (), True)
+
+    def _m2c_store_scope_body(v):
+        return {
+            'team': v.team,
+        }
+
+    def _c2m_artifact_offer_body(c, p_span):
+        if c.__class__ is ArtifactOfferBody:  # built by a compiled parse
+            return c
+        f_content = c['content']
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return ArtifactOfferBody(f_content)
+
+    def _f2m_artifact_offer_body(f_content):
+        if f_content is not None:
+            f_content = bytes(f_content)
+        return ArtifactOfferBody(f_content)
+    C_artifact_offer_body._bw_model = (_f2m_artifact_offer_body, ('content',), (), True)
+
+    def _m2c_artifact_offer_body(v):
+        return {
+            'content': v.content,
+        }
+
+    def _c2m_proof_v1_edge(c):
+        if c.__class__ is ProofV1Edge:  # built by a compiled parse
+            return c
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        return ProofV1Edge(f_head, f_delegate)
+
+    def _f2m_proof_v1_edge(f_head, f_delegate):
+        if f_head is not None:
+            f_head = bytes(f_head)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        return ProofV1Edge(f_head, f_delegate)
+    C_proof_v1_edge._bw_model = (_f2m_proof_v1_edge, ('head', 'delegate'), (), True)
+
+    def _m2c_proof_v1_edge(v):
+        return {
+            'head': v.head,
+            'delegate': v.delegate,
+        }
+
+    def _c2m_proof_v1_content(c):
+        if c.__class__ is ProofV1Content:  # built by a compiled parse
+            return c
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_v1_edge(_x) for _x in f_edges]
+        return ProofV1Content(f_root, f_edges)
+
+    def _f2m_proof_v1_content(f_root, f_edges):
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofV1Edge else _c2m_proof_v1_edge(_x)) for _x in f_edges]
+        return ProofV1Content(f_root, f_edges)
+    C_proof_v1_content._bw_model = (_f2m_proof_v1_content, ('root', 'edges'), (), True)
+
+    def _m2c_proof_v1_content(v):
+        return {
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_v1_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_proof_v2_edge(c):
+        if c.__class__ is ProofV2Edge:  # built by a compiled parse
+            return c
+        f_action = c['action']
+        if f_action is not None:
+            f_action = bytes(f_action)
+        f_flags = c['flags']
+        f_lower = c['lower']
+        f_upper = c['upper']
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        f_signature = c['signature']
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
+
+    def _f2m_proof_v2_edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature):
+        if f_action is not None:
+            f_action = bytes(f_action)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
+    C_proof_v2_edge._bw_model = (_f2m_proof_v2_edge, ('action', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
+
+    def _m2c_proof_v2_edge(v):
+        return {
+            'action': v.action,
+            'flags': v.flags,
+            'lower': v.lower,
+            'upper': v.upper,
+            'delegate': v.delegate,
+            'signature': v.signature,
+        }
+
+    def _c2m_proof_v2_content(c):
+        if c.__class__ is ProofV2Content:  # built by a compiled parse
+            return c
+        f_resource = c['resource']
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_v2_edge(_x) for _x in f_edges]
+        return ProofV2Content(f_resource, f_root, f_edges)
+
+    def _f2m_proof_v2_content(f_resource, f_root, f_edges):
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofV2Edge else _c2m_proof_v2_edge(_x)) for _x in f_edges]
+        return ProofV2Content(f_resource, f_root, f_edges)
+    C_proof_v2_content._bw_model = (_f2m_proof_v2_content, ('resource', 'root', 'edges'), (), True)
+
+    def _m2c_proof_v2_content(v):
+        return {
+            'resource': v.resource,
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_v2_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_proof_v1_data(c, p_body_len):
+        if c.__class__ is ProofV1Data:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_proof_v1_content(f_body)
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV1Data(f_body, f_tail)
+
+    def _f2m_proof_v1_data(f_body, f_tail):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is ProofV1Content else _c2m_proof_v1_content(f_body))
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV1Data(f_body, f_tail)
+    C_proof_v1_data._bw_model = (_f2m_proof_v1_data, ('body', 'tail'), (), True)
+
+    def _m2c_proof_v1_data(v):
+        return {
+            'body': None if v.body is None else _m2c_proof_v1_content(v.body),
+            'tail': v.tail,
+        }
+
+    def _c2m_proof_v2_data(c, p_body_len):
+        if c.__class__ is ProofV2Data:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_proof_v2_content(f_body)
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV2Data(f_body, f_tail)
+
+    def _f2m_proof_v2_data(f_body, f_tail):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is ProofV2Content else _c2m_proof_v2_content(f_body))
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV2Data(f_body, f_tail)
+    C_proof_v2_data._bw_model = (_f2m_proof_v2_data, ('body', 'tail'), (), True)
+
+    def _m2c_proof_v2_data(v):
+        return {
+            'body': None if v.body is None else _m2c_proof_v2_content(v.body),
+            'tail': v.tail,
+        }
+
+    def _c2m_proof_v1_body(c, p_span):
+        if c.__class__ is ProofV1Body:  # built by a compiled parse
+            return c
+        f_body_len = c['body_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_proof_v1_data(f_data, f_body_len)
+        return ProofV1Body(f_body_len, f_data)
+
+    def _f2m_proof_v1_body(f_body_len, f_data):
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is ProofV1Data else _c2m_proof_v1_data(f_data, f_body_len))
+        return ProofV1Body(f_body_len, f_data)
+    C_proof_v1_body._bw_model = (_f2m_proof_v1_body, ('body_len', 'data'), (), True)
+
+    def _m2c_proof_v1_body(v):
+        return {
+            'body_len': v.body_len,
+            'data': None if v.data is None else _m2c_proof_v1_data(v.data),
+        }
+
+    def _c2m_proof_v2_body(c, p_span):
+        if c.__class__ is ProofV2Body:  # built by a compiled parse
+            return c
+        f_body_len = c['body_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_proof_v2_data(f_data, f_body_len)
+        return ProofV2Body(f_body_len, f_data)
+
+    def _f2m_proof_v2_body(f_body_len, f_data):
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is ProofV2Data else _c2m_proof_v2_data(f_data, f_body_len))
+        return ProofV2Body(f_body_len, f_data)
+    C_proof_v2_body._bw_model = (_f2m_proof_v2_body, ('body_len', 'data'), (), True)
+
+    def _m2c_proof_v2_body(v):
+        return {
+            'body_len': v.body_len,
+            'data': None if v.data is None else _m2c_proof_v2_data(v.data),
+        }
+
+    def _c2m_proof_v3_edge(c):
+        if c.__class__ is ProofV3Edge:  # built by a compiled parse
+            return c
+        f_capability = c['capability']
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        f_flags = c['flags']
+        f_lower = c['lower']
+        f_upper = c['upper']
+        f_delegate = c['delegate']
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        f_signature = c['signature']
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
+
+    def _f2m_proof_v3_edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature):
+        if f_capability is not None:
+            f_capability = bytes(f_capability)
+        if f_delegate is not None:
+            f_delegate = bytes(f_delegate)
+        if f_signature is not None:
+            f_signature = bytes(f_signature)
+        return ProofV3Edge(f_capability, f_flags, f_lower, f_upper, f_delegate, f_signature)
+    C_proof_v3_edge._bw_model = (_f2m_proof_v3_edge, ('capability', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
+
+    def _m2c_proof_v3_edge(v):
+        return {
+            'capability': v.capability,
+            'flags': v.flags,
+            'lower': v.lower,
+            'upper': v.upper,
+            'delegate': v.delegate,
+            'signature': v.signature,
+        }
+
+    def _c2m_proof_v3_content(c):
+        if c.__class__ is ProofV3Content:  # built by a compiled parse
+            return c
+        f_magic = c['magic']
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        f_resource = c['resource']
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        f_root = c['root']
+        if f_root is not None:
+            f_root = bytes(f_root)
+        f_edges = c['edges']
+        if f_edges is not None:
+            f_edges = [_c2m_proof_v3_edge(_x) for _x in f_edges]
+        return ProofV3Content(f_magic, f_resource, f_root, f_edges)
+
+    def _f2m_proof_v3_content(f_magic, f_resource, f_root, f_edges):
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        if f_resource is not None:
+            f_resource = bytes(f_resource)
+        if f_root is not None:
+            f_root = bytes(f_root)
+        if f_edges is not None:
+            f_edges = [(_x if _x.__class__ is ProofV3Edge else _c2m_proof_v3_edge(_x)) for _x in f_edges]
+        return ProofV3Content(f_magic, f_resource, f_root, f_edges)
+    C_proof_v3_content._bw_model = (_f2m_proof_v3_content, ('magic', 'resource', 'root', 'edges'), (), True)
+
+    def _m2c_proof_v3_content(v):
+        return {
+            'magic': v.magic,
+            'resource': v.resource,
+            'root': v.root,
+            'edges': None if v.edges is None else [_m2c_proof_v3_edge(_x) for _x in v.edges],
+        }
+
+    def _c2m_proof_v3_data(c, p_body_len):
+        if c.__class__ is ProofV3Data:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_proof_v3_content(f_body)
+        f_tail = c['tail']
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV3Data(f_body, f_tail)
+
+    def _f2m_proof_v3_data(f_body, f_tail):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is ProofV3Content else _c2m_proof_v3_content(f_body))
+        if f_tail is not None:
+            f_tail = bytes(f_tail)
+        return ProofV3Data(f_body, f_tail)
+    C_proof_v3_data._bw_model = (_f2m_proof_v3_data, ('body', 'tail'), (), True)
+
+    def _m2c_proof_v3_data(v):
+        return {
+            'body': None if v.body is None else _m2c_proof_v3_content(v.body),
+            'tail': v.tail,
+        }
+
+    def _c2m_proof_v3_body(c, p_span):
+        if c.__class__ is ProofV3Body:  # built by a compiled parse
+            return c
+        f_body_len = c['body_len']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_proof_v3_data(f_data, f_body_len)
+        return ProofV3Body(f_body_len, f_data)
+
+    def _f2m_proof_v3_body(f_body_len, f_data):
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is ProofV3Data else _c2m_proof_v3_data(f_data, f_body_len))
+        return ProofV3Body(f_body_len, f_data)
+    C_proof_v3_body._bw_model = (_f2m_proof_v3_body, ('body_len', 'data'), (), True)
+
+    def _m2c_proof_v3_body(v):
+        return {
+            'body_len': v.body_len,
+            'data': None if v.data is None else _m2c_proof_v3_data(v.data),
+        }
+
+    def _c2m_v1_blob_data(c, p_length):
+        if c.__class__ is V1BlobData:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return V1BlobData(f_payload)
+
+    def _f2m_v1_blob_data(f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return V1BlobData(f_payload)
+    C_v1_blob_data._bw_model = (_f2m_v1_blob_data, ('payload',), (), True)
+
+    def _m2c_v1_blob_data(v):
+        return {
+            'payload': v.payload,
+        }
+
+    def _c2m_v1_blob(c):
+        if c.__class__ is V1Blob:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_v1_blob_data(f_data, f_length)
+        return V1Blob(f_timestamp, f_length, f_hash, f_data)
+
+    def _f2m_v1_blob(f_timestamp, f_length, f_hash, f_data):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is V1BlobData else _c2m_v1_blob_data(f_data, f_length))
+        return V1Blob(f_timestamp, f_length, f_hash, f_data)
+    C_v1_blob._bw_model = (_f2m_v1_blob, ('timestamp', 'length', 'hash', 'data'), (), False)
+
+    def _m2c_v1_blob(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+            'data': None if v.data is None else _m2c_v1_blob_data(v.data),
+        }
+
+    def _c2m_v1_branch(c):
+        if c.__class__ is V1Branch:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return V1Branch(f_branch, f_head)
+
+    def _f2m_v1_branch(f_branch, f_head):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return V1Branch(f_branch, f_head)
+    C_v1_branch._bw_model = (_f2m_v1_branch, ('branch', 'head'), (), True)
+
+    def _m2c_v1_branch(v):
+        return {
+            'branch': v.branch,
+            'head': v.head,
+        }
+
+    def _c2m_v1_tombstone(c):
+        if c.__class__ is V1Tombstone:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V1Tombstone(f_branch, f_unchecked)
+
+    def _f2m_v1_tombstone(f_branch, f_unchecked):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V1Tombstone(f_branch, f_unchecked)
+    C_v1_tombstone._bw_model = (_f2m_v1_tombstone, ('branch', 'unchecked'), (), True)
+
+    def _m2c_v1_tombstone(v):
+        return {
+            'branch': v.branch,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_blob(c):
+        if c.__class__ is V3Blob:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_blob_data(f_data, f_length)
+        return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
+
+    def _f2m_v3_blob(f_timestamp, f_length, f_hash, f_unchecked, f_data):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
+        return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
+    C_v3_blob._bw_model = (_f2m_v3_blob, ('timestamp', 'length', 'hash', 'unchecked', 'data'), (), False)
+
+    def _m2c_v3_blob(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+            'unchecked': v.unchecked,
+            'data': None if v.data is None else _m2c_blob_data(v.data),
+        }
+
+    def _c2m_v3_branch(c):
+        if c.__class__ is V3Branch:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Branch(f_branch, f_head, f_unchecked)
+
+    def _f2m_v3_branch(f_branch, f_head, f_unchecked):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Branch(f_branch, f_head, f_unchecked)
+    C_v3_branch._bw_model = (_f2m_v3_branch, ('branch', 'head', 'unchecked'), (), True)
+
+    def _m2c_v3_branch(v):
+        return {
+            'branch': v.branch,
+            'head': v.head,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_tombstone(c):
+        if c.__class__ is V3Tombstone:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Tombstone(f_branch, f_unchecked)
+
+    def _f2m_v3_tombstone(f_branch, f_unchecked):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3Tombstone(f_branch, f_unchecked)
+    C_v3_tombstone._bw_model = (_f2m_v3_tombstone, ('branch', 'unchecked'), (), True)
+
+    def _m2c_v3_tombstone(v):
+        return {
+            'branch': v.branch,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_blob_want(c):
+        if c.__class__ is V3BlobWant:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        f_unchecked = c['unchecked']
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3BlobWant(f_blob, f_unchecked)
+
+    def _f2m_v3_blob_want(f_blob, f_unchecked):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        if f_unchecked is not None:
+            f_unchecked = bytes(f_unchecked)
+        return V3BlobWant(f_blob, f_unchecked)
+    C_v3_blob_want._bw_model = (_f2m_v3_blob_want, ('blob', 'unchecked'), (), True)
+
+    def _m2c_v3_blob_want(v):
+        return {
+            'blob': v.blob,
+            'unchecked': v.unchecked,
+        }
+
+    def _c2m_v3_local_cell(c):
+        if c.__class__ is V3LocalCell:  # built by a compiled parse
+            return c
+        f_cell = c['cell']
+        if f_cell is not None:
+            f_cell = bytes(f_cell)
+        f_rest = c['rest']
+        if f_rest is not None:
+            f_rest = bytes(f_rest)
+        return V3LocalCell(f_cell, f_rest)
+
+    def _f2m_v3_local_cell(f_cell, f_rest):
+        if f_cell is not None:
+            f_cell = bytes(f_cell)
+        if f_rest is not None:
+            f_rest = bytes(f_rest)
+        return V3LocalCell(f_cell, f_rest)
+    C_v3_local_cell._bw_model = (_f2m_v3_local_cell, ('cell', 'rest'), (), True)
+
+    def _m2c_v3_local_cell(v):
+        return {
+            'cell': v.cell,
+            'rest': v.rest,
+        }
+
+    def _c2m_v3_collection_definition(c):
+        if c.__class__ is V3CollectionDefinition:  # built by a compiled parse
+            return c
+        f_scope = c['scope']
+        if f_scope is not None:
+            f_scope = bytes(f_scope)
+        f_representation = c['representation']
+        if f_representation is not None:
+            f_representation = bytes(f_representation)
+        f_recipe = c['recipe']
+        if f_recipe is not None:
+            f_recipe = bytes(f_recipe)
+        return V3CollectionDefinition(f_scope, f_representation, f_recipe)
+
+    def _f2m_v3_collection_definition(f_scope, f_representation, f_recipe):
+        if f_scope is not None:
+            f_scope = bytes(f_scope)
+        if f_representation is not None:
+            f_representation = bytes(f_representation)
+        if f_recipe is not None:
+            f_recipe = bytes(f_recipe)
+        return V3CollectionDefinition(f_scope, f_representation, f_recipe)
+    C_v3_collection_definition._bw_model = (_f2m_v3_collection_definition, ('scope', 'representation', 'recipe'), (), True)
+
+    def _m2c_v3_collection_definition(v):
+        return {
+            'scope': v.scope,
+            'representation': v.representation,
+            'recipe': v.recipe,
+        }
+
+    def _c2m_v3_commit(c):
+        if c.__class__ is V3Commit:  # built by a compiled parse
+            return c
+        f_definition = c['definition']
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_v3_commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_v3_commit._bw_model = (_f2m_v3_commit, ('definition', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_v3_commit(v):
+        return {
+            'definition': v.definition,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_v3_merge(c):
+        if c.__class__ is V3Merge:  # built by a compiled parse
+            return c
+        f_definition = c['definition']
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V3Merge(f_definition, f_low, f_high, f_result)
+
+    def _f2m_v3_merge(f_definition, f_low, f_high, f_result):
+        if f_definition is not None:
+            f_definition = bytes(f_definition)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V3Merge(f_definition, f_low, f_high, f_result)
+    C_v3_merge._bw_model = (_f2m_v3_merge, ('definition', 'low', 'high', 'result'), (), True)
+
+    def _m2c_v3_merge(v):
+        return {
+            'definition': v.definition,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_v3_derive(c):
+        if c.__class__ is V3Derive:  # built by a compiled parse
+            return c
+        f_source = c['source']
+        if f_source is not None:
+            f_source = bytes(f_source)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V3Derive(f_source, f_target, f_input, f_output)
+
+    def _f2m_v3_derive(f_source, f_target, f_input, f_output):
+        if f_source is not None:
+            f_source = bytes(f_source)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V3Derive(f_source, f_target, f_input, f_output)
+    C_v3_derive._bw_model = (_f2m_v3_derive, ('source', 'target', 'input', 'output'), (), True)
+
+    def _m2c_v3_derive(v):
+        return {
+            'source': v.source,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_v4_commit(c):
+        if c.__class__ is V4Commit:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_v4_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_v4_commit._bw_model = (_f2m_v4_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_v4_commit(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_v4_merge(c):
+        if c.__class__ is V4Merge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V4Merge(f_collection, f_low, f_high, f_result)
+
+    def _f2m_v4_merge(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return V4Merge(f_collection, f_low, f_high, f_result)
+    C_v4_merge._bw_model = (_f2m_v4_merge, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_v4_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_v4_derive(c):
+        if c.__class__ is V4Derive:  # built by a compiled parse
+            return c
+        f_source = c['source']
+        if f_source is not None:
+            f_source = bytes(f_source)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V4Derive(f_source, f_target, f_input, f_output)
+
+    def _f2m_v4_derive(f_source, f_target, f_input, f_output):
+        if f_source is not None:
+            f_source = bytes(f_source)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return V4Derive(f_source, f_target, f_input, f_output)
+    C_v4_derive._bw_model = (_f2m_v4_derive, ('source', 'target', 'input', 'output'), (), True)
+
+    def _m2c_v4_derive(v):
+        return {
+            'source': v.source,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_envelope36_rest(c):
+        if c.__class__ is Envelope36Rest:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        f_span = c['span']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_env_blob_body(f_body, f_span) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_env_branch_body(f_body, f_span) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_env_tombstone_body(f_body, f_span) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else (_c2m_env_commit_body(f_body, f_span) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_env_merge_body(f_body, f_span) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_env_derive_v4_body(f_body, f_span) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else (_c2m_env_derive_v5_body(f_body, f_span) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
+        return Envelope36Rest(f_kind, f_span, f_body)
+
+    def _f2m_envelope36_rest(f_kind, f_span, f_body):
+        if f_kind is not None:
+            f_kind = bytes(f_kind)
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is EnvBlobBody else _c2m_env_blob_body(f_body, f_span)) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_body if f_body.__class__ is EnvBranchBody else _c2m_env_branch_body(f_body, f_span)) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_body if f_body.__class__ is EnvTombstoneBody else _c2m_env_tombstone_body(f_body, f_span)) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else ((f_body if f_body.__class__ is EnvCommitBody else _c2m_env_commit_body(f_body, f_span)) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_body if f_body.__class__ is EnvMergeBody else _c2m_env_merge_body(f_body, f_span)) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_body if f_body.__class__ is EnvDeriveV4Body else _c2m_env_derive_v4_body(f_body, f_span)) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else ((f_body if f_body.__class__ is EnvDeriveV5Body else _c2m_env_derive_v5_body(f_body, f_span)) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
+        return Envelope36Rest(f_kind, f_span, f_body)
+    C_envelope36_rest._bw_model = (_f2m_envelope36_rest, ('kind', 'span', 'body'), (), True)
+
+    def _m2c_envelope36_rest(v):
+        return {
+            'kind': v.kind,
+            'span': v.span,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.kind, {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': EnvBlobBody, b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': EnvBranchBody, b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': EnvTombstoneBody, b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': EnvBlobWantBody, b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': EnvBlobWantBody, b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': EnvTypedWantBody, b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': EnvTypedWantBody, b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': EnvCommitBody, b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": EnvMergeBody, b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': EnvDeriveV4Body, b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': EnvDeriveV5Body}, None, 'body')),
+        }
+
+    def _c2m_env_blob_body(c, p_span):
+        if c.__class__ is EnvBlobBody:  # built by a compiled parse
+            return c
+        f_timestamp = c['timestamp']
+        f_length = c['length']
+        f_hash = c['hash']
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = _c2m_blob_data(f_data, f_length)
+        return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
+
+    def _f2m_env_blob_body(f_timestamp, f_length, f_hash, f_data):
+        if f_hash is not None:
+            f_hash = bytes(f_hash)
+        if f_data is not None:
+            f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
+        return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
+    C_env_blob_body._bw_model = (_f2m_env_blob_body, ('timestamp', 'length', 'hash', 'data'), (), False)
+
+    def _m2c_env_blob_body(v):
+        return {
+            'timestamp': v.timestamp,
+            'length': v.length,
+            'hash': v.hash,
+            'data': None if v.data is None else _m2c_blob_data(v.data),
+        }
+
+    def _c2m_env_branch_body(c, p_span):
+        if c.__class__ is EnvBranchBody:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        f_head = c['head']
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return EnvBranchBody(f_branch, f_head)
+
+    def _f2m_env_branch_body(f_branch, f_head):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        if f_head is not None:
+            f_head = bytes(f_head)
+        return EnvBranchBody(f_branch, f_head)
+    C_env_branch_body._bw_model = (_f2m_env_branch_body, ('branch', 'head'), (), True)
+
+    def _m2c_env_branch_body(v):
+        return {
+            'branch': v.branch,
+            'head': v.head,
+        }
+
+    def _c2m_env_tombstone_body(c, p_span):
+        if c.__class__ is EnvTombstoneBody:  # built by a compiled parse
+            return c
+        f_branch = c['branch']
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        return EnvTombstoneBody(f_branch)
+
+    def _f2m_env_tombstone_body(f_branch):
+        if f_branch is not None:
+            f_branch = bytes(f_branch)
+        return EnvTombstoneBody(f_branch)
+    C_env_tombstone_body._bw_model = (_f2m_env_tombstone_body, ('branch',), (), True)
+
+    def _m2c_env_tombstone_body(v):
+        return {
+            'branch': v.branch,
+        }
+
+    def _c2m_env_blob_want_body(c, p_span):
+        if c.__class__ is EnvBlobWantBody:  # built by a compiled parse
+            return c
+        f_blob = c['blob']
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return EnvBlobWantBody(f_blob)
+
+    def _f2m_env_blob_want_body(f_blob):
+        if f_blob is not None:
+            f_blob = bytes(f_blob)
+        return EnvBlobWantBody(f_blob)
+    C_env_blob_want_body._bw_model = (_f2m_env_blob_want_body, ('blob',), (), True)
+
+    def _m2c_env_blob_want_body(v):
+        return {
+            'blob': v.blob,
+        }
+
+    def _c2m_env_typed_want_body(c, p_span):
+        if c.__class__ is EnvTypedWantBody:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_a = c['a']
+        if f_a is not None:
+            f_a = bytes(f_a)
+        f_b = c['b']
+        if f_b is not None:
+            f_b = bytes(f_b)
+        f_c = c['c']
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
+
+    def _f2m_env_typed_want_body(f_tag, f_a, f_b, f_c):
+        if f_a is not None:
+            f_a = bytes(f_a)
+        if f_b is not None:
+            f_b = bytes(f_b)
+        if f_c is not None:
+            f_c = bytes(f_c)
+        return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
+    C_env_typed_want_body._bw_model = (_f2m_env_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
+
+    def _m2c_env_typed_want_body(v):
+        return {
+            'tag': v.tag,
+            'a': v.a,
+            'b': v.b,
+            'c': v.c,
+        }
+
+    def _c2m_env_commit_body(c, p_span):
+        if c.__class__ is EnvCommitBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_env_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_env_commit_body._bw_model = (_f2m_env_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_env_commit_body(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_env_merge_body(c, p_span):
+        if c.__class__ is EnvMergeBody:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return EnvMergeBody(f_collection, f_low, f_high, f_result)
+
+    def _f2m_env_merge_body(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return EnvMergeBody(f_collection, f_low, f_high, f_result)
+    C_env_merge_body._bw_model = (_f2m_env_merge_body, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_env_merge_body(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_env_derive_v4_body(c, p_span):
+        if c.__class__ is EnvDeriveV4Body:  # built by a compiled parse
+            return c
+        f_source = c['source']
+        if f_source is not None:
+            f_source = bytes(f_source)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
+
+    def _f2m_env_derive_v4_body(f_source, f_target, f_input, f_output):
+        if f_source is not None:
+            f_source = bytes(f_source)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
+    C_env_derive_v4_body._bw_model = (_f2m_env_derive_v4_body, ('source', 'target', 'input', 'output'), (), True)
+
+    def _m2c_env_derive_v4_body(v):
+        return {
+            'source': v.source,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_env_derive_v5_body(c, p_span):
+        if c.__class__ is EnvDeriveV5Body:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV5Body(f_target, f_input, f_output)
+
+    def _f2m_env_derive_v5_body(f_target, f_input, f_output):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return EnvDeriveV5Body(f_target, f_input, f_output)
+    C_env_derive_v5_body._bw_model = (_f2m_env_derive_v5_body, ('target', 'input', 'output'), (), True)
+
+    def _m2c_env_derive_v5_body(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_commit_transcript(c):
+        if c.__class__ is CommitTranscript:  # built by a compiled parse
+            return c
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        return CommitTranscript(f_author, f_collection, f_data, f_metadata)
+
+    def _f2m_commit_transcript(f_author, f_collection, f_data, f_metadata):
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        return CommitTranscript(f_author, f_collection, f_data, f_metadata)
+    C_commit_transcript._bw_model = (_f2m_commit_transcript, ('author', 'collection', 'data', 'metadata'), (), True)
+
+    def _m2c_commit_transcript(v):
+        return {
+            'author': v.author,
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+        }
+
+    def _c2m_merge_endorsement(c):
+        if c.__class__ is MergeEndorsement:  # built by a compiled parse
+            return c
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_low_witness = c['low_witness']
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        f_high_witness = c['high_witness']
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
+
+    def _f2m_merge_endorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness):
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
+    C_merge_endorsement._bw_model = (_f2m_merge_endorsement, ('author', 'collection', 'low', 'high', 'result', 'low_witness', 'high_witness'), (), True)
+
+    def _m2c_merge_endorsement(v):
+        return {
+            'author': v.author,
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'low_witness': v.low_witness,
+            'high_witness': v.high_witness,
+        }
+
+    def _c2m_derive_endorsement(c):
+        if c.__class__ is DeriveEndorsement:  # built by a compiled parse
+            return c
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_input_witness = c['input_witness']
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
+
+    def _f2m_derive_endorsement(f_author, f_target, f_input, f_output, f_input_witness):
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
+    C_derive_endorsement._bw_model = (_f2m_derive_endorsement, ('author', 'target', 'input', 'output', 'input_witness'), (), True)
+
+    def _m2c_derive_endorsement(v):
+        return {
+            'author': v.author,
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'input_witness': v.input_witness,
+        }
+
+    def _c2m_dense_commit(c):
+        if c.__class__ is DenseCommit:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+    C_dense_commit._bw_model = (_f2m_dense_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_commit(v):
+        return {
+            'collection': v.collection,
+            'data': v.data,
+            'metadata': v.metadata,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_unsigned_merge(c):
+        if c.__class__ is DenseUnsignedMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
+
+    def _f2m_dense_unsigned_merge(f_collection, f_low, f_high, f_result):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
+    C_dense_unsigned_merge._bw_model = (_f2m_dense_unsigned_merge, ('collection', 'low', 'high', 'result'), (), True)
+
+    def _m2c_dense_unsigned_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+        }
+
+    def _c2m_dense_unsigned_derive(c):
+        if c.__class__ is DenseUnsignedDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return DenseUnsignedDerive(f_target, f_input, f_output)
+
+    def _f2m_dense_unsigned_derive(f_target, f_input, f_output):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        return DenseUnsignedDerive(f_target, f_input, f_output)
+    C_dense_unsigned_derive._bw_model = (_f2m_dense_unsigned_derive, ('target', 'input', 'output'), (), True)
+
+    def _m2c_dense_unsigned_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+        }
+
+    def _c2m_dense_signed_merge(c):
+        if c.__class__ is DenseSignedMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_signed_merge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
+    C_dense_signed_merge._bw_model = (_f2m_dense_signed_merge, ('collection', 'low', 'high', 'result', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_signed_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_signed_derive(c):
+        if c.__class__ is DenseSignedDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_signed_derive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
+    C_dense_signed_derive._bw_model = (_f2m_dense_signed_derive, ('target', 'input', 'output', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_signed_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_witness_merge(c):
+        if c.__class__ is DenseWitnessMerge:  # built by a compiled parse
+            return c
+        f_collection = c['collection']
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        f_low = c['low']
+        if f_low is not None:
+            f_low = bytes(f_low)
+        f_high = c['high']
+        if f_high is not None:
+            f_high = bytes(f_high)
+        f_result = c['result']
+        if f_result is not None:
+            f_result = bytes(f_result)
+        f_low_witness = c['low_witness']
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        f_high_witness = c['high_witness']
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_witness_merge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
+        if f_collection is not None:
+            f_collection = bytes(f_collection)
+        if f_low is not None:
+            f_low = bytes(f_low)
+        if f_high is not None:
+            f_high = bytes(f_high)
+        if f_result is not None:
+            f_result = bytes(f_result)
+        if f_low_witness is not None:
+            f_low_witness = bytes(f_low_witness)
+        if f_high_witness is not None:
+            f_high_witness = bytes(f_high_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+    C_dense_witness_merge._bw_model = (_f2m_dense_witness_merge, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_witness_merge(v):
+        return {
+            'collection': v.collection,
+            'low': v.low,
+            'high': v.high,
+            'result': v.result,
+            'low_witness': v.low_witness,
+            'high_witness': v.high_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_witness_derive(c):
+        if c.__class__ is DenseWitnessDerive:  # built by a compiled parse
+            return c
+        f_target = c['target']
+        if f_target is not None:
+            f_target = bytes(f_target)
+        f_input = c['input']
+        if f_input is not None:
+            f_input = bytes(f_input)
+        f_output = c['output']
+        if f_output is not None:
+            f_output = bytes(f_output)
+        f_input_witness = c['input_witness']
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        f_author = c['author']
+        if f_author is not None:
+            f_author = bytes(f_author)
+        f_sig_r = c['sig_r']
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        f_sig_s = c['sig_s']
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+
+    def _f2m_dense_witness_derive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
+        if f_target is not None:
+            f_target = bytes(f_target)
+        if f_input is not None:
+            f_input = bytes(f_input)
+        if f_output is not None:
+            f_output = bytes(f_output)
+        if f_input_witness is not None:
+            f_input_witness = bytes(f_input_witness)
+        if f_author is not None:
+            f_author = bytes(f_author)
+        if f_sig_r is not None:
+            f_sig_r = bytes(f_sig_r)
+        if f_sig_s is not None:
+            f_sig_s = bytes(f_sig_s)
+        return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+    C_dense_witness_derive._bw_model = (_f2m_dense_witness_derive, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
+    def _m2c_dense_witness_derive(v):
+        return {
+            'target': v.target,
+            'input': v.input,
+            'output': v.output,
+            'input_witness': v.input_witness,
+            'author': v.author,
+            'sig_r': v.sig_r,
+            'sig_s': v.sig_s,
+        }
+
+    def _c2m_dense_record(c):
+        if c.__class__ is DenseRecord:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _DENSETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_dense_commit(f_payload) if f_tag == 1 else (_c2m_dense_unsigned_merge(f_payload) if f_tag == 2 else (_c2m_dense_unsigned_derive(f_payload) if f_tag == 3 else (_c2m_dense_signed_merge(f_payload) if f_tag == 4 else (_c2m_dense_signed_derive(f_payload) if f_tag == 5 else (_c2m_dense_witness_merge(f_payload) if f_tag == 6 else (_c2m_dense_witness_derive(f_payload) if f_tag == 7 else None)))))))
+        return DenseRecord(f_tag, f_payload)
+
+    def _f2m_dense_record(f_tag, f_payload):
+        if f_tag is not None:
+            _t = _DENSETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is DenseCommit else _c2m_dense_commit(f_payload)) if f_tag == 1 else ((f_payload if f_payload.__class__ is DenseUnsignedMerge else _c2m_dense_unsigned_merge(f_payload)) if f_tag == 2 else ((f_payload if f_payload.__class__ is DenseUnsignedDerive else _c2m_dense_unsigned_derive(f_payload)) if f_tag == 3 else ((f_payload if f_payload.__class__ is DenseSignedMerge else _c2m_dense_signed_merge(f_payload)) if f_tag == 4 else ((f_payload if f_payload.__class__ is DenseSignedDerive else _c2m_dense_signed_derive(f_payload)) if f_tag == 5 else ((f_payload if f_payload.__class__ is DenseWitnessMerge else _c2m_dense_witness_merge(f_payload)) if f_tag == 6 else ((f_payload if f_payload.__class__ is DenseWitnessDerive else _c2m_dense_witness_derive(f_payload)) if f_tag == 7 else None)))))))
+        return DenseRecord(f_tag, f_payload)
+    C_dense_record._bw_model = (_f2m_dense_record, ('tag', 'payload'), (), True)
+
+    def _m2c_dense_record(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.tag, {1: DenseCommit, 2: DenseUnsignedMerge, 3: DenseUnsignedDerive, 4: DenseSignedMerge, 5: DenseSignedDerive, 6: DenseWitnessMerge, 7: DenseWitnessDerive}, None, 'payload')),
+        }
+
+    def _c2m_pile_file(c):
+        if c.__class__ is PileFile:  # built by a compiled parse
+            return c
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_pile_record(_x) for _x in f_records]
+        return PileFile(f_records)
+
+    def _f2m_pile_file(f_records):
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is PileRecord else _c2m_pile_record(_x)) for _x in f_records]
+        return PileFile(f_records)
+    C_pile_file._bw_model = (_f2m_pile_file, ('records',), (), True)
+
+    def _m2c_pile_file(v):
+        return {
+            'records': None if v.records is None else [_m2c_pile_record(_x) for _x in v.records],
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {PileRecord: _m2c_pile_record, FrameRest: _m2c_frame_rest, FrameHead: _m2c_frame_head, BlobHead: _m2c_blob_head, BlobData: _m2c_blob_data, BlobBody: _m2c_blob_body, PinHeadBody: _m2c_pin_head_body, PinTombstoneBody: _m2c_pin_tombstone_body, WantBlob: _m2c_want_blob, WantMerge: _m2c_want_merge, WantDerive: _m2c_want_derive, WantRequest: _m2c_want_request, WantV3Body: _m2c_want_v3_body, CommitBody: _m2c_commit_body, MergeV6Body: _m2c_merge_v6_body, DeriveV7Body: _m2c_derive_v7_body, ProofEdge: _m2c_proof_edge, ProofV5Body: _m2c_proof_v5_body, RetiredBlobWantBody: _m2c_retired_blob_want_body, RetiredTypedWantBody: _m2c_retired_typed_want_body, UnsignedMergeBody: _m2c_unsigned_merge_body, UnsignedDeriveBody: _m2c_unsigned_derive_body, PeerBody: _m2c_peer_body, StoreScopeBody: _m2c_store_scope_body, ArtifactOfferBody: _m2c_artifact_offer_body, ProofV1Edge: _m2c_proof_v1_edge, ProofV1Content: _m2c_proof_v1_content, ProofV2Edge: _m2c_proof_v2_edge, ProofV2Content: _m2c_proof_v2_content, ProofV1Data: _m2c_proof_v1_data, ProofV2Data: _m2c_proof_v2_data, ProofV1Body: _m2c_proof_v1_body, ProofV2Body: _m2c_proof_v2_body, ProofV3Edge: _m2c_proof_v3_edge, ProofV3Content: _m2c_proof_v3_content, ProofV3Data: _m2c_proof_v3_data, ProofV3Body: _m2c_proof_v3_body, V1BlobData: _m2c_v1_blob_data, V1Blob: _m2c_v1_blob, V1Branch: _m2c_v1_branch, V1Tombstone: _m2c_v1_tombstone, V3Blob: _m2c_v3_blob, V3Branch: _m2c_v3_branch, V3Tombstone: _m2c_v3_tombstone, V3BlobWant: _m2c_v3_blob_want, V3LocalCell: _m2c_v3_local_cell, V3CollectionDefinition: _m2c_v3_collection_definition, V3Commit: _m2c_v3_commit, V3Merge: _m2c_v3_merge, V3Derive: _m2c_v3_derive, V4Commit: _m2c_v4_commit, V4Merge: _m2c_v4_merge, V4Derive: _m2c_v4_derive, Envelope36Rest: _m2c_envelope36_rest, EnvBlobBody: _m2c_env_blob_body, EnvBranchBody: _m2c_env_branch_body, EnvTombstoneBody: _m2c_env_tombstone_body, EnvBlobWantBody: _m2c_env_blob_want_body, EnvTypedWantBody: _m2c_env_typed_want_body, EnvCommitBody: _m2c_env_commit_body, EnvMergeBody: _m2c_env_merge_body, EnvDeriveV4Body: _m2c_env_derive_v4_body, EnvDeriveV5Body: _m2c_env_derive_v5_body, CommitTranscript: _m2c_commit_transcript, MergeEndorsement: _m2c_merge_endorsement, DeriveEndorsement: _m2c_derive_endorsement, DenseCommit: _m2c_dense_commit, DenseUnsignedMerge: _m2c_dense_unsigned_merge, DenseUnsignedDerive: _m2c_dense_unsigned_derive, DenseSignedMerge: _m2c_dense_signed_merge, DenseSignedDerive: _m2c_dense_signed_derive, DenseWitnessMerge: _m2c_dense_witness_merge, DenseWitnessDerive: _m2c_dense_witness_derive, DenseRecord: _m2c_dense_record, PileFile: _m2c_pile_file }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_pile_record(buf, offset: int = 0, *, compiled: bool = False) -> PileRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_record") if compiled else C_pile_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24545,6 +24579,7 @@ def construct_decode_pile_record(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_pile_record(value: PileRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_record") if compiled else C_pile_record
     try:
         data = con.build(_m2c_pile_record(value))
@@ -24557,6 +24592,7 @@ def construct_encode_pile_record(value: PileRecord, *, compiled: bool = False) -
 
 def construct_decode_frame_rest(buf, offset: int = 0, *, compiled: bool = False) -> FrameRest:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_rest") if compiled else C_frame_rest
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24571,6 +24607,7 @@ def construct_decode_frame_rest(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_frame_rest(value: FrameRest, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_rest") if compiled else C_frame_rest
     try:
         data = con.build(_m2c_frame_rest(value))
@@ -24583,6 +24620,7 @@ def construct_encode_frame_rest(value: FrameRest, *, compiled: bool = False) -> 
 
 def construct_decode_frame_head(buf, offset: int = 0, *, compiled: bool = False) -> FrameHead:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_head") if compiled else C_frame_head
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24597,6 +24635,7 @@ def construct_decode_frame_head(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_frame_head(value: FrameHead, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_head") if compiled else C_frame_head
     try:
         data = con.build(_m2c_frame_head(value))
@@ -24609,6 +24648,7 @@ def construct_encode_frame_head(value: FrameHead, *, compiled: bool = False) -> 
 
 def construct_decode_blob_head(buf, offset: int = 0, *, compiled: bool = False, span: int) -> BlobHead:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_head") if compiled else C_blob_head
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24623,6 +24663,7 @@ def construct_decode_blob_head(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_blob_head(value: BlobHead, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_head") if compiled else C_blob_head
     try:
         data = con.build(_m2c_blob_head(value), span=span)
@@ -24635,6 +24676,7 @@ def construct_encode_blob_head(value: BlobHead, *, compiled: bool = False, span:
 
 def construct_decode_blob_data(buf, offset: int = 0, *, compiled: bool = False, length: int) -> BlobData:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_data") if compiled else C_blob_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24649,6 +24691,7 @@ def construct_decode_blob_data(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_blob_data(value: BlobData, *, compiled: bool = False, length: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_data") if compiled else C_blob_data
     try:
         data = con.build(_m2c_blob_data(value), length=length)
@@ -24661,6 +24704,7 @@ def construct_encode_blob_data(value: BlobData, *, compiled: bool = False, lengt
 
 def construct_decode_blob_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> BlobBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_body") if compiled else C_blob_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24675,6 +24719,7 @@ def construct_decode_blob_body(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_blob_body(value: BlobBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("blob_body") if compiled else C_blob_body
     try:
         data = con.build(_m2c_blob_body(value), span=span)
@@ -24687,6 +24732,7 @@ def construct_encode_blob_body(value: BlobBody, *, compiled: bool = False, span:
 
 def construct_decode_pin_head_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> PinHeadBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_head_body") if compiled else C_pin_head_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24701,6 +24747,7 @@ def construct_decode_pin_head_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_pin_head_body(value: PinHeadBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_head_body") if compiled else C_pin_head_body
     try:
         data = con.build(_m2c_pin_head_body(value), span=span)
@@ -24713,6 +24760,7 @@ def construct_encode_pin_head_body(value: PinHeadBody, *, compiled: bool = False
 
 def construct_decode_pin_tombstone_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> PinTombstoneBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_tombstone_body") if compiled else C_pin_tombstone_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24727,6 +24775,7 @@ def construct_decode_pin_tombstone_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_pin_tombstone_body(value: PinTombstoneBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pin_tombstone_body") if compiled else C_pin_tombstone_body
     try:
         data = con.build(_m2c_pin_tombstone_body(value), span=span)
@@ -24739,6 +24788,7 @@ def construct_encode_pin_tombstone_body(value: PinTombstoneBody, *, compiled: bo
 
 def construct_decode_want_blob(buf, offset: int = 0, *, compiled: bool = False) -> WantBlob:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_blob") if compiled else C_want_blob
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24753,6 +24803,7 @@ def construct_decode_want_blob(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_want_blob(value: WantBlob, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_blob") if compiled else C_want_blob
     try:
         data = con.build(_m2c_want_blob(value))
@@ -24765,6 +24816,7 @@ def construct_encode_want_blob(value: WantBlob, *, compiled: bool = False) -> by
 
 def construct_decode_want_merge(buf, offset: int = 0, *, compiled: bool = False) -> WantMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_merge") if compiled else C_want_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24779,6 +24831,7 @@ def construct_decode_want_merge(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_want_merge(value: WantMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_merge") if compiled else C_want_merge
     try:
         data = con.build(_m2c_want_merge(value))
@@ -24791,6 +24844,7 @@ def construct_encode_want_merge(value: WantMerge, *, compiled: bool = False) -> 
 
 def construct_decode_want_derive(buf, offset: int = 0, *, compiled: bool = False) -> WantDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_derive") if compiled else C_want_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24805,6 +24859,7 @@ def construct_decode_want_derive(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_want_derive(value: WantDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_derive") if compiled else C_want_derive
     try:
         data = con.build(_m2c_want_derive(value))
@@ -24817,6 +24872,7 @@ def construct_encode_want_derive(value: WantDerive, *, compiled: bool = False) -
 
 def construct_decode_want_request(buf, offset: int = 0, *, compiled: bool = False) -> WantRequest:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_request") if compiled else C_want_request
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24831,6 +24887,7 @@ def construct_decode_want_request(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_want_request(value: WantRequest, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_request") if compiled else C_want_request
     try:
         data = con.build(_m2c_want_request(value))
@@ -24843,6 +24900,7 @@ def construct_encode_want_request(value: WantRequest, *, compiled: bool = False)
 
 def construct_decode_want_v3_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> WantV3Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_v3_body") if compiled else C_want_v3_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24857,6 +24915,7 @@ def construct_decode_want_v3_body(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_want_v3_body(value: WantV3Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("want_v3_body") if compiled else C_want_v3_body
     try:
         data = con.build(_m2c_want_v3_body(value), span=span)
@@ -24869,6 +24928,7 @@ def construct_encode_want_v3_body(value: WantV3Body, *, compiled: bool = False, 
 
 def construct_decode_commit_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> CommitBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_body") if compiled else C_commit_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24883,6 +24943,7 @@ def construct_decode_commit_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_commit_body(value: CommitBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_body") if compiled else C_commit_body
     try:
         data = con.build(_m2c_commit_body(value), span=span)
@@ -24895,6 +24956,7 @@ def construct_encode_commit_body(value: CommitBody, *, compiled: bool = False, s
 
 def construct_decode_merge_v6_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> MergeV6Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_v6_body") if compiled else C_merge_v6_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24909,6 +24971,7 @@ def construct_decode_merge_v6_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_merge_v6_body(value: MergeV6Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_v6_body") if compiled else C_merge_v6_body
     try:
         data = con.build(_m2c_merge_v6_body(value), span=span)
@@ -24921,6 +24984,7 @@ def construct_encode_merge_v6_body(value: MergeV6Body, *, compiled: bool = False
 
 def construct_decode_derive_v7_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> DeriveV7Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_v7_body") if compiled else C_derive_v7_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24935,6 +24999,7 @@ def construct_decode_derive_v7_body(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_derive_v7_body(value: DeriveV7Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_v7_body") if compiled else C_derive_v7_body
     try:
         data = con.build(_m2c_derive_v7_body(value), span=span)
@@ -24947,6 +25012,7 @@ def construct_encode_derive_v7_body(value: DeriveV7Body, *, compiled: bool = Fal
 
 def construct_decode_proof_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofEdge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_edge") if compiled else C_proof_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24961,6 +25027,7 @@ def construct_decode_proof_edge(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_proof_edge(value: ProofEdge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_edge") if compiled else C_proof_edge
     try:
         data = con.build(_m2c_proof_edge(value))
@@ -24973,6 +25040,7 @@ def construct_encode_proof_edge(value: ProofEdge, *, compiled: bool = False) -> 
 
 def construct_decode_proof_v5_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV5Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v5_body") if compiled else C_proof_v5_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -24987,6 +25055,7 @@ def construct_decode_proof_v5_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v5_body(value: ProofV5Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v5_body") if compiled else C_proof_v5_body
     try:
         data = con.build(_m2c_proof_v5_body(value), span=span)
@@ -24999,6 +25068,7 @@ def construct_encode_proof_v5_body(value: ProofV5Body, *, compiled: bool = False
 
 def construct_decode_retired_blob_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> RetiredBlobWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_blob_want_body") if compiled else C_retired_blob_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25013,6 +25083,7 @@ def construct_decode_retired_blob_want_body(buf, offset: int = 0, *, compiled: b
 
 def construct_encode_retired_blob_want_body(value: RetiredBlobWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_blob_want_body") if compiled else C_retired_blob_want_body
     try:
         data = con.build(_m2c_retired_blob_want_body(value), span=span)
@@ -25025,6 +25096,7 @@ def construct_encode_retired_blob_want_body(value: RetiredBlobWantBody, *, compi
 
 def construct_decode_retired_typed_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> RetiredTypedWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_typed_want_body") if compiled else C_retired_typed_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25039,6 +25111,7 @@ def construct_decode_retired_typed_want_body(buf, offset: int = 0, *, compiled: 
 
 def construct_encode_retired_typed_want_body(value: RetiredTypedWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("retired_typed_want_body") if compiled else C_retired_typed_want_body
     try:
         data = con.build(_m2c_retired_typed_want_body(value), span=span)
@@ -25051,6 +25124,7 @@ def construct_encode_retired_typed_want_body(value: RetiredTypedWantBody, *, com
 
 def construct_decode_unsigned_merge_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> UnsignedMergeBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_merge_body") if compiled else C_unsigned_merge_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25065,6 +25139,7 @@ def construct_decode_unsigned_merge_body(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_unsigned_merge_body(value: UnsignedMergeBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_merge_body") if compiled else C_unsigned_merge_body
     try:
         data = con.build(_m2c_unsigned_merge_body(value), span=span)
@@ -25077,6 +25152,7 @@ def construct_encode_unsigned_merge_body(value: UnsignedMergeBody, *, compiled: 
 
 def construct_decode_unsigned_derive_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> UnsignedDeriveBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_derive_body") if compiled else C_unsigned_derive_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25091,6 +25167,7 @@ def construct_decode_unsigned_derive_body(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_unsigned_derive_body(value: UnsignedDeriveBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("unsigned_derive_body") if compiled else C_unsigned_derive_body
     try:
         data = con.build(_m2c_unsigned_derive_body(value), span=span)
@@ -25103,6 +25180,7 @@ def construct_encode_unsigned_derive_body(value: UnsignedDeriveBody, *, compiled
 
 def construct_decode_peer_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> PeerBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("peer_body") if compiled else C_peer_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25117,6 +25195,7 @@ def construct_decode_peer_body(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_peer_body(value: PeerBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("peer_body") if compiled else C_peer_body
     try:
         data = con.build(_m2c_peer_body(value), span=span)
@@ -25129,6 +25208,7 @@ def construct_encode_peer_body(value: PeerBody, *, compiled: bool = False, span:
 
 def construct_decode_store_scope_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> StoreScopeBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("store_scope_body") if compiled else C_store_scope_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25143,6 +25223,7 @@ def construct_decode_store_scope_body(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_store_scope_body(value: StoreScopeBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("store_scope_body") if compiled else C_store_scope_body
     try:
         data = con.build(_m2c_store_scope_body(value), span=span)
@@ -25155,6 +25236,7 @@ def construct_encode_store_scope_body(value: StoreScopeBody, *, compiled: bool =
 
 def construct_decode_artifact_offer_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ArtifactOfferBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_offer_body") if compiled else C_artifact_offer_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25169,6 +25251,7 @@ def construct_decode_artifact_offer_body(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_artifact_offer_body(value: ArtifactOfferBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_offer_body") if compiled else C_artifact_offer_body
     try:
         data = con.build(_m2c_artifact_offer_body(value), span=span)
@@ -25181,6 +25264,7 @@ def construct_encode_artifact_offer_body(value: ArtifactOfferBody, *, compiled: 
 
 def construct_decode_proof_v1_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofV1Edge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_edge") if compiled else C_proof_v1_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25195,6 +25279,7 @@ def construct_decode_proof_v1_edge(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v1_edge(value: ProofV1Edge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_edge") if compiled else C_proof_v1_edge
     try:
         data = con.build(_m2c_proof_v1_edge(value))
@@ -25207,6 +25292,7 @@ def construct_encode_proof_v1_edge(value: ProofV1Edge, *, compiled: bool = False
 
 def construct_decode_proof_v1_content(buf, offset: int = 0, *, compiled: bool = False) -> ProofV1Content:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_content") if compiled else C_proof_v1_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25221,6 +25307,7 @@ def construct_decode_proof_v1_content(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_proof_v1_content(value: ProofV1Content, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_content") if compiled else C_proof_v1_content
     try:
         data = con.build(_m2c_proof_v1_content(value))
@@ -25233,6 +25320,7 @@ def construct_encode_proof_v1_content(value: ProofV1Content, *, compiled: bool =
 
 def construct_decode_proof_v2_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofV2Edge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_edge") if compiled else C_proof_v2_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25247,6 +25335,7 @@ def construct_decode_proof_v2_edge(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v2_edge(value: ProofV2Edge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_edge") if compiled else C_proof_v2_edge
     try:
         data = con.build(_m2c_proof_v2_edge(value))
@@ -25259,6 +25348,7 @@ def construct_encode_proof_v2_edge(value: ProofV2Edge, *, compiled: bool = False
 
 def construct_decode_proof_v2_content(buf, offset: int = 0, *, compiled: bool = False) -> ProofV2Content:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_content") if compiled else C_proof_v2_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25273,6 +25363,7 @@ def construct_decode_proof_v2_content(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_proof_v2_content(value: ProofV2Content, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_content") if compiled else C_proof_v2_content
     try:
         data = con.build(_m2c_proof_v2_content(value))
@@ -25285,6 +25376,7 @@ def construct_encode_proof_v2_content(value: ProofV2Content, *, compiled: bool =
 
 def construct_decode_proof_v1_data(buf, offset: int = 0, *, compiled: bool = False, body_len: int) -> ProofV1Data:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_data") if compiled else C_proof_v1_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25299,6 +25391,7 @@ def construct_decode_proof_v1_data(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v1_data(value: ProofV1Data, *, compiled: bool = False, body_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_data") if compiled else C_proof_v1_data
     try:
         data = con.build(_m2c_proof_v1_data(value), body_len=body_len)
@@ -25311,6 +25404,7 @@ def construct_encode_proof_v1_data(value: ProofV1Data, *, compiled: bool = False
 
 def construct_decode_proof_v2_data(buf, offset: int = 0, *, compiled: bool = False, body_len: int) -> ProofV2Data:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_data") if compiled else C_proof_v2_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25325,6 +25419,7 @@ def construct_decode_proof_v2_data(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v2_data(value: ProofV2Data, *, compiled: bool = False, body_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_data") if compiled else C_proof_v2_data
     try:
         data = con.build(_m2c_proof_v2_data(value), body_len=body_len)
@@ -25337,6 +25432,7 @@ def construct_encode_proof_v2_data(value: ProofV2Data, *, compiled: bool = False
 
 def construct_decode_proof_v1_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV1Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_body") if compiled else C_proof_v1_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25351,6 +25447,7 @@ def construct_decode_proof_v1_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v1_body(value: ProofV1Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v1_body") if compiled else C_proof_v1_body
     try:
         data = con.build(_m2c_proof_v1_body(value), span=span)
@@ -25363,6 +25460,7 @@ def construct_encode_proof_v1_body(value: ProofV1Body, *, compiled: bool = False
 
 def construct_decode_proof_v2_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV2Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_body") if compiled else C_proof_v2_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25377,6 +25475,7 @@ def construct_decode_proof_v2_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v2_body(value: ProofV2Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v2_body") if compiled else C_proof_v2_body
     try:
         data = con.build(_m2c_proof_v2_body(value), span=span)
@@ -25389,6 +25488,7 @@ def construct_encode_proof_v2_body(value: ProofV2Body, *, compiled: bool = False
 
 def construct_decode_proof_v3_edge(buf, offset: int = 0, *, compiled: bool = False) -> ProofV3Edge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_edge") if compiled else C_proof_v3_edge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25403,6 +25503,7 @@ def construct_decode_proof_v3_edge(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v3_edge(value: ProofV3Edge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_edge") if compiled else C_proof_v3_edge
     try:
         data = con.build(_m2c_proof_v3_edge(value))
@@ -25415,6 +25516,7 @@ def construct_encode_proof_v3_edge(value: ProofV3Edge, *, compiled: bool = False
 
 def construct_decode_proof_v3_content(buf, offset: int = 0, *, compiled: bool = False) -> ProofV3Content:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_content") if compiled else C_proof_v3_content
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25429,6 +25531,7 @@ def construct_decode_proof_v3_content(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_proof_v3_content(value: ProofV3Content, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_content") if compiled else C_proof_v3_content
     try:
         data = con.build(_m2c_proof_v3_content(value))
@@ -25441,6 +25544,7 @@ def construct_encode_proof_v3_content(value: ProofV3Content, *, compiled: bool =
 
 def construct_decode_proof_v3_data(buf, offset: int = 0, *, compiled: bool = False, body_len: int) -> ProofV3Data:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_data") if compiled else C_proof_v3_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25455,6 +25559,7 @@ def construct_decode_proof_v3_data(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v3_data(value: ProofV3Data, *, compiled: bool = False, body_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_data") if compiled else C_proof_v3_data
     try:
         data = con.build(_m2c_proof_v3_data(value), body_len=body_len)
@@ -25467,6 +25572,7 @@ def construct_encode_proof_v3_data(value: ProofV3Data, *, compiled: bool = False
 
 def construct_decode_proof_v3_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> ProofV3Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_body") if compiled else C_proof_v3_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25481,6 +25587,7 @@ def construct_decode_proof_v3_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_proof_v3_body(value: ProofV3Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("proof_v3_body") if compiled else C_proof_v3_body
     try:
         data = con.build(_m2c_proof_v3_body(value), span=span)
@@ -25493,6 +25600,7 @@ def construct_encode_proof_v3_body(value: ProofV3Body, *, compiled: bool = False
 
 def construct_decode_v1_blob_data(buf, offset: int = 0, *, compiled: bool = False, length: int) -> V1BlobData:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob_data") if compiled else C_v1_blob_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25507,6 +25615,7 @@ def construct_decode_v1_blob_data(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v1_blob_data(value: V1BlobData, *, compiled: bool = False, length: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob_data") if compiled else C_v1_blob_data
     try:
         data = con.build(_m2c_v1_blob_data(value), length=length)
@@ -25519,6 +25628,7 @@ def construct_encode_v1_blob_data(value: V1BlobData, *, compiled: bool = False, 
 
 def construct_decode_v1_blob(buf, offset: int = 0, *, compiled: bool = False) -> V1Blob:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob") if compiled else C_v1_blob
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25533,6 +25643,7 @@ def construct_decode_v1_blob(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_v1_blob(value: V1Blob, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_blob") if compiled else C_v1_blob
     try:
         data = con.build(_m2c_v1_blob(value))
@@ -25545,6 +25656,7 @@ def construct_encode_v1_blob(value: V1Blob, *, compiled: bool = False) -> bytes:
 
 def construct_decode_v1_branch(buf, offset: int = 0, *, compiled: bool = False) -> V1Branch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_branch") if compiled else C_v1_branch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25559,6 +25671,7 @@ def construct_decode_v1_branch(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v1_branch(value: V1Branch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_branch") if compiled else C_v1_branch
     try:
         data = con.build(_m2c_v1_branch(value))
@@ -25571,6 +25684,7 @@ def construct_encode_v1_branch(value: V1Branch, *, compiled: bool = False) -> by
 
 def construct_decode_v1_tombstone(buf, offset: int = 0, *, compiled: bool = False) -> V1Tombstone:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_tombstone") if compiled else C_v1_tombstone
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25585,6 +25699,7 @@ def construct_decode_v1_tombstone(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v1_tombstone(value: V1Tombstone, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v1_tombstone") if compiled else C_v1_tombstone
     try:
         data = con.build(_m2c_v1_tombstone(value))
@@ -25597,6 +25712,7 @@ def construct_encode_v1_tombstone(value: V1Tombstone, *, compiled: bool = False)
 
 def construct_decode_v3_blob(buf, offset: int = 0, *, compiled: bool = False) -> V3Blob:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob") if compiled else C_v3_blob
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25611,6 +25727,7 @@ def construct_decode_v3_blob(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_v3_blob(value: V3Blob, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob") if compiled else C_v3_blob
     try:
         data = con.build(_m2c_v3_blob(value))
@@ -25623,6 +25740,7 @@ def construct_encode_v3_blob(value: V3Blob, *, compiled: bool = False) -> bytes:
 
 def construct_decode_v3_branch(buf, offset: int = 0, *, compiled: bool = False) -> V3Branch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_branch") if compiled else C_v3_branch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25637,6 +25755,7 @@ def construct_decode_v3_branch(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v3_branch(value: V3Branch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_branch") if compiled else C_v3_branch
     try:
         data = con.build(_m2c_v3_branch(value))
@@ -25649,6 +25768,7 @@ def construct_encode_v3_branch(value: V3Branch, *, compiled: bool = False) -> by
 
 def construct_decode_v3_tombstone(buf, offset: int = 0, *, compiled: bool = False) -> V3Tombstone:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_tombstone") if compiled else C_v3_tombstone
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25663,6 +25783,7 @@ def construct_decode_v3_tombstone(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v3_tombstone(value: V3Tombstone, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_tombstone") if compiled else C_v3_tombstone
     try:
         data = con.build(_m2c_v3_tombstone(value))
@@ -25675,6 +25796,7 @@ def construct_encode_v3_tombstone(value: V3Tombstone, *, compiled: bool = False)
 
 def construct_decode_v3_blob_want(buf, offset: int = 0, *, compiled: bool = False) -> V3BlobWant:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob_want") if compiled else C_v3_blob_want
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25689,6 +25811,7 @@ def construct_decode_v3_blob_want(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_v3_blob_want(value: V3BlobWant, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_blob_want") if compiled else C_v3_blob_want
     try:
         data = con.build(_m2c_v3_blob_want(value))
@@ -25701,6 +25824,7 @@ def construct_encode_v3_blob_want(value: V3BlobWant, *, compiled: bool = False) 
 
 def construct_decode_v3_local_cell(buf, offset: int = 0, *, compiled: bool = False) -> V3LocalCell:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_local_cell") if compiled else C_v3_local_cell
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25715,6 +25839,7 @@ def construct_decode_v3_local_cell(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_v3_local_cell(value: V3LocalCell, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_local_cell") if compiled else C_v3_local_cell
     try:
         data = con.build(_m2c_v3_local_cell(value))
@@ -25727,6 +25852,7 @@ def construct_encode_v3_local_cell(value: V3LocalCell, *, compiled: bool = False
 
 def construct_decode_v3_collection_definition(buf, offset: int = 0, *, compiled: bool = False) -> V3CollectionDefinition:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_collection_definition") if compiled else C_v3_collection_definition
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25741,6 +25867,7 @@ def construct_decode_v3_collection_definition(buf, offset: int = 0, *, compiled:
 
 def construct_encode_v3_collection_definition(value: V3CollectionDefinition, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_collection_definition") if compiled else C_v3_collection_definition
     try:
         data = con.build(_m2c_v3_collection_definition(value))
@@ -25753,6 +25880,7 @@ def construct_encode_v3_collection_definition(value: V3CollectionDefinition, *, 
 
 def construct_decode_v3_commit(buf, offset: int = 0, *, compiled: bool = False) -> V3Commit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_commit") if compiled else C_v3_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25767,6 +25895,7 @@ def construct_decode_v3_commit(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v3_commit(value: V3Commit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_commit") if compiled else C_v3_commit
     try:
         data = con.build(_m2c_v3_commit(value))
@@ -25779,6 +25908,7 @@ def construct_encode_v3_commit(value: V3Commit, *, compiled: bool = False) -> by
 
 def construct_decode_v3_merge(buf, offset: int = 0, *, compiled: bool = False) -> V3Merge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_merge") if compiled else C_v3_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25793,6 +25923,7 @@ def construct_decode_v3_merge(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_v3_merge(value: V3Merge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_merge") if compiled else C_v3_merge
     try:
         data = con.build(_m2c_v3_merge(value))
@@ -25805,6 +25936,7 @@ def construct_encode_v3_merge(value: V3Merge, *, compiled: bool = False) -> byte
 
 def construct_decode_v3_derive(buf, offset: int = 0, *, compiled: bool = False) -> V3Derive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_derive") if compiled else C_v3_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25819,6 +25951,7 @@ def construct_decode_v3_derive(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v3_derive(value: V3Derive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v3_derive") if compiled else C_v3_derive
     try:
         data = con.build(_m2c_v3_derive(value))
@@ -25831,6 +25964,7 @@ def construct_encode_v3_derive(value: V3Derive, *, compiled: bool = False) -> by
 
 def construct_decode_v4_commit(buf, offset: int = 0, *, compiled: bool = False) -> V4Commit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_commit") if compiled else C_v4_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25845,6 +25979,7 @@ def construct_decode_v4_commit(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v4_commit(value: V4Commit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_commit") if compiled else C_v4_commit
     try:
         data = con.build(_m2c_v4_commit(value))
@@ -25857,6 +25992,7 @@ def construct_encode_v4_commit(value: V4Commit, *, compiled: bool = False) -> by
 
 def construct_decode_v4_merge(buf, offset: int = 0, *, compiled: bool = False) -> V4Merge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_merge") if compiled else C_v4_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25871,6 +26007,7 @@ def construct_decode_v4_merge(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_v4_merge(value: V4Merge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_merge") if compiled else C_v4_merge
     try:
         data = con.build(_m2c_v4_merge(value))
@@ -25883,6 +26020,7 @@ def construct_encode_v4_merge(value: V4Merge, *, compiled: bool = False) -> byte
 
 def construct_decode_v4_derive(buf, offset: int = 0, *, compiled: bool = False) -> V4Derive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_derive") if compiled else C_v4_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25897,6 +26035,7 @@ def construct_decode_v4_derive(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_v4_derive(value: V4Derive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("v4_derive") if compiled else C_v4_derive
     try:
         data = con.build(_m2c_v4_derive(value))
@@ -25909,6 +26048,7 @@ def construct_encode_v4_derive(value: V4Derive, *, compiled: bool = False) -> by
 
 def construct_decode_envelope36_rest(buf, offset: int = 0, *, compiled: bool = False) -> Envelope36Rest:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("envelope36_rest") if compiled else C_envelope36_rest
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25923,6 +26063,7 @@ def construct_decode_envelope36_rest(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_envelope36_rest(value: Envelope36Rest, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("envelope36_rest") if compiled else C_envelope36_rest
     try:
         data = con.build(_m2c_envelope36_rest(value))
@@ -25935,6 +26076,7 @@ def construct_encode_envelope36_rest(value: Envelope36Rest, *, compiled: bool = 
 
 def construct_decode_env_blob_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvBlobBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_body") if compiled else C_env_blob_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25949,6 +26091,7 @@ def construct_decode_env_blob_body(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_env_blob_body(value: EnvBlobBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_body") if compiled else C_env_blob_body
     try:
         data = con.build(_m2c_env_blob_body(value), span=span)
@@ -25961,6 +26104,7 @@ def construct_encode_env_blob_body(value: EnvBlobBody, *, compiled: bool = False
 
 def construct_decode_env_branch_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvBranchBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_branch_body") if compiled else C_env_branch_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -25975,6 +26119,7 @@ def construct_decode_env_branch_body(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_env_branch_body(value: EnvBranchBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_branch_body") if compiled else C_env_branch_body
     try:
         data = con.build(_m2c_env_branch_body(value), span=span)
@@ -25987,6 +26132,7 @@ def construct_encode_env_branch_body(value: EnvBranchBody, *, compiled: bool = F
 
 def construct_decode_env_tombstone_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvTombstoneBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_tombstone_body") if compiled else C_env_tombstone_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26001,6 +26147,7 @@ def construct_decode_env_tombstone_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_tombstone_body(value: EnvTombstoneBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_tombstone_body") if compiled else C_env_tombstone_body
     try:
         data = con.build(_m2c_env_tombstone_body(value), span=span)
@@ -26013,6 +26160,7 @@ def construct_encode_env_tombstone_body(value: EnvTombstoneBody, *, compiled: bo
 
 def construct_decode_env_blob_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvBlobWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_want_body") if compiled else C_env_blob_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26027,6 +26175,7 @@ def construct_decode_env_blob_want_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_blob_want_body(value: EnvBlobWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_blob_want_body") if compiled else C_env_blob_want_body
     try:
         data = con.build(_m2c_env_blob_want_body(value), span=span)
@@ -26039,6 +26188,7 @@ def construct_encode_env_blob_want_body(value: EnvBlobWantBody, *, compiled: boo
 
 def construct_decode_env_typed_want_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvTypedWantBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_typed_want_body") if compiled else C_env_typed_want_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26053,6 +26203,7 @@ def construct_decode_env_typed_want_body(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_env_typed_want_body(value: EnvTypedWantBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_typed_want_body") if compiled else C_env_typed_want_body
     try:
         data = con.build(_m2c_env_typed_want_body(value), span=span)
@@ -26065,6 +26216,7 @@ def construct_encode_env_typed_want_body(value: EnvTypedWantBody, *, compiled: b
 
 def construct_decode_env_commit_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvCommitBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_commit_body") if compiled else C_env_commit_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26079,6 +26231,7 @@ def construct_decode_env_commit_body(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_env_commit_body(value: EnvCommitBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_commit_body") if compiled else C_env_commit_body
     try:
         data = con.build(_m2c_env_commit_body(value), span=span)
@@ -26091,6 +26244,7 @@ def construct_encode_env_commit_body(value: EnvCommitBody, *, compiled: bool = F
 
 def construct_decode_env_merge_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvMergeBody:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_merge_body") if compiled else C_env_merge_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26105,6 +26259,7 @@ def construct_decode_env_merge_body(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_env_merge_body(value: EnvMergeBody, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_merge_body") if compiled else C_env_merge_body
     try:
         data = con.build(_m2c_env_merge_body(value), span=span)
@@ -26117,6 +26272,7 @@ def construct_encode_env_merge_body(value: EnvMergeBody, *, compiled: bool = Fal
 
 def construct_decode_env_derive_v4_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvDeriveV4Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v4_body") if compiled else C_env_derive_v4_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26131,6 +26287,7 @@ def construct_decode_env_derive_v4_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_derive_v4_body(value: EnvDeriveV4Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v4_body") if compiled else C_env_derive_v4_body
     try:
         data = con.build(_m2c_env_derive_v4_body(value), span=span)
@@ -26143,6 +26300,7 @@ def construct_encode_env_derive_v4_body(value: EnvDeriveV4Body, *, compiled: boo
 
 def construct_decode_env_derive_v5_body(buf, offset: int = 0, *, compiled: bool = False, span: int) -> EnvDeriveV5Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v5_body") if compiled else C_env_derive_v5_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26157,6 +26315,7 @@ def construct_decode_env_derive_v5_body(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_env_derive_v5_body(value: EnvDeriveV5Body, *, compiled: bool = False, span: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("env_derive_v5_body") if compiled else C_env_derive_v5_body
     try:
         data = con.build(_m2c_env_derive_v5_body(value), span=span)
@@ -26169,6 +26328,7 @@ def construct_encode_env_derive_v5_body(value: EnvDeriveV5Body, *, compiled: boo
 
 def construct_decode_commit_transcript(buf, offset: int = 0, *, compiled: bool = False) -> CommitTranscript:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_transcript") if compiled else C_commit_transcript
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26183,6 +26343,7 @@ def construct_decode_commit_transcript(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_commit_transcript(value: CommitTranscript, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_transcript") if compiled else C_commit_transcript
     try:
         data = con.build(_m2c_commit_transcript(value))
@@ -26195,6 +26356,7 @@ def construct_encode_commit_transcript(value: CommitTranscript, *, compiled: boo
 
 def construct_decode_merge_endorsement(buf, offset: int = 0, *, compiled: bool = False) -> MergeEndorsement:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_endorsement") if compiled else C_merge_endorsement
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26209,6 +26371,7 @@ def construct_decode_merge_endorsement(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_merge_endorsement(value: MergeEndorsement, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("merge_endorsement") if compiled else C_merge_endorsement
     try:
         data = con.build(_m2c_merge_endorsement(value))
@@ -26221,6 +26384,7 @@ def construct_encode_merge_endorsement(value: MergeEndorsement, *, compiled: boo
 
 def construct_decode_derive_endorsement(buf, offset: int = 0, *, compiled: bool = False) -> DeriveEndorsement:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_endorsement") if compiled else C_derive_endorsement
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26235,6 +26399,7 @@ def construct_decode_derive_endorsement(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_derive_endorsement(value: DeriveEndorsement, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("derive_endorsement") if compiled else C_derive_endorsement
     try:
         data = con.build(_m2c_derive_endorsement(value))
@@ -26247,6 +26412,7 @@ def construct_encode_derive_endorsement(value: DeriveEndorsement, *, compiled: b
 
 def construct_decode_dense_commit(buf, offset: int = 0, *, compiled: bool = False) -> DenseCommit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_commit") if compiled else C_dense_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26261,6 +26427,7 @@ def construct_decode_dense_commit(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_dense_commit(value: DenseCommit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_commit") if compiled else C_dense_commit
     try:
         data = con.build(_m2c_dense_commit(value))
@@ -26273,6 +26440,7 @@ def construct_encode_dense_commit(value: DenseCommit, *, compiled: bool = False)
 
 def construct_decode_dense_unsigned_merge(buf, offset: int = 0, *, compiled: bool = False) -> DenseUnsignedMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_merge") if compiled else C_dense_unsigned_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26287,6 +26455,7 @@ def construct_decode_dense_unsigned_merge(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_dense_unsigned_merge(value: DenseUnsignedMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_merge") if compiled else C_dense_unsigned_merge
     try:
         data = con.build(_m2c_dense_unsigned_merge(value))
@@ -26299,6 +26468,7 @@ def construct_encode_dense_unsigned_merge(value: DenseUnsignedMerge, *, compiled
 
 def construct_decode_dense_unsigned_derive(buf, offset: int = 0, *, compiled: bool = False) -> DenseUnsignedDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_derive") if compiled else C_dense_unsigned_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26313,6 +26483,7 @@ def construct_decode_dense_unsigned_derive(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_dense_unsigned_derive(value: DenseUnsignedDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_unsigned_derive") if compiled else C_dense_unsigned_derive
     try:
         data = con.build(_m2c_dense_unsigned_derive(value))
@@ -26325,6 +26496,7 @@ def construct_encode_dense_unsigned_derive(value: DenseUnsignedDerive, *, compil
 
 def construct_decode_dense_signed_merge(buf, offset: int = 0, *, compiled: bool = False) -> DenseSignedMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_merge") if compiled else C_dense_signed_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26339,6 +26511,7 @@ def construct_decode_dense_signed_merge(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_dense_signed_merge(value: DenseSignedMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_merge") if compiled else C_dense_signed_merge
     try:
         data = con.build(_m2c_dense_signed_merge(value))
@@ -26351,6 +26524,7 @@ def construct_encode_dense_signed_merge(value: DenseSignedMerge, *, compiled: bo
 
 def construct_decode_dense_signed_derive(buf, offset: int = 0, *, compiled: bool = False) -> DenseSignedDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_derive") if compiled else C_dense_signed_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26365,6 +26539,7 @@ def construct_decode_dense_signed_derive(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_dense_signed_derive(value: DenseSignedDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_signed_derive") if compiled else C_dense_signed_derive
     try:
         data = con.build(_m2c_dense_signed_derive(value))
@@ -26377,6 +26552,7 @@ def construct_encode_dense_signed_derive(value: DenseSignedDerive, *, compiled: 
 
 def construct_decode_dense_witness_merge(buf, offset: int = 0, *, compiled: bool = False) -> DenseWitnessMerge:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_merge") if compiled else C_dense_witness_merge
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26391,6 +26567,7 @@ def construct_decode_dense_witness_merge(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_dense_witness_merge(value: DenseWitnessMerge, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_merge") if compiled else C_dense_witness_merge
     try:
         data = con.build(_m2c_dense_witness_merge(value))
@@ -26403,6 +26580,7 @@ def construct_encode_dense_witness_merge(value: DenseWitnessMerge, *, compiled: 
 
 def construct_decode_dense_witness_derive(buf, offset: int = 0, *, compiled: bool = False) -> DenseWitnessDerive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_derive") if compiled else C_dense_witness_derive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26417,6 +26595,7 @@ def construct_decode_dense_witness_derive(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_dense_witness_derive(value: DenseWitnessDerive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_witness_derive") if compiled else C_dense_witness_derive
     try:
         data = con.build(_m2c_dense_witness_derive(value))
@@ -26429,6 +26608,7 @@ def construct_encode_dense_witness_derive(value: DenseWitnessDerive, *, compiled
 
 def construct_decode_dense_record(buf, offset: int = 0, *, compiled: bool = False) -> DenseRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_record") if compiled else C_dense_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26443,6 +26623,7 @@ def construct_decode_dense_record(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_dense_record(value: DenseRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dense_record") if compiled else C_dense_record
     try:
         data = con.build(_m2c_dense_record(value))
@@ -26455,6 +26636,7 @@ def construct_encode_dense_record(value: DenseRecord, *, compiled: bool = False)
 
 def construct_decode_pile_file(buf, offset: int = 0, *, compiled: bool = False) -> PileFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_file") if compiled else C_pile_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -26469,6 +26651,7 @@ def construct_decode_pile_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_pile_file(value: PileFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pile_file") if compiled else C_pile_file
     try:
         data = con.build(_m2c_pile_file(value))
@@ -26484,6 +26667,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -29305,3 +29489,419 @@ DECODERS = {"pile_record": decode_pile_record, "frame_rest": decode_frame_rest, 
 ENCODERS = {"pile_record": encode_pile_record, "frame_rest": encode_frame_rest, "frame_head": encode_frame_head, "blob_head": encode_blob_head, "blob_data": encode_blob_data, "blob_body": encode_blob_body, "pin_head_body": encode_pin_head_body, "pin_tombstone_body": encode_pin_tombstone_body, "want_blob": encode_want_blob, "want_merge": encode_want_merge, "want_derive": encode_want_derive, "want_request": encode_want_request, "want_v3_body": encode_want_v3_body, "commit_body": encode_commit_body, "merge_v6_body": encode_merge_v6_body, "derive_v7_body": encode_derive_v7_body, "proof_edge": encode_proof_edge, "proof_v5_body": encode_proof_v5_body, "retired_blob_want_body": encode_retired_blob_want_body, "retired_typed_want_body": encode_retired_typed_want_body, "unsigned_merge_body": encode_unsigned_merge_body, "unsigned_derive_body": encode_unsigned_derive_body, "peer_body": encode_peer_body, "store_scope_body": encode_store_scope_body, "artifact_offer_body": encode_artifact_offer_body, "proof_v1_edge": encode_proof_v1_edge, "proof_v1_content": encode_proof_v1_content, "proof_v2_edge": encode_proof_v2_edge, "proof_v2_content": encode_proof_v2_content, "proof_v1_data": encode_proof_v1_data, "proof_v2_data": encode_proof_v2_data, "proof_v1_body": encode_proof_v1_body, "proof_v2_body": encode_proof_v2_body, "proof_v3_edge": encode_proof_v3_edge, "proof_v3_content": encode_proof_v3_content, "proof_v3_data": encode_proof_v3_data, "proof_v3_body": encode_proof_v3_body, "v1_blob_data": encode_v1_blob_data, "v1_blob": encode_v1_blob, "v1_branch": encode_v1_branch, "v1_tombstone": encode_v1_tombstone, "v3_blob": encode_v3_blob, "v3_branch": encode_v3_branch, "v3_tombstone": encode_v3_tombstone, "v3_blob_want": encode_v3_blob_want, "v3_local_cell": encode_v3_local_cell, "v3_collection_definition": encode_v3_collection_definition, "v3_commit": encode_v3_commit, "v3_merge": encode_v3_merge, "v3_derive": encode_v3_derive, "v4_commit": encode_v4_commit, "v4_merge": encode_v4_merge, "v4_derive": encode_v4_derive, "envelope36_rest": encode_envelope36_rest, "env_blob_body": encode_env_blob_body, "env_branch_body": encode_env_branch_body, "env_tombstone_body": encode_env_tombstone_body, "env_blob_want_body": encode_env_blob_want_body, "env_typed_want_body": encode_env_typed_want_body, "env_commit_body": encode_env_commit_body, "env_merge_body": encode_env_merge_body, "env_derive_v4_body": encode_env_derive_v4_body, "env_derive_v5_body": encode_env_derive_v5_body, "commit_transcript": encode_commit_transcript, "merge_endorsement": encode_merge_endorsement, "derive_endorsement": encode_derive_endorsement, "dense_commit": encode_dense_commit, "dense_unsigned_merge": encode_dense_unsigned_merge, "dense_unsigned_derive": encode_dense_unsigned_derive, "dense_signed_merge": encode_dense_signed_merge, "dense_signed_derive": encode_dense_signed_derive, "dense_witness_merge": encode_dense_witness_merge, "dense_witness_derive": encode_dense_witness_derive, "dense_record": encode_dense_record, "pile_file": encode_pile_file }
 CONSTRUCT_DECODERS = {"pile_record": construct_decode_pile_record, "frame_rest": construct_decode_frame_rest, "frame_head": construct_decode_frame_head, "blob_head": construct_decode_blob_head, "blob_data": construct_decode_blob_data, "blob_body": construct_decode_blob_body, "pin_head_body": construct_decode_pin_head_body, "pin_tombstone_body": construct_decode_pin_tombstone_body, "want_blob": construct_decode_want_blob, "want_merge": construct_decode_want_merge, "want_derive": construct_decode_want_derive, "want_request": construct_decode_want_request, "want_v3_body": construct_decode_want_v3_body, "commit_body": construct_decode_commit_body, "merge_v6_body": construct_decode_merge_v6_body, "derive_v7_body": construct_decode_derive_v7_body, "proof_edge": construct_decode_proof_edge, "proof_v5_body": construct_decode_proof_v5_body, "retired_blob_want_body": construct_decode_retired_blob_want_body, "retired_typed_want_body": construct_decode_retired_typed_want_body, "unsigned_merge_body": construct_decode_unsigned_merge_body, "unsigned_derive_body": construct_decode_unsigned_derive_body, "peer_body": construct_decode_peer_body, "store_scope_body": construct_decode_store_scope_body, "artifact_offer_body": construct_decode_artifact_offer_body, "proof_v1_edge": construct_decode_proof_v1_edge, "proof_v1_content": construct_decode_proof_v1_content, "proof_v2_edge": construct_decode_proof_v2_edge, "proof_v2_content": construct_decode_proof_v2_content, "proof_v1_data": construct_decode_proof_v1_data, "proof_v2_data": construct_decode_proof_v2_data, "proof_v1_body": construct_decode_proof_v1_body, "proof_v2_body": construct_decode_proof_v2_body, "proof_v3_edge": construct_decode_proof_v3_edge, "proof_v3_content": construct_decode_proof_v3_content, "proof_v3_data": construct_decode_proof_v3_data, "proof_v3_body": construct_decode_proof_v3_body, "v1_blob_data": construct_decode_v1_blob_data, "v1_blob": construct_decode_v1_blob, "v1_branch": construct_decode_v1_branch, "v1_tombstone": construct_decode_v1_tombstone, "v3_blob": construct_decode_v3_blob, "v3_branch": construct_decode_v3_branch, "v3_tombstone": construct_decode_v3_tombstone, "v3_blob_want": construct_decode_v3_blob_want, "v3_local_cell": construct_decode_v3_local_cell, "v3_collection_definition": construct_decode_v3_collection_definition, "v3_commit": construct_decode_v3_commit, "v3_merge": construct_decode_v3_merge, "v3_derive": construct_decode_v3_derive, "v4_commit": construct_decode_v4_commit, "v4_merge": construct_decode_v4_merge, "v4_derive": construct_decode_v4_derive, "envelope36_rest": construct_decode_envelope36_rest, "env_blob_body": construct_decode_env_blob_body, "env_branch_body": construct_decode_env_branch_body, "env_tombstone_body": construct_decode_env_tombstone_body, "env_blob_want_body": construct_decode_env_blob_want_body, "env_typed_want_body": construct_decode_env_typed_want_body, "env_commit_body": construct_decode_env_commit_body, "env_merge_body": construct_decode_env_merge_body, "env_derive_v4_body": construct_decode_env_derive_v4_body, "env_derive_v5_body": construct_decode_env_derive_v5_body, "commit_transcript": construct_decode_commit_transcript, "merge_endorsement": construct_decode_merge_endorsement, "derive_endorsement": construct_decode_derive_endorsement, "dense_commit": construct_decode_dense_commit, "dense_unsigned_merge": construct_decode_dense_unsigned_merge, "dense_unsigned_derive": construct_decode_dense_unsigned_derive, "dense_signed_merge": construct_decode_dense_signed_merge, "dense_signed_derive": construct_decode_dense_signed_derive, "dense_witness_merge": construct_decode_dense_witness_merge, "dense_witness_derive": construct_decode_dense_witness_derive, "dense_record": construct_decode_dense_record, "pile_file": construct_decode_pile_file }
 CONSTRUCT_ENCODERS = {"pile_record": construct_encode_pile_record, "frame_rest": construct_encode_frame_rest, "frame_head": construct_encode_frame_head, "blob_head": construct_encode_blob_head, "blob_data": construct_encode_blob_data, "blob_body": construct_encode_blob_body, "pin_head_body": construct_encode_pin_head_body, "pin_tombstone_body": construct_encode_pin_tombstone_body, "want_blob": construct_encode_want_blob, "want_merge": construct_encode_want_merge, "want_derive": construct_encode_want_derive, "want_request": construct_encode_want_request, "want_v3_body": construct_encode_want_v3_body, "commit_body": construct_encode_commit_body, "merge_v6_body": construct_encode_merge_v6_body, "derive_v7_body": construct_encode_derive_v7_body, "proof_edge": construct_encode_proof_edge, "proof_v5_body": construct_encode_proof_v5_body, "retired_blob_want_body": construct_encode_retired_blob_want_body, "retired_typed_want_body": construct_encode_retired_typed_want_body, "unsigned_merge_body": construct_encode_unsigned_merge_body, "unsigned_derive_body": construct_encode_unsigned_derive_body, "peer_body": construct_encode_peer_body, "store_scope_body": construct_encode_store_scope_body, "artifact_offer_body": construct_encode_artifact_offer_body, "proof_v1_edge": construct_encode_proof_v1_edge, "proof_v1_content": construct_encode_proof_v1_content, "proof_v2_edge": construct_encode_proof_v2_edge, "proof_v2_content": construct_encode_proof_v2_content, "proof_v1_data": construct_encode_proof_v1_data, "proof_v2_data": construct_encode_proof_v2_data, "proof_v1_body": construct_encode_proof_v1_body, "proof_v2_body": construct_encode_proof_v2_body, "proof_v3_edge": construct_encode_proof_v3_edge, "proof_v3_content": construct_encode_proof_v3_content, "proof_v3_data": construct_encode_proof_v3_data, "proof_v3_body": construct_encode_proof_v3_body, "v1_blob_data": construct_encode_v1_blob_data, "v1_blob": construct_encode_v1_blob, "v1_branch": construct_encode_v1_branch, "v1_tombstone": construct_encode_v1_tombstone, "v3_blob": construct_encode_v3_blob, "v3_branch": construct_encode_v3_branch, "v3_tombstone": construct_encode_v3_tombstone, "v3_blob_want": construct_encode_v3_blob_want, "v3_local_cell": construct_encode_v3_local_cell, "v3_collection_definition": construct_encode_v3_collection_definition, "v3_commit": construct_encode_v3_commit, "v3_merge": construct_encode_v3_merge, "v3_derive": construct_encode_v3_derive, "v4_commit": construct_encode_v4_commit, "v4_merge": construct_encode_v4_merge, "v4_derive": construct_encode_v4_derive, "envelope36_rest": construct_encode_envelope36_rest, "env_blob_body": construct_encode_env_blob_body, "env_branch_body": construct_encode_env_branch_body, "env_tombstone_body": construct_encode_env_tombstone_body, "env_blob_want_body": construct_encode_env_blob_want_body, "env_typed_want_body": construct_encode_env_typed_want_body, "env_commit_body": construct_encode_env_commit_body, "env_merge_body": construct_encode_env_merge_body, "env_derive_v4_body": construct_encode_env_derive_v4_body, "env_derive_v5_body": construct_encode_env_derive_v5_body, "commit_transcript": construct_encode_commit_transcript, "merge_endorsement": construct_encode_merge_endorsement, "derive_endorsement": construct_encode_derive_endorsement, "dense_commit": construct_encode_dense_commit, "dense_unsigned_merge": construct_encode_dense_unsigned_merge, "dense_unsigned_derive": construct_encode_dense_unsigned_derive, "dense_signed_merge": construct_encode_dense_signed_merge, "dense_signed_derive": construct_encode_dense_signed_derive, "dense_witness_merge": construct_encode_dense_witness_merge, "dense_witness_derive": construct_encode_dense_witness_derive, "dense_record": construct_encode_dense_record, "pile_file": construct_encode_pile_file }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVAQABAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEcGlsZZSMBXRpdGxllIwSUGlsZSAodHJpYmxlc3BhY2UplIwEc3BlY5SMNHRyaWJsZXNwYWNlIHBpbGUgZm9ybWF0IChzcGVjLnR4dDsgZmFjdHMubWQgwqcxLcKnNSmUjANkb2OUWDECAABBIHBpbGUgaXMgcmVjb3JkcyBjb25jYXRlbmF0ZWQgd2l0aCBubyBmaWxlIGhlYWRlcjsgYW4gZW1wdHkgZmlsZSBpcyBhbiBlbXB0eSBwaWxlLiBDdXJyZW50IHJlY29yZHMgYXJlIDI1Ni1ieXRlIGZyYW1lZDogYSAyOC1ieXRl'
+    'IG1hZ2ljLCB0aGUgc3BhbiAodTMyIExFLCBpbiAyNTYtYnl0ZSBibG9ja3MsIGluY2x1ZGluZyB0aGUgZmlyc3QpIGFuZCBhIDMyLWJ5dGUgcmVjb3JkIGtpbmQgKHRoZSBCTEFLRTMgaGFuZGxlIG9mIHRoZSBraW5kJ3MgZGVzY3JpcHRpb24pLiBVbmtub3duIGtpbmRzIHdpdGggYSB2YWxpZCBmcmFtZSBhcmUgb3BhcXVlIGFuZCBjcm9zc2VkIGF0IHRoZWlyIHNwYW4uIFRoZSBmaXJzdCAxNiBieXRlcyBzZWxlY3QgdGhlIGZyYW1pbmc6IHRoZSBtYWdpYydzIGZpcnN0IGhhbGYgKGN1cnJlbnQpLCB0aGUgMzYtYnl0ZSBlbnZl'
+    'bG9wZSBtYXJrZXIsIG9yIGEgVjEvVjMvVjQgbGVnYWN5IG1hcmtlcjsgYW55dGhpbmcgZWxzZSBpcyBhbiB1bnN1cHBvcnRlZCByZWNvcmQuIEFsbCBpbnRlZ2VycyBhcmUgbGl0dGxlLWVuZGlhbiB1bmxlc3MgbWFya2VkIGJlLgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBFzY2hlbWFzL3BpbGUueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6MGZmNzJlMGJiNGUwZjdhZGVkOWRmYzVlMjBlZDBlZWJlZjEzOTNhOGY0Y2RlNjE0YzM3MjVmZjhlZTI0NTkwYZSMCHZlcnNpb25zlE6MBWVudW1zlH2UKIwId2FudF90YWeUaACMB0Vu'
+    'dW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVtYmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjARCbG9ilIwFdmFsdWWUSwFoC4waQSA9IGJsb2IgaGFuZGxlOyBCLCBDIHplcm+UjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMBU1lcmdllGgrSwJoC4w3QSA9IGNvbGxlY3Rpb24sIEIgPSBsb3cgaW5wdXQgZGlnZXN0LCBDID0gaGlnaCAoQyA+PSBCKZRoLU5oLk51YmgnKYGUfZQoaAWMBkRlcml2ZZRo'
+    'K0sEaAuML0EgPSB0YXJnZXQgZGVzY3JpcHRvciwgQiA9IGlucHV0IGRpZ2VzdCwgQyB6ZXJvlGgtTmguTnViZWgLjEZXYW50UmVxdWVzdCB0YWcuIFRhZyAzICh0aGUgRGVyaXZlIHYxIHJlcXVlc3QpIGlzIHJldGlyZWQgYW5kIHJlZnVzZWQulGgJjAtmYWN0cyDCpzMuNpSMBG9wZW6UiYwHcmV0aXJlZJRdlEsDYYwEbGluZZRLFnVijAlkZW5zZV90YWeUaBkpgZR9lChoBWg9aBxoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoJF2UKGgnKYGUfZQoaAWMBkNvbW1pdJRoK0sBaAuMMGNvbGxlY3Rpb24sIGRhdGEsIG1ldGFkYXRhLCBw'
+    'aywgUiwgUyAoMTkyIGJ5dGVzKZRoLU5oLk51YmgnKYGUfZQoaAWMDVVuc2lnbmVkTWVyZ2WUaCtLAmgLjCljb2xsZWN0aW9uLCBsb3csIGhpZ2gsIHJlc3VsdCAoMTI4IGJ5dGVzKZRoLU5oLk51YmgnKYGUfZQoaAWMDlVuc2lnbmVkRGVyaXZllGgrSwNoC4wgdGFyZ2V0LCBpbnB1dCwgb3V0cHV0ICg5NiBieXRlcymUaC1OaC5OdWJoJymBlH2UKGgFjAtTaWduZWRNZXJnZZRoK0sEaAuMQXBheWxvYWQtb25seSBtZXJnZTogY29sbGVjdGlvbiwgbG93LCBoaWdoLCByZXN1bHQsIHBrLCBSLCBTICgyMjQplGgtTmguTnViaCcpgZR9'
+    'lChoBYwMU2lnbmVkRGVyaXZllGgrSwVoC4w6cGF5bG9hZC1vbmx5IGRlcml2ZTogdGFyZ2V0LCBpbnB1dCwgb3V0cHV0LCBwaywgUiwgUyAoMTkyKZRoLU5oLk51YmgnKYGUfZQoaAWMDFdpdG5lc3NNZXJnZZRoK0sGaAuMKG1lcmdlIHY2OiArIGxvdy9oaWdoIHdpdG5lc3MgKDI4OCBieXRlcymUaC1OaC5OdWJoJymBlH2UKGgFjA1XaXRuZXNzRGVyaXZllGgrSwdoC4wmZGVyaXZlIHY3OiArIGlucHV0IHdpdG5lc3MgKDIyNCBieXRlcymUaC1OaC5OdWJlaAuMQVRhZyBieXRlIG9mIHRoZSBkZW5zZSBjb2xsZWN0aW9uLXJlY29y'
+    'ZCBlbmNvZGluZyAoZ2VuZXJpYyBzdG9yZSkulGgJjAtmYWN0cyDCpzQuNJRoOYloOl2UaDxLH3VidYwFZmxhZ3OUfZSMB2FsaWFzZXOUfZSMB3JlY29yZHOUfZQojAtwaWxlX3JlY29yZJRoAIwGUmVjb3JklJOUKYGUfZQoaAVoaIwGZmllbGRzlF2UKGgAjAVGaWVsZJSTlCmBlH2UKGgFjAZtYXJrZXKUjAR0eXBllGgAjAZCeXRlc1SUk5QpgZR9lCiMBHNpemWUjBlieXRld3JpZ2h0LmdlbmVyYXRvci5leHBylIwERXhwcpSTlCmBlH2UKIwGc291cmNllIwCMTaUjAR0cmVllIwDYXN0lIwIQ29uc3RhbnSUk5QpUpR9lChoK0sQjARr'
+    'aW5klE6MBmxpbmVub5RLAYwKY29sX29mZnNldJRLAIwKZW5kX2xpbmVub5RLAYwOZW5kX2NvbF9vZmZzZXSUSwJ1YowFbmFtZXOUjAhidWlsdGluc5SMCWZyb3plbnNldJSTlF2UhZRSlHVijAZwcmVmaXiUTowDZW9zlImMBHRleHSUTowKdGVybWluYXRvcpROdWJoC4wSdGhlIGZpcnN0IDE2IGJ5dGVzlGgJjACUjARjb25klE6MBXNpbmNllE6MBXVudGlslE6MBWNvbnN0lE6MCHJlc2VydmVklImMBXZhbGlklE5oeU6MBnJlcGVhdJROjAR2aWV3lE6MCmNvbXByZXNzZWSUTowIY2hlY2tzdW2UTmgrTowMZGVyaXZlZF9mcm9tlE6M'
+    'B2Fzc2VydHOUKYwHY29udmVydJROjAVjaGFpbpROjAdmcmFtaW5nlE6MDmRlcml2ZWRfb2Zmc2V0lEsAaA1OjAZmaWxsZWSUaJiMC2hhc19kZWZhdWx0lImMB2RlZmF1bHSUTmg8SzWMBHBhdGiUjB1yZWNvcmRzLnBpbGVfcmVjb3JkLmZpZWxkc1swXZRoISmMBmJpdF9vZpROjAZhYnNlbnSUTowEcGVla5SJdWJocCmBlH2UKGgFjAZyZWNvcmSUaHRoAIwHU3dpdGNoVJSTlCmBlH2UKIwCb26UaHwpgZR9lChof2hzaIFogowETmFtZZSTlClSlH2UKIwCaWSUaHOMA2N0eJRogowETG9hZJSTlClSlH2UYmiISwFoiUsAaIpLAWiLSwZ1'
+    'YmiMaI9dlGhzYYWUUpR1YowFY2FzZXOUKEMQA3GySfBiayq924DiPqlpBZSMJGhleDowMzcxQjI0OUYwNjI2QjJBQkREQjgwRTIzRUE5NjkwNZSMCmZyYW1lX3Jlc3SUh5RDEOWpXl2KC7qHguRrnJ5zsxOUjCRoZXg6RTVBOTVFNUQ4QTBCQkE4NzgyRTQ2QjlDOUU3M0IzMTOUjA9lbnZlbG9wZTM2X3Jlc3SUh5RDEB4IsCL/L0e266zx1o6zXZaUjCRoZXg6MUUwOEIwMjJGRjJGNDdCNkVCQUNGMUQ2OEVCMzVEOTaUjAd2MV9ibG9ilIeUQxAryZGn9dXSo6RoxTsKoDUElIwkaGV4OjJCQzk5MUE3RjVENUQyQTNBNDY4QzUzQjBBQTAz'
+    'NTA0lIwJdjFfYnJhbmNolIeUQxDoiMx4cgLSrkxlS/6WmcQwlIwkaGV4OkU4ODhDQzc4NzIwMkQyQUU0QzY1NEJGRTk2OTlDNDMwlIwMdjFfdG9tYnN0b25llIeUQxCcM+61JQZaYursS+Q9zDValIwkaGV4OjlDMzNFRUI1MjUwNjVBNjJFQUVDNEJFNDNEQ0MzNTVBlIwHdjNfYmxvYpSHlEMQrDY9BK/hrxezlYGx4jAh15SMJGhleDpBQzM2M0QwNEFGRTFBRjE3QjM5NTgxQjFFMjMwMjFEN5SMCXYzX2JyYW5jaJSHlEMQ0MugyOqrTAxzEhwyBWceT5SMJGhleDpEMENCQTBDOEVBQUI0QzBDNzMxMjFDMzIwNTY3MUU0RpSMDHYzX3Rv'
+    'bWJzdG9uZZSHlEMQjz7v7ezUkfY/bqql/W89XpSMJGhleDo4RjNFRUZFREVDRDQ5MUY2M0Y2RUFBQTVGRDZGM0Q1RZSMDHYzX2Jsb2Jfd2FudJSHlEMQLXZmLf8Bh+w2qMkLEruLDZSMJGhleDoyRDc2NjYyREZGMDE4N0VDMzZBOEM5MEIxMkJCOEIwRJRo64eUQxAkJk+p7kahrMDgJK5pd0sJlIwkaGV4OjI0MjY0RkE5RUU0NkExQUNDMEUwMjRBRTY5Nzc0QjA5lIwNdjNfbG9jYWxfY2VsbJSHlEMQT+NyroaNIqRN7Xpg1Xm2UZSMJGhleDo0RkUzNzJBRTg2OEQyMkE0NERFRDdBNjBENTc5QjY1MZRo8oeUQxA74QhQTk9SQvskqnLW'
+    '2UzhlIwkaGV4OjNCRTEwODUwNEU0RjUyNDJGQjI0QUE3MkQ2RDk0Q0UxlIwYdjNfY29sbGVjdGlvbl9kZWZpbml0aW9ulIeUQxC7dYqm95+/xNGVhZKolWd3lIwkaGV4OkJCNzU4QUE2Rjc5RkJGQzREMTk1ODU5MkE4OTU2Nzc3lIwJdjNfY29tbWl0lIeUQxDMAQisHfTzNa+oVqUpxCvplIwkaGV4OkNDMDEwOEFDMURGNEYzMzVBRkE4NTZBNTI5QzQyQkU5lIwIdjNfbWVyZ2WUh5RDEAfs8Fb28BXZQ4n/8h+FFICUjCRoZXg6MDdFQ0YwNTZGNkYwMTVEOTQzODlGRkYyMUY4NTE0ODCUjAl2M19kZXJpdmWUh5RDEMvyz5fVKjSG4WwS'
+    '1w05fGaUjCRoZXg6Q0JGMkNGOTdENTJBMzQ4NkUxNkMxMkQ3MEQzOTdDNjaUjAl2NF9jb21taXSUh5RDEJ9dAo1MQjYg1pV6X3JvpyeUjCRoZXg6OUY1RDAyOEQ0QzQyMzYyMEQ2OTU3QTVGNzI2RkE3MjeUjAh2NF9tZXJnZZSHlEMQ7Psu6Q7YBCJE97rHBEVLuZSMJGhleDpFQ0ZCMkVFOTBFRDgwNDIyNDRGN0JBQzcwNDQ1NEJCOZSMCXY0X2Rlcml2ZZSHlHSUaKuMBWVycm9ylIwEYXJnc5QpaAWMBnN3aXRjaJSMBW9yZGVylE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZO'
+    'aKdOaKhLAGgNTmipaJhoqoloq05oPEs2aKyMHXJlY29yZHMucGlsZV9yZWNvcmQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjOhPbmUgcmVjb3JkIG9mIGFueSBmb3JtLCBjaG9zZW4gYnkgaXRzIGZpcnN0IDE2IGJ5dGVzLiBBbiB1bmtub3duIG1hcmtlciBpcyBhbiB1bnN1cHBvcnRlZCByZWNvcmQgKFVuc3VwcG9ydGVkUmVjb3Jke29mZnNldCwgbWFya2VyfSk7IGEgcmVjb3JkIHRoYXQgZW5kcyBlYXJseSBvciBicmVha3MgYSBydWxlIGlzIGNvcnJ1cHRpb24gYXQgaXRzIHN0YXJ0IChDb3JydXB0UGlsZXt2YWxpZF9s'
+    'ZW5ndGh9KS4KlGgJjB9mYWN0cyDCpzUgKGRpc3BhdGNoIG9yZGVyKSwgwqcxlIwGcGFyYW1zlH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaG1obowKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UKGhzSwBos0sQdYwFc2l6ZXOUfZRoc0sQc2oXAQAATnViYWg8Sy6MBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUaLOMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWJoy2hqKYGUfZQoaAVoy2htXZQoaHApgZR9lChoBYwKbWFn'
+    'aWNfdGFpbJRodGh2KYGUfZQoaHlofCmBlH2UKGh/jAIxMpRogWiEKVKUfZQoaCtLDGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMH2J5dGVzIDE2Li4yOCBvZiB0aGUgZnJhbWUgbWFnaWOUaAlomGiZTmiaTmibTmicQwydllal6lpJcyA1HzuUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEtUaKyMHHJlY29yZHMuZnJhbWVfcmVzdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARzcGFulGh0aB4pgZR9lChoIUsg'
+    'aCKJaA1oDmgjiHViaAuMTHRvdGFsIHJlY29yZCBsZW5ndGggaW4gMjU2LWJ5dGUgYmxvY2tzLCBpbmNsdWRpbmcgdGhlIGZpcnN0OyB6ZXJvIGlzIGludmFsaWSUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikaACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUaHwpgZR9lChof4wJc3BhbiA+PSAxlGiBaIKMB0NvbXBhcmWUk5QpUpR9lCiMBGxlZnSUaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YowDb3BzlF2UaIKMA0d0RZSTlClSlH2UYmGMC2NvbXBhcmF0b3JzlF2UaIQpUpR9'
+    'lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YowHbWVzc2FnZZSMFHNwYW4gMCAoQ29ycnVwdFBpbGUplGoUAQAAjApjb25zdHJhaW50lGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEtVaKyMHHJlY29yZHMuZnJhbWVfcmVzdC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaIdodGh2KYGUfZQoaHlofCmBlH2UKGh/jAIzMpRogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnVi'
+    'aAuMPnJlY29yZCBraW5kOiBCTEFLRTMgaGFuZGxlIG9mIHRoZSBraW5kIGRlc2NyaXB0aW9uIChmYWN0cyDCpzIplGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S1lorIwccmVjb3Jkcy5mcmFtZV9yZXN0LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBGJvZHmUaHRotSmBlH2UKGi4aHwpgZR9lChof2iHaIFovClSlH2UKGi/aIdowGjDaIhLAWiJSwBoiksBaItLBHViaIxoj12UaIdhhZRSlHViaMgoQyABFI8wH+VuNG0WWWqE'
+    'gFMui0QgxO/QDI3/Q30N+YEO0JSMRGhleDowMTE0OEYzMDFGRTU2RTM0NkQxNjU5NkE4NDgwNTMyRThCNDQyMEM0RUZEMDBDOERGRjQzN0QwREY5ODEwRUQwlIwJYmxvYl9ib2R5lIeUQyArwLn+Dv2wvFNlThe7nQbgElnzavk+7lStXVV7Et9wbZSMRGhleDoyQkMwQjlGRTBFRkRCMEJDNTM2NTRFMTdCQjlEMDZFMDEyNTlGMzZBRjkzRUVFNTRBRDVENTU3QjEyREY3MDZElIwNcGluX2hlYWRfYm9keZSHlEMgjZ8n5202IO7Cm3gfhB6e938mB7QNxwL+Pa7QB+kijKWUjERoZXg6OEQ5RjI3RTc2RDM2MjBFRUMyOUI3ODFGODQxRTlF'
+    'Rjc3RjI2MDdCNDBEQzcwMkZFM0RBRUQwMDdFOTIyOENBNZSMEnBpbl90b21ic3RvbmVfYm9keZSHlEMggu6McuJSq0A8QxqpjJ53wOqJeWqBEd/4wlKrzeb4fW+UjERoZXg6ODJFRThDNzJFMjUyQUI0MDNDNDMxQUE5OEM5RTc3QzBFQTg5Nzk2QTgxMTFERkY4QzI1MkFCQ0RFNkY4N0Q2RpSMDHdhbnRfdjNfYm9keZSHlEMgoTIrs/UhQofDFNQq/MGpfLJk+s2aIrSTiDi+eNsxqlmUjERoZXg6QTEzMjJCQjNGNTIxNDI4N0MzMTRENDJBRkNDMUE5N0NCMjY0RkFDRDlBMjJCNDkzODgzOEJFNzhEQjMxQUE1OZSMC2NvbW1pdF9ib2R5'
+    'lIeUQyBNIIe2xJRKQE4dC89ImIGSZ+APyuSbFG9ZVVIsvpNZCZSMRGhleDo0RDIwODdCNkM0OTQ0QTQwNEUxRDBCQ0Y0ODk4ODE5MjY3RTAwRkNBRTQ5QjE0NkY1OTU1NTIyQ0JFOTM1OTA5lIwNbWVyZ2VfdjZfYm9keZSHlEMg2/ZB8x53L2znFQh9lUN1qkSGC/QRwN6EnCB7VCq9xYOUjERoZXg6REJGNjQxRjMxRTc3MkY2Q0U3MTUwODdEOTU0Mzc1QUE0NDg2MEJGNDExQzBERTg0OUMyMDdCNTQyQUJEQzU4M5SMDmRlcml2ZV92N19ib2R5lIeUQyCeAPbrjWPl6xo+z6KEEY8Vey8Iy9yV7M64wjkq15QGnZSMRGhleDo5RTAwRjZF'
+    'QjhENjNFNUVCMUEzRUNGQTI4NDExOEYxNTdCMkYwOENCREM5NUVDQ0VCOEMyMzkyQUQ3OTQwNjlElIwNcHJvb2ZfdjVfYm9keZSHlEMg7BwCTASvCCQ9s64xjJP6UANVx0OVwPVTz/wK8KS6A0aUjERoZXg6RUMxQzAyNEMwNEFGMDgyNDNEQjNBRTMxOEM5M0ZBNTAwMzU1Qzc0Mzk1QzBGNTUzQ0ZGQzBBRjBBNEJBMDM0NpSMFnJldGlyZWRfYmxvYl93YW50X2JvZHmUh5RDIKzLUx/HSJNXxA/O8N3ovZCI8qwZJKZS6iEa3VwwuVtGlIxEaGV4OkFDQ0I1MzFGQzc0ODkzNTdDNDBGQ0VGMERERThCRDkwODhGMkFDMTkyNEE2NTJFQTIx'
+    'MUFERDVDMzBCOTVCNDaUaqgBAACHlEMgZe6eQnn/4B0mPnWo4t9iibbeQDy0RoCYoOq5JfgcKO2UjERoZXg6NjVFRTlFNDI3OUZGRTAxRDI2M0U3NUE4RTJERjYyODlCNkRFNDAzQ0I0NDY4MDk4QTBFQUI5MjVGODFDMjhFRJSMF3JldGlyZWRfdHlwZWRfd2FudF9ib2R5lIeUQyClfIZqg6kGNQkKlH2SRksZ2fiYwMlhq3qRx5qXn58Ug5SMRGhleDpBNTdDODY2QTgzQTkwNjM1MDkwQTk0N0Q5MjQ2NEIxOUQ5Rjg5OEMwQzk2MUFCN0E5MUM3OUE5NzlGOUYxNDgzlGqvAQAAh5RDIAzuMg3gvaQKam9SIhxeTk0s47FltpyFhnP9E9mP'
+    'ZVN5lIxEaGV4OjBDRUUzMjBERTBCREE0MEE2QTZGNTIyMjFDNUU0RTREMkNFM0IxNjVCNjlDODU4NjczRkQxM0Q5OEY2NTUzNzmUjBN1bnNpZ25lZF9tZXJnZV9ib2R5lIeUQyB6zh7RDz68YyYnBYzEYdwcwXHNLlbFLl3OYOpMjcI8NpSMRGhleDo3QUNFMUVEMTBGM0VCQzYzMjYyNzA1OENDNDYxREMxQ0MxNzFDRDJFNTZDNTJFNURDRTYwRUE0QzhEQzIzQzM2lIwUdW5zaWduZWRfZGVyaXZlX2JvZHmUh5RDIDJ//Kqj9aEEJNwgWeOno1F/g35+VqPIUJee+p9eOh7XlIxEaGV4OjMyN0ZGQ0FBQTNGNUExMDQyNERDMjA1OUUzQTdB'
+    'MzUxN0Y4MzdFN0U1NkEzQzg1MDk3OUVGQTlGNUUzQTFFRDeUjAlwZWVyX2JvZHmUh5RDIJfGnHRtAXQcgBKlbwjSxCTgKRtUJOuc12N/1KZVyT37lIxEaGV4Ojk3QzY5Qzc0NkQwMTc0MUM4MDEyQTU2RjA4RDJDNDI0RTAyOTFCNTQyNEVCOUNENzYzN0ZENEE2NTVDOTNERkKUjBBzdG9yZV9zY29wZV9ib2R5lIeUQyDqexhayDlV0iSfTYyDtpENRNAcYbTkl8G2bht1w63Lb5SMRGhleDpFQTdCMTg1QUM4Mzk1NUQyMjQ5RjREOEM4M0I2OTEwRDQ0RDAxQzYxQjRFNDk3QzFCNjZFMUI3NUMzQURDQjZGlIwTYXJ0aWZhY3Rfb2ZmZXJf'
+    'Ym9keZSHlEMgKaxGxheIAi1ivm4jiNpKFkQZumSDd9SLLm2wku4KgFOUjERoZXg6MjlBQzQ2QzYxNzg4MDIyRDYyQkU2RTIzODhEQTRBMTY0NDE5QkE2NDgzNzdENDhCMkU2REIwOTJFRTBBODA1M5SMDXByb29mX3YxX2JvZHmUh5RDIDNNegROX57U8+UWGKP7F1ISDze7XNvGufZJf7njOOjVlIxEaGV4OjMzNEQ3QTA0NEU1RjlFRDRGM0U1MTYxOEEzRkIxNzUyMTIwRjM3QkI1Q0RCQzZCOUY2NDk3RkI5RTMzOEU4RDWUjA1wcm9vZl92Ml9ib2R5lIeUQyDPrSHfb6PTrfmTnkMt3PhEfLnFcIG5efHP1mnkgA0+MpSMRGhleDpDRkFE'
+    'MjFERjZGQTNEM0FERjk5MzlFNDMyRERDRjg0NDdDQjlDNTcwODFCOTc5RjFDRkQ2NjlFNDgwMEQzRTMylIwNcHJvb2ZfdjNfYm9keZSHlHSUaKuMBWJ5dGVzlGoVAQAAakcBAABofCmBlH2UKGh/akcBAABogWi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRqRwEAAGGFlFKUdWKGlIWUaAVqFgEAAGoXAQAATnViaAuMNnRoZSBraW5kLXNwZWNpZmljIGJvZHk7IHVua25vd24ga2luZHMgYXJlIG9wYXF1ZSBieXRlc5RoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlofCmBlH2UKGh/jA9zcGFuICogMjU2IC0g'
+    'NjSUaIFogowFQmluT3CUk5QpUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVijAJvcJRogowETXVsdJSTlClSlH2UYowFcmlnaHSUaIQpUpR9lChoK00AAWiHTmiISwFoiUsHaIpLAWiLSwp1YmiISwFoiUsAaIpLAWiLSwp1YmrrAQAAaIKMA1N1YpSTlClSlH2UYmrwAQAAaIQpUpR9lChoK0tAaIdOaIhLAWiJSw1oiksBaItLD3ViaIhLAWiJSwBoiksBaItLD3ViaIxoj12UakcBAABhhZRSlHViaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJho'
+    'qoloq05oPEtaaKyMHHJlY29yZHMuZnJhbWVfcmVzdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMpkEgY3VycmVudCAyNTYtYnl0ZSBmcmFtZWQgcmVjb3JkIGFmdGVyIHRoZSBmaXJzdCAxNiBtYWdpYyBieXRlczogdGhlIHJlc3Qgb2YgdGhlIG1hZ2ljLCB0aGUgc3BhbiBhbmQgdGhlIDMyLWJ5dGUga2luZCwgdGhlbiB0aGUga2luZCdzIGJvZHkgZmlsbGluZyBzcGFuIHggMjU2IGJ5dGVzLgqUaAmMCWZhY3RzIMKnMZRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qNAEAAGomAQAA'
+    'TmonAQAAfZQoajcBAABLAGpHAQAASwxoh0sQanwBAABLMHVqKQEAAH2UKGo3AQAASwxqRwEAAEsEaIdLIHVqFwEAAE51YmFoPEtOaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijApmcmFtZV9oZWFklGhqKYGUfZQoaAVqBwIAAGhtXZQoaHApgZR9lChoBYwFbWFnaWOUaHRodimBlH2UKGh5aHwpgZR9lChof4wCMjiUaIFohClSlH2UKGgrSxxoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxDHANxsknwYmsqvduA4j6paQWdllal6lpJcyA1'
+    'HzuUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEt9aKyMHHJlY29yZHMuZnJhbWVfaGVhZC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakcBAABodGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pSAQAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFq'
+    'YAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAamgBAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S35orIwccmVjb3Jkcy5mcmFtZV9oZWFkLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVoh2h0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmic'
+    'TmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLgWisjBxyZWNvcmRzLmZyYW1lX2hlYWQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEaGVhZJRodGi1KYGUfZQoaLhofCmBlH2UKGh/aIdogWi8KVKUfZQoaL9oh2jAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRoh2GFlFKUdWJoyEMgARSPMB/lbjRtFllqhIBTLotEIMTv0AyN/0N9DfmBDtCUaocBAACMCWJsb2JfaGVhZJSHlIWUaKtq1QEAAGoVAQAAakcBAABofCmBlH2UKGh/akcBAABogWi8KVKUfZQo'
+    'aL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJojGiPXZRqRwEAAGGFlFKUdWKGlIWUaAVqFgEAAGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeWh8KYGUfZQoaH+MAzE5MpRogWiEKVKUfZQoaCtLwGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLgmisjBxyZWNvcmRzLmZyYW1lX2hlYWQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjOBUaGUgNjQtYnl0ZSBwcmVmaXggYW5kIHRoZSByZXN0IG9mIHRoZSBm'
+    'aXJzdCBibG9jayBvZiBhIGN1cnJlbnQgZnJhbWUsIHdpdGhvdXQgdGhlIGJsb2NrcyBhZnRlciBpdC4gUmVmcmVzaCByZWFkcyBibG9icyB0aHJvdWdoIHRoaXMgcmVjb3JkIHNvIHRoYXQgaXQgbmV2ZXIgdG91Y2hlcyBhIHBheWxvYWQ7IG90aGVyIGtpbmRzIGhhdmUgdGhlaXIgMTkyIGJ5dGVzIGtlcHQgcmF3IGhlcmUuCpRoCYwQZmFjdHMgwqcxLCDCpzMuMZRqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qCgIAAGomAQAATmonAQAAfZQoag0CAABLAGpHAQAASxxoh0sgaj0CAABLQHVq'
+    'KQEAAH2UKGoNAgAASxxqRwEAAEsEaIdLIHVqFwEAAE51YmFoPEt2aisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViakgCAABoaimBlH2UKGgFakgCAABobV2UKGhwKYGUfZQoaAWMCXRpbWVzdGFtcJRodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCFpbnNlcnRpb24gdGltZSwgVW5peCBtaWxsaXNlY29uZHOUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLkWisjBtyZWNvcmRzLmJsb2JfaGVhZC5maWVsZHNbMF2UaCEp'
+    'aK5OaK9OaLCJdWJocCmBlH2UKGgFjAZsZW5ndGiUaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wdZXhhY3QgdW5wYWRkZWQgcGF5bG9hZCBsZW5ndGiUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MIXNwYW4gPT0gMSArIChsZW5ndGggKyAyNTUpIC8vIDI1NpRogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGiCjAJFcZSTlClSlH2UYmFqYAEAAF2UauQBAAApUpR9lChqVwEAAGiE'
+    'KVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmrrAQAAaIKMA0FkZJSTlClSlH2UYmrwAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/anMCAABowGjDaIhLAWiJSw1oiksBaItLE3ViausBAABqjAIAAGrwAQAAaIQpUpR9lChoK0v/aIdOaIhLAWiJSxZoiksBaItLGXViaIhLAWiJSw1oiksBaItLGXViausBAABogowIRmxvb3JEaXaUk5QpUpR9lGJq8AEAAGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLHmiKSwFoi0shdWJoiEsBaIlLDGiKSwFoi0shdWJoiEsBaIlLCGiKSwFoi0shdWJhaIhLAWiJ'
+    'SwBoiksBaItLIXViaIxoj12UKGpzAgAAakcBAABlhZRSlHViamcBAACMJ2Jsb2Igc3BhbiBpcyBub3QgMSArIGNlaWwobGVuZ3RoIC8gMjU2KZRqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S5JorIwbcmVjb3Jkcy5ibG9iX2hlYWQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwKc2NhbGFyX3BhZJRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5o'
+    'm05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S5ZorIwbcmVjb3Jkcy5ibG9iX2hlYWQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEaGFzaJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMQEJMQUtFMyBvZiB0aGUgcGF5bG9hZCA9IHRoZSBibG9iIGhhbmRsZSAoY2hlY2tlZCBsYXppbHkgb24gcmVhZCmUaAlomGiZTmiaTmibTmic'
+    'TmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLl2isjBtyZWNvcmRzLmJsb2JfaGVhZC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMxMjiUaIFohClSlH2UKGgrS4Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuYaKyMG3JlY29yZHMu'
+    'YmxvYl9oZWFkLmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4xOVGhlIEJMT0IgaGVhZGVyIChyZWNvcmQgYnl0ZXMgNjQuLjI1Nik7IHRoZSBwYXlsb2FkIHN0YXJ0cyBhdCByZWNvcmQgYnl0ZSAyNTYulGgJjAtmYWN0cyDCpzMuMZRqGwEAAH2UakcBAABoAIwFUGFyYW2Uk5QpgZR9lChoBWpHAQAAaHSMA2ludJRoq05oC4wQdGhlIGZyYW1lJ3Mgc3BhbpR1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWppAgAAaiYBAABLwGonAQAAfZQoamwCAABLAGpzAgAASwhqpAIAAEsQarECAABLIGidS0B1'
+    'aikBAAB9lChqbAIAAEsIanMCAABLCGqkAgAASxBqsQIAAEsgaJ1LgHVqFwEAAE51YmFoPEuLaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAlibG9iX2RhdGGUaGopgZR9lChoBWraAgAAaG1dlChocCmBlH2UKGgFjAdwYXlsb2FklGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcwIAAGiBaLwpUpR9lChov2pzAgAAaMBow2iISwFoiUsAaIpLAWiLSwZ1YmiMaI9dlGpzAgAAYYWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5o'
+    'p05oqEsAaA1OaKlomGiqiWirTmg8S6BorIwbcmVjb3Jkcy5ibG9iX2RhdGEuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwIcG9zdF9wYWSUaHRoAIwIUGFkZGluZ1SUk5QpgZR9lCiMBWFsaWdulE0AAWgFjAdwYWRkaW5nlIwJYXJiaXRyYXJ5lIh1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuhaKyMG3JlY29yZHMuYmxvYl9kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xmQSBibG9iIHBheWxvYWQgYW5k'
+    'IGl0cyBwb3N0LXBhZGRpbmcgdG8gdGhlIG5leHQgMjU2LWJ5dGUgYm91bmRhcnkgKG5vdCBjaGVja2VkIG9uIHJlYWQ7IHdyaXR0ZW4gemVybykulGgJjBlmYWN0cyDCpzMuMSwgwqc1LjIsIMKnNS4zlGobAQAAfZRqcwIAAGrOAgAAKYGUfZQoaAVqcwIAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q3QIAAGomAQAATmonAQAAfZRq4AIAAEsAc2opAQAAfZRqFwEAAE51YmFoPEuaaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaogBAABoaimBlH2U'
+    'KGgFaogBAABobV2UKGhwKYGUfZQoaAVqPQIAAGh0aACMBFJlZlSUk5QpgZR9lChoh2izjAZ0YXJnZXSUakgCAABqFQEAAGpHAQAAaHwpgZR9lChof2pHAQAAaIFovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHViaIxoj12UakcBAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S6lorIwbcmVjb3Jkcy5ibG9iX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEZGF0'
+    'YZRodGoIAwAAKYGUfZQoaIdos2oLAwAAatoCAABqFQEAAGpzAgAAaHwpgZR9lChof4wLaGVhZC5sZW5ndGiUaIFogowJQXR0cmlidXRllJOUKVKUfZQoaCtovClSlH2UKGi/aj0CAABowGjDaIhLAWiJSwBoiksBaItLBHVijARhdHRylGpzAgAAaMBow2iISwFoiUsAaIpLAWiLSwt1YmiMaI9dlGo9AgAAYYWUUpR1YoaUhZRqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuqaKyMG3JlY29yZHMuYmxvYl9ib2R5LmZpZWxkc1sx'
+    'XZRoISlork5or05osIl1YmVoC4xMQkxPQjogc3BhbiA9IDEgKyBjZWlsKGxlbi8yNTYpOyBoZWFkZXIsIHRoZW4gdGhlIHBheWxvYWQgYXQgcmVjb3JkIGJ5dGUgMjU2LpRoCWrLAgAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWoEAwAAaiYBAABOaicBAAB9lChqPQIAAEsAahgDAABLwHVqKQEAAH2Uaj0CAABLwHNqFwEAAE51YmFoPEujaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaowBAABo'
+    'aimBlH2UKGgFaowBAABobV2UKGhwKYGUfZQoaAWMA3BpbpRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jAlzcGFuID09IDGUaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhL'
+    'AWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAjBRraW5kIHJlcXVpcmVzIHNwYW4gMZRqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MDG1heChwaW4pID4gMJRogWpUAQAAKVKUfZQoalcBAABogowEQ2FsbJSTlClSlH2UKIwEZnVuY5RovClSlH2UKGi/jANtYXiUaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ajsDAABowGjDaIhLAWiJSwRoiksBaItLB3ViYYwIa2V5d29yZHOUXZRoiEsBaIlLAGiKSwFoi0sIdWJqWgEAAF2U'
+    'aIKMAkd0lJOUKVKUfZRiYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLC2iKSwFoi0sMdWJhaIhLAWiJSwBoiksBaItLDHViaIxoj12UajsDAABhhZRSlHViamcBAACMCm5pbCBwaW4gaWSUahQBAABqaQEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEuyaKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAlyZXNlcnZlZDGUaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKU'
+    'dWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEu4aKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMJGhlYWQgaGFuZGxlIChhIFNpbXBsZUFyY2hpdmUgaGFuZGxlKZRoCWiYaJlOaJpO'
+    'aJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEu5aKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAlyZXNlcnZlZDKUaHRodimBlH2UKGh5aHwpgZR9lChof2rDAgAAaIFohClSlH2UKGgrS4Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqolo'
+    'q05oPEu6aKyMH3JlY29yZHMucGluX2hlYWRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMTExlZ2FjeSBwaW4gaGVhZCBpbiB0aGUgY3VycmVudCBmcmFtZSAoc3BhbiAxKTsgcGlucyByZXBsYXkgbGFzdC13cml0ZXItd2lucy6UaAmMC2ZhY3RzIMKnMy44lGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qOAMAAGomAQAAS8BqJwEAAH2UKGo7AwAASwBqegMAAEsQaj0CAABLIGqUAwAAS0B1aikBAAB9lChq'
+    'OwMAAEsQanoDAABLEGo9AgAASyBqlAMAAEuAdWoXAQAATnViYWg8S6xqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqkAEAAGhqKYGUfZQoaAVqkAEAAGhtXZQoaHApgZR9lChoBWo7AwAAaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpX'
+    'AQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qWgMAAGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qOwMAAGjAaMNoiEsBaIlLBGiKSwFoi0sH'
+    'dWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwh1YmpaAQAAXZRqbQMAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSwtoiksBaItLDHViYWiISwFoiUsAaIpLAWiLSwx1YmiMaI9dlGo7AwAAYYWUUpR1YmpnAQAAanUDAABqFAEAAGppAQAAaKxomHVihpRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S8ForIwkcmVjb3Jkcy5waW5fdG9tYnN0b25lX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTc2lGiBaIQpUpR9lChoK0uwaIdOaIhLAWiJSwBoiksB'
+    'aItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxLwmisjCRyZWNvcmRzLnBpbl90b21ic3RvbmVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMRExlZ2FjeSBwaW4gdG9tYnN0b25lIGluIHRoZSBjdXJyZW50IGZyYW1lIChzcGFuIDEpOyByZW1vdmVzIHRoZSBwaW4ulGgJaqADAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAA'
+    'TmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaq0DAABqJgEAAEvAaicBAAB9lChqOwMAAEsAaJ1LEHVqKQEAAH2UKGo7AwAASxBonUuwdWoXAQAATnViYWg8S7xqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMCXdhbnRfYmxvYpRoaimBlH2UKGgFavcDAABobV2UKGhwKYGUfZQoaAWMBGJsb2KUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
+    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvIaKyMG3JlY29yZHMud2FudF9ibG9iLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBHplcm+UaHRodimBlH2UKGh5aHwpgZR9lChof4wCNjSUaIFohClSlH2UKGgrS0Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEvJaKyMG3JlY29yZHMu'
+    'd2FudF9ibG9iLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w4V2FudFJlcXVlc3QgQmxvYjogQSA9IGJsb2IgaGFuZGxlOyBCIGFuZCBDIG11c3QgYmUgemVyby6UaAloOGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWr6AwAAaiYBAABLYGonAQAAfZQoav0DAABLAGoKBAAASyB1aikBAAB9lChq/QMAAEsgagoEAABLQHVqFwEAAE51YmFoPEvEaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAp3YW50X21lcmdllGhqKYGUfZQoaAVqHwQAAGhtXZQoaHApgZR9lCho'
+    'BYwKY29sbGVjdGlvbpRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S89orIwccmVjb3Jkcy53YW50X21lcmdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMA2xvd5RodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpL'
+    'AWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9BorIwccmVjb3Jkcy53YW50X21lcmdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBGhpZ2iUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBO'
+    'aKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4wLaGlnaCA+PSBsb3eUaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFqYAEAAF2UaLwpUpR9lChov2oyBAAAaMBow2iISwFoiUsIaIpLAWiLSwt1YmFoiEsBaIlLAGiKSwFoi0sLdWJojGiPXZQoaj8EAABqMgQAAGWFlFKUdWJqZwEAAIwYbWVyZ2UgcmVxdWVzdCBoaWdoIDwgbG93lGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL0WisjBxyZWNvcmRz'
+    'LndhbnRfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjFNXYW50UmVxdWVzdCBNZXJnZTogY29sbGVjdGlvbiwgbG93IGFuZCBoaWdoIGlucHV0IGRpZ2VzdHMgKGhpZ2ggPj0gbG93LCByYXcgYnl0ZXMpLpRoCWg4ahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaiIEAABqJgEAAEtgaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0B1aikBAAB9lChqJQQAAEsgajIEAABLIGo/BAAASyB1ahcBAABOdWJhaDxLy2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1'
+    'YowLd2FudF9kZXJpdmWUaGopgZR9lChoBWplBAAAaG1dlChocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9porIwdcmVjb3Jkcy53YW50X2Rlcml2ZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAVpbnB1dJRodGh2KYGUfZQoaHlofCmB'
+    'lH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9torIwdcmVjb3Jkcy53YW50X2Rlcml2ZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagoEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiW'
+    'TnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S9xorIwdcmVjb3Jkcy53YW50X2Rlcml2ZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMR1dhbnRSZXF1ZXN0IERlcml2ZTogdGFyZ2V0IGRlc2NyaXB0b3IgYW5kIGlucHV0IGRpZ2VzdDsgQyBtdXN0IGJlIHplcm8ulGgJaDhqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qaAQAAGomAQAAS2BqJwEAAH2UKGoLAwAASwBqdwQAAEsgagoEAABL'
+    'QHVqKQEAAH2UKGoLAwAASyBqdwQAAEsgagoEAABLIHVqFwEAAE51YmFoPEvWaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAx3YW50X3JlcXVlc3SUaGopgZR9lChoBWqXBAAAaG1dlChocCmBlH2UKGgFjAN0YWeUaHRqCAMAACmBlH2UKGiHjARlbnVtlGoLAwAAaBdqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPEviaKyMHnJlY29yZHMud2FudF9yZXF1ZXN0LmZpZWxkc1swXZRoISlork5o'
+    'r05osIl1YmhwKYGUfZQoaAWMB3JlcXVlc3SUaHRotSmBlH2UKGi4aHwpgZR9lChof2qdBAAAaIFovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwBoiksBaItLA3ViaIxoj12Uap0EAABhhZRSlHViaMhLAWgqavcDAACHlEsCaDFqHwQAAIeUSwRoNWplBAAAh5SHlGirahQBAABqFQEAACloBWoWAQAAahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL42isjB5yZWNvcmRzLndhbnRfcmVxdWVzdC5maWVsZHNbMV2UaCEpaK5OaK9O'
+    'aLCJdWJlaAuMSVRoZSBjYW5vbmljYWwgOTctYnl0ZSBXYW50UmVxdWVzdCBrZXk6IHRhZygxKSB8fCBBKDMyKSB8fCBCKDMyKSB8fCBDKDMyKS6UaAloOGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWqaBAAAaiYBAABOaicBAAB9lChqnQQAAEsAaqQEAABLAXVqKQEAAH2Uap0EAABLAXNqFwEAAE51YmFoPEveaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViapQBAABoaimBlH2UKGgFapQBAABobV2UKGhwKYGUfZQoaAVqnQQAAGh0aggDAAApgZR9lChoh2qgBAAAagsD'
+    'AABoF2oVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL'
+    '7GisjB5yZWNvcmRzLndhbnRfdjNfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFanoDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/jAIzMZRogWiEKVKUfZQoaCtLH2iHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S+9orIwecmVjb3Jkcy53YW50X3YzX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqkBAAAaHRo'
+    'tSmBlH2UKGi4aHwpgZR9lChof2qdBAAAaIFovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwBoiksBaItLA3ViaIxoj12Uap0EAABhhZRSlHViaMhLAWgqavcDAACHlEsCaDFqHwQAAIeUSwRoNWplBAAAh5SHlGirahQBAABqFQEAACloBWoWAQAAahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL8GisjB5yZWNvcmRzLndhbnRfdjNfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFapQDAABodGh2KYGUfZQo'
+    'aHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8S/NorIwecmVjb3Jkcy53YW50X3YzX2JvZHkuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjCxXQU5UIHYzIChzcGFuIDEpOyB0aGUgV0FOVCBzZXQgaXMgZ3Jvdy1vbmx5LpRoCWg4ahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGir'
+    'TmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWq+BAAAaiYBAABOaicBAAB9lChqnQQAAEsAanoDAABLAWqkBAAASyB1aikBAAB9lChqnQQAAEsBanoDAABLH2qUAwAAS0B1ahcBAABOdWJhaDxL52orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmqYAQAAaGopgZR9lChoBWqYAQAAaG1dlChocCmBlH2UKGgFaiUEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnVi'
+    'aAuMHGNvbGxlY3Rpb24gZGVzY3JpcHRvciBoYW5kbGWUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmip'
+    'aJhoqoloq05oPEv6aKyMHXJlY29yZHMuY29tbWl0X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoYAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjBVtZW1iZXIgcGF5bG9hZCBkaWdlc3SUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxL/2isjB1yZWNvcmRzLmNvbW1pdF9ib2R5LmZpZWxkc1sxXZRo'
+    'ISlork5or05osIl1YmhwKYGUfZQoaAWMCG1ldGFkYXRhlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4w7bWV0YWRhdGEgYXJjaGl2ZSBoYW5kbGUgKGVtcHR5IGFyY2hpdmUgPSBCTEFLRTMgb2Ygbm90aGluZymUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNAAForIwdcmVjb3Jkcy5jb21taXRfYm9keS5maWVsZHNbMl2UaCEp'
+    'aK5OaK9OaLCJdWJocCmBlH2UKGgFjAZhdXRob3KUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjBJFZDI1NTE5IHB1YmxpYyBrZXmUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNAQForIwdcmVjb3Jkcy5jb21taXRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAVzaWdfcpRodGh2KYGUfZQoaHlofCmB'
+    'lH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TQIBaKyMHXJlY29yZHMuY29tbWl0X2JvZHkuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwFc2lnX3OUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlo'
+    'lU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0DAWisjB1yZWNvcmRzLmNvbW1pdF9ib2R5LmZpZWxkc1s1XZRoISlork5or05osIl1YmVoC4xVQ09NTUlUIChzcGFuIDEpOyB0aGUgc2lnbmF0dXJlIGlzIG92ZXIgdGhlIGNvbW1pdCB0cmFuc2NyaXB0LCBjaGVja2VkIG9uIGluc2VydCBvbmx5LpRoCYwSZmFjdHMgwqczLjIsIMKnNC4xlGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0B'
+    'AABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qCgUAAGomAQAAS8BqJwEAAH2UKGolBAAASwBqGAMAAEsgajcFAABLQGpFBQAAS2BqUwUAAEuAamAFAABLoHVqKQEAAH2UKGolBAAASyBqGAMAAEsgajcFAABLIGpFBQAASyBqUwUAAEsgamAFAABLIHVqFwEAAE51YmFoPEv1aisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViapwBAABoaimBlH2UKGgFapwBAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksB'
+    'aItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MCXNwYW4gPT0gMpRogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwJoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAACMFGtpbmQgcmVxdWlyZXMgc3BhbiAylGoUAQAAamkB'
+    'AABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNCgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNDgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5'
+    'LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNDwForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBnJlc3VsdJRodGh2KYGUfZQoaHlofCmBlH2UKGh/'
+    'anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRABaKyMH3JlY29yZHMubWVyZ2VfdjZfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAtsb3dfd2l0bmVzc5RodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiU'
+    'iWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TREBaKyMH3JlY29yZHMubWVyZ2VfdjZfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAxoaWdoX3dpdG5lc3OUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNO'
+    'aKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4woaGlnaCArIGhpZ2hfd2l0bmVzcyA+PSBsb3cgKyBsb3dfd2l0bmVzc5RogWpUAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmrrAQAAaowCAABq8AEAAGi8KVKUfZQoaL9qzAUAAGjAaMNoiEsBaIlLB2iKSwFoi0sTdWJoiEsBaIlLAGiKSwFoi0sTdWJqWgEAAF2Ual4BAABhamABAABdlGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/ajIEAABowGjDaIhLAWiJSxdoiksBaItLGnViausBAABqjAIAAGrwAQAA'
+    'aLwpUpR9lChov2q/BQAAaMBow2iISwFoiUsdaIpLAWiLSyh1YmiISwFoiUsXaIpLAWiLSyh1YmFoiEsBaIlLAGiKSwFoi0sodWJojGiPXZQoaj8EAABqzAUAAGoyBAAAar8FAABlhZRSlHViamcBAACMI21lcmdlIGlucHV0cyBvdXQgb2YgY2Fub25pY2FsIG9yZGVylGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNEgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s1XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9'
+    'lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNFgForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s2XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqUwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmia'
+    'TmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNFwForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s3XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN'
+    'GAForIwfcmVjb3Jkcy5tZXJnZV92Nl9ib2R5LmZpZWxkc1s4XZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzE2MJRogWiEKVKUfZQoaCtLoGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRkBaKyMH3JlY29yZHMubWVyZ2VfdjZfYm9keS5maWVsZHNbOV2UaCEpaK5OaK9OaLCJdWJlaAuMKU1FUkdFIHY2LCB3'
+    'aXRuZXNzLWJvdW5kIChzcGFuIGV4YWN0bHkgMikulGgJjBJmYWN0cyDCpzMuMywgwqc0LjKUahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWp5BQAAaiYBAABNwAFqJwEAAH2UKGolBAAASwBqMgQAAEsgaj8EAABLQGqyBQAAS2BqvwUAAEuAaswFAABLoGpFBQAAS8BqUwUAAEvgamAFAABNAAFonU0gAXVqKQEAAH2UKGolBAAASyBqMgQAAEsgaj8EAABLIGqyBQAASyBqvwUAAEsgaswFAABLIGpFBQAASyBqUwUAAEsgamAF'
+    'AABLIGidS6B1ahcBAABOdWJhaDxNBQFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqoAEAAGhqKYGUfZQoaAVqoAEAAGhtXZQoaHApgZR9lChoBWoLAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2qJBQAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pH'
+    'AQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sCaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAapUFAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSABaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp3BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sC'
+    'dWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0hAWisjCByZWNvcmRzLmRlcml2ZV92N19ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBm91dHB1dJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05o'
+    'oE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSIBaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwNaW5wdXRfd2l0bmVzc5RodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSMBaKyMIHJl'
+    'Y29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0kAWisjCByZWNvcmRzLmRlcml2ZV92N19ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqUwUAAGh0aHYp'
+    'gZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJQForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFamAFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWU'
+    'UpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSYBaKyMIHJlY29yZHMuZGVyaXZlX3Y3X2JvZHkuZmllbGRzWzZdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMjI0lGiBaIQpUpR9lChoK0vgaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmik'
+    'KWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJwForIwgcmVjb3Jkcy5kZXJpdmVfdjdfYm9keS5maWVsZHNbN12UaCEpaK5OaK9OaLCJdWJlaAuMKkRFUklWRSB2Nywgd2l0bmVzcy1ib3VuZCAoc3BhbiBleGFjdGx5IDIpLpRoCYwSZmFjdHMgwqczLjQsIMKnNC4ylGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qMAYAAGomAQAATcABaicBAAB9lChqCwMAAEsAancEAABLIGpbBgAAS0BqaAYAAEtgakUFAABLgGpT'
+    'BQAAS6BqYAUAAEvAaJ1L4HVqKQEAAH2UKGoLAwAASyBqdwQAAEsgalsGAABLIGpoBgAASyBqRQUAAEsgalMFAABLIGpgBQAASyBonUvgdWoXAQAATnViYWg8TRsBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijApwcm9vZl9lZGdllGhqKYGUfZQoaAVqsAYAAGhtXZQoaHApgZR9lChoBYwKY2FwYWJpbGl0eZRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMHGNhcGFiaWxpdHktZGVmaW5pdGlv'
+    'biBoYW5kbGWUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNLQForIwccmVjb3Jkcy5wcm9vZl9lZGdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMCGRlbGVnYXRllGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wbZGVsZWdhdGUgRWQyNTUxOSBwdWJsaWMga2V5lGgJaJhomU5omk5om05onE5onYlonk5oeU5o'
+    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TS4BaKyMHHJlY29yZHMucHJvb2ZfZWRnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAlzaWduYXR1cmWUaHRodimBlH2UKGh5aHwpgZR9lChof2oPBAAAaIFohClSlH2UKGgrS0Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjBtFZDI1NTE5IHNpZ25hdHVyZSwgUiB0aGVuIFOUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBo'
+    'DU5oqWiYaKqJaKtOaDxNLwForIwccmVjb3Jkcy5wcm9vZl9lZGdlLmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4xIT25lIGRlbGVnYXRpb24gZWRnZSAoMTI4IGJ5dGVzKTsgYWxsLXplcm8gZWRnZXMgYXJlIHRoZSBwcm9vZidzIHBhZGRpbmculGgJjAtmYWN0cyDCpzMuN5RqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qswYAAGomAQAAS4BqJwEAAH2UKGq2BgAASwBqxAYAAEsgatIGAABLQHVqKQEAAH2UKGq2BgAASyBqxAYAAEsgatIGAABLQHVqFwEAAE51YmFoPE0pAWorAQAAaBFo'
+    'DU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmqkAQAAaGopgZR9lChoBWqkAQAAaG1dlChocCmBlH2UKGgFjAhyZXNvdXJjZZRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMEm9wYXF1ZSByZXNvdXJjZSBpZJRoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE06AWisjB9yZWNvcmRzLnByb29mX3Y1X2JvZHkuZmllbGRzWzBd'
+    'lGghKWiuTmivTmiwiXViaHApgZR9lChoBYwEcm9vdJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMF3Jvb3QgRWQyNTUxOSBwdWJsaWMga2V5lGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTsBaKyMH3JlY29yZHMucHJvb2ZfdjVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAVlZGdlc5RodGoIAwAA'
+    'KYGUfZQoaIdos2oLAwAAarAGAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9oAIwGUmVwZWF0lJOUKYGUfZQojAVjb3VudJROaJNOaJSIaJtOjAp1bnRpbF9pdGVtlE6MDXN0b3Bfb25fZXJyb3KUiWivTnViaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE08AWisjB9yZWNvcmRzLnByb29mX3Y1X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLWBQBAABDYXBhYmlsaXR5IHByb29mIHY1IGFmdGVyIHRoZSBraW5kICh3aGljaCBpcyB0aGUgcHJvb2Yg'
+    'bWFnaWMgYW5kIHRoZSBib2R5J3MgZmlyc3QgMzIgYnl0ZXMpOiByZXNvdXJjZSwgcm9vdCBrZXksIHRoZW4gMTI4LWJ5dGUgZWRnZXMgdG8gdGhlIGVuZCBvZiB0aGUgc3Bhbi4gVHJhaWxpbmcgYWxsLXplcm8gZWRnZXMgYXJlIHBhZGRpbmc7IHJ1bnRpbWUvcGlsZSBjb3VudHMgdGhlIHJlYWwgZWRnZXMgYW5kIGNoZWNrcyB0aGUgbWluaW1hbCBzcGFuIGFuZCB0aGUga2V5IHJ1bGVzLgqUaAlq3wYAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABd'
+    'lGojAQAAKYGUfZQoaBROaG1q6gYAAGomAQAATmonAQAAfZQoau0GAABLAGr7BgAASyBqCQcAAEtAdWopAQAAfZQoau0GAABLIGr7BgAASyB1ahcBAABOdWJhaDxNMQFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqqAEAAGhqKYGUfZQoaAVqqAEAAGhtXZQoaHApgZR9lChoBWr9AwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFO'
+    'aKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUMBaKyMKHJlY29yZHMucmV0aXJlZF9ibG9iX3dhbnRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9O'
+    'aLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/ahsGAABogWiEKVKUfZQoaCtLoGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUQBaKyMKHJlY29yZHMucmV0aXJlZF9ibG9iX3dhbnRfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMMVJldGlyZWQgYmxvYi13YW50IGFzc2VydC9yZXRyYWN0IChzcGFuIDEpOyBpbmVydC6U'
+    'aAmMC2ZhY3RzIMKnMy45lGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qIQcAAGomAQAAS8BqJwEAAH2UKGr9AwAASwBonUsgdWopAQAAfZQoav0DAABLIGidS6B1ahcBAABOdWJhaDxNPgFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqrwEAAGhqKYGUfZQoaAVqrwEAAGhtXZQoaHApgZR9lChoBWqdBAAAaHRoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWie'
+    'Tmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YmpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jCB0YWcgPT0gMiBvciB0YWcgPT0gMyBvciB0YWcgPT0gNJRogWiCjAZCb29sT3CU'
+    'k5QpUpR9lChq6wEAAGiCjAJPcpSTlClSlH2UYowGdmFsdWVzlF2UKGpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwBoiksBaItLA3VialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwJoh05oiEsBaIlLB2iKSwFoi0sIdWJhaIhLAWiJSwBoiksBaItLCHVialQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qnQQAAGjAaMNoiEsBaIlLDGiKSwFoi0sPdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLA2iHTmiISwFoiUsTaIpLAWiLSxR1YmFoiEsBaIlLDGiKSwFoi0sUdWJqVAEAAClSlH2U'
+    'KGpXAQAAaLwpUpR9lChov2qdBAAAaMBow2iISwFoiUsYaIpLAWiLSxt1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sEaIdOaIhLAWiJSx9oiksBaItLIHViYWiISwFoiUsYaIpLAWiLSyB1YmVoiEsBaIlLAGiKSwFoi0sgdWJojGiPXZRqnQQAAGGFlFKUdWJqZwEAAIwgdHlwZWQgd2FudCB0YWcgbXVzdCBiZSAyLCAzIG9yIDSUahQBAABqaQEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1LAWisjClyZWNvcmRzLnJldGlyZWRfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1'
+    'YmhwKYGUfZQoaAVqegMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9q2gQAAGiBaIQpUpR9lChoK0sfaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNUAForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAFhlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sg'
+    'aIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNUQForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAFilGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZ'
+    'TmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNUgForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAFjlGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5o'
+    'qWiYaKqJaKtOaDxNUwForIwpcmVjb3Jkcy5yZXRpcmVkX3R5cGVkX3dhbnRfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFapQDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVQBaKyMKXJlY29yZHMucmV0aXJlZF90eXBlZF93YW50X2JvZHkuZmllbGRz'
+    'WzVdlGghKWiuTmivTmiwiXViZWgLjFNSZXRpcmVkIHR5cGVkIHdhbnQgYXNzZXJ0L3JldHJhY3QgKHNwYW4gMSk7IHRhZyAxIGlzIHJlZnVzZWQsIHRhZyAzIGFsbG93ZWQ7IGluZXJ0LpRoCWpLBwAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpYBwAAaiYBAABLwGonAQAAfZQoap0EAABLAGp6AwAASwFqpwcAAEsgarQHAABLQGrBBwAAS2BqlAMAAEuAdWopAQAAfZQoap0EAABLAWp6AwAASx9qpwcAAEsgarQHAABL'
+    'IGrBBwAASyBqlAMAAEtAdWoXAQAATnViYWg8TUYBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViarYBAABoaimBlH2UKGgFarYBAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKU'
+    'fZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1bAWisjCVyZWNvcmRzLnVuc2lnbmVkX21lcmdlX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsB'
+    'aIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1cAWisjCVyZWNvcmRzLnVuc2lnbmVkX21lcmdlX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo/BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
+    'aJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pNBAAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFqYAEAAF2UaLwpUpR9lChov2oyBAAAaMBow2iISwFoiUsIaIpLAWiLSwt1YmFoiEsBaIlLAGiKSwFoi0sLdWJojGiPXZQoaj8EAABqMgQAAGWFlFKUdWJqZwEAAIwQbWVyZ2UgaGlnaCA8IGxvd5RqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TV0BaKyMJXJlY29yZHMu'
+    'dW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarIFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWEBaKyMJXJlY29yZHMudW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2'
+    'KYGUfZQoaHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWIBaKyMJXJlY29yZHMudW5zaWduZWRfbWVyZ2VfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMOVJldGlyZWQgdW5zaWduZWQgTUVSR0UgZXF1YXRpb24gKHNwYW4gMSk7IGluZXJ0IGV2aWRlbmNlLpRoCWpLBwAAahsBAAB9lGpH'
+    'AQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWrlBwAAaiYBAABLwGonAQAAfZQoaiUEAABLAGoyBAAASyBqPwQAAEtAarIFAABLYGidS4B1aikBAAB9lChqJQQAAEsgajIEAABLIGo/BAAASyBqsgUAAEsgaJ1LQHVqFwEAAE51YmFoPE1WAWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1Ymq6AQAAaGopgZR9lChoBWq6AQAAaG1dlChocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKU'
+    'fZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABo'
+    'rGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNaQForIwmcmVjb3Jkcy51bnNpZ25lZF9kZXJpdmVfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFancEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWoBaKyMJnJlY29yZHMudW5zaWduZWRf'
+    'ZGVyaXZlX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1rAWisjCZyZWNvcmRzLnVuc2lnbmVkX2Rlcml2ZV9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lCho'
+    'eWh8KYGUfZQoaH+MAjk2lGiBaIQpUpR9lChoK0tgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNbAForIwmcmVjb3Jkcy51bnNpZ25lZF9kZXJpdmVfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMOlJldGlyZWQgdW5zaWduZWQgREVSSVZFIGVxdWF0aW9uIChzcGFuIDEpOyBpbmVydCBldmlkZW5jZS6UaAlqSwcAAGobAQAAfZRqRwEAAGrO'
+    'AgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qUAgAAGomAQAAS8BqJwEAAH2UKGoLAwAASwBqdwQAAEsgalsGAABLQGidS2B1aikBAAB9lChqCwMAAEsgancEAABLIGpbBgAASyBonUtgdWoXAQAATnViYWg8TWQBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViar4BAABoaimBlH2UKGgFar4BAABobV2UKGhwKYGUfZQoaAWMBHRlYW2UaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlL'
+    'AGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05o'
+    'qEsAaA1OaKlomGiqiWirTmg8TXMBaKyMG3JlY29yZHMucGVlcl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBHBlZXKUaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE10AWisjBtyZWNvcmRzLnBlZXJfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJo'
+    'cCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/asMCAABogWiEKVKUfZQoaCtLgGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXUBaKyMG3JlY29yZHMucGVlcl9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4w5UmV0aXJlZCBQRUVSICh0ZWFtIGVyYTsgc3BhbiAxKTsgYm90aCBrZXlzIHVuaW50ZXJwcmV0ZWQulGgJaksHAABqGwEA'
+    'AH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtap8IAABqJgEAAEvAaicBAAB9lChqoggAAEsAar8IAABLIGidS0B1aikBAAB9lChqoggAAEsgar8IAABLIGidS4B1ahcBAABOdWJhaDxNbgFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqwgEAAGhqKYGUfZQoaAVqwgEAAGhtXZQoaHApgZR9lChoBWqiCAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFo'
+    'i0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1O'
+    'aKlomGiqiWirTmg8TXwBaKyMInJlY29yZHMuc3RvcmVfc2NvcGVfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/ahsGAABogWiEKVKUfZQoaCtLoGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TX0BaKyMInJlY29yZHMuc3RvcmVfc2NvcGVfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJ'
+    'dWJlaAuMHVJldGlyZWQgU1RPUkVfU0NPUEUgKHNwYW4gMSkulGgJaksHAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtauMIAABqJgEAAEvAaicBAAB9lChqoggAAEsAaJ1LIHVqKQEAAH2UKGqiCAAASyBonUugdWoXAQAATnViYWg8TXcBaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViasYBAABoaimBlH2UKGgFasYBAABobV2UaHApgZR9lChoBYwHY29udGVudJRodGh2KYGUfZQoaHlofCmBlH2U'
+    'KGh/alYCAABogWiEKVKUfZQoaCtLwGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABq'
+    'VQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNhAForIwlcmVjb3Jkcy5hcnRpZmFjdF9vZmZlcl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmFoC4xKUmV0aXJlZCBhcnRpZmFjdCBvZmZlcjsgaXRzIGxheW91dCBpcyB1bnB1Ymxpc2hlZCwgb25seSBzcGFuIDEgaXMgY2hlY2tlZC6UaAlqSwcAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qGQkAAGomAQAAS8BqJwEA'
+    'AH2UahwJAABLAHNqKQEAAH2UahwJAABLwHNqFwEAAE51YmFoPE1/AWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowNcHJvb2ZfdjFfZWRnZZRoaimBlH2UKGgFakIJAABobV2UKGhwKYGUfZQoaAVqPQIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qiwgAAGiBaIQpUpR9lChoK0tgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNigFo'
+    'rIwfcmVjb3Jkcy5wcm9vZl92MV9lZGdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqxAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNiwForIwfcmVjb3Jkcy5wcm9vZl92MV9lZGdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xjQSByZXRpcmVkIHBy'
+    'b29mIHYxIGVkZ2UgKDEyOCBieXRlcyk6IDk2IGJ5dGVzIHRoZSByZWFkZXIgZG9lcyBub3QgaW50ZXJwcmV0LCB0aGVuIHRoZSBkZWxlZ2F0ZSBrZXkulGgJaksHAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qRQkAAGomAQAAS4BqJwEAAH2UKGo9AgAASwBqxAYAAEtgdWopAQAAfZQoaj0CAABLYGrEBgAASyB1ahcBAABOdWJhaDxNhgFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMEHByb29mX3YxX2NvbnRlbnSUaGopgZR9lChoBWpnCQAAaG1dlChocCmBlH2U'
+    'KGgFavsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZEBaKyMInJlY29yZHMucHJvb2ZfdjFfY29udGVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagkHAABodGoIAwAAKYGUfZQoaIdos2oLAwAAakIJAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpO'
+    'aJtOaJxOaJ2JaJ5OaHlOaJ9qDQcAACmBlH2UKGoQBwAATmiTTmiUiGibTmoRBwAATmoSBwAAiWivTnViaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2SAWisjCJyZWNvcmRzLnByb29mX3YxX2NvbnRlbnQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjF9SZXRpcmVkIHByb29mIHYxIGJvZHk6IHJvb3Qga2V5LCB0aGVuIDEyOC1ieXRlIGVkZ2VzIChrZXlzIG11c3QgYmUgY3VydmUgcG9pbnRzOiBydW50aW1lL3BpbGUpLpRoCWpLBwAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAA'
+    'XZRqIwEAACmBlH2UKGgUTmhtamoJAABqJgEAAE5qJwEAAH2UKGr7BgAASwBqCQcAAEsgdWopAQAAfZRq+wYAAEsgc2oXAQAATnViYWg8TY0BaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijA1wcm9vZl92Ml9lZGdllGhqKYGUfZQoaAVqhwkAAGhtXZQoaHApgZR9lChoBYwGYWN0aW9ulGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmii'
+    'TmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MD21heChhY3Rpb24pID4gMJRogWpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ao0JAABowGjDaIhLAWiJSwRoiksBaItLCnViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2Uam0DAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJojGiPXZRqjQkAAGGFlFKUdWJqZwEAAIwNbmlsIGFjdGlv'
+    'biBpZJRqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZgBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaGJodGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4wjZmxhZ3MgJiAyNDggPT0gMCBhbmQgZmxhZ3MgJiAzICE9IDCUaIFqcgcAAClSlH2UKGrrAQAAaIKMA0FuZJSTlClSlH2UYmp5BwAAXZQoalQB'
+    'AAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/aGJowGjDaIhLAWiJSwBoiksBaItLBXViausBAABogowGQml0QW5klJOUKVKUfZRiavABAABohClSlH2UKGgrS/hoh05oiEsBaIlLCGiKSwFoi0sLdWJoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsPaIpLAWiLSxB1YmFoiEsBaIlLAGiKSwFoi0sQdWJqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9oYmjAaMNoiEsBaIlLFWiKSwFoi0sadWJq6wEAAGrICQAAavABAABohClS'
+    'lH2UKGgrSwNoh05oiEsBaIlLHWiKSwFoi0sedWJoiEsBaIlLFWiKSwFoi0sedWJqWgEAAF2UaIKMBU5vdEVxlJOUKVKUfZRiYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLImiKSwFoi0sjdWJhaIhLAWiJSxVoiksBaItLI3ViZWiISwFoiUsAaIpLAWiLSyN1YmiMaI9dlGhiYYWUUpR1YmpnAQAAjBdiYWQgcHJvb2YgdjIgZWRnZSBmbGFnc5RqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZkBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmB'
+    'lH2UKGgFjAVsb3dlcpRodGgeKYGUfZQoaCFLgGgiiGgNjAJiZZRoI4l1YmgLjC12YWxpZGl0eSBsb3dlciBib3VuZCAoemVybyB1bmxlc3MgZmxhZyBiaXQgMimUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNnAForIwfcmVjb3Jkcy5wcm9vZl92Ml9lZGdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBXVwcGVylGh0aB4pgZR9lChoIUuAaCKIaA1q6wkAAGgjiXViaAuMFHZhbGlkaXR5IHVwcGVyIGJvdW5klGgJaJhomU5o'
+    'mk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jD4obG93ZXIgPD0gdXBwZXIpIGlmIGZsYWdzICYgNCBlbHNlIChsb3dlciA9PSAwIGFuZCB1cHBlciA9PSAwKZRogWiCjAVJZkV4cJSTlClSlH2UKIwEdGVzdJRq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2hiaMBow2iISwFoiUsUaIpLAWiLSxl1YmrrAQAAasgJAABq8AEAAGiEKVKUfZQoaCtLBGiHTmiISwFoiUscaIpLAWiLSx11YmiISwFoiUsUaIpLAWiLSx11Ymp8AQAAalQBAAApUpR9lChqVwEAAGi8KVKUfZQo'
+    'aL9q6AkAAGjAaMNoiEsBaIlLAWiKSwFoi0sGdWJqWgEAAF2UaIKMA0x0RZSTlClSlH2UYmFqYAEAAF2UaLwpUpR9lChov2rwCQAAaMBow2iISwFoiUsKaIpLAWiLSw91YmFoiEsBaIlLAWiKSwFoi0sPdWKMBm9yZWxzZZRqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/augJAABowGjDaIhLAWiJSyRoiksBaItLKXVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLLWiKSwFoi0sudWJhaIhLAWiJSyRoiksBaItLLnVialQBAAApUpR9lChqVwEAAGi8KVKU'
+    'fZQoaL9q8AkAAGjAaMNoiEsBaIlLM2iKSwFoi0s4dWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUs8aIpLAWiLSz11YmFoiEsBaIlLM2iKSwFoi0s9dWJlaIhLAWiJSyRoiksBaItLPXViaIhLAWiJSwBoiksBaItLPnViaIxoj12UKGhiaugJAABq8AkAAGWFlFKUdWJqZwEAAIwcYmFkIHByb29mIHYyIHZhbGlkaXR5IGJvdW5kc5RqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZ0BaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJ'
+    'dWJocCmBlH2UKGgFasQGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaEBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFatIGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/ag8EAABogWiEKVKUfZQoaCtLQGiHTmiISwFo'
+    'iUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaIBaKyMH3JlY29yZHMucHJvb2ZfdjJfZWRnZS5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJlaAuMJEEgcmV0aXJlZCBwcm9vZiB2MiBlZGdlICgxNDUgYnl0ZXMpLpRoCWpLBwAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaooJAABqJgEAAEuRaicBAAB9lChqjQkAAEsAaGJLEGro'
+    'CQAASxFq8AkAAEshasQGAABLMWrSBgAAS1F1aikBAAB9lChqjQkAAEsQaGJLAWroCQAASxBq8AkAAEsQasQGAABLIGrSBgAAS0B1ahcBAABOdWJhaDxNlAFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMEHByb29mX3YyX2NvbnRlbnSUaGopgZR9lChoBWpLCgAAaG1dlChocCmBlH2UKGgFag0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onEMQXBVBAhmNf+0up5dy'
+    'DC4ljZRonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TagBaKyMInJlY29yZHMucHJvb2ZfdjJfY29udGVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFau0GAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8'
+    'TakBaKyMInJlY29yZHMucHJvb2ZfdjJfY29udGVudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFavsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaoBaKyMInJlY29yZHMucHJvb2ZfdjJfY29udGVudC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2U'
+    'KGgFagkHAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaocJAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9qDQcAACmBlH2UKGoQBwAATmiTTmiUiGibTmoRBwAATmoSBwAAiWivTnViaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2rAWisjCJyZWNvcmRzLnByb29mX3YyX2NvbnRlbnQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjERSZXRpcmVkIHByb29mIHYyIGJvZHk6IG1hZ2ljMTYsIHJlc291cmNlLCByb290LCB0aGVuIDE0NS1ieXRlIGVkZ2VzLpRo'
+    'CWpLBwAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtak4KAABqJgEAAE5qJwEAAH2UKGoNAgAASwBq7QYAAEsQavsGAABLMGoJBwAAS1B1aikBAAB9lChqDQIAAEsQau0GAABLIGr7BgAASyB1ahcBAABOdWJhaDxNpAFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMDXByb29mX3YxX2RhdGGUaGopgZR9lChoBWqECgAAaG1dlChocCmBlH2UKGgFanwBAABodGoIAwAAKYGUfZQoaIdos2oLAwAAamcJAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
+    'aJ5OaHlofCmBlH2UKGh/jAhib2R5X2xlbpRogWi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJojGiPXZRqjgoAAGGFlFKUdWJon05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TbIBaKyMH3JlY29yZHMucHJvb2ZfdjFfZGF0YS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjAR0YWlslGh0aHYpgZR9lChoeU5ok05olIholU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9'
+    'lChof4w2bGVuKHRhaWwpIDwgMjU2IGFuZCAobGVuKHRhaWwpID09IDAgb3IgbWF4KHRhaWwpID09IDAplGiBanIHAAApUpR9lChq6wEAAGq9CQAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL+MA2xlbpRowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLBGiKSwFoi0sIdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwl1YmpaAQAAXZRogowCTHSUk5QpUpR9lGJhamABAABdlGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhL'
+    'AWiJSwBoiksBaItLD3VianIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qqAoAAGjAaMNoiEsBaIlLFWiKSwFoi0sYdWJqFQEAAF2UaLwpUpR9lChov2qXCgAAaMBow2iISwFoiUsZaIpLAWiLSx11YmFqaAMAAF2UaIhLAWiJSxVoiksBaItLHnVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLImiKSwFoi0sjdWJhaIhLAWiJSxVoiksBaItLI3VialQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQD'
+    'AABowGjDaIhLAWiJSydoiksBaItLKnViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLK2iKSwFoi0svdWJhamgDAABdlGiISwFoiUsnaIpLAWiLSzB1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSzRoiksBaItLNXViYWiISwFoiUsnaIpLAWiLSzV1YmVoiEsBaIlLFWiKSwFoi0s1dWJlaIhLAWiJSwBoiksBaItLNnViaIxoj12UapcKAABhhZRSlHViamcBAACML3JldGlyZWQgcHJvb2YgdGFpbCBub3QgemVybyBvciBzcGFuIG5vdCBtaW5pbWFslGoUAQAAamkBAABorGiYdWKFlGilTmim'
+    'TminTmioSwBoDU5oqWiYaKqJaKtOaDxNswForIwfcmVjb3Jkcy5wcm9vZl92MV9kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w2QSByZXRpcmVkIHByb29mIHYxIGJvZHkgYW5kIHRoZSB6ZXJvIHRhaWwgb2YgaXRzIHNwYW4ulGgJaJhqGwEAAH2Uao4KAABqzgIAACmBlH2UKGgFao4KAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaocKAABqJgEAAE5qJwEAAH2UanwBAABLAHNqKQEAAH2UahcBAABOdWJhaDxNrQFqKwEAAGgRaA1OaiwBAAApai0BAABos2ou'
+    'AQAAXZRqMAEAAF2UdWKMDXByb29mX3YyX2RhdGGUaGopgZR9lChoBWrlCgAAaG1dlChocCmBlH2UKGgFanwBAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaksKAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlofCmBlH2UKGh/ao4KAABogWi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJojGiPXZRqjgoAAGGFlFKUdWJon05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tb0BaKyMH3JlY29yZHMucHJvb2ZfdjJfZGF0YS5maWVsZHNbMF2UaCEpaK5O'
+    'aK9OaLCJdWJocCmBlH2UKGgFapcKAABodGh2KYGUfZQoaHlOaJNOaJSIaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qngoAAGiBanIHAAApUpR9lChq6wEAAGq9CQAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qqAoAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2qXCgAAaMBow2iISwFoiUsEaIpLAWiLSwh1YmFqaAMAAF2UaIhLAWiJSwBoiksBaItLCXVi'
+    'aloBAABdlGqwCgAAYWpgAQAAXZRohClSlH2UKGgrTQABaIdOaIhLAWiJSwxoiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmpyBwAAKVKUfZQoausBAABqdwcAAGp5BwAAXZQoalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/aqgKAABowGjDaIhLAWiJSxVoiksBaItLGHViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLGWiKSwFoi0sddWJhamgDAABdlGiISwFoiUsVaIpLAWiLSx51YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSyJoiksBaItLI3ViYWiISwFo'
+    'iUsVaIpLAWiLSyN1YmpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsnaIpLAWiLSyp1YmoVAQAAXZRovClSlH2UKGi/apcKAABowGjDaIhLAWiJSytoiksBaItLL3ViYWpoAwAAXZRoiEsBaIlLJ2iKSwFoi0swdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUs0aIpLAWiLSzV1YmFoiEsBaIlLJ2iKSwFoi0s1dWJlaIhLAWiJSxVoiksBaItLNXViZWiISwFoiUsAaIpLAWiLSzZ1YmiMaI9dlGqXCgAAYYWUUpR1YmpnAQAAatcKAABqFAEAAGppAQAA'
+    'aKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tb4BaKyMH3JlY29yZHMucHJvb2ZfdjJfZGF0YS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMNkEgcmV0aXJlZCBwcm9vZiB2MiBib2R5IGFuZCB0aGUgemVybyB0YWlsIG9mIGl0cyBzcGFuLpRoCWiYahsBAAB9lGqOCgAAas4CAAApgZR9lChoBWqOCgAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWroCgAAaiYBAABOaicBAAB9lGp8AQAASwBzaikBAAB9lGoXAQAATnViYWg8TbgBaisBAABoEWgNTmos'
+    'AQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViasoBAABoaimBlH2UKGgFasoBAABobV2UKGhwKYGUfZQoaAVqjgoAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jFBib2R5X2xlbiA+PSAxNjAgYW5kIChib2R5X2xlbiAtIDMyKSAlIDEyOCA9PSAwIGFuZCAoYm9keV9sZW4gLSAzMikgLy8gMTI4IDw9IDI1NZRogWpyBwAAKVKUfZQoausBAABqvQkAAGp5BwAAXZQoalQBAAApUpR9lChqVwEAAGi8'
+    'KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJqWgEAAF2Ual4BAABhamABAABdlGiEKVKUfZQoaCtLoGiHTmiISwFoiUsMaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSxVoiksBaItLHXViausBAABq9QEAAGrwAQAAaIQpUpR9lChoK0sgaIdOaIhLAWiJSyBoiksBaItLInViaIhLAWiJSxVoiksBaItLInViausBAABogowDTW9klJOUKVKUfZRiavABAABohClSlH2UKGgrS4Boh05o'
+    'iEsBaIlLJmiKSwFoi0spdWJoiEsBaIlLFGiKSwFoi0spdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUstaIpLAWiLSy51YmFoiEsBaIlLFGiKSwFoi0sudWJqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSzRoiksBaItLPHViausBAABq9QEAAGrwAQAAaIQpUpR9lChoK0sgaIdOaIhLAWiJSz9oiksBaItLQXViaIhLAWiJSzRoiksBaItLQXViausBAABqmAIAAGrwAQAAaIQpUpR9lChoK0uAaIdOaIhLAWiJS0ZoiksB'
+    'aItLSXViaIhLAWiJSzNoiksBaItLSXVialoBAABdlGoLCgAAYWpgAQAAXZRohClSlH2UKGgrS/9oh05oiEsBaIlLTWiKSwFoi0tQdWJhaIhLAWiJSzNoiksBaItLUHViZWiISwFoiUsAaIpLAWiLS1B1YmiMaI9dlGqOCgAAYYWUUpR1YmpnAQAAjBhiYWQgcHJvb2YgdjEgYm9keSBsZW5ndGiUahQBAABqaQEAAGisaJh1YmpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jCRzcGFuID09ICg5NiArIGJvZHlfbGVuICsgMjU1KSAvLyAyNTaUaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1'
+    'YmpaAQAAXZRqgwIAAGFqYAEAAF2UauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaIQpUpR9lChoK0tgaIdOaIhLAWiJSwloiksBaItLC3ViausBAABqjAIAAGrwAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsOaIpLAWiLSxZ1YmiISwFoiUsJaIpLAWiLSxZ1YmrrAQAAaowCAABq8AEAAGiEKVKUfZQoaCtL/2iHTmiISwFoiUsZaIpLAWiLSxx1YmiISwFoiUsJaIpLAWiLSxx1YmrrAQAAapgCAABq8AEAAGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLIWiKSwFoi0skdWJoiEsBaIlLCGiKSwFo'
+    'i0skdWJhaIhLAWiJSwBoiksBaItLJHViaIxoj12UKGqOCgAAakcBAABlhZRSlHViamcBAACMGXByb29mIHNwYW4gaXMgbm90IG1pbmltYWyUahQBAABqaQEAAGisaJh1YoaUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3IAWisjB9yZWNvcmRzLnByb29mX3YxX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wCMjSUaIFohClSlH2UKGgrSxhoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
+    'aJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3NAWisjB9yZWNvcmRzLnByb29mX3YxX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoYAwAAaHRqCAMAACmBlH2UKGiHaLNqCwMAAGqECgAAahUBAABqjgoAAGh8KYGUfZQoaH9qjgoAAGiBaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmiMaI9dlGqOCgAAYYWUUpR1YoaUhZRqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVO'
+    'aKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3OAWisjB9yZWNvcmRzLnByb29mX3YxX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjGVSZXRpcmVkIHByb29mIHYxOiByb290KDMyKSB0aGVuIDEyOC1ieXRlIGVkZ2VzOyBsZW4gPj0gMTYwLCAobGVuIC0gMzIpICUgMTI4ID09IDAsIGF0IG1vc3QgMjU1IGVkZ2VzLpRoCWpLBwAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWo/CwAAaiYBAABOaicBAAB9lChq'
+    'jgoAAEsAaJ1LCGoYAwAASyB1aikBAAB9lChqjgoAAEsIaJ1LGHVqFwEAAE51YmFoPE3DAWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmrOAQAAaGopgZR9lChoBWrOAQAAaG1dlChocCmBlH2UKGgFao4KAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4xQYm9keV9sZW4gPj0gMjI1IGFuZCAoYm9keV9sZW4gLSA4MCkgJSAxNDUgPT0gMCBhbmQgKGJvZHlfbGVuIC0gODAp'
+    'IC8vIDE0NSA8PSAyNTWUaIFqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSwBoiksBaItLCHVialoBAABdlGpeAQAAYWpgAQAAXZRohClSlH2UKGgrS+Foh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3VialQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsVaIpLAWiLSx11YmrrAQAAavUBAABq8AEAAGiEKVKUfZQoaCtLUGiHTmiISwFoiUsgaIpLAWiL'
+    'SyJ1YmiISwFoiUsVaIpLAWiLSyJ1YmrrAQAAamALAABq8AEAAGiEKVKUfZQoaCtLkWiHTmiISwFoiUsmaIpLAWiLSyl1YmiISwFoiUsUaIpLAWiLSyl1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSy1oiksBaItLLnViYWiISwFoiUsUaIpLAWiLSy51YmpUAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLNGiKSwFoi0s8dWJq6wEAAGr1AQAAavABAABohClSlH2UKGgrS1Boh05oiEsBaIlLP2iKSwFoi0tBdWJoiEsBaIlL'
+    'NGiKSwFoi0tBdWJq6wEAAGqYAgAAavABAABohClSlH2UKGgrS5Foh05oiEsBaIlLRmiKSwFoi0tJdWJoiEsBaIlLM2iKSwFoi0tJdWJqWgEAAF2UagsKAABhamABAABdlGiEKVKUfZQoaCtL/2iHTmiISwFoiUtNaIpLAWiLS1B1YmFoiEsBaIlLM2iKSwFoi0tQdWJlaIhLAWiJSwBoiksBaItLUHViaIxoj12Uao4KAABhhZRSlHViamcBAACMGGJhZCBwcm9vZiB2MiBib2R5IGxlbmd0aJRqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qgAsAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjA'
+    'aMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGiEKVKUfZQoaCtLYGiHTmiISwFoiUsJaIpLAWiLSwt1YmrrAQAAaowCAABq8AEAAGi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLDmiKSwFoi0sWdWJoiEsBaIlLCWiKSwFoi0sWdWJq6wEAAGqMAgAAavABAABohClSlH2UKGgrS/9oh05oiEsBaIlLGWiKSwFoi0scdWJoiEsBaIlLCWiKSwFoi0scdWJq6wEAAGqYAgAAavABAABohClSlH2UKGgrTQABaIdOaIhLAWiJSyFoiksB'
+    'aItLJHViaIhLAWiJSwhoiksBaItLJHViYWiISwFoiUsAaIpLAWiLSyR1YmiMaI9dlChqjgoAAGpHAQAAZYWUUpR1YmpnAQAAapgLAABqFAEAAGppAQAAaKxomHVihpRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TdUBaKyMH3JlY29yZHMucHJvb2ZfdjJfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/aqELAABogWiEKVKUfZQoaCtLGGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYho'
+    'nk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TdoBaKyMH3JlY29yZHMucHJvb2ZfdjJfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGoIAwAAKYGUfZQoaIdos2oLAwAAauUKAABqFQEAAGqOCgAAaHwpgZR9lChof2qOCgAAaIFovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSwBoiksBaItLCHViaIxoj12Uao4KAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5o'
+    'p05oqEsAaA1OaKlomGiqiWirTmg8TdsBaKyMH3JlY29yZHMucHJvb2ZfdjJfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJlaAuMX1JldGlyZWQgcHJvb2YgdjI6IG1hZ2ljMTYsIHJlc291cmNlLCByb290LCB0aGVuIDE0NS1ieXRlIGVkZ2VzOyBsZW4gPSA4MCArIDE0NW4sIDEgPD0gbiA8PSAyNTUulGgJaksHAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtasMLAABqJgEAAE5qJwEAAH2UKGqOCgAASwBonUsI'
+    'ahgDAABLIHVqKQEAAH2UKGqOCgAASwhonUsYdWoXAQAATnViYWg8TdABaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijA1wcm9vZl92M19lZGdllGhqKYGUfZQoaAVqPgwAAGhtXZQoaHApgZR9lChoBWq2BgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3h'
+    'AWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWhiaHRoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4w7Yml0cyAwLi4xIGludm9jYXRpb24gYW5kIGRlbGVnYXRpb24sIGJpdCAyIGJvdW5kZWQgdmFsaWRpdHmUaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MEGZsYWdzICYgMjQ4ID09IDCUaIFqVAEAAClSlH2UKGpXAQAAauQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9oYmjAaMNoiEsBaIlL'
+    'AGiKSwFoi0sFdWJq6wEAAGrICQAAavABAABohClSlH2UKGgrS/hoh05oiEsBaIlLCGiKSwFoi0sLdWJoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsPaIpLAWiLSxB1YmFoiEsBaIlLAGiKSwFoi0sQdWJojGiPXZRoYmGFlFKUdWJqZwEAAIwXYmFkIHByb29mIHYzIGVkZ2UgZmxhZ3OUahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3iAWisjB9yZWNvcmRzLnByb29mX3YzX2VkZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9'
+    'lChoBWroCQAAaHRoHimBlH2UKGghS4BoIohoDWrrCQAAaCOJdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN5gForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVq8AkAAGh0aB4pgZR9lChoIUuAaCKIaA1q6wkAAGgjiXViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jChmbGFncyAmIDQg'
+    'b3IgKGxvd2VyID09IDAgYW5kIHVwcGVyID09IDAplGiBanIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2hiaMBow2iISwFoiUsAaIpLAWiLSwV1YmrrAQAAasgJAABq8AEAAGiEKVKUfZQoaCtLBGiHTmiISwFoiUsIaIpLAWiLSwl1YmiISwFoiUsAaIpLAWiLSwl1YmpyBwAAKVKUfZQoausBAABqvQkAAGp5BwAAXZQoalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9q6AkAAGjAaMNoiEsBaIlLDmiKSwFoi0sTdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFo'
+    'iUsXaIpLAWiLSxh1YmFoiEsBaIlLDmiKSwFoi0sYdWJqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2rwCQAAaMBow2iISwFoiUsdaIpLAWiLSyJ1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSyZoiksBaItLJ3ViYWiISwFoiUsdaIpLAWiLSyd1YmVoiEsBaIlLDmiKSwFoi0sndWJlaIhLAWiJSwBoiksBaItLKHViaIxoj12UKGhiaugJAABq8AkAAGWFlFKUdWJqZwEAAIwqcHJvb2YgdjMgdmFsaWRpdHkgYm91bmRzIHNldCB3aXRob3V0IGJpdCAylGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmio'
+    'SwBoDU5oqWiYaKqJaKtOaDxN5wForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqxAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN6gForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1s0XZRoISlork5or05o'
+    'sIl1YmhwKYGUfZQoaAVq0gYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qDwQAAGiBaIQpUpR9lChoK0tAaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN6wForIwfcmVjb3Jkcy5wcm9vZl92M19lZGdlLmZpZWxkc1s1XZRoISlork5or05osIl1YmVoC4xzQSByZXRpcmVkIHByb29mIHYzIGVkZ2UgKDE2MSBieXRlcyk6IGNhcGFiaWxpdHkgaGFuZGxlLCBm'
+    'bGFncywgVEFJLW5hbm9zZWNvbmQgdmFsaWRpdHkgYm91bmRzLCBkZWxlZ2F0ZSwgc2lnbmF0dXJlLpRoCYwsZmFjdHMgwqcyLjIgKHBpbGUtYXV0aC1wcm9vZi12MyBkZXNjcmlwdGlvbimUahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtakEMAABqJgEAAEuhaicBAAB9lChqtgYAAEsAaGJLIGroCQAASyFq8AkAAEsxasQGAABLQWrSBgAAS2F1aikBAAB9lChqtgYAAEsgaGJLAWroCQAASxBq8AkAAEsQasQGAABLIGrSBgAAS0B1ahcBAABOdWJhaDxN3QFqKwEAAGgRaA1OaiwBAAApai0BAABo'
+    's2ouAQAAXZRqMAEAAF2UdWKMEHByb29mX3YzX2NvbnRlbnSUaGopgZR9lChoBWq8DAAAaG1dlChocCmBlH2UKGgFag0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfEBaKyMInJlY29yZHMucHJvb2ZfdjNfY29udGVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgF'
+    'au0GAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfIBaKyMInJlY29yZHMucHJvb2ZfdjNfY29udGVudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFavsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiL'
+    'SwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfMBaKyMInJlY29yZHMucHJvb2ZfdjNfY29udGVudC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagkHAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaj4MAABqFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9qDQcAACmBlH2UKGoQBwAATmiTTmiUiGibTmoRBwAATmoSBwAAiWivTnViaKBOaKFO'
+    'aKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE30AWisjCJyZWNvcmRzLnByb29mX3YzX2NvbnRlbnQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViZWgLjExSZXRpcmVkIHByb29mIHYzIGJvZHk6IGdyYW1tYXIgbWFnaWMxNiwgcmVzb3VyY2UsIHJvb3QsIHRoZW4gMTYxLWJ5dGUgZWRnZXMulGgJarMMAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qvwwAAGomAQAATmonAQAAfZQoag0CAABLAGrtBgAASxBq+wYAAEswagkHAABLUHVqKQEAAH2UKGoNAgAASxBq7QYA'
+    'AEsgavsGAABLIHVqFwEAAE51YmFoPE3tAWorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowNcHJvb2ZfdjNfZGF0YZRoaimBlH2UKGgFavQMAABobV2UKGhwKYGUfZQoaAVqfAEAAGh0aggDAAApgZR9lChoh2izagsDAABqvAwAAGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeWh8KYGUfZQoaH9qjgoAAGiBaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsAaIpLAWiLSwh1YmiMaI9dlGqOCgAAYYWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJ'
+    'aKtOaDxN+wForIwfcmVjb3Jkcy5wcm9vZl92M19kYXRhLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqlwoAAGh0aHYpgZR9lChoeU5ok05olIholU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2qeCgAAaIFqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2qoCgAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/apcK'
+    'AABowGjDaIhLAWiJSwRoiksBaItLCHViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sJdWJqWgEAAF2UarAKAABhamABAABdlGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3VianIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qqAoAAGjAaMNoiEsBaIlLFWiKSwFoi0sYdWJqFQEAAF2UaLwpUpR9lChov2qXCgAAaMBow2iISwFoiUsZaIpLAWiLSx11YmFqaAMAAF2UaIhLAWiJSxVoiksBaItLHnVialoBAABdlGqD'
+    'AgAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLImiKSwFoi0sjdWJhaIhLAWiJSxVoiksBaItLI3VialQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSydoiksBaItLKnViahUBAABdlGi8KVKUfZQoaL9qlwoAAGjAaMNoiEsBaIlLK2iKSwFoi0svdWJhamgDAABdlGiISwFoiUsnaIpLAWiLSzB1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSzRoiksBaItLNXViYWiISwFoiUsnaIpLAWiLSzV1YmVoiEsBaIlLFWiKSwFoi0s1dWJlaIhLAWiJ'
+    'SwBoiksBaItLNnViaIxoj12UapcKAABhhZRSlHViamcBAABq1woAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN/AForIwfcmVjb3Jkcy5wcm9vZl92M19kYXRhLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4w2QSByZXRpcmVkIHByb29mIHYzIGJvZHkgYW5kIHRoZSB6ZXJvIHRhaWwgb2YgaXRzIHNwYW4ulGgJaJhqGwEAAH2Uao4KAABqzgIAACmBlH2UKGgFao4KAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtavcMAABqJgEA'
+    'AE5qJwEAAH2UanwBAABLAHNqKQEAAH2UahcBAABOdWJhaDxN9gFqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJq0gEAAGhqKYGUfZQoaAVq0gEAAGhtXZQoaHApgZR9lChoBWqOCgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MLmJvZHlfbGVuID49IDI0MSBhbmQgKGJvZHlfbGVuIC0gODApICUgMTYxID09IDCUaIFqcgcAAClSlH2UKGrrAQAAar0JAABqeQcAAF2UKGpU'
+    'AQAAKVKUfZQoalcBAABovClSlH2UKGi/ao4KAABowGjDaIhLAWiJSwBoiksBaItLCHVialoBAABdlGpeAQAAYWpgAQAAXZRohClSlH2UKGgrS/Foh05oiEsBaIlLDGiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3VialQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsVaIpLAWiLSx11YmrrAQAAavUBAABq8AEAAGiEKVKUfZQoaCtLUGiHTmiISwFoiUsgaIpLAWiLSyJ1YmiISwFoiUsVaIpLAWiLSyJ1YmrrAQAAamALAABq8AEAAGiEKVKUfZQoaCtL'
+    'oWiHTmiISwFoiUsmaIpLAWiLSyl1YmiISwFoiUsUaIpLAWiLSyl1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSy1oiksBaItLLnViYWiISwFoiUsUaIpLAWiLSy51YmVoiEsBaIlLAGiKSwFoi0sudWJojGiPXZRqjgoAAGGFlFKUdWJqZwEAAIwYYmFkIHByb29mIHYzIGJvZHkgbGVuZ3RolGoUAQAAamkBAABorGiYdWJqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2qACwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEA'
+    'AF2UauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABq5AEAAClSlH2UKGpXAQAAaIQpUpR9lChoK0tgaIdOaIhLAWiJSwloiksBaItLC3ViausBAABqjAIAAGrwAQAAaLwpUpR9lChov2qOCgAAaMBow2iISwFoiUsOaIpLAWiLSxZ1YmiISwFoiUsJaIpLAWiLSxZ1YmrrAQAAaowCAABq8AEAAGiEKVKUfZQoaCtL/2iHTmiISwFoiUsZaIpLAWiLSxx1YmiISwFoiUsJaIpLAWiLSxx1YmrrAQAAapgCAABq8AEAAGiEKVKUfZQoaCtNAAFoh05oiEsBaIlLIWiKSwFoi0skdWJoiEsBaIlLCGiKSwFoi0skdWJhaIhLAWiJSwBoiksB'
+    'aItLJHViaIxoj12UKGqOCgAAakcBAABlhZRSlHViamcBAABqmAsAAGoUAQAAamkBAABorGiYdWKGlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNBgJorIwfcmVjb3Jkcy5wcm9vZl92M19ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qoQsAAGiBaIQpUpR9lChoK0sYaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmio'
+    'SwBoDU5oqWiYaKqJaKtOaDxNCwJorIwfcmVjb3Jkcy5wcm9vZl92M19ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aggDAAApgZR9lChoh2izagsDAABq9AwAAGoVAQAAao4KAABofCmBlH2UKGh/ao4KAABogWi8KVKUfZQoaL9qjgoAAGjAaMNoiEsBaIlLAGiKSwFoi0sIdWJojGiPXZRqjgoAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNDAJorIwfcmVjb3Jkcy5w'
+    'cm9vZl92M19ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4xNUmV0aXJlZCBwcm9vZiB2MzogbGVuZ3RoLXByZWZpeGVkIGxpa2UgdjEvdjI7IGxlbiA9IDgwICsgMTYxbiwgbiA+PSAxOyBpbmVydC6UaAmMSHNwZWMudHh0ICgxNjEtYnl0ZS1lZGdlIHByb29mcyBhcmUgcmVjb2duaXNlZCBpbmVydCBmcmFtZXMpOyBmYWN0cyDCpzIuMpRqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtak4NAABqJgEAAE5qJwEA'
+    'AH2UKGqOCgAASwBonUsIahgDAABLIHVqKQEAAH2UKGqOCgAASwhonUsYdWoXAQAATnViYWg8TQECaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAx2MV9ibG9iX2RhdGGUaGopgZR9lChoBWq6DQAAaG1dlChocCmBlH2UKGgFauACAABodJV14QAAAAAAAGh2KYGUfZQoaHlofCmBlH2UKGh/anMCAABogWi8KVKUfZQoaL9qcwIAAGjAaMNoiEsBaIlLAGiKSwFoi0sGdWJojGiPXZRqcwIAAGGFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNO'
+    'aKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0UAmisjB5yZWNvcmRzLnYxX2Jsb2JfZGF0YS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFau0CAABodGrvAgAAKYGUfZQoavICAABLQGgFavMCAABq9AIAAIh1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0VAmisjB5yZWNvcmRzLnYxX2Jsb2JfZGF0YS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMSkEgVjEgYmxvYiBwYXlsb2FkIGFuZCBpdHMgcGFkIHRv'
+    'IGEgNjQtYnl0ZSBtdWx0aXBsZSAobm90IGNoZWNrZWQgb24gcmVhZCkulGgJaJhqGwEAAH2UanMCAABqzgIAACmBlH2UKGgFanMCAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtar0NAABqJgEAAE5qJwEAAH2UauACAABLAHNqKQEAAH2UahcBAABOdWJhaDxNDwJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo02hqKYGUfZQoaAVo02htXZQoaHApgZR9lChoBWpsAgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmic'
+    'TmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNGwJorIwZcmVjb3Jkcy52MV9ibG9iLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqcwIAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRwCaKyMGXJlY29yZHMudjFfYmxvYi5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarECAABodGh2KYGUfZQoaHlo'
+    'fCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TR0CaKyMGXJlY29yZHMudjFfYmxvYi5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGoIAwAAKYGUfZQoaIdos2oLAwAAaroNAABqFQEAAGpzAgAAaHwpgZR9lChof2pzAgAAaIFovClSlH2UKGi/anMCAABowGjDaIhLAWiJSwBoiksB'
+    'aItLBnViaIxoj12UanMCAABhhZRSlHVihpSFlGoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TR4CaKyMGXJlY29yZHMudjFfYmxvYi5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMLVYxIGJsb2IgYWZ0ZXIgaXRzIG1hcmtlcjsgcGF5bG9hZCBhdCBieXRlIDY0LpRoCYwLZmFjdHMgwqc1LjGUahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtatwNAABqJgEAAE5qJwEAAH2UKGpsAgAA'
+    'SwBqcwIAAEsIarECAABLEGoYAwAASzB1aikBAAB9lChqbAIAAEsIanMCAABLCGqxAgAASyB1ahcBAABOdWJhaDxNFwJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo12hqKYGUfZQoaAVo12htXZQoaHApgZR9lChoBYwGYnJhbmNolGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGU'
+    'fZQoaH+MD21heChicmFuY2gpID4gMJRogWpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ahAOAABowGjDaIhLAWiJSwRoiksBaItLCnViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2Uam0DAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFoi0sPdWJojGiPXZRqEA4AAGGFlFKUdWJqZwEAAIwNbmlsIGJyYW5jaCBpZJRqFAEAAGppAQAAaKxomHVihZRopU5opk5o'
+    'p05oqEsAaA1OaKlomGiqiWirTmg8TSQCaKyMG3JlY29yZHMudjFfYnJhbmNoLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPQIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNKAJorIwbcmVjb3Jkcy52MV9icmFuY2guZmllbGRzWzFdlGghKWiuTmivTmiwiXVi'
+    'ZWgLjCZWMSBicmFuY2ggKDY0IGJ5dGVzKSBhZnRlciBpdHMgbWFya2VyLpRoCWoCDgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtag0OAABqJgEAAEswaicBAAB9lChqEA4AAEsAaj0CAABLEHVqKQEAAH2UKGoQDgAASxBqPQIAAEsgdWoXAQAATnViYWg8TSACaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaNtoaimBlH2UKGgFaNtobV2UKGhwKYGUfZQoaAVqEA4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItL'
+    'AnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qHg4AAGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qEA4AAGjAaMNoiEsBaIlLBGiKSwFoi0sKdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwt1YmpaAQAAXZRqbQMAAGFqYAEAAF2UaIQpUpR9lChoK0sAaIdOaIhLAWiJSw5oiksBaItL'
+    'D3ViYWiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGoQDgAAYYWUUpR1YmpnAQAAajAOAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TS4CaKyMHnJlY29yZHMudjFfdG9tYnN0b25lLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMCXVuY2hlY2tlZJRodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5o'
+    'K05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TS8CaKyMHnJlY29yZHMudjFfdG9tYnN0b25lLmZpZWxkc1sxXZRoISlork5or05osIl1YmVoC4xHVjEgdG9tYnN0b25lICg2NCBieXRlcyk7IGJ5dGVzIDMyLi42NCBhcmUgd3JpdHRlbiB6ZXJvIGJ1dCBub3QgY2hlY2tlZC6UaAlqAg4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpKDgAAaiYBAABLMGonAQAAfZQoahAOAABLAGpvDgAASxB1aikBAAB9lChqEA4AAEsQam8OAABLIHVqFwEAAE51YmFoPE0qAmorAQAAaBFo'
+    'DU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmjfaGopgZR9lChoBWjfaG1dlChocCmBlH2UKGgFamwCAABodGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE02AmisjBlyZWNvcmRzLnYzX2Jsb2IuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpzAgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgr'
+    'TmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNNwJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqsQIAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOAJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1syXZRoISlo'
+    'rk5or05osIl1YmhwKYGUfZQoaAVqbw4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qVgIAAGiBaIQpUpR9lChoK0vAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOQJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aggDAAApgZR9lChoh2izagsDAABq2gIAAGoVAQAAanMCAABofCmBlH2UKGh/'
+    'anMCAABogWi8KVKUfZQoaL9qcwIAAGjAaMNoiEsBaIlLAGiKSwFoi0sGdWJojGiPXZRqcwIAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNOgJorIwZcmVjb3Jkcy52M19ibG9iLmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4xPVjMgYmxvYjsgYnl0ZXMgNjQuLjI1NiByZXNlcnZlZCAobm90IGNoZWNrZWQpOyBkYXRhIGF0IDI1NiwgcG9zdC1wYWRkZWQgdG8gMjU2LpRoCYwLZmFjdHMgwqc1LjKU'
+    'ahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaoUOAABqJgEAAE5qJwEAAH2UKGpsAgAASwBqcwIAAEsIarECAABLEGpvDgAASzBqGAMAAEvwdWopAQAAfZQoamwCAABLCGpzAgAASwhqsQIAAEsgam8OAABLwHVqFwEAAE51YmFoPE0yAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmjjaGopgZR9lChoBWjjaG1dlChocCmBlH2UKGgFahAOAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiT'
+    'TmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/ah4OAABogWpUAQAAKVKUfZQoalcBAABqXgMAAClSlH2UKGphAwAAaLwpUpR9lChov2pkAwAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmoVAQAAXZRovClSlH2UKGi/ahAOAABowGjDaIhLAWiJSwRoiksBaItLCnViYWpoAwAAXZRoiEsBaIlLAGiKSwFoi0sLdWJqWgEAAF2Uam0DAABhamABAABdlGiEKVKUfZQoaCtLAGiHTmiISwFoiUsOaIpLAWiLSw91YmFoiEsBaIlLAGiKSwFo'
+    'i0sPdWJojGiPXZRqEA4AAGGFlFKUdWJqZwEAAGowDgAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1AAmisjBtyZWNvcmRzLnYzX2JyYW5jaC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj0CAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlo'
+    'mGiqiWirTmg8TUECaKyMG3JlY29yZHMudjNfYnJhbmNoLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqbw4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qVgIAAGiBaIQpUpR9lChoK0vAaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNQgJorIwbcmVjb3Jkcy52M19icmFuY2guZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjDxWMyBicmFu'
+    'Y2ggKDI1NiBieXRlcyk7IHRoZSByZXN0IGlzIHJlc2VydmVkIGFuZCBub3QgY2hlY2tlZC6UaAlqtw4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWrCDgAAaiYBAABL8GonAQAAfZQoahAOAABLAGo9AgAASxBqbw4AAEswdWopAQAAfZQoahAOAABLEGo9AgAASyBqbw4AAEvAdWoXAQAATnViYWg8TTwCaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViaOdoaimBlH2UKGgFaOdobV2UKGhwKYGUfZQoaAVqEA4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9'
+    'lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qHg4AAGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qEA4AAGjAaMNoiEsBaIlLBGiKSwFoi0sKdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSwt1YmpaAQAAXZRqbQMAAGFqYAEAAF2UaIQpUpR9'
+    'lChoK0sAaIdOaIhLAWiJSw5oiksBaItLD3ViYWiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGoQDgAAYYWUUpR1YmpnAQAAajAOAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUgCaKyMHnJlY29yZHMudjNfdG9tYnN0b25lLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqbw4AAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qnQYAAGiBaIQpUpR9lChoK0vgaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWie'
+    'Tmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNSQJorIwecmVjb3Jkcy52M190b21ic3RvbmUuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLjBlWMyB0b21ic3RvbmUgKDI1NiBieXRlcykulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qCA8AAGomAQAAS/BqJwEAAH2UKGoQDgAASwBqbw4AAEsQdWopAQAAfZQoahAOAABLEGpvDgAAS+B1ahcBAABOdWJhaDxNRAJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2U'
+    'dWJo62hqKYGUfZQoaAVo62htXZQoaHApgZR9lChoBWr9AwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1PAmisjB5yZWNvcmRzLnYzX2Jsb2Jfd2FudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFam8OAABodGh2KYGUfZQoaHlofCmBlH2UKGh/jAMyMDiUaIFo'
+    'hClSlH2UKGgrS9Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1QAmisjB5yZWNvcmRzLnYzX2Jsb2Jfd2FudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMNVYzIHdlYWsgcGluIC8gdW5waW4gKHJldGlyZWQgV0FOVCwgMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBRO'
+    'aG1qQg8AAGomAQAAS/BqJwEAAH2UKGr9AwAASwBqbw4AAEsgdWopAQAAfZQoav0DAABLIGpvDgAAS9B1ahcBAABOdWJhaDxNSwJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo8mhqKYGUfZQoaAVo8mhtXZQoaHApgZR9lChoBYwEY2VsbJRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1O'
+    'aKlomGiqiWirTmg8TVYCaKyMH3JlY29yZHMudjNfbG9jYWxfY2VsbC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFjARyZXN0lGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qnQYAAGiBaIQpUpR9lChoK0vgaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNVwJorIwfcmVjb3Jkcy52M19sb2NhbF9jZWxsLmZpZWxkc1sxXZRoISlork5or05osIl1'
+    'YmVoC4xUVjMgbG9jYWwgY2VsbCByZXBsYWNlIC8gY2xlYXIgKHJldGlyZWQsIDI1NiBieXRlcyk7IGtlcHQgYXMgYW4gb3BhcXVlIGxlZ2FjeSByZWNvcmQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qZw8AAGomAQAAS/BqJwEAAH2UKGpqDwAASwBqdw8AAEsQdWopAQAAfZQoamoPAABLEGp3DwAAS+B1ahcBAABOdWJhaDxNUgJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJo+WhqKYGUfZQoaAVo+WhtXZQoaHApgZR9lChoBYwFc2NvcGWUaHRodimB'
+    'lH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof4wObWF4KHNjb3BlKSA+IDCUaIFqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qZAMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2qQDwAAaMBow2iISwFoiUsEaIpLAWiLSwl1YmFqaAMAAF2UaIhLAWiJ'
+    'SwBoiksBaItLCnVialoBAABdlGptAwAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDWiKSwFoi0sOdWJhaIhLAWiJSwBoiksBaItLDnViaIxoj12UapAPAABhhZRSlHViamcBAACMBm5pbCBpZJRqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TV0CaKyMKnJlY29yZHMudjNfY29sbGVjdGlvbl9kZWZpbml0aW9uLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMDnJlcHJlc2VudGF0aW9ulGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJ'
+    'SwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH+MF21heChyZXByZXNlbnRhdGlvbikgPiAwlGiBalQBAAApUpR9lChqVwEAAGpeAwAAKVKUfZQoamEDAABovClSlH2UKGi/amQDAABowGjDaIhLAWiJSwBoiksBaItLA3ViahUBAABdlGi8KVKUfZQoaL9qtQ8AAGjAaMNoiEsBaIlLBGiKSwFoi0sSdWJhamgDAABdlGiISwFoiUsAaIpLAWiLSxN1YmpaAQAAXZRqbQMAAGFqYAEAAF2U'
+    'aIQpUpR9lChoK0sAaIdOaIhLAWiJSxZoiksBaItLF3ViYWiISwFoiUsAaIpLAWiLSxd1YmiMaI9dlGq1DwAAYYWUUpR1YmpnAQAAarAPAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TV4CaKyMKnJlY29yZHMudjNfY29sbGVjdGlvbl9kZWZpbml0aW9uLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAWMBnJlY2lwZZRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJ'
+    'aJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/jA9tYXgocmVjaXBlKSA+IDCUaIFqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qZAMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2rZDwAAaMBow2iISwFoiUsEaIpLAWiLSwp1YmFqaAMAAF2UaIhLAWiJSwBoiksBaItLC3VialoBAABdlGptAwAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDmiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3Vi'
+    'aIxoj12UatkPAABhhZRSlHViamcBAABqsA8AAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNXwJorIwqcmVjb3Jkcy52M19jb2xsZWN0aW9uX2RlZmluaXRpb24uZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2pWAgAAaIFohClSlH2UKGgrS8Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhL'
+    'AGgNTmipaJhoqoloq05oPE1gAmisjCpyZWNvcmRzLnYzX2NvbGxlY3Rpb25fZGVmaW5pdGlvbi5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAuMLFYzIGNvbGxlY3Rpb24gZGVmaW5pdGlvbiAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qjQ8AAGomAQAAS/BqJwEAAH2UKGqQDwAASwBqtQ8AAEsQatkPAABLIGidSzB1aikBAAB9lChqkA8AAEsQarUPAABLEGrZDwAASxBonUvAdWoXAQAATnViYWg8TVkCaisBAABoEWgNTmosAQAAKWotAQAA'
+    'aLNqLgEAAF2UajABAABdlHViaP1oaimBlH2UKGgFaP1obV2UKGhwKYGUfZQoaAWMCmRlZmluaXRpb26UaHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgrSxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1mAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlo'
+    'fCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWcCaKyMG3JlY29yZHMudjNfY29tbWl0LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVO'
+    'aJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNaAJorIwbcmVjb3Jkcy52M19jb21taXQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgN'
+    'TmipaJhoqoloq05oPE1pAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWoCaKyMG3JlY29yZHMudjNfY29tbWl0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQo'
+    'aAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNawJorIwbcmVjb3Jkcy52M19jb21taXQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2oPBAAAaIFohClSlH2UKGgrS0Boh05oiEsBaIlLAGiKSwFoi0sCdWJojGiP'
+    'XZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1sAmisjBtyZWNvcmRzLnYzX2NvbW1pdC5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMHVYzIGNvbW1pdCAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qEhAAAGomAQAAS/BqJwEAAH2UKGoVEAAASwBqGAMAAEsQajcFAABLMGpFBQAAS1BqUwUAAEtwamAFAABL'
+    'kGidS7B1aikBAAB9lChqFRAAAEsQahgDAABLIGo3BQAASyBqRQUAAEsgalMFAABLIGpgBQAASyBonUtAdWoXAQAATnViYWg8TWICaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHViagEBAABoaimBlH2UKGgFagEBAABobV2UKGhwKYGUfZQoaAVqFRAAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmio'
+    'SwBoDU5oqWiYaKqJaKtOaDxNcgJorIwacmVjb3Jkcy52M19tZXJnZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFajIEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXMCaKyMGnJlY29yZHMudjNfbWVyZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9'
+    'lChoBWo/BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pNBAAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2o/BAAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqXgEAAGFqYAEAAF2UaLwpUpR9lChov2oyBAAAaMBow2iISwFoiUsIaIpLAWiLSwt1YmFoiEsBaIlLAGiK'
+    'SwFoi0sLdWJojGiPXZQoaj8EAABqMgQAAGWFlFKUdWJqZwEAAGooCAAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE10AmisjBpyZWNvcmRzLnYzX21lcmdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqsgUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmio'
+    'SwBoDU5oqWiYaKqJaKtOaDxNdQJorIwacmVjb3Jkcy52M19tZXJnZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/asMCAABogWiEKVKUfZQoaCtLgGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TXYCaKyMGnJlY29yZHMudjNfbWVyZ2UuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLjBxWMyBt'
+    'ZXJnZSAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qcxAAAGomAQAAS/BqJwEAAH2UKGoVEAAASwBqMgQAAEsQaj8EAABLMGqyBQAAS1BonUtwdWopAQAAfZQoahUQAABLEGoyBAAASyBqPwQAAEsgarIFAABLIGidS4B1ahcBAABOdWJhaDxNbgJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqBQEAAGhqKYGUfZQoaAVqBQEAAGhtXZQoaHApgZR9lChoBWh/aHRodimBlH2UKGh5aHwpgZR9lChof2iAaIFohClSlH2UKGgr'
+    'SxBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE18AmisjBtyZWNvcmRzLnYzX2Rlcml2ZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlo'
+    'nk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TX0CaKyMG3JlY29yZHMudjNfZGVyaXZlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNfgJorIwbcmVjb3Jkcy52'
+    'M19kZXJpdmUuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1/AmisjBtyZWNvcmRzLnYzX2Rlcml2ZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMx'
+    'NDSUaIFohClSlH2UKGgrS5Boh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2AAmisjBtyZWNvcmRzLnYzX2Rlcml2ZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMHVYzIGRlcml2ZSAoMjU2IGJ5dGVzKTsgaW5lcnQulGgJarcOAABqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qyxAAAGomAQAAS/BqJwEAAH2U'
+    'KGh/SwBqCwMAAEsQancEAABLIGpbBgAAS0BonUtgdWopAQAAfZQoaH9LEGoLAwAASxBqdwQAAEsgalsGAABLIGidS5B1ahcBAABOdWJhaDxNeAJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqCQEAAGhqKYGUfZQoaAVqCQEAAGhtXZQoaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQp'
+    'aKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2GAmisjBtyZWNvcmRzLnY0X2NvbW1pdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYcCaKyMG3JlY29yZHMudjRfY29tbWl0LmZpZWxkc1sxXZRoISlork5o'
+    'r05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNiAJorIwbcmVjb3Jkcy52NF9jb21taXQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsB'
+    'aIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2JAmisjBtyZWNvcmRzLnY0X2NvbW1pdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5o'
+    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYoCaKyMG3JlY29yZHMudjRfY29tbWl0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNiwJorIwbcmVjb3Jkcy52NF9jb21t'
+    'aXQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wCNDiUaIFohClSlH2UKGgrSzBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2MAmisjBtyZWNvcmRzLnY0X2NvbW1pdC5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMM1Y0IGNvbW1pdCAoMjU2IGJ5dGVzKSwgZGVjb2RlZCBhcyBhIGN1cnJl'
+    'bnQgQ09NTUlULpRoCWq3DgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtahQRAABqJgEAAEvwaicBAAB9lChqJQQAAEsAahgDAABLIGo3BQAAS0BqRQUAAEtgalMFAABLgGpgBQAAS6BonUvAdWopAQAAfZQoaiUEAABLIGoYAwAASyBqNwUAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgaJ1LMHVqFwEAAE51YmFoPE2CAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmoNAQAAaGopgZR9lChoBWoNAQAAaG1dlChocCmBlH2UKGgFaiUEAABodGh2KYGUfZQoaHlofCmBlH2U'
+    'KGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZICaKyMGnJlY29yZHMudjRfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgL'
+    'aJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2TAmisjBpyZWNvcmRzLnY0X21lcmdlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqPwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQo'
+    'aH9qTQQAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qPwQAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2Ual4BAABhamABAABdlGi8KVKUfZQoaL9qMgQAAGjAaMNoiEsBaIlLCGiKSwFoi0sLdWJhaIhLAWiJSwBoiksBaItLC3ViaIxoj12UKGo/BAAAajIEAABlhZRSlHViamcBAABqKAgAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNlAJorIwacmVjb3Jkcy52NF9tZXJnZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarIFAABodGh2KYGUfZQoaHlofCmBlH2U'
+    'KGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZUCaKyMGnJlY29yZHMudjRfbWVyZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTEylGiBaIQpUpR9lChoK0twaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iY'
+    'aAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNlgJorIwacmVjb3Jkcy52NF9tZXJnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAuMKFY0IG1lcmdlICgyNTYgYnl0ZXMpOyB1bnNpZ25lZCBldmlkZW5jZS6UaAlqtw4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWp1EQAAaiYBAABL8GonAQAAfZQoaiUEAABLAGoyBAAASyBqPwQAAEtAarIFAABLYGidS4B1aikBAAB9lChqJQQAAEsgajIEAABLIGo/'
+    'BAAASyBqsgUAAEsgaJ1LcHVqFwEAAE51YmFoPE2OAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmoRAQAAaGopgZR9lChoBWoRAQAAaG1dlChocCmBlH2UKGgFaH9odGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZwCaKyMG3JlY29yZHMudjRfZGVyaXZlLmZp'
+    'ZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNnQJorIwbcmVjb3Jkcy52NF9kZXJpdmUuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp3BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClS'
+    'lH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2eAmisjBtyZWNvcmRzLnY0X2Rlcml2ZS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalsGAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5o'
+    'm05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TZ8CaKyMG3JlY29yZHMudjRfZGVyaXZlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH9qvBEAAGiBaIQpUpR9lChoK0twaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNoAJorIwbcmVj'
+    'b3Jkcy52NF9kZXJpdmUuZmllbGRzWzRdlGghKWiuTmivTmiwiXViZWgLjCpWNCBkZXJpdmUgKDI1NiBieXRlcyk7IHJldGlyZWQsIGRyb3BwYWJsZS6UaAlqtw4AAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWrOEQAAaiYBAABL8GonAQAAfZQoaH9LAGoLAwAASyBqdwQAAEtAalsGAABLYGidS4B1aikBAAB9lChof0sgagsDAABLIGp3BAAASyBqWwYAAEsgaJ1LcHVqFwEAAE51YmFoPE2YAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmjPaGopgZR9lChoBWjPaG1d'
+    'lChocCmBlH2UKGgFaIdodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TakCaKyMIXJlY29yZHMuZW52ZWxvcGUzNl9yZXN0LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRwEAAGh0aB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5o'
+    'eU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/alIBAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGpeAQAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqaAEAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNqgJorIwhcmVjb3Jkcy5lbnZlbG9wZTM2X3Jlc3QuZmllbGRzWzFdlGghKWiu'
+    'TmivTmiwiXViaHApgZR9lChoBWp8AQAAaHRotSmBlH2UKGi4aHwpgZR9lChof2iHaIFovClSlH2UKGi/aIdowGjDaIhLAWiJSwBoiksBaItLBHViaIxoj12UaIdhhZRSlHViaMgoQxCcM+61JQZaYursS+Q9zDValGjejA1lbnZfYmxvYl9ib2R5lIeUQxCsNj0Er+GvF7OVgbHiMCHXlGjijA9lbnZfYnJhbmNoX2JvZHmUh5RDENDLoMjqq0wMcxIcMgVnHk+UaOaMEmVudl90b21ic3RvbmVfYm9keZSHlEMQjz7v7ezUkfY/bqql/W89XpRo6owSZW52X2Jsb2Jfd2FudF9ib2R5lIeUQxAtdmYt/wGH7DaoyQsSu4sNlGjuak0SAACHlEMQ'
+    'mgZ5dgD6kLioJZsO0CnsIZSMJGhleDo5QTA2Nzk3NjAwRkE5MEI4QTgyNTlCMEVEMDI5RUMyMZSME2Vudl90eXBlZF93YW50X2JvZHmUh5RDEC2VengKUuR09YoG1E1v5GyUjCRoZXg6MkQ5NTdBNzgwQTUyRTQ3NEY1OEEwNkQ0NEQ2RkU0NkOUalMSAACHlEMQy/LPl9UqNIbhbBLXDTl8ZpRqCAEAAIwPZW52X2NvbW1pdF9ib2R5lIeUQxCfXQKNTEI2INaVel9yb6cnlGoMAQAAjA5lbnZfbWVyZ2VfYm9keZSHlEMQ7Psu6Q7YBCJE97rHBEVLuZRqEAEAAIwSZW52X2Rlcml2ZV92NF9ib2R5lIeUQxDta0b3KG1FVrB2wXt5/YMVlIwk'
+    'aGV4OkVENkI0NkY3Mjg2RDQ1NTZCMDc2QzE3Qjc5RkQ4MzE1lIwSZW52X2Rlcml2ZV92NV9ib2R5lIeUdJRoq2rVAQAAahUBAABqRwEAAGh8KYGUfZQoaH9qRwEAAGiBaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmiMaI9dlGpHAQAAYYWUUpR1YoaUhZRoBWoWAQAAahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5aHwpgZR9lChof4wPc3BhbiAqIDI1NiAtIDM2lGiBauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHViausB'
+    'AABq7gEAAGrwAQAAaIQpUpR9lChoK00AAWiHTmiISwFoiUsHaIpLAWiLSwp1YmiISwFoiUsAaIpLAWiLSwp1YmrrAQAAavUBAABq8AEAAGiEKVKUfZQoaCtLJGiHTmiISwFoiUsNaIpLAWiLSw91YmiISwFoiUsAaIpLAWiLSw91YmiMaI9dlGpHAQAAYYWUUpR1YmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNrQJorIwhcmVjb3Jkcy5lbnZlbG9wZTM2X3Jlc3QuZmllbGRzWzJdlGghKWiuTmivTmiwiXViZWgLjKNBIDM2LWJ5dGUtZW52ZWxvcGUgcmVjb3JkIGFmdGVyIGl0cyAxNi1ieXRl'
+    'IG1hcmtlcjogYSAxNi1ieXRlIGtpbmQgaWQgKGEgVjMvVjQgbWFya2VyKSwgdGhlIHNwYW4gKHUzMiBMRSwgMjU2LWJ5dGUgYmxvY2tzKSBhbmQgdGhlIGJvZHkuIFVua25vd24ga2luZHMgYXJlIG9wYXF1ZS4KlGgJjAtmYWN0cyDCpzUuM5RqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qFhIAAGomAQAATmonAQAAfZQoaIdLAGpHAQAASxBqfAEAAEsUdWopAQAAfZQoaIdLEGpHAQAASwR1ahcBAABOdWJhaDxNowJqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqRBIA'
+    'AGhqKYGUfZQoaAVqRBIAAGhtXZQoaHApgZR9lChoBWpsAgAAaHRoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNxAJorIwfcmVjb3Jkcy5lbnZfYmxvYl9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqcwIAAGh0aB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABo'
+    'fCmBlH2UKGh/ansCAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRq5AEAAClSlH2UKGpXAQAAaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViausBAABqjAIAAGrwAQAAauQBAAApUpR9lChqVwEAAGrkAQAAKVKUfZQoalcBAABovClSlH2UKGi/anMCAABowGjDaIhLAWiJSw1oiksBaItLE3ViausBAABqjAIAAGrwAQAAaIQpUpR9lChoK0v/aIdOaIhLAWiJSxZoiksBaItLGXViaIhLAWiJSw1oiksBaItLGXViausBAABqmAIAAGrw'
+    'AQAAaIQpUpR9lChoK00AAWiHTmiISwFoiUseaIpLAWiLSyF1YmiISwFoiUsMaIpLAWiLSyF1YmiISwFoiUsIaIpLAWiLSyF1YmFoiEsBaIlLAGiKSwFoi0shdWJojGiPXZQoanMCAABqRwEAAGWFlFKUdWJqZwEAAGqfAgAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3FAmisjB9yZWNvcmRzLmVudl9ibG9iX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqxAgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sC'
+    'dWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3IAmisjB9yZWNvcmRzLmVudl9ibG9iX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTcylGiBaIQpUpR9lChoK0usaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmii'
+    'TmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNyQJorIwfcmVjb3Jkcy5lbnZfYmxvYl9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aggDAAApgZR9lChoh2izagsDAABq2gIAAGoVAQAAanMCAABofCmBlH2UKGh/anMCAABogWi8KVKUfZQoaL9qcwIAAGjAaMNoiEsBaIlLAGiKSwFoi0sGdWJojGiPXZRqcwIAAGGFlFKUdWKGlIWUahcBAABOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJ'
+    'aKtOaDxNygJorIwfcmVjb3Jkcy5lbnZfYmxvYl9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC4xCRW52ZWxvcGVkIGJsb2I7IGRhdGEgYXQgcmVjb3JkIGJ5dGUgMjU2OyBzcGFuID0gMSArIGNlaWwobGVuLzI1NikulGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaowSAABqJgEAAE5qJwEAAH2UKGpsAgAASwBqcwIAAEsIarECAABLEGidSzBqGAMAAEvcdWopAQAAfZQoamwCAABLCGpzAgAASwhq'
+    'sQIAAEsgaJ1LrHVqFwEAAE51YmFoPE2/AmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YmpHEgAAaGopgZR9lChoBWpHEgAAaG1dlChocCmBlH2UKGgFahAOAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcB'
+    'AABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWJqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2oeDgAAaIFqVAEAAClSlH2UKGpXAQAAal4DAAApUpR9lChqYQMAAGi8KVKUfZQoaL9qZAMAAGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJqFQEAAF2UaLwpUpR9lChov2oQDgAAaMBow2iISwFoiUsEaIpLAWiLSwp1YmFqaAMAAF2UaIhLAWiJ'
+    'SwBoiksBaItLC3VialoBAABdlGptAwAAYWpgAQAAXZRohClSlH2UKGgrSwBoh05oiEsBaIlLDmiKSwFoi0sPdWJhaIhLAWiJSwBoiksBaItLD3ViaIxoj12UahAOAABhhZRSlHViamcBAABqMA4AAGoUAQAAamkBAABorGiYdWKGlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN0AJorIwhcmVjb3Jkcy5lbnZfYnJhbmNoX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo9AgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKU'
+    'dWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE3WAmisjCFyZWNvcmRzLmVudl9icmFuY2hfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/asUSAABogWiEKVKUfZQoaCtLrGiHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClo'
+    'pU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TdcCaKyMIXJlY29yZHMuZW52X2JyYW5jaF9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmVoC2iYaAlqgRIAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q5xIAAGomAQAAS9xqJwEAAH2UKGoQDgAASwBqPQIAAEsQaJ1LMHVqKQEAAH2UKGoQDgAASxBqPQIAAEsgaJ1LrHVqFwEAAE51YmFoPE3MAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1'
+    'YmpKEgAAaGopgZR9lChoBWpKEgAAaG1dlChocCmBlH2UKGgFahAOAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgrSwFoh05oiEsB'
+    'aIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN3QJorIwkcmVjb3Jkcy5lbnZfdG9tYnN0b25lX2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMjA0lGiBaIQpUpR9lChoK0vMaIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmig'
+    'TmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN3gJorIwkcmVjb3Jkcy5lbnZfdG9tYnN0b25lX2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLaJhoCWqBEgAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWo9EwAAaiYBAABL3GonAQAAfZQoahAOAABLAGidSxB1aikBAAB9lChqEA4AAEsQaJ1LzHVqFwEAAE51YmFoPE3ZAmorAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGow'
+    'AQAAXZR1YmpNEgAAaGopgZR9lChoBWpNEgAAaG1dlChocCmBlH2UKGgFav0DAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/akkDAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/akcBAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2UKGgr'
+    'SwFoh05oiEsBaIlLCGiKSwFoi0sJdWJhaIhLAWiJSwBoiksBaItLCXViaIxoj12UakcBAABhhZRSlHViamcBAABqVQMAAGoUAQAAamkBAABorGiYdWKFlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN5AJorIwkcmVjb3Jkcy5lbnZfYmxvYl93YW50X2JvZHkuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof4wDMTg4lGiBaIQpUpR9lChoK0u8aIdOaIhLAWiJSwBoiksBaItLA3ViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGie'
+    'Tmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN5QJorIwkcmVjb3Jkcy5lbnZfYmxvYl93YW50X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViZWgLaJhoCWqBEgAAahsBAAB9lGpHAQAAas4CAAApgZR9lChoBWpHAQAAaHRq0QIAAGirTmgLaJh1YnNqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpzEwAAaiYBAABL3GonAQAAfZQoav0DAABLAGidSyB1aikBAAB9lChq/QMAAEsgaJ1LvHVqFwEAAE51YmFoPE3gAmorAQAAaBFoDU5qLAEAAClqLQEAAGiz'
+    'ai4BAABdlGowAQAAXZR1YmpTEgAAaGopgZR9lChoBWpTEgAAaG1dlChocCmBlH2UKGgFap0EAABodGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsAaIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAA'
+    'YYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHViakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qcAcAAGiBanIHAAApUpR9lChq6wEAAGp3BwAAankHAABdlChqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2qdBAAAaMBow2iISwFoiUsAaIpLAWiLSwN1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sCaIdOaIhLAWiJSwdoiksBaItLCHViYWiISwFoiUsAaIpLAWiLSwh1YmpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/ap0EAABowGjDaIhLAWiJSwxoiksBaItLD3VialoBAABdlGqDAgAAYWpgAQAAXZRohClSlH2U'
+    'KGgrSwNoh05oiEsBaIlLE2iKSwFoi0sUdWJhaIhLAWiJSwxoiksBaItLFHVialQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qnQQAAGjAaMNoiEsBaIlLGGiKSwFoi0sbdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLBGiHTmiISwFoiUsfaIpLAWiLSyB1YmFoiEsBaIlLGGiKSwFoi0sgdWJlaIhLAWiJSwBoiksBaItLIHViaIxoj12Uap0EAABhhZRSlHViamcBAABqlgcAAGoUAQAAamkBAABorGiYdWKGlGilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN6wJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZp'
+    'ZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqpwcAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8AJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqtAcAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9q'
+    'cgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8QJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqwQcAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVO'
+    'aJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN8gJorIwlcmVjb3Jkcy5lbnZfdHlwZWRfd2FudF9ib2R5LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAzEyM5RogWiEKVKUfZQoaCtLe2iHTmiISwFoiUsAaIpLAWiLSwN1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5o'
+    'p05oqEsAaA1OaKlomGiqiWirTmg8TfMCaKyMJXJlY29yZHMuZW52X3R5cGVkX3dhbnRfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaqkTAABqJgEAAEvcaicBAAB9lChqnQQAAEsAaqcHAABLAWq0BwAASyFqwQcAAEtBaJ1LYXVqKQEAAH2UKGqdBAAASwFqpwcAAEsgarQHAABLIGrBBwAASyBonUt7dWoXAQAATnViYWg8TecCaisBAABoEWgNTmos'
+    'AQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVialkSAABoaimBlH2UKGgFalkSAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMC'
+    'AABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE36AmisjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJ'
+    'aJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TfsCaKyMIXJlY29yZHMuZW52X2NvbW1pdF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiY'
+    'aKqJaKtOaDxN/AJorIwhcmVjb3Jkcy5lbnZfY29tbWl0X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE39AmisjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJo'
+    'cCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8Tf4CaKyMIXJlY29yZHMuZW52X2NvbW1pdF9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJ'
+    'SwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN/wJorIwhcmVjb3Jkcy5lbnZfY29tbWl0X2JvZHkuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWidaHRodimBlH2UKGh5aHwpgZR9lChof2oSAgAAaIFohClSlH2UKGgrSxxoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlO'
+    'aJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0AA2isjCFyZWNvcmRzLmVudl9jb21taXRfYm9keS5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMMUVudmVsb3BlZCBWNCBjb21taXQsIGRlY29kZWQgYXMgYSBjdXJyZW50IENPTU1JVC6UaAlqgRIAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qHhQAAGomAQAAS9xqJwEAAH2UKGolBAAASwBqGAMAAEsgajcFAABLQGpFBQAA'
+    'S2BqUwUAAEuAamAFAABLoGidS8B1aikBAAB9lChqJQQAAEsgahgDAABLIGo3BQAASyBqRQUAAEsgalMFAABLIGpgBQAASyBonUscdWoXAQAATnViYWg8TfUCaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVialwSAABoaimBlH2UKGgFalwSAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgr'
+    'TmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0GA2isjCByZWNvcmRzLmVudl9tZXJnZV9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQo'
+    'aAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNBwNorIwgcmVjb3Jkcy5lbnZfbWVyZ2VfYm9keS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiL'
+    'SwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opGpMAQAAKYGUfZQoak8BAABofCmBlH2UKGh/ak0EAABogWpUAQAAKVKUfZQoalcBAABovClSlH2UKGi/aj8EAABowGjDaIhLAWiJSwBoiksBaItLBHVialoBAABdlGpeAQAAYWpgAQAAXZRovClSlH2UKGi/ajIEAABowGjDaIhLAWiJSwhoiksBaItLC3ViYWiISwFoiUsAaIpLAWiLSwt1YmiMaI9dlChqPwQAAGoyBAAAZYWUUpR1YmpnAQAAaigIAABqFAEAAGppAQAAaKxomHVihZRopU5opk5o'
+    'p05oqEsAaA1OaKlomGiqiWirTmg8TQgDaKyMIHJlY29yZHMuZW52X21lcmdlX2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0JA2isjCByZWNvcmRzLmVudl9tZXJnZV9ib2R5LmZpZWxkc1szXZRoISlo'
+    'rk5or05osIl1YmhwKYGUfZQoaAVonWh0aHYpgZR9lChoeWh8KYGUfZQoaH+MAjkylGiBaIQpUpR9lChoK0tcaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiGieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNCgNorIwgcmVjb3Jkcy5lbnZfbWVyZ2VfYm9keS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVi'
+    'c2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtapAUAABqJgEAAEvcaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0BqsgUAAEtgaJ1LgHVqKQEAAH2UKGolBAAASyBqMgQAAEsgaj8EAABLIGqyBQAASyBonUtcdWoXAQAATnViYWg8TQIDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVial8SAABoaimBlH2UKGgFal8SAABobV2UKGhwKYGUfZQoaAVof2h0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHVi'
+    'aJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikakwBAAApgZR9lChqTwEAAGh8KYGUfZQoaH9qSQMAAGiBalQBAAApUpR9lChqVwEAAGi8KVKUfZQoaL9qRwEAAGjAaMNoiEsBaIlLAGiKSwFoi0sEdWJqWgEAAF2UaoMCAABhamABAABdlGiEKVKUfZQoaCtLAWiHTmiISwFoiUsIaIpLAWiLSwl1YmFoiEsBaIlLAGiKSwFoi0sJdWJojGiPXZRqRwEAAGGFlFKUdWJqZwEAAGpVAwAAahQBAABqaQEAAGisaJh1YoWUaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0QA2is'
+    'jCRyZWNvcmRzLmVudl9kZXJpdmVfdjRfYm9keS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFagsDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TREDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NF9ib2R5LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQo'
+    'aAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNEgNorIwkcmVjb3Jkcy5lbnZfZGVyaXZlX3Y0X2JvZHkuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiK'
+    'SwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0TA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjRfYm9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/aucUAABogWiEKVKUfZQoaCtLXGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYhonk5oeU5o'
+    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRQDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NF9ib2R5LmZpZWxkc1s0XZRoISlork5or05osIl1YmVoC2iYaAlqgRIAAGobAQAAfZRqRwEAAGrOAgAAKYGUfZQoaAVqRwEAAGh0atECAABoq05oC2iYdWJzah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q+hQAAGomAQAAS9xqJwEAAH2UKGh/SwBqCwMAAEsgancEAABLQGpbBgAAS2BonUuAdWopAQAAfZQoaH9LIGoLAwAASyBqdwQAAEsgalsGAABLIGidS1x1ahcBAABO'
+    'dWJhaDxNDANqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWJqYxIAAGhqKYGUfZQoaAVqYxIAAGhtXZQoaHApgZR9lChoBWoLAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKRqTAEAACmBlH2UKGpPAQAAaHwpgZR9lChof2pJAwAAaIFqVAEAAClSlH2UKGpXAQAAaLwpUpR9lChov2pHAQAAaMBow2iISwFoiUsA'
+    'aIpLAWiLSwR1YmpaAQAAXZRqgwIAAGFqYAEAAF2UaIQpUpR9lChoK0sBaIdOaIhLAWiJSwhoiksBaItLCXViYWiISwFoiUsAaIpLAWiLSwl1YmiMaI9dlGpHAQAAYYWUUpR1YmpnAQAAalUDAABqFAEAAGppAQAAaKxomHVihZRopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TRoDaKyMJHJlY29yZHMuZW52X2Rlcml2ZV92NV9ib2R5LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRS'
+    'lHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNGwNorIwkcmVjb3Jkcy5lbnZfZGVyaXZlX3Y1X2JvZHkuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtO'
+    'aKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0cA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjVfYm9keS5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaJ1odGh2KYGUfZQoaHlofCmBlH2UKGh/jAMxMjSUaIFohClSlH2UKGgrS3xoh05oiEsBaIlLAGiKSwFoi0sDdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2IaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0dA2isjCRyZWNvcmRzLmVudl9kZXJpdmVfdjVf'
+    'Ym9keS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJlaAtomGgJaoESAABqGwEAAH2UakcBAABqzgIAACmBlH2UKGgFakcBAABodGrRAgAAaKtOaAtomHVic2odAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtalMVAABqJgEAAEvcaicBAAB9lChqCwMAAEsAancEAABLIGpbBgAAS0BonUtgdWopAQAAfZQoagsDAABLIGp3BAAASyBqWwYAAEsgaJ1LfHVqFwEAAE51YmFoPE0WA2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowRY29tbWl0X3RyYW5zY3JpcHSUaGopgZR9lChoBWqfFQAAaG1d'
+    'lChocCmBlH2UKGgFjAZkb21haW6UaHRodimBlH2UKGh5aHwpgZR9lChof4wCNDCUaIFohClSlH2UKGgrSyhoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLjCh0cmlibGVzcGFjZS5jb2xsZWN0aW9uLmNvbW1pdC50cmFuc2NyaXB0lGgJaJhomU5omk5om05onEModHJpYmxlc3BhY2UuY29sbGVjdGlvbi5jb21taXQudHJhbnNjcmlwdJRonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSQDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3Jp'
+    'cHQuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBYwNc2VtYW50aWNfa2luZJRodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onEMQs0gXMIGIxFFaPFGWepGmA5RonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSUDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3JpcHQuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lCho'
+    'BYwHdmVyc2lvbpRodGgeKYGUfZQoaCFLIGgiiWgNausJAABoI4l1YmgLaJhoCWiYaJlOaJpOaJtOaJxLAmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNJgNorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbMl2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakUFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5o'
+    'nYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TScDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3JpcHQuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0oA2is'
+    'jCNyZWNvcmRzLmNvbW1pdF90cmFuc2NyaXB0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqGAMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNKQNorIwjcmVjb3Jkcy5jb21taXRfdHJhbnNjcmlwdC5maWVsZHNbNV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgF'
+    'ajcFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TSoDaKyMI3JlY29yZHMuY29tbWl0X3RyYW5zY3JpcHQuZmllbGRzWzZdlGghKWiuTmivTmiwiXViZWgLjC5UaGUgMTg4IGJ5dGVzIGEgQ09NTUlUIGF1dGhvciBzaWducyAoRWQyNTUxOSkulGgJjAtmYWN0cyDCpzQuMZRqGwEA'
+    'AH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qohUAAGomAQAAS7xqJwEAAH2UKGqlFQAASwBqtRUAAEsoasMVAABLOGpFBQAASzxqJQQAAEtcahgDAABLfGo3BQAAS5x1aikBAAB9lChqpRUAAEsoarUVAABLEGrDFQAASwRqRQUAAEsgaiUEAABLIGoYAwAASyBqNwUAAEsgdWoXAQAATnViYWg8TSADaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBFtZXJnZV9lbmRvcnNlbWVudJRoaimBlH2UKGgFagEWAABobV2UKGhwKYGUfZQoaAVqpRUAAGh0aHYpgZR9lChoeWh8KYGUfZQo'
+    'aH9qqhUAAGiBaIQpUpR9lChoK0soaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC4wodHJpYmxlc3BhY2UuY29sbGVjdGlvbi5tZXJnZS5lbmRvcnNlbWVudJRoCWiYaJlOaJpOaJtOaJxDKHRyaWJsZXNwYWNlLmNvbGxlY3Rpb24ubWVyZ2UuZW5kb3JzZW1lbnSUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0wA2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqtRUA'
+    'AGh0aHYpgZR9lChoeWh8KYGUfZQoaH9ogGiBaIQpUpR9lChoK0sQaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicQxCWq53nOJ3WIdRMVeWTiYpplGidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNMQNorIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakUFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiI'
+    'SwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTIDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxO'
+    'aJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0zA2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNNANo'
+    'rIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTUDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lCho'
+    'BWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE02A2isjCNyZWNvcmRzLm1lcmdlX2VuZG9yc2VtZW50LmZpZWxkc1s2XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqvwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksB'
+    'aItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNNwNorIwjcmVjb3Jkcy5tZXJnZV9lbmRvcnNlbWVudC5maWVsZHNbN12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaswFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5o'
+    'n05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TTgDaKyMI3JlY29yZHMubWVyZ2VfZW5kb3JzZW1lbnQuZmllbGRzWzhdlGghKWiuTmivTmiwiXViZWgLjCZUaGUgMjgwIGJ5dGVzIGEgTUVSR0UgdjYgYXV0aG9yIHNpZ25zLpRoCYwLZmFjdHMgwqc0LjKUahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtagQWAABqJgEAAE0YAWonAQAAfZQoaqUVAABLAGq1FQAASyhqRQUAAEs4aiUEAABLWGoyBAAAS3hqPwQAAEuYarIFAABLuGq/BQAAS9hqzAUAAEv4dWop'
+    'AQAAfZQoaqUVAABLKGq1FQAASxBqRQUAAEsgaiUEAABLIGoyBAAASyBqPwQAAEsgarIFAABLIGq/BQAASyBqzAUAAEsgdWoXAQAATnViYWg8TSwDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBJkZXJpdmVfZW5kb3JzZW1lbnSUaGopgZR9lChoBWp+FgAAaG1dlChocCmBlH2UKGgFaqUVAABodGh2KYGUfZQoaHlofCmBlH2UKGh/jAI0MZRogWiEKVKUfZQoaCtLKWiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAuMKXRyaWJsZXNwYWNlLmNvbGxlY3Rpb24uZGVyaXZl'
+    'LmVuZG9yc2VtZW50lGgJaJhomU5omk5om05onEMpdHJpYmxlc3BhY2UuY29sbGVjdGlvbi5kZXJpdmUuZW5kb3JzZW1lbnSUaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE0+A2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFarUVAABodGh2KYGUfZQoaHlofCmBlH2UKGh/aIBogWiEKVKUfZQoaCtLEGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5o'
+    'mk5om05onEMQUp2PV6IPygvJIRITE9xhm5RonYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TT8DaKyMJHJlY29yZHMuZGVyaXZlX2VuZG9yc2VtZW50LmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmim'
+    'TminTmioSwBoDU5oqWiYaKqJaKtOaDxNQANorIwkcmVjb3Jkcy5kZXJpdmVfZW5kb3JzZW1lbnQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoLAwAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1BA2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVs'
+    'ZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFancEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUIDaKyMJHJlY29yZHMuZGVyaXZlX2VuZG9yc2VtZW50LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqWwYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEA'
+    'AGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNQwNorIwkcmVjb3Jkcy5kZXJpdmVfZW5kb3JzZW1lbnQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpoBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51'
+    'YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1EA2isjCRyZWNvcmRzLmRlcml2ZV9lbmRvcnNlbWVudC5maWVsZHNbNl2UaCEpaK5OaK9OaLCJdWJlaAuMJ1RoZSAyMTcgYnl0ZXMgYSBERVJJVkUgdjcgYXV0aG9yIHNpZ25zLpRoCWp1FgAAahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaoEWAABqJgEAAEvZaicBAAB9lChqpRUAAEsAarUVAABLKWpFBQAASzlqCwMAAEtZancEAABLeWpbBgAAS5lq'
+    'aAYAAEu5dWopAQAAfZQoaqUVAABLKWq1FQAASxBqRQUAAEsgagsDAABLIGp3BAAASyBqWwYAAEsgamgGAABLIHVqFwEAAE51YmFoPE06A2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4BAABdlGowAQAAXZR1YowMZGVuc2VfY29tbWl0lGhqKYGUfZQoaAVq4xYAAGhtXZQoaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtO'
+    'aKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1KA2isjB5yZWNvcmRzLmRlbnNlX2NvbW1pdC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFahgDAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TUsDaKyMHnJlY29yZHMuZGVuc2VfY29tbWl0LmZpZWxk'
+    'c1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqNwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNTANorIwecmVjb3Jkcy5kZW5zZV9jb21taXQuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClS'
+    'lH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1NA2isjB5yZWNvcmRzLmRlbnNlX2NvbW1pdC5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5o'
+    'mk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TU4DaKyMHnJlY29yZHMuZGVuc2VfY29tbWl0LmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxN'
+    'TwNorIwecmVjb3Jkcy5kZW5zZV9jb21taXQuZmllbGRzWzVdlGghKWiuTmivTmiwiXViZWgLjCBEZW5zZSB0YWcgMSBwYXlsb2FkICgxOTIgYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtauYWAABqJgEAAEvAaicBAAB9lChqJQQAAEsAahgDAABLIGo3BQAAS0BqRQUAAEtgalMFAABLgGpgBQAAS6B1aikBAAB9lChqJQQAAEsgahgDAABLIGo3BQAASyBqRQUAAEsgalMFAABLIGpgBQAASyB1ahcBAABOdWJhaDxNRgNqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRq'
+    'MAEAAF2UdWKMFGRlbnNlX3Vuc2lnbmVkX21lcmdllGhqKYGUfZQoaAVqOBcAAGhtXZQoaHApgZR9lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1VA2isjCZyZWNvcmRzLmRlbnNlX3Vuc2lnbmVkX21lcmdlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGUfZQo'
+    'aAVqMgQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNVgNorIwmcmVjb3Jkcy5kZW5zZV91bnNpZ25lZF9tZXJnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsA'
+    'aIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TVcDaKyMJnJlY29yZHMuZGVuc2VfdW5zaWduZWRfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
+    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1YA2isjCZyZWNvcmRzLmRlbnNlX3Vuc2lnbmVkX21lcmdlLmZpZWxkc1szXZRoISlork5or05osIl1YmVoC4wgRGVuc2UgdGFnIDIgcGF5bG9hZCAoMTI4IGJ5dGVzKS6UaAloYGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWo7FwAAaiYBAABLgGonAQAAfZQoaiUEAABLAGoyBAAASyBqPwQAAEtAarIFAABLYHVqKQEAAH2UKGolBAAASyBqMgQAAEsgaj8EAABLIGqyBQAASyB1ahcBAABOdWJh'
+    'aDxNUQNqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMFWRlbnNlX3Vuc2lnbmVkX2Rlcml2ZZRoaimBlH2UKGgFanUXAABobV2UKGhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNXgNorIwncmVjb3Jkcy5kZW5zZV91bnNpZ25lZF9k'
+    'ZXJpdmUuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWp3BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1fA2isjCdyZWNvcmRzLmRlbnNlX3Vuc2lnbmVkX2Rlcml2ZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalsGAABodGh2KYGUfZQoaHlo'
+    'fCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWADaKyMJ3JlY29yZHMuZGVuc2VfdW5zaWduZWRfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmVoC4wfRGVuc2UgdGFnIDMgcGF5bG9hZCAoOTYgYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgU'
+    'TmhtangXAABqJgEAAEtgaicBAAB9lChqCwMAAEsAancEAABLIGpbBgAAS0B1aikBAAB9lChqCwMAAEsgancEAABLIGpbBgAASyB1ahcBAABOdWJhaDxNWgNqKwEAAGgRaA1OaiwBAAApai0BAABos2ouAQAAXZRqMAEAAF2UdWKMEmRlbnNlX3NpZ25lZF9tZXJnZZRoaimBlH2UKGgFaqYXAABobV2UKGhwKYGUfZQoaAVqJQQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5'
+    'TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNZgNorIwkcmVjb3Jkcy5kZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1nA2isjCRyZWNv'
+    'cmRzLmRlbnNlX3NpZ25lZF9tZXJnZS5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFaj8EAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWgDaKyMJHJlY29yZHMuZGVuc2Vfc2lnbmVkX21lcmdlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqsgUA'
+    'AGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNaQNorIwkcmVjb3Jkcy5kZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sC'
+    'dWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1qA2isjCRyZWNvcmRzLmRlbnNlX3NpZ25lZF9tZXJnZS5maWVsZHNbNF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFalMFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05o'
+    'oE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TWsDaKyMJHJlY29yZHMuZGVuc2Vfc2lnbmVkX21lcmdlLmZpZWxkc1s1XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNbANorIwkcmVjb3Jkcy5k'
+    'ZW5zZV9zaWduZWRfbWVyZ2UuZmllbGRzWzZdlGghKWiuTmivTmiwiXViZWgLjCBEZW5zZSB0YWcgNCBwYXlsb2FkICgyMjQgYnl0ZXMpLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtaqkXAABqJgEAAEvgaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0BqsgUAAEtgakUFAABLgGpTBQAAS6BqYAUAAEvAdWopAQAAfZQoaiUEAABLIGoyBAAASyBqPwQAAEsgarIFAABLIGpFBQAASyBqUwUAAEsgamAFAABLIHVqFwEAAE51YmFoPE1iA2orAQAAaBFoDU5qLAEAAClqLQEAAGizai4B'
+    'AABdlGowAQAAXZR1YowTZGVuc2Vfc2lnbmVkX2Rlcml2ZZRoaimBlH2UKGgFagcYAABobV2UKGhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNcgNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1swXZRoISlork5or05osIl1YmhwKYGU'
+    'fZQoaAVqdwQAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNcwNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1sxXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqWwYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJ'
+    'SwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdANorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqRQUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmid'
+    'iWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdQNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1szXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqUwUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdgNo'
+    'rIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1s0XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNdwNorIwlcmVjb3Jkcy5kZW5zZV9zaWduZWRfZGVyaXZlLmZpZWxkc1s1XZRoISlork5or05osIl1YmVoC4wg'
+    'RGVuc2UgdGFnIDUgcGF5bG9hZCAoMTkyIGJ5dGVzKS6UaAloYGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWoKGAAAaiYBAABLwGonAQAAfZQoagsDAABLAGp3BAAASyBqWwYAAEtAakUFAABLYGpTBQAAS4BqYAUAAEugdWopAQAAfZQoagsDAABLIGp3BAAASyBqWwYAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgdWoXAQAATnViYWg8TW4DaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBNkZW5zZV93aXRuZXNzX21lcmdllGhqKYGUfZQoaAVqXBgAAGhtXZQoaHApgZR9'
+    'lChoBWolBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE19A2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzBdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWoyBAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlL'
+    'AGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1+A2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzFdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWo/BAAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
+    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE1/A2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzJdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWqyBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2AA2is'
+    'jCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzNdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWq/BQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2BA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9'
+    'lChoBWrMBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2CA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzVdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpFBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlL'
+    'AGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2DA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzZdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpTBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2J'
+    'aJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2EA2isjCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzddlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpgBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2FA2is'
+    'jCVyZWNvcmRzLmRlbnNlX3dpdG5lc3NfbWVyZ2UuZmllbGRzWzhdlGghKWiuTmivTmiwiXViZWgLjEBEZW5zZSB0YWcgNiBwYXlsb2FkICgyODggYnl0ZXMpOiBNRVJHRSB2NiBmaWVsZHMgaW4gZnJhbWUgb3JkZXIulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1qXxgAAGomAQAATSABaicBAAB9lChqJQQAAEsAajIEAABLIGo/BAAAS0BqsgUAAEtgar8FAABLgGrMBQAAS6BqRQUAAEvAalMFAABL4GpgBQAATQABdWopAQAAfZQoaiUEAABLIGoyBAAASyBqPwQAAEsgarIFAABLIGq/'
+    'BQAASyBqzAUAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgdWoXAQAATnViYWg8TXkDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijBRkZW5zZV93aXRuZXNzX2Rlcml2ZZRoaimBlH2UKGgFatUYAABobV2UKGhwKYGUfZQoaAVqCwMAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5o'
+    'qWiYaKqJaKtOaDxNiwNorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFancEAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAtomGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TYwDaKyMJnJlY29yZHMuZGVuc2Vfd2l0bmVzc19kZXJpdmUuZmllbGRzWzFdlGgh'
+    'KWiuTmivTmiwiXViaHApgZR9lChoBWpbBgAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2NA2isjCZyZWNvcmRzLmRlbnNlX3dpdG5lc3NfZGVyaXZlLmZpZWxkc1syXZRoISlork5or05osIl1YmhwKYGUfZQoaAVqaAYAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQp'
+    'UpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNjgNorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNbM12UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFakUFAABodGh2KYGUfZQoaHlofCmBlH2UKGh/anIBAABogWiEKVKUfZQoaCtLIGiHTmiISwFoiUsAaIpLAWiLSwJ1YmiMaI9dlIWUUpR1YmiTTmiUiWiVTmiWTnViaAto'
+    'mGgJaJhomU5omk5om05onE5onYlonk5oeU5on05ooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TY8DaKyMJnJlY29yZHMuZGVuc2Vfd2l0bmVzc19kZXJpdmUuZmllbGRzWzRdlGghKWiuTmivTmiwiXViaHApgZR9lChoBWpTBQAAaHRodimBlH2UKGh5aHwpgZR9lChof2pyAQAAaIFohClSlH2UKGgrSyBoh05oiEsBaIlLAGiKSwFoi0sCdWJojGiPXZSFlFKUdWJok05olIlolU5olk51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhL'
+    'AGgNTmipaJhoqoloq05oPE2QA2isjCZyZWNvcmRzLmRlbnNlX3dpdG5lc3NfZGVyaXZlLmZpZWxkc1s1XZRoISlork5or05osIl1YmhwKYGUfZQoaAVqYAUAAGh0aHYpgZR9lChoeWh8KYGUfZQoaH9qcgEAAGiBaIQpUpR9lChoK0sgaIdOaIhLAWiJSwBoiksBaItLAnViaIxoj12UhZRSlHViaJNOaJSJaJVOaJZOdWJoC2iYaAlomGiZTmiaTmibTmicTmidiWieTmh5TmifTmigTmihTmiiTmgrTmijTmikKWilTmimTminTmioSwBoDU5oqWiYaKqJaKtOaDxNkQNorIwmcmVjb3Jkcy5kZW5zZV93aXRuZXNzX2Rlcml2ZS5maWVsZHNb'
+    'Nl2UaCEpaK5OaK9OaLCJdWJlaAuMQURlbnNlIHRhZyA3IHBheWxvYWQgKDIyNCBieXRlcyk6IERFUklWRSB2NyBmaWVsZHMgaW4gZnJhbWUgb3JkZXIulGgJaGBqGwEAAH2Uah0BAABOah4BAACJah8BAABOaiABAABdlGojAQAAKYGUfZQoaBROaG1q2BgAAGomAQAAS+BqJwEAAH2UKGoLAwAASwBqdwQAAEsgalsGAABLQGpoBgAAS2BqRQUAAEuAalMFAABLoGpgBQAAS8B1aikBAAB9lChqCwMAAEsgancEAABLIGpbBgAASyBqaAYAAEsgakUFAABLIGpTBQAASyBqYAUAAEsgdWoXAQAATnViYWg8TYcDaisBAABoEWgNTmosAQAAKWot'
+    'AQAAaLNqLgEAAF2UajABAABdlHVijAxkZW5zZV9yZWNvcmSUaGopgZR9lChoBWo2GQAAaG1dlChocCmBlH2UKGgFap0EAABodGoIAwAAKYGUfZQoaIdqoAQAAGoLAwAAaD1qFQEAAClqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2XA2isjB5yZWNvcmRzLmRlbnNlX3JlY29yZC5maWVsZHNbMF2UaCEpaK5OaK9OaLCJdWJocCmBlH2UKGgFauACAABodGi1KYGUfZQoaLhofCmBlH2UKGh/ap0EAABogWi8KVKUfZQoaL9qnQQA'
+    'AGjAaMNoiEsBaIlLAGiKSwFoi0sDdWJojGiPXZRqnQQAAGGFlFKUdWJoyChLAWhFauMWAACHlEsCaElqOBcAAIeUSwNoTWp1FwAAh5RLBGhRaqYXAACHlEsFaFVqBxgAAIeUSwZoWWpcGAAAh5RLB2hdatUYAACHlHSUaKtqFAEAAGoVAQAAKWgFahYBAABqFwEAAE51YmgLaJhoCWiYaJlOaJpOaJtOaJxOaJ2JaJ5OaHlOaJ9OaKBOaKFOaKJOaCtOaKNOaKQpaKVOaKZOaKdOaKhLAGgNTmipaJhoqoloq05oPE2YA2isjB5yZWNvcmRzLmRlbnNlX3JlY29yZC5maWVsZHNbMV2UaCEpaK5OaK9OaLCJdWJlaAuMNlRoZSBnZW5lcmljLXN0'
+    'b3JlIGVuY29kaW5nOiB0YWcgYnl0ZSB8fCBkZW5zZSBwYXlsb2FkLpRoCWhgahsBAAB9lGodAQAATmoeAQAAiWofAQAATmogAQAAXZRqIwEAACmBlH2UKGgUTmhtajkZAABqJgEAAE5qJwEAAH2UKGqdBAAASwBq4AIAAEsBdWopAQAAfZRqnQQAAEsBc2oXAQAATnViYWg8TZMDaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVijAlwaWxlX2ZpbGWUaGopgZR9lChoBWpcGQAAaG1dlGhwKYGUfZQoaAVoZmh0aggDAAApgZR9lChoh2izagsDAABoaGoVAQAAKWoXAQAATnViaAtomGgJaJhomU5omk5om05onE5onYlo'
+    'nk5oeU5on2oNBwAAKYGUfZQoahAHAABOaJNOaJSIaJtOahEHAABOahIHAACJaK9OdWJooE5ooU5ook5oK05oo05opClopU5opk5op05oqEsAaA1OaKlomGiqiWirTmg8TaYDaKyMG3JlY29yZHMucGlsZV9maWxlLmZpZWxkc1swXZRoISlork5or05osIl1YmFoC4yhQSB3aG9sZSBwaWxlOiByZWNvcmRzIGNvbmNhdGVuYXRlZCwgbm8gZmlsZSBoZWFkZXIgKGFuIGVtcHR5IGZpbGUgaXMgYW4gZW1wdHkgcGlsZSkuIHJ1bnRpbWUvcGlsZSBzY2FucyByZWNvcmRzIG9uZSBieSBvbmUgaW5zdGVhZCwgdG8gcmVwb3J0IHRoZSBmaXJz'
+    'dCBiYWQgb25lLgqUaAlq/gEAAGobAQAAfZRqHQEAAE5qHgEAAIlqHwEAAE5qIAEAAF2UaiMBAAApgZR9lChoFE5obWpfGQAAaiYBAABOaicBAAB9lGhmSwBzaikBAAB9lGoXAQAATnViYWg8TaADaisBAABoEWgNTmosAQAAKWotAQAAaLNqLgEAAF2UajABAABdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGizaGhqDQIAAEMAlIwCYXSUSwBon4hqGwEAACmMBHRoZW6UTowEdGFnc5Ros3ViYYwLZW5kaWFuX2V4cHKUTnViLg=='
+)

@@ -12,8 +12,8 @@ Spec: zeppelin-embed format rules (rules.txt) + facts.md
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -76,6 +77,11 @@ _ck_xxh3_64 = _registry.checksum_func("xxh3_64", fast=True)
 FAMILY = "ze"
 SCHEMA_FILES = ["schemas/ze.yaml"]
 SCHEMA_DIGEST = "sha256:f1a4be14d8595ff36918a892a0bedc85c441d6690d25d98a62a60b2de818b0ec"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'ZEPEMBED\x01\x00', 'frame_file', {}, False, None, None), (0, b'ZEPEMBED\x02\x00', 'segment_header', {}, False, None, None), (0, b'ZEPEMBED\n\x00', 'manifest_file', {}, False, None, None), (0, b'ZEPEMBED\x0b\x00', 'wal_file', {}, False, None, ({}, (('header', 'whole', 'wal_file_header', None, (), None), ('records', 'eos', 'wal_frame', None, (), None)))), (0, b'ZEPEMBED\x0f\x00', 'purge_file', {}, False, None, None), (0, b'ZEPEMBED\x13\x00', 'zgw_file_header', {}, False, 'zgw_frame', None)]
+RECORD_NAMES = ('ze_header', 'ze_header_ident', 'framed_trailer_check', 'segment_trailer', 'wal_file_header', 'wal_record_header', 'wal_frame', 'wal_file', 'wal_record', 'wal_payload', 'payload_v1_header', 'f32_vector', 'op_upsert_v1', 'op_delete_v1', 'metadata_value', 'value_u64', 'value_i64', 'value_f64', 'value_bool', 'value_string', 'value_id128', 'op_metadata_edit_v1', 'op_timestamped_upsert_v1', 'op_upsert_metadata_v1', 'op_upsert_ts_metadata_v1', 'typed_column', 'op_upsert_v2', 'op_batch_member', 'transaction_binding', 'op_prepared_mutation', 'op_mixed_member', 'zgw_file_header', 'zgw_frame', 'zgw_frame_header', 'zgw_envelope_size', 'graph_envelope', 'zgw_begin', 'artifact_descriptor', 'required_ref', 'optional_ref', 'commit_state', 'zgw_commit', 'zgop_key', 'zgop_expected', 'zgop', 'zgw_mutation', 'zgw_inventory', 'zgw_reclaim_intent', 'descriptor_list', 'zgw_reclaim_complete', 'spill_binding', 'zgcp_prepared_inventory', 'zgcp_captured_base', 'zgcp_participant', 'fold_authority', 'captured_base_value', 'protected_value', 'frame_block', 'frame_file', 'manifest_block', 'manifest_file', 'epoch_alias', 'manifest_segment', 'embedding_tower', 'embedding_epoch', 'column_def', 'clustering_range', 'tsr1_body', 'graph_object', 'zgen_row', 'zgen_extension', 'graph_section', 'zgr3_body', 'manifest_extension', 'manifest_payload', 'purge_token_input', 'purge_payload', 'purge_block', 'purge_file', 'epoch_digest_input', 'epoch_digest_input_v1', 'digest_tower', 'region_entry', 'segment_header', 'vector_header', 'vector_codes_region', 'bit4_factors', 'int8_factors', 'vector_factors_region', 'vector_rescore_region', 'columns_region', 'dictionary_column', 'column_data', 'alive_region', 'checksum_entry', 'checksum_table_region', 'document_version', 'document_versions_region', 'stored_metadata_region', 'stored_text_region', 'graph_node_block', 'graph_node_blocks_region')
 
 # Id registries: id -> (name, current version, accepted (min, max)); retired ids never reused
 REGISTRIES = {
@@ -38240,4094 +38246,4122 @@ def encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, region_len:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_ze_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    'family_id' / Int16ul,
-    'family_version' / Int16ul,
-    'flags' / Int32ul,
-    'header_length' / Int64ul,
-    _RuleCheck(Code("((this['header_length'] >= 32))", lambda this: ((this['header_length'] >= 32))), 'header_length', 'header_length >= 32', 'header_length must be at least 32'),
-    'file_length' / Int64ul,
-)
-C_ze_header._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8)))}
-
-C_ze_header_ident = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    'family_id' / Int16ul,
-    'family_version' / Int16ul,
-)
-C_ze_header_ident._bw_fast_runs = {'magic': (12, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2)))}
-
-C_framed_trailer_check = Struct(
-    '_o_start' / Tell,
-    '_s_header' / Tell,
-    'header' / Bytes(24),
-    '_e_header' / Tell,
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40))), GreedyBytes),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_header', '_e_block')", lambda this: _span_range(this, '_s_header', '_e_block'))),
-)
-C_framed_trailer_check._bw_fast_runs = {'header': (32, (('header', 0, 24), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-
-C_segment_trailer = Struct(
-    '_o_start' / Tell,
-    'checksum' / Int64ul,
-)
-C_segment_trailer._bw_fast_runs = {'checksum': (8, (('checksum', 0, 8),))}
-
-C_wal_file_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    'family_id' / Rebuild(Int16ul, Code('11', lambda this: 11)),
-    _RuleCheck(Code("((this['family_id'] == 11))", lambda this: ((this['family_id'] == 11))), 'family_id', 'family_id == 11', 'wrong family id (expected 11, WAL)'),
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL header flags must be zero'),
-    'header_length' / Rebuild(Int64ul, Code('40', lambda this: 40)),
-    _RuleCheck(Code("((this['header_length'] == 40))", lambda this: ((this['header_length'] == 40))), 'header_length', 'header_length == 40', 'WAL header_length must be exactly 40'),
-    'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'WAL file_length must be zero (append-only)'),
-    'first_seq' / Int64ul,
-)
-C_wal_file_header._bw_fast_runs = {'magic': (40, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('first_seq', 32, 8)))}
-
-C_wal_record_header = Struct(
-    '_o_start' / Tell,
-    'payload_len' / Int32ul,
-    'seq' / Int64ul,
-    'op' / Int16ul,
-)
-C_wal_record_header._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2)))}
-
-C_wal_frame = Struct(
-    '_o_start' / Tell,
-    '_o_payload_len' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Rebuild(Int32ul, 0),
-    '_e_payload_len' / Tell,
-    '_s_seq' / Tell,
-    'seq' / Int64ul,
-    '_e_seq' / Tell,
-    '_s_op' / Tell,
-    'op' / Int16ul,
-    '_e_op' / Tell,
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
-    '_e_payload' / Tell,
-    '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
-)
-C_wal_frame._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_wal_file = Struct(
-    '_o_start' / Tell,
-    'header' / C_wal_file_header,
-    'records' / RepeatToEnd(C_wal_frame),
-)
-C_wal_file._bw_fast_runs = {}
-
-C_payload_v1_header = Struct(
-    '_o_start' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'payload_v1_header', 'version', 'version == 1', 'unsupported WAL payload version (Version)'),
-    'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL payload flags must be zero (Flags)'),
-)
-C_payload_v1_header._bw_fast_runs = {'version': (4, (('version', 0, 2), ('flags', 2, 2)))}
-
-C_f32_vector = Struct(
-    '_o_start' / Tell,
-    'dims' / Rebuild(Int32ul, Code("len(this['values'])", lambda this: len(this['values']))),
-    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
-    'values' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
-)
-C_f32_vector._bw_fast_runs = {'dims': (4, (('dims', 0, 4),))}
-
-C_op_upsert_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'vector' / C_f32_vector,
-)
-C_op_upsert_v1._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
-
-C_op_delete_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
-    _RuleCheck(Code("((this['count'] >= 1))", lambda this: ((this['count'] >= 1))), 'count', 'count >= 1', 'delete of zero ids (EmptyDelete)'),
-    'doc_ids' / Array(Code("this['count']", lambda this: this['count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
-)
-C_op_delete_v1._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
-
-C_value_u64 = Struct(
-    '_o_start' / Tell,
-    'value' / Int64ul,
-)
-C_value_u64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
-
-C_value_i64 = Struct(
-    '_o_start' / Tell,
-    'value' / Int64sl,
-)
-C_value_i64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
-
-C_value_f64 = Struct(
-    '_o_start' / Tell,
-    'value' / Int64ul,
-)
-C_value_f64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
-
-C_value_bool = Struct(
-    '_o_start' / Tell,
-    'value' / Int8ul,
-    _RuleCheck(Code("(((this['value'] == 0) or (this['value'] == 1)))", lambda this: (((this['value'] == 0) or (this['value'] == 1)))), 'value', 'value == 0 or value == 1', 'boolean byte must be 0 or 1 (Boolean)'),
-)
-C_value_bool._bw_fast_runs = {'value': (1, (('value', 0, 1),))}
-
-C_value_string = Struct(
-    '_o_start' / Tell,
-    'value' / GreedyString('utf8'),
-)
-C_value_string._bw_fast_runs = {}
-
-C_value_id128 = Struct(
-    '_o_start' / Tell,
-    'value' / BytesInteger(16, signed=False, swapped=True),
-)
-C_value_id128._bw_fast_runs = {'value': (16, (('value', 0, 16),))}
-
-C_metadata_value = Struct(
-    '_o_start' / Tell,
-    'kind' / ClosedEnum(Int8ul, 'ValueKind', (0, 1, 2, 3, 4, 5, 6), ()),
-    'reserved' / Const(b'\x00\x00\x00'),
-    '_o_value_len' / Tell,
-    'value_len' / Rebuild(Int32ul, 0),
-    '_s_value' / Tell,
-    'value' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))", lambda this: (this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)),
-    '_e_value' / Tell,
-    '_patch_value_len' / Pointer(Code("this['_o_value_len']", lambda this: this['_o_value_len']), Rebuild(Int32ul, Code("this['_e_value'] - this['_s_value']", lambda this: this['_e_value'] - this['_s_value']))),
-    Check(Code("not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len']", lambda this: not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len'])),
-)
-C_metadata_value._bw_fast_runs = {'kind': (8, (('kind', 0, 1), ('reserved', 1, 3), ('value_len', 4, 4)))}
-
-C_op_metadata_edit_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'column_id' / Int32ul,
-    'value' / C_metadata_value,
-)
-C_op_metadata_edit_v1._bw_fast_runs = {'doc_id': (28, (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4)))}
-
-C_op_timestamped_upsert_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'ts' / Int64sl,
-    'vector' / C_f32_vector,
-)
-C_op_timestamped_upsert_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8)))}
-
-C_op_upsert_metadata_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    '_o_metadata_len' / Tell,
-    'metadata_len' / Rebuild(Int32ul, 0),
-    'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
-    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
-    '_s_metadata' / Tell,
-    'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
-    '_e_metadata' / Tell,
-    '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
-    Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
-    'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
-)
-C_op_upsert_metadata_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('metadata_len', 24, 4), ('dims', 28, 4)))}
-
-C_op_upsert_ts_metadata_v1 = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    'ts' / Int64sl,
-    '_o_metadata_len' / Tell,
-    'metadata_len' / Rebuild(Int32ul, 0),
-    'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
-    _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
-    '_s_metadata' / Tell,
-    'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
-    '_e_metadata' / Tell,
-    '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
-    Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
-    'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
-)
-C_op_upsert_ts_metadata_v1._bw_fast_runs = {'doc_id': (40, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8), ('metadata_len', 32, 4), ('dims', 36, 4)))}
-
-C_typed_column = Struct(
-    '_o_start' / Tell,
-    'column_id' / Int32ul,
-    'value' / C_metadata_value,
-    _RuleCheck(Code("((this['value']['kind'] != 0))", lambda this: ((this['value']['kind'] != 0))), 'value', 'value.kind != 0', 'typed columns cannot carry Null'),
-)
-C_typed_column._bw_fast_runs = {'column_id': (4, (('column_id', 0, 4),))}
-
-C_op_upsert_v2 = Struct(
-    '_o_start' / Tell,
-    'fields' / BitFlags(Int32ul, (('columns', 4, 1, True), ('metadata', 3, 1, True), ('ts', 2, 1, True), ('text', 1, 1, True), ('vector', 0, 1, True)), model=UpsertFields),
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-    FieldCheck(Code("this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None", lambda this: this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None), 'vector'),
-    'vector' / If(Code("(this['fields']['vector'])", lambda this: (this['fields']['vector'])), C_f32_vector),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['text']) or this.get('text') is None", lambda this: this['_parsing'] or (this['fields']['text']) or this.get('text') is None), 'text'),
-    'text' / If(Code("(this['fields']['text'])", lambda this: (this['fields']['text'])), PascalString(Int32ul, 'utf8')),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None", lambda this: this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None), 'ts'),
-    'ts' / If(Code("(this['fields']['ts'])", lambda this: (this['fields']['ts'])), Int64sl),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None", lambda this: this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None), 'metadata'),
-    'metadata' / If(Code("(this['fields']['metadata'])", lambda this: (this['fields']['metadata'])), Prefixed(Int32ul, GreedyBytes)),
-    FieldCheck(Code("this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None", lambda this: this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None), 'columns'),
-    'columns' / If(Code("(this['fields']['columns'])", lambda this: (this['fields']['columns'])), PrefixedArray(Int32ul, C_typed_column, min_size=12)),
-)
-C_op_upsert_v2._bw_fast_runs = {'fields': (28, (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8)))}
-
-C_op_batch_member = Struct(
-    '_o_start' / Tell,
-    'index' / Int32ul,
-    'count' / Int32ul,
-    _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
-    'body' / C_op_upsert_v2,
-)
-C_op_batch_member._bw_fast_runs = {'index': (8, (('index', 0, 4), ('count', 4, 4)))}
-
-C_transaction_binding = Struct(
-    '_o_start' / Tell,
-    'transaction' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['transaction'] != 0))", lambda this: ((this['transaction'] != 0))), 'transaction', 'transaction != 0', 'transaction id must be non-zero'),
-    'participant' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['participant'] != 0))", lambda this: ((this['participant'] != 0))), 'participant', 'participant != 0', 'participant id must be non-zero'),
-    'first_seq' / Int64ul,
-    _RuleCheck(Code("((this['first_seq'] != 0))", lambda this: ((this['first_seq'] != 0))), 'first_seq', 'first_seq != 0', 'first_seq must be non-zero'),
-    'last_seq' / Int64ul,
-    _RuleCheck(Code("(((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))", lambda this: (((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))), 'last_seq', 'last_seq >= first_seq and last_seq - first_seq < 4294967295', 'binding sequence span must fit u32'),
-    'manifest_digest' / Int64ul,
-    'final_generation' / Int64ul,
-    _RuleCheck(Code("((this['final_generation'] != 0))", lambda this: ((this['final_generation'] != 0))), 'final_generation', 'final_generation != 0', 'final_generation must be non-zero'),
-)
-C_transaction_binding._bw_fast_runs = {'transaction': (64, (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8)))}
-
-C_op_prepared_mutation = Struct(
-    '_o_start' / Tell,
-    'header' / C_payload_v1_header,
-    'binding' / C_transaction_binding,
-    'index' / Int32ul,
-    'count' / Int32ul,
-    _RuleCheck(Code("((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))", lambda this: ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))), 'count', 'count == binding.last_seq - binding.first_seq + 1', 'count must equal last_seq - first_seq + 1'),
-    _RuleCheck(Code("((this['index'] < this['count']))", lambda this: ((this['index'] < this['count']))), 'count', 'index < count', 'batch position out of range (BatchPosition)'),
-    'inner_op' / Int16ul,
-    _RuleCheck(Code("(((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))", lambda this: (((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))), 'inner_op', 'inner_op >= 1 and inner_op <= 7', 'prepared mutation inner op must be 1..7'),
-    'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2}, default=Error),
-)
-C_op_prepared_mutation._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
-
-C_zgw_begin = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'envelope_kind' / ClosedEnum(Int8ul, 'EnvelopeKind', (1, 2), ()),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'base_generation' / Int64ul,
-    'target_generation' / Int64ul,
-    _RuleCheck(Code("((this['target_generation'] == (this['base_generation'] + 1)))", lambda this: ((this['target_generation'] == (this['base_generation'] + 1)))), 'target_generation', 'target_generation == base_generation + 1', 'target generation must be base + 1'),
-    'change_count' / Int32ul,
-    Check(Code("(this['change_count'] <= 16384)", lambda this: (this['change_count'] <= 16384))),
-    'reserved2' / Const(0, Int32ul),
-    'complete_envelope_bytes' / Int64ul,
-    Check(Code("(this['complete_envelope_bytes'] <= 16777216)", lambda this: (this['complete_envelope_bytes'] <= 16777216))),
-)
-C_zgw_begin._bw_fast_runs = {'store': (56, (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8)))}
-
-C_zgop_key = Struct(
-    '_o_start' / Tell,
-    'entity' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
-    'namespace' / PascalString(Int64ul, 'utf8'),
-    'key' / PascalString(Int64ul, 'utf8'),
-)
-C_zgop_key._bw_fast_runs = {'entity': (9, (('entity', 0, 1), ('namespace.length', 1, 8))), 'key': (8, (('key.length', 0, 8),))}
-
-C_zgop_expected = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("(((this['tag'] >= 1) and (this['tag'] <= 3)))", lambda this: (((this['tag'] >= 1) and (this['tag'] <= 3)))), 'tag', 'tag >= 1 and tag <= 3', 'unknown expected-state tag'),
-    FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None), 'entity'),
-    'entity' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), ClosedEnum(Int8ul, 'EntityKind', (1, 2), ())),
-    FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None), 'entity_id'),
-    'entity_id' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), BytesInteger(16, signed=False, swapped=True)),
-    FieldCheck(Code("this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None", lambda this: this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None), 'revision'),
-    'revision' / If(Code("((this['tag'] == 3))", lambda this: ((this['tag'] == 3))), Int64ul),
-)
-C_zgop_expected._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
-
-C_zgop = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZGOP'),
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgop', 'version', 'version == 1', 'unsupported ZGOP version'),
-    'operation' / ClosedEnum(Int8ul, 'ZgopOperation', (1, 2, 3, 4, 5), ()),
-    'key_present' / Int8ul,
-    _RuleCheck(Code("(((this['key_present'] == 0) or (this['key_present'] == 1)))", lambda this: (((this['key_present'] == 0) or (this['key_present'] == 1)))), 'key_present', 'key_present == 0 or key_present == 1', 'unknown presence tag'),
-    FieldCheck(Code("this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None", lambda this: this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None), 'key'),
-    'key' / If(Code("((this['key_present'] == 1))", lambda this: ((this['key_present'] == 1))), C_zgop_key),
-    'requested_revision' / Int64ul,
-    _RuleCheck(Code("((this['requested_revision'] != 0))", lambda this: ((this['requested_revision'] != 0))), 'requested_revision', 'requested_revision != 0', 'requested revision must be non-zero'),
-    'installed_revision' / Int64ul,
-    _RuleCheck(Code("((this['installed_revision'] != 0))", lambda this: ((this['installed_revision'] != 0))), 'installed_revision', 'installed_revision != 0', 'installed revision must be non-zero'),
-    'expected' / C_zgop_expected,
-    'incarnation_kind' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
-    _RuleCheck(Code("(((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))", lambda this: (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'key_present == 0 or key.entity == incarnation_kind', 'ZGOP key kind must match the incarnation kind'),
-    _RuleCheck(Code("(((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))", lambda this: (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'expected.tag != 2 or expected.entity == incarnation_kind', 'ZGOP expected entity kind must match the incarnation kind'),
-    'incarnation' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("(((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))", lambda this: (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))), 'incarnation', 'incarnation != 0 or incarnation_kind == 1', 'relationship incarnation must be non-zero'),
-    'delete_mode' / ClosedEnum(Int8ul, 'DeleteMode', (0, 1, 2), ()),
-    'original_generation' / Int64ul,
-)
-C_zgop._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))), 'requested_revision': (16, (('requested_revision', 0, 8), ('installed_revision', 8, 8))), 'incarnation_kind': (26, (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8)))}
-
-C_artifact_descriptor = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'artifact' / BytesInteger(16, signed=False, swapped=True),
-    'creation_generation' / Int64ul,
-    'creation_serial' / Int64ul,
-    'complete_file_length' / Int32ul,
-    'family' / Int16ul,
-    'version' / Int16ul,
-    'whole_file_checksum' / Int64ul,
-)
-C_artifact_descriptor._bw_fast_runs = {'store': (64, (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8)))}
-
-C_required_ref = Struct(
-    '_o_start' / Tell,
-    'descriptor' / C_artifact_descriptor,
-    'artifact' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['artifact'] == this['descriptor']['artifact']))", lambda this: ((this['artifact'] == this['descriptor']['artifact']))), 'artifact', 'artifact == descriptor.artifact', "physical ref artifact must equal the descriptor's"),
-    'offset' / Int64ul,
-    'length' / Int32ul,
-    'block_kind' / Int16ul,
-    'block_version' / Int16ul,
-)
-C_required_ref._bw_fast_runs = {'artifact': (32, (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2)))}
-
-C_optional_ref = Struct(
-    '_o_start' / Tell,
-    'present' / Int8ul,
-    _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    FieldCheck(Code("this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None", lambda this: this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None), 'ref'),
-    'ref' / If(Code("((this['present'] == 1))", lambda this: ((this['present'] == 1))), C_required_ref),
-)
-C_optional_ref._bw_fast_runs = {'present': (8, (('present', 0, 1), ('reserved', 1, 7)))}
-
-C_zgw_mutation = Struct(
-    '_o_start' / Tell,
-    'live' / Int8ul,
-    _RuleCheck(Code("(((this['live'] == 0) or (this['live'] == 1)))", lambda this: (((this['live'] == 0) or (this['live'] == 1)))), 'live', 'live == 0 or live == 1', 'live must be 0 or 1'),
-    'membership' / BitFlags(Int8ul, (('vector_after', 3, 1, True), ('vector_before', 2, 1, True), ('text_after', 1, 1, True), ('text_before', 0, 1, True)), model=MembershipBits),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00'),
-    '_o_zgop_len' / Tell,
-    'zgop_len' / Rebuild(Int64ul, 0),
-    Check(Code("not this['_parsing'] or (this['zgop_len'] <= 8388608)", lambda this: not this['_parsing'] or (this['zgop_len'] <= 8388608))),
-    '_s_zgop' / Tell,
-    'zgop' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))", lambda this: (this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))), C_zgop), C_zgop),
-    '_e_zgop' / Tell,
-    '_patch_zgop_len' / Pointer(Code("this['_o_zgop_len']", lambda this: this['_o_zgop_len']), Rebuild(Int64ul, Code("this['_e_zgop'] - this['_s_zgop']", lambda this: this['_e_zgop'] - this['_s_zgop']))),
-    Check(Code("not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len']", lambda this: not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len'])),
-    'canonical' / C_optional_ref,
-    FieldCheck(Code("this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)", lambda this: this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)), 'zgop_len'),
-)
-C_zgw_mutation._bw_fast_runs = {'live': (16, (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8)))}
-
-C_zgw_inventory = Struct(
-    '_o_start' / Tell,
-    'descriptor' / C_artifact_descriptor,
-    'state' / ClosedEnum(Int8ul, 'InventoryState', (1, 2, 3, 4), ()),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'intent' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("(((this['intent'] == 0) == (this['state'] <= 2)))", lambda this: (((this['intent'] == 0) == (this['state'] <= 2)))), 'intent', '(intent == 0) == (state <= 2)', 'intent id must be zero for Prepared/Retained and non-zero otherwise'),
-)
-C_zgw_inventory._bw_fast_runs = {'state': (24, (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16)))}
-
-C_zgw_reclaim_intent = Struct(
-    '_o_start' / Tell,
-    'id' / BytesInteger(16, signed=False, swapped=True),
-    'capture_generation' / Int64ul,
-    'capture_sequence' / Int64ul,
-    'serial_fence' / Int64ul,
-    'completed_mark_state' / Int8ul,
-    _RuleCheck(Code("((this['completed_mark_state'] == 1))", lambda this: ((this['completed_mark_state'] == 1))), 'completed_mark_state', 'completed_mark_state == 1', 'completed-mark state must be 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'protected' / C_required_ref,
-    'protected_digest' / Int64ul,
-    'completed_mark' / C_required_ref,
-    'mark_digest' / Int64ul,
-    'candidate_count' / Rebuild(Int32ul, Code("len(this['candidates'])", lambda this: len(this['candidates']))),
-    'reserved2' / Const(0, Int32ul),
-    'candidates' / Array(Code("this['candidate_count']", lambda this: this['candidate_count']), C_artifact_descriptor, min_size=64),
-)
-C_zgw_reclaim_intent._bw_fast_runs = {'id': (48, (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))), 'protected_digest': (8, (('protected_digest', 0, 8),)), 'mark_digest': (16, (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4)))}
-
-C_descriptor_list = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows']))),
-    'reserved' / Const(0, Int32ul),
-    'rows' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
-)
-C_descriptor_list._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
-
-C_zgw_reclaim_complete = Struct(
-    '_o_start' / Tell,
-    'id' / BytesInteger(16, signed=False, swapped=True),
-    'intent' / C_required_ref,
-    'durable_state' / Int8ul,
-    _RuleCheck(Code("((this['durable_state'] == 3))", lambda this: ((this['durable_state'] == 3))), 'durable_state', 'durable_state == 3', 'durable state must be 3'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'completed' / C_descriptor_list,
-    'remaining' / C_descriptor_list,
-)
-C_zgw_reclaim_complete._bw_fast_runs = {'id': (16, (('id', 0, 16),)), 'durable_state': (8, (('durable_state', 0, 1), ('reserved', 1, 7)))}
-
-C_commit_state = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'generation' / Int64ul,
-    'sequence' / Int64ul,
-    'node_high_water' / BytesInteger(16, signed=False, swapped=True),
-    'relationship_high_water' / BytesInteger(16, signed=False, swapped=True),
-    'symbol_high_water' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
-    'creation_serial' / Int64ul,
-    'roots' / Array(Code('8', lambda this: 8), C_optional_ref, min_size=8),
-    'catalog' / C_required_ref,
-    'vector' / C_optional_ref,
-    'text' / C_optional_ref,
-    'reclaim' / C_optional_ref,
-    'prepared_count' / Rebuild(Int32ul, Code("len(this['prepared'])", lambda this: len(this['prepared']))),
-    'reserved' / Const(0, Int32ul),
-    'prepared' / Array(Code("this['prepared_count']", lambda this: this['prepared_count']), C_required_ref, min_size=96),
-)
-C_commit_state._bw_fast_runs = {'store': (64, (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))), 'creation_serial': (8, (('creation_serial', 0, 8),)), 'prepared_count': (8, (('prepared_count', 0, 4), ('reserved', 4, 4)))}
-
-C_zgw_commit = Struct(
-    '_o_start' / Tell,
-    'change_count' / Int32ul,
-    'reserved' / Const(0, Int32ul),
-    'digest' / Int64ul,
-    'state' / C_commit_state,
-)
-C_zgw_commit._bw_fast_runs = {'change_count': (16, (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8)))}
-
-C_zgw_frame = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZGWF'),
-    '_e_magic' / Tell,
-    '_s_kind' / Tell,
-    'kind' / ClosedEnum(Int16ul, 'ZgwFrameKind', (1, 2, 3, 4, 5, 6), ()),
-    '_e_kind' / Tell,
-    '_s_version' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_version' / Tell,
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgw_frame', 'version', 'version == 1', 'unsupported graph frame version'),
-    '_o_payload_len' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Rebuild(Int32ul, 0),
-    '_e_payload_len' / Tell,
-    '_s_frame_index' / Tell,
-    'frame_index' / Int32ul,
-    '_e_frame_index' / Tell,
-    '_s_sequence' / Tell,
-    'sequence' / Int64ul,
-    '_e_sequence' / Tell,
-    '_s_batch_id' / Tell,
-    'batch_id' / BytesInteger(16, signed=False, swapped=True),
-    '_e_batch_id' / Tell,
-    _RuleCheck(Code("((this['batch_id'] != 0))", lambda this: ((this['batch_id'] != 0))), 'batch_id', 'batch_id != 0', 'batch id must be non-zero'),
-    '_s_reserved' / Tell,
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    '_e_reserved' / Tell,
-    '_o_header_checksum' / Tell,
-    '_s_header_checksum' / Tell,
-    'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
-    '_e_header_checksum' / Tell,
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)),
-    '_e_payload' / Tell,
-    '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
-    '_patch_header_checksum' / If(Code("not this['_parsing']", lambda this: not this['_parsing']), Pointer(Code("this['_o_header_checksum']", lambda this: this['_o_header_checksum']), Rebuild(Int64ul, Code("_ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')]))", lambda this: _ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')])))))),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_payload')", lambda this: _span_range(this, '_s_magic', '_e_payload'))),
-)
-C_zgw_frame._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),)), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_graph_envelope = Struct(
-    '_o_start' / Tell,
-    'begin' / C_zgw_frame,
-    'changes' / Array(Code("this['begin']['payload']['change_count']", lambda this: this['begin']['payload']['change_count']), C_zgw_frame, min_size=128),
-    'commit' / C_zgw_frame,
-)
-C_graph_envelope._bw_fast_runs = {}
-
-C_op_mixed_member = Struct(
-    '_o_start' / Tell,
-    'index' / Int32ul,
-    'count' / Int32ul,
-    _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
-    'inner_op' / Int16ul,
-    _RuleCheck(Code("(((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))", lambda this: (((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))), 'inner_op', 'inner_op == 2 or inner_op == 7 or inner_op == 10', 'mixed batch inner op must be 2, 7 or 10'),
-    'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {2: C_op_delete_v1, 7: C_op_upsert_v2, 10: C_graph_envelope}, default=Error),
-)
-C_op_mixed_member._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
-
-C_wal_payload = Struct(
-    '_o_start' / Tell,
-    'body' / Switch(Code("this['_params']['op']", lambda this: this['_params']['op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2, 8: C_op_batch_member, 9: C_op_prepared_mutation, 10: C_graph_envelope, 11: C_op_mixed_member}, default=Error),
-)
-C_wal_payload._bw_fast_runs = {}
-
-C_wal_record = Struct(
-    '_o_start' / Tell,
-    '_o_payload_len' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Rebuild(Int32ul, 0),
-    '_e_payload_len' / Tell,
-    '_s_seq' / Tell,
-    'seq' / Int64ul,
-    '_e_seq' / Tell,
-    '_s_op' / Tell,
-    'op' / ClosedEnum(Int16ul, 'WalOp', (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), ()),
-    '_e_op' / Tell,
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})),
-    '_e_payload' / Tell,
-    '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
-)
-C_wal_record._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_zgw_file_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('19', lambda this: 19)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 19))", lambda this: ((this['family_id'] == 19))), 'family_id', 'family_id == 19', 'wrong family id (expected 19, graph WAL)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph WAL header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('64', lambda this: 64)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 64))", lambda this: ((this['header_length'] == 64))), 'header_length', 'header_length == 64', 'graph WAL header_length must be exactly 64'),
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    '_e_file_length' / Tell,
-    _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'graph WAL file_length must be zero'),
-    '_s_store' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    '_e_store' / Tell,
-    _RuleCheck(Code("((this['store'] != 0))", lambda this: ((this['store'] != 0))), 'store', 'store != 0', 'store instance id must be non-zero'),
-    '_s_first_commit_sequence' / Tell,
-    'first_commit_sequence' / Int64ul,
-    '_e_first_commit_sequence' / Tell,
-    _RuleCheck(Code("((this['first_commit_sequence'] != 0))", lambda this: ((this['first_commit_sequence'] != 0))), 'first_commit_sequence', 'first_commit_sequence != 0', 'first commit sequence must be non-zero'),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_first_commit_sequence')", lambda this: _span_range(this, '_s_magic', '_e_first_commit_sequence'))),
-)
-C_zgw_file_header._bw_fast_runs = {'magic': (56, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))), 'checksum': (8, (('checksum', 0, 8),))}
-
-C_zgw_frame_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZGWF'),
-    '_e_magic' / Tell,
-    '_s_kind' / Tell,
-    'kind' / Int16ul,
-    '_e_kind' / Tell,
-    '_s_version' / Tell,
-    'version' / Int16ul,
-    '_e_version' / Tell,
-    '_s_payload_len' / Tell,
-    'payload_len' / Int32ul,
-    '_e_payload_len' / Tell,
-    '_s_frame_index' / Tell,
-    'frame_index' / Int32ul,
-    '_e_frame_index' / Tell,
-    '_s_sequence' / Tell,
-    'sequence' / Int64ul,
-    '_e_sequence' / Tell,
-    '_s_batch_id' / Tell,
-    'batch_id' / BytesInteger(16, signed=False, swapped=True),
-    '_e_batch_id' / Tell,
-    '_s_reserved' / Tell,
-    'reserved' / Bytes(16),
-    '_e_reserved' / Tell,
-    'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
-)
-C_zgw_frame_header._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
-
-C_zgw_envelope_size = Struct(
-    '_o_start' / Tell,
-    'size' / Int64ul,
-)
-C_zgw_envelope_size._bw_fast_runs = {'size': (8, (('size', 0, 8),))}
-
-C_spill_binding = Struct(
-    '_o_start' / Tell,
-    'store' / BytesInteger(16, signed=False, swapped=True),
-    'session' / BytesInteger(16, signed=False, swapped=True),
-    'capture_generation' / Int64ul,
-    'target_generation' / Int64ul,
-    'sequence' / Int64ul,
-    'serial_fence' / Int64ul,
-)
-C_spill_binding._bw_fast_runs = {'store': (64, (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8)))}
-
-C_zgcp_prepared_inventory = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Int32ul, Code("len(this['descriptors'])", lambda this: len(this['descriptors']))),
-    'reserved' / Const(0, Int32ul),
-    'descriptors' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
-)
-C_zgcp_prepared_inventory._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
-
-C_zgcp_captured_base = Struct(
-    '_o_start' / Tell,
-    'unpinned' / Bytes(8),
-    'binding' / C_spill_binding,
-    'absorbed_through' / Int64ul,
-    'manifest_generation' / Int64ul,
-    '_o_state_len' / Tell,
-    'state_len' / Rebuild(Int32ul, 0),
-    'reserved' / Const(0, Int32ul),
-    '_s_state' / Tell,
-    'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
-    '_e_state' / Tell,
-    '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
-    Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
-)
-C_zgcp_captured_base._bw_fast_runs = {'unpinned': (8, (('unpinned', 0, 8),)), 'absorbed_through': (24, (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4)))}
-
-C_zgcp_participant = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZGCP'),
-    '_e_magic' / Tell,
-    '_s_role' / Tell,
-    'role' / ClosedEnum(Int16ul, 'ZgcpRole', (1, 2, 3, 4, 5, 6, 7), ()),
-    '_e_role' / Tell,
-    '_s_version' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_version' / Tell,
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgcp_participant', 'version', 'version == 1', 'unsupported ZGCP participant version'),
-    '_s_body' / Tell,
-    'body' / Switch(Code("this['role']", lambda this: this['role']), {2: C_zgcp_prepared_inventory, 7: C_zgcp_captured_base}, default=GreedyBytes),
-    '_e_body' / Tell,
-    'checksum' / If(Code("((this['role'] == 7))", lambda this: ((this['role'] == 7))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_body')", lambda this: _span_range(this, '_s_magic', '_e_body')))),
-)
-C_zgcp_participant._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2)))}
-
-C_fold_authority = Struct(
-    '_o_start' / Tell,
-    'values' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_fold_authority._bw_fast_runs = {'reserved': (72, (('reserved', 0, 72),))}
-
-C_captured_base_value = Struct(
-    '_o_start' / Tell,
-    'ref' / C_required_ref,
-    'sequence' / Int64ul,
-)
-C_captured_base_value._bw_fast_runs = {'sequence': (8, (('sequence', 0, 8),))}
-
-C_protected_value = Struct(
-    '_o_start' / Tell,
-    'tag' / Int8ul,
-    _RuleCheck(Code("(((this['tag'] != 3) and (this['tag'] != 4)))", lambda this: (((this['tag'] != 3) and (this['tag'] != 4)))), 'tag', 'tag != 3 and tag != 4', 'old protected-value tags 3/4 are refused (finish those cycles with the previous binary)'),
-    _RuleCheck(Code("(((this['tag'] == 5) or (this['tag'] == 6)))", lambda this: (((this['tag'] == 5) or (this['tag'] == 6)))), 'tag', 'tag == 5 or tag == 6', 'invalid protected-stream value tag'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'value' / FixedSized(Code('104', lambda this: 104), Switch(Code("this['tag']", lambda this: this['tag']), {5: C_fold_authority, 6: C_captured_base_value}, default=Error)),
-)
-C_protected_value._bw_fast_runs = {'tag': (8, (('tag', 0, 1), ('reserved', 1, 7)))}
-
-C_frame_block = Struct(
-    '_o_start' / Tell,
-    '_o_block_len' / Tell,
-    'block_len' / Rebuild(Int64ul, 0),
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
-    '_e_payload' / Tell,
-    '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
-    'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
-)
-C_frame_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
-
-C_frame_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 1))", lambda this: ((this['family_id'] == 1))), 'family_id', 'family_id == 1', 'wrong family id (expected 1, frame)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'frame_file', 'family_version', 'family_version == 1', 'unsupported frame version (registry accepts 1..1)'),
-    '_s_flags' / Tell,
-    'flags' / Int32ul,
-    '_e_flags' / Tell,
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_frame_block), C_frame_block),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
-)
-C_frame_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-
-C_epoch_alias = Struct(
-    '_o_start' / Tell,
-    'present' / Int8ul,
-    _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag (alias)'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'embedding_epoch_id' / Int64ul,
-    'tokenizer_epoch_id' / Int64ul,
-    _RuleCheck(Code("(((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))", lambda this: (((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))), 'tokenizer_epoch_id', 'present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', 'absent alias must carry zero ids'),
-)
-C_epoch_alias._bw_fast_runs = {'present': (24, (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8)))}
-
-C_manifest_segment = Struct(
-    '_o_start' / Tell,
-    'segment_id' / Bytes(16),
-    'row_count' / Int32ul,
-    'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
-    'reserved' / Const(0, Int16ul),
-    'dims' / Int32ul,
-    'file_size' / Int64ul,
-    'epoch_present' / Int8ul,
-    _RuleCheck(Code("(((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))", lambda this: (((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))), 'epoch_present', 'epoch_present == 0 or epoch_present == 1', 'unknown presence tag (segment epoch)'),
-    'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'embedding_epoch_id' / Int64ul,
-    _RuleCheck(Code("(((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))", lambda this: (((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))), 'embedding_epoch_id', 'epoch_present == 1 or embedding_epoch_id == 0', 'absent segment epoch must be zero'),
-)
-C_manifest_segment._bw_fast_runs = {'segment_id': (52, (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8)))}
-
-C_embedding_tower = Struct(
-    '_o_start' / Tell,
-    'model_id' / PascalString(Int32ul, 'utf8'),
-    'model_version' / PascalString(Int32ul, 'utf8'),
-    'weights_digest' / Prefixed(Int32ul, GreedyBytes),
-    'dims' / Int32ul,
-    'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
-    'prompt_prefix' / PascalString(Int32ul, 'utf8'),
-    'max_tokens' / Int32ul,
-    'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
-    'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
-    'os_build_present' / Int8ul,
-    _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
-    'reserved' / Const(b'\x00\x00\x00'),
-    FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
-    'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
-)
-C_embedding_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (12, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3)))}
-
-C_embedding_epoch = Struct(
-    '_o_start' / Tell,
-    'embedding_epoch_id' / Int64ul,
-    'tokenizer_epoch_id' / Int64ul,
-    'document' / C_embedding_tower,
-    'query' / C_embedding_tower,
-    'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
-)
-C_embedding_epoch._bw_fast_runs = {'embedding_epoch_id': (16, (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
-
-C_column_def = Struct(
-    '_o_start' / Tell,
-    'column_id' / Int32ul,
-    'type' / ClosedEnum(Int16ul, 'ColumnType', (1, 2, 3, 4, 5, 6), ()),
-    'nullable' / Int16ul,
-    _RuleCheck(Code("(((this['nullable'] == 0) or (this['nullable'] == 1)))", lambda this: (((this['nullable'] == 0) or (this['nullable'] == 1)))), 'nullable', 'nullable == 0 or nullable == 1', 'nullable must be 0 or 1'),
-    'name' / PascalString(Int32ul, 'utf8'),
-)
-C_column_def._bw_fast_runs = {'column_id': (12, (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4)))}
-
-C_clustering_range = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'RangeTag', (0, 1, 2), ()),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'min_ts' / Int64sl,
-    'max_ts' / Int64sl,
-    _RuleCheck(Code("(((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))", lambda this: (((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))), 'max_ts', 'tag == 2 or (min_ts == 0 and max_ts == 0)', 'Unstamped/Empty ranges require zero bounds'),
-    _RuleCheck(Code("(((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))", lambda this: (((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))), 'max_ts', 'tag != 2 or min_ts <= max_ts', 'bounded range requires min_ts <= max_ts'),
-)
-C_clustering_range._bw_fast_runs = {'tag': (24, (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8)))}
-
-C_tsr1_body = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Int32ul, Code("len(this['ranges'])", lambda this: len(this['ranges']))),
-    _RuleCheck(Code("((this['count'] == this['_params']['segment_count']))", lambda this: ((this['count'] == this['_params']['segment_count']))), 'count', 'count == segment_count', 'TSR1 count must equal segment_count'),
-    'ranges' / Array(Code("this['count']", lambda this: this['count']), C_clustering_range, min_size=24),
-)
-C_tsr1_body._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
-
-C_graph_object = Struct(
-    '_o_start' / Tell,
-    'artifact_id' / BytesInteger(16, signed=False, swapped=True),
-    _RuleCheck(Code("((this['artifact_id'] != 0))", lambda this: ((this['artifact_id'] != 0))), 'artifact_id', 'artifact_id != 0', 'artifact ids are non-zero nonces'),
-    'length' / Int64ul,
-    'checksum' / Int64ul,
-)
-C_graph_object._bw_fast_runs = {'artifact_id': (32, (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8)))}
-
-C_zgen_row = Struct(
-    '_o_start' / Tell,
-    'after_sequence' / Int64ul,
-    'increment_count' / Int64ul,
-    _RuleCheck(Code("((this['increment_count'] > 0))", lambda this: ((this['increment_count'] > 0))), 'increment_count', 'increment_count > 0', 'ZGEN increment counts must be positive'),
-)
-C_zgen_row._bw_fast_runs = {'after_sequence': (16, (('after_sequence', 0, 8), ('increment_count', 8, 8)))}
-
-C_zgen_extension = Struct(
-    '_o_start' / Tell,
-    'magic' / Rebuild(Int32ul, Code('1313163098', lambda this: 1313163098)),
-    _RuleCheck(Code("((this['magic'] == 1313163098))", lambda this: ((this['magic'] == 1313163098))), 'magic', 'magic == 0x4e45475a', 'graph object count/length mismatch (trailing object bytes)'),
-    'version' / Int32ul,
-    VersionCheck(Code("(((this['version'] == 1) or (this['version'] == 2)))", lambda this: (((this['version'] == 1) or (this['version'] == 2)))), 'zgen_extension', 'version', 'version == 1 or version == 2', 'unknown graph generation boundary version'),
-    'counted_through' / Int64ul,
-    'row_count' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows'])))),
-    _RuleCheck(Code("this['row_count'] is None or ((this['row_count'] >= 1))", lambda this: this['row_count'] is None or ((this['row_count'] >= 1))), 'row_count', 'row_count >= 1', 'ZGEN v2 needs at least one row'),
-    'reserved' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Const(0, Int32ul)),
-    FieldCheck(Code("this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None", lambda this: this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None), 'rows'),
-    'rows' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Array(Code("this['row_count']", lambda this: this['row_count']), C_zgen_row, min_size=16)),
-)
-C_zgen_extension._bw_fast_runs = {'magic': (16, (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8)))}
-
-C_graph_section = Struct(
-    '_o_start' / Tell,
-    'graph_present' / Int8ul,
-    _RuleCheck(Code("((this['graph_present'] == 1))", lambda this: ((this['graph_present'] == 1))), 'graph_present', 'graph_present == 1', 'graph_present must be 1'),
-    'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
-    'absorbed_through' / Int64ul,
-    '_o_state_len' / Tell,
-    'state_len' / Rebuild(Int32ul, 0),
-    '_s_state' / Tell,
-    'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
-    '_e_state' / Tell,
-    '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
-    Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
-    'object_count' / Rebuild(Int32ul, Code("len(this['objects'])", lambda this: len(this['objects']))),
-    'objects' / Array(Code("this['object_count']", lambda this: this['object_count']), C_graph_object, min_size=32),
-    'zgen' / RepeatToEnd(C_zgen_extension),
-)
-C_graph_section._bw_fast_runs = {'graph_present': (20, (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))), 'object_count': (4, (('object_count', 0, 4),))}
-
-C_zgr3_body = Struct(
-    '_o_start' / Tell,
-    '_o_section_len' / Tell,
-    'section_len' / Rebuild(Int32ul, 0),
-    '_s_graph' / Tell,
-    'graph' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))", lambda this: (this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))), C_graph_section), C_graph_section),
-    '_e_graph' / Tell,
-    '_patch_section_len' / Pointer(Code("this['_o_section_len']", lambda this: this['_o_section_len']), Rebuild(Int32ul, Code("this['_e_graph'] - this['_s_graph']", lambda this: this['_e_graph'] - this['_s_graph']))),
-    Check(Code("not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len']", lambda this: not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len'])),
-)
-C_zgr3_body._bw_fast_runs = {'section_len': (4, (('section_len', 0, 4),))}
-
-C_manifest_extension = Struct(
-    '_o_start' / Tell,
-    '_s_tag' / Tell,
-    'tag' / Int32ul,
-    '_e_tag' / Tell,
-    _RuleCheck(Code("(((this['tag'] == 827478868) or (this['tag'] == 861030234)))", lambda this: (((this['tag'] == 827478868) or (this['tag'] == 861030234)))), 'tag', 'tag == 0x31525354 or tag == 0x3352475a', 'unknown manifest extension'),
-    _RuleCheck(Code("(((this['tag'] != 861030234) or (this['_params']['version'] == 3)))", lambda this: (((this['tag'] != 861030234) or (this['_params']['version'] == 3)))), 'tag', 'tag != 0x3352475a or version == 3', 'ZGR3 graph section requires manifest v3'),
-    '_s_body' / Tell,
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {827478868: C_tsr1_body, 861030234: C_zgr3_body}, default=Error),
-    '_e_body' / Tell,
-    'checksum' / If(Code("((this['tag'] == 861030234))", lambda this: ((this['tag'] == 861030234))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_tag', '_e_body')", lambda this: _span_range(this, '_s_tag', '_e_body')))),
-)
-C_manifest_extension._bw_fast_runs = {'tag': (4, (('tag', 0, 4),))}
-
-C_manifest_payload = Struct(
-    '_o_start' / Tell,
-    'generation' / Int64ul,
-    'log_seq' / Int64ul,
-    'segment_count' / Rebuild(Int32ul, Code("len(this['segments'])", lambda this: len(this['segments']))),
-    'epoch_count' / Rebuild(Int32ul, Code("len(this['epochs'])", lambda this: len(this['epochs']))),
-    'user_column_count' / Rebuild(Int32ul, Code("len(this['columns'])", lambda this: len(this['columns']))),
-    'reserved' / Const(0, Int32ul),
-    'alias' / C_epoch_alias,
-    'segments' / Array(Code("this['segment_count']", lambda this: this['segment_count']), C_manifest_segment, min_size=52),
-    'epochs' / Array(Code("this['epoch_count']", lambda this: this['epoch_count']), C_embedding_epoch, min_size=88),
-    'columns' / Array(Code("this['user_column_count']", lambda this: this['user_column_count']), C_column_def, min_size=12),
-    'extensions' / RepeatToEnd(WithParams(C_manifest_extension, {'segment_count': Code("this['segment_count']", lambda this: this['segment_count'])})),
-)
-C_manifest_payload._bw_fast_runs = {'generation': (32, (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4)))}
-
-C_manifest_block = Struct(
-    '_o_start' / Tell,
-    '_o_block_len' / Tell,
-    'block_len' / Rebuild(Int64ul, 0),
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_manifest_payload), C_manifest_payload),
-    '_e_payload' / Tell,
-    '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
-    'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
-)
-C_manifest_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
-
-C_manifest_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('10', lambda this: 10)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 10))", lambda this: ((this['family_id'] == 10))), 'family_id', 'family_id == 10', 'wrong family id (expected 10, manifest)'),
-    '_s_family_version' / Tell,
-    'family_version' / Int16ul,
-    '_e_family_version' / Tell,
-    VersionCheck(Code("2 <= this['family_version'] <= 3", lambda this: 2 <= this['family_version'] <= 3), 'manifest_file', 'family_version', '2..3'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'manifest header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
-)
-C_manifest_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-C_manifest_file._bw_version_at = ('family_version', 10, 2, '<H', (2, 3), '2..3', 'manifest_file')
-
-C_purge_token_input = Struct(
-    '_o_start' / Tell,
-    'generation' / Int64ul,
-    'doc_ids' / RepeatToEnd(BytesInteger(16, signed=False, swapped=True)),
-)
-C_purge_token_input._bw_fast_runs = {'generation': (8, (('generation', 0, 8),))}
-
-C_purge_payload = Struct(
-    '_o_start' / Tell,
-    'token_id' / Int64ul,
-    'id_count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
-    'reserved' / Const(0, Int32ul),
-    'doc_ids' / Array(Code("this['id_count']", lambda this: this['id_count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
-)
-C_purge_payload._bw_fast_runs = {'token_id': (16, (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4)))}
-
-C_purge_block = Struct(
-    '_o_start' / Tell,
-    '_o_block_len' / Tell,
-    'block_len' / Rebuild(Int64ul, 0),
-    '_s_payload' / Tell,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_purge_payload), C_purge_payload),
-    '_e_payload' / Tell,
-    '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
-    Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
-    'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
-)
-C_purge_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
-
-C_purge_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('15', lambda this: 15)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 15))", lambda this: ((this['family_id'] == 15))), 'family_id', 'family_id == 15', 'wrong family id (expected 15, purge intent)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'purge_file', 'family_version', 'family_version == 1', 'unsupported purge intent version (registry accepts 1..1)'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'purge header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
-    '_e_header_length' / Tell,
-    _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
-    '_o_file_length' / Tell,
-    '_s_file_length' / Tell,
-    'file_length' / Rebuild(Int64ul, 0),
-    '_e_file_length' / Tell,
-    '_s_block' / Tell,
-    'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_purge_block), C_purge_block),
-    '_e_block' / Tell,
-    '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
-    Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
-    'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
-)
-C_purge_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
-
-C_digest_tower = Struct(
-    '_o_start' / Tell,
-    'model_id' / PascalString(Int32ul, 'utf8'),
-    'model_version' / PascalString(Int32ul, 'utf8'),
-    'weights_digest' / Prefixed(Int32ul, GreedyBytes),
-    'dims' / Int32ul,
-    'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
-    'prompt_prefix' / PascalString(Int32ul, 'utf8'),
-    'max_tokens' / Int32ul,
-    'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
-    'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
-    'os_build_present' / Int8ul,
-    _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
-    FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
-    'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
-)
-C_digest_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (9, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1)))}
-
-C_epoch_digest_input = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEEMBEP2'),
-    'document' / C_digest_tower,
-    'query' / C_digest_tower,
-    'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
-)
-C_epoch_digest_input._bw_fast_runs = {'magic': (8, (('magic', 0, 8),)), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
-
-C_epoch_digest_input_v1 = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'ZEEMBEP1'),
-    'tower' / C_digest_tower,
-)
-C_epoch_digest_input_v1._bw_fast_runs = {'magic': (8, (('magic', 0, 8),))}
-
-C_region_entry = Struct(
-    '_o_start' / Tell,
-    'kind' / Int16ul,
-    'version' / Int16ul,
-    'reserved' / Const(0, Int32ul),
-    'offset' / Int64ul,
-    _RuleCheck(Code("(((this['offset'] % 16384) == 0))", lambda this: (((this['offset'] % 16384) == 0))), 'offset', 'offset % 16384 == 0', 'region offset must be 16 KiB aligned'),
-    'length' / Int64ul,
-    'checksum' / Int64ul,
-)
-C_region_entry._bw_fast_runs = {'kind': (32, (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8)))}
-
-C_segment_header = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEPEMBED'),
-    '_e_magic' / Tell,
-    '_s_family_id' / Tell,
-    'family_id' / Rebuild(Int16ul, Code('2', lambda this: 2)),
-    '_e_family_id' / Tell,
-    _RuleCheck(Code("((this['family_id'] == 2))", lambda this: ((this['family_id'] == 2))), 'family_id', 'family_id == 2', 'wrong family id (expected 2, segment)'),
-    '_s_family_version' / Tell,
-    'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_family_version' / Tell,
-    VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'segment_header', 'family_version', 'family_version == 1', 'unsupported segment version (registry accepts 1..1)'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'segment header flags must be zero'),
-    '_s_header_length' / Tell,
-    'header_length' / Rebuild(Int64ul, Code("(72 + (32 * len(this['regions'])))", lambda this: (72 + (32 * len(this['regions']))))),
-    '_e_header_length' / Tell,
-    Check(Code("not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576)", lambda this: not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576))),
-    '_s_file_length' / Tell,
-    'file_length' / Int64ul,
-    '_e_file_length' / Tell,
-    '_s_segment_id' / Tell,
-    'segment_id' / Bytes(16),
-    '_e_segment_id' / Tell,
-    '_s_row_count' / Tell,
-    'row_count' / Int32ul,
-    '_e_row_count' / Tell,
-    '_s_region_count' / Tell,
-    'region_count' / Rebuild(Int16ul, Code("len(this['regions'])", lambda this: len(this['regions']))),
-    '_e_region_count' / Tell,
-    _RuleCheck(Code("((this['header_length'] == (72 + (32 * this['region_count']))))", lambda this: ((this['header_length'] == (72 + (32 * this['region_count']))))), 'region_count', 'header_length == 72 + 32 * region_count', 'header_length must equal 72 + 32 x region_count'),
-    '_s_reserved' / Tell,
-    'reserved' / Const(0, Int16ul),
-    '_e_reserved' / Tell,
-    '_s_scheme' / Tell,
-    'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
-    '_e_scheme' / Tell,
-    '_s_reserved2' / Tell,
-    'reserved2' / Const(0, Int16ul),
-    '_e_reserved2' / Tell,
-    '_s_dims' / Tell,
-    'dims' / Int32ul,
-    '_e_dims' / Tell,
-    '_s_regions' / Tell,
-    'regions' / Array(Code("this['region_count']", lambda this: this['region_count']), C_region_entry, min_size=32),
-    '_e_regions' / Tell,
-    'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_regions')", lambda this: _span_range(this, '_s_magic', '_e_regions'))),
-)
-C_segment_header._bw_fast_runs = {'magic': (64, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
-
-C_vector_header = Struct(
-    '_o_start' / Tell,
-    'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
-    'vector_space_id' / Const(0, Int16ul),
-    'dims' / Int32ul,
-    'row_stride' / Int32ul,
-    'factor_stride' / Int16ul,
-    'transform_kind' / Const(0, Int16ul),
-    'transform_seed' / Const(0, Int64ul),
-    'row_count' / Int32ul,
-    'reserved' / Const(0, Int32ul),
-)
-C_vector_header._bw_fast_runs = {'scheme': (32, (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4)))}
-
-C_vector_codes_region = Struct(
-    '_o_start' / Tell,
-    'header' / C_vector_header,
-    'codes' / NumpyArray(Code("(this['header']['row_stride'] * this['header']['row_count'])", lambda this: (this['header']['row_stride'] * this['header']['row_count'])), '<u1'),
-)
-C_vector_codes_region._bw_fast_runs = {}
-
-C_bit4_factors = Struct(
-    '_o_start' / Tell,
-    'scale' / Float32l,
-    'normalized_norm' / Float32l,
-    'normalized_correction' / Float32l,
-)
-C_bit4_factors._bw_fast_runs = {'scale': (12, (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4)))}
-
-C_int8_factors = Struct(
-    '_o_start' / Tell,
-    'scale' / Float32l,
-    'offset' / Float32l,
-)
-C_int8_factors._bw_fast_runs = {'scale': (8, (('scale', 0, 4), ('offset', 4, 4)))}
-
-C_vector_factors_region = Struct(
-    '_o_start' / Tell,
-    'header' / C_vector_header,
-    FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None), 'bit4'),
-    'bit4' / If(Code("(((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))", lambda this: (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Bit4Factors_DTYPE)),
-    FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None), 'int8'),
-    'int8' / If(Code("(((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))", lambda this: (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Int8Factors_DTYPE)),
-    FieldCheck(Code("this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None", lambda this: this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None), 'raw'),
-    'raw' / If(Code("((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))", lambda this: ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))), Bytes(Code("(this['header']['factor_stride'] * this['header']['row_count'])", lambda this: (this['header']['factor_stride'] * this['header']['row_count'])))),
-)
-C_vector_factors_region._bw_fast_runs = {}
-
-C_vector_rescore_region = Struct(
-    '_o_start' / Tell,
-    'header' / C_vector_header,
-    _RuleCheck(Code("(((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))", lambda this: (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))), 'header', 'header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', 'rescore header must be scheme 0, stride dims x 4, factor stride 0'),
-    'values' / NumpyArray(Code("(this['header']['dims'] * this['header']['row_count'])", lambda this: (this['header']['dims'] * this['header']['row_count'])), '<f4'),
-)
-C_vector_rescore_region._bw_fast_runs = {}
-
-C_columns_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Int32ul,
-    'column_count' / Rebuild(Int32ul, Code("len(this['defs'])", lambda this: len(this['defs']))),
-    'defs' / Array(Code("this['column_count']", lambda this: this['column_count']), C_column_def, min_size=12),
-    'data' / GreedyBytes,
-)
-C_columns_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('column_count', 4, 4)))}
-
-C_dictionary_column = Struct(
-    '_o_start' / Tell,
-    'dict_count' / Rebuild(Int32ul, Code("len(this['strings'])", lambda this: len(this['strings']))),
-    'strings' / Array(Code("this['dict_count']", lambda this: this['dict_count']), PascalString(Int32ul, 'utf8'), min_size=4),
-    'code_width' / Int16ul,
-    _RuleCheck(Code("(((this['code_width'] == 2) or (this['code_width'] == 4)))", lambda this: (((this['code_width'] == 2) or (this['code_width'] == 4)))), 'code_width', 'code_width == 2 or code_width == 4', 'dictionary code width must be 2 or 4'),
-    'reserved' / Const(0, Int16ul),
-    FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None", lambda this: this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None), 'codes16'),
-    'codes16' / If(Code("((this['code_width'] == 2))", lambda this: ((this['code_width'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int16ul, min_size=2)),
-    FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None", lambda this: this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None), 'codes32'),
-    'codes32' / If(Code("((this['code_width'] == 4))", lambda this: ((this['code_width'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int32ul, min_size=4)),
-)
-C_dictionary_column._bw_fast_runs = {'dict_count': (4, (('dict_count', 0, 4),)), 'code_width': (4, (('code_width', 0, 2), ('reserved', 2, 2)))}
-
-C_column_data = Struct(
-    '_o_start' / Tell,
-    '_o_presence_len' / Tell,
-    'presence_len' / Rebuild(Int32ul, 0),
-    _RuleCheck(Code("not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
-    '_s_presence' / Tell,
-    'presence' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence']))", lambda this: (this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])))), GreedyBytes),
-    '_e_presence' / Tell,
-    '_patch_presence_len' / Pointer(Code("this['_o_presence_len']", lambda this: this['_o_presence_len']), Rebuild(Int32ul, Code("this['_e_presence'] - this['_s_presence']", lambda this: this['_e_presence'] - this['_s_presence']))),
-    Check(Code("not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len']", lambda this: not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len'])),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None), 'u64s'),
-    'u64s' / If(Code("((this['_params']['type'] == 1))", lambda this: ((this['_params']['type'] == 1))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64ul, min_size=8)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None), 'i64s'),
-    'i64s' / If(Code("((this['_params']['type'] == 2))", lambda this: ((this['_params']['type'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64sl, min_size=8)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None), 'f64s'),
-    'f64s' / If(Code("((this['_params']['type'] == 3))", lambda this: ((this['_params']['type'] == 3))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Float64l, min_size=8)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None), 'bools'),
-    'bools' / If(Code("((this['_params']['type'] == 4))", lambda this: ((this['_params']['type'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int8ul)),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None), 'dictionary'),
-    'dictionary' / If(Code("((this['_params']['type'] == 5))", lambda this: ((this['_params']['type'] == 5))), C_dictionary_column),
-    FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None), 'raw_strings'),
-    'raw_strings' / If(Code("((this['_params']['type'] == 6))", lambda this: ((this['_params']['type'] == 6))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), PascalString(Int32ul, 'utf8'), min_size=4)),
-    _RuleCheck(Code("this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
-)
-C_column_data._bw_fast_runs = {'presence_len': (4, (('presence_len', 0, 4),))}
-
-C_alive_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Int32ul,
-    '_o_bitmap_len' / Tell,
-    'bitmap_len' / Rebuild(Int32ul, 0),
-    _RuleCheck(Code("not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
-    '_s_bitmap' / Tell,
-    'bitmap' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap']))", lambda this: (this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])))), GreedyBytes),
-    '_e_bitmap' / Tell,
-    '_patch_bitmap_len' / Pointer(Code("this['_o_bitmap_len']", lambda this: this['_o_bitmap_len']), Rebuild(Int32ul, Code("this['_e_bitmap'] - this['_s_bitmap']", lambda this: this['_e_bitmap'] - this['_s_bitmap']))),
-    Check(Code("not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len']", lambda this: not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len'])),
-    _RuleCheck(Code("this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
-)
-C_alive_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('bitmap_len', 4, 4)))}
-
-C_checksum_entry = Struct(
-    '_o_start' / Tell,
-    'kind' / Int16ul,
-    'reserved' / Const(0, Int16ul),
-    'chunk_index' / Int32ul,
-    'checksum' / Int64ul,
-)
-C_checksum_entry._bw_fast_runs = {'kind': (16, (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8)))}
-
-C_checksum_table_region = Struct(
-    '_o_start' / Tell,
-    'entry_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    'chunk_size' / Rebuild(Int32ul, Code('65536', lambda this: 65536)),
-    _RuleCheck(Code("((this['chunk_size'] == 65536))", lambda this: ((this['chunk_size'] == 65536))), 'chunk_size', 'chunk_size == 65536', 'checksum table chunk size must be 65536'),
-    'entries' / Array(Code("this['entry_count']", lambda this: this['entry_count']), C_checksum_entry, min_size=16),
-)
-C_checksum_table_region._bw_fast_runs = {'entry_count': (8, (('entry_count', 0, 4), ('chunk_size', 4, 4)))}
-
-C_document_version = Struct(
-    '_o_start' / Tell,
-    'doc_id' / BytesInteger(16, signed=False, swapped=True),
-    'revision' / Int64ul,
-)
-C_document_version._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
-
-C_document_versions_region = Struct(
-    '_o_start' / Tell,
-    'rows' / RepeatToEnd(C_document_version),
-)
-C_document_versions_region._bw_fast_runs = {}
-
-C_stored_metadata_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
-    'reserved' / Const(0, Int32ul),
-    'start' / Rebuild(Int64ul, Code('0', lambda this: 0)),
-    _RuleCheck(Code("((this['start'] == 0))", lambda this: ((this['start'] == 0))), 'start', 'start == 0', 'stored metadata start offset must be zero'),
-    'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
-    'data' / GreedyBytes,
-)
-C_stored_metadata_region._bw_fast_runs = {'row_count': (16, (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8)))}
-
-C_stored_text_region = Struct(
-    '_o_start' / Tell,
-    'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
-    'reserved' / Const(0, Int32ul),
-    'presence' / Bytes(Code("((this['row_count'] + 7) // 8)", lambda this: ((this['row_count'] + 7) // 8))),
-    'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
-    'data' / GreedyBytes,
-)
-C_stored_text_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('reserved', 4, 4)))}
-
-C_graph_node_block = Struct(
-    '_o_start' / Tell,
-    'codes' / Bytes(Code("this['_params']['code_bytes']", lambda this: this['_params']['code_bytes'])),
-    'factors' / C_bit4_factors,
-    'degree' / Int8ul,
-    _RuleCheck(Code("((this['degree'] <= this['_params']['max_degree']))", lambda this: ((this['degree'] <= this['_params']['max_degree']))), 'degree', 'degree <= max_degree', 'degree exceeds max_degree'),
-    'flags' / BitFlags(Int8ul, (('hub', 1, 1, True), ('entry_seed', 0, 1, True)), model=GraphBlockFlags),
-    'reserved' / Const(0, Int16ul),
-    'neighbours' / PackedView(Array(Code("this['_params']['max_degree']", lambda this: this['_params']['max_degree']), Int32ul, min_size=4), _packed_kind('<', 'I', 4, False)),
-    'pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 128", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 128)),
-)
-C_graph_node_block._bw_fast_runs = {'degree': (4, (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2)))}
-
-C_graph_node_blocks_region = Struct(
-    '_o_start' / Tell,
-    '_s_blocks' / Tell,
-    'blocks' / Bytes(Code("(this['_params']['region_len'] - 128)", lambda this: (this['_params']['region_len'] - 128))),
-    '_e_blocks' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Const(b'ZEGRNB01'),
-    '_e_magic' / Tell,
-    '_s_version' / Tell,
-    'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
-    '_e_version' / Tell,
-    VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'graph_node_blocks_region', 'version', 'version == 1', 'unsupported graph node block version'),
-    '_s_flags' / Tell,
-    'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
-    '_e_flags' / Tell,
-    _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph trailer flags must be zero'),
-    '_s_dims' / Tell,
-    'dims' / Int32ul,
-    '_e_dims' / Tell,
-    _RuleCheck(Code("((this['dims'] > 0))", lambda this: ((this['dims'] > 0))), 'dims', 'dims > 0', 'graph dims must be positive'),
-    '_s_padded_dims' / Tell,
-    'padded_dims' / Int32ul,
-    '_e_padded_dims' / Tell,
-    _RuleCheck(Code("((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))", lambda this: ((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))), 'padded_dims', 'padded_dims % 128 == 0 and padded_dims >= dims', 'padded_dims must be a multiple of 128 and >= dims'),
-    '_s_max_degree' / Tell,
-    'max_degree' / Int8ul,
-    '_e_max_degree' / Tell,
-    '_s_reserved' / Tell,
-    'reserved' / Const(b'\x00\x00\x00'),
-    '_e_reserved' / Tell,
-    '_s_stride' / Tell,
-    'stride' / Int32ul,
-    '_e_stride' / Tell,
-    _RuleCheck(Code("((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))", lambda this: ((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))), 'stride', 'stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', 'stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)'),
-    '_s_node_count' / Tell,
-    'node_count' / Int32ul,
-    '_e_node_count' / Tell,
-    _RuleCheck(Code("((len(this['blocks']) == (this['stride'] * this['node_count'])))", lambda this: ((len(this['blocks']) == (this['stride'] * this['node_count'])))), 'node_count', 'len(blocks) == stride * node_count', 'region length must be stride x node_count + 128'),
-    'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_blocks', '_e_node_count')", lambda this: _span_range(this, '_s_blocks', '_e_node_count'))),
-    'reserved_tail' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-)
-C_graph_node_blocks_region._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))), 'checksum': (96, (('checksum', 0, 8), ('reserved_tail', 8, 88)))}
-
-def _c2m_flags_upsert_fields(c):
-    if c.__class__ is UpsertFields:  # built by a compiled parse
-        return c
-    return UpsertFields(vector=bool(c['vector']), text=bool(c['text']), ts=bool(c['ts']), metadata=bool(c['metadata']), columns=bool(c['columns']))
-UpsertFields._bw_opaque = False
-
-def _c2m_flags_graph_block_flags(c):
-    if c.__class__ is GraphBlockFlags:  # built by a compiled parse
-        return c
-    return GraphBlockFlags(entry_seed=bool(c['entry_seed']), hub=bool(c['hub']))
-GraphBlockFlags._bw_opaque = True
-
-def _c2m_flags_membership_bits(c):
-    if c.__class__ is MembershipBits:  # built by a compiled parse
-        return c
-    return MembershipBits(text_before=bool(c['text_before']), text_after=bool(c['text_after']), vector_before=bool(c['vector_before']), vector_after=bool(c['vector_after']))
-MembershipBits._bw_opaque = True
-
-def _c2m_ze_header(c):
-    if c.__class__ is ZeHeader:  # built by a compiled parse
-        return c
-    f_family_id = c['family_id']
-    f_family_version = c['family_version']
-    f_flags = c['flags']
-    f_header_length = c['header_length']
-    f_file_length = c['file_length']
-    return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
-
-def _f2m_ze_header(f_family_id, f_family_version, f_flags, f_header_length, f_file_length):
-    return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
-C_ze_header._bw_model = (_f2m_ze_header, ('family_id', 'family_version', 'flags', 'header_length', 'file_length'), (), True)
-
-def _m2c_ze_header(v):
-    return {
-        'family_id': v.family_id,
-        'family_version': v.family_version,
-        'flags': v.flags,
-        'header_length': v.header_length,
-        'file_length': v.file_length,
-    }
-
-def _c2m_ze_header_ident(c):
-    if c.__class__ is ZeHeaderIdent:  # built by a compiled parse
-        return c
-    f_family_id = c['family_id']
-    f_family_version = c['family_version']
-    return ZeHeaderIdent(f_family_id, f_family_version)
-
-def _f2m_ze_header_ident(f_family_id, f_family_version):
-    return ZeHeaderIdent(f_family_id, f_family_version)
-C_ze_header_ident._bw_model = (_f2m_ze_header_ident, ('family_id', 'family_version'), (), True)
-
-def _m2c_ze_header_ident(v):
-    return {
-        'family_id': v.family_id,
-        'family_version': v.family_version,
-    }
-
-def _c2m_framed_trailer_check(c):
-    if c.__class__ is FramedTrailerCheck:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = bytes(f_header)
-    f_block = c['block']
-    if f_block is not None:
-        f_block = bytes(f_block)
-    return FramedTrailerCheck(f_header, f_block)
-
-def _f2m_framed_trailer_check(f_header, f_block):
-    if f_header is not None:
-        f_header = bytes(f_header)
-    if f_block is not None:
-        f_block = bytes(f_block)
-    return FramedTrailerCheck(f_header, f_block)
-C_framed_trailer_check._bw_model = (_f2m_framed_trailer_check, ('header', 'block'), (), True)
-
-def _m2c_framed_trailer_check(v):
-    return {
-        'header': v.header,
-        'block': v.block,
-    }
-
-def _c2m_segment_trailer(c):
-    if c.__class__ is SegmentTrailer:  # built by a compiled parse
-        return c
-    f_checksum = c['checksum']
-    return SegmentTrailer(f_checksum)
-
-def _f2m_segment_trailer(f_checksum):
-    return SegmentTrailer(f_checksum)
-C_segment_trailer._bw_model = (_f2m_segment_trailer, ('checksum',), (), True)
-
-def _m2c_segment_trailer(v):
-    return {
-        'checksum': v.checksum,
-    }
-
-def _c2m_wal_file_header(c):
-    if c.__class__ is WalFileHeader:  # built by a compiled parse
-        return c
-    f_first_seq = c['first_seq']
-    return WalFileHeader(f_first_seq)
-
-def _f2m_wal_file_header(f_first_seq):
-    return WalFileHeader(f_first_seq)
-C_wal_file_header._bw_model = (_f2m_wal_file_header, ('first_seq',), (), False)
-
-def _m2c_wal_file_header(v):
-    return {
-        'first_seq': v.first_seq,
-    }
-
-def _c2m_wal_record_header(c):
-    if c.__class__ is WalRecordHeader:  # built by a compiled parse
-        return c
-    f_payload_len = c['payload_len']
-    f_seq = c['seq']
-    f_op = c['op']
-    return WalRecordHeader(f_payload_len, f_seq, f_op)
-
-def _f2m_wal_record_header(f_payload_len, f_seq, f_op):
-    return WalRecordHeader(f_payload_len, f_seq, f_op)
-C_wal_record_header._bw_model = (_f2m_wal_record_header, ('payload_len', 'seq', 'op'), (), True)
-
-def _m2c_wal_record_header(v):
-    return {
-        'payload_len': v.payload_len,
-        'seq': v.seq,
-        'op': v.op,
-    }
-
-def _c2m_wal_frame(c):
-    if c.__class__ is WalFrame:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_op = c['op']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return WalFrame(f_seq, f_op, f_payload)
-
-def _f2m_wal_frame(f_seq, f_op, f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return WalFrame(f_seq, f_op, f_payload)
-C_wal_frame._bw_model = (_f2m_wal_frame, ('seq', 'op', 'payload'), (), False)
-
-def _m2c_wal_frame(v):
-    return {
-        'seq': v.seq,
-        'op': v.op,
-        'payload': v.payload,
-    }
-
-def _c2m_wal_file(c):
-    if c.__class__ is WalFile:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_wal_file_header(f_header)
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_wal_frame(_x) for _x in f_records]
-    return WalFile(f_header, f_records)
-
-def _f2m_wal_file(f_header, f_records):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is WalFileHeader else _c2m_wal_file_header(f_header))
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is WalFrame else _c2m_wal_frame(_x)) for _x in f_records]
-    return WalFile(f_header, f_records)
-C_wal_file._bw_model = (_f2m_wal_file, ('header', 'records'), (), True)
-
-def _m2c_wal_file(v):
-    return {
-        'header': None if v.header is None else _m2c_wal_file_header(v.header),
-        'records': None if v.records is None else [_m2c_wal_frame(_x) for _x in v.records],
-    }
-
-def _c2m_wal_record(c):
-    if c.__class__ is WalRecord:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_op = c['op']
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = _c2m_wal_payload(f_payload, f_op)
-    return WalRecord(f_seq, f_op, f_payload)
-
-def _f2m_wal_record(f_seq, f_op, f_payload):
-    if f_op is not None:
-        _t = _WALOP_BY_VALUE.get(f_op)
-        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = (f_payload if f_payload.__class__ is WalPayload else _c2m_wal_payload(f_payload, f_op))
-    return WalRecord(f_seq, f_op, f_payload)
-C_wal_record._bw_model = (_f2m_wal_record, ('seq', 'op', 'payload'), (), False)
-
-def _m2c_wal_record(v):
-    return {
-        'seq': v.seq,
-        'op': None if v.op is None else int(v.op),
-        'payload': None if v.payload is None else _m2c_wal_payload(v.payload),
-    }
-
-def _c2m_wal_payload(c, p_op):
-    if c.__class__ is WalPayload:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_op_upsert_v1(f_body) if p_op == 1 else (_c2m_op_delete_v1(f_body) if p_op == 2 else (_c2m_op_metadata_edit_v1(f_body) if p_op == 3 else (_c2m_op_timestamped_upsert_v1(f_body) if p_op == 4 else (_c2m_op_upsert_metadata_v1(f_body) if p_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_body) if p_op == 6 else (_c2m_op_upsert_v2(f_body) if p_op == 7 else (_c2m_op_batch_member(f_body) if p_op == 8 else (_c2m_op_prepared_mutation(f_body) if p_op == 9 else (_c2m_graph_envelope(f_body) if p_op == 10 else (_c2m_op_mixed_member(f_body) if p_op == 11 else None)))))))))))
-    return WalPayload(f_body)
-
-def _f2m_wal_payload(f_body, p_op):
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_body)) if p_op == 1 else ((f_body if f_body.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_body)) if p_op == 2 else ((f_body if f_body.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_body)) if p_op == 3 else ((f_body if f_body.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_body)) if p_op == 4 else ((f_body if f_body.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_body)) if p_op == 5 else ((f_body if f_body.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_body)) if p_op == 6 else ((f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body)) if p_op == 7 else ((f_body if f_body.__class__ is OpBatchMember else _c2m_op_batch_member(f_body)) if p_op == 8 else ((f_body if f_body.__class__ is OpPreparedMutation else _c2m_op_prepared_mutation(f_body)) if p_op == 9 else ((f_body if f_body.__class__ is GraphEnvelope else _c2m_graph_envelope(f_body)) if p_op == 10 else ((f_body if f_body.__class__ is OpMixedMember else _c2m_op_mixed_member(f_body)) if p_op == 11 else None)))))))))))
-    return WalPayload(f_body)
-C_wal_payload._bw_model = (_f2m_wal_payload, ('body',), ('op',), True)
-
-def _m2c_wal_payload(v):
-    return {
-        'body': None if v.body is None else _m2c_any(v.body),
-    }
-
-def _c2m_payload_v1_header(c):
-    if c.__class__ is PayloadV1Header:  # built by a compiled parse
-        return c
-    return PayloadV1Header()
-
-def _f2m_payload_v1_header():
-    return PayloadV1Header()
-C_payload_v1_header._bw_model = (_f2m_payload_v1_header, (), (), True)
-
-def _m2c_payload_v1_header(v):
-    return {
-    }
-
-_CPK_f32_vector_values = _packed_kind('<', 'f', 4, True)
-def _c2m_f32_vector(c):
-    if c.__class__ is F32Vector:  # built by a compiled parse
-        return c
-    f_values = c['values']
-    if f_values is not None:
-        f_values = _packed_from(f_values, _CPK_f32_vector_values)
-    return F32Vector(f_values)
-
-def _f2m_f32_vector(f_values):
-    if f_values is not None:
-        f_values = f_values if f_values.__class__ is PackedArray and f_values.kind is _CPK_f32_vector_values else _packed_from(f_values, _CPK_f32_vector_values)
-    return F32Vector(f_values)
-C_f32_vector._bw_model = (_f2m_f32_vector, ('values',), (), False)
-
-def _m2c_f32_vector(v):
-    return {
-        'values': None if v.values is None else list(v.values),
-    }
-
-def _c2m_op_upsert_v1(c):
-    if c.__class__ is OpUpsertV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_f32_vector(f_vector)
-    return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
-
-def _f2m_op_upsert_v1(f_header, f_doc_id, f_revision, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
-    return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
-C_op_upsert_v1._bw_model = (_f2m_op_upsert_v1, ('header', 'doc_id', 'revision', 'vector'), (), False)
-
-def _m2c_op_upsert_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
-    }
-
-def _c2m_op_delete_v1(c):
-    if c.__class__ is OpDeleteV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_ids = c['doc_ids']
-    return OpDeleteV1(f_header, f_doc_ids)
-
-def _f2m_op_delete_v1(f_header, f_doc_ids):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    return OpDeleteV1(f_header, f_doc_ids)
-C_op_delete_v1._bw_model = (_f2m_op_delete_v1, ('header', 'doc_ids'), (), True)
-
-def _m2c_op_delete_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_ids': v.doc_ids,
-    }
-
-def _c2m_metadata_value(c):
-    if c.__class__ is MetadataValue:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _VALUEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
-    f_value = c['value']
-    if f_value is not None:
-        f_value = (None if f_kind == 0 else (_c2m_value_u64(f_value) if f_kind == 1 else (_c2m_value_i64(f_value) if f_kind == 2 else (_c2m_value_f64(f_value) if f_kind == 3 else (_c2m_value_bool(f_value) if f_kind == 4 else (_c2m_value_string(f_value) if f_kind == 5 else (_c2m_value_id128(f_value) if f_kind == 6 else None)))))))
-    return MetadataValue(f_kind, f_value)
-
-def _f2m_metadata_value(f_kind, f_value):
-    if f_kind is not None:
-        _t = _VALUEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
-    if f_value is not None:
-        f_value = (None if f_kind == 0 else ((f_value if f_value.__class__ is ValueU64 else _c2m_value_u64(f_value)) if f_kind == 1 else ((f_value if f_value.__class__ is ValueI64 else _c2m_value_i64(f_value)) if f_kind == 2 else ((f_value if f_value.__class__ is ValueF64 else _c2m_value_f64(f_value)) if f_kind == 3 else ((f_value if f_value.__class__ is ValueBool else _c2m_value_bool(f_value)) if f_kind == 4 else ((f_value if f_value.__class__ is ValueString else _c2m_value_string(f_value)) if f_kind == 5 else ((f_value if f_value.__class__ is ValueId128 else _c2m_value_id128(f_value)) if f_kind == 6 else None)))))))
-    return MetadataValue(f_kind, f_value)
-C_metadata_value._bw_model = (_f2m_metadata_value, ('kind', 'value'), (), False)
-
-def _m2c_metadata_value(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'value': None if v.value is None else _m2c_any(_case_value(v.value, v.kind, {0: None, 1: ValueU64, 2: ValueI64, 3: ValueF64, 4: ValueBool, 5: ValueString, 6: ValueId128}, None, 'value')),
-    }
-
-def _c2m_value_u64(c):
-    if c.__class__ is ValueU64:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueU64(f_value)
-
-def _f2m_value_u64(f_value):
-    return ValueU64(f_value)
-C_value_u64._bw_model = (_f2m_value_u64, ('value',), (), True)
-
-def _m2c_value_u64(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_i64(c):
-    if c.__class__ is ValueI64:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueI64(f_value)
-
-def _f2m_value_i64(f_value):
-    return ValueI64(f_value)
-C_value_i64._bw_model = (_f2m_value_i64, ('value',), (), True)
-
-def _m2c_value_i64(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_f64(c):
-    if c.__class__ is ValueF64:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueF64(f_value)
-
-def _f2m_value_f64(f_value):
-    return ValueF64(f_value)
-C_value_f64._bw_model = (_f2m_value_f64, ('value',), (), True)
-
-def _m2c_value_f64(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_bool(c):
-    if c.__class__ is ValueBool:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueBool(f_value)
-
-def _f2m_value_bool(f_value):
-    return ValueBool(f_value)
-C_value_bool._bw_model = (_f2m_value_bool, ('value',), (), True)
-
-def _m2c_value_bool(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_string(c):
-    if c.__class__ is ValueString:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueString(f_value)
-
-def _f2m_value_string(f_value):
-    return ValueString(f_value)
-C_value_string._bw_model = (_f2m_value_string, ('value',), (), True)
-
-def _m2c_value_string(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_value_id128(c):
-    if c.__class__ is ValueId128:  # built by a compiled parse
-        return c
-    f_value = c['value']
-    return ValueId128(f_value)
-
-def _f2m_value_id128(f_value):
-    return ValueId128(f_value)
-C_value_id128._bw_model = (_f2m_value_id128, ('value',), (), True)
-
-def _m2c_value_id128(v):
-    return {
-        'value': v.value,
-    }
-
-def _c2m_op_metadata_edit_v1(c):
-    if c.__class__ is OpMetadataEditV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_column_id = c['column_id']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = _c2m_metadata_value(f_value)
-    return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
-
-def _f2m_op_metadata_edit_v1(f_header, f_doc_id, f_revision, f_column_id, f_value):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_value is not None:
-        f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
-    return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
-C_op_metadata_edit_v1._bw_model = (_f2m_op_metadata_edit_v1, ('header', 'doc_id', 'revision', 'column_id', 'value'), (), True)
-
-def _m2c_op_metadata_edit_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'column_id': v.column_id,
-        'value': None if v.value is None else _m2c_metadata_value(v.value),
-    }
-
-def _c2m_op_timestamped_upsert_v1(c):
-    if c.__class__ is OpTimestampedUpsertV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_ts = c['ts']
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_f32_vector(f_vector)
-    return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
-
-def _f2m_op_timestamped_upsert_v1(f_header, f_doc_id, f_revision, f_ts, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
-    return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
-C_op_timestamped_upsert_v1._bw_model = (_f2m_op_timestamped_upsert_v1, ('header', 'doc_id', 'revision', 'ts', 'vector'), (), False)
-
-def _m2c_op_timestamped_upsert_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'ts': v.ts,
-        'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
-    }
-
-_CPK_op_upsert_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
-def _c2m_op_upsert_metadata_v1(c):
-    if c.__class__ is OpUpsertMetadataV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
-    return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
-
-def _f2m_op_upsert_metadata_v1(f_header, f_doc_id, f_revision, f_metadata, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_vector is not None:
-        f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
-    return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
-C_op_upsert_metadata_v1._bw_model = (_f2m_op_upsert_metadata_v1, ('header', 'doc_id', 'revision', 'metadata', 'vector'), (), False)
-
-def _m2c_op_upsert_metadata_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'metadata': v.metadata,
-        'vector': None if v.vector is None else list(v.vector),
-    }
-
-_CPK_op_upsert_ts_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
-def _c2m_op_upsert_ts_metadata_v1(c):
-    if c.__class__ is OpUpsertTsMetadataV1:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_ts = c['ts']
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
-    return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
-
-def _f2m_op_upsert_ts_metadata_v1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_vector is not None:
-        f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_ts_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
-    return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
-C_op_upsert_ts_metadata_v1._bw_model = (_f2m_op_upsert_ts_metadata_v1, ('header', 'doc_id', 'revision', 'ts', 'metadata', 'vector'), (), False)
-
-def _m2c_op_upsert_ts_metadata_v1(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'ts': v.ts,
-        'metadata': v.metadata,
-        'vector': None if v.vector is None else list(v.vector),
-    }
-
-def _c2m_typed_column(c):
-    if c.__class__ is TypedColumn:  # built by a compiled parse
-        return c
-    f_column_id = c['column_id']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = _c2m_metadata_value(f_value)
-    return TypedColumn(f_column_id, f_value)
-
-def _f2m_typed_column(f_column_id, f_value):
-    if f_value is not None:
-        f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
-    return TypedColumn(f_column_id, f_value)
-C_typed_column._bw_model = (_f2m_typed_column, ('column_id', 'value'), (), True)
-
-def _m2c_typed_column(v):
-    return {
-        'column_id': v.column_id,
-        'value': None if v.value is None else _m2c_metadata_value(v.value),
-    }
-
-def _c2m_op_upsert_v2(c):
-    if c.__class__ is OpUpsertV2:  # built by a compiled parse
-        return c
-    f_fields = c['fields']
-    if f_fields is not None:
-        f_fields = _c2m_flags_upsert_fields(f_fields)
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_f32_vector(f_vector)
-    f_text = c['text']
-    f_ts = c['ts']
-    f_metadata = c['metadata']
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    f_columns = c['columns']
-    if f_columns is not None:
-        f_columns = [_c2m_typed_column(_x) for _x in f_columns]
-    return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
-
-def _f2m_op_upsert_v2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns):
-    if f_fields is not None:
-        f_fields = (f_fields if f_fields.__class__ is UpsertFields else _c2m_flags_upsert_fields(f_fields))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
-    if f_metadata is not None:
-        f_metadata = bytes(f_metadata)
-    if f_columns is not None:
-        f_columns = [(_x if _x.__class__ is TypedColumn else _c2m_typed_column(_x)) for _x in f_columns]
-    return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
-C_op_upsert_v2._bw_model = (_f2m_op_upsert_v2, ('fields', 'doc_id', 'revision', 'vector', 'text', 'ts', 'metadata', 'columns'), (), False)
-
-def _m2c_op_upsert_v2(v):
-    return {
-        'fields': None if v.fields is None else v.fields.to_dict(),
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-        'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
-        'text': v.text,
-        'ts': v.ts,
-        'metadata': v.metadata,
-        'columns': None if v.columns is None else [_m2c_typed_column(_x) for _x in v.columns],
-    }
-
-def _c2m_op_batch_member(c):
-    if c.__class__ is OpBatchMember:  # built by a compiled parse
-        return c
-    f_index = c['index']
-    f_count = c['count']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_op_upsert_v2(f_body)
-    return OpBatchMember(f_index, f_count, f_body)
-
-def _f2m_op_batch_member(f_index, f_count, f_body):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body))
-    return OpBatchMember(f_index, f_count, f_body)
-C_op_batch_member._bw_model = (_f2m_op_batch_member, ('index', 'count', 'body'), (), True)
-
-def _m2c_op_batch_member(v):
-    return {
-        'index': v.index,
-        'count': v.count,
-        'body': None if v.body is None else _m2c_op_upsert_v2(v.body),
-    }
-
-def _c2m_transaction_binding(c):
-    if c.__class__ is TransactionBinding:  # built by a compiled parse
-        return c
-    f_transaction = c['transaction']
-    f_participant = c['participant']
-    f_first_seq = c['first_seq']
-    f_last_seq = c['last_seq']
-    f_manifest_digest = c['manifest_digest']
-    f_final_generation = c['final_generation']
-    return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
-
-def _f2m_transaction_binding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation):
-    return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
-C_transaction_binding._bw_model = (_f2m_transaction_binding, ('transaction', 'participant', 'first_seq', 'last_seq', 'manifest_digest', 'final_generation'), (), False)
-
-def _m2c_transaction_binding(v):
-    return {
-        'transaction': v.transaction,
-        'participant': v.participant,
-        'first_seq': v.first_seq,
-        'last_seq': v.last_seq,
-        'manifest_digest': v.manifest_digest,
-        'final_generation': v.final_generation,
-    }
-
-def _c2m_op_prepared_mutation(c):
-    if c.__class__ is OpPreparedMutation:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_payload_v1_header(f_header)
-    f_binding = c['binding']
-    if f_binding is not None:
-        f_binding = _c2m_transaction_binding(f_binding)
-    f_index = c['index']
-    f_count = c['count']
-    f_inner_op = c['inner_op']
-    f_inner = c['inner']
-    if f_inner is not None:
-        f_inner = (_c2m_op_upsert_v1(f_inner) if f_inner_op == 1 else (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_metadata_edit_v1(f_inner) if f_inner_op == 3 else (_c2m_op_timestamped_upsert_v1(f_inner) if f_inner_op == 4 else (_c2m_op_upsert_metadata_v1(f_inner) if f_inner_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_inner) if f_inner_op == 6 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else None)))))))
-    return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
-
-def _f2m_op_prepared_mutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
-    if f_binding is not None:
-        f_binding = (f_binding if f_binding.__class__ is TransactionBinding else _c2m_transaction_binding(f_binding))
-    if f_inner is not None:
-        f_inner = ((f_inner if f_inner.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_inner)) if f_inner_op == 1 else ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_inner)) if f_inner_op == 3 else ((f_inner if f_inner.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_inner)) if f_inner_op == 4 else ((f_inner if f_inner.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_inner)) if f_inner_op == 5 else ((f_inner if f_inner.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_inner)) if f_inner_op == 6 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else None)))))))
-    return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
-C_op_prepared_mutation._bw_model = (_f2m_op_prepared_mutation, ('header', 'binding', 'index', 'count', 'inner_op', 'inner'), (), True)
-
-def _m2c_op_prepared_mutation(v):
-    return {
-        'header': None if v.header is None else _m2c_payload_v1_header(v.header),
-        'binding': None if v.binding is None else _m2c_transaction_binding(v.binding),
-        'index': v.index,
-        'count': v.count,
-        'inner_op': v.inner_op,
-        'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {1: OpUpsertV1, 2: OpDeleteV1, 3: OpMetadataEditV1, 4: OpTimestampedUpsertV1, 5: OpUpsertMetadataV1, 6: OpUpsertTsMetadataV1, 7: OpUpsertV2}, None, 'inner')),
-    }
-
-def _c2m_op_mixed_member(c):
-    if c.__class__ is OpMixedMember:  # built by a compiled parse
-        return c
-    f_index = c['index']
-    f_count = c['count']
-    f_inner_op = c['inner_op']
-    f_inner = c['inner']
-    if f_inner is not None:
-        f_inner = (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else (_c2m_graph_envelope(f_inner) if f_inner_op == 10 else None)))
-    return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
-
-def _f2m_op_mixed_member(f_index, f_count, f_inner_op, f_inner):
-    if f_inner is not None:
-        f_inner = ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else ((f_inner if f_inner.__class__ is GraphEnvelope else _c2m_graph_envelope(f_inner)) if f_inner_op == 10 else None)))
-    return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
-C_op_mixed_member._bw_model = (_f2m_op_mixed_member, ('index', 'count', 'inner_op', 'inner'), (), True)
-
-def _m2c_op_mixed_member(v):
-    return {
-        'index': v.index,
-        'count': v.count,
-        'inner_op': v.inner_op,
-        'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {2: OpDeleteV1, 7: OpUpsertV2, 10: GraphEnvelope}, None, 'inner')),
-    }
-
-def _c2m_zgw_file_header(c):
-    if c.__class__ is ZgwFileHeader:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_first_commit_sequence = c['first_commit_sequence']
-    return ZgwFileHeader(f_store, f_first_commit_sequence)
-
-def _f2m_zgw_file_header(f_store, f_first_commit_sequence):
-    return ZgwFileHeader(f_store, f_first_commit_sequence)
-C_zgw_file_header._bw_model = (_f2m_zgw_file_header, ('store', 'first_commit_sequence'), (), True)
-
-def _m2c_zgw_file_header(v):
-    return {
-        'store': v.store,
-        'first_commit_sequence': v.first_commit_sequence,
-    }
-
-def _c2m_zgw_frame(c):
-    if c.__class__ is ZgwFrame:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
-    f_frame_index = c['frame_index']
-    f_sequence = c['sequence']
-    f_batch_id = c['batch_id']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_zgw_begin(f_payload) if f_kind == 1 else (_c2m_zgw_mutation(f_payload) if f_kind == 2 else (_c2m_zgw_inventory(f_payload) if f_kind == 3 else (_c2m_zgw_reclaim_intent(f_payload) if f_kind == 4 else (_c2m_zgw_reclaim_complete(f_payload) if f_kind == 5 else (_c2m_zgw_commit(f_payload) if f_kind == 6 else None))))))
-    return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
-
-def _f2m_zgw_frame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload):
-    if f_kind is not None:
-        _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is ZgwBegin else _c2m_zgw_begin(f_payload)) if f_kind == 1 else ((f_payload if f_payload.__class__ is ZgwMutation else _c2m_zgw_mutation(f_payload)) if f_kind == 2 else ((f_payload if f_payload.__class__ is ZgwInventory else _c2m_zgw_inventory(f_payload)) if f_kind == 3 else ((f_payload if f_payload.__class__ is ZgwReclaimIntent else _c2m_zgw_reclaim_intent(f_payload)) if f_kind == 4 else ((f_payload if f_payload.__class__ is ZgwReclaimComplete else _c2m_zgw_reclaim_complete(f_payload)) if f_kind == 5 else ((f_payload if f_payload.__class__ is ZgwCommit else _c2m_zgw_commit(f_payload)) if f_kind == 6 else None))))))
-    return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
-C_zgw_frame._bw_model = (_f2m_zgw_frame, ('kind', 'frame_index', 'sequence', 'batch_id', 'payload'), (), False)
-
-def _m2c_zgw_frame(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'frame_index': v.frame_index,
-        'sequence': v.sequence,
-        'batch_id': v.batch_id,
-        'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.kind, {1: ZgwBegin, 2: ZgwMutation, 3: ZgwInventory, 4: ZgwReclaimIntent, 5: ZgwReclaimComplete, 6: ZgwCommit}, None, 'payload')),
-    }
-
-def _c2m_zgw_frame_header(c):
-    if c.__class__ is ZgwFrameHeader:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    f_version = c['version']
-    f_payload_len = c['payload_len']
-    f_frame_index = c['frame_index']
-    f_sequence = c['sequence']
-    f_batch_id = c['batch_id']
-    f_reserved = c['reserved']
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
-    return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
-
-def _f2m_zgw_frame_header(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved):
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
-    return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
-C_zgw_frame_header._bw_model = (_f2m_zgw_frame_header, ('kind', 'version', 'payload_len', 'frame_index', 'sequence', 'batch_id', 'reserved'), (), False)
-
-def _m2c_zgw_frame_header(v):
-    return {
-        'kind': v.kind,
-        'version': v.version,
-        'payload_len': v.payload_len,
-        'frame_index': v.frame_index,
-        'sequence': v.sequence,
-        'batch_id': v.batch_id,
-        'reserved': v.reserved,
-    }
-
-def _c2m_zgw_envelope_size(c):
-    if c.__class__ is ZgwEnvelopeSize:  # built by a compiled parse
-        return c
-    f_size = c['size']
-    return ZgwEnvelopeSize(f_size)
-
-def _f2m_zgw_envelope_size(f_size):
-    return ZgwEnvelopeSize(f_size)
-C_zgw_envelope_size._bw_model = (_f2m_zgw_envelope_size, ('size',), (), True)
-
-def _m2c_zgw_envelope_size(v):
-    return {
-        'size': v.size,
-    }
-
-def _c2m_graph_envelope(c):
-    if c.__class__ is GraphEnvelope:  # built by a compiled parse
-        return c
-    f_begin = c['begin']
-    if f_begin is not None:
-        f_begin = _c2m_zgw_frame(f_begin)
-    f_changes = c['changes']
-    if f_changes is not None:
-        f_changes = [_c2m_zgw_frame(_x) for _x in f_changes]
-    f_commit = c['commit']
-    if f_commit is not None:
-        f_commit = _c2m_zgw_frame(f_commit)
-    return GraphEnvelope(f_begin, f_changes, f_commit)
-
-def _f2m_graph_envelope(f_begin, f_changes, f_commit):
-    if f_begin is not None:
-        f_begin = (f_begin if f_begin.__class__ is ZgwFrame else _c2m_zgw_frame(f_begin))
-    if f_changes is not None:
-        f_changes = [(_x if _x.__class__ is ZgwFrame else _c2m_zgw_frame(_x)) for _x in f_changes]
-    if f_commit is not None:
-        f_commit = (f_commit if f_commit.__class__ is ZgwFrame else _c2m_zgw_frame(f_commit))
-    return GraphEnvelope(f_begin, f_changes, f_commit)
-C_graph_envelope._bw_model = (_f2m_graph_envelope, ('begin', 'changes', 'commit'), (), True)
-
-def _m2c_graph_envelope(v):
-    return {
-        'begin': None if v.begin is None else _m2c_zgw_frame(v.begin),
-        'changes': None if v.changes is None else [_m2c_zgw_frame(_x) for _x in v.changes],
-        'commit': None if v.commit is None else _m2c_zgw_frame(v.commit),
-    }
-
-def _c2m_zgw_begin(c):
-    if c.__class__ is ZgwBegin:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_envelope_kind = c['envelope_kind']
-    if f_envelope_kind is not None:
-        _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
-        f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
-    f_base_generation = c['base_generation']
-    f_target_generation = c['target_generation']
-    f_change_count = c['change_count']
-    f_complete_envelope_bytes = c['complete_envelope_bytes']
-    return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
-
-def _f2m_zgw_begin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes):
-    if f_envelope_kind is not None:
-        _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
-        f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
-    return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
-C_zgw_begin._bw_model = (_f2m_zgw_begin, ('store', 'envelope_kind', 'base_generation', 'target_generation', 'change_count', 'complete_envelope_bytes'), (), False)
-
-def _m2c_zgw_begin(v):
-    return {
-        'store': v.store,
-        'envelope_kind': None if v.envelope_kind is None else int(v.envelope_kind),
-        'base_generation': v.base_generation,
-        'target_generation': v.target_generation,
-        'change_count': v.change_count,
-        'complete_envelope_bytes': v.complete_envelope_bytes,
-    }
-
-def _c2m_artifact_descriptor(c):
-    if c.__class__ is ArtifactDescriptor:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_artifact = c['artifact']
-    f_creation_generation = c['creation_generation']
-    f_creation_serial = c['creation_serial']
-    f_complete_file_length = c['complete_file_length']
-    f_family = c['family']
-    f_version = c['version']
-    f_whole_file_checksum = c['whole_file_checksum']
-    return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
-
-def _f2m_artifact_descriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum):
-    return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
-C_artifact_descriptor._bw_model = (_f2m_artifact_descriptor, ('store', 'artifact', 'creation_generation', 'creation_serial', 'complete_file_length', 'family', 'version', 'whole_file_checksum'), (), False)
-
-def _m2c_artifact_descriptor(v):
-    return {
-        'store': v.store,
-        'artifact': v.artifact,
-        'creation_generation': v.creation_generation,
-        'creation_serial': v.creation_serial,
-        'complete_file_length': v.complete_file_length,
-        'family': v.family,
-        'version': v.version,
-        'whole_file_checksum': v.whole_file_checksum,
-    }
-
-def _c2m_required_ref(c):
-    if c.__class__ is RequiredRef:  # built by a compiled parse
-        return c
-    f_descriptor = c['descriptor']
-    if f_descriptor is not None:
-        f_descriptor = _c2m_artifact_descriptor(f_descriptor)
-    f_artifact = c['artifact']
-    f_offset = c['offset']
-    f_length = c['length']
-    f_block_kind = c['block_kind']
-    f_block_version = c['block_version']
-    return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
-
-def _f2m_required_ref(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version):
-    if f_descriptor is not None:
-        f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
-    return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
-C_required_ref._bw_model = (_f2m_required_ref, ('descriptor', 'artifact', 'offset', 'length', 'block_kind', 'block_version'), (), False)
-
-def _m2c_required_ref(v):
-    return {
-        'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
-        'artifact': v.artifact,
-        'offset': v.offset,
-        'length': v.length,
-        'block_kind': v.block_kind,
-        'block_version': v.block_version,
-    }
-
-def _c2m_optional_ref(c):
-    if c.__class__ is OptionalRef:  # built by a compiled parse
-        return c
-    f_present = c['present']
-    f_ref = c['ref']
-    if f_ref is not None:
-        f_ref = _c2m_required_ref(f_ref)
-    return OptionalRef(f_present, f_ref)
-
-def _f2m_optional_ref(f_present, f_ref):
-    if f_ref is not None:
-        f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
-    return OptionalRef(f_present, f_ref)
-C_optional_ref._bw_model = (_f2m_optional_ref, ('present', 'ref'), (), True)
-
-def _m2c_optional_ref(v):
-    return {
-        'present': v.present,
-        'ref': None if v.ref is None else _m2c_required_ref(v.ref),
-    }
-
-def _c2m_commit_state(c):
-    if c.__class__ is CommitState:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_generation = c['generation']
-    f_sequence = c['sequence']
-    f_node_high_water = c['node_high_water']
-    f_relationship_high_water = c['relationship_high_water']
-    f_symbol_high_water = c['symbol_high_water']
-    f_creation_serial = c['creation_serial']
-    f_roots = c['roots']
-    if f_roots is not None:
-        f_roots = [_c2m_optional_ref(_x) for _x in f_roots]
-    f_catalog = c['catalog']
-    if f_catalog is not None:
-        f_catalog = _c2m_required_ref(f_catalog)
-    f_vector = c['vector']
-    if f_vector is not None:
-        f_vector = _c2m_optional_ref(f_vector)
-    f_text = c['text']
-    if f_text is not None:
-        f_text = _c2m_optional_ref(f_text)
-    f_reclaim = c['reclaim']
-    if f_reclaim is not None:
-        f_reclaim = _c2m_optional_ref(f_reclaim)
-    f_prepared = c['prepared']
-    if f_prepared is not None:
-        f_prepared = [_c2m_required_ref(_x) for _x in f_prepared]
-    return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
-
-def _f2m_commit_state(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared):
-    if f_roots is not None:
-        f_roots = [(_x if _x.__class__ is OptionalRef else _c2m_optional_ref(_x)) for _x in f_roots]
-    if f_catalog is not None:
-        f_catalog = (f_catalog if f_catalog.__class__ is RequiredRef else _c2m_required_ref(f_catalog))
-    if f_vector is not None:
-        f_vector = (f_vector if f_vector.__class__ is OptionalRef else _c2m_optional_ref(f_vector))
-    if f_text is not None:
-        f_text = (f_text if f_text.__class__ is OptionalRef else _c2m_optional_ref(f_text))
-    if f_reclaim is not None:
-        f_reclaim = (f_reclaim if f_reclaim.__class__ is OptionalRef else _c2m_optional_ref(f_reclaim))
-    if f_prepared is not None:
-        f_prepared = [(_x if _x.__class__ is RequiredRef else _c2m_required_ref(_x)) for _x in f_prepared]
-    return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
-C_commit_state._bw_model = (_f2m_commit_state, ('store', 'generation', 'sequence', 'node_high_water', 'relationship_high_water', 'symbol_high_water', 'creation_serial', 'roots', 'catalog', 'vector', 'text', 'reclaim', 'prepared'), (), False)
-
-def _m2c_commit_state(v):
-    return {
-        'store': v.store,
-        'generation': v.generation,
-        'sequence': v.sequence,
-        'node_high_water': v.node_high_water,
-        'relationship_high_water': v.relationship_high_water,
-        'symbol_high_water': v.symbol_high_water,
-        'creation_serial': v.creation_serial,
-        'roots': None if v.roots is None else [_m2c_optional_ref(_x) for _x in v.roots],
-        'catalog': None if v.catalog is None else _m2c_required_ref(v.catalog),
-        'vector': None if v.vector is None else _m2c_optional_ref(v.vector),
-        'text': None if v.text is None else _m2c_optional_ref(v.text),
-        'reclaim': None if v.reclaim is None else _m2c_optional_ref(v.reclaim),
-        'prepared': None if v.prepared is None else [_m2c_required_ref(_x) for _x in v.prepared],
-    }
-
-def _c2m_zgw_commit(c):
-    if c.__class__ is ZgwCommit:  # built by a compiled parse
-        return c
-    f_change_count = c['change_count']
-    f_digest = c['digest']
-    f_state = c['state']
-    if f_state is not None:
-        f_state = _c2m_commit_state(f_state)
-    return ZgwCommit(f_change_count, f_digest, f_state)
-
-def _f2m_zgw_commit(f_change_count, f_digest, f_state):
-    if f_state is not None:
-        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
-    return ZgwCommit(f_change_count, f_digest, f_state)
-C_zgw_commit._bw_model = (_f2m_zgw_commit, ('change_count', 'digest', 'state'), (), False)
-
-def _m2c_zgw_commit(v):
-    return {
-        'change_count': v.change_count,
-        'digest': v.digest,
-        'state': None if v.state is None else _m2c_commit_state(v.state),
-    }
-
-def _c2m_zgop_key(c):
-    if c.__class__ is ZgopKey:  # built by a compiled parse
-        return c
-    f_entity = c['entity']
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    f_namespace = c['namespace']
-    f_key = c['key']
-    return ZgopKey(f_entity, f_namespace, f_key)
-
-def _f2m_zgop_key(f_entity, f_namespace, f_key):
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    return ZgopKey(f_entity, f_namespace, f_key)
-C_zgop_key._bw_model = (_f2m_zgop_key, ('entity', 'namespace', 'key'), (), False)
-
-def _m2c_zgop_key(v):
-    return {
-        'entity': None if v.entity is None else int(v.entity),
-        'namespace': v.namespace,
-        'key': v.key,
-    }
-
-def _c2m_zgop_expected(c):
-    if c.__class__ is ZgopExpected:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_entity = c['entity']
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    f_entity_id = c['entity_id']
-    f_revision = c['revision']
-    return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
-
-def _f2m_zgop_expected(f_tag, f_entity, f_entity_id, f_revision):
-    if f_entity is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
-        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
-C_zgop_expected._bw_model = (_f2m_zgop_expected, ('tag', 'entity', 'entity_id', 'revision'), (), False)
-
-def _m2c_zgop_expected(v):
-    return {
-        'tag': v.tag,
-        'entity': None if v.entity is None else int(v.entity),
-        'entity_id': v.entity_id,
-        'revision': v.revision,
-    }
-
-def _c2m_zgop(c):
-    if c.__class__ is Zgop:  # built by a compiled parse
-        return c
-    f_operation = c['operation']
-    if f_operation is not None:
-        _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
-        f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
-    f_key_present = c['key_present']
-    f_key = c['key']
-    if f_key is not None:
-        f_key = _c2m_zgop_key(f_key)
-    f_requested_revision = c['requested_revision']
-    f_installed_revision = c['installed_revision']
-    f_expected = c['expected']
-    if f_expected is not None:
-        f_expected = _c2m_zgop_expected(f_expected)
-    f_incarnation_kind = c['incarnation_kind']
-    if f_incarnation_kind is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
-        f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
-    f_incarnation = c['incarnation']
-    f_delete_mode = c['delete_mode']
-    if f_delete_mode is not None:
-        _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
-        f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
-    f_original_generation = c['original_generation']
-    return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
-
-def _f2m_zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation):
-    if f_operation is not None:
-        _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
-        f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
-    if f_key is not None:
-        f_key = (f_key if f_key.__class__ is ZgopKey else _c2m_zgop_key(f_key))
-    if f_expected is not None:
-        f_expected = (f_expected if f_expected.__class__ is ZgopExpected else _c2m_zgop_expected(f_expected))
-    if f_incarnation_kind is not None:
-        _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
-        f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
-    if f_delete_mode is not None:
-        _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
-        f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
-    return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
-C_zgop._bw_model = (_f2m_zgop, ('operation', 'key_present', 'key', 'requested_revision', 'installed_revision', 'expected', 'incarnation_kind', 'incarnation', 'delete_mode', 'original_generation'), (), True)
-
-def _m2c_zgop(v):
-    return {
-        'operation': None if v.operation is None else int(v.operation),
-        'key_present': v.key_present,
-        'key': None if v.key is None else _m2c_zgop_key(v.key),
-        'requested_revision': v.requested_revision,
-        'installed_revision': v.installed_revision,
-        'expected': None if v.expected is None else _m2c_zgop_expected(v.expected),
-        'incarnation_kind': None if v.incarnation_kind is None else int(v.incarnation_kind),
-        'incarnation': v.incarnation,
-        'delete_mode': None if v.delete_mode is None else int(v.delete_mode),
-        'original_generation': v.original_generation,
-    }
-
-def _c2m_zgw_mutation(c):
-    if c.__class__ is ZgwMutation:  # built by a compiled parse
-        return c
-    f_live = c['live']
-    f_membership = c['membership']
-    if f_membership is not None:
-        f_membership = _c2m_flags_membership_bits(f_membership)
-    f_zgop = c['zgop']
-    if f_zgop is not None:
-        f_zgop = _c2m_zgop(f_zgop)
-    f_canonical = c['canonical']
-    if f_canonical is not None:
-        f_canonical = _c2m_optional_ref(f_canonical)
-    return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
-
-def _f2m_zgw_mutation(f_live, f_membership, f_zgop, f_canonical):
-    if f_membership is not None:
-        f_membership = (f_membership if f_membership.__class__ is MembershipBits else _c2m_flags_membership_bits(f_membership))
-    if f_zgop is not None:
-        f_zgop = (f_zgop if f_zgop.__class__ is Zgop else _c2m_zgop(f_zgop))
-    if f_canonical is not None:
-        f_canonical = (f_canonical if f_canonical.__class__ is OptionalRef else _c2m_optional_ref(f_canonical))
-    return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
-C_zgw_mutation._bw_model = (_f2m_zgw_mutation, ('live', 'membership', 'zgop', 'canonical'), (), True)
-
-def _m2c_zgw_mutation(v):
-    return {
-        'live': v.live,
-        'membership': None if v.membership is None else v.membership.to_dict(),
-        'zgop': None if v.zgop is None else _m2c_zgop(v.zgop),
-        'canonical': None if v.canonical is None else _m2c_optional_ref(v.canonical),
-    }
-
-def _c2m_zgw_inventory(c):
-    if c.__class__ is ZgwInventory:  # built by a compiled parse
-        return c
-    f_descriptor = c['descriptor']
-    if f_descriptor is not None:
-        f_descriptor = _c2m_artifact_descriptor(f_descriptor)
-    f_state = c['state']
-    if f_state is not None:
-        _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
-        f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
-    f_intent = c['intent']
-    return ZgwInventory(f_descriptor, f_state, f_intent)
-
-def _f2m_zgw_inventory(f_descriptor, f_state, f_intent):
-    if f_descriptor is not None:
-        f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
-    if f_state is not None:
-        _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
-        f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
-    return ZgwInventory(f_descriptor, f_state, f_intent)
-C_zgw_inventory._bw_model = (_f2m_zgw_inventory, ('descriptor', 'state', 'intent'), (), True)
-
-def _m2c_zgw_inventory(v):
-    return {
-        'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
-        'state': None if v.state is None else int(v.state),
-        'intent': v.intent,
-    }
-
-def _c2m_zgw_reclaim_intent(c):
-    if c.__class__ is ZgwReclaimIntent:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_capture_generation = c['capture_generation']
-    f_capture_sequence = c['capture_sequence']
-    f_serial_fence = c['serial_fence']
-    f_completed_mark_state = c['completed_mark_state']
-    f_protected = c['protected']
-    if f_protected is not None:
-        f_protected = _c2m_required_ref(f_protected)
-    f_protected_digest = c['protected_digest']
-    f_completed_mark = c['completed_mark']
-    if f_completed_mark is not None:
-        f_completed_mark = _c2m_required_ref(f_completed_mark)
-    f_mark_digest = c['mark_digest']
-    f_candidates = c['candidates']
-    if f_candidates is not None:
-        f_candidates = [_c2m_artifact_descriptor(_x) for _x in f_candidates]
-    return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
-
-def _f2m_zgw_reclaim_intent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates):
-    if f_protected is not None:
-        f_protected = (f_protected if f_protected.__class__ is RequiredRef else _c2m_required_ref(f_protected))
-    if f_completed_mark is not None:
-        f_completed_mark = (f_completed_mark if f_completed_mark.__class__ is RequiredRef else _c2m_required_ref(f_completed_mark))
-    if f_candidates is not None:
-        f_candidates = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_candidates]
-    return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
-C_zgw_reclaim_intent._bw_model = (_f2m_zgw_reclaim_intent, ('id', 'capture_generation', 'capture_sequence', 'serial_fence', 'completed_mark_state', 'protected', 'protected_digest', 'completed_mark', 'mark_digest', 'candidates'), (), True)
-
-def _m2c_zgw_reclaim_intent(v):
-    return {
-        'id': v.id,
-        'capture_generation': v.capture_generation,
-        'capture_sequence': v.capture_sequence,
-        'serial_fence': v.serial_fence,
-        'completed_mark_state': v.completed_mark_state,
-        'protected': None if v.protected is None else _m2c_required_ref(v.protected),
-        'protected_digest': v.protected_digest,
-        'completed_mark': None if v.completed_mark is None else _m2c_required_ref(v.completed_mark),
-        'mark_digest': v.mark_digest,
-        'candidates': None if v.candidates is None else [_m2c_artifact_descriptor(_x) for _x in v.candidates],
-    }
-
-def _c2m_descriptor_list(c):
-    if c.__class__ is DescriptorList:  # built by a compiled parse
-        return c
-    f_rows = c['rows']
-    if f_rows is not None:
-        f_rows = [_c2m_artifact_descriptor(_x) for _x in f_rows]
-    return DescriptorList(f_rows)
-
-def _f2m_descriptor_list(f_rows):
-    if f_rows is not None:
-        f_rows = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_rows]
-    return DescriptorList(f_rows)
-C_descriptor_list._bw_model = (_f2m_descriptor_list, ('rows',), (), True)
-
-def _m2c_descriptor_list(v):
-    return {
-        'rows': None if v.rows is None else [_m2c_artifact_descriptor(_x) for _x in v.rows],
-    }
-
-def _c2m_zgw_reclaim_complete(c):
-    if c.__class__ is ZgwReclaimComplete:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_intent = c['intent']
-    if f_intent is not None:
-        f_intent = _c2m_required_ref(f_intent)
-    f_durable_state = c['durable_state']
-    f_completed = c['completed']
-    if f_completed is not None:
-        f_completed = _c2m_descriptor_list(f_completed)
-    f_remaining = c['remaining']
-    if f_remaining is not None:
-        f_remaining = _c2m_descriptor_list(f_remaining)
-    return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
-
-def _f2m_zgw_reclaim_complete(f_id, f_intent, f_durable_state, f_completed, f_remaining):
-    if f_intent is not None:
-        f_intent = (f_intent if f_intent.__class__ is RequiredRef else _c2m_required_ref(f_intent))
-    if f_completed is not None:
-        f_completed = (f_completed if f_completed.__class__ is DescriptorList else _c2m_descriptor_list(f_completed))
-    if f_remaining is not None:
-        f_remaining = (f_remaining if f_remaining.__class__ is DescriptorList else _c2m_descriptor_list(f_remaining))
-    return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
-C_zgw_reclaim_complete._bw_model = (_f2m_zgw_reclaim_complete, ('id', 'intent', 'durable_state', 'completed', 'remaining'), (), True)
-
-def _m2c_zgw_reclaim_complete(v):
-    return {
-        'id': v.id,
-        'intent': None if v.intent is None else _m2c_required_ref(v.intent),
-        'durable_state': v.durable_state,
-        'completed': None if v.completed is None else _m2c_descriptor_list(v.completed),
-        'remaining': None if v.remaining is None else _m2c_descriptor_list(v.remaining),
-    }
-
-def _c2m_spill_binding(c):
-    if c.__class__ is SpillBinding:  # built by a compiled parse
-        return c
-    f_store = c['store']
-    f_session = c['session']
-    f_capture_generation = c['capture_generation']
-    f_target_generation = c['target_generation']
-    f_sequence = c['sequence']
-    f_serial_fence = c['serial_fence']
-    return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
-
-def _f2m_spill_binding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence):
-    return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
-C_spill_binding._bw_model = (_f2m_spill_binding, ('store', 'session', 'capture_generation', 'target_generation', 'sequence', 'serial_fence'), (), True)
-
-def _m2c_spill_binding(v):
-    return {
-        'store': v.store,
-        'session': v.session,
-        'capture_generation': v.capture_generation,
-        'target_generation': v.target_generation,
-        'sequence': v.sequence,
-        'serial_fence': v.serial_fence,
-    }
-
-def _c2m_zgcp_prepared_inventory(c):
-    if c.__class__ is ZgcpPreparedInventory:  # built by a compiled parse
-        return c
-    f_descriptors = c['descriptors']
-    if f_descriptors is not None:
-        f_descriptors = [_c2m_artifact_descriptor(_x) for _x in f_descriptors]
-    return ZgcpPreparedInventory(f_descriptors)
-
-def _f2m_zgcp_prepared_inventory(f_descriptors):
-    if f_descriptors is not None:
-        f_descriptors = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_descriptors]
-    return ZgcpPreparedInventory(f_descriptors)
-C_zgcp_prepared_inventory._bw_model = (_f2m_zgcp_prepared_inventory, ('descriptors',), (), True)
-
-def _m2c_zgcp_prepared_inventory(v):
-    return {
-        'descriptors': None if v.descriptors is None else [_m2c_artifact_descriptor(_x) for _x in v.descriptors],
-    }
-
-def _c2m_zgcp_captured_base(c):
-    if c.__class__ is ZgcpCapturedBase:  # built by a compiled parse
-        return c
-    f_unpinned = c['unpinned']
-    if f_unpinned is not None:
-        f_unpinned = bytes(f_unpinned)
-    f_binding = c['binding']
-    if f_binding is not None:
-        f_binding = _c2m_spill_binding(f_binding)
-    f_absorbed_through = c['absorbed_through']
-    f_manifest_generation = c['manifest_generation']
-    f_state = c['state']
-    if f_state is not None:
-        f_state = _c2m_commit_state(f_state)
-    return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
-
-def _f2m_zgcp_captured_base(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state):
-    if f_unpinned is not None:
-        f_unpinned = bytes(f_unpinned)
-    if f_binding is not None:
-        f_binding = (f_binding if f_binding.__class__ is SpillBinding else _c2m_spill_binding(f_binding))
-    if f_state is not None:
-        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
-    return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
-C_zgcp_captured_base._bw_model = (_f2m_zgcp_captured_base, ('unpinned', 'binding', 'absorbed_through', 'manifest_generation', 'state'), (), True)
-
-def _m2c_zgcp_captured_base(v):
-    return {
-        'unpinned': v.unpinned,
-        'binding': None if v.binding is None else _m2c_spill_binding(v.binding),
-        'absorbed_through': v.absorbed_through,
-        'manifest_generation': v.manifest_generation,
-        'state': None if v.state is None else _m2c_commit_state(v.state),
-    }
-
-def _c2m_zgcp_participant(c):
-    if c.__class__ is ZgcpParticipant:  # built by a compiled parse
-        return c
-    f_role = c['role']
-    if f_role is not None:
-        _t = _ZGCPROLE_BY_VALUE.get(f_role)
-        f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_zgcp_prepared_inventory(f_body) if f_role == 2 else (_c2m_zgcp_captured_base(f_body) if f_role == 7 else f_body))
-    return ZgcpParticipant(f_role, f_body)
-
-def _f2m_zgcp_participant(f_role, f_body):
-    if f_role is not None:
-        _t = _ZGCPROLE_BY_VALUE.get(f_role)
-        f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is ZgcpPreparedInventory else _c2m_zgcp_prepared_inventory(f_body)) if f_role == 2 else ((f_body if f_body.__class__ is ZgcpCapturedBase else _c2m_zgcp_captured_base(f_body)) if f_role == 7 else f_body))
-    return ZgcpParticipant(f_role, f_body)
-C_zgcp_participant._bw_model = (_f2m_zgcp_participant, ('role', 'body'), (), True)
-
-def _m2c_zgcp_participant(v):
-    return {
-        'role': None if v.role is None else int(v.role),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.role, {2: ZgcpPreparedInventory, 7: ZgcpCapturedBase}, None, 'body')),
-    }
-
-def _c2m_fold_authority(c):
-    if c.__class__ is FoldAuthority:  # built by a compiled parse
-        return c
-    f_values = c['values']
-    return FoldAuthority(f_values)
-
-def _f2m_fold_authority(f_values):
-    return FoldAuthority(f_values)
-C_fold_authority._bw_model = (_f2m_fold_authority, ('values',), (), True)
-
-def _m2c_fold_authority(v):
-    return {
-        'values': v.values,
-    }
-
-def _c2m_captured_base_value(c):
-    if c.__class__ is CapturedBaseValue:  # built by a compiled parse
-        return c
-    f_ref = c['ref']
-    if f_ref is not None:
-        f_ref = _c2m_required_ref(f_ref)
-    f_sequence = c['sequence']
-    return CapturedBaseValue(f_ref, f_sequence)
-
-def _f2m_captured_base_value(f_ref, f_sequence):
-    if f_ref is not None:
-        f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
-    return CapturedBaseValue(f_ref, f_sequence)
-C_captured_base_value._bw_model = (_f2m_captured_base_value, ('ref', 'sequence'), (), True)
-
-def _m2c_captured_base_value(v):
-    return {
-        'ref': None if v.ref is None else _m2c_required_ref(v.ref),
-        'sequence': v.sequence,
-    }
-
-def _c2m_protected_value(c):
-    if c.__class__ is ProtectedValue:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = (_c2m_fold_authority(f_value) if f_tag == 5 else (_c2m_captured_base_value(f_value) if f_tag == 6 else None))
-    return ProtectedValue(f_tag, f_value)
-
-def _f2m_protected_value(f_tag, f_value):
-    if f_value is not None:
-        f_value = ((f_value if f_value.__class__ is FoldAuthority else _c2m_fold_authority(f_value)) if f_tag == 5 else ((f_value if f_value.__class__ is CapturedBaseValue else _c2m_captured_base_value(f_value)) if f_tag == 6 else None))
-    return ProtectedValue(f_tag, f_value)
-C_protected_value._bw_model = (_f2m_protected_value, ('tag', 'value'), (), False)
-
-def _m2c_protected_value(v):
-    return {
-        'tag': v.tag,
-        'value': None if v.value is None else _m2c_any(_case_value(v.value, v.tag, {5: FoldAuthority, 6: CapturedBaseValue}, None, 'value')),
-    }
-
-def _c2m_frame_block(c):
-    if c.__class__ is FrameBlock:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return FrameBlock(f_payload)
-
-def _f2m_frame_block(f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return FrameBlock(f_payload)
-C_frame_block._bw_model = (_f2m_frame_block, ('payload',), (), False)
-
-def _m2c_frame_block(v):
-    return {
-        'payload': v.payload,
-    }
-
-def _c2m_frame_file(c):
-    if c.__class__ is FrameFile:  # built by a compiled parse
-        return c
-    f_flags = c['flags']
-    f_block = c['block']
-    if f_block is not None:
-        f_block = _c2m_frame_block(f_block)
-    return FrameFile(f_flags, f_block)
-
-def _f2m_frame_file(f_flags, f_block):
-    if f_block is not None:
-        f_block = (f_block if f_block.__class__ is FrameBlock else _c2m_frame_block(f_block))
-    return FrameFile(f_flags, f_block)
-C_frame_file._bw_model = (_f2m_frame_file, ('flags', 'block'), (), True)
-
-def _m2c_frame_file(v):
-    return {
-        'flags': v.flags,
-        'block': None if v.block is None else _m2c_frame_block(v.block),
-    }
-
-def _c2m_manifest_block(c, p_version):
-    if c.__class__ is ManifestBlock:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = _c2m_manifest_payload(f_payload, p_version)
-    return ManifestBlock(f_payload)
-
-def _f2m_manifest_block(f_payload, p_version):
-    if f_payload is not None:
-        f_payload = (f_payload if f_payload.__class__ is ManifestPayload else _c2m_manifest_payload(f_payload, p_version))
-    return ManifestBlock(f_payload)
-C_manifest_block._bw_model = (_f2m_manifest_block, ('payload',), ('version',), False)
-
-def _m2c_manifest_block(v):
-    return {
-        'payload': None if v.payload is None else _m2c_manifest_payload(v.payload),
-    }
-
-def _c2m_manifest_file(c):
-    if c.__class__ is ManifestFile:  # built by a compiled parse
-        return c
-    f_family_version = c['family_version']
-    f_block = c['block']
-    if f_block is not None:
-        f_block = _c2m_manifest_block(f_block, f_family_version)
-    return ManifestFile(f_family_version, f_block)
-
-def _f2m_manifest_file(f_family_version, f_block):
-    if f_block is not None:
-        f_block = (f_block if f_block.__class__ is ManifestBlock else _c2m_manifest_block(f_block, f_family_version))
-    return ManifestFile(f_family_version, f_block)
-C_manifest_file._bw_model = (_f2m_manifest_file, ('family_version', 'block'), (), True)
-
-def _m2c_manifest_file(v):
-    return {
-        'family_version': v.family_version,
-        'block': None if v.block is None else _m2c_manifest_block(v.block),
-    }
-
-def _c2m_epoch_alias(c):
-    if c.__class__ is EpochAlias:  # built by a compiled parse
-        return c
-    f_present = c['present']
-    f_embedding_epoch_id = c['embedding_epoch_id']
-    f_tokenizer_epoch_id = c['tokenizer_epoch_id']
-    return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
-
-def _f2m_epoch_alias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id):
-    return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
-C_epoch_alias._bw_model = (_f2m_epoch_alias, ('present', 'embedding_epoch_id', 'tokenizer_epoch_id'), (), True)
-
-def _m2c_epoch_alias(v):
-    return {
-        'present': v.present,
-        'embedding_epoch_id': v.embedding_epoch_id,
-        'tokenizer_epoch_id': v.tokenizer_epoch_id,
-    }
-
-def _c2m_manifest_segment(c):
-    if c.__class__ is ManifestSegment:  # built by a compiled parse
-        return c
-    f_segment_id = c['segment_id']
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    f_row_count = c['row_count']
-    f_scheme = c['scheme']
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c['dims']
-    f_file_size = c['file_size']
-    f_epoch_present = c['epoch_present']
-    f_embedding_epoch_id = c['embedding_epoch_id']
-    return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
-
-def _f2m_manifest_segment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id):
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
-C_manifest_segment._bw_model = (_f2m_manifest_segment, ('segment_id', 'row_count', 'scheme', 'dims', 'file_size', 'epoch_present', 'embedding_epoch_id'), (), False)
-
-def _m2c_manifest_segment(v):
-    return {
-        'segment_id': v.segment_id,
-        'row_count': v.row_count,
-        'scheme': None if v.scheme is None else int(v.scheme),
-        'dims': v.dims,
-        'file_size': v.file_size,
-        'epoch_present': v.epoch_present,
-        'embedding_epoch_id': v.embedding_epoch_id,
-    }
-
-def _c2m_embedding_tower(c):
-    if c.__class__ is EmbeddingTower:  # built by a compiled parse
-        return c
-    f_model_id = c['model_id']
-    f_model_version = c['model_version']
-    f_weights_digest = c['weights_digest']
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    f_dims = c['dims']
-    f_normalization = c['normalization']
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    f_prompt_prefix = c['prompt_prefix']
-    f_max_tokens = c['max_tokens']
-    f_runtime = c['runtime']
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    f_compute_units = c['compute_units']
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    f_os_build_present = c['os_build_present']
-    f_os_build = c['os_build']
-    return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-
-def _f2m_embedding_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-C_embedding_tower._bw_model = (_f2m_embedding_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
-
-def _m2c_embedding_tower(v):
-    return {
-        'model_id': v.model_id,
-        'model_version': v.model_version,
-        'weights_digest': v.weights_digest,
-        'dims': v.dims,
-        'normalization': None if v.normalization is None else int(v.normalization),
-        'prompt_prefix': v.prompt_prefix,
-        'max_tokens': v.max_tokens,
-        'runtime': None if v.runtime is None else int(v.runtime),
-        'compute_units': None if v.compute_units is None else int(v.compute_units),
-        'os_build_present': v.os_build_present,
-        'os_build': v.os_build,
-    }
-
-def _c2m_embedding_epoch(c):
-    if c.__class__ is EmbeddingEpoch:  # built by a compiled parse
-        return c
-    f_embedding_epoch_id = c['embedding_epoch_id']
-    f_tokenizer_epoch_id = c['tokenizer_epoch_id']
-    f_document = c['document']
-    if f_document is not None:
-        f_document = _c2m_embedding_tower(f_document)
-    f_query = c['query']
-    if f_query is not None:
-        f_query = _c2m_embedding_tower(f_query)
-    f_alignment_digest = c['alignment_digest']
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
-
-def _f2m_embedding_epoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest):
-    if f_document is not None:
-        f_document = (f_document if f_document.__class__ is EmbeddingTower else _c2m_embedding_tower(f_document))
-    if f_query is not None:
-        f_query = (f_query if f_query.__class__ is EmbeddingTower else _c2m_embedding_tower(f_query))
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
-C_embedding_epoch._bw_model = (_f2m_embedding_epoch, ('embedding_epoch_id', 'tokenizer_epoch_id', 'document', 'query', 'alignment_digest'), (), True)
-
-def _m2c_embedding_epoch(v):
-    return {
-        'embedding_epoch_id': v.embedding_epoch_id,
-        'tokenizer_epoch_id': v.tokenizer_epoch_id,
-        'document': None if v.document is None else _m2c_embedding_tower(v.document),
-        'query': None if v.query is None else _m2c_embedding_tower(v.query),
-        'alignment_digest': v.alignment_digest,
-    }
-
-def _c2m_column_def(c):
-    if c.__class__ is ColumnDef:  # built by a compiled parse
-        return c
-    f_column_id = c['column_id']
-    f_type = c['type']
-    if f_type is not None:
-        _t = _COLUMNTYPE_BY_VALUE.get(f_type)
-        f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
-    f_nullable = c['nullable']
-    f_name = c['name']
-    return ColumnDef(f_column_id, f_type, f_nullable, f_name)
-
-def _f2m_column_def(f_column_id, f_type, f_nullable, f_name):
-    if f_type is not None:
-        _t = _COLUMNTYPE_BY_VALUE.get(f_type)
-        f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
-    return ColumnDef(f_column_id, f_type, f_nullable, f_name)
-C_column_def._bw_model = (_f2m_column_def, ('column_id', 'type', 'nullable', 'name'), (), True)
-
-def _m2c_column_def(v):
-    return {
-        'column_id': v.column_id,
-        'type': None if v.type is None else int(v.type),
-        'nullable': v.nullable,
-        'name': v.name,
-    }
-
-def _c2m_clustering_range(c):
-    if c.__class__ is ClusteringRange:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _RANGETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
-    f_min_ts = c['min_ts']
-    f_max_ts = c['max_ts']
-    return ClusteringRange(f_tag, f_min_ts, f_max_ts)
-
-def _f2m_clustering_range(f_tag, f_min_ts, f_max_ts):
-    if f_tag is not None:
-        _t = _RANGETAG_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
-    return ClusteringRange(f_tag, f_min_ts, f_max_ts)
-C_clustering_range._bw_model = (_f2m_clustering_range, ('tag', 'min_ts', 'max_ts'), (), False)
-
-def _m2c_clustering_range(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'min_ts': v.min_ts,
-        'max_ts': v.max_ts,
-    }
-
-def _c2m_tsr1_body(c, p_segment_count):
-    if c.__class__ is Tsr1Body:  # built by a compiled parse
-        return c
-    f_ranges = c['ranges']
-    if f_ranges is not None:
-        f_ranges = [_c2m_clustering_range(_x) for _x in f_ranges]
-    return Tsr1Body(f_ranges)
-
-def _f2m_tsr1_body(f_ranges):
-    if f_ranges is not None:
-        f_ranges = [(_x if _x.__class__ is ClusteringRange else _c2m_clustering_range(_x)) for _x in f_ranges]
-    return Tsr1Body(f_ranges)
-C_tsr1_body._bw_model = (_f2m_tsr1_body, ('ranges',), (), True)
-
-def _m2c_tsr1_body(v):
-    return {
-        'ranges': None if v.ranges is None else [_m2c_clustering_range(_x) for _x in v.ranges],
-    }
-
-def _c2m_graph_object(c):
-    if c.__class__ is GraphObject:  # built by a compiled parse
-        return c
-    f_artifact_id = c['artifact_id']
-    f_length = c['length']
-    f_checksum = c['checksum']
-    return GraphObject(f_artifact_id, f_length, f_checksum)
-
-def _f2m_graph_object(f_artifact_id, f_length, f_checksum):
-    return GraphObject(f_artifact_id, f_length, f_checksum)
-C_graph_object._bw_model = (_f2m_graph_object, ('artifact_id', 'length', 'checksum'), (), True)
-
-def _m2c_graph_object(v):
-    return {
-        'artifact_id': v.artifact_id,
-        'length': v.length,
-        'checksum': v.checksum,
-    }
-
-def _c2m_zgen_row(c):
-    if c.__class__ is ZgenRow:  # built by a compiled parse
-        return c
-    f_after_sequence = c['after_sequence']
-    f_increment_count = c['increment_count']
-    return ZgenRow(f_after_sequence, f_increment_count)
-
-def _f2m_zgen_row(f_after_sequence, f_increment_count):
-    return ZgenRow(f_after_sequence, f_increment_count)
-C_zgen_row._bw_model = (_f2m_zgen_row, ('after_sequence', 'increment_count'), (), True)
-
-def _m2c_zgen_row(v):
-    return {
-        'after_sequence': v.after_sequence,
-        'increment_count': v.increment_count,
-    }
-
-def _c2m_zgen_extension(c):
-    if c.__class__ is ZgenExtension:  # built by a compiled parse
-        return c
-    f_version = c['version']
-    f_counted_through = c['counted_through']
-    f_rows = c['rows']
-    if f_rows is not None:
-        f_rows = [_c2m_zgen_row(_x) for _x in f_rows]
-    return ZgenExtension(f_version, f_counted_through, f_rows)
-
-def _f2m_zgen_extension(f_version, f_counted_through, f_rows):
-    if f_rows is not None:
-        f_rows = [(_x if _x.__class__ is ZgenRow else _c2m_zgen_row(_x)) for _x in f_rows]
-    return ZgenExtension(f_version, f_counted_through, f_rows)
-C_zgen_extension._bw_model = (_f2m_zgen_extension, ('version', 'counted_through', 'rows'), (), False)
-
-def _m2c_zgen_extension(v):
-    return {
-        'version': v.version,
-        'counted_through': v.counted_through,
-        'rows': None if v.rows is None else [_m2c_zgen_row(_x) for _x in v.rows],
-    }
-
-def _c2m_graph_section(c):
-    if c.__class__ is GraphSection:  # built by a compiled parse
-        return c
-    f_graph_present = c['graph_present']
-    f_absorbed_through = c['absorbed_through']
-    f_state = c['state']
-    if f_state is not None:
-        f_state = _c2m_commit_state(f_state)
-    f_objects = c['objects']
-    if f_objects is not None:
-        f_objects = [_c2m_graph_object(_x) for _x in f_objects]
-    f_zgen = c['zgen']
-    if f_zgen is not None:
-        f_zgen = [_c2m_zgen_extension(_x) for _x in f_zgen]
-    return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
-
-def _f2m_graph_section(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen):
-    if f_state is not None:
-        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
-    if f_objects is not None:
-        f_objects = [(_x if _x.__class__ is GraphObject else _c2m_graph_object(_x)) for _x in f_objects]
-    if f_zgen is not None:
-        f_zgen = [(_x if _x.__class__ is ZgenExtension else _c2m_zgen_extension(_x)) for _x in f_zgen]
-    return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
-C_graph_section._bw_model = (_f2m_graph_section, ('graph_present', 'absorbed_through', 'state', 'objects', 'zgen'), (), True)
-
-def _m2c_graph_section(v):
-    return {
-        'graph_present': v.graph_present,
-        'absorbed_through': v.absorbed_through,
-        'state': None if v.state is None else _m2c_commit_state(v.state),
-        'objects': None if v.objects is None else [_m2c_graph_object(_x) for _x in v.objects],
-        'zgen': None if v.zgen is None else [_m2c_zgen_extension(_x) for _x in v.zgen],
-    }
-
-def _c2m_zgr3_body(c):
-    if c.__class__ is Zgr3Body:  # built by a compiled parse
-        return c
-    f_graph = c['graph']
-    if f_graph is not None:
-        f_graph = _c2m_graph_section(f_graph)
-    return Zgr3Body(f_graph)
-
-def _f2m_zgr3_body(f_graph):
-    if f_graph is not None:
-        f_graph = (f_graph if f_graph.__class__ is GraphSection else _c2m_graph_section(f_graph))
-    return Zgr3Body(f_graph)
-C_zgr3_body._bw_model = (_f2m_zgr3_body, ('graph',), (), True)
-
-def _m2c_zgr3_body(v):
-    return {
-        'graph': None if v.graph is None else _m2c_graph_section(v.graph),
-    }
-
-def _c2m_manifest_extension(c, p_version, p_segment_count):
-    if c.__class__ is ManifestExtension:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_tsr1_body(f_body, p_segment_count) if f_tag == 827478868 else (_c2m_zgr3_body(f_body) if f_tag == 861030234 else None))
-    return ManifestExtension(f_tag, f_body)
-
-def _f2m_manifest_extension(f_tag, f_body, p_segment_count):
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is Tsr1Body else _c2m_tsr1_body(f_body, p_segment_count)) if f_tag == 827478868 else ((f_body if f_body.__class__ is Zgr3Body else _c2m_zgr3_body(f_body)) if f_tag == 861030234 else None))
-    return ManifestExtension(f_tag, f_body)
-C_manifest_extension._bw_model = (_f2m_manifest_extension, ('tag', 'body'), ('segment_count',), False)
-
-def _m2c_manifest_extension(v):
-    return {
-        'tag': v.tag,
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {827478868: Tsr1Body, 861030234: Zgr3Body}, None, 'body')),
-    }
-
-def _c2m_manifest_payload(c, p_version):
-    if c.__class__ is ManifestPayload:  # built by a compiled parse
-        return c
-    f_generation = c['generation']
-    f_log_seq = c['log_seq']
-    f_segment_count = c['segment_count']
-    f_alias = c['alias']
-    if f_alias is not None:
-        f_alias = _c2m_epoch_alias(f_alias)
-    f_segments = c['segments']
-    if f_segments is not None:
-        f_segments = [_c2m_manifest_segment(_x) for _x in f_segments]
-    f_epochs = c['epochs']
-    if f_epochs is not None:
-        f_epochs = [_c2m_embedding_epoch(_x) for _x in f_epochs]
-    f_columns = c['columns']
-    if f_columns is not None:
-        f_columns = [_c2m_column_def(_x) for _x in f_columns]
-    f_extensions = c['extensions']
-    if f_extensions is not None:
-        f_extensions = [_c2m_manifest_extension(_x, p_version, f_segment_count) for _x in f_extensions]
-    return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
-
-def _f2m_manifest_payload(f_generation, f_log_seq, f_segment_count, f_alias, f_segments, f_epochs, f_columns, f_extensions, p_version):
-    if f_alias is not None:
-        f_alias = (f_alias if f_alias.__class__ is EpochAlias else _c2m_epoch_alias(f_alias))
-    if f_segments is not None:
-        f_segments = [(_x if _x.__class__ is ManifestSegment else _c2m_manifest_segment(_x)) for _x in f_segments]
-    if f_epochs is not None:
-        f_epochs = [(_x if _x.__class__ is EmbeddingEpoch else _c2m_embedding_epoch(_x)) for _x in f_epochs]
-    if f_columns is not None:
-        f_columns = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_columns]
-    if f_extensions is not None:
-        f_extensions = [(_x if _x.__class__ is ManifestExtension else _c2m_manifest_extension(_x, p_version, f_segment_count)) for _x in f_extensions]
-    return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
-C_manifest_payload._bw_model = (_f2m_manifest_payload, ('generation', 'log_seq', 'segment_count', 'alias', 'segments', 'epochs', 'columns', 'extensions'), ('version',), False)
-
-def _m2c_manifest_payload(v):
-    return {
-        'generation': v.generation,
-        'log_seq': v.log_seq,
-        'alias': None if v.alias is None else _m2c_epoch_alias(v.alias),
-        'segments': None if v.segments is None else [_m2c_manifest_segment(_x) for _x in v.segments],
-        'epochs': None if v.epochs is None else [_m2c_embedding_epoch(_x) for _x in v.epochs],
-        'columns': None if v.columns is None else [_m2c_column_def(_x) for _x in v.columns],
-        'extensions': None if v.extensions is None else [_m2c_manifest_extension(_x) for _x in v.extensions],
-    }
-
-def _c2m_purge_token_input(c):
-    if c.__class__ is PurgeTokenInput:  # built by a compiled parse
-        return c
-    f_generation = c['generation']
-    f_doc_ids = c['doc_ids']
-    return PurgeTokenInput(f_generation, f_doc_ids)
-
-def _f2m_purge_token_input(f_generation, f_doc_ids):
-    return PurgeTokenInput(f_generation, f_doc_ids)
-C_purge_token_input._bw_model = (_f2m_purge_token_input, ('generation', 'doc_ids'), (), True)
-
-def _m2c_purge_token_input(v):
-    return {
-        'generation': v.generation,
-        'doc_ids': v.doc_ids,
-    }
-
-def _c2m_purge_payload(c):
-    if c.__class__ is PurgePayload:  # built by a compiled parse
-        return c
-    f_token_id = c['token_id']
-    f_doc_ids = c['doc_ids']
-    return PurgePayload(f_token_id, f_doc_ids)
-
-def _f2m_purge_payload(f_token_id, f_doc_ids):
-    return PurgePayload(f_token_id, f_doc_ids)
-C_purge_payload._bw_model = (_f2m_purge_payload, ('token_id', 'doc_ids'), (), True)
-
-def _m2c_purge_payload(v):
-    return {
-        'token_id': v.token_id,
-        'doc_ids': v.doc_ids,
-    }
-
-def _c2m_purge_block(c):
-    if c.__class__ is PurgeBlock:  # built by a compiled parse
-        return c
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = _c2m_purge_payload(f_payload)
-    return PurgeBlock(f_payload)
-
-def _f2m_purge_block(f_payload):
-    if f_payload is not None:
-        f_payload = (f_payload if f_payload.__class__ is PurgePayload else _c2m_purge_payload(f_payload))
-    return PurgeBlock(f_payload)
-C_purge_block._bw_model = (_f2m_purge_block, ('payload',), (), False)
-
-def _m2c_purge_block(v):
-    return {
-        'payload': None if v.payload is None else _m2c_purge_payload(v.payload),
-    }
-
-def _c2m_purge_file(c):
-    if c.__class__ is PurgeFile:  # built by a compiled parse
-        return c
-    f_block = c['block']
-    if f_block is not None:
-        f_block = _c2m_purge_block(f_block)
-    return PurgeFile(f_block)
-
-def _f2m_purge_file(f_block):
-    if f_block is not None:
-        f_block = (f_block if f_block.__class__ is PurgeBlock else _c2m_purge_block(f_block))
-    return PurgeFile(f_block)
-C_purge_file._bw_model = (_f2m_purge_file, ('block',), (), True)
-
-def _m2c_purge_file(v):
-    return {
-        'block': None if v.block is None else _m2c_purge_block(v.block),
-    }
-
-def _c2m_epoch_digest_input(c):
-    if c.__class__ is EpochDigestInput:  # built by a compiled parse
-        return c
-    f_document = c['document']
-    if f_document is not None:
-        f_document = _c2m_digest_tower(f_document)
-    f_query = c['query']
-    if f_query is not None:
-        f_query = _c2m_digest_tower(f_query)
-    f_alignment_digest = c['alignment_digest']
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EpochDigestInput(f_document, f_query, f_alignment_digest)
-
-def _f2m_epoch_digest_input(f_document, f_query, f_alignment_digest):
-    if f_document is not None:
-        f_document = (f_document if f_document.__class__ is DigestTower else _c2m_digest_tower(f_document))
-    if f_query is not None:
-        f_query = (f_query if f_query.__class__ is DigestTower else _c2m_digest_tower(f_query))
-    if f_alignment_digest is not None:
-        f_alignment_digest = bytes(f_alignment_digest)
-    return EpochDigestInput(f_document, f_query, f_alignment_digest)
-C_epoch_digest_input._bw_model = (_f2m_epoch_digest_input, ('document', 'query', 'alignment_digest'), (), True)
-
-def _m2c_epoch_digest_input(v):
-    return {
-        'document': None if v.document is None else _m2c_digest_tower(v.document),
-        'query': None if v.query is None else _m2c_digest_tower(v.query),
-        'alignment_digest': v.alignment_digest,
-    }
-
-def _c2m_epoch_digest_input_v1(c):
-    if c.__class__ is EpochDigestInputV1:  # built by a compiled parse
-        return c
-    f_tower = c['tower']
-    if f_tower is not None:
-        f_tower = _c2m_digest_tower(f_tower)
-    return EpochDigestInputV1(f_tower)
-
-def _f2m_epoch_digest_input_v1(f_tower):
-    if f_tower is not None:
-        f_tower = (f_tower if f_tower.__class__ is DigestTower else _c2m_digest_tower(f_tower))
-    return EpochDigestInputV1(f_tower)
-C_epoch_digest_input_v1._bw_model = (_f2m_epoch_digest_input_v1, ('tower',), (), True)
-
-def _m2c_epoch_digest_input_v1(v):
-    return {
-        'tower': None if v.tower is None else _m2c_digest_tower(v.tower),
-    }
-
-def _c2m_digest_tower(c):
-    if c.__class__ is DigestTower:  # built by a compiled parse
-        return c
-    f_model_id = c['model_id']
-    f_model_version = c['model_version']
-    f_weights_digest = c['weights_digest']
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    f_dims = c['dims']
-    f_normalization = c['normalization']
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    f_prompt_prefix = c['prompt_prefix']
-    f_max_tokens = c['max_tokens']
-    f_runtime = c['runtime']
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    f_compute_units = c['compute_units']
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    f_os_build_present = c['os_build_present']
-    f_os_build = c['os_build']
-    return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-
-def _f2m_digest_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
-    if f_weights_digest is not None:
-        f_weights_digest = bytes(f_weights_digest)
-    if f_normalization is not None:
-        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
-        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    if f_runtime is not None:
-        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
-        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    if f_compute_units is not None:
-        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
-        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
-C_digest_tower._bw_model = (_f2m_digest_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
-
-def _m2c_digest_tower(v):
-    return {
-        'model_id': v.model_id,
-        'model_version': v.model_version,
-        'weights_digest': v.weights_digest,
-        'dims': v.dims,
-        'normalization': None if v.normalization is None else int(v.normalization),
-        'prompt_prefix': v.prompt_prefix,
-        'max_tokens': v.max_tokens,
-        'runtime': None if v.runtime is None else int(v.runtime),
-        'compute_units': None if v.compute_units is None else int(v.compute_units),
-        'os_build_present': v.os_build_present,
-        'os_build': v.os_build,
-    }
-
-def _c2m_region_entry(c):
-    if c.__class__ is RegionEntry:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    f_version = c['version']
-    f_offset = c['offset']
-    f_length = c['length']
-    f_checksum = c['checksum']
-    return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
-
-def _f2m_region_entry(f_kind, f_version, f_offset, f_length, f_checksum):
-    return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
-C_region_entry._bw_model = (_f2m_region_entry, ('kind', 'version', 'offset', 'length', 'checksum'), (), False)
-
-def _m2c_region_entry(v):
-    return {
-        'kind': v.kind,
-        'version': v.version,
-        'offset': v.offset,
-        'length': v.length,
-        'checksum': v.checksum,
-    }
-
-def _c2m_segment_header(c):
-    if c.__class__ is SegmentHeader:  # built by a compiled parse
-        return c
-    f_file_length = c['file_length']
-    f_segment_id = c['segment_id']
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    f_row_count = c['row_count']
-    f_scheme = c['scheme']
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c['dims']
-    f_regions = c['regions']
-    if f_regions is not None:
-        f_regions = [_c2m_region_entry(_x) for _x in f_regions]
-    return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
-
-def _f2m_segment_header(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions):
-    if f_segment_id is not None:
-        f_segment_id = bytes(f_segment_id)
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    if f_regions is not None:
-        f_regions = [(_x if _x.__class__ is RegionEntry else _c2m_region_entry(_x)) for _x in f_regions]
-    return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
-C_segment_header._bw_model = (_f2m_segment_header, ('file_length', 'segment_id', 'row_count', 'scheme', 'dims', 'regions'), (), False)
-
-def _m2c_segment_header(v):
-    return {
-        'file_length': v.file_length,
-        'segment_id': v.segment_id,
-        'row_count': v.row_count,
-        'scheme': None if v.scheme is None else int(v.scheme),
-        'dims': v.dims,
-        'regions': None if v.regions is None else [_m2c_region_entry(_x) for _x in v.regions],
-    }
-
-def _c2m_vector_header(c):
-    if c.__class__ is VectorHeader:  # built by a compiled parse
-        return c
-    f_scheme = c['scheme']
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c['dims']
-    f_row_stride = c['row_stride']
-    f_factor_stride = c['factor_stride']
-    f_row_count = c['row_count']
-    return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
-
-def _f2m_vector_header(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count):
-    if f_scheme is not None:
-        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
-        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
-C_vector_header._bw_model = (_f2m_vector_header, ('scheme', 'dims', 'row_stride', 'factor_stride', 'row_count'), (), False)
-
-def _m2c_vector_header(v):
-    return {
-        'scheme': None if v.scheme is None else int(v.scheme),
-        'dims': v.dims,
-        'row_stride': v.row_stride,
-        'factor_stride': v.factor_stride,
-        'row_count': v.row_count,
-    }
-
-def _c2m_vector_codes_region(c):
-    if c.__class__ is VectorCodesRegion:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_vector_header(f_header)
-    f_codes = c['codes']
-    if f_codes is not None:
-        f_codes = _rows_to_array(f_codes, '<u1')
-    return VectorCodesRegion(f_header, f_codes)
-
-def _f2m_vector_codes_region(f_header, f_codes):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
-    if f_codes is not None:
-        f_codes = _rows_to_array(f_codes, '<u1')
-    return VectorCodesRegion(f_header, f_codes)
-C_vector_codes_region._bw_model = (_f2m_vector_codes_region, ('header', 'codes'), (), True)
-
-def _m2c_vector_codes_region(v):
-    return {
-        'header': None if v.header is None else _m2c_vector_header(v.header),
-        'codes': v.codes,
-    }
-
-def _c2m_bit4_factors(c):
-    if c.__class__ is Bit4Factors:  # built by a compiled parse
-        return c
-    f_scale = c['scale']
-    f_normalized_norm = c['normalized_norm']
-    f_normalized_correction = c['normalized_correction']
-    return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
-
-def _f2m_bit4_factors(f_scale, f_normalized_norm, f_normalized_correction):
-    return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
-C_bit4_factors._bw_model = (_f2m_bit4_factors, ('scale', 'normalized_norm', 'normalized_correction'), (), True)
-
-def _m2c_bit4_factors(v):
-    return {
-        'scale': v.scale,
-        'normalized_norm': v.normalized_norm,
-        'normalized_correction': v.normalized_correction,
-    }
-
-def _c2m_int8_factors(c):
-    if c.__class__ is Int8Factors:  # built by a compiled parse
-        return c
-    f_scale = c['scale']
-    f_offset = c['offset']
-    return Int8Factors(f_scale, f_offset)
-
-def _f2m_int8_factors(f_scale, f_offset):
-    return Int8Factors(f_scale, f_offset)
-C_int8_factors._bw_model = (_f2m_int8_factors, ('scale', 'offset'), (), True)
-
-def _m2c_int8_factors(v):
-    return {
-        'scale': v.scale,
-        'offset': v.offset,
-    }
-
-def _c2m_vector_factors_region(c):
-    if c.__class__ is VectorFactorsRegion:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_vector_header(f_header)
-    f_bit4 = c['bit4']
-    if f_bit4 is not None:
-        f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
-    f_int8 = c['int8']
-    if f_int8 is not None:
-        f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
-    f_raw = c['raw']
-    if f_raw is not None:
-        f_raw = bytes(f_raw)
-    return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
-
-def _f2m_vector_factors_region(f_header, f_bit4, f_int8, f_raw):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
-    if f_bit4 is not None:
-        f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
-    if f_int8 is not None:
-        f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
-    if f_raw is not None:
-        f_raw = bytes(f_raw)
-    return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
-C_vector_factors_region._bw_model = (_f2m_vector_factors_region, ('header', 'bit4', 'int8', 'raw'), (), True)
-
-def _m2c_vector_factors_region(v):
-    return {
-        'header': None if v.header is None else _m2c_vector_header(v.header),
-        'bit4': v.bit4,
-        'int8': v.int8,
-        'raw': v.raw,
-    }
-
-def _c2m_vector_rescore_region(c):
-    if c.__class__ is VectorRescoreRegion:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_vector_header(f_header)
-    f_values = c['values']
-    if f_values is not None:
-        f_values = _rows_to_array(f_values, '<f4')
-    return VectorRescoreRegion(f_header, f_values)
-
-def _f2m_vector_rescore_region(f_header, f_values):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
-    if f_values is not None:
-        f_values = _rows_to_array(f_values, '<f4')
-    return VectorRescoreRegion(f_header, f_values)
-C_vector_rescore_region._bw_model = (_f2m_vector_rescore_region, ('header', 'values'), (), True)
-
-def _m2c_vector_rescore_region(v):
-    return {
-        'header': None if v.header is None else _m2c_vector_header(v.header),
-        'values': v.values,
-    }
-
-def _c2m_columns_region(c):
-    if c.__class__ is ColumnsRegion:  # built by a compiled parse
-        return c
-    f_row_count = c['row_count']
-    f_defs = c['defs']
-    if f_defs is not None:
-        f_defs = [_c2m_column_def(_x) for _x in f_defs]
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ColumnsRegion(f_row_count, f_defs, f_data)
-
-def _f2m_columns_region(f_row_count, f_defs, f_data):
-    if f_defs is not None:
-        f_defs = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_defs]
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ColumnsRegion(f_row_count, f_defs, f_data)
-C_columns_region._bw_model = (_f2m_columns_region, ('row_count', 'defs', 'data'), (), False)
-
-def _m2c_columns_region(v):
-    return {
-        'row_count': v.row_count,
-        'defs': None if v.defs is None else [_m2c_column_def(_x) for _x in v.defs],
-        'data': v.data,
-    }
-
-def _c2m_dictionary_column(c, p_rows):
-    if c.__class__ is DictionaryColumn:  # built by a compiled parse
-        return c
-    f_strings = c['strings']
-    f_code_width = c['code_width']
-    f_codes16 = c['codes16']
-    f_codes32 = c['codes32']
-    return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
-
-def _f2m_dictionary_column(f_strings, f_code_width, f_codes16, f_codes32):
-    return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
-C_dictionary_column._bw_model = (_f2m_dictionary_column, ('strings', 'code_width', 'codes16', 'codes32'), (), True)
-
-def _m2c_dictionary_column(v):
-    return {
-        'strings': v.strings,
-        'code_width': v.code_width,
-        'codes16': v.codes16,
-        'codes32': v.codes32,
-    }
-
-def _c2m_column_data(c, p_type, p_rows):
-    if c.__class__ is ColumnData:  # built by a compiled parse
-        return c
-    f_presence = c['presence']
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    f_u64s = c['u64s']
-    f_i64s = c['i64s']
-    f_f64s = c['f64s']
-    f_bools = c['bools']
-    f_dictionary = c['dictionary']
-    if f_dictionary is not None:
-        f_dictionary = _c2m_dictionary_column(f_dictionary, p_rows)
-    f_raw_strings = c['raw_strings']
-    return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
-
-def _f2m_column_data(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings, p_rows):
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    if f_dictionary is not None:
-        f_dictionary = (f_dictionary if f_dictionary.__class__ is DictionaryColumn else _c2m_dictionary_column(f_dictionary, p_rows))
-    return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
-C_column_data._bw_model = (_f2m_column_data, ('presence', 'u64s', 'i64s', 'f64s', 'bools', 'dictionary', 'raw_strings'), ('rows',), True)
-
-def _m2c_column_data(v):
-    return {
-        'presence': v.presence,
-        'u64s': v.u64s,
-        'i64s': v.i64s,
-        'f64s': v.f64s,
-        'bools': v.bools,
-        'dictionary': None if v.dictionary is None else _m2c_dictionary_column(v.dictionary),
-        'raw_strings': v.raw_strings,
-    }
-
-def _c2m_alive_region(c):
-    if c.__class__ is AliveRegion:  # built by a compiled parse
-        return c
-    f_row_count = c['row_count']
-    f_bitmap = c['bitmap']
-    if f_bitmap is not None:
-        f_bitmap = bytes(f_bitmap)
-    return AliveRegion(f_row_count, f_bitmap)
-
-def _f2m_alive_region(f_row_count, f_bitmap):
-    if f_bitmap is not None:
-        f_bitmap = bytes(f_bitmap)
-    return AliveRegion(f_row_count, f_bitmap)
-C_alive_region._bw_model = (_f2m_alive_region, ('row_count', 'bitmap'), (), False)
-
-def _m2c_alive_region(v):
-    return {
-        'row_count': v.row_count,
-        'bitmap': v.bitmap,
-    }
-
-def _c2m_checksum_entry(c):
-    if c.__class__ is ChecksumEntry:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    f_chunk_index = c['chunk_index']
-    f_checksum = c['checksum']
-    return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
-
-def _f2m_checksum_entry(f_kind, f_chunk_index, f_checksum):
-    return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
-C_checksum_entry._bw_model = (_f2m_checksum_entry, ('kind', 'chunk_index', 'checksum'), (), False)
-
-def _m2c_checksum_entry(v):
-    return {
-        'kind': v.kind,
-        'chunk_index': v.chunk_index,
-        'checksum': v.checksum,
-    }
-
-def _c2m_checksum_table_region(c):
-    if c.__class__ is ChecksumTableRegion:  # built by a compiled parse
-        return c
-    f_entries = c['entries']
-    if f_entries is not None:
-        f_entries = [_c2m_checksum_entry(_x) for _x in f_entries]
-    return ChecksumTableRegion(f_entries)
-
-def _f2m_checksum_table_region(f_entries):
-    if f_entries is not None:
-        f_entries = [(_x if _x.__class__ is ChecksumEntry else _c2m_checksum_entry(_x)) for _x in f_entries]
-    return ChecksumTableRegion(f_entries)
-C_checksum_table_region._bw_model = (_f2m_checksum_table_region, ('entries',), (), True)
-
-def _m2c_checksum_table_region(v):
-    return {
-        'entries': None if v.entries is None else [_m2c_checksum_entry(_x) for _x in v.entries],
-    }
-
-def _c2m_document_version(c):
-    if c.__class__ is DocumentVersion:  # built by a compiled parse
-        return c
-    f_doc_id = c['doc_id']
-    f_revision = c['revision']
-    return DocumentVersion(f_doc_id, f_revision)
-
-def _f2m_document_version(f_doc_id, f_revision):
-    return DocumentVersion(f_doc_id, f_revision)
-C_document_version._bw_model = (_f2m_document_version, ('doc_id', 'revision'), (), True)
-
-def _m2c_document_version(v):
-    return {
-        'doc_id': v.doc_id,
-        'revision': v.revision,
-    }
-
-def _c2m_document_versions_region(c):
-    if c.__class__ is DocumentVersionsRegion:  # built by a compiled parse
-        return c
-    f_rows = c['rows']
-    if f_rows is not None:
-        f_rows = [_c2m_document_version(_x) for _x in f_rows]
-    return DocumentVersionsRegion(f_rows)
-
-def _f2m_document_versions_region(f_rows):
-    if f_rows is not None:
-        f_rows = [(_x if _x.__class__ is DocumentVersion else _c2m_document_version(_x)) for _x in f_rows]
-    return DocumentVersionsRegion(f_rows)
-C_document_versions_region._bw_model = (_f2m_document_versions_region, ('rows',), (), True)
-
-def _m2c_document_versions_region(v):
-    return {
-        'rows': None if v.rows is None else [_m2c_document_version(_x) for _x in v.rows],
-    }
-
-def _c2m_stored_metadata_region(c):
-    if c.__class__ is StoredMetadataRegion:  # built by a compiled parse
-        return c
-    f_ends = c['ends']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredMetadataRegion(f_ends, f_data)
-
-def _f2m_stored_metadata_region(f_ends, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredMetadataRegion(f_ends, f_data)
-C_stored_metadata_region._bw_model = (_f2m_stored_metadata_region, ('ends', 'data'), (), False)
-
-def _m2c_stored_metadata_region(v):
-    return {
-        'ends': v.ends,
-        'data': v.data,
-    }
-
-def _c2m_stored_text_region(c):
-    if c.__class__ is StoredTextRegion:  # built by a compiled parse
-        return c
-    f_presence = c['presence']
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    f_ends = c['ends']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredTextRegion(f_presence, f_ends, f_data)
-
-def _f2m_stored_text_region(f_presence, f_ends, f_data):
-    if f_presence is not None:
-        f_presence = bytes(f_presence)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return StoredTextRegion(f_presence, f_ends, f_data)
-C_stored_text_region._bw_model = (_f2m_stored_text_region, ('presence', 'ends', 'data'), (), False)
-
-def _m2c_stored_text_region(v):
-    return {
-        'presence': v.presence,
-        'ends': v.ends,
-        'data': v.data,
-    }
-
-_CPK_graph_node_block_neighbours = _packed_kind('<', 'I', 4, False)
-def _c2m_graph_node_block(c, p_code_bytes, p_max_degree):
-    if c.__class__ is GraphNodeBlock:  # built by a compiled parse
-        return c
-    f_codes = c['codes']
-    if f_codes is not None:
-        f_codes = bytes(f_codes)
-    f_factors = c['factors']
-    if f_factors is not None:
-        f_factors = _c2m_bit4_factors(f_factors)
-    f_degree = c['degree']
-    f_flags = c['flags']
-    if f_flags is not None:
-        f_flags = _c2m_flags_graph_block_flags(f_flags)
-    f_neighbours = c['neighbours']
-    if f_neighbours is not None:
-        f_neighbours = _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
-    return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
-
-def _f2m_graph_node_block(f_codes, f_factors, f_degree, f_flags, f_neighbours):
-    if f_codes is not None:
-        f_codes = bytes(f_codes)
-    if f_factors is not None:
-        f_factors = (f_factors if f_factors.__class__ is Bit4Factors else _c2m_bit4_factors(f_factors))
-    if f_flags is not None:
-        f_flags = (f_flags if f_flags.__class__ is GraphBlockFlags else _c2m_flags_graph_block_flags(f_flags))
-    if f_neighbours is not None:
-        f_neighbours = f_neighbours if f_neighbours.__class__ is PackedArray and f_neighbours.kind is _CPK_graph_node_block_neighbours else _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
-    return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
-C_graph_node_block._bw_model = (_f2m_graph_node_block, ('codes', 'factors', 'degree', 'flags', 'neighbours'), (), True)
-
-def _m2c_graph_node_block(v):
-    return {
-        'codes': v.codes,
-        'factors': None if v.factors is None else _m2c_bit4_factors(v.factors),
-        'degree': v.degree,
-        'flags': None if v.flags is None else v.flags.to_dict(),
-        'neighbours': None if v.neighbours is None else list(v.neighbours),
-    }
-
-def _c2m_graph_node_blocks_region(c, p_region_len):
-    if c.__class__ is GraphNodeBlocksRegion:  # built by a compiled parse
-        return c
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = bytes(f_blocks)
-    f_dims = c['dims']
-    f_padded_dims = c['padded_dims']
-    f_max_degree = c['max_degree']
-    f_stride = c['stride']
-    f_node_count = c['node_count']
-    return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
-
-def _f2m_graph_node_blocks_region(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count):
-    if f_blocks is not None:
-        f_blocks = bytes(f_blocks)
-    return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
-C_graph_node_blocks_region._bw_model = (_f2m_graph_node_blocks_region, ('blocks', 'dims', 'padded_dims', 'max_degree', 'stride', 'node_count'), (), False)
-
-def _m2c_graph_node_blocks_region(v):
-    return {
-        'blocks': v.blocks,
-        'dims': v.dims,
-        'padded_dims': v.padded_dims,
-        'max_degree': v.max_degree,
-        'stride': v.stride,
-        'node_count': v.node_count,
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {ZeHeader: _m2c_ze_header, ZeHeaderIdent: _m2c_ze_header_ident, FramedTrailerCheck: _m2c_framed_trailer_check, SegmentTrailer: _m2c_segment_trailer, WalFileHeader: _m2c_wal_file_header, WalRecordHeader: _m2c_wal_record_header, WalFrame: _m2c_wal_frame, WalFile: _m2c_wal_file, WalRecord: _m2c_wal_record, WalPayload: _m2c_wal_payload, PayloadV1Header: _m2c_payload_v1_header, F32Vector: _m2c_f32_vector, OpUpsertV1: _m2c_op_upsert_v1, OpDeleteV1: _m2c_op_delete_v1, MetadataValue: _m2c_metadata_value, ValueU64: _m2c_value_u64, ValueI64: _m2c_value_i64, ValueF64: _m2c_value_f64, ValueBool: _m2c_value_bool, ValueString: _m2c_value_string, ValueId128: _m2c_value_id128, OpMetadataEditV1: _m2c_op_metadata_edit_v1, OpTimestampedUpsertV1: _m2c_op_timestamped_upsert_v1, OpUpsertMetadataV1: _m2c_op_upsert_metadata_v1, OpUpsertTsMetadataV1: _m2c_op_upsert_ts_metadata_v1, TypedColumn: _m2c_typed_column, OpUpsertV2: _m2c_op_upsert_v2, OpBatchMember: _m2c_op_batch_member, TransactionBinding: _m2c_transaction_binding, OpPreparedMutation: _m2c_op_prepared_mutation, OpMixedMember: _m2c_op_mixed_member, ZgwFileHeader: _m2c_zgw_file_header, ZgwFrame: _m2c_zgw_frame, ZgwFrameHeader: _m2c_zgw_frame_header, ZgwEnvelopeSize: _m2c_zgw_envelope_size, GraphEnvelope: _m2c_graph_envelope, ZgwBegin: _m2c_zgw_begin, ArtifactDescriptor: _m2c_artifact_descriptor, RequiredRef: _m2c_required_ref, OptionalRef: _m2c_optional_ref, CommitState: _m2c_commit_state, ZgwCommit: _m2c_zgw_commit, ZgopKey: _m2c_zgop_key, ZgopExpected: _m2c_zgop_expected, Zgop: _m2c_zgop, ZgwMutation: _m2c_zgw_mutation, ZgwInventory: _m2c_zgw_inventory, ZgwReclaimIntent: _m2c_zgw_reclaim_intent, DescriptorList: _m2c_descriptor_list, ZgwReclaimComplete: _m2c_zgw_reclaim_complete, SpillBinding: _m2c_spill_binding, ZgcpPreparedInventory: _m2c_zgcp_prepared_inventory, ZgcpCapturedBase: _m2c_zgcp_captured_base, ZgcpParticipant: _m2c_zgcp_participant, FoldAuthority: _m2c_fold_authority, CapturedBaseValue: _m2c_captured_base_value, ProtectedValue: _m2c_protected_value, FrameBlock: _m2c_frame_block, FrameFile: _m2c_frame_file, ManifestBlock: _m2c_manifest_block, ManifestFile: _m2c_manifest_file, EpochAlias: _m2c_epoch_alias, ManifestSegment: _m2c_manifest_segment, EmbeddingTower: _m2c_embedding_tower, EmbeddingEpoch: _m2c_embedding_epoch, ColumnDef: _m2c_column_def, ClusteringRange: _m2c_clustering_range, Tsr1Body: _m2c_tsr1_body, GraphObject: _m2c_graph_object, ZgenRow: _m2c_zgen_row, ZgenExtension: _m2c_zgen_extension, GraphSection: _m2c_graph_section, Zgr3Body: _m2c_zgr3_body, ManifestExtension: _m2c_manifest_extension, ManifestPayload: _m2c_manifest_payload, PurgeTokenInput: _m2c_purge_token_input, PurgePayload: _m2c_purge_payload, PurgeBlock: _m2c_purge_block, PurgeFile: _m2c_purge_file, EpochDigestInput: _m2c_epoch_digest_input, EpochDigestInputV1: _m2c_epoch_digest_input_v1, DigestTower: _m2c_digest_tower, RegionEntry: _m2c_region_entry, SegmentHeader: _m2c_segment_header, VectorHeader: _m2c_vector_header, VectorCodesRegion: _m2c_vector_codes_region, Bit4Factors: _m2c_bit4_factors, Int8Factors: _m2c_int8_factors, VectorFactorsRegion: _m2c_vector_factors_region, VectorRescoreRegion: _m2c_vector_rescore_region, ColumnsRegion: _m2c_columns_region, DictionaryColumn: _m2c_dictionary_column, ColumnData: _m2c_column_data, AliveRegion: _m2c_alive_region, ChecksumEntry: _m2c_checksum_entry, ChecksumTableRegion: _m2c_checksum_table_region, DocumentVersion: _m2c_document_version, DocumentVersionsRegion: _m2c_document_versions_region, StoredMetadataRegion: _m2c_stored_metadata_region, StoredTextRegion: _m2c_stored_text_region, GraphNodeBlock: _m2c_graph_node_block, GraphNodeBlocksRegion: _m2c_graph_node_blocks_region }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_ze_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        'family_id' / Int16ul,
+        'family_version' / Int16ul,
+        'flags' / Int32ul,
+        'header_length' / Int64ul,
+        _RuleCheck(Code("((this['header_length'] >= 32))", lambda this: ((this['header_length'] >= 32))), 'header_length', 'header_length >= 32', 'header_length must be at least 32'),
+        'file_length' / Int64ul,
+    )
+    C_ze_header._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8)))}
+
+    C_ze_header_ident = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        'family_id' / Int16ul,
+        'family_version' / Int16ul,
+    )
+    C_ze_header_ident._bw_fast_runs = {'magic': (12, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2)))}
+
+    C_framed_trailer_check = Struct(
+        '_o_start' / Tell,
+        '_s_header' / Tell,
+        'header' / Bytes(24),
+        '_e_header' / Tell,
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40))), GreedyBytes),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_header', '_e_block')", lambda this: _span_range(this, '_s_header', '_e_block'))),
+    )
+    C_framed_trailer_check._bw_fast_runs = {'header': (32, (('header', 0, 24), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+
+    C_segment_trailer = Struct(
+        '_o_start' / Tell,
+        'checksum' / Int64ul,
+    )
+    C_segment_trailer._bw_fast_runs = {'checksum': (8, (('checksum', 0, 8),))}
+
+    C_wal_file_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        'family_id' / Rebuild(Int16ul, Code('11', lambda this: 11)),
+        _RuleCheck(Code("((this['family_id'] == 11))", lambda this: ((this['family_id'] == 11))), 'family_id', 'family_id == 11', 'wrong family id (expected 11, WAL)'),
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL header flags must be zero'),
+        'header_length' / Rebuild(Int64ul, Code('40', lambda this: 40)),
+        _RuleCheck(Code("((this['header_length'] == 40))", lambda this: ((this['header_length'] == 40))), 'header_length', 'header_length == 40', 'WAL header_length must be exactly 40'),
+        'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'WAL file_length must be zero (append-only)'),
+        'first_seq' / Int64ul,
+    )
+    C_wal_file_header._bw_fast_runs = {'magic': (40, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('first_seq', 32, 8)))}
+
+    C_wal_record_header = Struct(
+        '_o_start' / Tell,
+        'payload_len' / Int32ul,
+        'seq' / Int64ul,
+        'op' / Int16ul,
+    )
+    C_wal_record_header._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2)))}
+
+    C_wal_frame = Struct(
+        '_o_start' / Tell,
+        '_o_payload_len' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Rebuild(Int32ul, 0),
+        '_e_payload_len' / Tell,
+        '_s_seq' / Tell,
+        'seq' / Int64ul,
+        '_e_seq' / Tell,
+        '_s_op' / Tell,
+        'op' / Int16ul,
+        '_e_op' / Tell,
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
+        '_e_payload' / Tell,
+        '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
+    )
+    C_wal_frame._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_wal_file = Struct(
+        '_o_start' / Tell,
+        'header' / C_wal_file_header,
+        'records' / RepeatToEnd(C_wal_frame),
+    )
+    C_wal_file._bw_fast_runs = {}
+
+    C_payload_v1_header = Struct(
+        '_o_start' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'payload_v1_header', 'version', 'version == 1', 'unsupported WAL payload version (Version)'),
+        'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'WAL payload flags must be zero (Flags)'),
+    )
+    C_payload_v1_header._bw_fast_runs = {'version': (4, (('version', 0, 2), ('flags', 2, 2)))}
+
+    C_f32_vector = Struct(
+        '_o_start' / Tell,
+        'dims' / Rebuild(Int32ul, Code("len(this['values'])", lambda this: len(this['values']))),
+        _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
+        'values' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
+    )
+    C_f32_vector._bw_fast_runs = {'dims': (4, (('dims', 0, 4),))}
+
+    C_op_upsert_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'vector' / C_f32_vector,
+    )
+    C_op_upsert_v1._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
+
+    C_op_delete_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
+        _RuleCheck(Code("((this['count'] >= 1))", lambda this: ((this['count'] >= 1))), 'count', 'count >= 1', 'delete of zero ids (EmptyDelete)'),
+        'doc_ids' / Array(Code("this['count']", lambda this: this['count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
+    )
+    C_op_delete_v1._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
+
+    C_value_u64 = Struct(
+        '_o_start' / Tell,
+        'value' / Int64ul,
+    )
+    C_value_u64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
+
+    C_value_i64 = Struct(
+        '_o_start' / Tell,
+        'value' / Int64sl,
+    )
+    C_value_i64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
+
+    C_value_f64 = Struct(
+        '_o_start' / Tell,
+        'value' / Int64ul,
+    )
+    C_value_f64._bw_fast_runs = {'value': (8, (('value', 0, 8),))}
+
+    C_value_bool = Struct(
+        '_o_start' / Tell,
+        'value' / Int8ul,
+        _RuleCheck(Code("(((this['value'] == 0) or (this['value'] == 1)))", lambda this: (((this['value'] == 0) or (this['value'] == 1)))), 'value', 'value == 0 or value == 1', 'boolean byte must be 0 or 1 (Boolean)'),
+    )
+    C_value_bool._bw_fast_runs = {'value': (1, (('value', 0, 1),))}
+
+    C_value_string = Struct(
+        '_o_start' / Tell,
+        'value' / GreedyString('utf8'),
+    )
+    C_value_string._bw_fast_runs = {}
+
+    C_value_id128 = Struct(
+        '_o_start' / Tell,
+        'value' / BytesInteger(16, signed=False, swapped=True),
+    )
+    C_value_id128._bw_fast_runs = {'value': (16, (('value', 0, 16),))}
+
+    C_metadata_value = Struct(
+        '_o_start' / Tell,
+        'kind' / ClosedEnum(Int8ul, 'ValueKind', (0, 1, 2, 3, 4, 5, 6), ()),
+        'reserved' / Const(b'\x00\x00\x00'),
+        '_o_value_len' / Tell,
+        'value_len' / Rebuild(Int32ul, 0),
+        '_s_value' / Tell,
+        'value' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))", lambda this: (this['value_len'] if this['_parsing'] else (this['_e_value'] - this['_s_value']))), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {0: Pass, 1: C_value_u64, 2: C_value_i64, 3: C_value_f64, 4: C_value_bool, 5: C_value_string, 6: C_value_id128}, default=Error)),
+        '_e_value' / Tell,
+        '_patch_value_len' / Pointer(Code("this['_o_value_len']", lambda this: this['_o_value_len']), Rebuild(Int32ul, Code("this['_e_value'] - this['_s_value']", lambda this: this['_e_value'] - this['_s_value']))),
+        Check(Code("not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len']", lambda this: not this['_parsing'] or this['_e_value'] - this['_s_value'] == this['value_len'])),
+    )
+    C_metadata_value._bw_fast_runs = {'kind': (8, (('kind', 0, 1), ('reserved', 1, 3), ('value_len', 4, 4)))}
+
+    C_op_metadata_edit_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'column_id' / Int32ul,
+        'value' / C_metadata_value,
+    )
+    C_op_metadata_edit_v1._bw_fast_runs = {'doc_id': (28, (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4)))}
+
+    C_op_timestamped_upsert_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'ts' / Int64sl,
+        'vector' / C_f32_vector,
+    )
+    C_op_timestamped_upsert_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8)))}
+
+    C_op_upsert_metadata_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        '_o_metadata_len' / Tell,
+        'metadata_len' / Rebuild(Int32ul, 0),
+        'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
+        _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
+        '_s_metadata' / Tell,
+        'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
+        '_e_metadata' / Tell,
+        '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
+        Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
+        'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
+    )
+    C_op_upsert_metadata_v1._bw_fast_runs = {'doc_id': (32, (('doc_id', 0, 16), ('revision', 16, 8), ('metadata_len', 24, 4), ('dims', 28, 4)))}
+
+    C_op_upsert_ts_metadata_v1 = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        'ts' / Int64sl,
+        '_o_metadata_len' / Tell,
+        'metadata_len' / Rebuild(Int32ul, 0),
+        'dims' / Rebuild(Int32ul, Code("len(this['vector'])", lambda this: len(this['vector']))),
+        _RuleCheck(Code("((this['dims'] >= 1))", lambda this: ((this['dims'] >= 1))), 'dims', 'dims >= 1', 'vector has zero dims (EmptyVector)'),
+        '_s_metadata' / Tell,
+        'metadata' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata']))", lambda this: (this['metadata_len'] if this['_parsing'] else (this['_e_metadata'] - this['_s_metadata'])))), GreedyBytes),
+        '_e_metadata' / Tell,
+        '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
+        Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
+        'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l, min_size=4), _packed_kind('<', 'f', 4, True)),
+    )
+    C_op_upsert_ts_metadata_v1._bw_fast_runs = {'doc_id': (40, (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8), ('metadata_len', 32, 4), ('dims', 36, 4)))}
+
+    C_typed_column = Struct(
+        '_o_start' / Tell,
+        'column_id' / Int32ul,
+        'value' / C_metadata_value,
+        _RuleCheck(Code("((this['value']['kind'] != 0))", lambda this: ((this['value']['kind'] != 0))), 'value', 'value.kind != 0', 'typed columns cannot carry Null'),
+    )
+    C_typed_column._bw_fast_runs = {'column_id': (4, (('column_id', 0, 4),))}
+
+    C_op_upsert_v2 = Struct(
+        '_o_start' / Tell,
+        'fields' / BitFlags(Int32ul, (('columns', 4, 1, True), ('metadata', 3, 1, True), ('ts', 2, 1, True), ('text', 1, 1, True), ('vector', 0, 1, True)), model=UpsertFields),
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+        FieldCheck(Code("this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None", lambda this: this['_parsing'] or (this['fields']['vector']) or this.get('vector') is None), 'vector'),
+        'vector' / If(Code("(this['fields']['vector'])", lambda this: (this['fields']['vector'])), C_f32_vector),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['text']) or this.get('text') is None", lambda this: this['_parsing'] or (this['fields']['text']) or this.get('text') is None), 'text'),
+        'text' / If(Code("(this['fields']['text'])", lambda this: (this['fields']['text'])), PascalString(Int32ul, 'utf8')),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None", lambda this: this['_parsing'] or (this['fields']['ts']) or this.get('ts') is None), 'ts'),
+        'ts' / If(Code("(this['fields']['ts'])", lambda this: (this['fields']['ts'])), Int64sl),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None", lambda this: this['_parsing'] or (this['fields']['metadata']) or this.get('metadata') is None), 'metadata'),
+        'metadata' / If(Code("(this['fields']['metadata'])", lambda this: (this['fields']['metadata'])), Prefixed(Int32ul, GreedyBytes)),
+        FieldCheck(Code("this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None", lambda this: this['_parsing'] or (this['fields']['columns']) or this.get('columns') is None), 'columns'),
+        'columns' / If(Code("(this['fields']['columns'])", lambda this: (this['fields']['columns'])), PrefixedArray(Int32ul, C_typed_column, min_size=12)),
+    )
+    C_op_upsert_v2._bw_fast_runs = {'fields': (28, (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8)))}
+
+    C_op_batch_member = Struct(
+        '_o_start' / Tell,
+        'index' / Int32ul,
+        'count' / Int32ul,
+        _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
+        'body' / C_op_upsert_v2,
+    )
+    C_op_batch_member._bw_fast_runs = {'index': (8, (('index', 0, 4), ('count', 4, 4)))}
+
+    C_transaction_binding = Struct(
+        '_o_start' / Tell,
+        'transaction' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['transaction'] != 0))", lambda this: ((this['transaction'] != 0))), 'transaction', 'transaction != 0', 'transaction id must be non-zero'),
+        'participant' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['participant'] != 0))", lambda this: ((this['participant'] != 0))), 'participant', 'participant != 0', 'participant id must be non-zero'),
+        'first_seq' / Int64ul,
+        _RuleCheck(Code("((this['first_seq'] != 0))", lambda this: ((this['first_seq'] != 0))), 'first_seq', 'first_seq != 0', 'first_seq must be non-zero'),
+        'last_seq' / Int64ul,
+        _RuleCheck(Code("(((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))", lambda this: (((this['last_seq'] >= this['first_seq']) and ((this['last_seq'] - this['first_seq']) < 4294967295)))), 'last_seq', 'last_seq >= first_seq and last_seq - first_seq < 4294967295', 'binding sequence span must fit u32'),
+        'manifest_digest' / Int64ul,
+        'final_generation' / Int64ul,
+        _RuleCheck(Code("((this['final_generation'] != 0))", lambda this: ((this['final_generation'] != 0))), 'final_generation', 'final_generation != 0', 'final_generation must be non-zero'),
+    )
+    C_transaction_binding._bw_fast_runs = {'transaction': (64, (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8)))}
+
+    C_op_prepared_mutation = Struct(
+        '_o_start' / Tell,
+        'header' / C_payload_v1_header,
+        'binding' / C_transaction_binding,
+        'index' / Int32ul,
+        'count' / Int32ul,
+        _RuleCheck(Code("((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))", lambda this: ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))), 'count', 'count == binding.last_seq - binding.first_seq + 1', 'count must equal last_seq - first_seq + 1'),
+        _RuleCheck(Code("((this['index'] < this['count']))", lambda this: ((this['index'] < this['count']))), 'count', 'index < count', 'batch position out of range (BatchPosition)'),
+        'inner_op' / Int16ul,
+        _RuleCheck(Code("(((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))", lambda this: (((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))), 'inner_op', 'inner_op >= 1 and inner_op <= 7', 'prepared mutation inner op must be 1..7'),
+        'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2}, default=Error),
+    )
+    C_op_prepared_mutation._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
+
+    C_zgw_begin = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'envelope_kind' / ClosedEnum(Int8ul, 'EnvelopeKind', (1, 2), ()),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'base_generation' / Int64ul,
+        'target_generation' / Int64ul,
+        _RuleCheck(Code("((this['target_generation'] == (this['base_generation'] + 1)))", lambda this: ((this['target_generation'] == (this['base_generation'] + 1)))), 'target_generation', 'target_generation == base_generation + 1', 'target generation must be base + 1'),
+        'change_count' / Int32ul,
+        Check(Code("(this['change_count'] <= 16384)", lambda this: (this['change_count'] <= 16384))),
+        'reserved2' / Const(0, Int32ul),
+        'complete_envelope_bytes' / Int64ul,
+        Check(Code("(this['complete_envelope_bytes'] <= 16777216)", lambda this: (this['complete_envelope_bytes'] <= 16777216))),
+    )
+    C_zgw_begin._bw_fast_runs = {'store': (56, (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8)))}
+
+    C_zgop_key = Struct(
+        '_o_start' / Tell,
+        'entity' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
+        'namespace' / PascalString(Int64ul, 'utf8'),
+        'key' / PascalString(Int64ul, 'utf8'),
+    )
+    C_zgop_key._bw_fast_runs = {'entity': (9, (('entity', 0, 1), ('namespace.length', 1, 8))), 'key': (8, (('key.length', 0, 8),))}
+
+    C_zgop_expected = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("(((this['tag'] >= 1) and (this['tag'] <= 3)))", lambda this: (((this['tag'] >= 1) and (this['tag'] <= 3)))), 'tag', 'tag >= 1 and tag <= 3', 'unknown expected-state tag'),
+        FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity') is None), 'entity'),
+        'entity' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), ClosedEnum(Int8ul, 'EntityKind', (1, 2), ())),
+        FieldCheck(Code("this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None", lambda this: this['_parsing'] or ((this['tag'] == 2)) or this.get('entity_id') is None), 'entity_id'),
+        'entity_id' / If(Code("((this['tag'] == 2))", lambda this: ((this['tag'] == 2))), BytesInteger(16, signed=False, swapped=True)),
+        FieldCheck(Code("this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None", lambda this: this['_parsing'] or ((this['tag'] == 3)) or this.get('revision') is None), 'revision'),
+        'revision' / If(Code("((this['tag'] == 3))", lambda this: ((this['tag'] == 3))), Int64ul),
+    )
+    C_zgop_expected._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+
+    C_zgop = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZGOP'),
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgop', 'version', 'version == 1', 'unsupported ZGOP version'),
+        'operation' / ClosedEnum(Int8ul, 'ZgopOperation', (1, 2, 3, 4, 5), ()),
+        'key_present' / Int8ul,
+        _RuleCheck(Code("(((this['key_present'] == 0) or (this['key_present'] == 1)))", lambda this: (((this['key_present'] == 0) or (this['key_present'] == 1)))), 'key_present', 'key_present == 0 or key_present == 1', 'unknown presence tag'),
+        FieldCheck(Code("this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None", lambda this: this['_parsing'] or ((this['key_present'] == 1)) or this.get('key') is None), 'key'),
+        'key' / If(Code("((this['key_present'] == 1))", lambda this: ((this['key_present'] == 1))), C_zgop_key),
+        'requested_revision' / Int64ul,
+        _RuleCheck(Code("((this['requested_revision'] != 0))", lambda this: ((this['requested_revision'] != 0))), 'requested_revision', 'requested_revision != 0', 'requested revision must be non-zero'),
+        'installed_revision' / Int64ul,
+        _RuleCheck(Code("((this['installed_revision'] != 0))", lambda this: ((this['installed_revision'] != 0))), 'installed_revision', 'installed_revision != 0', 'installed revision must be non-zero'),
+        'expected' / C_zgop_expected,
+        'incarnation_kind' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
+        _RuleCheck(Code("(((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))", lambda this: (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'key_present == 0 or key.entity == incarnation_kind', 'ZGOP key kind must match the incarnation kind'),
+        _RuleCheck(Code("(((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))", lambda this: (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))), 'incarnation_kind', 'expected.tag != 2 or expected.entity == incarnation_kind', 'ZGOP expected entity kind must match the incarnation kind'),
+        'incarnation' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("(((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))", lambda this: (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))), 'incarnation', 'incarnation != 0 or incarnation_kind == 1', 'relationship incarnation must be non-zero'),
+        'delete_mode' / ClosedEnum(Int8ul, 'DeleteMode', (0, 1, 2), ()),
+        'original_generation' / Int64ul,
+    )
+    C_zgop._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))), 'requested_revision': (16, (('requested_revision', 0, 8), ('installed_revision', 8, 8))), 'incarnation_kind': (26, (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8)))}
+
+    C_artifact_descriptor = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'artifact' / BytesInteger(16, signed=False, swapped=True),
+        'creation_generation' / Int64ul,
+        'creation_serial' / Int64ul,
+        'complete_file_length' / Int32ul,
+        'family' / Int16ul,
+        'version' / Int16ul,
+        'whole_file_checksum' / Int64ul,
+    )
+    C_artifact_descriptor._bw_fast_runs = {'store': (64, (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8)))}
+
+    C_required_ref = Struct(
+        '_o_start' / Tell,
+        'descriptor' / C_artifact_descriptor,
+        'artifact' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['artifact'] == this['descriptor']['artifact']))", lambda this: ((this['artifact'] == this['descriptor']['artifact']))), 'artifact', 'artifact == descriptor.artifact', "physical ref artifact must equal the descriptor's"),
+        'offset' / Int64ul,
+        'length' / Int32ul,
+        'block_kind' / Int16ul,
+        'block_version' / Int16ul,
+    )
+    C_required_ref._bw_fast_runs = {'artifact': (32, (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2)))}
+
+    C_optional_ref = Struct(
+        '_o_start' / Tell,
+        'present' / Int8ul,
+        _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        FieldCheck(Code("this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None", lambda this: this['_parsing'] or ((this['present'] == 1)) or this.get('ref') is None), 'ref'),
+        'ref' / If(Code("((this['present'] == 1))", lambda this: ((this['present'] == 1))), C_required_ref),
+    )
+    C_optional_ref._bw_fast_runs = {'present': (8, (('present', 0, 1), ('reserved', 1, 7)))}
+
+    C_zgw_mutation = Struct(
+        '_o_start' / Tell,
+        'live' / Int8ul,
+        _RuleCheck(Code("(((this['live'] == 0) or (this['live'] == 1)))", lambda this: (((this['live'] == 0) or (this['live'] == 1)))), 'live', 'live == 0 or live == 1', 'live must be 0 or 1'),
+        'membership' / BitFlags(Int8ul, (('vector_after', 3, 1, True), ('vector_before', 2, 1, True), ('text_after', 1, 1, True), ('text_before', 0, 1, True)), model=MembershipBits),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00'),
+        '_o_zgop_len' / Tell,
+        'zgop_len' / Rebuild(Int64ul, 0),
+        Check(Code("not this['_parsing'] or (this['zgop_len'] <= 8388608)", lambda this: not this['_parsing'] or (this['zgop_len'] <= 8388608))),
+        '_s_zgop' / Tell,
+        'zgop' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))", lambda this: (this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop']))), C_zgop), C_zgop),
+        '_e_zgop' / Tell,
+        '_patch_zgop_len' / Pointer(Code("this['_o_zgop_len']", lambda this: this['_o_zgop_len']), Rebuild(Int64ul, Code("this['_e_zgop'] - this['_s_zgop']", lambda this: this['_e_zgop'] - this['_s_zgop']))),
+        Check(Code("not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len']", lambda this: not this['_parsing'] or this['_e_zgop'] - this['_s_zgop'] == this['zgop_len'])),
+        'canonical' / C_optional_ref,
+        FieldCheck(Code("this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)", lambda this: this['_parsing'] or ((this['zgop_len'] if this['_parsing'] else (this['_e_zgop'] - this['_s_zgop'])) <= 8388608)), 'zgop_len'),
+    )
+    C_zgw_mutation._bw_fast_runs = {'live': (16, (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8)))}
+
+    C_zgw_inventory = Struct(
+        '_o_start' / Tell,
+        'descriptor' / C_artifact_descriptor,
+        'state' / ClosedEnum(Int8ul, 'InventoryState', (1, 2, 3, 4), ()),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'intent' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("(((this['intent'] == 0) == (this['state'] <= 2)))", lambda this: (((this['intent'] == 0) == (this['state'] <= 2)))), 'intent', '(intent == 0) == (state <= 2)', 'intent id must be zero for Prepared/Retained and non-zero otherwise'),
+    )
+    C_zgw_inventory._bw_fast_runs = {'state': (24, (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16)))}
+
+    C_zgw_reclaim_intent = Struct(
+        '_o_start' / Tell,
+        'id' / BytesInteger(16, signed=False, swapped=True),
+        'capture_generation' / Int64ul,
+        'capture_sequence' / Int64ul,
+        'serial_fence' / Int64ul,
+        'completed_mark_state' / Int8ul,
+        _RuleCheck(Code("((this['completed_mark_state'] == 1))", lambda this: ((this['completed_mark_state'] == 1))), 'completed_mark_state', 'completed_mark_state == 1', 'completed-mark state must be 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'protected' / C_required_ref,
+        'protected_digest' / Int64ul,
+        'completed_mark' / C_required_ref,
+        'mark_digest' / Int64ul,
+        'candidate_count' / Rebuild(Int32ul, Code("len(this['candidates'])", lambda this: len(this['candidates']))),
+        'reserved2' / Const(0, Int32ul),
+        'candidates' / Array(Code("this['candidate_count']", lambda this: this['candidate_count']), C_artifact_descriptor, min_size=64),
+    )
+    C_zgw_reclaim_intent._bw_fast_runs = {'id': (48, (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))), 'protected_digest': (8, (('protected_digest', 0, 8),)), 'mark_digest': (16, (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4)))}
+
+    C_descriptor_list = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows']))),
+        'reserved' / Const(0, Int32ul),
+        'rows' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
+    )
+    C_descriptor_list._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
+
+    C_zgw_reclaim_complete = Struct(
+        '_o_start' / Tell,
+        'id' / BytesInteger(16, signed=False, swapped=True),
+        'intent' / C_required_ref,
+        'durable_state' / Int8ul,
+        _RuleCheck(Code("((this['durable_state'] == 3))", lambda this: ((this['durable_state'] == 3))), 'durable_state', 'durable_state == 3', 'durable state must be 3'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'completed' / C_descriptor_list,
+        'remaining' / C_descriptor_list,
+    )
+    C_zgw_reclaim_complete._bw_fast_runs = {'id': (16, (('id', 0, 16),)), 'durable_state': (8, (('durable_state', 0, 1), ('reserved', 1, 7)))}
+
+    C_commit_state = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'generation' / Int64ul,
+        'sequence' / Int64ul,
+        'node_high_water' / BytesInteger(16, signed=False, swapped=True),
+        'relationship_high_water' / BytesInteger(16, signed=False, swapped=True),
+        'symbol_high_water' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
+        'creation_serial' / Int64ul,
+        'roots' / Array(Code('8', lambda this: 8), C_optional_ref, min_size=8),
+        'catalog' / C_required_ref,
+        'vector' / C_optional_ref,
+        'text' / C_optional_ref,
+        'reclaim' / C_optional_ref,
+        'prepared_count' / Rebuild(Int32ul, Code("len(this['prepared'])", lambda this: len(this['prepared']))),
+        'reserved' / Const(0, Int32ul),
+        'prepared' / Array(Code("this['prepared_count']", lambda this: this['prepared_count']), C_required_ref, min_size=96),
+    )
+    C_commit_state._bw_fast_runs = {'store': (64, (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))), 'creation_serial': (8, (('creation_serial', 0, 8),)), 'prepared_count': (8, (('prepared_count', 0, 4), ('reserved', 4, 4)))}
+
+    C_zgw_commit = Struct(
+        '_o_start' / Tell,
+        'change_count' / Int32ul,
+        'reserved' / Const(0, Int32ul),
+        'digest' / Int64ul,
+        'state' / C_commit_state,
+    )
+    C_zgw_commit._bw_fast_runs = {'change_count': (16, (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8)))}
+
+    C_zgw_frame = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZGWF'),
+        '_e_magic' / Tell,
+        '_s_kind' / Tell,
+        'kind' / ClosedEnum(Int16ul, 'ZgwFrameKind', (1, 2, 3, 4, 5, 6), ()),
+        '_e_kind' / Tell,
+        '_s_version' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_version' / Tell,
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgw_frame', 'version', 'version == 1', 'unsupported graph frame version'),
+        '_o_payload_len' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Rebuild(Int32ul, 0),
+        '_e_payload_len' / Tell,
+        '_s_frame_index' / Tell,
+        'frame_index' / Int32ul,
+        '_e_frame_index' / Tell,
+        '_s_sequence' / Tell,
+        'sequence' / Int64ul,
+        '_e_sequence' / Tell,
+        '_s_batch_id' / Tell,
+        'batch_id' / BytesInteger(16, signed=False, swapped=True),
+        '_e_batch_id' / Tell,
+        _RuleCheck(Code("((this['batch_id'] != 0))", lambda this: ((this['batch_id'] != 0))), 'batch_id', 'batch_id != 0', 'batch id must be non-zero'),
+        '_s_reserved' / Tell,
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        '_e_reserved' / Tell,
+        '_o_header_checksum' / Tell,
+        '_s_header_checksum' / Tell,
+        'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
+        '_e_header_checksum' / Tell,
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)), Switch(Code("this['kind']", lambda this: this['kind']), {1: C_zgw_begin, 2: C_zgw_mutation, 3: C_zgw_inventory, 4: C_zgw_reclaim_intent, 5: C_zgw_reclaim_complete, 6: C_zgw_commit}, default=Error)),
+        '_e_payload' / Tell,
+        '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
+        '_patch_header_checksum' / If(Code("not this['_parsing']", lambda this: not this['_parsing']), Pointer(Code("this['_o_header_checksum']", lambda this: this['_o_header_checksum']), Rebuild(Int64ul, Code("_ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')]))", lambda this: _ck_xxh3_64(_span(this, [('span', 'magic'), ('span', 'kind'), ('span', 'version'), ('span', 'payload_len'), ('span', 'frame_index'), ('span', 'sequence'), ('span', 'batch_id'), ('span', 'reserved')])))))),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_payload')", lambda this: _span_range(this, '_s_magic', '_e_payload'))),
+    )
+    C_zgw_frame._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),)), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_graph_envelope = Struct(
+        '_o_start' / Tell,
+        'begin' / C_zgw_frame,
+        'changes' / Array(Code("this['begin']['payload']['change_count']", lambda this: this['begin']['payload']['change_count']), C_zgw_frame, min_size=128),
+        'commit' / C_zgw_frame,
+    )
+    C_graph_envelope._bw_fast_runs = {}
+
+    C_op_mixed_member = Struct(
+        '_o_start' / Tell,
+        'index' / Int32ul,
+        'count' / Int32ul,
+        _RuleCheck(Code("(((this['count'] >= 2) and (this['index'] < this['count'])))", lambda this: (((this['count'] >= 2) and (this['index'] < this['count'])))), 'count', 'count >= 2 and index < count', 'batch position out of range (BatchPosition)'),
+        'inner_op' / Int16ul,
+        _RuleCheck(Code("(((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))", lambda this: (((this['inner_op'] == 2) or (this['inner_op'] == 7) or (this['inner_op'] == 10)))), 'inner_op', 'inner_op == 2 or inner_op == 7 or inner_op == 10', 'mixed batch inner op must be 2, 7 or 10'),
+        'inner' / Switch(Code("this['inner_op']", lambda this: this['inner_op']), {2: C_op_delete_v1, 7: C_op_upsert_v2, 10: C_graph_envelope}, default=Error),
+    )
+    C_op_mixed_member._bw_fast_runs = {'index': (10, (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2)))}
+
+    C_wal_payload = Struct(
+        '_o_start' / Tell,
+        'body' / Switch(Code("this['_params']['op']", lambda this: this['_params']['op']), {1: C_op_upsert_v1, 2: C_op_delete_v1, 3: C_op_metadata_edit_v1, 4: C_op_timestamped_upsert_v1, 5: C_op_upsert_metadata_v1, 6: C_op_upsert_ts_metadata_v1, 7: C_op_upsert_v2, 8: C_op_batch_member, 9: C_op_prepared_mutation, 10: C_graph_envelope, 11: C_op_mixed_member}, default=Error),
+    )
+    C_wal_payload._bw_fast_runs = {}
+
+    C_wal_record = Struct(
+        '_o_start' / Tell,
+        '_o_payload_len' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Rebuild(Int32ul, 0),
+        '_e_payload_len' / Tell,
+        '_s_seq' / Tell,
+        'seq' / Int64ul,
+        '_e_seq' / Tell,
+        '_s_op' / Tell,
+        'op' / ClosedEnum(Int16ul, 'WalOp', (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), ()),
+        '_e_op' / Tell,
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['payload_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})), WithParams(C_wal_payload, {'op': Code("this['op']", lambda this: this['op'])})),
+        '_e_payload' / Tell,
+        '_patch_payload_len' / Pointer(Code("this['_o_payload_len']", lambda this: this['_o_payload_len']), Rebuild(Int32ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['payload_len'])),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload_len', '_e_payload')", lambda this: _span_range(this, '_s_payload_len', '_e_payload'))),
+    )
+    C_wal_record._bw_fast_runs = {'payload_len': (14, (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_zgw_file_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('19', lambda this: 19)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 19))", lambda this: ((this['family_id'] == 19))), 'family_id', 'family_id == 19', 'wrong family id (expected 19, graph WAL)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph WAL header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('64', lambda this: 64)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 64))", lambda this: ((this['header_length'] == 64))), 'header_length', 'header_length == 64', 'graph WAL header_length must be exactly 64'),
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, Code('0', lambda this: 0)),
+        '_e_file_length' / Tell,
+        _RuleCheck(Code("((this['file_length'] == 0))", lambda this: ((this['file_length'] == 0))), 'file_length', 'file_length == 0', 'graph WAL file_length must be zero'),
+        '_s_store' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        '_e_store' / Tell,
+        _RuleCheck(Code("((this['store'] != 0))", lambda this: ((this['store'] != 0))), 'store', 'store != 0', 'store instance id must be non-zero'),
+        '_s_first_commit_sequence' / Tell,
+        'first_commit_sequence' / Int64ul,
+        '_e_first_commit_sequence' / Tell,
+        _RuleCheck(Code("((this['first_commit_sequence'] != 0))", lambda this: ((this['first_commit_sequence'] != 0))), 'first_commit_sequence', 'first_commit_sequence != 0', 'first commit sequence must be non-zero'),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_first_commit_sequence')", lambda this: _span_range(this, '_s_magic', '_e_first_commit_sequence'))),
+    )
+    C_zgw_file_header._bw_fast_runs = {'magic': (56, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))), 'checksum': (8, (('checksum', 0, 8),))}
+
+    C_zgw_frame_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZGWF'),
+        '_e_magic' / Tell,
+        '_s_kind' / Tell,
+        'kind' / Int16ul,
+        '_e_kind' / Tell,
+        '_s_version' / Tell,
+        'version' / Int16ul,
+        '_e_version' / Tell,
+        '_s_payload_len' / Tell,
+        'payload_len' / Int32ul,
+        '_e_payload_len' / Tell,
+        '_s_frame_index' / Tell,
+        'frame_index' / Int32ul,
+        '_e_frame_index' / Tell,
+        '_s_sequence' / Tell,
+        'sequence' / Int64ul,
+        '_e_sequence' / Tell,
+        '_s_batch_id' / Tell,
+        'batch_id' / BytesInteger(16, signed=False, swapped=True),
+        '_e_batch_id' / Tell,
+        '_s_reserved' / Tell,
+        'reserved' / Bytes(16),
+        '_e_reserved' / Tell,
+        'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_reserved')", lambda this: _span_range(this, '_s_magic', '_e_reserved'))),
+    )
+    C_zgw_frame_header._bw_fast_runs = {'magic': (56, (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
+
+    C_zgw_envelope_size = Struct(
+        '_o_start' / Tell,
+        'size' / Int64ul,
+    )
+    C_zgw_envelope_size._bw_fast_runs = {'size': (8, (('size', 0, 8),))}
+
+    C_spill_binding = Struct(
+        '_o_start' / Tell,
+        'store' / BytesInteger(16, signed=False, swapped=True),
+        'session' / BytesInteger(16, signed=False, swapped=True),
+        'capture_generation' / Int64ul,
+        'target_generation' / Int64ul,
+        'sequence' / Int64ul,
+        'serial_fence' / Int64ul,
+    )
+    C_spill_binding._bw_fast_runs = {'store': (64, (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8)))}
+
+    C_zgcp_prepared_inventory = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Int32ul, Code("len(this['descriptors'])", lambda this: len(this['descriptors']))),
+        'reserved' / Const(0, Int32ul),
+        'descriptors' / Array(Code("this['count']", lambda this: this['count']), C_artifact_descriptor, min_size=64),
+    )
+    C_zgcp_prepared_inventory._bw_fast_runs = {'count': (8, (('count', 0, 4), ('reserved', 4, 4)))}
+
+    C_zgcp_captured_base = Struct(
+        '_o_start' / Tell,
+        'unpinned' / Bytes(8),
+        'binding' / C_spill_binding,
+        'absorbed_through' / Int64ul,
+        'manifest_generation' / Int64ul,
+        '_o_state_len' / Tell,
+        'state_len' / Rebuild(Int32ul, 0),
+        'reserved' / Const(0, Int32ul),
+        '_s_state' / Tell,
+        'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
+        '_e_state' / Tell,
+        '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
+        Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
+    )
+    C_zgcp_captured_base._bw_fast_runs = {'unpinned': (8, (('unpinned', 0, 8),)), 'absorbed_through': (24, (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4)))}
+
+    C_zgcp_participant = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZGCP'),
+        '_e_magic' / Tell,
+        '_s_role' / Tell,
+        'role' / ClosedEnum(Int16ul, 'ZgcpRole', (1, 2, 3, 4, 5, 6, 7), ()),
+        '_e_role' / Tell,
+        '_s_version' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_version' / Tell,
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'zgcp_participant', 'version', 'version == 1', 'unsupported ZGCP participant version'),
+        '_s_body' / Tell,
+        'body' / Switch(Code("this['role']", lambda this: this['role']), {2: C_zgcp_prepared_inventory, 7: C_zgcp_captured_base}, default=GreedyBytes),
+        '_e_body' / Tell,
+        'checksum' / If(Code("((this['role'] == 7))", lambda this: ((this['role'] == 7))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_body')", lambda this: _span_range(this, '_s_magic', '_e_body')))),
+    )
+    C_zgcp_participant._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2)))}
+
+    C_fold_authority = Struct(
+        '_o_start' / Tell,
+        'values' / Array(Code('4', lambda this: 4), Int64ul, min_size=8),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_fold_authority._bw_fast_runs = {'reserved': (72, (('reserved', 0, 72),))}
+
+    C_captured_base_value = Struct(
+        '_o_start' / Tell,
+        'ref' / C_required_ref,
+        'sequence' / Int64ul,
+    )
+    C_captured_base_value._bw_fast_runs = {'sequence': (8, (('sequence', 0, 8),))}
+
+    C_protected_value = Struct(
+        '_o_start' / Tell,
+        'tag' / Int8ul,
+        _RuleCheck(Code("(((this['tag'] != 3) and (this['tag'] != 4)))", lambda this: (((this['tag'] != 3) and (this['tag'] != 4)))), 'tag', 'tag != 3 and tag != 4', 'old protected-value tags 3/4 are refused (finish those cycles with the previous binary)'),
+        _RuleCheck(Code("(((this['tag'] == 5) or (this['tag'] == 6)))", lambda this: (((this['tag'] == 5) or (this['tag'] == 6)))), 'tag', 'tag == 5 or tag == 6', 'invalid protected-stream value tag'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'value' / FixedSized(Code('104', lambda this: 104), Switch(Code("this['tag']", lambda this: this['tag']), {5: C_fold_authority, 6: C_captured_base_value}, default=Error)),
+    )
+    C_protected_value._bw_fast_runs = {'tag': (8, (('tag', 0, 1), ('reserved', 1, 7)))}
+
+    C_frame_block = Struct(
+        '_o_start' / Tell,
+        '_o_block_len' / Tell,
+        'block_len' / Rebuild(Int64ul, 0),
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload'])))), GreedyBytes),
+        '_e_payload' / Tell,
+        '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
+        'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
+    )
+    C_frame_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
+
+    C_frame_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 1))", lambda this: ((this['family_id'] == 1))), 'family_id', 'family_id == 1', 'wrong family id (expected 1, frame)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'frame_file', 'family_version', 'family_version == 1', 'unsupported frame version (registry accepts 1..1)'),
+        '_s_flags' / Tell,
+        'flags' / Int32ul,
+        '_e_flags' / Tell,
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_frame_block), C_frame_block),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
+    )
+    C_frame_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+
+    C_epoch_alias = Struct(
+        '_o_start' / Tell,
+        'present' / Int8ul,
+        _RuleCheck(Code("(((this['present'] == 0) or (this['present'] == 1)))", lambda this: (((this['present'] == 0) or (this['present'] == 1)))), 'present', 'present == 0 or present == 1', 'unknown presence tag (alias)'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'embedding_epoch_id' / Int64ul,
+        'tokenizer_epoch_id' / Int64ul,
+        _RuleCheck(Code("(((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))", lambda this: (((this['present'] == 1) or ((this['embedding_epoch_id'] == 0) and (this['tokenizer_epoch_id'] == 0))))), 'tokenizer_epoch_id', 'present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', 'absent alias must carry zero ids'),
+    )
+    C_epoch_alias._bw_fast_runs = {'present': (24, (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8)))}
+
+    C_manifest_segment = Struct(
+        '_o_start' / Tell,
+        'segment_id' / Bytes(16),
+        'row_count' / Int32ul,
+        'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
+        'reserved' / Const(0, Int16ul),
+        'dims' / Int32ul,
+        'file_size' / Int64ul,
+        'epoch_present' / Int8ul,
+        _RuleCheck(Code("(((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))", lambda this: (((this['epoch_present'] == 0) or (this['epoch_present'] == 1)))), 'epoch_present', 'epoch_present == 0 or epoch_present == 1', 'unknown presence tag (segment epoch)'),
+        'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'embedding_epoch_id' / Int64ul,
+        _RuleCheck(Code("(((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))", lambda this: (((this['epoch_present'] == 1) or (this['embedding_epoch_id'] == 0)))), 'embedding_epoch_id', 'epoch_present == 1 or embedding_epoch_id == 0', 'absent segment epoch must be zero'),
+    )
+    C_manifest_segment._bw_fast_runs = {'segment_id': (52, (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8)))}
+
+    C_embedding_tower = Struct(
+        '_o_start' / Tell,
+        'model_id' / PascalString(Int32ul, 'utf8'),
+        'model_version' / PascalString(Int32ul, 'utf8'),
+        'weights_digest' / Prefixed(Int32ul, GreedyBytes),
+        'dims' / Int32ul,
+        'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
+        'prompt_prefix' / PascalString(Int32ul, 'utf8'),
+        'max_tokens' / Int32ul,
+        'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
+        'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
+        'os_build_present' / Int8ul,
+        _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
+        'reserved' / Const(b'\x00\x00\x00'),
+        FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
+        'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
+    )
+    C_embedding_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (12, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3)))}
+
+    C_embedding_epoch = Struct(
+        '_o_start' / Tell,
+        'embedding_epoch_id' / Int64ul,
+        'tokenizer_epoch_id' / Int64ul,
+        'document' / C_embedding_tower,
+        'query' / C_embedding_tower,
+        'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
+    )
+    C_embedding_epoch._bw_fast_runs = {'embedding_epoch_id': (16, (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
+
+    C_column_def = Struct(
+        '_o_start' / Tell,
+        'column_id' / Int32ul,
+        'type' / ClosedEnum(Int16ul, 'ColumnType', (1, 2, 3, 4, 5, 6), ()),
+        'nullable' / Int16ul,
+        _RuleCheck(Code("(((this['nullable'] == 0) or (this['nullable'] == 1)))", lambda this: (((this['nullable'] == 0) or (this['nullable'] == 1)))), 'nullable', 'nullable == 0 or nullable == 1', 'nullable must be 0 or 1'),
+        'name' / PascalString(Int32ul, 'utf8'),
+    )
+    C_column_def._bw_fast_runs = {'column_id': (12, (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4)))}
+
+    C_clustering_range = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'RangeTag', (0, 1, 2), ()),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'min_ts' / Int64sl,
+        'max_ts' / Int64sl,
+        _RuleCheck(Code("(((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))", lambda this: (((this['tag'] == 2) or ((this['min_ts'] == 0) and (this['max_ts'] == 0))))), 'max_ts', 'tag == 2 or (min_ts == 0 and max_ts == 0)', 'Unstamped/Empty ranges require zero bounds'),
+        _RuleCheck(Code("(((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))", lambda this: (((this['tag'] != 2) or (this['min_ts'] <= this['max_ts'])))), 'max_ts', 'tag != 2 or min_ts <= max_ts', 'bounded range requires min_ts <= max_ts'),
+    )
+    C_clustering_range._bw_fast_runs = {'tag': (24, (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8)))}
+
+    C_tsr1_body = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Int32ul, Code("len(this['ranges'])", lambda this: len(this['ranges']))),
+        _RuleCheck(Code("((this['count'] == this['_params']['segment_count']))", lambda this: ((this['count'] == this['_params']['segment_count']))), 'count', 'count == segment_count', 'TSR1 count must equal segment_count'),
+        'ranges' / Array(Code("this['count']", lambda this: this['count']), C_clustering_range, min_size=24),
+    )
+    C_tsr1_body._bw_fast_runs = {'count': (4, (('count', 0, 4),))}
+
+    C_graph_object = Struct(
+        '_o_start' / Tell,
+        'artifact_id' / BytesInteger(16, signed=False, swapped=True),
+        _RuleCheck(Code("((this['artifact_id'] != 0))", lambda this: ((this['artifact_id'] != 0))), 'artifact_id', 'artifact_id != 0', 'artifact ids are non-zero nonces'),
+        'length' / Int64ul,
+        'checksum' / Int64ul,
+    )
+    C_graph_object._bw_fast_runs = {'artifact_id': (32, (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8)))}
+
+    C_zgen_row = Struct(
+        '_o_start' / Tell,
+        'after_sequence' / Int64ul,
+        'increment_count' / Int64ul,
+        _RuleCheck(Code("((this['increment_count'] > 0))", lambda this: ((this['increment_count'] > 0))), 'increment_count', 'increment_count > 0', 'ZGEN increment counts must be positive'),
+    )
+    C_zgen_row._bw_fast_runs = {'after_sequence': (16, (('after_sequence', 0, 8), ('increment_count', 8, 8)))}
+
+    C_zgen_extension = Struct(
+        '_o_start' / Tell,
+        'magic' / Rebuild(Int32ul, Code('1313163098', lambda this: 1313163098)),
+        _RuleCheck(Code("((this['magic'] == 1313163098))", lambda this: ((this['magic'] == 1313163098))), 'magic', 'magic == 0x4e45475a', 'graph object count/length mismatch (trailing object bytes)'),
+        'version' / Int32ul,
+        VersionCheck(Code("(((this['version'] == 1) or (this['version'] == 2)))", lambda this: (((this['version'] == 1) or (this['version'] == 2)))), 'zgen_extension', 'version', 'version == 1 or version == 2', 'unknown graph generation boundary version'),
+        'counted_through' / Int64ul,
+        'row_count' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Rebuild(Int32ul, Code("len(this['rows'])", lambda this: len(this['rows'])))),
+        _RuleCheck(Code("this['row_count'] is None or ((this['row_count'] >= 1))", lambda this: this['row_count'] is None or ((this['row_count'] >= 1))), 'row_count', 'row_count >= 1', 'ZGEN v2 needs at least one row'),
+        'reserved' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Const(0, Int32ul)),
+        FieldCheck(Code("this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None", lambda this: this['_parsing'] or ((this['version'] == 2)) or this.get('rows') is None), 'rows'),
+        'rows' / If(Code("((this['version'] == 2))", lambda this: ((this['version'] == 2))), Array(Code("this['row_count']", lambda this: this['row_count']), C_zgen_row, min_size=16)),
+    )
+    C_zgen_extension._bw_fast_runs = {'magic': (16, (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8)))}
+
+    C_graph_section = Struct(
+        '_o_start' / Tell,
+        'graph_present' / Int8ul,
+        _RuleCheck(Code("((this['graph_present'] == 1))", lambda this: ((this['graph_present'] == 1))), 'graph_present', 'graph_present == 1', 'graph_present must be 1'),
+        'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00'),
+        'absorbed_through' / Int64ul,
+        '_o_state_len' / Tell,
+        'state_len' / Rebuild(Int32ul, 0),
+        '_s_state' / Tell,
+        'state' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))", lambda this: (this['state_len'] if this['_parsing'] else (this['_e_state'] - this['_s_state']))), C_commit_state), C_commit_state),
+        '_e_state' / Tell,
+        '_patch_state_len' / Pointer(Code("this['_o_state_len']", lambda this: this['_o_state_len']), Rebuild(Int32ul, Code("this['_e_state'] - this['_s_state']", lambda this: this['_e_state'] - this['_s_state']))),
+        Check(Code("not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len']", lambda this: not this['_parsing'] or this['_e_state'] - this['_s_state'] == this['state_len'])),
+        'object_count' / Rebuild(Int32ul, Code("len(this['objects'])", lambda this: len(this['objects']))),
+        'objects' / Array(Code("this['object_count']", lambda this: this['object_count']), C_graph_object, min_size=32),
+        'zgen' / RepeatToEnd(C_zgen_extension),
+    )
+    C_graph_section._bw_fast_runs = {'graph_present': (20, (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))), 'object_count': (4, (('object_count', 0, 4),))}
+
+    C_zgr3_body = Struct(
+        '_o_start' / Tell,
+        '_o_section_len' / Tell,
+        'section_len' / Rebuild(Int32ul, 0),
+        '_s_graph' / Tell,
+        'graph' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))", lambda this: (this['section_len'] if this['_parsing'] else (this['_e_graph'] - this['_s_graph']))), C_graph_section), C_graph_section),
+        '_e_graph' / Tell,
+        '_patch_section_len' / Pointer(Code("this['_o_section_len']", lambda this: this['_o_section_len']), Rebuild(Int32ul, Code("this['_e_graph'] - this['_s_graph']", lambda this: this['_e_graph'] - this['_s_graph']))),
+        Check(Code("not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len']", lambda this: not this['_parsing'] or this['_e_graph'] - this['_s_graph'] == this['section_len'])),
+    )
+    C_zgr3_body._bw_fast_runs = {'section_len': (4, (('section_len', 0, 4),))}
+
+    C_manifest_extension = Struct(
+        '_o_start' / Tell,
+        '_s_tag' / Tell,
+        'tag' / Int32ul,
+        '_e_tag' / Tell,
+        _RuleCheck(Code("(((this['tag'] == 827478868) or (this['tag'] == 861030234)))", lambda this: (((this['tag'] == 827478868) or (this['tag'] == 861030234)))), 'tag', 'tag == 0x31525354 or tag == 0x3352475a', 'unknown manifest extension'),
+        _RuleCheck(Code("(((this['tag'] != 861030234) or (this['_params']['version'] == 3)))", lambda this: (((this['tag'] != 861030234) or (this['_params']['version'] == 3)))), 'tag', 'tag != 0x3352475a or version == 3', 'ZGR3 graph section requires manifest v3'),
+        '_s_body' / Tell,
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {827478868: C_tsr1_body, 861030234: C_zgr3_body}, default=Error),
+        '_e_body' / Tell,
+        'checksum' / If(Code("((this['tag'] == 861030234))", lambda this: ((this['tag'] == 861030234))), Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_tag', '_e_body')", lambda this: _span_range(this, '_s_tag', '_e_body')))),
+    )
+    C_manifest_extension._bw_fast_runs = {'tag': (4, (('tag', 0, 4),))}
+
+    C_manifest_payload = Struct(
+        '_o_start' / Tell,
+        'generation' / Int64ul,
+        'log_seq' / Int64ul,
+        'segment_count' / Rebuild(Int32ul, Code("len(this['segments'])", lambda this: len(this['segments']))),
+        'epoch_count' / Rebuild(Int32ul, Code("len(this['epochs'])", lambda this: len(this['epochs']))),
+        'user_column_count' / Rebuild(Int32ul, Code("len(this['columns'])", lambda this: len(this['columns']))),
+        'reserved' / Const(0, Int32ul),
+        'alias' / C_epoch_alias,
+        'segments' / Array(Code("this['segment_count']", lambda this: this['segment_count']), C_manifest_segment, min_size=52),
+        'epochs' / Array(Code("this['epoch_count']", lambda this: this['epoch_count']), C_embedding_epoch, min_size=88),
+        'columns' / Array(Code("this['user_column_count']", lambda this: this['user_column_count']), C_column_def, min_size=12),
+        'extensions' / RepeatToEnd(WithParams(C_manifest_extension, {'segment_count': Code("this['segment_count']", lambda this: this['segment_count'])})),
+    )
+    C_manifest_payload._bw_fast_runs = {'generation': (32, (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4)))}
+
+    C_manifest_block = Struct(
+        '_o_start' / Tell,
+        '_o_block_len' / Tell,
+        'block_len' / Rebuild(Int64ul, 0),
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_manifest_payload), C_manifest_payload),
+        '_e_payload' / Tell,
+        '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
+        'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
+    )
+    C_manifest_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
+
+    C_manifest_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('10', lambda this: 10)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 10))", lambda this: ((this['family_id'] == 10))), 'family_id', 'family_id == 10', 'wrong family id (expected 10, manifest)'),
+        '_s_family_version' / Tell,
+        'family_version' / Int16ul,
+        '_e_family_version' / Tell,
+        VersionCheck(Code("2 <= this['family_version'] <= 3", lambda this: 2 <= this['family_version'] <= 3), 'manifest_file', 'family_version', '2..3'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'manifest header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})), WithParams(C_manifest_block, {'version': Code("this['family_version']", lambda this: this['family_version'])})),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
+    )
+    C_manifest_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+    C_manifest_file._bw_version_at = ('family_version', 10, 2, '<H', (2, 3), '2..3', 'manifest_file')
+
+    C_purge_token_input = Struct(
+        '_o_start' / Tell,
+        'generation' / Int64ul,
+        'doc_ids' / RepeatToEnd(BytesInteger(16, signed=False, swapped=True)),
+    )
+    C_purge_token_input._bw_fast_runs = {'generation': (8, (('generation', 0, 8),))}
+
+    C_purge_payload = Struct(
+        '_o_start' / Tell,
+        'token_id' / Int64ul,
+        'id_count' / Rebuild(Int32ul, Code("len(this['doc_ids'])", lambda this: len(this['doc_ids']))),
+        'reserved' / Const(0, Int32ul),
+        'doc_ids' / Array(Code("this['id_count']", lambda this: this['id_count']), BytesInteger(16, signed=False, swapped=True), min_size=16),
+    )
+    C_purge_payload._bw_fast_runs = {'token_id': (16, (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4)))}
+
+    C_purge_block = Struct(
+        '_o_start' / Tell,
+        '_o_block_len' / Tell,
+        'block_len' / Rebuild(Int64ul, 0),
+        '_s_payload' / Tell,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))", lambda this: (this['block_len'] if this['_parsing'] else (this['_e_payload'] - this['_s_payload']))), C_purge_payload), C_purge_payload),
+        '_e_payload' / Tell,
+        '_patch_block_len' / Pointer(Code("this['_o_block_len']", lambda this: this['_o_block_len']), Rebuild(Int64ul, Code("this['_e_payload'] - this['_s_payload']", lambda this: this['_e_payload'] - this['_s_payload']))),
+        Check(Code("not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len']", lambda this: not this['_parsing'] or this['_e_payload'] - this['_s_payload'] == this['block_len'])),
+        'block_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_payload', '_e_payload')", lambda this: _span_range(this, '_s_payload', '_e_payload'))),
+    )
+    C_purge_block._bw_fast_runs = {'block_len': (8, (('block_len', 0, 8),)), 'block_checksum': (8, (('block_checksum', 0, 8),))}
+
+    C_purge_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('15', lambda this: 15)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 15))", lambda this: ((this['family_id'] == 15))), 'family_id', 'family_id == 15', 'wrong family id (expected 15, purge intent)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'purge_file', 'family_version', 'family_version == 1', 'unsupported purge intent version (registry accepts 1..1)'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'purge header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code('32', lambda this: 32)),
+        '_e_header_length' / Tell,
+        _RuleCheck(Code("((this['header_length'] == 32))", lambda this: ((this['header_length'] == 32))), 'header_length', 'header_length == 32', 'framed artifact header_length must be 32'),
+        '_o_file_length' / Tell,
+        '_s_file_length' / Tell,
+        'file_length' / Rebuild(Int64ul, 0),
+        '_e_file_length' / Tell,
+        '_s_block' / Tell,
+        'block' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)", lambda this: ((this['file_length'] if this['_parsing'] else ((this['_e_block'] - this['_s_block']) + 40)) - 40)), C_purge_block), C_purge_block),
+        '_e_block' / Tell,
+        '_patch_file_length' / Pointer(Code("this['_o_file_length']", lambda this: this['_o_file_length']), Rebuild(Int64ul, Code("(this['_e_block'] - this['_s_block'] + 40)", lambda this: (this['_e_block'] - this['_s_block'] + 40)))),
+        Check(Code("not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length']", lambda this: not this['_parsing'] or (this['_e_block'] - this['_s_block'] + 40) == this['file_length'])),
+        'file_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_block')", lambda this: _span_range(this, '_s_magic', '_e_block'))),
+    )
+    C_purge_file._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8))), 'file_checksum': (8, (('file_checksum', 0, 8),))}
+
+    C_digest_tower = Struct(
+        '_o_start' / Tell,
+        'model_id' / PascalString(Int32ul, 'utf8'),
+        'model_version' / PascalString(Int32ul, 'utf8'),
+        'weights_digest' / Prefixed(Int32ul, GreedyBytes),
+        'dims' / Int32ul,
+        'normalization' / ClosedEnum(Int16ul, 'Normalization', (0, 1), ()),
+        'prompt_prefix' / PascalString(Int32ul, 'utf8'),
+        'max_tokens' / Int32ul,
+        'runtime' / ClosedEnum(Int16ul, 'EmbedRuntime', (1, 2, 3), ()),
+        'compute_units' / ClosedEnum(Int16ul, 'ComputeUnits', (1, 2, 3, 4), ()),
+        'os_build_present' / Int8ul,
+        _RuleCheck(Code("(((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))", lambda this: (((this['os_build_present'] == 0) or (this['os_build_present'] == 1)))), 'os_build_present', 'os_build_present == 0 or os_build_present == 1', 'unknown presence tag (OS build)'),
+        FieldCheck(Code("this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None", lambda this: this['_parsing'] or ((this['os_build_present'] == 1)) or this.get('os_build') is None), 'os_build'),
+        'os_build' / If(Code("((this['os_build_present'] == 1))", lambda this: ((this['os_build_present'] == 1))), PascalString(Int32ul, 'utf8')),
+    )
+    C_digest_tower._bw_fast_runs = {'model_id': (4, (('model_id.length', 0, 4),)), 'model_version': (4, (('model_version.length', 0, 4),)), 'weights_digest': (4, (('weights_digest.length', 0, 4),)), 'dims': (10, (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))), 'max_tokens': (9, (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1)))}
+
+    C_epoch_digest_input = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEEMBEP2'),
+        'document' / C_digest_tower,
+        'query' / C_digest_tower,
+        'alignment_digest' / Prefixed(Int32ul, GreedyBytes),
+    )
+    C_epoch_digest_input._bw_fast_runs = {'magic': (8, (('magic', 0, 8),)), 'alignment_digest': (4, (('alignment_digest.length', 0, 4),))}
+
+    C_epoch_digest_input_v1 = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'ZEEMBEP1'),
+        'tower' / C_digest_tower,
+    )
+    C_epoch_digest_input_v1._bw_fast_runs = {'magic': (8, (('magic', 0, 8),))}
+
+    C_region_entry = Struct(
+        '_o_start' / Tell,
+        'kind' / Int16ul,
+        'version' / Int16ul,
+        'reserved' / Const(0, Int32ul),
+        'offset' / Int64ul,
+        _RuleCheck(Code("(((this['offset'] % 16384) == 0))", lambda this: (((this['offset'] % 16384) == 0))), 'offset', 'offset % 16384 == 0', 'region offset must be 16 KiB aligned'),
+        'length' / Int64ul,
+        'checksum' / Int64ul,
+    )
+    C_region_entry._bw_fast_runs = {'kind': (32, (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8)))}
+
+    C_segment_header = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEPEMBED'),
+        '_e_magic' / Tell,
+        '_s_family_id' / Tell,
+        'family_id' / Rebuild(Int16ul, Code('2', lambda this: 2)),
+        '_e_family_id' / Tell,
+        _RuleCheck(Code("((this['family_id'] == 2))", lambda this: ((this['family_id'] == 2))), 'family_id', 'family_id == 2', 'wrong family id (expected 2, segment)'),
+        '_s_family_version' / Tell,
+        'family_version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_family_version' / Tell,
+        VersionCheck(Code("((this['family_version'] == 1))", lambda this: ((this['family_version'] == 1))), 'segment_header', 'family_version', 'family_version == 1', 'unsupported segment version (registry accepts 1..1)'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int32ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'segment header flags must be zero'),
+        '_s_header_length' / Tell,
+        'header_length' / Rebuild(Int64ul, Code("(72 + (32 * len(this['regions'])))", lambda this: (72 + (32 * len(this['regions']))))),
+        '_e_header_length' / Tell,
+        Check(Code("not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576)", lambda this: not this['_parsing'] or (72 <= this['header_length'] and this['header_length'] <= 1048576))),
+        '_s_file_length' / Tell,
+        'file_length' / Int64ul,
+        '_e_file_length' / Tell,
+        '_s_segment_id' / Tell,
+        'segment_id' / Bytes(16),
+        '_e_segment_id' / Tell,
+        '_s_row_count' / Tell,
+        'row_count' / Int32ul,
+        '_e_row_count' / Tell,
+        '_s_region_count' / Tell,
+        'region_count' / Rebuild(Int16ul, Code("len(this['regions'])", lambda this: len(this['regions']))),
+        '_e_region_count' / Tell,
+        _RuleCheck(Code("((this['header_length'] == (72 + (32 * this['region_count']))))", lambda this: ((this['header_length'] == (72 + (32 * this['region_count']))))), 'region_count', 'header_length == 72 + 32 * region_count', 'header_length must equal 72 + 32 x region_count'),
+        '_s_reserved' / Tell,
+        'reserved' / Const(0, Int16ul),
+        '_e_reserved' / Tell,
+        '_s_scheme' / Tell,
+        'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
+        '_e_scheme' / Tell,
+        '_s_reserved2' / Tell,
+        'reserved2' / Const(0, Int16ul),
+        '_e_reserved2' / Tell,
+        '_s_dims' / Tell,
+        'dims' / Int32ul,
+        '_e_dims' / Tell,
+        '_s_regions' / Tell,
+        'regions' / Array(Code("this['region_count']", lambda this: this['region_count']), C_region_entry, min_size=32),
+        '_e_regions' / Tell,
+        'header_checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_magic', '_e_regions')", lambda this: _span_range(this, '_s_magic', '_e_regions'))),
+    )
+    C_segment_header._bw_fast_runs = {'magic': (64, (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))), 'header_checksum': (8, (('header_checksum', 0, 8),))}
+
+    C_vector_header = Struct(
+        '_o_start' / Tell,
+        'scheme' / ClosedEnum(Int16ul, 'QuantScheme', (0, 1, 2, 4), (3, 5)),
+        'vector_space_id' / Const(0, Int16ul),
+        'dims' / Int32ul,
+        'row_stride' / Int32ul,
+        'factor_stride' / Int16ul,
+        'transform_kind' / Const(0, Int16ul),
+        'transform_seed' / Const(0, Int64ul),
+        'row_count' / Int32ul,
+        'reserved' / Const(0, Int32ul),
+    )
+    C_vector_header._bw_fast_runs = {'scheme': (32, (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4)))}
+
+    C_vector_codes_region = Struct(
+        '_o_start' / Tell,
+        'header' / C_vector_header,
+        'codes' / NumpyArray(Code("(this['header']['row_stride'] * this['header']['row_count'])", lambda this: (this['header']['row_stride'] * this['header']['row_count'])), '<u1'),
+    )
+    C_vector_codes_region._bw_fast_runs = {}
+
+    C_bit4_factors = Struct(
+        '_o_start' / Tell,
+        'scale' / Float32l,
+        'normalized_norm' / Float32l,
+        'normalized_correction' / Float32l,
+    )
+    C_bit4_factors._bw_fast_runs = {'scale': (12, (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4)))}
+
+    C_int8_factors = Struct(
+        '_o_start' / Tell,
+        'scale' / Float32l,
+        'offset' / Float32l,
+    )
+    C_int8_factors._bw_fast_runs = {'scale': (8, (('scale', 0, 4), ('offset', 4, 4)))}
+
+    C_vector_factors_region = Struct(
+        '_o_start' / Tell,
+        'header' / C_vector_header,
+        FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12))) or this.get('bit4') is None), 'bit4'),
+        'bit4' / If(Code("(((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))", lambda this: (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Bit4Factors_DTYPE)),
+        FieldCheck(Code("this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None", lambda this: this['_parsing'] or (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))) or this.get('int8') is None), 'int8'),
+        'int8' / If(Code("(((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))", lambda this: (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Int8Factors_DTYPE)),
+        FieldCheck(Code("this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None", lambda this: this['_parsing'] or ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8))))) or this.get('raw') is None), 'raw'),
+        'raw' / If(Code("((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))", lambda this: ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))), Bytes(Code("(this['header']['factor_stride'] * this['header']['row_count'])", lambda this: (this['header']['factor_stride'] * this['header']['row_count'])))),
+    )
+    C_vector_factors_region._bw_fast_runs = {}
+
+    C_vector_rescore_region = Struct(
+        '_o_start' / Tell,
+        'header' / C_vector_header,
+        _RuleCheck(Code("(((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))", lambda this: (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))), 'header', 'header.scheme == 0 and header.factor_stride == 0 and header.row_stride == header.dims * 4', 'rescore header must be scheme 0, stride dims x 4, factor stride 0'),
+        'values' / NumpyArray(Code("(this['header']['dims'] * this['header']['row_count'])", lambda this: (this['header']['dims'] * this['header']['row_count'])), '<f4'),
+    )
+    C_vector_rescore_region._bw_fast_runs = {}
+
+    C_columns_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Int32ul,
+        'column_count' / Rebuild(Int32ul, Code("len(this['defs'])", lambda this: len(this['defs']))),
+        'defs' / Array(Code("this['column_count']", lambda this: this['column_count']), C_column_def, min_size=12),
+        'data' / GreedyBytes,
+    )
+    C_columns_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('column_count', 4, 4)))}
+
+    C_dictionary_column = Struct(
+        '_o_start' / Tell,
+        'dict_count' / Rebuild(Int32ul, Code("len(this['strings'])", lambda this: len(this['strings']))),
+        'strings' / Array(Code("this['dict_count']", lambda this: this['dict_count']), PascalString(Int32ul, 'utf8'), min_size=4),
+        'code_width' / Int16ul,
+        _RuleCheck(Code("(((this['code_width'] == 2) or (this['code_width'] == 4)))", lambda this: (((this['code_width'] == 2) or (this['code_width'] == 4)))), 'code_width', 'code_width == 2 or code_width == 4', 'dictionary code width must be 2 or 4'),
+        'reserved' / Const(0, Int16ul),
+        FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None", lambda this: this['_parsing'] or ((this['code_width'] == 2)) or this.get('codes16') is None), 'codes16'),
+        'codes16' / If(Code("((this['code_width'] == 2))", lambda this: ((this['code_width'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int16ul, min_size=2)),
+        FieldCheck(Code("this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None", lambda this: this['_parsing'] or ((this['code_width'] == 4)) or this.get('codes32') is None), 'codes32'),
+        'codes32' / If(Code("((this['code_width'] == 4))", lambda this: ((this['code_width'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int32ul, min_size=4)),
+    )
+    C_dictionary_column._bw_fast_runs = {'dict_count': (4, (('dict_count', 0, 4),)), 'code_width': (4, (('code_width', 0, 2), ('reserved', 2, 2)))}
+
+    C_column_data = Struct(
+        '_o_start' / Tell,
+        '_o_presence_len' / Tell,
+        'presence_len' / Rebuild(Int32ul, 0),
+        _RuleCheck(Code("not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
+        '_s_presence' / Tell,
+        'presence' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence']))", lambda this: (this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])))), GreedyBytes),
+        '_e_presence' / Tell,
+        '_patch_presence_len' / Pointer(Code("this['_o_presence_len']", lambda this: this['_o_presence_len']), Rebuild(Int32ul, Code("this['_e_presence'] - this['_s_presence']", lambda this: this['_e_presence'] - this['_s_presence']))),
+        Check(Code("not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len']", lambda this: not this['_parsing'] or this['_e_presence'] - this['_s_presence'] == this['presence_len'])),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 1)) or this.get('u64s') is None), 'u64s'),
+        'u64s' / If(Code("((this['_params']['type'] == 1))", lambda this: ((this['_params']['type'] == 1))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64ul, min_size=8)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 2)) or this.get('i64s') is None), 'i64s'),
+        'i64s' / If(Code("((this['_params']['type'] == 2))", lambda this: ((this['_params']['type'] == 2))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int64sl, min_size=8)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 3)) or this.get('f64s') is None), 'f64s'),
+        'f64s' / If(Code("((this['_params']['type'] == 3))", lambda this: ((this['_params']['type'] == 3))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Float64l, min_size=8)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 4)) or this.get('bools') is None), 'bools'),
+        'bools' / If(Code("((this['_params']['type'] == 4))", lambda this: ((this['_params']['type'] == 4))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), Int8ul)),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 5)) or this.get('dictionary') is None), 'dictionary'),
+        'dictionary' / If(Code("((this['_params']['type'] == 5))", lambda this: ((this['_params']['type'] == 5))), C_dictionary_column),
+        FieldCheck(Code("this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None", lambda this: this['_parsing'] or ((this['_params']['type'] == 6)) or this.get('raw_strings') is None), 'raw_strings'),
+        'raw_strings' / If(Code("((this['_params']['type'] == 6))", lambda this: ((this['_params']['type'] == 6))), Array(Code("this['_params']['rows']", lambda this: this['_params']['rows']), PascalString(Int32ul, 'utf8'), min_size=4)),
+        _RuleCheck(Code("this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['presence_len'] if this['_parsing'] else (this['_e_presence'] - this['_s_presence'])) == ((this['_params']['rows'] + 7) // 8)))), 'presence_len', 'presence_len == (rows + 7) // 8', 'presence bitmap length must be ceil(rows/8)'),
+    )
+    C_column_data._bw_fast_runs = {'presence_len': (4, (('presence_len', 0, 4),))}
+
+    C_alive_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Int32ul,
+        '_o_bitmap_len' / Tell,
+        'bitmap_len' / Rebuild(Int32ul, 0),
+        _RuleCheck(Code("not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: not this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
+        '_s_bitmap' / Tell,
+        'bitmap' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap']))", lambda this: (this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])))), GreedyBytes),
+        '_e_bitmap' / Tell,
+        '_patch_bitmap_len' / Pointer(Code("this['_o_bitmap_len']", lambda this: this['_o_bitmap_len']), Rebuild(Int32ul, Code("this['_e_bitmap'] - this['_s_bitmap']", lambda this: this['_e_bitmap'] - this['_s_bitmap']))),
+        Check(Code("not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len']", lambda this: not this['_parsing'] or this['_e_bitmap'] - this['_s_bitmap'] == this['bitmap_len'])),
+        _RuleCheck(Code("this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))", lambda this: this['_parsing'] or (((this['bitmap_len'] if this['_parsing'] else (this['_e_bitmap'] - this['_s_bitmap'])) == ((this['row_count'] + 7) // 8)))), 'bitmap_len', 'bitmap_len == (row_count + 7) // 8', 'alive bitmap length must be ceil(rows/8)'),
+    )
+    C_alive_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('bitmap_len', 4, 4)))}
+
+    C_checksum_entry = Struct(
+        '_o_start' / Tell,
+        'kind' / Int16ul,
+        'reserved' / Const(0, Int16ul),
+        'chunk_index' / Int32ul,
+        'checksum' / Int64ul,
+    )
+    C_checksum_entry._bw_fast_runs = {'kind': (16, (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8)))}
+
+    C_checksum_table_region = Struct(
+        '_o_start' / Tell,
+        'entry_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
+        'chunk_size' / Rebuild(Int32ul, Code('65536', lambda this: 65536)),
+        _RuleCheck(Code("((this['chunk_size'] == 65536))", lambda this: ((this['chunk_size'] == 65536))), 'chunk_size', 'chunk_size == 65536', 'checksum table chunk size must be 65536'),
+        'entries' / Array(Code("this['entry_count']", lambda this: this['entry_count']), C_checksum_entry, min_size=16),
+    )
+    C_checksum_table_region._bw_fast_runs = {'entry_count': (8, (('entry_count', 0, 4), ('chunk_size', 4, 4)))}
+
+    C_document_version = Struct(
+        '_o_start' / Tell,
+        'doc_id' / BytesInteger(16, signed=False, swapped=True),
+        'revision' / Int64ul,
+    )
+    C_document_version._bw_fast_runs = {'doc_id': (24, (('doc_id', 0, 16), ('revision', 16, 8)))}
+
+    C_document_versions_region = Struct(
+        '_o_start' / Tell,
+        'rows' / RepeatToEnd(C_document_version),
+    )
+    C_document_versions_region._bw_fast_runs = {}
+
+    C_stored_metadata_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
+        'reserved' / Const(0, Int32ul),
+        'start' / Rebuild(Int64ul, Code('0', lambda this: 0)),
+        _RuleCheck(Code("((this['start'] == 0))", lambda this: ((this['start'] == 0))), 'start', 'start == 0', 'stored metadata start offset must be zero'),
+        'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
+        'data' / GreedyBytes,
+    )
+    C_stored_metadata_region._bw_fast_runs = {'row_count': (16, (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8)))}
+
+    C_stored_text_region = Struct(
+        '_o_start' / Tell,
+        'row_count' / Rebuild(Int32ul, Code("len(this['ends'])", lambda this: len(this['ends']))),
+        'reserved' / Const(0, Int32ul),
+        'presence' / Bytes(Code("((this['row_count'] + 7) // 8)", lambda this: ((this['row_count'] + 7) // 8))),
+        'ends' / Array(Code("this['row_count']", lambda this: this['row_count']), Int64ul, min_size=8),
+        'data' / GreedyBytes,
+    )
+    C_stored_text_region._bw_fast_runs = {'row_count': (8, (('row_count', 0, 4), ('reserved', 4, 4)))}
+
+    C_graph_node_block = Struct(
+        '_o_start' / Tell,
+        'codes' / Bytes(Code("this['_params']['code_bytes']", lambda this: this['_params']['code_bytes'])),
+        'factors' / C_bit4_factors,
+        'degree' / Int8ul,
+        _RuleCheck(Code("((this['degree'] <= this['_params']['max_degree']))", lambda this: ((this['degree'] <= this['_params']['max_degree']))), 'degree', 'degree <= max_degree', 'degree exceeds max_degree'),
+        'flags' / BitFlags(Int8ul, (('hub', 1, 1, True), ('entry_seed', 0, 1, True)), model=GraphBlockFlags),
+        'reserved' / Const(0, Int16ul),
+        'neighbours' / PackedView(Array(Code("this['_params']['max_degree']", lambda this: this['_params']['max_degree']), Int32ul, min_size=4), _packed_kind('<', 'I', 4, False)),
+        'pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 128", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 128)),
+    )
+    C_graph_node_block._bw_fast_runs = {'degree': (4, (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2)))}
+
+    C_graph_node_blocks_region = Struct(
+        '_o_start' / Tell,
+        '_s_blocks' / Tell,
+        'blocks' / Bytes(Code("(this['_params']['region_len'] - 128)", lambda this: (this['_params']['region_len'] - 128))),
+        '_e_blocks' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Const(b'ZEGRNB01'),
+        '_e_magic' / Tell,
+        '_s_version' / Tell,
+        'version' / Rebuild(Int16ul, Code('1', lambda this: 1)),
+        '_e_version' / Tell,
+        VersionCheck(Code("((this['version'] == 1))", lambda this: ((this['version'] == 1))), 'graph_node_blocks_region', 'version', 'version == 1', 'unsupported graph node block version'),
+        '_s_flags' / Tell,
+        'flags' / Rebuild(Int16ul, Code('0', lambda this: 0)),
+        '_e_flags' / Tell,
+        _RuleCheck(Code("((this['flags'] == 0))", lambda this: ((this['flags'] == 0))), 'flags', 'flags == 0', 'graph trailer flags must be zero'),
+        '_s_dims' / Tell,
+        'dims' / Int32ul,
+        '_e_dims' / Tell,
+        _RuleCheck(Code("((this['dims'] > 0))", lambda this: ((this['dims'] > 0))), 'dims', 'dims > 0', 'graph dims must be positive'),
+        '_s_padded_dims' / Tell,
+        'padded_dims' / Int32ul,
+        '_e_padded_dims' / Tell,
+        _RuleCheck(Code("((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))", lambda this: ((((this['padded_dims'] % 128) == 0) and (this['padded_dims'] >= this['dims'])))), 'padded_dims', 'padded_dims % 128 == 0 and padded_dims >= dims', 'padded_dims must be a multiple of 128 and >= dims'),
+        '_s_max_degree' / Tell,
+        'max_degree' / Int8ul,
+        '_e_max_degree' / Tell,
+        '_s_reserved' / Tell,
+        'reserved' / Const(b'\x00\x00\x00'),
+        '_e_reserved' / Tell,
+        '_s_stride' / Tell,
+        'stride' / Int32ul,
+        '_e_stride' / Tell,
+        _RuleCheck(Code("((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))", lambda this: ((this['stride'] == (((((((this['padded_dims'] + 1) // 2) + 16) + (4 * this['max_degree'])) + 127) // 128) * 128)))), 'stride', 'stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', 'stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)'),
+        '_s_node_count' / Tell,
+        'node_count' / Int32ul,
+        '_e_node_count' / Tell,
+        _RuleCheck(Code("((len(this['blocks']) == (this['stride'] * this['node_count'])))", lambda this: ((len(this['blocks']) == (this['stride'] * this['node_count'])))), 'node_count', 'len(blocks) == stride * node_count', 'region length must be stride x node_count + 128'),
+        'checksum' / Checksum(Int64ul, Code('_ck_xxh3_64', _ck_xxh3_64), Code("_span_range(this, '_s_blocks', '_e_node_count')", lambda this: _span_range(this, '_s_blocks', '_e_node_count'))),
+        'reserved_tail' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+    )
+    C_graph_node_blocks_region._bw_fast_runs = {'magic': (32, (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))), 'checksum': (96, (('checksum', 0, 8), ('reserved_tail', 8, 88)))}
+
+    def _c2m_flags_upsert_fields(c):
+        if c.__class__ is UpsertFields:  # built by a compiled parse
+            return c
+        return UpsertFields(vector=bool(c['vector']), text=bool(c['text']), ts=bool(c['ts']), metadata=bool(c['metadata']), columns=bool(c['columns']))
+    UpsertFields._bw_opaque = False
+
+    def _c2m_flags_graph_block_flags(c):
+        if c.__class__ is GraphBlockFlags:  # built by a compiled parse
+            return c
+        return GraphBlockFlags(entry_seed=bool(c['entry_seed']), hub=bool(c['hub']))
+    GraphBlockFlags._bw_opaque = True
+
+    def _c2m_flags_membership_bits(c):
+        if c.__class__ is MembershipBits:  # built by a compiled parse
+            return c
+        return MembershipBits(text_before=bool(c['text_before']), text_after=bool(c['text_after']), vector_before=bool(c['vector_before']), vector_after=bool(c['vector_after']))
+    MembershipBits._bw_opaque = True
+
+    def _c2m_ze_header(c):
+        if c.__class__ is ZeHeader:  # built by a compiled parse
+            return c
+        f_family_id = c['family_id']
+        f_family_version = c['family_version']
+        f_flags = c['flags']
+        f_header_length = c['header_length']
+        f_file_length = c['file_length']
+        return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
+
+    def _f2m_ze_header(f_family_id, f_family_version, f_flags, f_header_length, f_file_length):
+        return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
+    C_ze_header._bw_model = (_f2m_ze_header, ('family_id', 'family_version', 'flags', 'header_length', 'file_length'), (), True)
+
+    def _m2c_ze_header(v):
+        return {
+            'family_id': v.family_id,
+            'family_version': v.family_version,
+            'flags': v.flags,
+            'header_length': v.header_length,
+            'file_length': v.file_length,
+        }
+
+    def _c2m_ze_header_ident(c):
+        if c.__class__ is ZeHeaderIdent:  # built by a compiled parse
+            return c
+        f_family_id = c['family_id']
+        f_family_version = c['family_version']
+        return ZeHeaderIdent(f_family_id, f_family_version)
+
+    def _f2m_ze_header_ident(f_family_id, f_family_version):
+        return ZeHeaderIdent(f_family_id, f_family_version)
+    C_ze_header_ident._bw_model = (_f2m_ze_header_ident, ('family_id', 'family_version'), (), True)
+
+    def _m2c_ze_header_ident(v):
+        return {
+            'family_id': v.family_id,
+            'family_version': v.family_version,
+        }
+
+    def _c2m_framed_trailer_check(c):
+        if c.__class__ is FramedTrailerCheck:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = bytes(f_header)
+        f_block = c['block']
+        if f_block is not None:
+            f_block = bytes(f_block)
+        return FramedTrailerCheck(f_header, f_block)
+
+    def _f2m_framed_trailer_check(f_header, f_block):
+        if f_header is not None:
+            f_header = bytes(f_header)
+        if f_block is not None:
+            f_block = bytes(f_block)
+        return FramedTrailerCheck(f_header, f_block)
+    C_framed_trailer_check._bw_model = (_f2m_framed_trailer_check, ('header', 'block'), (), True)
+
+    def _m2c_framed_trailer_check(v):
+        return {
+            'header': v.header,
+            'block': v.block,
+        }
+
+    def _c2m_segment_trailer(c):
+        if c.__class__ is SegmentTrailer:  # built by a compiled parse
+            return c
+        f_checksum = c['checksum']
+        return SegmentTrailer(f_checksum)
+
+    def _f2m_segment_trailer(f_checksum):
+        return SegmentTrailer(f_checksum)
+    C_segment_trailer._bw_model = (_f2m_segment_trailer, ('checksum',), (), True)
+
+    def _m2c_segment_trailer(v):
+        return {
+            'checksum': v.checksum,
+        }
+
+    def _c2m_wal_file_header(c):
+        if c.__class__ is WalFileHeader:  # built by a compiled parse
+            return c
+        f_first_seq = c['first_seq']
+        return WalFileHeader(f_first_seq)
+
+    def _f2m_wal_file_header(f_first_seq):
+        return WalFileHeader(f_first_seq)
+    C_wal_file_header._bw_model = (_f2m_wal_file_header, ('first_seq',), (), False)
+
+    def _m2c_wal_file_header(v):
+        return {
+            'first_seq': v.first_seq,
+        }
+
+    def _c2m_wal_record_header(c):
+        if c.__class__ is WalRecordHeader:  # built by a compiled parse
+            return c
+        f_payload_len = c['payload_len']
+        f_seq = c['seq']
+        f_op = c['op']
+        return WalRecordHeader(f_payload_len, f_seq, f_op)
+
+    def _f2m_wal_record_header(f_payload_len, f_seq, f_op):
+        return WalRecordHeader(f_payload_len, f_seq, f_op)
+    C_wal_record_header._bw_model = (_f2m_wal_record_header, ('payload_len', 'seq', 'op'), (), True)
+
+    def _m2c_wal_record_header(v):
+        return {
+            'payload_len': v.payload_len,
+            'seq': v.seq,
+            'op': v.op,
+        }
+
+    def _c2m_wal_frame(c):
+        if c.__class__ is WalFrame:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_op = c['op']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return WalFrame(f_seq, f_op, f_payload)
+
+    def _f2m_wal_frame(f_seq, f_op, f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return WalFrame(f_seq, f_op, f_payload)
+    C_wal_frame._bw_model = (_f2m_wal_frame, ('seq', 'op', 'payload'), (), False)
+
+    def _m2c_wal_frame(v):
+        return {
+            'seq': v.seq,
+            'op': v.op,
+            'payload': v.payload,
+        }
+
+    def _c2m_wal_file(c):
+        if c.__class__ is WalFile:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_wal_file_header(f_header)
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_wal_frame(_x) for _x in f_records]
+        return WalFile(f_header, f_records)
+
+    def _f2m_wal_file(f_header, f_records):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is WalFileHeader else _c2m_wal_file_header(f_header))
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is WalFrame else _c2m_wal_frame(_x)) for _x in f_records]
+        return WalFile(f_header, f_records)
+    C_wal_file._bw_model = (_f2m_wal_file, ('header', 'records'), (), True)
+
+    def _m2c_wal_file(v):
+        return {
+            'header': None if v.header is None else _m2c_wal_file_header(v.header),
+            'records': None if v.records is None else [_m2c_wal_frame(_x) for _x in v.records],
+        }
+
+    def _c2m_wal_record(c):
+        if c.__class__ is WalRecord:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_op = c['op']
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = _c2m_wal_payload(f_payload, f_op)
+        return WalRecord(f_seq, f_op, f_payload)
+
+    def _f2m_wal_record(f_seq, f_op, f_payload):
+        if f_op is not None:
+            _t = _WALOP_BY_VALUE.get(f_op)
+            f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = (f_payload if f_payload.__class__ is WalPayload else _c2m_wal_payload(f_payload, f_op))
+        return WalRecord(f_seq, f_op, f_payload)
+    C_wal_record._bw_model = (_f2m_wal_record, ('seq', 'op', 'payload'), (), False)
+
+    def _m2c_wal_record(v):
+        return {
+            'seq': v.seq,
+            'op': None if v.op is None else int(v.op),
+            'payload': None if v.payload is None else _m2c_wal_payload(v.payload),
+        }
+
+    def _c2m_wal_payload(c, p_op):
+        if c.__class__ is WalPayload:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_op_upsert_v1(f_body) if p_op == 1 else (_c2m_op_delete_v1(f_body) if p_op == 2 else (_c2m_op_metadata_edit_v1(f_body) if p_op == 3 else (_c2m_op_timestamped_upsert_v1(f_body) if p_op == 4 else (_c2m_op_upsert_metadata_v1(f_body) if p_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_body) if p_op == 6 else (_c2m_op_upsert_v2(f_body) if p_op == 7 else (_c2m_op_batch_member(f_body) if p_op == 8 else (_c2m_op_prepared_mutation(f_body) if p_op == 9 else (_c2m_graph_envelope(f_body) if p_op == 10 else (_c2m_op_mixed_member(f_body) if p_op == 11 else None)))))))))))
+        return WalPayload(f_body)
+
+    def _f2m_wal_payload(f_body, p_op):
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_body)) if p_op == 1 else ((f_body if f_body.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_body)) if p_op == 2 else ((f_body if f_body.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_body)) if p_op == 3 else ((f_body if f_body.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_body)) if p_op == 4 else ((f_body if f_body.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_body)) if p_op == 5 else ((f_body if f_body.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_body)) if p_op == 6 else ((f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body)) if p_op == 7 else ((f_body if f_body.__class__ is OpBatchMember else _c2m_op_batch_member(f_body)) if p_op == 8 else ((f_body if f_body.__class__ is OpPreparedMutation else _c2m_op_prepared_mutation(f_body)) if p_op == 9 else ((f_body if f_body.__class__ is GraphEnvelope else _c2m_graph_envelope(f_body)) if p_op == 10 else ((f_body if f_body.__class__ is OpMixedMember else _c2m_op_mixed_member(f_body)) if p_op == 11 else None)))))))))))
+        return WalPayload(f_body)
+    C_wal_payload._bw_model = (_f2m_wal_payload, ('body',), ('op',), True)
+
+    def _m2c_wal_payload(v):
+        return {
+            'body': None if v.body is None else _m2c_any(v.body),
+        }
+
+    def _c2m_payload_v1_header(c):
+        if c.__class__ is PayloadV1Header:  # built by a compiled parse
+            return c
+        return PayloadV1Header()
+
+    def _f2m_payload_v1_header():
+        return PayloadV1Header()
+    C_payload_v1_header._bw_model = (_f2m_payload_v1_header, (), (), True)
+
+    def _m2c_payload_v1_header(v):
+        return {
+        }
+
+    _CPK_f32_vector_values = _packed_kind('<', 'f', 4, True)
+    def _c2m_f32_vector(c):
+        if c.__class__ is F32Vector:  # built by a compiled parse
+            return c
+        f_values = c['values']
+        if f_values is not None:
+            f_values = _packed_from(f_values, _CPK_f32_vector_values)
+        return F32Vector(f_values)
+
+    def _f2m_f32_vector(f_values):
+        if f_values is not None:
+            f_values = f_values if f_values.__class__ is PackedArray and f_values.kind is _CPK_f32_vector_values else _packed_from(f_values, _CPK_f32_vector_values)
+        return F32Vector(f_values)
+    C_f32_vector._bw_model = (_f2m_f32_vector, ('values',), (), False)
+
+    def _m2c_f32_vector(v):
+        return {
+            'values': None if v.values is None else list(v.values),
+        }
+
+    def _c2m_op_upsert_v1(c):
+        if c.__class__ is OpUpsertV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_f32_vector(f_vector)
+        return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
+
+    def _f2m_op_upsert_v1(f_header, f_doc_id, f_revision, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+        return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
+    C_op_upsert_v1._bw_model = (_f2m_op_upsert_v1, ('header', 'doc_id', 'revision', 'vector'), (), False)
+
+    def _m2c_op_upsert_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
+        }
+
+    def _c2m_op_delete_v1(c):
+        if c.__class__ is OpDeleteV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_ids = c['doc_ids']
+        return OpDeleteV1(f_header, f_doc_ids)
+
+    def _f2m_op_delete_v1(f_header, f_doc_ids):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        return OpDeleteV1(f_header, f_doc_ids)
+    C_op_delete_v1._bw_model = (_f2m_op_delete_v1, ('header', 'doc_ids'), (), True)
+
+    def _m2c_op_delete_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_ids': v.doc_ids,
+        }
+
+    def _c2m_metadata_value(c):
+        if c.__class__ is MetadataValue:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _VALUEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
+        f_value = c['value']
+        if f_value is not None:
+            f_value = (None if f_kind == 0 else (_c2m_value_u64(f_value) if f_kind == 1 else (_c2m_value_i64(f_value) if f_kind == 2 else (_c2m_value_f64(f_value) if f_kind == 3 else (_c2m_value_bool(f_value) if f_kind == 4 else (_c2m_value_string(f_value) if f_kind == 5 else (_c2m_value_id128(f_value) if f_kind == 6 else None)))))))
+        return MetadataValue(f_kind, f_value)
+
+    def _f2m_metadata_value(f_kind, f_value):
+        if f_kind is not None:
+            _t = _VALUEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
+        if f_value is not None:
+            f_value = (None if f_kind == 0 else ((f_value if f_value.__class__ is ValueU64 else _c2m_value_u64(f_value)) if f_kind == 1 else ((f_value if f_value.__class__ is ValueI64 else _c2m_value_i64(f_value)) if f_kind == 2 else ((f_value if f_value.__class__ is ValueF64 else _c2m_value_f64(f_value)) if f_kind == 3 else ((f_value if f_value.__class__ is ValueBool else _c2m_value_bool(f_value)) if f_kind == 4 else ((f_value if f_value.__class__ is ValueString else _c2m_value_string(f_value)) if f_kind == 5 else ((f_value if f_value.__class__ is ValueId128 else _c2m_value_id128(f_value)) if f_kind == 6 else None)))))))
+        return MetadataValue(f_kind, f_value)
+    C_metadata_value._bw_model = (_f2m_metadata_value, ('kind', 'value'), (), False)
+
+    def _m2c_metadata_value(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'value': None if v.value is None else _m2c_any(_case_value(v.value, v.kind, {0: None, 1: ValueU64, 2: ValueI64, 3: ValueF64, 4: ValueBool, 5: ValueString, 6: ValueId128}, None, 'value')),
+        }
+
+    def _c2m_value_u64(c):
+        if c.__class__ is ValueU64:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueU64(f_value)
+
+    def _f2m_value_u64(f_value):
+        return ValueU64(f_value)
+    C_value_u64._bw_model = (_f2m_value_u64, ('value',), (), True)
+
+    def _m2c_value_u64(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_i64(c):
+        if c.__class__ is ValueI64:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueI64(f_value)
+
+    def _f2m_value_i64(f_value):
+        return ValueI64(f_value)
+    C_value_i64._bw_model = (_f2m_value_i64, ('value',), (), True)
+
+    def _m2c_value_i64(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_f64(c):
+        if c.__class__ is ValueF64:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueF64(f_value)
+
+    def _f2m_value_f64(f_value):
+        return ValueF64(f_value)
+    C_value_f64._bw_model = (_f2m_value_f64, ('value',), (), True)
+
+    def _m2c_value_f64(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_bool(c):
+        if c.__class__ is ValueBool:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueBool(f_value)
+
+    def _f2m_value_bool(f_value):
+        return ValueBool(f_value)
+    C_value_bool._bw_model = (_f2m_value_bool, ('value',), (), True)
+
+    def _m2c_value_bool(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_string(c):
+        if c.__class__ is ValueString:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueString(f_value)
+
+    def _f2m_value_string(f_value):
+        return ValueString(f_value)
+    C_value_string._bw_model = (_f2m_value_string, ('value',), (), True)
+
+    def _m2c_value_string(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_value_id128(c):
+        if c.__class__ is ValueId128:  # built by a compiled parse
+            return c
+        f_value = c['value']
+        return ValueId128(f_value)
+
+    def _f2m_value_id128(f_value):
+        return ValueId128(f_value)
+    C_value_id128._bw_model = (_f2m_value_id128, ('value',), (), True)
+
+    def _m2c_value_id128(v):
+        return {
+            'value': v.value,
+        }
+
+    def _c2m_op_metadata_edit_v1(c):
+        if c.__class__ is OpMetadataEditV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_column_id = c['column_id']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = _c2m_metadata_value(f_value)
+        return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
+
+    def _f2m_op_metadata_edit_v1(f_header, f_doc_id, f_revision, f_column_id, f_value):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_value is not None:
+            f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
+        return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
+    C_op_metadata_edit_v1._bw_model = (_f2m_op_metadata_edit_v1, ('header', 'doc_id', 'revision', 'column_id', 'value'), (), True)
+
+    def _m2c_op_metadata_edit_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'column_id': v.column_id,
+            'value': None if v.value is None else _m2c_metadata_value(v.value),
+        }
+
+    def _c2m_op_timestamped_upsert_v1(c):
+        if c.__class__ is OpTimestampedUpsertV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_ts = c['ts']
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_f32_vector(f_vector)
+        return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
+
+    def _f2m_op_timestamped_upsert_v1(f_header, f_doc_id, f_revision, f_ts, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+        return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
+    C_op_timestamped_upsert_v1._bw_model = (_f2m_op_timestamped_upsert_v1, ('header', 'doc_id', 'revision', 'ts', 'vector'), (), False)
+
+    def _m2c_op_timestamped_upsert_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'ts': v.ts,
+            'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
+        }
+
+    _CPK_op_upsert_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
+    def _c2m_op_upsert_metadata_v1(c):
+        if c.__class__ is OpUpsertMetadataV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
+        return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
+
+    def _f2m_op_upsert_metadata_v1(f_header, f_doc_id, f_revision, f_metadata, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_vector is not None:
+            f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
+        return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
+    C_op_upsert_metadata_v1._bw_model = (_f2m_op_upsert_metadata_v1, ('header', 'doc_id', 'revision', 'metadata', 'vector'), (), False)
+
+    def _m2c_op_upsert_metadata_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'metadata': v.metadata,
+            'vector': None if v.vector is None else list(v.vector),
+        }
+
+    _CPK_op_upsert_ts_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
+    def _c2m_op_upsert_ts_metadata_v1(c):
+        if c.__class__ is OpUpsertTsMetadataV1:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_ts = c['ts']
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
+        return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
+
+    def _f2m_op_upsert_ts_metadata_v1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_vector is not None:
+            f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_ts_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
+        return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
+    C_op_upsert_ts_metadata_v1._bw_model = (_f2m_op_upsert_ts_metadata_v1, ('header', 'doc_id', 'revision', 'ts', 'metadata', 'vector'), (), False)
+
+    def _m2c_op_upsert_ts_metadata_v1(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'ts': v.ts,
+            'metadata': v.metadata,
+            'vector': None if v.vector is None else list(v.vector),
+        }
+
+    def _c2m_typed_column(c):
+        if c.__class__ is TypedColumn:  # built by a compiled parse
+            return c
+        f_column_id = c['column_id']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = _c2m_metadata_value(f_value)
+        return TypedColumn(f_column_id, f_value)
+
+    def _f2m_typed_column(f_column_id, f_value):
+        if f_value is not None:
+            f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
+        return TypedColumn(f_column_id, f_value)
+    C_typed_column._bw_model = (_f2m_typed_column, ('column_id', 'value'), (), True)
+
+    def _m2c_typed_column(v):
+        return {
+            'column_id': v.column_id,
+            'value': None if v.value is None else _m2c_metadata_value(v.value),
+        }
+
+    def _c2m_op_upsert_v2(c):
+        if c.__class__ is OpUpsertV2:  # built by a compiled parse
+            return c
+        f_fields = c['fields']
+        if f_fields is not None:
+            f_fields = _c2m_flags_upsert_fields(f_fields)
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_f32_vector(f_vector)
+        f_text = c['text']
+        f_ts = c['ts']
+        f_metadata = c['metadata']
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        f_columns = c['columns']
+        if f_columns is not None:
+            f_columns = [_c2m_typed_column(_x) for _x in f_columns]
+        return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
+
+    def _f2m_op_upsert_v2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns):
+        if f_fields is not None:
+            f_fields = (f_fields if f_fields.__class__ is UpsertFields else _c2m_flags_upsert_fields(f_fields))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+        if f_metadata is not None:
+            f_metadata = bytes(f_metadata)
+        if f_columns is not None:
+            f_columns = [(_x if _x.__class__ is TypedColumn else _c2m_typed_column(_x)) for _x in f_columns]
+        return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
+    C_op_upsert_v2._bw_model = (_f2m_op_upsert_v2, ('fields', 'doc_id', 'revision', 'vector', 'text', 'ts', 'metadata', 'columns'), (), False)
+
+    def _m2c_op_upsert_v2(v):
+        return {
+            'fields': None if v.fields is None else v.fields.to_dict(),
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+            'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
+            'text': v.text,
+            'ts': v.ts,
+            'metadata': v.metadata,
+            'columns': None if v.columns is None else [_m2c_typed_column(_x) for _x in v.columns],
+        }
+
+    def _c2m_op_batch_member(c):
+        if c.__class__ is OpBatchMember:  # built by a compiled parse
+            return c
+        f_index = c['index']
+        f_count = c['count']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_op_upsert_v2(f_body)
+        return OpBatchMember(f_index, f_count, f_body)
+
+    def _f2m_op_batch_member(f_index, f_count, f_body):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body))
+        return OpBatchMember(f_index, f_count, f_body)
+    C_op_batch_member._bw_model = (_f2m_op_batch_member, ('index', 'count', 'body'), (), True)
+
+    def _m2c_op_batch_member(v):
+        return {
+            'index': v.index,
+            'count': v.count,
+            'body': None if v.body is None else _m2c_op_upsert_v2(v.body),
+        }
+
+    def _c2m_transaction_binding(c):
+        if c.__class__ is TransactionBinding:  # built by a compiled parse
+            return c
+        f_transaction = c['transaction']
+        f_participant = c['participant']
+        f_first_seq = c['first_seq']
+        f_last_seq = c['last_seq']
+        f_manifest_digest = c['manifest_digest']
+        f_final_generation = c['final_generation']
+        return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
+
+    def _f2m_transaction_binding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation):
+        return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
+    C_transaction_binding._bw_model = (_f2m_transaction_binding, ('transaction', 'participant', 'first_seq', 'last_seq', 'manifest_digest', 'final_generation'), (), False)
+
+    def _m2c_transaction_binding(v):
+        return {
+            'transaction': v.transaction,
+            'participant': v.participant,
+            'first_seq': v.first_seq,
+            'last_seq': v.last_seq,
+            'manifest_digest': v.manifest_digest,
+            'final_generation': v.final_generation,
+        }
+
+    def _c2m_op_prepared_mutation(c):
+        if c.__class__ is OpPreparedMutation:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_payload_v1_header(f_header)
+        f_binding = c['binding']
+        if f_binding is not None:
+            f_binding = _c2m_transaction_binding(f_binding)
+        f_index = c['index']
+        f_count = c['count']
+        f_inner_op = c['inner_op']
+        f_inner = c['inner']
+        if f_inner is not None:
+            f_inner = (_c2m_op_upsert_v1(f_inner) if f_inner_op == 1 else (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_metadata_edit_v1(f_inner) if f_inner_op == 3 else (_c2m_op_timestamped_upsert_v1(f_inner) if f_inner_op == 4 else (_c2m_op_upsert_metadata_v1(f_inner) if f_inner_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_inner) if f_inner_op == 6 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else None)))))))
+        return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
+
+    def _f2m_op_prepared_mutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+        if f_binding is not None:
+            f_binding = (f_binding if f_binding.__class__ is TransactionBinding else _c2m_transaction_binding(f_binding))
+        if f_inner is not None:
+            f_inner = ((f_inner if f_inner.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_inner)) if f_inner_op == 1 else ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_inner)) if f_inner_op == 3 else ((f_inner if f_inner.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_inner)) if f_inner_op == 4 else ((f_inner if f_inner.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_inner)) if f_inner_op == 5 else ((f_inner if f_inner.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_inner)) if f_inner_op == 6 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else None)))))))
+        return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
+    C_op_prepared_mutation._bw_model = (_f2m_op_prepared_mutation, ('header', 'binding', 'index', 'count', 'inner_op', 'inner'), (), True)
+
+    def _m2c_op_prepared_mutation(v):
+        return {
+            'header': None if v.header is None else _m2c_payload_v1_header(v.header),
+            'binding': None if v.binding is None else _m2c_transaction_binding(v.binding),
+            'index': v.index,
+            'count': v.count,
+            'inner_op': v.inner_op,
+            'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {1: OpUpsertV1, 2: OpDeleteV1, 3: OpMetadataEditV1, 4: OpTimestampedUpsertV1, 5: OpUpsertMetadataV1, 6: OpUpsertTsMetadataV1, 7: OpUpsertV2}, None, 'inner')),
+        }
+
+    def _c2m_op_mixed_member(c):
+        if c.__class__ is OpMixedMember:  # built by a compiled parse
+            return c
+        f_index = c['index']
+        f_count = c['count']
+        f_inner_op = c['inner_op']
+        f_inner = c['inner']
+        if f_inner is not None:
+            f_inner = (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else (_c2m_graph_envelope(f_inner) if f_inner_op == 10 else None)))
+        return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
+
+    def _f2m_op_mixed_member(f_index, f_count, f_inner_op, f_inner):
+        if f_inner is not None:
+            f_inner = ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else ((f_inner if f_inner.__class__ is GraphEnvelope else _c2m_graph_envelope(f_inner)) if f_inner_op == 10 else None)))
+        return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
+    C_op_mixed_member._bw_model = (_f2m_op_mixed_member, ('index', 'count', 'inner_op', 'inner'), (), True)
+
+    def _m2c_op_mixed_member(v):
+        return {
+            'index': v.index,
+            'count': v.count,
+            'inner_op': v.inner_op,
+            'inner': None if v.inner is None else _m2c_any(_case_value(v.inner, v.inner_op, {2: OpDeleteV1, 7: OpUpsertV2, 10: GraphEnvelope}, None, 'inner')),
+        }
+
+    def _c2m_zgw_file_header(c):
+        if c.__class__ is ZgwFileHeader:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_first_commit_sequence = c['first_commit_sequence']
+        return ZgwFileHeader(f_store, f_first_commit_sequence)
+
+    def _f2m_zgw_file_header(f_store, f_first_commit_sequence):
+        return ZgwFileHeader(f_store, f_first_commit_sequence)
+    C_zgw_file_header._bw_model = (_f2m_zgw_file_header, ('store', 'first_commit_sequence'), (), True)
+
+    def _m2c_zgw_file_header(v):
+        return {
+            'store': v.store,
+            'first_commit_sequence': v.first_commit_sequence,
+        }
+
+    def _c2m_zgw_frame(c):
+        if c.__class__ is ZgwFrame:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
+        f_frame_index = c['frame_index']
+        f_sequence = c['sequence']
+        f_batch_id = c['batch_id']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_zgw_begin(f_payload) if f_kind == 1 else (_c2m_zgw_mutation(f_payload) if f_kind == 2 else (_c2m_zgw_inventory(f_payload) if f_kind == 3 else (_c2m_zgw_reclaim_intent(f_payload) if f_kind == 4 else (_c2m_zgw_reclaim_complete(f_payload) if f_kind == 5 else (_c2m_zgw_commit(f_payload) if f_kind == 6 else None))))))
+        return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
+
+    def _f2m_zgw_frame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload):
+        if f_kind is not None:
+            _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is ZgwBegin else _c2m_zgw_begin(f_payload)) if f_kind == 1 else ((f_payload if f_payload.__class__ is ZgwMutation else _c2m_zgw_mutation(f_payload)) if f_kind == 2 else ((f_payload if f_payload.__class__ is ZgwInventory else _c2m_zgw_inventory(f_payload)) if f_kind == 3 else ((f_payload if f_payload.__class__ is ZgwReclaimIntent else _c2m_zgw_reclaim_intent(f_payload)) if f_kind == 4 else ((f_payload if f_payload.__class__ is ZgwReclaimComplete else _c2m_zgw_reclaim_complete(f_payload)) if f_kind == 5 else ((f_payload if f_payload.__class__ is ZgwCommit else _c2m_zgw_commit(f_payload)) if f_kind == 6 else None))))))
+        return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
+    C_zgw_frame._bw_model = (_f2m_zgw_frame, ('kind', 'frame_index', 'sequence', 'batch_id', 'payload'), (), False)
+
+    def _m2c_zgw_frame(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'frame_index': v.frame_index,
+            'sequence': v.sequence,
+            'batch_id': v.batch_id,
+            'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.kind, {1: ZgwBegin, 2: ZgwMutation, 3: ZgwInventory, 4: ZgwReclaimIntent, 5: ZgwReclaimComplete, 6: ZgwCommit}, None, 'payload')),
+        }
+
+    def _c2m_zgw_frame_header(c):
+        if c.__class__ is ZgwFrameHeader:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        f_version = c['version']
+        f_payload_len = c['payload_len']
+        f_frame_index = c['frame_index']
+        f_sequence = c['sequence']
+        f_batch_id = c['batch_id']
+        f_reserved = c['reserved']
+        if f_reserved is not None:
+            f_reserved = bytes(f_reserved)
+        return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
+
+    def _f2m_zgw_frame_header(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved):
+        if f_reserved is not None:
+            f_reserved = bytes(f_reserved)
+        return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
+    C_zgw_frame_header._bw_model = (_f2m_zgw_frame_header, ('kind', 'version', 'payload_len', 'frame_index', 'sequence', 'batch_id', 'reserved'), (), False)
+
+    def _m2c_zgw_frame_header(v):
+        return {
+            'kind': v.kind,
+            'version': v.version,
+            'payload_len': v.payload_len,
+            'frame_index': v.frame_index,
+            'sequence': v.sequence,
+            'batch_id': v.batch_id,
+            'reserved': v.reserved,
+        }
+
+    def _c2m_zgw_envelope_size(c):
+        if c.__class__ is ZgwEnvelopeSize:  # built by a compiled parse
+            return c
+        f_size = c['size']
+        return ZgwEnvelopeSize(f_size)
+
+    def _f2m_zgw_envelope_size(f_size):
+        return ZgwEnvelopeSize(f_size)
+    C_zgw_envelope_size._bw_model = (_f2m_zgw_envelope_size, ('size',), (), True)
+
+    def _m2c_zgw_envelope_size(v):
+        return {
+            'size': v.size,
+        }
+
+    def _c2m_graph_envelope(c):
+        if c.__class__ is GraphEnvelope:  # built by a compiled parse
+            return c
+        f_begin = c['begin']
+        if f_begin is not None:
+            f_begin = _c2m_zgw_frame(f_begin)
+        f_changes = c['changes']
+        if f_changes is not None:
+            f_changes = [_c2m_zgw_frame(_x) for _x in f_changes]
+        f_commit = c['commit']
+        if f_commit is not None:
+            f_commit = _c2m_zgw_frame(f_commit)
+        return GraphEnvelope(f_begin, f_changes, f_commit)
+
+    def _f2m_graph_envelope(f_begin, f_changes, f_commit):
+        if f_begin is not None:
+            f_begin = (f_begin if f_begin.__class__ is ZgwFrame else _c2m_zgw_frame(f_begin))
+        if f_changes is not None:
+            f_changes = [(_x if _x.__class__ is ZgwFrame else _c2m_zgw_frame(_x)) for _x in f_changes]
+        if f_commit is not None:
+            f_commit = (f_commit if f_commit.__class__ is ZgwFrame else _c2m_zgw_frame(f_commit))
+        return GraphEnvelope(f_begin, f_changes, f_commit)
+    C_graph_envelope._bw_model = (_f2m_graph_envelope, ('begin', 'changes', 'commit'), (), True)
+
+    def _m2c_graph_envelope(v):
+        return {
+            'begin': None if v.begin is None else _m2c_zgw_frame(v.begin),
+            'changes': None if v.changes is None else [_m2c_zgw_frame(_x) for _x in v.changes],
+            'commit': None if v.commit is None else _m2c_zgw_frame(v.commit),
+        }
+
+    def _c2m_zgw_begin(c):
+        if c.__class__ is ZgwBegin:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_envelope_kind = c['envelope_kind']
+        if f_envelope_kind is not None:
+            _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
+            f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
+        f_base_generation = c['base_generation']
+        f_target_generation = c['target_generation']
+        f_change_count = c['change_count']
+        f_complete_envelope_bytes = c['complete_envelope_bytes']
+        return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
+
+    def _f2m_zgw_begin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes):
+        if f_envelope_kind is not None:
+            _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
+            f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
+        return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
+    C_zgw_begin._bw_model = (_f2m_zgw_begin, ('store', 'envelope_kind', 'base_generation', 'target_generation', 'change_count', 'complete_envelope_bytes'), (), False)
+
+    def _m2c_zgw_begin(v):
+        return {
+            'store': v.store,
+            'envelope_kind': None if v.envelope_kind is None else int(v.envelope_kind),
+            'base_generation': v.base_generation,
+            'target_generation': v.target_generation,
+            'change_count': v.change_count,
+            'complete_envelope_bytes': v.complete_envelope_bytes,
+        }
+
+    def _c2m_artifact_descriptor(c):
+        if c.__class__ is ArtifactDescriptor:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_artifact = c['artifact']
+        f_creation_generation = c['creation_generation']
+        f_creation_serial = c['creation_serial']
+        f_complete_file_length = c['complete_file_length']
+        f_family = c['family']
+        f_version = c['version']
+        f_whole_file_checksum = c['whole_file_checksum']
+        return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
+
+    def _f2m_artifact_descriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum):
+        return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
+    C_artifact_descriptor._bw_model = (_f2m_artifact_descriptor, ('store', 'artifact', 'creation_generation', 'creation_serial', 'complete_file_length', 'family', 'version', 'whole_file_checksum'), (), False)
+
+    def _m2c_artifact_descriptor(v):
+        return {
+            'store': v.store,
+            'artifact': v.artifact,
+            'creation_generation': v.creation_generation,
+            'creation_serial': v.creation_serial,
+            'complete_file_length': v.complete_file_length,
+            'family': v.family,
+            'version': v.version,
+            'whole_file_checksum': v.whole_file_checksum,
+        }
+
+    def _c2m_required_ref(c):
+        if c.__class__ is RequiredRef:  # built by a compiled parse
+            return c
+        f_descriptor = c['descriptor']
+        if f_descriptor is not None:
+            f_descriptor = _c2m_artifact_descriptor(f_descriptor)
+        f_artifact = c['artifact']
+        f_offset = c['offset']
+        f_length = c['length']
+        f_block_kind = c['block_kind']
+        f_block_version = c['block_version']
+        return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
+
+    def _f2m_required_ref(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version):
+        if f_descriptor is not None:
+            f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
+        return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
+    C_required_ref._bw_model = (_f2m_required_ref, ('descriptor', 'artifact', 'offset', 'length', 'block_kind', 'block_version'), (), False)
+
+    def _m2c_required_ref(v):
+        return {
+            'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
+            'artifact': v.artifact,
+            'offset': v.offset,
+            'length': v.length,
+            'block_kind': v.block_kind,
+            'block_version': v.block_version,
+        }
+
+    def _c2m_optional_ref(c):
+        if c.__class__ is OptionalRef:  # built by a compiled parse
+            return c
+        f_present = c['present']
+        f_ref = c['ref']
+        if f_ref is not None:
+            f_ref = _c2m_required_ref(f_ref)
+        return OptionalRef(f_present, f_ref)
+
+    def _f2m_optional_ref(f_present, f_ref):
+        if f_ref is not None:
+            f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
+        return OptionalRef(f_present, f_ref)
+    C_optional_ref._bw_model = (_f2m_optional_ref, ('present', 'ref'), (), True)
+
+    def _m2c_optional_ref(v):
+        return {
+            'present': v.present,
+            'ref': None if v.ref is None else _m2c_required_ref(v.ref),
+        }
+
+    def _c2m_commit_state(c):
+        if c.__class__ is CommitState:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_generation = c['generation']
+        f_sequence = c['sequence']
+        f_node_high_water = c['node_high_water']
+        f_relationship_high_water = c['relationship_high_water']
+        f_symbol_high_water = c['symbol_high_water']
+        f_creation_serial = c['creation_serial']
+        f_roots = c['roots']
+        if f_roots is not None:
+            f_roots = [_c2m_optional_ref(_x) for _x in f_roots]
+        f_catalog = c['catalog']
+        if f_catalog is not None:
+            f_catalog = _c2m_required_ref(f_catalog)
+        f_vector = c['vector']
+        if f_vector is not None:
+            f_vector = _c2m_optional_ref(f_vector)
+        f_text = c['text']
+        if f_text is not None:
+            f_text = _c2m_optional_ref(f_text)
+        f_reclaim = c['reclaim']
+        if f_reclaim is not None:
+            f_reclaim = _c2m_optional_ref(f_reclaim)
+        f_prepared = c['prepared']
+        if f_prepared is not None:
+            f_prepared = [_c2m_required_ref(_x) for _x in f_prepared]
+        return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
+
+    def _f2m_commit_state(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared):
+        if f_roots is not None:
+            f_roots = [(_x if _x.__class__ is OptionalRef else _c2m_optional_ref(_x)) for _x in f_roots]
+        if f_catalog is not None:
+            f_catalog = (f_catalog if f_catalog.__class__ is RequiredRef else _c2m_required_ref(f_catalog))
+        if f_vector is not None:
+            f_vector = (f_vector if f_vector.__class__ is OptionalRef else _c2m_optional_ref(f_vector))
+        if f_text is not None:
+            f_text = (f_text if f_text.__class__ is OptionalRef else _c2m_optional_ref(f_text))
+        if f_reclaim is not None:
+            f_reclaim = (f_reclaim if f_reclaim.__class__ is OptionalRef else _c2m_optional_ref(f_reclaim))
+        if f_prepared is not None:
+            f_prepared = [(_x if _x.__class__ is RequiredRef else _c2m_required_ref(_x)) for _x in f_prepared]
+        return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
+    C_commit_state._bw_model = (_f2m_commit_state, ('store', 'generation', 'sequence', 'node_high_water', 'relationship_high_water', 'symbol_high_water', 'creation_serial', 'roots', 'catalog', 'vector', 'text', 'reclaim', 'prepared'), (), False)
+
+    def _m2c_commit_state(v):
+        return {
+            'store': v.store,
+            'generation': v.generation,
+            'sequence': v.sequence,
+            'node_high_water': v.node_high_water,
+            'relationship_high_water': v.relationship_high_water,
+            'symbol_high_water': v.symbol_high_water,
+            'creation_serial': v.creation_serial,
+            'roots': None if v.roots is None else [_m2c_optional_ref(_x) for _x in v.roots],
+            'catalog': None if v.catalog is None else _m2c_required_ref(v.catalog),
+            'vector': None if v.vector is None else _m2c_optional_ref(v.vector),
+            'text': None if v.text is None else _m2c_optional_ref(v.text),
+            'reclaim': None if v.reclaim is None else _m2c_optional_ref(v.reclaim),
+            'prepared': None if v.prepared is None else [_m2c_required_ref(_x) for _x in v.prepared],
+        }
+
+    def _c2m_zgw_commit(c):
+        if c.__class__ is ZgwCommit:  # built by a compiled parse
+            return c
+        f_change_count = c['change_count']
+        f_digest = c['digest']
+        f_state = c['state']
+        if f_state is not None:
+            f_state = _c2m_commit_state(f_state)
+        return ZgwCommit(f_change_count, f_digest, f_state)
+
+    def _f2m_zgw_commit(f_change_count, f_digest, f_state):
+        if f_state is not None:
+            f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+        return ZgwCommit(f_change_count, f_digest, f_state)
+    C_zgw_commit._bw_model = (_f2m_zgw_commit, ('change_count', 'digest', 'state'), (), False)
+
+    def _m2c_zgw_commit(v):
+        return {
+            'change_count': v.change_count,
+            'digest': v.digest,
+            'state': None if v.state is None else _m2c_commit_state(v.state),
+        }
+
+    def _c2m_zgop_key(c):
+        if c.__class__ is ZgopKey:  # built by a compiled parse
+            return c
+        f_entity = c['entity']
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        f_namespace = c['namespace']
+        f_key = c['key']
+        return ZgopKey(f_entity, f_namespace, f_key)
+
+    def _f2m_zgop_key(f_entity, f_namespace, f_key):
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        return ZgopKey(f_entity, f_namespace, f_key)
+    C_zgop_key._bw_model = (_f2m_zgop_key, ('entity', 'namespace', 'key'), (), False)
+
+    def _m2c_zgop_key(v):
+        return {
+            'entity': None if v.entity is None else int(v.entity),
+            'namespace': v.namespace,
+            'key': v.key,
+        }
+
+    def _c2m_zgop_expected(c):
+        if c.__class__ is ZgopExpected:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_entity = c['entity']
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        f_entity_id = c['entity_id']
+        f_revision = c['revision']
+        return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
+
+    def _f2m_zgop_expected(f_tag, f_entity, f_entity_id, f_revision):
+        if f_entity is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+            f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+        return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
+    C_zgop_expected._bw_model = (_f2m_zgop_expected, ('tag', 'entity', 'entity_id', 'revision'), (), False)
+
+    def _m2c_zgop_expected(v):
+        return {
+            'tag': v.tag,
+            'entity': None if v.entity is None else int(v.entity),
+            'entity_id': v.entity_id,
+            'revision': v.revision,
+        }
+
+    def _c2m_zgop(c):
+        if c.__class__ is Zgop:  # built by a compiled parse
+            return c
+        f_operation = c['operation']
+        if f_operation is not None:
+            _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
+            f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
+        f_key_present = c['key_present']
+        f_key = c['key']
+        if f_key is not None:
+            f_key = _c2m_zgop_key(f_key)
+        f_requested_revision = c['requested_revision']
+        f_installed_revision = c['installed_revision']
+        f_expected = c['expected']
+        if f_expected is not None:
+            f_expected = _c2m_zgop_expected(f_expected)
+        f_incarnation_kind = c['incarnation_kind']
+        if f_incarnation_kind is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
+            f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
+        f_incarnation = c['incarnation']
+        f_delete_mode = c['delete_mode']
+        if f_delete_mode is not None:
+            _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
+            f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
+        f_original_generation = c['original_generation']
+        return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
+
+    def _f2m_zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation):
+        if f_operation is not None:
+            _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
+            f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
+        if f_key is not None:
+            f_key = (f_key if f_key.__class__ is ZgopKey else _c2m_zgop_key(f_key))
+        if f_expected is not None:
+            f_expected = (f_expected if f_expected.__class__ is ZgopExpected else _c2m_zgop_expected(f_expected))
+        if f_incarnation_kind is not None:
+            _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
+            f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
+        if f_delete_mode is not None:
+            _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
+            f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
+        return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
+    C_zgop._bw_model = (_f2m_zgop, ('operation', 'key_present', 'key', 'requested_revision', 'installed_revision', 'expected', 'incarnation_kind', 'incarnation', 'delete_mode', 'original_generation'), (), True)
+
+    def _m2c_zgop(v):
+        return {
+            'operation': None if v.operation is None else int(v.operation),
+            'key_present': v.key_present,
+            'key': None if v.key is None else _m2c_zgop_key(v.key),
+            'requested_revision': v.requested_revision,
+            'installed_revision': v.installed_revision,
+            'expected': None if v.expected is None else _m2c_zgop_expected(v.expected),
+            'incarnation_kind': None if v.incarnation_kind is None else int(v.incarnation_kind),
+            'incarnation': v.incarnation,
+            'delete_mode': None if v.delete_mode is None else int(v.delete_mode),
+            'original_generation': v.original_generation,
+        }
+
+    def _c2m_zgw_mutation(c):
+        if c.__class__ is ZgwMutation:  # built by a compiled parse
+            return c
+        f_live = c['live']
+        f_membership = c['membership']
+        if f_membership is not None:
+            f_membership = _c2m_flags_membership_bits(f_membership)
+        f_zgop = c['zgop']
+        if f_zgop is not None:
+            f_zgop = _c2m_zgop(f_zgop)
+        f_canonical = c['canonical']
+        if f_canonical is not None:
+            f_canonical = _c2m_optional_ref(f_canonical)
+        return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
+
+    def _f2m_zgw_mutation(f_live, f_membership, f_zgop, f_canonical):
+        if f_membership is not None:
+            f_membership = (f_membership if f_membership.__class__ is MembershipBits else _c2m_flags_membership_bits(f_membership))
+        if f_zgop is not None:
+            f_zgop = (f_zgop if f_zgop.__class__ is Zgop else _c2m_zgop(f_zgop))
+        if f_canonical is not None:
+            f_canonical = (f_canonical if f_canonical.__class__ is OptionalRef else _c2m_optional_ref(f_canonical))
+        return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
+    C_zgw_mutation._bw_model = (_f2m_zgw_mutation, ('live', 'membership', 'zgop', 'canonical'), (), True)
+
+    def _m2c_zgw_mutation(v):
+        return {
+            'live': v.live,
+            'membership': None if v.membership is None else v.membership.to_dict(),
+            'zgop': None if v.zgop is None else _m2c_zgop(v.zgop),
+            'canonical': None if v.canonical is None else _m2c_optional_ref(v.canonical),
+        }
+
+    def _c2m_zgw_inventory(c):
+        if c.__class__ is ZgwInventory:  # built by a compiled parse
+            return c
+        f_descriptor = c['descriptor']
+        if f_descriptor is not None:
+            f_descriptor = _c2m_artifact_descriptor(f_descriptor)
+        f_state = c['state']
+        if f_state is not None:
+            _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
+            f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
+        f_intent = c['intent']
+        return ZgwInventory(f_descriptor, f_state, f_intent)
+
+    def _f2m_zgw_inventory(f_descriptor, f_state, f_intent):
+        if f_descriptor is not None:
+            f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
+        if f_state is not None:
+            _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
+            f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
+        return ZgwInventory(f_descriptor, f_state, f_intent)
+    C_zgw_inventory._bw_model = (_f2m_zgw_inventory, ('descriptor', 'state', 'intent'), (), True)
+
+    def _m2c_zgw_inventory(v):
+        return {
+            'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
+            'state': None if v.state is None else int(v.state),
+            'intent': v.intent,
+        }
+
+    def _c2m_zgw_reclaim_intent(c):
+        if c.__class__ is ZgwReclaimIntent:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_capture_generation = c['capture_generation']
+        f_capture_sequence = c['capture_sequence']
+        f_serial_fence = c['serial_fence']
+        f_completed_mark_state = c['completed_mark_state']
+        f_protected = c['protected']
+        if f_protected is not None:
+            f_protected = _c2m_required_ref(f_protected)
+        f_protected_digest = c['protected_digest']
+        f_completed_mark = c['completed_mark']
+        if f_completed_mark is not None:
+            f_completed_mark = _c2m_required_ref(f_completed_mark)
+        f_mark_digest = c['mark_digest']
+        f_candidates = c['candidates']
+        if f_candidates is not None:
+            f_candidates = [_c2m_artifact_descriptor(_x) for _x in f_candidates]
+        return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
+
+    def _f2m_zgw_reclaim_intent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates):
+        if f_protected is not None:
+            f_protected = (f_protected if f_protected.__class__ is RequiredRef else _c2m_required_ref(f_protected))
+        if f_completed_mark is not None:
+            f_completed_mark = (f_completed_mark if f_completed_mark.__class__ is RequiredRef else _c2m_required_ref(f_completed_mark))
+        if f_candidates is not None:
+            f_candidates = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_candidates]
+        return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
+    C_zgw_reclaim_intent._bw_model = (_f2m_zgw_reclaim_intent, ('id', 'capture_generation', 'capture_sequence', 'serial_fence', 'completed_mark_state', 'protected', 'protected_digest', 'completed_mark', 'mark_digest', 'candidates'), (), True)
+
+    def _m2c_zgw_reclaim_intent(v):
+        return {
+            'id': v.id,
+            'capture_generation': v.capture_generation,
+            'capture_sequence': v.capture_sequence,
+            'serial_fence': v.serial_fence,
+            'completed_mark_state': v.completed_mark_state,
+            'protected': None if v.protected is None else _m2c_required_ref(v.protected),
+            'protected_digest': v.protected_digest,
+            'completed_mark': None if v.completed_mark is None else _m2c_required_ref(v.completed_mark),
+            'mark_digest': v.mark_digest,
+            'candidates': None if v.candidates is None else [_m2c_artifact_descriptor(_x) for _x in v.candidates],
+        }
+
+    def _c2m_descriptor_list(c):
+        if c.__class__ is DescriptorList:  # built by a compiled parse
+            return c
+        f_rows = c['rows']
+        if f_rows is not None:
+            f_rows = [_c2m_artifact_descriptor(_x) for _x in f_rows]
+        return DescriptorList(f_rows)
+
+    def _f2m_descriptor_list(f_rows):
+        if f_rows is not None:
+            f_rows = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_rows]
+        return DescriptorList(f_rows)
+    C_descriptor_list._bw_model = (_f2m_descriptor_list, ('rows',), (), True)
+
+    def _m2c_descriptor_list(v):
+        return {
+            'rows': None if v.rows is None else [_m2c_artifact_descriptor(_x) for _x in v.rows],
+        }
+
+    def _c2m_zgw_reclaim_complete(c):
+        if c.__class__ is ZgwReclaimComplete:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_intent = c['intent']
+        if f_intent is not None:
+            f_intent = _c2m_required_ref(f_intent)
+        f_durable_state = c['durable_state']
+        f_completed = c['completed']
+        if f_completed is not None:
+            f_completed = _c2m_descriptor_list(f_completed)
+        f_remaining = c['remaining']
+        if f_remaining is not None:
+            f_remaining = _c2m_descriptor_list(f_remaining)
+        return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
+
+    def _f2m_zgw_reclaim_complete(f_id, f_intent, f_durable_state, f_completed, f_remaining):
+        if f_intent is not None:
+            f_intent = (f_intent if f_intent.__class__ is RequiredRef else _c2m_required_ref(f_intent))
+        if f_completed is not None:
+            f_completed = (f_completed if f_completed.__class__ is DescriptorList else _c2m_descriptor_list(f_completed))
+        if f_remaining is not None:
+            f_remaining = (f_remaining if f_remaining.__class__ is DescriptorList else _c2m_descriptor_list(f_remaining))
+        return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
+    C_zgw_reclaim_complete._bw_model = (_f2m_zgw_reclaim_complete, ('id', 'intent', 'durable_state', 'completed', 'remaining'), (), True)
+
+    def _m2c_zgw_reclaim_complete(v):
+        return {
+            'id': v.id,
+            'intent': None if v.intent is None else _m2c_required_ref(v.intent),
+            'durable_state': v.durable_state,
+            'completed': None if v.completed is None else _m2c_descriptor_list(v.completed),
+            'remaining': None if v.remaining is None else _m2c_descriptor_list(v.remaining),
+        }
+
+    def _c2m_spill_binding(c):
+        if c.__class__ is SpillBinding:  # built by a compiled parse
+            return c
+        f_store = c['store']
+        f_session = c['session']
+        f_capture_generation = c['capture_generation']
+        f_target_generation = c['target_generation']
+        f_sequence = c['sequence']
+        f_serial_fence = c['serial_fence']
+        return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
+
+    def _f2m_spill_binding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence):
+        return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
+    C_spill_binding._bw_model = (_f2m_spill_binding, ('store', 'session', 'capture_generation', 'target_generation', 'sequence', 'serial_fence'), (), True)
+
+    def _m2c_spill_binding(v):
+        return {
+            'store': v.store,
+            'session': v.session,
+            'capture_generation': v.capture_generation,
+            'target_generation': v.target_generation,
+            'sequence': v.sequence,
+            'serial_fence': v.serial_fence,
+        }
+
+    def _c2m_zgcp_prepared_inventory(c):
+        if c.__class__ is ZgcpPreparedInventory:  # built by a compiled parse
+            return c
+        f_descriptors = c['descriptors']
+        if f_descriptors is not None:
+            f_descriptors = [_c2m_artifact_descriptor(_x) for _x in f_descriptors]
+        return ZgcpPreparedInventory(f_descriptors)
+
+    def _f2m_zgcp_prepared_inventory(f_descriptors):
+        if f_descriptors is not None:
+            f_descriptors = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_descriptors]
+        return ZgcpPreparedInventory(f_descriptors)
+    C_zgcp_prepared_inventory._bw_model = (_f2m_zgcp_prepared_inventory, ('descriptors',), (), True)
+
+    def _m2c_zgcp_prepared_inventory(v):
+        return {
+            'descriptors': None if v.descriptors is None else [_m2c_artifact_descriptor(_x) for _x in v.descriptors],
+        }
+
+    def _c2m_zgcp_captured_base(c):
+        if c.__class__ is ZgcpCapturedBase:  # built by a compiled parse
+            return c
+        f_unpinned = c['unpinned']
+        if f_unpinned is not None:
+            f_unpinned = bytes(f_unpinned)
+        f_binding = c['binding']
+        if f_binding is not None:
+            f_binding = _c2m_spill_binding(f_binding)
+        f_absorbed_through = c['absorbed_through']
+        f_manifest_generation = c['manifest_generation']
+        f_state = c['state']
+        if f_state is not None:
+            f_state = _c2m_commit_state(f_state)
+        return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
+
+    def _f2m_zgcp_captured_base(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state):
+        if f_unpinned is not None:
+            f_unpinned = bytes(f_unpinned)
+        if f_binding is not None:
+            f_binding = (f_binding if f_binding.__class__ is SpillBinding else _c2m_spill_binding(f_binding))
+        if f_state is not None:
+            f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+        return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
+    C_zgcp_captured_base._bw_model = (_f2m_zgcp_captured_base, ('unpinned', 'binding', 'absorbed_through', 'manifest_generation', 'state'), (), True)
+
+    def _m2c_zgcp_captured_base(v):
+        return {
+            'unpinned': v.unpinned,
+            'binding': None if v.binding is None else _m2c_spill_binding(v.binding),
+            'absorbed_through': v.absorbed_through,
+            'manifest_generation': v.manifest_generation,
+            'state': None if v.state is None else _m2c_commit_state(v.state),
+        }
+
+    def _c2m_zgcp_participant(c):
+        if c.__class__ is ZgcpParticipant:  # built by a compiled parse
+            return c
+        f_role = c['role']
+        if f_role is not None:
+            _t = _ZGCPROLE_BY_VALUE.get(f_role)
+            f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_zgcp_prepared_inventory(f_body) if f_role == 2 else (_c2m_zgcp_captured_base(f_body) if f_role == 7 else f_body))
+        return ZgcpParticipant(f_role, f_body)
+
+    def _f2m_zgcp_participant(f_role, f_body):
+        if f_role is not None:
+            _t = _ZGCPROLE_BY_VALUE.get(f_role)
+            f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is ZgcpPreparedInventory else _c2m_zgcp_prepared_inventory(f_body)) if f_role == 2 else ((f_body if f_body.__class__ is ZgcpCapturedBase else _c2m_zgcp_captured_base(f_body)) if f_role == 7 else f_body))
+        return ZgcpParticipant(f_role, f_body)
+    C_zgcp_participant._bw_model = (_f2m_zgcp_participant, ('role', 'body'), (), True)
+
+    def _m2c_zgcp_participant(v):
+        return {
+            'role': None if v.role is None else int(v.role),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.role, {2: ZgcpPreparedInventory, 7: ZgcpCapturedBase}, None, 'body')),
+        }
+
+    def _c2m_fold_authority(c):
+        if c.__class__ is FoldAuthority:  # built by a compiled parse
+            return c
+        f_values = c['values']
+        return FoldAuthority(f_values)
+
+    def _f2m_fold_authority(f_values):
+        return FoldAuthority(f_values)
+    C_fold_authority._bw_model = (_f2m_fold_authority, ('values',), (), True)
+
+    def _m2c_fold_authority(v):
+        return {
+            'values': v.values,
+        }
+
+    def _c2m_captured_base_value(c):
+        if c.__class__ is CapturedBaseValue:  # built by a compiled parse
+            return c
+        f_ref = c['ref']
+        if f_ref is not None:
+            f_ref = _c2m_required_ref(f_ref)
+        f_sequence = c['sequence']
+        return CapturedBaseValue(f_ref, f_sequence)
+
+    def _f2m_captured_base_value(f_ref, f_sequence):
+        if f_ref is not None:
+            f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
+        return CapturedBaseValue(f_ref, f_sequence)
+    C_captured_base_value._bw_model = (_f2m_captured_base_value, ('ref', 'sequence'), (), True)
+
+    def _m2c_captured_base_value(v):
+        return {
+            'ref': None if v.ref is None else _m2c_required_ref(v.ref),
+            'sequence': v.sequence,
+        }
+
+    def _c2m_protected_value(c):
+        if c.__class__ is ProtectedValue:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = (_c2m_fold_authority(f_value) if f_tag == 5 else (_c2m_captured_base_value(f_value) if f_tag == 6 else None))
+        return ProtectedValue(f_tag, f_value)
+
+    def _f2m_protected_value(f_tag, f_value):
+        if f_value is not None:
+            f_value = ((f_value if f_value.__class__ is FoldAuthority else _c2m_fold_authority(f_value)) if f_tag == 5 else ((f_value if f_value.__class__ is CapturedBaseValue else _c2m_captured_base_value(f_value)) if f_tag == 6 else None))
+        return ProtectedValue(f_tag, f_value)
+    C_protected_value._bw_model = (_f2m_protected_value, ('tag', 'value'), (), False)
+
+    def _m2c_protected_value(v):
+        return {
+            'tag': v.tag,
+            'value': None if v.value is None else _m2c_any(_case_value(v.value, v.tag, {5: FoldAuthority, 6: CapturedBaseValue}, None, 'value')),
+        }
+
+    def _c2m_frame_block(c):
+        if c.__class__ is FrameBlock:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return FrameBlock(f_payload)
+
+    def _f2m_frame_block(f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return FrameBlock(f_payload)
+    C_frame_block._bw_model = (_f2m_frame_block, ('payload',), (), False)
+
+    def _m2c_frame_block(v):
+        return {
+            'payload': v.payload,
+        }
+
+    def _c2m_frame_file(c):
+        if c.__class__ is FrameFile:  # built by a compiled parse
+            return c
+        f_flags = c['flags']
+        f_block = c['block']
+        if f_block is not None:
+            f_block = _c2m_frame_block(f_block)
+        return FrameFile(f_flags, f_block)
+
+    def _f2m_frame_file(f_flags, f_block):
+        if f_block is not None:
+            f_block = (f_block if f_block.__class__ is FrameBlock else _c2m_frame_block(f_block))
+        return FrameFile(f_flags, f_block)
+    C_frame_file._bw_model = (_f2m_frame_file, ('flags', 'block'), (), True)
+
+    def _m2c_frame_file(v):
+        return {
+            'flags': v.flags,
+            'block': None if v.block is None else _m2c_frame_block(v.block),
+        }
+
+    def _c2m_manifest_block(c, p_version):
+        if c.__class__ is ManifestBlock:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = _c2m_manifest_payload(f_payload, p_version)
+        return ManifestBlock(f_payload)
+
+    def _f2m_manifest_block(f_payload, p_version):
+        if f_payload is not None:
+            f_payload = (f_payload if f_payload.__class__ is ManifestPayload else _c2m_manifest_payload(f_payload, p_version))
+        return ManifestBlock(f_payload)
+    C_manifest_block._bw_model = (_f2m_manifest_block, ('payload',), ('version',), False)
+
+    def _m2c_manifest_block(v):
+        return {
+            'payload': None if v.payload is None else _m2c_manifest_payload(v.payload),
+        }
+
+    def _c2m_manifest_file(c):
+        if c.__class__ is ManifestFile:  # built by a compiled parse
+            return c
+        f_family_version = c['family_version']
+        f_block = c['block']
+        if f_block is not None:
+            f_block = _c2m_manifest_block(f_block, f_family_version)
+        return ManifestFile(f_family_version, f_block)
+
+    def _f2m_manifest_file(f_family_version, f_block):
+        if f_block is not None:
+            f_block = (f_block if f_block.__class__ is ManifestBlock else _c2m_manifest_block(f_block, f_family_version))
+        return ManifestFile(f_family_version, f_block)
+    C_manifest_file._bw_model = (_f2m_manifest_file, ('family_version', 'block'), (), True)
+
+    def _m2c_manifest_file(v):
+        return {
+            'family_version': v.family_version,
+            'block': None if v.block is None else _m2c_manifest_block(v.block),
+        }
+
+    def _c2m_epoch_alias(c):
+        if c.__class__ is EpochAlias:  # built by a compiled parse
+            return c
+        f_present = c['present']
+        f_embedding_epoch_id = c['embedding_epoch_id']
+        f_tokenizer_epoch_id = c['tokenizer_epoch_id']
+        return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
+
+    def _f2m_epoch_alias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id):
+        return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
+    C_epoch_alias._bw_model = (_f2m_epoch_alias, ('present', 'embedding_epoch_id', 'tokenizer_epoch_id'), (), True)
+
+    def _m2c_epoch_alias(v):
+        return {
+            'present': v.present,
+            'embedding_epoch_id': v.embedding_epoch_id,
+            'tokenizer_epoch_id': v.tokenizer_epoch_id,
+        }
+
+    def _c2m_manifest_segment(c):
+        if c.__class__ is ManifestSegment:  # built by a compiled parse
+            return c
+        f_segment_id = c['segment_id']
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        f_row_count = c['row_count']
+        f_scheme = c['scheme']
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        f_dims = c['dims']
+        f_file_size = c['file_size']
+        f_epoch_present = c['epoch_present']
+        f_embedding_epoch_id = c['embedding_epoch_id']
+        return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
+
+    def _f2m_manifest_segment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id):
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
+    C_manifest_segment._bw_model = (_f2m_manifest_segment, ('segment_id', 'row_count', 'scheme', 'dims', 'file_size', 'epoch_present', 'embedding_epoch_id'), (), False)
+
+    def _m2c_manifest_segment(v):
+        return {
+            'segment_id': v.segment_id,
+            'row_count': v.row_count,
+            'scheme': None if v.scheme is None else int(v.scheme),
+            'dims': v.dims,
+            'file_size': v.file_size,
+            'epoch_present': v.epoch_present,
+            'embedding_epoch_id': v.embedding_epoch_id,
+        }
+
+    def _c2m_embedding_tower(c):
+        if c.__class__ is EmbeddingTower:  # built by a compiled parse
+            return c
+        f_model_id = c['model_id']
+        f_model_version = c['model_version']
+        f_weights_digest = c['weights_digest']
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        f_dims = c['dims']
+        f_normalization = c['normalization']
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        f_prompt_prefix = c['prompt_prefix']
+        f_max_tokens = c['max_tokens']
+        f_runtime = c['runtime']
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        f_compute_units = c['compute_units']
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        f_os_build_present = c['os_build_present']
+        f_os_build = c['os_build']
+        return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+
+    def _f2m_embedding_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+    C_embedding_tower._bw_model = (_f2m_embedding_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
+
+    def _m2c_embedding_tower(v):
+        return {
+            'model_id': v.model_id,
+            'model_version': v.model_version,
+            'weights_digest': v.weights_digest,
+            'dims': v.dims,
+            'normalization': None if v.normalization is None else int(v.normalization),
+            'prompt_prefix': v.prompt_prefix,
+            'max_tokens': v.max_tokens,
+            'runtime': None if v.runtime is None else int(v.runtime),
+            'compute_units': None if v.compute_units is None else int(v.compute_units),
+            'os_build_present': v.os_build_present,
+            'os_build': v.os_build,
+        }
+
+    def _c2m_embedding_epoch(c):
+        if c.__class__ is EmbeddingEpoch:  # built by a compiled parse
+            return c
+        f_embedding_epoch_id = c['embedding_epoch_id']
+        f_tokenizer_epoch_id = c['tokenizer_epoch_id']
+        f_document = c['document']
+        if f_document is not None:
+            f_document = _c2m_embedding_tower(f_document)
+        f_query = c['query']
+        if f_query is not None:
+            f_query = _c2m_embedding_tower(f_query)
+        f_alignment_digest = c['alignment_digest']
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
+
+    def _f2m_embedding_epoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest):
+        if f_document is not None:
+            f_document = (f_document if f_document.__class__ is EmbeddingTower else _c2m_embedding_tower(f_document))
+        if f_query is not None:
+            f_query = (f_query if f_query.__class__ is EmbeddingTower else _c2m_embedding_tower(f_query))
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
+    C_embedding_epoch._bw_model = (_f2m_embedding_epoch, ('embedding_epoch_id', 'tokenizer_epoch_id', 'document', 'query', 'alignment_digest'), (), True)
+
+    def _m2c_embedding_epoch(v):
+        return {
+            'embedding_epoch_id': v.embedding_epoch_id,
+            'tokenizer_epoch_id': v.tokenizer_epoch_id,
+            'document': None if v.document is None else _m2c_embedding_tower(v.document),
+            'query': None if v.query is None else _m2c_embedding_tower(v.query),
+            'alignment_digest': v.alignment_digest,
+        }
+
+    def _c2m_column_def(c):
+        if c.__class__ is ColumnDef:  # built by a compiled parse
+            return c
+        f_column_id = c['column_id']
+        f_type = c['type']
+        if f_type is not None:
+            _t = _COLUMNTYPE_BY_VALUE.get(f_type)
+            f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
+        f_nullable = c['nullable']
+        f_name = c['name']
+        return ColumnDef(f_column_id, f_type, f_nullable, f_name)
+
+    def _f2m_column_def(f_column_id, f_type, f_nullable, f_name):
+        if f_type is not None:
+            _t = _COLUMNTYPE_BY_VALUE.get(f_type)
+            f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
+        return ColumnDef(f_column_id, f_type, f_nullable, f_name)
+    C_column_def._bw_model = (_f2m_column_def, ('column_id', 'type', 'nullable', 'name'), (), True)
+
+    def _m2c_column_def(v):
+        return {
+            'column_id': v.column_id,
+            'type': None if v.type is None else int(v.type),
+            'nullable': v.nullable,
+            'name': v.name,
+        }
+
+    def _c2m_clustering_range(c):
+        if c.__class__ is ClusteringRange:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _RANGETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
+        f_min_ts = c['min_ts']
+        f_max_ts = c['max_ts']
+        return ClusteringRange(f_tag, f_min_ts, f_max_ts)
+
+    def _f2m_clustering_range(f_tag, f_min_ts, f_max_ts):
+        if f_tag is not None:
+            _t = _RANGETAG_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
+        return ClusteringRange(f_tag, f_min_ts, f_max_ts)
+    C_clustering_range._bw_model = (_f2m_clustering_range, ('tag', 'min_ts', 'max_ts'), (), False)
+
+    def _m2c_clustering_range(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'min_ts': v.min_ts,
+            'max_ts': v.max_ts,
+        }
+
+    def _c2m_tsr1_body(c, p_segment_count):
+        if c.__class__ is Tsr1Body:  # built by a compiled parse
+            return c
+        f_ranges = c['ranges']
+        if f_ranges is not None:
+            f_ranges = [_c2m_clustering_range(_x) for _x in f_ranges]
+        return Tsr1Body(f_ranges)
+
+    def _f2m_tsr1_body(f_ranges):
+        if f_ranges is not None:
+            f_ranges = [(_x if _x.__class__ is ClusteringRange else _c2m_clustering_range(_x)) for _x in f_ranges]
+        return Tsr1Body(f_ranges)
+    C_tsr1_body._bw_model = (_f2m_tsr1_body, ('ranges',), (), True)
+
+    def _m2c_tsr1_body(v):
+        return {
+            'ranges': None if v.ranges is None else [_m2c_clustering_range(_x) for _x in v.ranges],
+        }
+
+    def _c2m_graph_object(c):
+        if c.__class__ is GraphObject:  # built by a compiled parse
+            return c
+        f_artifact_id = c['artifact_id']
+        f_length = c['length']
+        f_checksum = c['checksum']
+        return GraphObject(f_artifact_id, f_length, f_checksum)
+
+    def _f2m_graph_object(f_artifact_id, f_length, f_checksum):
+        return GraphObject(f_artifact_id, f_length, f_checksum)
+    C_graph_object._bw_model = (_f2m_graph_object, ('artifact_id', 'length', 'checksum'), (), True)
+
+    def _m2c_graph_object(v):
+        return {
+            'artifact_id': v.artifact_id,
+            'length': v.length,
+            'checksum': v.checksum,
+        }
+
+    def _c2m_zgen_row(c):
+        if c.__class__ is ZgenRow:  # built by a compiled parse
+            return c
+        f_after_sequence = c['after_sequence']
+        f_increment_count = c['increment_count']
+        return ZgenRow(f_after_sequence, f_increment_count)
+
+    def _f2m_zgen_row(f_after_sequence, f_increment_count):
+        return ZgenRow(f_after_sequence, f_increment_count)
+    C_zgen_row._bw_model = (_f2m_zgen_row, ('after_sequence', 'increment_count'), (), True)
+
+    def _m2c_zgen_row(v):
+        return {
+            'after_sequence': v.after_sequence,
+            'increment_count': v.increment_count,
+        }
+
+    def _c2m_zgen_extension(c):
+        if c.__class__ is ZgenExtension:  # built by a compiled parse
+            return c
+        f_version = c['version']
+        f_counted_through = c['counted_through']
+        f_rows = c['rows']
+        if f_rows is not None:
+            f_rows = [_c2m_zgen_row(_x) for _x in f_rows]
+        return ZgenExtension(f_version, f_counted_through, f_rows)
+
+    def _f2m_zgen_extension(f_version, f_counted_through, f_rows):
+        if f_rows is not None:
+            f_rows = [(_x if _x.__class__ is ZgenRow else _c2m_zgen_row(_x)) for _x in f_rows]
+        return ZgenExtension(f_version, f_counted_through, f_rows)
+    C_zgen_extension._bw_model = (_f2m_zgen_extension, ('version', 'counted_through', 'rows'), (), False)
+
+    def _m2c_zgen_extension(v):
+        return {
+            'version': v.version,
+            'counted_through': v.counted_through,
+            'rows': None if v.rows is None else [_m2c_zgen_row(_x) for _x in v.rows],
+        }
+
+    def _c2m_graph_section(c):
+        if c.__class__ is GraphSection:  # built by a compiled parse
+            return c
+        f_graph_present = c['graph_present']
+        f_absorbed_through = c['absorbed_through']
+        f_state = c['state']
+        if f_state is not None:
+            f_state = _c2m_commit_state(f_state)
+        f_objects = c['objects']
+        if f_objects is not None:
+            f_objects = [_c2m_graph_object(_x) for _x in f_objects]
+        f_zgen = c['zgen']
+        if f_zgen is not None:
+            f_zgen = [_c2m_zgen_extension(_x) for _x in f_zgen]
+        return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
+
+    def _f2m_graph_section(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen):
+        if f_state is not None:
+            f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+        if f_objects is not None:
+            f_objects = [(_x if _x.__class__ is GraphObject else _c2m_graph_object(_x)) for _x in f_objects]
+        if f_zgen is not None:
+            f_zgen = [(_x if _x.__class__ is ZgenExtension else _c2m_zgen_extension(_x)) for _x in f_zgen]
+        return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
+    C_graph_section._bw_model = (_f2m_graph_section, ('graph_present', 'absorbed_through', 'state', 'objects', 'zgen'), (), True)
+
+    def _m2c_graph_section(v):
+        return {
+            'graph_present': v.graph_present,
+            'absorbed_through': v.absorbed_through,
+            'state': None if v.state is None else _m2c_commit_state(v.state),
+            'objects': None if v.objects is None else [_m2c_graph_object(_x) for _x in v.objects],
+            'zgen': None if v.zgen is None else [_m2c_zgen_extension(_x) for _x in v.zgen],
+        }
+
+    def _c2m_zgr3_body(c):
+        if c.__class__ is Zgr3Body:  # built by a compiled parse
+            return c
+        f_graph = c['graph']
+        if f_graph is not None:
+            f_graph = _c2m_graph_section(f_graph)
+        return Zgr3Body(f_graph)
+
+    def _f2m_zgr3_body(f_graph):
+        if f_graph is not None:
+            f_graph = (f_graph if f_graph.__class__ is GraphSection else _c2m_graph_section(f_graph))
+        return Zgr3Body(f_graph)
+    C_zgr3_body._bw_model = (_f2m_zgr3_body, ('graph',), (), True)
+
+    def _m2c_zgr3_body(v):
+        return {
+            'graph': None if v.graph is None else _m2c_graph_section(v.graph),
+        }
+
+    def _c2m_manifest_extension(c, p_version, p_segment_count):
+        if c.__class__ is ManifestExtension:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_tsr1_body(f_body, p_segment_count) if f_tag == 827478868 else (_c2m_zgr3_body(f_body) if f_tag == 861030234 else None))
+        return ManifestExtension(f_tag, f_body)
+
+    def _f2m_manifest_extension(f_tag, f_body, p_segment_count):
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is Tsr1Body else _c2m_tsr1_body(f_body, p_segment_count)) if f_tag == 827478868 else ((f_body if f_body.__class__ is Zgr3Body else _c2m_zgr3_body(f_body)) if f_tag == 861030234 else None))
+        return ManifestExtension(f_tag, f_body)
+    C_manifest_extension._bw_model = (_f2m_manifest_extension, ('tag', 'body'), ('segment_count',), False)
+
+    def _m2c_manifest_extension(v):
+        return {
+            'tag': v.tag,
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {827478868: Tsr1Body, 861030234: Zgr3Body}, None, 'body')),
+        }
+
+    def _c2m_manifest_payload(c, p_version):
+        if c.__class__ is ManifestPayload:  # built by a compiled parse
+            return c
+        f_generation = c['generation']
+        f_log_seq = c['log_seq']
+        f_segment_count = c['segment_count']
+        f_alias = c['alias']
+        if f_alias is not None:
+            f_alias = _c2m_epoch_alias(f_alias)
+        f_segments = c['segments']
+        if f_segments is not None:
+            f_segments = [_c2m_manifest_segment(_x) for _x in f_segments]
+        f_epochs = c['epochs']
+        if f_epochs is not None:
+            f_epochs = [_c2m_embedding_epoch(_x) for _x in f_epochs]
+        f_columns = c['columns']
+        if f_columns is not None:
+            f_columns = [_c2m_column_def(_x) for _x in f_columns]
+        f_extensions = c['extensions']
+        if f_extensions is not None:
+            f_extensions = [_c2m_manifest_extension(_x, p_version, f_segment_count) for _x in f_extensions]
+        return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
+
+    def _f2m_manifest_payload(f_generation, f_log_seq, f_segment_count, f_alias, f_segments, f_epochs, f_columns, f_extensions, p_version):
+        if f_alias is not None:
+            f_alias = (f_alias if f_alias.__class__ is EpochAlias else _c2m_epoch_alias(f_alias))
+        if f_segments is not None:
+            f_segments = [(_x if _x.__class__ is ManifestSegment else _c2m_manifest_segment(_x)) for _x in f_segments]
+        if f_epochs is not None:
+            f_epochs = [(_x if _x.__class__ is EmbeddingEpoch else _c2m_embedding_epoch(_x)) for _x in f_epochs]
+        if f_columns is not None:
+            f_columns = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_columns]
+        if f_extensions is not None:
+            f_extensions = [(_x if _x.__class__ is ManifestExtension else _c2m_manifest_extension(_x, p_version, f_segment_count)) for _x in f_extensions]
+        return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
+    C_manifest_payload._bw_model = (_f2m_manifest_payload, ('generation', 'log_seq', 'segment_count', 'alias', 'segments', 'epochs', 'columns', 'extensions'), ('version',), False)
+
+    def _m2c_manifest_payload(v):
+        return {
+            'generation': v.generation,
+            'log_seq': v.log_seq,
+            'alias': None if v.alias is None else _m2c_epoch_alias(v.alias),
+            'segments': None if v.segments is None else [_m2c_manifest_segment(_x) for _x in v.segments],
+            'epochs': None if v.epochs is None else [_m2c_embedding_epoch(_x) for _x in v.epochs],
+            'columns': None if v.columns is None else [_m2c_column_def(_x) for _x in v.columns],
+            'extensions': None if v.extensions is None else [_m2c_manifest_extension(_x) for _x in v.extensions],
+        }
+
+    def _c2m_purge_token_input(c):
+        if c.__class__ is PurgeTokenInput:  # built by a compiled parse
+            return c
+        f_generation = c['generation']
+        f_doc_ids = c['doc_ids']
+        return PurgeTokenInput(f_generation, f_doc_ids)
+
+    def _f2m_purge_token_input(f_generation, f_doc_ids):
+        return PurgeTokenInput(f_generation, f_doc_ids)
+    C_purge_token_input._bw_model = (_f2m_purge_token_input, ('generation', 'doc_ids'), (), True)
+
+    def _m2c_purge_token_input(v):
+        return {
+            'generation': v.generation,
+            'doc_ids': v.doc_ids,
+        }
+
+    def _c2m_purge_payload(c):
+        if c.__class__ is PurgePayload:  # built by a compiled parse
+            return c
+        f_token_id = c['token_id']
+        f_doc_ids = c['doc_ids']
+        return PurgePayload(f_token_id, f_doc_ids)
+
+    def _f2m_purge_payload(f_token_id, f_doc_ids):
+        return PurgePayload(f_token_id, f_doc_ids)
+    C_purge_payload._bw_model = (_f2m_purge_payload, ('token_id', 'doc_ids'), (), True)
+
+    def _m2c_purge_payload(v):
+        return {
+            'token_id': v.token_id,
+            'doc_ids': v.doc_ids,
+        }
+
+    def _c2m_purge_block(c):
+        if c.__class__ is PurgeBlock:  # built by a compiled parse
+            return c
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = _c2m_purge_payload(f_payload)
+        return PurgeBlock(f_payload)
+
+    def _f2m_purge_block(f_payload):
+        if f_payload is not None:
+            f_payload = (f_payload if f_payload.__class__ is PurgePayload else _c2m_purge_payload(f_payload))
+        return PurgeBlock(f_payload)
+    C_purge_block._bw_model = (_f2m_purge_block, ('payload',), (), False)
+
+    def _m2c_purge_block(v):
+        return {
+            'payload': None if v.payload is None else _m2c_purge_payload(v.payload),
+        }
+
+    def _c2m_purge_file(c):
+        if c.__class__ is PurgeFile:  # built by a compiled parse
+            return c
+        f_block = c['block']
+        if f_block is not None:
+            f_block = _c2m_purge_block(f_block)
+        return PurgeFile(f_block)
+
+    def _f2m_purge_file(f_block):
+        if f_block is not None:
+            f_block = (f_block if f_block.__class__ is PurgeBlock else _c2m_purge_block(f_block))
+        return PurgeFile(f_block)
+    C_purge_file._bw_model = (_f2m_purge_file, ('block',), (), True)
+
+    def _m2c_purge_file(v):
+        return {
+            'block': None if v.block is None else _m2c_purge_block(v.block),
+        }
+
+    def _c2m_epoch_digest_input(c):
+        if c.__class__ is EpochDigestInput:  # built by a compiled parse
+            return c
+        f_document = c['document']
+        if f_document is not None:
+            f_document = _c2m_digest_tower(f_document)
+        f_query = c['query']
+        if f_query is not None:
+            f_query = _c2m_digest_tower(f_query)
+        f_alignment_digest = c['alignment_digest']
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EpochDigestInput(f_document, f_query, f_alignment_digest)
+
+    def _f2m_epoch_digest_input(f_document, f_query, f_alignment_digest):
+        if f_document is not None:
+            f_document = (f_document if f_document.__class__ is DigestTower else _c2m_digest_tower(f_document))
+        if f_query is not None:
+            f_query = (f_query if f_query.__class__ is DigestTower else _c2m_digest_tower(f_query))
+        if f_alignment_digest is not None:
+            f_alignment_digest = bytes(f_alignment_digest)
+        return EpochDigestInput(f_document, f_query, f_alignment_digest)
+    C_epoch_digest_input._bw_model = (_f2m_epoch_digest_input, ('document', 'query', 'alignment_digest'), (), True)
+
+    def _m2c_epoch_digest_input(v):
+        return {
+            'document': None if v.document is None else _m2c_digest_tower(v.document),
+            'query': None if v.query is None else _m2c_digest_tower(v.query),
+            'alignment_digest': v.alignment_digest,
+        }
+
+    def _c2m_epoch_digest_input_v1(c):
+        if c.__class__ is EpochDigestInputV1:  # built by a compiled parse
+            return c
+        f_tower = c['tower']
+        if f_tower is not None:
+            f_tower = _c2m_digest_tower(f_tower)
+        return EpochDigestInputV1(f_tower)
+
+    def _f2m_epoch_digest_input_v1(f_tower):
+        if f_tower is not None:
+            f_tower = (f_tower if f_tower.__class__ is DigestTower else _c2m_digest_tower(f_tower))
+        return EpochDigestInputV1(f_tower)
+    C_epoch_digest_input_v1._bw_model = (_f2m_epoch_digest_input_v1, ('tower',), (), True)
+
+    def _m2c_epoch_digest_input_v1(v):
+        return {
+            'tower': None if v.tower is None else _m2c_digest_tower(v.tower),
+        }
+
+    def _c2m_digest_tower(c):
+        if c.__class__ is DigestTower:  # built by a compiled parse
+            return c
+        f_model_id = c['model_id']
+        f_model_version = c['model_version']
+        f_weights_digest = c['weights_digest']
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        f_dims = c['dims']
+        f_normalization = c['normalization']
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        f_prompt_prefix = c['prompt_prefix']
+        f_max_tokens = c['max_tokens']
+        f_runtime = c['runtime']
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        f_compute_units = c['compute_units']
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        f_os_build_present = c['os_build_present']
+        f_os_build = c['os_build']
+        return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+
+    def _f2m_digest_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
+        if f_weights_digest is not None:
+            f_weights_digest = bytes(f_weights_digest)
+        if f_normalization is not None:
+            _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+            f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+        if f_runtime is not None:
+            _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+            f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+        if f_compute_units is not None:
+            _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+            f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+        return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+    C_digest_tower._bw_model = (_f2m_digest_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
+
+    def _m2c_digest_tower(v):
+        return {
+            'model_id': v.model_id,
+            'model_version': v.model_version,
+            'weights_digest': v.weights_digest,
+            'dims': v.dims,
+            'normalization': None if v.normalization is None else int(v.normalization),
+            'prompt_prefix': v.prompt_prefix,
+            'max_tokens': v.max_tokens,
+            'runtime': None if v.runtime is None else int(v.runtime),
+            'compute_units': None if v.compute_units is None else int(v.compute_units),
+            'os_build_present': v.os_build_present,
+            'os_build': v.os_build,
+        }
+
+    def _c2m_region_entry(c):
+        if c.__class__ is RegionEntry:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        f_version = c['version']
+        f_offset = c['offset']
+        f_length = c['length']
+        f_checksum = c['checksum']
+        return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
+
+    def _f2m_region_entry(f_kind, f_version, f_offset, f_length, f_checksum):
+        return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
+    C_region_entry._bw_model = (_f2m_region_entry, ('kind', 'version', 'offset', 'length', 'checksum'), (), False)
+
+    def _m2c_region_entry(v):
+        return {
+            'kind': v.kind,
+            'version': v.version,
+            'offset': v.offset,
+            'length': v.length,
+            'checksum': v.checksum,
+        }
+
+    def _c2m_segment_header(c):
+        if c.__class__ is SegmentHeader:  # built by a compiled parse
+            return c
+        f_file_length = c['file_length']
+        f_segment_id = c['segment_id']
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        f_row_count = c['row_count']
+        f_scheme = c['scheme']
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        f_dims = c['dims']
+        f_regions = c['regions']
+        if f_regions is not None:
+            f_regions = [_c2m_region_entry(_x) for _x in f_regions]
+        return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
+
+    def _f2m_segment_header(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions):
+        if f_segment_id is not None:
+            f_segment_id = bytes(f_segment_id)
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        if f_regions is not None:
+            f_regions = [(_x if _x.__class__ is RegionEntry else _c2m_region_entry(_x)) for _x in f_regions]
+        return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
+    C_segment_header._bw_model = (_f2m_segment_header, ('file_length', 'segment_id', 'row_count', 'scheme', 'dims', 'regions'), (), False)
+
+    def _m2c_segment_header(v):
+        return {
+            'file_length': v.file_length,
+            'segment_id': v.segment_id,
+            'row_count': v.row_count,
+            'scheme': None if v.scheme is None else int(v.scheme),
+            'dims': v.dims,
+            'regions': None if v.regions is None else [_m2c_region_entry(_x) for _x in v.regions],
+        }
+
+    def _c2m_vector_header(c):
+        if c.__class__ is VectorHeader:  # built by a compiled parse
+            return c
+        f_scheme = c['scheme']
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        f_dims = c['dims']
+        f_row_stride = c['row_stride']
+        f_factor_stride = c['factor_stride']
+        f_row_count = c['row_count']
+        return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
+
+    def _f2m_vector_header(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count):
+        if f_scheme is not None:
+            _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+            f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+        return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
+    C_vector_header._bw_model = (_f2m_vector_header, ('scheme', 'dims', 'row_stride', 'factor_stride', 'row_count'), (), False)
+
+    def _m2c_vector_header(v):
+        return {
+            'scheme': None if v.scheme is None else int(v.scheme),
+            'dims': v.dims,
+            'row_stride': v.row_stride,
+            'factor_stride': v.factor_stride,
+            'row_count': v.row_count,
+        }
+
+    def _c2m_vector_codes_region(c):
+        if c.__class__ is VectorCodesRegion:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_vector_header(f_header)
+        f_codes = c['codes']
+        if f_codes is not None:
+            f_codes = _rows_to_array(f_codes, '<u1')
+        return VectorCodesRegion(f_header, f_codes)
+
+    def _f2m_vector_codes_region(f_header, f_codes):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+        if f_codes is not None:
+            f_codes = _rows_to_array(f_codes, '<u1')
+        return VectorCodesRegion(f_header, f_codes)
+    C_vector_codes_region._bw_model = (_f2m_vector_codes_region, ('header', 'codes'), (), True)
+
+    def _m2c_vector_codes_region(v):
+        return {
+            'header': None if v.header is None else _m2c_vector_header(v.header),
+            'codes': v.codes,
+        }
+
+    def _c2m_bit4_factors(c):
+        if c.__class__ is Bit4Factors:  # built by a compiled parse
+            return c
+        f_scale = c['scale']
+        f_normalized_norm = c['normalized_norm']
+        f_normalized_correction = c['normalized_correction']
+        return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
+
+    def _f2m_bit4_factors(f_scale, f_normalized_norm, f_normalized_correction):
+        return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
+    C_bit4_factors._bw_model = (_f2m_bit4_factors, ('scale', 'normalized_norm', 'normalized_correction'), (), True)
+
+    def _m2c_bit4_factors(v):
+        return {
+            'scale': v.scale,
+            'normalized_norm': v.normalized_norm,
+            'normalized_correction': v.normalized_correction,
+        }
+
+    def _c2m_int8_factors(c):
+        if c.__class__ is Int8Factors:  # built by a compiled parse
+            return c
+        f_scale = c['scale']
+        f_offset = c['offset']
+        return Int8Factors(f_scale, f_offset)
+
+    def _f2m_int8_factors(f_scale, f_offset):
+        return Int8Factors(f_scale, f_offset)
+    C_int8_factors._bw_model = (_f2m_int8_factors, ('scale', 'offset'), (), True)
+
+    def _m2c_int8_factors(v):
+        return {
+            'scale': v.scale,
+            'offset': v.offset,
+        }
+
+    def _c2m_vector_factors_region(c):
+        if c.__class__ is VectorFactorsRegion:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_vector_header(f_header)
+        f_bit4 = c['bit4']
+        if f_bit4 is not None:
+            f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
+        f_int8 = c['int8']
+        if f_int8 is not None:
+            f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
+        f_raw = c['raw']
+        if f_raw is not None:
+            f_raw = bytes(f_raw)
+        return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
+
+    def _f2m_vector_factors_region(f_header, f_bit4, f_int8, f_raw):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+        if f_bit4 is not None:
+            f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
+        if f_int8 is not None:
+            f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
+        if f_raw is not None:
+            f_raw = bytes(f_raw)
+        return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
+    C_vector_factors_region._bw_model = (_f2m_vector_factors_region, ('header', 'bit4', 'int8', 'raw'), (), True)
+
+    def _m2c_vector_factors_region(v):
+        return {
+            'header': None if v.header is None else _m2c_vector_header(v.header),
+            'bit4': v.bit4,
+            'int8': v.int8,
+            'raw': v.raw,
+        }
+
+    def _c2m_vector_rescore_region(c):
+        if c.__class__ is VectorRescoreRegion:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_vector_header(f_header)
+        f_values = c['values']
+        if f_values is not None:
+            f_values = _rows_to_array(f_values, '<f4')
+        return VectorRescoreRegion(f_header, f_values)
+
+    def _f2m_vector_rescore_region(f_header, f_values):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+        if f_values is not None:
+            f_values = _rows_to_array(f_values, '<f4')
+        return VectorRescoreRegion(f_header, f_values)
+    C_vector_rescore_region._bw_model = (_f2m_vector_rescore_region, ('header', 'values'), (), True)
+
+    def _m2c_vector_rescore_region(v):
+        return {
+            'header': None if v.header is None else _m2c_vector_header(v.header),
+            'values': v.values,
+        }
+
+    def _c2m_columns_region(c):
+        if c.__class__ is ColumnsRegion:  # built by a compiled parse
+            return c
+        f_row_count = c['row_count']
+        f_defs = c['defs']
+        if f_defs is not None:
+            f_defs = [_c2m_column_def(_x) for _x in f_defs]
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ColumnsRegion(f_row_count, f_defs, f_data)
+
+    def _f2m_columns_region(f_row_count, f_defs, f_data):
+        if f_defs is not None:
+            f_defs = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_defs]
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ColumnsRegion(f_row_count, f_defs, f_data)
+    C_columns_region._bw_model = (_f2m_columns_region, ('row_count', 'defs', 'data'), (), False)
+
+    def _m2c_columns_region(v):
+        return {
+            'row_count': v.row_count,
+            'defs': None if v.defs is None else [_m2c_column_def(_x) for _x in v.defs],
+            'data': v.data,
+        }
+
+    def _c2m_dictionary_column(c, p_rows):
+        if c.__class__ is DictionaryColumn:  # built by a compiled parse
+            return c
+        f_strings = c['strings']
+        f_code_width = c['code_width']
+        f_codes16 = c['codes16']
+        f_codes32 = c['codes32']
+        return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
+
+    def _f2m_dictionary_column(f_strings, f_code_width, f_codes16, f_codes32):
+        return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
+    C_dictionary_column._bw_model = (_f2m_dictionary_column, ('strings', 'code_width', 'codes16', 'codes32'), (), True)
+
+    def _m2c_dictionary_column(v):
+        return {
+            'strings': v.strings,
+            'code_width': v.code_width,
+            'codes16': v.codes16,
+            'codes32': v.codes32,
+        }
+
+    def _c2m_column_data(c, p_type, p_rows):
+        if c.__class__ is ColumnData:  # built by a compiled parse
+            return c
+        f_presence = c['presence']
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        f_u64s = c['u64s']
+        f_i64s = c['i64s']
+        f_f64s = c['f64s']
+        f_bools = c['bools']
+        f_dictionary = c['dictionary']
+        if f_dictionary is not None:
+            f_dictionary = _c2m_dictionary_column(f_dictionary, p_rows)
+        f_raw_strings = c['raw_strings']
+        return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
+
+    def _f2m_column_data(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings, p_rows):
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        if f_dictionary is not None:
+            f_dictionary = (f_dictionary if f_dictionary.__class__ is DictionaryColumn else _c2m_dictionary_column(f_dictionary, p_rows))
+        return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
+    C_column_data._bw_model = (_f2m_column_data, ('presence', 'u64s', 'i64s', 'f64s', 'bools', 'dictionary', 'raw_strings'), ('rows',), True)
+
+    def _m2c_column_data(v):
+        return {
+            'presence': v.presence,
+            'u64s': v.u64s,
+            'i64s': v.i64s,
+            'f64s': v.f64s,
+            'bools': v.bools,
+            'dictionary': None if v.dictionary is None else _m2c_dictionary_column(v.dictionary),
+            'raw_strings': v.raw_strings,
+        }
+
+    def _c2m_alive_region(c):
+        if c.__class__ is AliveRegion:  # built by a compiled parse
+            return c
+        f_row_count = c['row_count']
+        f_bitmap = c['bitmap']
+        if f_bitmap is not None:
+            f_bitmap = bytes(f_bitmap)
+        return AliveRegion(f_row_count, f_bitmap)
+
+    def _f2m_alive_region(f_row_count, f_bitmap):
+        if f_bitmap is not None:
+            f_bitmap = bytes(f_bitmap)
+        return AliveRegion(f_row_count, f_bitmap)
+    C_alive_region._bw_model = (_f2m_alive_region, ('row_count', 'bitmap'), (), False)
+
+    def _m2c_alive_region(v):
+        return {
+            'row_count': v.row_count,
+            'bitmap': v.bitmap,
+        }
+
+    def _c2m_checksum_entry(c):
+        if c.__class__ is ChecksumEntry:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        f_chunk_index = c['chunk_index']
+        f_checksum = c['checksum']
+        return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
+
+    def _f2m_checksum_entry(f_kind, f_chunk_index, f_checksum):
+        return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
+    C_checksum_entry._bw_model = (_f2m_checksum_entry, ('kind', 'chunk_index', 'checksum'), (), False)
+
+    def _m2c_checksum_entry(v):
+        return {
+            'kind': v.kind,
+            'chunk_index': v.chunk_index,
+            'checksum': v.checksum,
+        }
+
+    def _c2m_checksum_table_region(c):
+        if c.__class__ is ChecksumTableRegion:  # built by a compiled parse
+            return c
+        f_entries = c['entries']
+        if f_entries is not None:
+            f_entries = [_c2m_checksum_entry(_x) for _x in f_entries]
+        return ChecksumTableRegion(f_entries)
+
+    def _f2m_checksum_table_region(f_entries):
+        if f_entries is not None:
+            f_entries = [(_x if _x.__class__ is ChecksumEntry else _c2m_checksum_entry(_x)) for _x in f_entries]
+        return ChecksumTableRegion(f_entries)
+    C_checksum_table_region._bw_model = (_f2m_checksum_table_region, ('entries',), (), True)
+
+    def _m2c_checksum_table_region(v):
+        return {
+            'entries': None if v.entries is None else [_m2c_checksum_entry(_x) for _x in v.entries],
+        }
+
+    def _c2m_document_version(c):
+        if c.__class__ is DocumentVersion:  # built by a compiled parse
+            return c
+        f_doc_id = c['doc_id']
+        f_revision = c['revision']
+        return DocumentVersion(f_doc_id, f_revision)
+
+    def _f2m_document_version(f_doc_id, f_revision):
+        return DocumentVersion(f_doc_id, f_revision)
+    C_document_version._bw_model = (_f2m_document_version, ('doc_id', 'revision'), (), True)
+
+    def _m2c_document_version(v):
+        return {
+            'doc_id': v.doc_id,
+            'revision': v.revision,
+        }
+
+    def _c2m_document_versions_region(c):
+        if c.__class__ is DocumentVersionsRegion:  # built by a compiled parse
+            return c
+        f_rows = c['rows']
+        if f_rows is not None:
+            f_rows = [_c2m_document_version(_x) for _x in f_rows]
+        return DocumentVersionsRegion(f_rows)
+
+    def _f2m_document_versions_region(f_rows):
+        if f_rows is not None:
+            f_rows = [(_x if _x.__class__ is DocumentVersion else _c2m_document_version(_x)) for _x in f_rows]
+        return DocumentVersionsRegion(f_rows)
+    C_document_versions_region._bw_model = (_f2m_document_versions_region, ('rows',), (), True)
+
+    def _m2c_document_versions_region(v):
+        return {
+            'rows': None if v.rows is None else [_m2c_document_version(_x) for _x in v.rows],
+        }
+
+    def _c2m_stored_metadata_region(c):
+        if c.__class__ is StoredMetadataRegion:  # built by a compiled parse
+            return c
+        f_ends = c['ends']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredMetadataRegion(f_ends, f_data)
+
+    def _f2m_stored_metadata_region(f_ends, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredMetadataRegion(f_ends, f_data)
+    C_stored_metadata_region._bw_model = (_f2m_stored_metadata_region, ('ends', 'data'), (), False)
+
+    def _m2c_stored_metadata_region(v):
+        return {
+            'ends': v.ends,
+            'data': v.data,
+        }
+
+    def _c2m_stored_text_region(c):
+        if c.__class__ is StoredTextRegion:  # built by a compiled parse
+            return c
+        f_presence = c['presence']
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        f_ends = c['ends']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredTextRegion(f_presence, f_ends, f_data)
+
+    def _f2m_stored_text_region(f_presence, f_ends, f_data):
+        if f_presence is not None:
+            f_presence = bytes(f_presence)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return StoredTextRegion(f_presence, f_ends, f_data)
+    C_stored_text_region._bw_model = (_f2m_stored_text_region, ('presence', 'ends', 'data'), (), False)
+
+    def _m2c_stored_text_region(v):
+        return {
+            'presence': v.presence,
+            'ends': v.ends,
+            'data': v.data,
+        }
+
+    _CPK_graph_node_block_neighbours = _packed_kind('<', 'I', 4, False)
+    def _c2m_graph_node_block(c, p_code_bytes, p_max_degree):
+        if c.__class__ is GraphNodeBlock:  # built by a compiled parse
+            return c
+        f_codes = c['codes']
+        if f_codes is not None:
+            f_codes = bytes(f_codes)
+        f_factors = c['factors']
+        if f_factors is not None:
+            f_factors = _c2m_bit4_factors(f_factors)
+        f_degree = c['degree']
+        f_flags = c['flags']
+        if f_flags is not None:
+            f_flags = _c2m_flags_graph_block_flags(f_flags)
+        f_neighbours = c['neighbours']
+        if f_neighbours is not None:
+            f_neighbours = _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
+        return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
+
+    def _f2m_graph_node_block(f_codes, f_factors, f_degree, f_flags, f_neighbours):
+        if f_codes is not None:
+            f_codes = bytes(f_codes)
+        if f_factors is not None:
+            f_factors = (f_factors if f_factors.__class__ is Bit4Factors else _c2m_bit4_factors(f_factors))
+        if f_flags is not None:
+            f_flags = (f_flags if f_flags.__class__ is GraphBlockFlags else _c2m_flags_graph_block_flags(f_flags))
+        if f_neighbours is not None:
+            f_neighbours = f_neighbours if f_neighbours.__class__ is PackedArray and f_neighbours.kind is _CPK_graph_node_block_neighbours else _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
+        return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
+    C_graph_node_block._bw_model = (_f2m_graph_node_block, ('codes', 'factors', 'degree', 'flags', 'neighbours'), (), True)
+
+    def _m2c_graph_node_block(v):
+        return {
+            'codes': v.codes,
+            'factors': None if v.factors is None else _m2c_bit4_factors(v.factors),
+            'degree': v.degree,
+            'flags': None if v.flags is None else v.flags.to_dict(),
+            'neighbours': None if v.neighbours is None else list(v.neighbours),
+        }
+
+    def _c2m_graph_node_blocks_region(c, p_region_len):
+        if c.__class__ is GraphNodeBlocksRegion:  # built by a compiled parse
+            return c
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = bytes(f_blocks)
+        f_dims = c['dims']
+        f_padded_dims = c['padded_dims']
+        f_max_degree = c['max_degree']
+        f_stride = c['stride']
+        f_node_count = c['node_count']
+        return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
+
+    def _f2m_graph_node_blocks_region(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count):
+        if f_blocks is not None:
+            f_blocks = bytes(f_blocks)
+        return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
+    C_graph_node_blocks_region._bw_model = (_f2m_graph_node_blocks_region, ('blocks', 'dims', 'padded_dims', 'max_degree', 'stride', 'node_count'), (), False)
+
+    def _m2c_graph_node_blocks_region(v):
+        return {
+            'blocks': v.blocks,
+            'dims': v.dims,
+            'padded_dims': v.padded_dims,
+            'max_degree': v.max_degree,
+            'stride': v.stride,
+            'node_count': v.node_count,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {ZeHeader: _m2c_ze_header, ZeHeaderIdent: _m2c_ze_header_ident, FramedTrailerCheck: _m2c_framed_trailer_check, SegmentTrailer: _m2c_segment_trailer, WalFileHeader: _m2c_wal_file_header, WalRecordHeader: _m2c_wal_record_header, WalFrame: _m2c_wal_frame, WalFile: _m2c_wal_file, WalRecord: _m2c_wal_record, WalPayload: _m2c_wal_payload, PayloadV1Header: _m2c_payload_v1_header, F32Vector: _m2c_f32_vector, OpUpsertV1: _m2c_op_upsert_v1, OpDeleteV1: _m2c_op_delete_v1, MetadataValue: _m2c_metadata_value, ValueU64: _m2c_value_u64, ValueI64: _m2c_value_i64, ValueF64: _m2c_value_f64, ValueBool: _m2c_value_bool, ValueString: _m2c_value_string, ValueId128: _m2c_value_id128, OpMetadataEditV1: _m2c_op_metadata_edit_v1, OpTimestampedUpsertV1: _m2c_op_timestamped_upsert_v1, OpUpsertMetadataV1: _m2c_op_upsert_metadata_v1, OpUpsertTsMetadataV1: _m2c_op_upsert_ts_metadata_v1, TypedColumn: _m2c_typed_column, OpUpsertV2: _m2c_op_upsert_v2, OpBatchMember: _m2c_op_batch_member, TransactionBinding: _m2c_transaction_binding, OpPreparedMutation: _m2c_op_prepared_mutation, OpMixedMember: _m2c_op_mixed_member, ZgwFileHeader: _m2c_zgw_file_header, ZgwFrame: _m2c_zgw_frame, ZgwFrameHeader: _m2c_zgw_frame_header, ZgwEnvelopeSize: _m2c_zgw_envelope_size, GraphEnvelope: _m2c_graph_envelope, ZgwBegin: _m2c_zgw_begin, ArtifactDescriptor: _m2c_artifact_descriptor, RequiredRef: _m2c_required_ref, OptionalRef: _m2c_optional_ref, CommitState: _m2c_commit_state, ZgwCommit: _m2c_zgw_commit, ZgopKey: _m2c_zgop_key, ZgopExpected: _m2c_zgop_expected, Zgop: _m2c_zgop, ZgwMutation: _m2c_zgw_mutation, ZgwInventory: _m2c_zgw_inventory, ZgwReclaimIntent: _m2c_zgw_reclaim_intent, DescriptorList: _m2c_descriptor_list, ZgwReclaimComplete: _m2c_zgw_reclaim_complete, SpillBinding: _m2c_spill_binding, ZgcpPreparedInventory: _m2c_zgcp_prepared_inventory, ZgcpCapturedBase: _m2c_zgcp_captured_base, ZgcpParticipant: _m2c_zgcp_participant, FoldAuthority: _m2c_fold_authority, CapturedBaseValue: _m2c_captured_base_value, ProtectedValue: _m2c_protected_value, FrameBlock: _m2c_frame_block, FrameFile: _m2c_frame_file, ManifestBlock: _m2c_manifest_block, ManifestFile: _m2c_manifest_file, EpochAlias: _m2c_epoch_alias, ManifestSegment: _m2c_manifest_segment, EmbeddingTower: _m2c_embedding_tower, EmbeddingEpoch: _m2c_embedding_epoch, ColumnDef: _m2c_column_def, ClusteringRange: _m2c_clustering_range, Tsr1Body: _m2c_tsr1_body, GraphObject: _m2c_graph_object, ZgenRow: _m2c_zgen_row, ZgenExtension: _m2c_zgen_extension, GraphSection: _m2c_graph_section, Zgr3Body: _m2c_zgr3_body, ManifestExtension: _m2c_manifest_extension, ManifestPayload: _m2c_manifest_payload, PurgeTokenInput: _m2c_purge_token_input, PurgePayload: _m2c_purge_payload, PurgeBlock: _m2c_purge_block, PurgeFile: _m2c_purge_file, EpochDigestInput: _m2c_epoch_digest_input, EpochDigestInputV1: _m2c_epoch_digest_input_v1, DigestTower: _m2c_digest_tower, RegionEntry: _m2c_region_entry, SegmentHeader: _m2c_segment_header, VectorHeader: _m2c_vector_header, VectorCodesRegion: _m2c_vector_codes_region, Bit4Factors: _m2c_bit4_factors, Int8Factors: _m2c_int8_factors, VectorFactorsRegion: _m2c_vector_factors_region, VectorRescoreRegion: _m2c_vector_rescore_region, ColumnsRegion: _m2c_columns_region, DictionaryColumn: _m2c_dictionary_column, ColumnData: _m2c_column_data, AliveRegion: _m2c_alive_region, ChecksumEntry: _m2c_checksum_entry, ChecksumTableRegion: _m2c_checksum_table_region, DocumentVersion: _m2c_document_version, DocumentVersionsRegion: _m2c_document_versions_region, StoredMetadataRegion: _m2c_stored_metadata_region, StoredTextRegion: _m2c_stored_text_region, GraphNodeBlock: _m2c_graph_node_block, GraphNodeBlocksRegion: _m2c_graph_node_blocks_region }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_ze_header(buf, offset: int = 0, *, compiled: bool = False) -> ZeHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header") if compiled else C_ze_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42342,6 +42376,7 @@ def construct_decode_ze_header(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_ze_header(value: ZeHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header") if compiled else C_ze_header
     try:
         data = con.build(_m2c_ze_header(value))
@@ -42354,6 +42389,7 @@ def construct_encode_ze_header(value: ZeHeader, *, compiled: bool = False) -> by
 
 def construct_decode_ze_header_ident(buf, offset: int = 0, *, compiled: bool = False) -> ZeHeaderIdent:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header_ident") if compiled else C_ze_header_ident
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42368,6 +42404,7 @@ def construct_decode_ze_header_ident(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_ze_header_ident(value: ZeHeaderIdent, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ze_header_ident") if compiled else C_ze_header_ident
     try:
         data = con.build(_m2c_ze_header_ident(value))
@@ -42380,6 +42417,7 @@ def construct_encode_ze_header_ident(value: ZeHeaderIdent, *, compiled: bool = F
 
 def construct_decode_framed_trailer_check(buf, offset: int = 0, *, compiled: bool = False) -> FramedTrailerCheck:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("framed_trailer_check") if compiled else C_framed_trailer_check
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42394,6 +42432,7 @@ def construct_decode_framed_trailer_check(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_framed_trailer_check(value: FramedTrailerCheck, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("framed_trailer_check") if compiled else C_framed_trailer_check
     try:
         data = con.build(_m2c_framed_trailer_check(value))
@@ -42406,6 +42445,7 @@ def construct_encode_framed_trailer_check(value: FramedTrailerCheck, *, compiled
 
 def construct_decode_segment_trailer(buf, offset: int = 0, *, compiled: bool = False) -> SegmentTrailer:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_trailer") if compiled else C_segment_trailer
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42420,6 +42460,7 @@ def construct_decode_segment_trailer(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_segment_trailer(value: SegmentTrailer, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_trailer") if compiled else C_segment_trailer
     try:
         data = con.build(_m2c_segment_trailer(value))
@@ -42432,6 +42473,7 @@ def construct_encode_segment_trailer(value: SegmentTrailer, *, compiled: bool = 
 
 def construct_decode_wal_file_header(buf, offset: int = 0, *, compiled: bool = False) -> WalFileHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file_header") if compiled else C_wal_file_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42446,6 +42488,7 @@ def construct_decode_wal_file_header(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_wal_file_header(value: WalFileHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file_header") if compiled else C_wal_file_header
     try:
         data = con.build(_m2c_wal_file_header(value))
@@ -42458,6 +42501,7 @@ def construct_encode_wal_file_header(value: WalFileHeader, *, compiled: bool = F
 
 def construct_decode_wal_record_header(buf, offset: int = 0, *, compiled: bool = False) -> WalRecordHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record_header") if compiled else C_wal_record_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42472,6 +42516,7 @@ def construct_decode_wal_record_header(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_wal_record_header(value: WalRecordHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record_header") if compiled else C_wal_record_header
     try:
         data = con.build(_m2c_wal_record_header(value))
@@ -42484,6 +42529,7 @@ def construct_encode_wal_record_header(value: WalRecordHeader, *, compiled: bool
 
 def construct_decode_wal_frame(buf, offset: int = 0, *, compiled: bool = False) -> WalFrame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_frame") if compiled else C_wal_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42498,6 +42544,7 @@ def construct_decode_wal_frame(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_wal_frame(value: WalFrame, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_frame") if compiled else C_wal_frame
     try:
         data = con.build(_m2c_wal_frame(value))
@@ -42510,6 +42557,7 @@ def construct_encode_wal_frame(value: WalFrame, *, compiled: bool = False) -> by
 
 def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -> WalFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42524,6 +42572,7 @@ def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         data = con.build(_m2c_wal_file(value))
@@ -42536,6 +42585,7 @@ def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> byte
 
 def construct_decode_wal_record(buf, offset: int = 0, *, compiled: bool = False) -> WalRecord:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record") if compiled else C_wal_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42550,6 +42600,7 @@ def construct_decode_wal_record(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_wal_record(value: WalRecord, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_record") if compiled else C_wal_record
     try:
         data = con.build(_m2c_wal_record(value))
@@ -42562,6 +42613,7 @@ def construct_encode_wal_record(value: WalRecord, *, compiled: bool = False) -> 
 
 def construct_decode_wal_payload(buf, offset: int = 0, *, compiled: bool = False, op: int) -> WalPayload:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_payload") if compiled else C_wal_payload
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42576,6 +42628,7 @@ def construct_decode_wal_payload(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_wal_payload(value: WalPayload, *, compiled: bool = False, op: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_payload") if compiled else C_wal_payload
     try:
         data = con.build(_m2c_wal_payload(value), op=op)
@@ -42588,6 +42641,7 @@ def construct_encode_wal_payload(value: WalPayload, *, compiled: bool = False, o
 
 def construct_decode_payload_v1_header(buf, offset: int = 0, *, compiled: bool = False) -> PayloadV1Header:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("payload_v1_header") if compiled else C_payload_v1_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42602,6 +42656,7 @@ def construct_decode_payload_v1_header(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_payload_v1_header(value: PayloadV1Header, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("payload_v1_header") if compiled else C_payload_v1_header
     try:
         data = con.build(_m2c_payload_v1_header(value))
@@ -42614,6 +42669,7 @@ def construct_encode_payload_v1_header(value: PayloadV1Header, *, compiled: bool
 
 def construct_decode_f32_vector(buf, offset: int = 0, *, compiled: bool = False) -> F32Vector:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("f32_vector") if compiled else C_f32_vector
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42628,6 +42684,7 @@ def construct_decode_f32_vector(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_f32_vector(value: F32Vector, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("f32_vector") if compiled else C_f32_vector
     try:
         data = con.build(_m2c_f32_vector(value))
@@ -42640,6 +42697,7 @@ def construct_encode_f32_vector(value: F32Vector, *, compiled: bool = False) -> 
 
 def construct_decode_op_upsert_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v1") if compiled else C_op_upsert_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42654,6 +42712,7 @@ def construct_decode_op_upsert_v1(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_op_upsert_v1(value: OpUpsertV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v1") if compiled else C_op_upsert_v1
     try:
         data = con.build(_m2c_op_upsert_v1(value))
@@ -42666,6 +42725,7 @@ def construct_encode_op_upsert_v1(value: OpUpsertV1, *, compiled: bool = False) 
 
 def construct_decode_op_delete_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpDeleteV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_delete_v1") if compiled else C_op_delete_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42680,6 +42740,7 @@ def construct_decode_op_delete_v1(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_op_delete_v1(value: OpDeleteV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_delete_v1") if compiled else C_op_delete_v1
     try:
         data = con.build(_m2c_op_delete_v1(value))
@@ -42692,6 +42753,7 @@ def construct_encode_op_delete_v1(value: OpDeleteV1, *, compiled: bool = False) 
 
 def construct_decode_metadata_value(buf, offset: int = 0, *, compiled: bool = False) -> MetadataValue:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("metadata_value") if compiled else C_metadata_value
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42706,6 +42768,7 @@ def construct_decode_metadata_value(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_metadata_value(value: MetadataValue, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("metadata_value") if compiled else C_metadata_value
     try:
         data = con.build(_m2c_metadata_value(value))
@@ -42718,6 +42781,7 @@ def construct_encode_metadata_value(value: MetadataValue, *, compiled: bool = Fa
 
 def construct_decode_value_u64(buf, offset: int = 0, *, compiled: bool = False) -> ValueU64:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_u64") if compiled else C_value_u64
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42732,6 +42796,7 @@ def construct_decode_value_u64(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_value_u64(value: ValueU64, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_u64") if compiled else C_value_u64
     try:
         data = con.build(_m2c_value_u64(value))
@@ -42744,6 +42809,7 @@ def construct_encode_value_u64(value: ValueU64, *, compiled: bool = False) -> by
 
 def construct_decode_value_i64(buf, offset: int = 0, *, compiled: bool = False) -> ValueI64:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_i64") if compiled else C_value_i64
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42758,6 +42824,7 @@ def construct_decode_value_i64(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_value_i64(value: ValueI64, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_i64") if compiled else C_value_i64
     try:
         data = con.build(_m2c_value_i64(value))
@@ -42770,6 +42837,7 @@ def construct_encode_value_i64(value: ValueI64, *, compiled: bool = False) -> by
 
 def construct_decode_value_f64(buf, offset: int = 0, *, compiled: bool = False) -> ValueF64:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_f64") if compiled else C_value_f64
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42784,6 +42852,7 @@ def construct_decode_value_f64(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_value_f64(value: ValueF64, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_f64") if compiled else C_value_f64
     try:
         data = con.build(_m2c_value_f64(value))
@@ -42796,6 +42865,7 @@ def construct_encode_value_f64(value: ValueF64, *, compiled: bool = False) -> by
 
 def construct_decode_value_bool(buf, offset: int = 0, *, compiled: bool = False) -> ValueBool:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_bool") if compiled else C_value_bool
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42810,6 +42880,7 @@ def construct_decode_value_bool(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_value_bool(value: ValueBool, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_bool") if compiled else C_value_bool
     try:
         data = con.build(_m2c_value_bool(value))
@@ -42822,6 +42893,7 @@ def construct_encode_value_bool(value: ValueBool, *, compiled: bool = False) -> 
 
 def construct_decode_value_string(buf, offset: int = 0, *, compiled: bool = False) -> ValueString:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_string") if compiled else C_value_string
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42836,6 +42908,7 @@ def construct_decode_value_string(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_value_string(value: ValueString, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_string") if compiled else C_value_string
     try:
         data = con.build(_m2c_value_string(value))
@@ -42848,6 +42921,7 @@ def construct_encode_value_string(value: ValueString, *, compiled: bool = False)
 
 def construct_decode_value_id128(buf, offset: int = 0, *, compiled: bool = False) -> ValueId128:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_id128") if compiled else C_value_id128
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42862,6 +42936,7 @@ def construct_decode_value_id128(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_value_id128(value: ValueId128, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("value_id128") if compiled else C_value_id128
     try:
         data = con.build(_m2c_value_id128(value))
@@ -42874,6 +42949,7 @@ def construct_encode_value_id128(value: ValueId128, *, compiled: bool = False) -
 
 def construct_decode_op_metadata_edit_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpMetadataEditV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_metadata_edit_v1") if compiled else C_op_metadata_edit_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42888,6 +42964,7 @@ def construct_decode_op_metadata_edit_v1(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_op_metadata_edit_v1(value: OpMetadataEditV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_metadata_edit_v1") if compiled else C_op_metadata_edit_v1
     try:
         data = con.build(_m2c_op_metadata_edit_v1(value))
@@ -42900,6 +42977,7 @@ def construct_encode_op_metadata_edit_v1(value: OpMetadataEditV1, *, compiled: b
 
 def construct_decode_op_timestamped_upsert_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpTimestampedUpsertV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_timestamped_upsert_v1") if compiled else C_op_timestamped_upsert_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42914,6 +42992,7 @@ def construct_decode_op_timestamped_upsert_v1(buf, offset: int = 0, *, compiled:
 
 def construct_encode_op_timestamped_upsert_v1(value: OpTimestampedUpsertV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_timestamped_upsert_v1") if compiled else C_op_timestamped_upsert_v1
     try:
         data = con.build(_m2c_op_timestamped_upsert_v1(value))
@@ -42926,6 +43005,7 @@ def construct_encode_op_timestamped_upsert_v1(value: OpTimestampedUpsertV1, *, c
 
 def construct_decode_op_upsert_metadata_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertMetadataV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_metadata_v1") if compiled else C_op_upsert_metadata_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42940,6 +43020,7 @@ def construct_decode_op_upsert_metadata_v1(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_op_upsert_metadata_v1(value: OpUpsertMetadataV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_metadata_v1") if compiled else C_op_upsert_metadata_v1
     try:
         data = con.build(_m2c_op_upsert_metadata_v1(value))
@@ -42952,6 +43033,7 @@ def construct_encode_op_upsert_metadata_v1(value: OpUpsertMetadataV1, *, compile
 
 def construct_decode_op_upsert_ts_metadata_v1(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertTsMetadataV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_ts_metadata_v1") if compiled else C_op_upsert_ts_metadata_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42966,6 +43048,7 @@ def construct_decode_op_upsert_ts_metadata_v1(buf, offset: int = 0, *, compiled:
 
 def construct_encode_op_upsert_ts_metadata_v1(value: OpUpsertTsMetadataV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_ts_metadata_v1") if compiled else C_op_upsert_ts_metadata_v1
     try:
         data = con.build(_m2c_op_upsert_ts_metadata_v1(value))
@@ -42978,6 +43061,7 @@ def construct_encode_op_upsert_ts_metadata_v1(value: OpUpsertTsMetadataV1, *, co
 
 def construct_decode_typed_column(buf, offset: int = 0, *, compiled: bool = False) -> TypedColumn:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("typed_column") if compiled else C_typed_column
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -42992,6 +43076,7 @@ def construct_decode_typed_column(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_typed_column(value: TypedColumn, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("typed_column") if compiled else C_typed_column
     try:
         data = con.build(_m2c_typed_column(value))
@@ -43004,6 +43089,7 @@ def construct_encode_typed_column(value: TypedColumn, *, compiled: bool = False)
 
 def construct_decode_op_upsert_v2(buf, offset: int = 0, *, compiled: bool = False) -> OpUpsertV2:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v2") if compiled else C_op_upsert_v2
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43018,6 +43104,7 @@ def construct_decode_op_upsert_v2(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_op_upsert_v2(value: OpUpsertV2, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_upsert_v2") if compiled else C_op_upsert_v2
     try:
         data = con.build(_m2c_op_upsert_v2(value))
@@ -43030,6 +43117,7 @@ def construct_encode_op_upsert_v2(value: OpUpsertV2, *, compiled: bool = False) 
 
 def construct_decode_op_batch_member(buf, offset: int = 0, *, compiled: bool = False) -> OpBatchMember:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_batch_member") if compiled else C_op_batch_member
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43044,6 +43132,7 @@ def construct_decode_op_batch_member(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_op_batch_member(value: OpBatchMember, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_batch_member") if compiled else C_op_batch_member
     try:
         data = con.build(_m2c_op_batch_member(value))
@@ -43056,6 +43145,7 @@ def construct_encode_op_batch_member(value: OpBatchMember, *, compiled: bool = F
 
 def construct_decode_transaction_binding(buf, offset: int = 0, *, compiled: bool = False) -> TransactionBinding:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("transaction_binding") if compiled else C_transaction_binding
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43070,6 +43160,7 @@ def construct_decode_transaction_binding(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_transaction_binding(value: TransactionBinding, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("transaction_binding") if compiled else C_transaction_binding
     try:
         data = con.build(_m2c_transaction_binding(value))
@@ -43082,6 +43173,7 @@ def construct_encode_transaction_binding(value: TransactionBinding, *, compiled:
 
 def construct_decode_op_prepared_mutation(buf, offset: int = 0, *, compiled: bool = False) -> OpPreparedMutation:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_prepared_mutation") if compiled else C_op_prepared_mutation
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43096,6 +43188,7 @@ def construct_decode_op_prepared_mutation(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_op_prepared_mutation(value: OpPreparedMutation, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_prepared_mutation") if compiled else C_op_prepared_mutation
     try:
         data = con.build(_m2c_op_prepared_mutation(value))
@@ -43108,6 +43201,7 @@ def construct_encode_op_prepared_mutation(value: OpPreparedMutation, *, compiled
 
 def construct_decode_op_mixed_member(buf, offset: int = 0, *, compiled: bool = False) -> OpMixedMember:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_mixed_member") if compiled else C_op_mixed_member
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43122,6 +43216,7 @@ def construct_decode_op_mixed_member(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_op_mixed_member(value: OpMixedMember, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("op_mixed_member") if compiled else C_op_mixed_member
     try:
         data = con.build(_m2c_op_mixed_member(value))
@@ -43134,6 +43229,7 @@ def construct_encode_op_mixed_member(value: OpMixedMember, *, compiled: bool = F
 
 def construct_decode_zgw_file_header(buf, offset: int = 0, *, compiled: bool = False) -> ZgwFileHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_file_header") if compiled else C_zgw_file_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43148,6 +43244,7 @@ def construct_decode_zgw_file_header(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_zgw_file_header(value: ZgwFileHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_file_header") if compiled else C_zgw_file_header
     try:
         data = con.build(_m2c_zgw_file_header(value))
@@ -43160,6 +43257,7 @@ def construct_encode_zgw_file_header(value: ZgwFileHeader, *, compiled: bool = F
 
 def construct_decode_zgw_frame(buf, offset: int = 0, *, compiled: bool = False) -> ZgwFrame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame") if compiled else C_zgw_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43174,6 +43272,7 @@ def construct_decode_zgw_frame(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zgw_frame(value: ZgwFrame, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame") if compiled else C_zgw_frame
     try:
         data = con.build(_m2c_zgw_frame(value))
@@ -43186,6 +43285,7 @@ def construct_encode_zgw_frame(value: ZgwFrame, *, compiled: bool = False) -> by
 
 def construct_decode_zgw_frame_header(buf, offset: int = 0, *, compiled: bool = False) -> ZgwFrameHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame_header") if compiled else C_zgw_frame_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43200,6 +43300,7 @@ def construct_decode_zgw_frame_header(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_zgw_frame_header(value: ZgwFrameHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_frame_header") if compiled else C_zgw_frame_header
     try:
         data = con.build(_m2c_zgw_frame_header(value))
@@ -43212,6 +43313,7 @@ def construct_encode_zgw_frame_header(value: ZgwFrameHeader, *, compiled: bool =
 
 def construct_decode_zgw_envelope_size(buf, offset: int = 0, *, compiled: bool = False) -> ZgwEnvelopeSize:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_envelope_size") if compiled else C_zgw_envelope_size
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43226,6 +43328,7 @@ def construct_decode_zgw_envelope_size(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_zgw_envelope_size(value: ZgwEnvelopeSize, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_envelope_size") if compiled else C_zgw_envelope_size
     try:
         data = con.build(_m2c_zgw_envelope_size(value))
@@ -43238,6 +43341,7 @@ def construct_encode_zgw_envelope_size(value: ZgwEnvelopeSize, *, compiled: bool
 
 def construct_decode_graph_envelope(buf, offset: int = 0, *, compiled: bool = False) -> GraphEnvelope:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_envelope") if compiled else C_graph_envelope
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43252,6 +43356,7 @@ def construct_decode_graph_envelope(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_graph_envelope(value: GraphEnvelope, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_envelope") if compiled else C_graph_envelope
     try:
         data = con.build(_m2c_graph_envelope(value))
@@ -43264,6 +43369,7 @@ def construct_encode_graph_envelope(value: GraphEnvelope, *, compiled: bool = Fa
 
 def construct_decode_zgw_begin(buf, offset: int = 0, *, compiled: bool = False) -> ZgwBegin:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_begin") if compiled else C_zgw_begin
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43278,6 +43384,7 @@ def construct_decode_zgw_begin(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zgw_begin(value: ZgwBegin, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_begin") if compiled else C_zgw_begin
     try:
         data = con.build(_m2c_zgw_begin(value))
@@ -43290,6 +43397,7 @@ def construct_encode_zgw_begin(value: ZgwBegin, *, compiled: bool = False) -> by
 
 def construct_decode_artifact_descriptor(buf, offset: int = 0, *, compiled: bool = False) -> ArtifactDescriptor:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_descriptor") if compiled else C_artifact_descriptor
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43304,6 +43412,7 @@ def construct_decode_artifact_descriptor(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_artifact_descriptor(value: ArtifactDescriptor, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("artifact_descriptor") if compiled else C_artifact_descriptor
     try:
         data = con.build(_m2c_artifact_descriptor(value))
@@ -43316,6 +43425,7 @@ def construct_encode_artifact_descriptor(value: ArtifactDescriptor, *, compiled:
 
 def construct_decode_required_ref(buf, offset: int = 0, *, compiled: bool = False) -> RequiredRef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("required_ref") if compiled else C_required_ref
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43330,6 +43440,7 @@ def construct_decode_required_ref(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_required_ref(value: RequiredRef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("required_ref") if compiled else C_required_ref
     try:
         data = con.build(_m2c_required_ref(value))
@@ -43342,6 +43453,7 @@ def construct_encode_required_ref(value: RequiredRef, *, compiled: bool = False)
 
 def construct_decode_optional_ref(buf, offset: int = 0, *, compiled: bool = False) -> OptionalRef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("optional_ref") if compiled else C_optional_ref
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43356,6 +43468,7 @@ def construct_decode_optional_ref(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_optional_ref(value: OptionalRef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("optional_ref") if compiled else C_optional_ref
     try:
         data = con.build(_m2c_optional_ref(value))
@@ -43368,6 +43481,7 @@ def construct_encode_optional_ref(value: OptionalRef, *, compiled: bool = False)
 
 def construct_decode_commit_state(buf, offset: int = 0, *, compiled: bool = False) -> CommitState:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_state") if compiled else C_commit_state
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43382,6 +43496,7 @@ def construct_decode_commit_state(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_commit_state(value: CommitState, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("commit_state") if compiled else C_commit_state
     try:
         data = con.build(_m2c_commit_state(value))
@@ -43394,6 +43509,7 @@ def construct_encode_commit_state(value: CommitState, *, compiled: bool = False)
 
 def construct_decode_zgw_commit(buf, offset: int = 0, *, compiled: bool = False) -> ZgwCommit:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_commit") if compiled else C_zgw_commit
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43408,6 +43524,7 @@ def construct_decode_zgw_commit(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_zgw_commit(value: ZgwCommit, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_commit") if compiled else C_zgw_commit
     try:
         data = con.build(_m2c_zgw_commit(value))
@@ -43420,6 +43537,7 @@ def construct_encode_zgw_commit(value: ZgwCommit, *, compiled: bool = False) -> 
 
 def construct_decode_zgop_key(buf, offset: int = 0, *, compiled: bool = False) -> ZgopKey:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_key") if compiled else C_zgop_key
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43434,6 +43552,7 @@ def construct_decode_zgop_key(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_zgop_key(value: ZgopKey, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_key") if compiled else C_zgop_key
     try:
         data = con.build(_m2c_zgop_key(value))
@@ -43446,6 +43565,7 @@ def construct_encode_zgop_key(value: ZgopKey, *, compiled: bool = False) -> byte
 
 def construct_decode_zgop_expected(buf, offset: int = 0, *, compiled: bool = False) -> ZgopExpected:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_expected") if compiled else C_zgop_expected
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43460,6 +43580,7 @@ def construct_decode_zgop_expected(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_zgop_expected(value: ZgopExpected, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop_expected") if compiled else C_zgop_expected
     try:
         data = con.build(_m2c_zgop_expected(value))
@@ -43472,6 +43593,7 @@ def construct_encode_zgop_expected(value: ZgopExpected, *, compiled: bool = Fals
 
 def construct_decode_zgop(buf, offset: int = 0, *, compiled: bool = False) -> Zgop:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop") if compiled else C_zgop
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43486,6 +43608,7 @@ def construct_decode_zgop(buf, offset: int = 0, *, compiled: bool = False) -> Zg
 
 def construct_encode_zgop(value: Zgop, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgop") if compiled else C_zgop
     try:
         data = con.build(_m2c_zgop(value))
@@ -43498,6 +43621,7 @@ def construct_encode_zgop(value: Zgop, *, compiled: bool = False) -> bytes:
 
 def construct_decode_zgw_mutation(buf, offset: int = 0, *, compiled: bool = False) -> ZgwMutation:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_mutation") if compiled else C_zgw_mutation
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43512,6 +43636,7 @@ def construct_decode_zgw_mutation(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_zgw_mutation(value: ZgwMutation, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_mutation") if compiled else C_zgw_mutation
     try:
         data = con.build(_m2c_zgw_mutation(value))
@@ -43524,6 +43649,7 @@ def construct_encode_zgw_mutation(value: ZgwMutation, *, compiled: bool = False)
 
 def construct_decode_zgw_inventory(buf, offset: int = 0, *, compiled: bool = False) -> ZgwInventory:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_inventory") if compiled else C_zgw_inventory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43538,6 +43664,7 @@ def construct_decode_zgw_inventory(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_zgw_inventory(value: ZgwInventory, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_inventory") if compiled else C_zgw_inventory
     try:
         data = con.build(_m2c_zgw_inventory(value))
@@ -43550,6 +43677,7 @@ def construct_encode_zgw_inventory(value: ZgwInventory, *, compiled: bool = Fals
 
 def construct_decode_zgw_reclaim_intent(buf, offset: int = 0, *, compiled: bool = False) -> ZgwReclaimIntent:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_intent") if compiled else C_zgw_reclaim_intent
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43564,6 +43692,7 @@ def construct_decode_zgw_reclaim_intent(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_zgw_reclaim_intent(value: ZgwReclaimIntent, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_intent") if compiled else C_zgw_reclaim_intent
     try:
         data = con.build(_m2c_zgw_reclaim_intent(value))
@@ -43576,6 +43705,7 @@ def construct_encode_zgw_reclaim_intent(value: ZgwReclaimIntent, *, compiled: bo
 
 def construct_decode_descriptor_list(buf, offset: int = 0, *, compiled: bool = False) -> DescriptorList:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("descriptor_list") if compiled else C_descriptor_list
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43590,6 +43720,7 @@ def construct_decode_descriptor_list(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_descriptor_list(value: DescriptorList, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("descriptor_list") if compiled else C_descriptor_list
     try:
         data = con.build(_m2c_descriptor_list(value))
@@ -43602,6 +43733,7 @@ def construct_encode_descriptor_list(value: DescriptorList, *, compiled: bool = 
 
 def construct_decode_zgw_reclaim_complete(buf, offset: int = 0, *, compiled: bool = False) -> ZgwReclaimComplete:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_complete") if compiled else C_zgw_reclaim_complete
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43616,6 +43748,7 @@ def construct_decode_zgw_reclaim_complete(buf, offset: int = 0, *, compiled: boo
 
 def construct_encode_zgw_reclaim_complete(value: ZgwReclaimComplete, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgw_reclaim_complete") if compiled else C_zgw_reclaim_complete
     try:
         data = con.build(_m2c_zgw_reclaim_complete(value))
@@ -43628,6 +43761,7 @@ def construct_encode_zgw_reclaim_complete(value: ZgwReclaimComplete, *, compiled
 
 def construct_decode_spill_binding(buf, offset: int = 0, *, compiled: bool = False) -> SpillBinding:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("spill_binding") if compiled else C_spill_binding
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43642,6 +43776,7 @@ def construct_decode_spill_binding(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_spill_binding(value: SpillBinding, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("spill_binding") if compiled else C_spill_binding
     try:
         data = con.build(_m2c_spill_binding(value))
@@ -43654,6 +43789,7 @@ def construct_encode_spill_binding(value: SpillBinding, *, compiled: bool = Fals
 
 def construct_decode_zgcp_prepared_inventory(buf, offset: int = 0, *, compiled: bool = False) -> ZgcpPreparedInventory:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_prepared_inventory") if compiled else C_zgcp_prepared_inventory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43668,6 +43804,7 @@ def construct_decode_zgcp_prepared_inventory(buf, offset: int = 0, *, compiled: 
 
 def construct_encode_zgcp_prepared_inventory(value: ZgcpPreparedInventory, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_prepared_inventory") if compiled else C_zgcp_prepared_inventory
     try:
         data = con.build(_m2c_zgcp_prepared_inventory(value))
@@ -43680,6 +43817,7 @@ def construct_encode_zgcp_prepared_inventory(value: ZgcpPreparedInventory, *, co
 
 def construct_decode_zgcp_captured_base(buf, offset: int = 0, *, compiled: bool = False) -> ZgcpCapturedBase:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_captured_base") if compiled else C_zgcp_captured_base
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43694,6 +43832,7 @@ def construct_decode_zgcp_captured_base(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_zgcp_captured_base(value: ZgcpCapturedBase, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_captured_base") if compiled else C_zgcp_captured_base
     try:
         data = con.build(_m2c_zgcp_captured_base(value))
@@ -43706,6 +43845,7 @@ def construct_encode_zgcp_captured_base(value: ZgcpCapturedBase, *, compiled: bo
 
 def construct_decode_zgcp_participant(buf, offset: int = 0, *, compiled: bool = False) -> ZgcpParticipant:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_participant") if compiled else C_zgcp_participant
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43720,6 +43860,7 @@ def construct_decode_zgcp_participant(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_zgcp_participant(value: ZgcpParticipant, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgcp_participant") if compiled else C_zgcp_participant
     try:
         data = con.build(_m2c_zgcp_participant(value))
@@ -43732,6 +43873,7 @@ def construct_encode_zgcp_participant(value: ZgcpParticipant, *, compiled: bool 
 
 def construct_decode_fold_authority(buf, offset: int = 0, *, compiled: bool = False) -> FoldAuthority:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("fold_authority") if compiled else C_fold_authority
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43746,6 +43888,7 @@ def construct_decode_fold_authority(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_fold_authority(value: FoldAuthority, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("fold_authority") if compiled else C_fold_authority
     try:
         data = con.build(_m2c_fold_authority(value))
@@ -43758,6 +43901,7 @@ def construct_encode_fold_authority(value: FoldAuthority, *, compiled: bool = Fa
 
 def construct_decode_captured_base_value(buf, offset: int = 0, *, compiled: bool = False) -> CapturedBaseValue:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("captured_base_value") if compiled else C_captured_base_value
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43772,6 +43916,7 @@ def construct_decode_captured_base_value(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_captured_base_value(value: CapturedBaseValue, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("captured_base_value") if compiled else C_captured_base_value
     try:
         data = con.build(_m2c_captured_base_value(value))
@@ -43784,6 +43929,7 @@ def construct_encode_captured_base_value(value: CapturedBaseValue, *, compiled: 
 
 def construct_decode_protected_value(buf, offset: int = 0, *, compiled: bool = False) -> ProtectedValue:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("protected_value") if compiled else C_protected_value
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43798,6 +43944,7 @@ def construct_decode_protected_value(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_protected_value(value: ProtectedValue, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("protected_value") if compiled else C_protected_value
     try:
         data = con.build(_m2c_protected_value(value))
@@ -43810,6 +43957,7 @@ def construct_encode_protected_value(value: ProtectedValue, *, compiled: bool = 
 
 def construct_decode_frame_block(buf, offset: int = 0, *, compiled: bool = False) -> FrameBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_block") if compiled else C_frame_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43824,6 +43972,7 @@ def construct_decode_frame_block(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_frame_block(value: FrameBlock, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_block") if compiled else C_frame_block
     try:
         data = con.build(_m2c_frame_block(value))
@@ -43836,6 +43985,7 @@ def construct_encode_frame_block(value: FrameBlock, *, compiled: bool = False) -
 
 def construct_decode_frame_file(buf, offset: int = 0, *, compiled: bool = False) -> FrameFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_file") if compiled else C_frame_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43850,6 +44000,7 @@ def construct_decode_frame_file(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_frame_file(value: FrameFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame_file") if compiled else C_frame_file
     try:
         data = con.build(_m2c_frame_file(value))
@@ -43862,6 +44013,7 @@ def construct_encode_frame_file(value: FrameFile, *, compiled: bool = False) -> 
 
 def construct_decode_manifest_block(buf, offset: int = 0, *, compiled: bool = False, version: int) -> ManifestBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_block") if compiled else C_manifest_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43876,6 +44028,7 @@ def construct_decode_manifest_block(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_manifest_block(value: ManifestBlock, *, compiled: bool = False, version: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_block") if compiled else C_manifest_block
     try:
         data = con.build(_m2c_manifest_block(value), version=version)
@@ -43888,6 +44041,7 @@ def construct_encode_manifest_block(value: ManifestBlock, *, compiled: bool = Fa
 
 def construct_decode_manifest_file(buf, offset: int = 0, *, compiled: bool = False) -> ManifestFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_file") if compiled else C_manifest_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43902,6 +44056,7 @@ def construct_decode_manifest_file(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_manifest_file(value: ManifestFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_file") if compiled else C_manifest_file
     try:
         data = con.build(_m2c_manifest_file(value))
@@ -43914,6 +44069,7 @@ def construct_encode_manifest_file(value: ManifestFile, *, compiled: bool = Fals
 
 def construct_decode_epoch_alias(buf, offset: int = 0, *, compiled: bool = False) -> EpochAlias:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_alias") if compiled else C_epoch_alias
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43928,6 +44084,7 @@ def construct_decode_epoch_alias(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_epoch_alias(value: EpochAlias, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_alias") if compiled else C_epoch_alias
     try:
         data = con.build(_m2c_epoch_alias(value))
@@ -43940,6 +44097,7 @@ def construct_encode_epoch_alias(value: EpochAlias, *, compiled: bool = False) -
 
 def construct_decode_manifest_segment(buf, offset: int = 0, *, compiled: bool = False) -> ManifestSegment:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_segment") if compiled else C_manifest_segment
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43954,6 +44112,7 @@ def construct_decode_manifest_segment(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_manifest_segment(value: ManifestSegment, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_segment") if compiled else C_manifest_segment
     try:
         data = con.build(_m2c_manifest_segment(value))
@@ -43966,6 +44125,7 @@ def construct_encode_manifest_segment(value: ManifestSegment, *, compiled: bool 
 
 def construct_decode_embedding_tower(buf, offset: int = 0, *, compiled: bool = False) -> EmbeddingTower:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_tower") if compiled else C_embedding_tower
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -43980,6 +44140,7 @@ def construct_decode_embedding_tower(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_embedding_tower(value: EmbeddingTower, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_tower") if compiled else C_embedding_tower
     try:
         data = con.build(_m2c_embedding_tower(value))
@@ -43992,6 +44153,7 @@ def construct_encode_embedding_tower(value: EmbeddingTower, *, compiled: bool = 
 
 def construct_decode_embedding_epoch(buf, offset: int = 0, *, compiled: bool = False) -> EmbeddingEpoch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_epoch") if compiled else C_embedding_epoch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44006,6 +44168,7 @@ def construct_decode_embedding_epoch(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_embedding_epoch(value: EmbeddingEpoch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("embedding_epoch") if compiled else C_embedding_epoch
     try:
         data = con.build(_m2c_embedding_epoch(value))
@@ -44018,6 +44181,7 @@ def construct_encode_embedding_epoch(value: EmbeddingEpoch, *, compiled: bool = 
 
 def construct_decode_column_def(buf, offset: int = 0, *, compiled: bool = False) -> ColumnDef:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_def") if compiled else C_column_def
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44032,6 +44196,7 @@ def construct_decode_column_def(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_column_def(value: ColumnDef, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_def") if compiled else C_column_def
     try:
         data = con.build(_m2c_column_def(value))
@@ -44044,6 +44209,7 @@ def construct_encode_column_def(value: ColumnDef, *, compiled: bool = False) -> 
 
 def construct_decode_clustering_range(buf, offset: int = 0, *, compiled: bool = False) -> ClusteringRange:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("clustering_range") if compiled else C_clustering_range
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44058,6 +44224,7 @@ def construct_decode_clustering_range(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_clustering_range(value: ClusteringRange, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("clustering_range") if compiled else C_clustering_range
     try:
         data = con.build(_m2c_clustering_range(value))
@@ -44070,6 +44237,7 @@ def construct_encode_clustering_range(value: ClusteringRange, *, compiled: bool 
 
 def construct_decode_tsr1_body(buf, offset: int = 0, *, compiled: bool = False, segment_count: int) -> Tsr1Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tsr1_body") if compiled else C_tsr1_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44084,6 +44252,7 @@ def construct_decode_tsr1_body(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_tsr1_body(value: Tsr1Body, *, compiled: bool = False, segment_count: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("tsr1_body") if compiled else C_tsr1_body
     try:
         data = con.build(_m2c_tsr1_body(value), segment_count=segment_count)
@@ -44096,6 +44265,7 @@ def construct_encode_tsr1_body(value: Tsr1Body, *, compiled: bool = False, segme
 
 def construct_decode_graph_object(buf, offset: int = 0, *, compiled: bool = False) -> GraphObject:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_object") if compiled else C_graph_object
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44110,6 +44280,7 @@ def construct_decode_graph_object(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_graph_object(value: GraphObject, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_object") if compiled else C_graph_object
     try:
         data = con.build(_m2c_graph_object(value))
@@ -44122,6 +44293,7 @@ def construct_encode_graph_object(value: GraphObject, *, compiled: bool = False)
 
 def construct_decode_zgen_row(buf, offset: int = 0, *, compiled: bool = False) -> ZgenRow:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_row") if compiled else C_zgen_row
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44136,6 +44308,7 @@ def construct_decode_zgen_row(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_zgen_row(value: ZgenRow, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_row") if compiled else C_zgen_row
     try:
         data = con.build(_m2c_zgen_row(value))
@@ -44148,6 +44321,7 @@ def construct_encode_zgen_row(value: ZgenRow, *, compiled: bool = False) -> byte
 
 def construct_decode_zgen_extension(buf, offset: int = 0, *, compiled: bool = False) -> ZgenExtension:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_extension") if compiled else C_zgen_extension
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44162,6 +44336,7 @@ def construct_decode_zgen_extension(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_zgen_extension(value: ZgenExtension, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgen_extension") if compiled else C_zgen_extension
     try:
         data = con.build(_m2c_zgen_extension(value))
@@ -44174,6 +44349,7 @@ def construct_encode_zgen_extension(value: ZgenExtension, *, compiled: bool = Fa
 
 def construct_decode_graph_section(buf, offset: int = 0, *, compiled: bool = False) -> GraphSection:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_section") if compiled else C_graph_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44188,6 +44364,7 @@ def construct_decode_graph_section(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_graph_section(value: GraphSection, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_section") if compiled else C_graph_section
     try:
         data = con.build(_m2c_graph_section(value))
@@ -44200,6 +44377,7 @@ def construct_encode_graph_section(value: GraphSection, *, compiled: bool = Fals
 
 def construct_decode_zgr3_body(buf, offset: int = 0, *, compiled: bool = False) -> Zgr3Body:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgr3_body") if compiled else C_zgr3_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44214,6 +44392,7 @@ def construct_decode_zgr3_body(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_zgr3_body(value: Zgr3Body, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zgr3_body") if compiled else C_zgr3_body
     try:
         data = con.build(_m2c_zgr3_body(value))
@@ -44226,6 +44405,7 @@ def construct_encode_zgr3_body(value: Zgr3Body, *, compiled: bool = False) -> by
 
 def construct_decode_manifest_extension(buf, offset: int = 0, *, compiled: bool = False, version: int, segment_count: int) -> ManifestExtension:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_extension") if compiled else C_manifest_extension
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44240,6 +44420,7 @@ def construct_decode_manifest_extension(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_manifest_extension(value: ManifestExtension, *, compiled: bool = False, version: int, segment_count: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_extension") if compiled else C_manifest_extension
     try:
         data = con.build(_m2c_manifest_extension(value), version=version, segment_count=segment_count)
@@ -44252,6 +44433,7 @@ def construct_encode_manifest_extension(value: ManifestExtension, *, compiled: b
 
 def construct_decode_manifest_payload(buf, offset: int = 0, *, compiled: bool = False, version: int) -> ManifestPayload:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_payload") if compiled else C_manifest_payload
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44266,6 +44448,7 @@ def construct_decode_manifest_payload(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_manifest_payload(value: ManifestPayload, *, compiled: bool = False, version: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("manifest_payload") if compiled else C_manifest_payload
     try:
         data = con.build(_m2c_manifest_payload(value), version=version)
@@ -44278,6 +44461,7 @@ def construct_encode_manifest_payload(value: ManifestPayload, *, compiled: bool 
 
 def construct_decode_purge_token_input(buf, offset: int = 0, *, compiled: bool = False) -> PurgeTokenInput:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_token_input") if compiled else C_purge_token_input
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44292,6 +44476,7 @@ def construct_decode_purge_token_input(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_purge_token_input(value: PurgeTokenInput, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_token_input") if compiled else C_purge_token_input
     try:
         data = con.build(_m2c_purge_token_input(value))
@@ -44304,6 +44489,7 @@ def construct_encode_purge_token_input(value: PurgeTokenInput, *, compiled: bool
 
 def construct_decode_purge_payload(buf, offset: int = 0, *, compiled: bool = False) -> PurgePayload:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_payload") if compiled else C_purge_payload
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44318,6 +44504,7 @@ def construct_decode_purge_payload(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_purge_payload(value: PurgePayload, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_payload") if compiled else C_purge_payload
     try:
         data = con.build(_m2c_purge_payload(value))
@@ -44330,6 +44517,7 @@ def construct_encode_purge_payload(value: PurgePayload, *, compiled: bool = Fals
 
 def construct_decode_purge_block(buf, offset: int = 0, *, compiled: bool = False) -> PurgeBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_block") if compiled else C_purge_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44344,6 +44532,7 @@ def construct_decode_purge_block(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_purge_block(value: PurgeBlock, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_block") if compiled else C_purge_block
     try:
         data = con.build(_m2c_purge_block(value))
@@ -44356,6 +44545,7 @@ def construct_encode_purge_block(value: PurgeBlock, *, compiled: bool = False) -
 
 def construct_decode_purge_file(buf, offset: int = 0, *, compiled: bool = False) -> PurgeFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_file") if compiled else C_purge_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44370,6 +44560,7 @@ def construct_decode_purge_file(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_purge_file(value: PurgeFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("purge_file") if compiled else C_purge_file
     try:
         data = con.build(_m2c_purge_file(value))
@@ -44382,6 +44573,7 @@ def construct_encode_purge_file(value: PurgeFile, *, compiled: bool = False) -> 
 
 def construct_decode_epoch_digest_input(buf, offset: int = 0, *, compiled: bool = False) -> EpochDigestInput:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input") if compiled else C_epoch_digest_input
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44396,6 +44588,7 @@ def construct_decode_epoch_digest_input(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_epoch_digest_input(value: EpochDigestInput, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input") if compiled else C_epoch_digest_input
     try:
         data = con.build(_m2c_epoch_digest_input(value))
@@ -44408,6 +44601,7 @@ def construct_encode_epoch_digest_input(value: EpochDigestInput, *, compiled: bo
 
 def construct_decode_epoch_digest_input_v1(buf, offset: int = 0, *, compiled: bool = False) -> EpochDigestInputV1:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input_v1") if compiled else C_epoch_digest_input_v1
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44422,6 +44616,7 @@ def construct_decode_epoch_digest_input_v1(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_epoch_digest_input_v1(value: EpochDigestInputV1, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("epoch_digest_input_v1") if compiled else C_epoch_digest_input_v1
     try:
         data = con.build(_m2c_epoch_digest_input_v1(value))
@@ -44434,6 +44629,7 @@ def construct_encode_epoch_digest_input_v1(value: EpochDigestInputV1, *, compile
 
 def construct_decode_digest_tower(buf, offset: int = 0, *, compiled: bool = False) -> DigestTower:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("digest_tower") if compiled else C_digest_tower
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44448,6 +44644,7 @@ def construct_decode_digest_tower(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_digest_tower(value: DigestTower, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("digest_tower") if compiled else C_digest_tower
     try:
         data = con.build(_m2c_digest_tower(value))
@@ -44460,6 +44657,7 @@ def construct_encode_digest_tower(value: DigestTower, *, compiled: bool = False)
 
 def construct_decode_region_entry(buf, offset: int = 0, *, compiled: bool = False) -> RegionEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("region_entry") if compiled else C_region_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44474,6 +44672,7 @@ def construct_decode_region_entry(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_region_entry(value: RegionEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("region_entry") if compiled else C_region_entry
     try:
         data = con.build(_m2c_region_entry(value))
@@ -44486,6 +44685,7 @@ def construct_encode_region_entry(value: RegionEntry, *, compiled: bool = False)
 
 def construct_decode_segment_header(buf, offset: int = 0, *, compiled: bool = False) -> SegmentHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_header") if compiled else C_segment_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44500,6 +44700,7 @@ def construct_decode_segment_header(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_segment_header(value: SegmentHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("segment_header") if compiled else C_segment_header
     try:
         data = con.build(_m2c_segment_header(value))
@@ -44512,6 +44713,7 @@ def construct_encode_segment_header(value: SegmentHeader, *, compiled: bool = Fa
 
 def construct_decode_vector_header(buf, offset: int = 0, *, compiled: bool = False) -> VectorHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_header") if compiled else C_vector_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44526,6 +44728,7 @@ def construct_decode_vector_header(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_vector_header(value: VectorHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_header") if compiled else C_vector_header
     try:
         data = con.build(_m2c_vector_header(value))
@@ -44538,6 +44741,7 @@ def construct_encode_vector_header(value: VectorHeader, *, compiled: bool = Fals
 
 def construct_decode_vector_codes_region(buf, offset: int = 0, *, compiled: bool = False) -> VectorCodesRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_codes_region") if compiled else C_vector_codes_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44552,6 +44756,7 @@ def construct_decode_vector_codes_region(buf, offset: int = 0, *, compiled: bool
 
 def construct_encode_vector_codes_region(value: VectorCodesRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_codes_region") if compiled else C_vector_codes_region
     try:
         data = con.build(_m2c_vector_codes_region(value))
@@ -44564,6 +44769,7 @@ def construct_encode_vector_codes_region(value: VectorCodesRegion, *, compiled: 
 
 def construct_decode_bit4_factors(buf, offset: int = 0, *, compiled: bool = False) -> Bit4Factors:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bit4_factors") if compiled else C_bit4_factors
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44578,6 +44784,7 @@ def construct_decode_bit4_factors(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_bit4_factors(value: Bit4Factors, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("bit4_factors") if compiled else C_bit4_factors
     try:
         data = con.build(_m2c_bit4_factors(value))
@@ -44590,6 +44797,7 @@ def construct_encode_bit4_factors(value: Bit4Factors, *, compiled: bool = False)
 
 def construct_decode_int8_factors(buf, offset: int = 0, *, compiled: bool = False) -> Int8Factors:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("int8_factors") if compiled else C_int8_factors
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44604,6 +44812,7 @@ def construct_decode_int8_factors(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_int8_factors(value: Int8Factors, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("int8_factors") if compiled else C_int8_factors
     try:
         data = con.build(_m2c_int8_factors(value))
@@ -44616,6 +44825,7 @@ def construct_encode_int8_factors(value: Int8Factors, *, compiled: bool = False)
 
 def construct_decode_vector_factors_region(buf, offset: int = 0, *, compiled: bool = False) -> VectorFactorsRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_factors_region") if compiled else C_vector_factors_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44630,6 +44840,7 @@ def construct_decode_vector_factors_region(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_vector_factors_region(value: VectorFactorsRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_factors_region") if compiled else C_vector_factors_region
     try:
         data = con.build(_m2c_vector_factors_region(value))
@@ -44642,6 +44853,7 @@ def construct_encode_vector_factors_region(value: VectorFactorsRegion, *, compil
 
 def construct_decode_vector_rescore_region(buf, offset: int = 0, *, compiled: bool = False) -> VectorRescoreRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_rescore_region") if compiled else C_vector_rescore_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44656,6 +44868,7 @@ def construct_decode_vector_rescore_region(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_vector_rescore_region(value: VectorRescoreRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vector_rescore_region") if compiled else C_vector_rescore_region
     try:
         data = con.build(_m2c_vector_rescore_region(value))
@@ -44668,6 +44881,7 @@ def construct_encode_vector_rescore_region(value: VectorRescoreRegion, *, compil
 
 def construct_decode_columns_region(buf, offset: int = 0, *, compiled: bool = False) -> ColumnsRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("columns_region") if compiled else C_columns_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44682,6 +44896,7 @@ def construct_decode_columns_region(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_columns_region(value: ColumnsRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("columns_region") if compiled else C_columns_region
     try:
         data = con.build(_m2c_columns_region(value))
@@ -44694,6 +44909,7 @@ def construct_encode_columns_region(value: ColumnsRegion, *, compiled: bool = Fa
 
 def construct_decode_dictionary_column(buf, offset: int = 0, *, compiled: bool = False, rows: int) -> DictionaryColumn:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dictionary_column") if compiled else C_dictionary_column
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44708,6 +44924,7 @@ def construct_decode_dictionary_column(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_dictionary_column(value: DictionaryColumn, *, compiled: bool = False, rows: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("dictionary_column") if compiled else C_dictionary_column
     try:
         data = con.build(_m2c_dictionary_column(value), rows=rows)
@@ -44720,6 +44937,7 @@ def construct_encode_dictionary_column(value: DictionaryColumn, *, compiled: boo
 
 def construct_decode_column_data(buf, offset: int = 0, *, compiled: bool = False, type: int, rows: int) -> ColumnData:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_data") if compiled else C_column_data
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44734,6 +44952,7 @@ def construct_decode_column_data(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_column_data(value: ColumnData, *, compiled: bool = False, type: int, rows: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("column_data") if compiled else C_column_data
     try:
         data = con.build(_m2c_column_data(value), type=type, rows=rows)
@@ -44746,6 +44965,7 @@ def construct_encode_column_data(value: ColumnData, *, compiled: bool = False, t
 
 def construct_decode_alive_region(buf, offset: int = 0, *, compiled: bool = False) -> AliveRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("alive_region") if compiled else C_alive_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44760,6 +44980,7 @@ def construct_decode_alive_region(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_alive_region(value: AliveRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("alive_region") if compiled else C_alive_region
     try:
         data = con.build(_m2c_alive_region(value))
@@ -44772,6 +44993,7 @@ def construct_encode_alive_region(value: AliveRegion, *, compiled: bool = False)
 
 def construct_decode_checksum_entry(buf, offset: int = 0, *, compiled: bool = False) -> ChecksumEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_entry") if compiled else C_checksum_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44786,6 +45008,7 @@ def construct_decode_checksum_entry(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_checksum_entry(value: ChecksumEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_entry") if compiled else C_checksum_entry
     try:
         data = con.build(_m2c_checksum_entry(value))
@@ -44798,6 +45021,7 @@ def construct_encode_checksum_entry(value: ChecksumEntry, *, compiled: bool = Fa
 
 def construct_decode_checksum_table_region(buf, offset: int = 0, *, compiled: bool = False) -> ChecksumTableRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_table_region") if compiled else C_checksum_table_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44812,6 +45036,7 @@ def construct_decode_checksum_table_region(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_checksum_table_region(value: ChecksumTableRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("checksum_table_region") if compiled else C_checksum_table_region
     try:
         data = con.build(_m2c_checksum_table_region(value))
@@ -44824,6 +45049,7 @@ def construct_encode_checksum_table_region(value: ChecksumTableRegion, *, compil
 
 def construct_decode_document_version(buf, offset: int = 0, *, compiled: bool = False) -> DocumentVersion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_version") if compiled else C_document_version
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44838,6 +45064,7 @@ def construct_decode_document_version(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_document_version(value: DocumentVersion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_version") if compiled else C_document_version
     try:
         data = con.build(_m2c_document_version(value))
@@ -44850,6 +45077,7 @@ def construct_encode_document_version(value: DocumentVersion, *, compiled: bool 
 
 def construct_decode_document_versions_region(buf, offset: int = 0, *, compiled: bool = False) -> DocumentVersionsRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_versions_region") if compiled else C_document_versions_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44864,6 +45092,7 @@ def construct_decode_document_versions_region(buf, offset: int = 0, *, compiled:
 
 def construct_encode_document_versions_region(value: DocumentVersionsRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("document_versions_region") if compiled else C_document_versions_region
     try:
         data = con.build(_m2c_document_versions_region(value))
@@ -44876,6 +45105,7 @@ def construct_encode_document_versions_region(value: DocumentVersionsRegion, *, 
 
 def construct_decode_stored_metadata_region(buf, offset: int = 0, *, compiled: bool = False) -> StoredMetadataRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_metadata_region") if compiled else C_stored_metadata_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44890,6 +45120,7 @@ def construct_decode_stored_metadata_region(buf, offset: int = 0, *, compiled: b
 
 def construct_encode_stored_metadata_region(value: StoredMetadataRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_metadata_region") if compiled else C_stored_metadata_region
     try:
         data = con.build(_m2c_stored_metadata_region(value))
@@ -44902,6 +45133,7 @@ def construct_encode_stored_metadata_region(value: StoredMetadataRegion, *, comp
 
 def construct_decode_stored_text_region(buf, offset: int = 0, *, compiled: bool = False) -> StoredTextRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_text_region") if compiled else C_stored_text_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44916,6 +45148,7 @@ def construct_decode_stored_text_region(buf, offset: int = 0, *, compiled: bool 
 
 def construct_encode_stored_text_region(value: StoredTextRegion, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("stored_text_region") if compiled else C_stored_text_region
     try:
         data = con.build(_m2c_stored_text_region(value))
@@ -44928,6 +45161,7 @@ def construct_encode_stored_text_region(value: StoredTextRegion, *, compiled: bo
 
 def construct_decode_graph_node_block(buf, offset: int = 0, *, compiled: bool = False, code_bytes: int, max_degree: int) -> GraphNodeBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_block") if compiled else C_graph_node_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44942,6 +45176,7 @@ def construct_decode_graph_node_block(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_graph_node_block(value: GraphNodeBlock, *, compiled: bool = False, code_bytes: int, max_degree: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_block") if compiled else C_graph_node_block
     try:
         data = con.build(_m2c_graph_node_block(value), code_bytes=code_bytes, max_degree=max_degree)
@@ -44954,6 +45189,7 @@ def construct_encode_graph_node_block(value: GraphNodeBlock, *, compiled: bool =
 
 def construct_decode_graph_node_blocks_region(buf, offset: int = 0, *, compiled: bool = False, region_len: int) -> GraphNodeBlocksRegion:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_blocks_region") if compiled else C_graph_node_blocks_region
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -44968,6 +45204,7 @@ def construct_decode_graph_node_blocks_region(buf, offset: int = 0, *, compiled:
 
 def construct_encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, compiled: bool = False, region_len: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("graph_node_blocks_region") if compiled else C_graph_node_blocks_region
     try:
         data = con.build(_m2c_graph_node_blocks_region(value), region_len=region_len)
@@ -44983,6 +45220,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -49567,3 +49805,835 @@ DECODERS = {"ze_header": decode_ze_header, "ze_header_ident": decode_ze_header_i
 ENCODERS = {"ze_header": encode_ze_header, "ze_header_ident": encode_ze_header_ident, "framed_trailer_check": encode_framed_trailer_check, "segment_trailer": encode_segment_trailer, "wal_file_header": encode_wal_file_header, "wal_record_header": encode_wal_record_header, "wal_frame": encode_wal_frame, "wal_file": encode_wal_file, "wal_record": encode_wal_record, "wal_payload": encode_wal_payload, "payload_v1_header": encode_payload_v1_header, "f32_vector": encode_f32_vector, "op_upsert_v1": encode_op_upsert_v1, "op_delete_v1": encode_op_delete_v1, "metadata_value": encode_metadata_value, "value_u64": encode_value_u64, "value_i64": encode_value_i64, "value_f64": encode_value_f64, "value_bool": encode_value_bool, "value_string": encode_value_string, "value_id128": encode_value_id128, "op_metadata_edit_v1": encode_op_metadata_edit_v1, "op_timestamped_upsert_v1": encode_op_timestamped_upsert_v1, "op_upsert_metadata_v1": encode_op_upsert_metadata_v1, "op_upsert_ts_metadata_v1": encode_op_upsert_ts_metadata_v1, "typed_column": encode_typed_column, "op_upsert_v2": encode_op_upsert_v2, "op_batch_member": encode_op_batch_member, "transaction_binding": encode_transaction_binding, "op_prepared_mutation": encode_op_prepared_mutation, "op_mixed_member": encode_op_mixed_member, "zgw_file_header": encode_zgw_file_header, "zgw_frame": encode_zgw_frame, "zgw_frame_header": encode_zgw_frame_header, "zgw_envelope_size": encode_zgw_envelope_size, "graph_envelope": encode_graph_envelope, "zgw_begin": encode_zgw_begin, "artifact_descriptor": encode_artifact_descriptor, "required_ref": encode_required_ref, "optional_ref": encode_optional_ref, "commit_state": encode_commit_state, "zgw_commit": encode_zgw_commit, "zgop_key": encode_zgop_key, "zgop_expected": encode_zgop_expected, "zgop": encode_zgop, "zgw_mutation": encode_zgw_mutation, "zgw_inventory": encode_zgw_inventory, "zgw_reclaim_intent": encode_zgw_reclaim_intent, "descriptor_list": encode_descriptor_list, "zgw_reclaim_complete": encode_zgw_reclaim_complete, "spill_binding": encode_spill_binding, "zgcp_prepared_inventory": encode_zgcp_prepared_inventory, "zgcp_captured_base": encode_zgcp_captured_base, "zgcp_participant": encode_zgcp_participant, "fold_authority": encode_fold_authority, "captured_base_value": encode_captured_base_value, "protected_value": encode_protected_value, "frame_block": encode_frame_block, "frame_file": encode_frame_file, "manifest_block": encode_manifest_block, "manifest_file": encode_manifest_file, "epoch_alias": encode_epoch_alias, "manifest_segment": encode_manifest_segment, "embedding_tower": encode_embedding_tower, "embedding_epoch": encode_embedding_epoch, "column_def": encode_column_def, "clustering_range": encode_clustering_range, "tsr1_body": encode_tsr1_body, "graph_object": encode_graph_object, "zgen_row": encode_zgen_row, "zgen_extension": encode_zgen_extension, "graph_section": encode_graph_section, "zgr3_body": encode_zgr3_body, "manifest_extension": encode_manifest_extension, "manifest_payload": encode_manifest_payload, "purge_token_input": encode_purge_token_input, "purge_payload": encode_purge_payload, "purge_block": encode_purge_block, "purge_file": encode_purge_file, "epoch_digest_input": encode_epoch_digest_input, "epoch_digest_input_v1": encode_epoch_digest_input_v1, "digest_tower": encode_digest_tower, "region_entry": encode_region_entry, "segment_header": encode_segment_header, "vector_header": encode_vector_header, "vector_codes_region": encode_vector_codes_region, "bit4_factors": encode_bit4_factors, "int8_factors": encode_int8_factors, "vector_factors_region": encode_vector_factors_region, "vector_rescore_region": encode_vector_rescore_region, "columns_region": encode_columns_region, "dictionary_column": encode_dictionary_column, "column_data": encode_column_data, "alive_region": encode_alive_region, "checksum_entry": encode_checksum_entry, "checksum_table_region": encode_checksum_table_region, "document_version": encode_document_version, "document_versions_region": encode_document_versions_region, "stored_metadata_region": encode_stored_metadata_region, "stored_text_region": encode_stored_text_region, "graph_node_block": encode_graph_node_block, "graph_node_blocks_region": encode_graph_node_blocks_region }
 CONSTRUCT_DECODERS = {"ze_header": construct_decode_ze_header, "ze_header_ident": construct_decode_ze_header_ident, "framed_trailer_check": construct_decode_framed_trailer_check, "segment_trailer": construct_decode_segment_trailer, "wal_file_header": construct_decode_wal_file_header, "wal_record_header": construct_decode_wal_record_header, "wal_frame": construct_decode_wal_frame, "wal_file": construct_decode_wal_file, "wal_record": construct_decode_wal_record, "wal_payload": construct_decode_wal_payload, "payload_v1_header": construct_decode_payload_v1_header, "f32_vector": construct_decode_f32_vector, "op_upsert_v1": construct_decode_op_upsert_v1, "op_delete_v1": construct_decode_op_delete_v1, "metadata_value": construct_decode_metadata_value, "value_u64": construct_decode_value_u64, "value_i64": construct_decode_value_i64, "value_f64": construct_decode_value_f64, "value_bool": construct_decode_value_bool, "value_string": construct_decode_value_string, "value_id128": construct_decode_value_id128, "op_metadata_edit_v1": construct_decode_op_metadata_edit_v1, "op_timestamped_upsert_v1": construct_decode_op_timestamped_upsert_v1, "op_upsert_metadata_v1": construct_decode_op_upsert_metadata_v1, "op_upsert_ts_metadata_v1": construct_decode_op_upsert_ts_metadata_v1, "typed_column": construct_decode_typed_column, "op_upsert_v2": construct_decode_op_upsert_v2, "op_batch_member": construct_decode_op_batch_member, "transaction_binding": construct_decode_transaction_binding, "op_prepared_mutation": construct_decode_op_prepared_mutation, "op_mixed_member": construct_decode_op_mixed_member, "zgw_file_header": construct_decode_zgw_file_header, "zgw_frame": construct_decode_zgw_frame, "zgw_frame_header": construct_decode_zgw_frame_header, "zgw_envelope_size": construct_decode_zgw_envelope_size, "graph_envelope": construct_decode_graph_envelope, "zgw_begin": construct_decode_zgw_begin, "artifact_descriptor": construct_decode_artifact_descriptor, "required_ref": construct_decode_required_ref, "optional_ref": construct_decode_optional_ref, "commit_state": construct_decode_commit_state, "zgw_commit": construct_decode_zgw_commit, "zgop_key": construct_decode_zgop_key, "zgop_expected": construct_decode_zgop_expected, "zgop": construct_decode_zgop, "zgw_mutation": construct_decode_zgw_mutation, "zgw_inventory": construct_decode_zgw_inventory, "zgw_reclaim_intent": construct_decode_zgw_reclaim_intent, "descriptor_list": construct_decode_descriptor_list, "zgw_reclaim_complete": construct_decode_zgw_reclaim_complete, "spill_binding": construct_decode_spill_binding, "zgcp_prepared_inventory": construct_decode_zgcp_prepared_inventory, "zgcp_captured_base": construct_decode_zgcp_captured_base, "zgcp_participant": construct_decode_zgcp_participant, "fold_authority": construct_decode_fold_authority, "captured_base_value": construct_decode_captured_base_value, "protected_value": construct_decode_protected_value, "frame_block": construct_decode_frame_block, "frame_file": construct_decode_frame_file, "manifest_block": construct_decode_manifest_block, "manifest_file": construct_decode_manifest_file, "epoch_alias": construct_decode_epoch_alias, "manifest_segment": construct_decode_manifest_segment, "embedding_tower": construct_decode_embedding_tower, "embedding_epoch": construct_decode_embedding_epoch, "column_def": construct_decode_column_def, "clustering_range": construct_decode_clustering_range, "tsr1_body": construct_decode_tsr1_body, "graph_object": construct_decode_graph_object, "zgen_row": construct_decode_zgen_row, "zgen_extension": construct_decode_zgen_extension, "graph_section": construct_decode_graph_section, "zgr3_body": construct_decode_zgr3_body, "manifest_extension": construct_decode_manifest_extension, "manifest_payload": construct_decode_manifest_payload, "purge_token_input": construct_decode_purge_token_input, "purge_payload": construct_decode_purge_payload, "purge_block": construct_decode_purge_block, "purge_file": construct_decode_purge_file, "epoch_digest_input": construct_decode_epoch_digest_input, "epoch_digest_input_v1": construct_decode_epoch_digest_input_v1, "digest_tower": construct_decode_digest_tower, "region_entry": construct_decode_region_entry, "segment_header": construct_decode_segment_header, "vector_header": construct_decode_vector_header, "vector_codes_region": construct_decode_vector_codes_region, "bit4_factors": construct_decode_bit4_factors, "int8_factors": construct_decode_int8_factors, "vector_factors_region": construct_decode_vector_factors_region, "vector_rescore_region": construct_decode_vector_rescore_region, "columns_region": construct_decode_columns_region, "dictionary_column": construct_decode_dictionary_column, "column_data": construct_decode_column_data, "alive_region": construct_decode_alive_region, "checksum_entry": construct_decode_checksum_entry, "checksum_table_region": construct_decode_checksum_table_region, "document_version": construct_decode_document_version, "document_versions_region": construct_decode_document_versions_region, "stored_metadata_region": construct_decode_stored_metadata_region, "stored_text_region": construct_decode_stored_text_region, "graph_node_block": construct_decode_graph_node_block, "graph_node_blocks_region": construct_decode_graph_node_blocks_region }
 CONSTRUCT_ENCODERS = {"ze_header": construct_encode_ze_header, "ze_header_ident": construct_encode_ze_header_ident, "framed_trailer_check": construct_encode_framed_trailer_check, "segment_trailer": construct_encode_segment_trailer, "wal_file_header": construct_encode_wal_file_header, "wal_record_header": construct_encode_wal_record_header, "wal_frame": construct_encode_wal_frame, "wal_file": construct_encode_wal_file, "wal_record": construct_encode_wal_record, "wal_payload": construct_encode_wal_payload, "payload_v1_header": construct_encode_payload_v1_header, "f32_vector": construct_encode_f32_vector, "op_upsert_v1": construct_encode_op_upsert_v1, "op_delete_v1": construct_encode_op_delete_v1, "metadata_value": construct_encode_metadata_value, "value_u64": construct_encode_value_u64, "value_i64": construct_encode_value_i64, "value_f64": construct_encode_value_f64, "value_bool": construct_encode_value_bool, "value_string": construct_encode_value_string, "value_id128": construct_encode_value_id128, "op_metadata_edit_v1": construct_encode_op_metadata_edit_v1, "op_timestamped_upsert_v1": construct_encode_op_timestamped_upsert_v1, "op_upsert_metadata_v1": construct_encode_op_upsert_metadata_v1, "op_upsert_ts_metadata_v1": construct_encode_op_upsert_ts_metadata_v1, "typed_column": construct_encode_typed_column, "op_upsert_v2": construct_encode_op_upsert_v2, "op_batch_member": construct_encode_op_batch_member, "transaction_binding": construct_encode_transaction_binding, "op_prepared_mutation": construct_encode_op_prepared_mutation, "op_mixed_member": construct_encode_op_mixed_member, "zgw_file_header": construct_encode_zgw_file_header, "zgw_frame": construct_encode_zgw_frame, "zgw_frame_header": construct_encode_zgw_frame_header, "zgw_envelope_size": construct_encode_zgw_envelope_size, "graph_envelope": construct_encode_graph_envelope, "zgw_begin": construct_encode_zgw_begin, "artifact_descriptor": construct_encode_artifact_descriptor, "required_ref": construct_encode_required_ref, "optional_ref": construct_encode_optional_ref, "commit_state": construct_encode_commit_state, "zgw_commit": construct_encode_zgw_commit, "zgop_key": construct_encode_zgop_key, "zgop_expected": construct_encode_zgop_expected, "zgop": construct_encode_zgop, "zgw_mutation": construct_encode_zgw_mutation, "zgw_inventory": construct_encode_zgw_inventory, "zgw_reclaim_intent": construct_encode_zgw_reclaim_intent, "descriptor_list": construct_encode_descriptor_list, "zgw_reclaim_complete": construct_encode_zgw_reclaim_complete, "spill_binding": construct_encode_spill_binding, "zgcp_prepared_inventory": construct_encode_zgcp_prepared_inventory, "zgcp_captured_base": construct_encode_zgcp_captured_base, "zgcp_participant": construct_encode_zgcp_participant, "fold_authority": construct_encode_fold_authority, "captured_base_value": construct_encode_captured_base_value, "protected_value": construct_encode_protected_value, "frame_block": construct_encode_frame_block, "frame_file": construct_encode_frame_file, "manifest_block": construct_encode_manifest_block, "manifest_file": construct_encode_manifest_file, "epoch_alias": construct_encode_epoch_alias, "manifest_segment": construct_encode_manifest_segment, "embedding_tower": construct_encode_embedding_tower, "embedding_epoch": construct_encode_embedding_epoch, "column_def": construct_encode_column_def, "clustering_range": construct_encode_clustering_range, "tsr1_body": construct_encode_tsr1_body, "graph_object": construct_encode_graph_object, "zgen_row": construct_encode_zgen_row, "zgen_extension": construct_encode_zgen_extension, "graph_section": construct_encode_graph_section, "zgr3_body": construct_encode_zgr3_body, "manifest_extension": construct_encode_manifest_extension, "manifest_payload": construct_encode_manifest_payload, "purge_token_input": construct_encode_purge_token_input, "purge_payload": construct_encode_purge_payload, "purge_block": construct_encode_purge_block, "purge_file": construct_encode_purge_file, "epoch_digest_input": construct_encode_epoch_digest_input, "epoch_digest_input_v1": construct_encode_epoch_digest_input_v1, "digest_tower": construct_encode_digest_tower, "region_entry": construct_encode_region_entry, "segment_header": construct_encode_segment_header, "vector_header": construct_encode_vector_header, "vector_codes_region": construct_encode_vector_codes_region, "bit4_factors": construct_encode_bit4_factors, "int8_factors": construct_encode_int8_factors, "vector_factors_region": construct_encode_vector_factors_region, "vector_rescore_region": construct_encode_vector_rescore_region, "columns_region": construct_encode_columns_region, "dictionary_column": construct_encode_dictionary_column, "column_data": construct_encode_column_data, "alive_region": construct_encode_alive_region, "checksum_entry": construct_encode_checksum_entry, "checksum_table_region": construct_encode_checksum_table_region, "document_version": construct_encode_document_version, "document_versions_region": construct_encode_document_versions_region, "stored_metadata_region": construct_encode_stored_metadata_region, "stored_text_region": construct_encode_stored_text_region, "graph_node_block": construct_encode_graph_node_block, "graph_node_blocks_region": construct_encode_graph_node_blocks_region }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVAAABAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwCemWUjAV0aXRsZZSMJlpFIHBlcnNpc3RlZCBmYW1pbGllcyAoemVwcGVsaW4tZW1iZWQplIwEc3BlY5SMMnplcHBlbGluLWVtYmVkIGZvcm1hdCBydWxlcyAocnVsZXMudHh0KSArIGZhY3RzLm1klIwDZG9jlFgUAQAAU2hhcmVkIDMyLWJ5dGUgaGVhZGVyOyBXQUwgZmFtaWx5IDExOyBzaW5nbGUtYmxvY2sgZnJhbWVkIGFydGlmYWN0cyAoZnJhbWUgMSwgbWFuaWZlc3QgMTAsIHB1cmdlIGludGVudCAxNSk7IHNlZ21l'
+    'bnQgZmlsZXMgKGZhbWlseSAyKSB3aXRoIHRoZWlyIHJlZ2lvbnM7IG5hdGl2ZSBncmFwaCBXQUwgZmFtaWx5IDE5IGVudmVsb3Blcy4gRXZlcnkgaW50ZWdlciBhbmQgZmxvYXQgaXMgbGl0dGxlLWVuZGlhbjsgZXZlcnkgY2hlY2tzdW0gaXMgeHhoMy02NCBpbiBhIHU2NCBmaWVsZC4KlIwGZW5kaWFulIwCbGWUjAVmaWxlc5RdlIwPc2NoZW1hcy96ZS55YW1slGGMBmRpZ2VzdJSMR3NoYTI1NjpmMWE0YmUxNGQ4NTk1ZmYzNjkxOGE4OTJhMGJlZGM4NWM0NDFkNjY5MGQyNWQ5OGE2MmE2MGIyZGU4MThiMGVjlIwIdmVyc2lvbnOU'
+    'TowFZW51bXOUfZQojAxxdWFudF9zY2hlbWWUaACMB0VudW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsQjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVtYmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjANmMzKUjAV2YWx1ZZRLAGgLjBhmdWxsLXByZWNpc2lvbiBmMzIgY29kZXOUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMB3NjaGVtZTGUaCtLAWgLjCFsaXZlLCBwYXlsb2FkIG5vdCBpZGVudGlmaWVkIChVNCmUaC1OaC5OdWJoJymBlH2UKGgF'
+    'jARpbnQ4lGgrSwJoC4wAlGgtTmguTnViaCcpgZR9lChoBYwEYml0NJRoK0sEaAuMFUV4dGVuZGVkLVJhQml0USA0LWJpdJRoLU5oLk51YmVoC4xQUXVhbnRpemF0aW9uIHNjaGVtZSBpZHM7IDMgYW5kIDUgYXJlIHBlcm1hbmVudGx5IHJldGlyZWQgYW5kIHJlZnVzZWQgZGlzdGluY3RseS6UaAmMI2ZhY3RzIMKnMi4zIHF1YW50aXphdGlvbiBzY2hlbWUgaWRzlIwEb3BlbpSJjAdyZXRpcmVklF2UKEsDSwVljARsaW5llEtCdWKMBndhbF9vcJRoGSmBlH2UKGgFaEFoHGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgkXZQoaCcpgZR9'
+    'lChoBYwJdXBzZXJ0X3YxlGgrSwFoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAlkZWxldGVfdjGUaCtLAmgLaDZoLU5oLk51YmgnKYGUfZQoaAWMEG1ldGFkYXRhX2VkaXRfdjGUaCtLA2gLaDZoLU5oLk51YmgnKYGUfZQoaAWMFXRpbWVzdGFtcGVkX3Vwc2VydF92MZRoK0sEaAtoNmgtTmguTnViaCcpgZR9lChoBYwSdXBzZXJ0X21ldGFkYXRhX3YxlGgrSwVoC2g2aC1OaC5OdWJoJymBlH2UKGgFjBV1cHNlcnRfdHNfbWV0YWRhdGFfdjGUaCtLBmgLaDZoLU5oLk51YmgnKYGUfZQoaAWMCXVwc2VydF92MpRoK0sHaAtoNmgtTmguTnVi'
+    'aCcpgZR9lChoBYwWdXBzZXJ0X3YyX2JhdGNoX21lbWJlcpRoK0sIaAtoNmgtTmguTnViaCcpgZR9lChoBYwUcHJlcGFyZWRfbXV0YXRpb25fdjGUaCtLCWgLaDZoLU5oLk51YmgnKYGUfZQoaAWMD2dyYXBoX2NvbW1pdF92MZRoK0sKaAtoNmgtTmguTnViaCcpgZR9lChoBYwVbWl4ZWRfYmF0Y2hfbWVtYmVyX3YxlGgrSwtoC2g2aC1OaC5OdWJlaAuMMldBTCBtdXRhdGlvbiBvcGVyYXRpb24gaWRzIChhcHBlbmQtb25seSBjb250cmFjdCkulGgJjAtmYWN0cyDCpzMuNJRoPYloPl2UaEBLTHVijAp2YWx1ZV9raW5klGgZKYGUfZQo'
+    'aAVoa2gcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjARudWxslGgrSwBoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAN1NjSUaCtLAWgLaDZoLU5oLk51YmgnKYGUfZQoaAWMA2k2NJRoK0sCaAtoNmgtTmguTnViaCcpgZR9lChoBYwDZjY0lGgrSwNoC2g2aC1OaC5OdWJoJymBlH2UKGgFjARib29slGgrSwRoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAZzdHJpbmeUaCtLBWgLaDZoLU5oLk51YmgnKYGUfZQoaAWMBWlkMTI4lGgrSwZoC2g2aC1OaC5OdWJlaAtoNmgJjCBmYWN0cyDCpzMuNCBtZXRhZGF0YSB2YWx1'
+    'ZSBraW5kc5RoPYloPl2UaEBLXHVijAtjb2x1bW5fdHlwZZRoGSmBlH2UKGgFaIhoHGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgkXZQoaCcpgZR9lChoBWh2aCtLAWgLaDZoLU5oLk51YmgnKYGUfZQoaAVoeWgrSwJoC2g2aC1OaC5OdWJoJymBlH2UKGgFaHxoK0sDaAtoNmgtTmguTnViaCcpgZR9lChoBWh/aCtLBGgLaDZoLU5oLk51YmgnKYGUfZQoaAWMEWRpY3Rpb25hcnlfc3RyaW5nlGgrSwVoC2g2aC1OaC5OdWJoJymBlH2UKGgFjApyYXdfc3RyaW5nlGgrSwZoC2g2aC1OaC5OdWJlaAtoNmgJjBhmYWN0cyDCpzUgQ29sdW1u'
+    'cyByZWdpb26UaD2JaD5dlGhAS2B1YowOemd3X2ZyYW1lX2tpbmSUaBkpgZR9lChoBWieaBxoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoJF2UKGgnKYGUfZQoaAWMBWJlZ2lulGgrSwFoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAhtdXRhdGlvbpRoK0sCaAtoNmgtTmguTnViaCcpgZR9lChoBYwJaW52ZW50b3J5lGgrSwNoC2g2aC1OaC5OdWJoJymBlH2UKGgFjA5yZWNsYWltX2ludGVudJRoK0sEaAtoNmgtTmguTnViaCcpgZR9lChoBYwQcmVjbGFpbV9jb21wbGV0ZZRoK0sFaAtoNmgtTmguTnViaCcpgZR9lChoBYwGY29tbWl0lGgr'
+    'SwZoC2g2aC1OaC5OdWJlaAtoNmgJjBVmYWN0cyDCpzQgZnJhbWUga2luZHOUaD2JaD5dlGhAS2R1YowNZW52ZWxvcGVfa2luZJRoGSmBlH2UKGgFaLhoHGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgkXZQoaCcpgZR9lChoBWipaCtLAWgLaDZoLU5oLk51YmgnKYGUfZQoaAWMC21haW50ZW5hbmNllGgrSwJoC2g2aC1OaC5OdWJlaAtoNmgJaDZoPYloPl2UaEBLaHVijA9pbnZlbnRvcnlfc3RhdGWUaBkpgZR9lChoBWjEaBxoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoJF2UKGgnKYGUfZQoaAWMCHByZXBhcmVklGgrSwFoC2g2aC1O'
+    'aC5OdWJoJymBlH2UKGgFjAhyZXRhaW5lZJRoK0sCaAtoNmgtTmguTnViaCcpgZR9lChoBYwPcmVjbGFpbV9wZW5kaW5nlGgrSwNoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAlyZWNsYWltZWSUaCtLBGgLaDZoLU5oLk51YmVoC2g2aAloNmg9iWg+XZRoQEtrdWKMC2VudGl0eV9raW5klGgZKYGUfZQoaAVo12gcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjARub2RllGgrSwFoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAxyZWxhdGlvbnNoaXCUaCtLAmgLaDZoLU5oLk51YmVoC2g2aAloNmg9iWg+XZRoQEtudWKM'
+    'Dnpnb3Bfb3BlcmF0aW9ulGgZKYGUfZQoaAVo5GgcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjAZjcmVhdGWUaCtLAWgLaDZoLU5oLk51YmgnKYGUfZQoaAWMA3B1dJRoK0sCaAtoNmgtTmguTnViaCcpgZR9lChoBYwGZGVsZXRllGgrSwNoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAhyZWNyZWF0ZZRoK0sEaAtoNmgtTmguTnViaCcpgZR9lChoBYwLY3lwaGVyX2VkaXSUaCtLBWgLaDZoLU5oLk51YmVoC2g2aAloNmg9iWg+XZRoQEtxdWKMC2RlbGV0ZV9tb2RllGgZKYGUfZQoaAVo+mgcaB4pgZR9lChoIUsI'
+    'aCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjARub25llGgrSwBoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAhyZXN0cmljdJRoK0sBaAtoNmgtTmguTnViaCcpgZR9lChoBYwGZGV0YWNolGgrSwJoC2g2aC1OaC5OdWJlaAtoNmgJaDZoPYloPl2UaEBLdHVijA1ub3JtYWxpemF0aW9ulGgZKYGUfZQoaAVqCgEAAGgcaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFagIBAABoK0sAaAtoNmgtTmguTnViaCcpgZR9lChoBYwCbDKUaCtLAWgLaDZoLU5oLk51YmVoC2g2aAloNmg9iWg+XZRoQEt3dWKMDWVtYmVkX3J1'
+    'bnRpbWWUaBkpgZR9lChoBWoWAQAAaBxoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoJF2UKGgnKYGUfZQoaAWMBmNvcmVtbJRoK0sBaAtoNmgtTmguTnViaCcpgZR9lChoBYwDbWx4lGgrSwJoC2g2aC1OaC5OdWJoJymBlH2UKGgFjA1jcHVfcmVmZXJlbmNllGgrSwNoC2g2aC1OaC5OdWJlaAtoNmgJaDZoPYloPl2UaEBLenVijA1jb21wdXRlX3VuaXRzlGgZKYGUfZQoaAVqJgEAAGgcaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjANjcHWUaCtLAWgLaDZoLU5oLk51YmgnKYGUfZQoaAWMB2NwdV9ncHWUaCtL'
+    'AmgLaDZoLU5oLk51YmgnKYGUfZQoaAWMEWNwdV9uZXVyYWxfZW5naW5llGgrSwNoC2g2aC1OaC5OdWJoJymBlH2UKGgFjANhbGyUaCtLBGgLaDZoLU5oLk51YmVoC2g2aAloNmg9iWg+XZRoQEt9dWKMCXpnY3Bfcm9sZZRoGSmBlH2UKGgFajkBAABoHGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgkXZQoaCcpgZR9lChoBYwHY2F0YWxvZ5RoK0sBaAtoNmgtTmguTnViaCcpgZR9lChoBYwScHJlcGFyZWRfaW52ZW50b3J5lGgrSwJoC2g2aC1OaC5OdWJoJymBlH2UKGgFjA9wcm90ZWN0ZWRfcm9vdHOUaCtLA2gLaDZoLU5oLk51Ymgn'
+    'KYGUfZQoaAWMDmNvbXBsZXRlZF9tYXJrlGgrSwRoC2g2aC1OaC5OdWJoJymBlH2UKGgFjA1yZWNsYWltX3N0YXRllGgrSwVoC2g2aC1OaC5OdWJoJymBlH2UKGgFjA9yZXRyaWV2YWxfc3RhdGWUaCtLBmgLaDZoLU5oLk51YmgnKYGUfZQoaAWMDWNhcHR1cmVkX2Jhc2WUaCtLB2gLaDZoLU5oLk51YmVoC4yKQ29tbWl0UGFydGljaXBhbnQgcm9sZXMgaW5zaWRlIC56Z3JhcGggb2JqZWN0cyAoYmxvY2sga2luZCAxMCkuIFVua25vd24gcm9sZXMgYXJlIHJlZnVzZWQsIG5ldmVyIHRyZWF0ZWQgYXMgb3BhcXVlIG9wdGlvbmFsIHBh'
+    'cnRpY2lwYW50cy4KlGgJjC5mYWN0cyDCpzQgWkdDUCBwYXJ0aWNpcGFudCByb2xlczsgcnVsZXMgWkUtMzgwlGg9iWg+XZRoQEuAdWKMCXJhbmdlX3RhZ5RoGSmBlH2UKGgFalcBAABoHGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgkXZQoaCcpgZR9lChoBYwJdW5zdGFtcGVklGgrSwBoC2g2aC1OaC5OdWJoJymBlH2UKGgFjAVlbXB0eZRoK0sBaAtoNmgtTmguTnViaCcpgZR9lChoBYwHYm91bmRlZJRoK0sCaAtoNmgtTmguTnViZWgLaDZoCYwLcnVsZXM6IFRTUjGUaD2JaD5dlGhAS4h1YnWMBWZsYWdzlH2UKIwNdXBzZXJ0X2Zp'
+    'ZWxkc5RoAIwIRmxhZ3NEZWaUk5QpgZR9lChoBWpqAQAAaBxoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoIV2UKGgAjAdGbGFnQml0lJOUKYGUfZQoaAWMBnZlY3RvcpSMAmxvlEsAjAV3aWR0aJRLAYwEZW51bZROaAtoNnVianMBAAApgZR9lChoBYwEdGV4dJRqdwEAAEsBangBAABLAWp5AQAATmgLaDZ1YmpzAQAAKYGUfZQoaAWMAnRzlGp3AQAASwJqeAEAAEsBankBAABOaAtoNnVianMBAAApgZR9lChoBYwIbWV0YWRhdGGUancBAABLA2p4AQAASwFqeQEAAE5oC2g2dWJqcwEAACmBlH2UKGgFjAdjb2x1bW5zlGp3AQAASwRqeAEA'
+    'AEsBankBAABOaAtoNnViZWgLjEVPcC03IGZpZWxkIGJpdG1hcDsgYml0cyA1Li4zMSBhcmUgcmVzZXJ2ZWQgYW5kIHJlZnVzZWQgKEZpZWxkQml0bWFwKS6UaAmMHGZhY3RzIMKnMy40IHVwc2VydCB2MiBiaXRtYXCUaEBLjnVijBFncmFwaF9ibG9ja19mbGFnc5RqbAEAACmBlH2UKGgFaogBAABoHGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmghXZQoanMBAAApgZR9lChoBYwKZW50cnlfc2VlZJRqdwEAAEsAangBAABLAWp5AQAATmgLaDZ1YmpzAQAAKYGUfZQoaAWMA2h1YpRqdwEAAEsBangBAABLAWp5AQAATmgLaDZ1YmVoC4wx'
+    'R3JhcGggbm9kZSBmbGFnczsgYml0cyBhYm92ZSAxIGFyZSByZXNlcnZlZCB6ZXJvLpRoCYwYcnVsZXM6IGdyYXBoIGJsb2NrIGZsYWdzlGhAS5h1YowPbWVtYmVyc2hpcF9iaXRzlGpsAQAAKYGUfZQoaAVqlgEAAGgcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCFdlChqcwEAACmBlH2UKGgFjAt0ZXh0X2JlZm9yZZRqdwEAAEsAangBAABLAWp5AQAATmgLaDZ1YmpzAQAAKYGUfZQoaAWMCnRleHRfYWZ0ZXKUancBAABLAWp4AQAASwFqeQEAAE5oC2g2dWJqcwEAACmBlH2UKGgFjA12ZWN0b3JfYmVmb3JllGp3AQAASwJqeAEAAEsB'
+    'ankBAABOaAtoNnVianMBAAApgZR9lChoBYwMdmVjdG9yX2FmdGVylGp3AQAASwNqeAEAAEsBankBAABOaAtoNnViZWgLaDZoCYwZZmFjdHMgwqc0IE11dGF0aW9uIGNoYW5nZZRoQEufdWJ1jAdhbGlhc2VzlH2UjAdyZWNvcmRzlH2UKIwJemVfaGVhZGVylGgAjAZSZWNvcmSUk5QpgZR9lChoBWqtAQAAjAZmaWVsZHOUXZQoaACMBUZpZWxklJOUKYGUfZQoaAWMBW1hZ2ljlIwEdHlwZZRoAIwGQnl0ZXNUlJOUKYGUfZQojARzaXpllIwZYnl0ZXdyaWdodC5nZW5lcmF0b3IuZXhwcpSMBEV4cHKUk5QpgZR9lCiMBnNvdXJjZZSMATiU'
+    'jAR0cmVllIwDYXN0lIwIQ29uc3RhbnSUk5QpUpR9lChoK0sIjARraW5klE6MBmxpbmVub5RLAYwKY29sX29mZnNldJRLAIwKZW5kX2xpbmVub5RLAYwOZW5kX2NvbF9vZmZzZXSUSwF1YowFbmFtZXOUjAhidWlsdGluc5SMCWZyb3plbnNldJSTlF2UhZRSlHVijAZwcmVmaXiUTowDZW9zlIlqfAEAAE6MCnRlcm1pbmF0b3KUTnViaAuMDkFTQ0lJIFpFUEVNQkVElGgJaDaMBGNvbmSUTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUQwhaRVBFTUJFRJSMCHJlc2VydmVklImMBXZhbGlklE5qvgEAAE6MBnJlcGVhdJROjAR2aWV3lE6M'
+    'CmNvbXByZXNzZWSUTowIY2hlY2tzdW2UTmgrTowMZGVyaXZlZF9mcm9tlE6MB2Fzc2VydHOUKYwHY29udmVydJROjAVjaGFpbpROjAdmcmFtaW5nlE6MDmRlcml2ZWRfb2Zmc2V0lEsAaA1OjAZmaWxsZWSUaDaMC2hhc19kZWZhdWx0lImMB2RlZmF1bHSUTmhAS7CMBHBhdGiUjBtyZWNvcmRzLnplX2hlYWRlci5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTowGYWJzZW50lE6MBHBlZWuUiXViarUBAAApgZR9lChoBYwJZmFtaWx5X2lklGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAuMFXplX2ZhbWlseSByZWdpc3RyeSBpZJRo'
+    'CWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEuxavABAACMG3JlY29yZHMuemVfaGVhZGVyLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMDmZhbWlseV92ZXJzaW9ulGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEA'
+    'AE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS7Jq8AEAAIwbcmVjb3Jkcy56ZV9oZWFkZXIuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpoAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wMZmFtaWx5LW93bmVklGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq'
+    '6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS7Nq8AEAAIwbcmVjb3Jkcy56ZV9oZWFkZXIuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwNaGVhZGVyX2xlbmd0aJRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCNieXRlcyBvZiB0aGUgY29tcGxldGUgZmFtaWx5IGhlYWRlcpRoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABoAIwGQXNzZXJ0'
+    'lJOUKYGUfZQojAVjaGVja5RqwQEAACmBlH2UKGrEAQAAjBNoZWFkZXJfbGVuZ3RoID49IDMylGrGAQAAascBAACMB0NvbXBhcmWUk5QpUpR9lCiMBGxlZnSUascBAACMBE5hbWWUk5QpUpR9lCiMAmlklGoKAgAAjANjdHiUascBAACMBExvYWSUk5QpUpR9lGJqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsNdWKMA29wc5RdlGrHAQAAjANHdEWUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGrJAQAAKVKUfZQoaCtLIGrMAQAATmrNAQAASwFqzgEAAEsRas8BAABLAWrQAQAASxN1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsT'
+    'dWJq0QEAAGrUAQAAXZRqCgIAAGGFlFKUdWKMB21lc3NhZ2WUjCFoZWFkZXJfbGVuZ3RoIG11c3QgYmUgYXQgbGVhc3QgMzKUjAVlcnJvcpSMCmNvbnN0cmFpbnSUavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS7Rq8AEAAIwbcmVjb3Jkcy56ZV9oZWFkZXIuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwLZmlsZV9sZW5ndGiUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wxZXhhY3QgZmlsZSBsZW5ndGg7IDAgZm9yIGFw'
+    'cGVuZC1vbmx5IFdBTCBmYW1pbGllc5RoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEu4avABAACMG3JlY29yZHMuemVfaGVhZGVyLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4yqVGhlIHNoYXJlZCAzMi1ieXRlIGhlYWRlciBvZiBldmVyeSBmYW1pbHkgdGhhdCBoYXMgYSBmaWxlIChubyBjaGVja3N1bSBvZiBpdHMg'
+    'b3duKS4gRmFtaWx5LXNwZWNpZmljIGZpbGUgcmVjb3JkcyByZXBlYXQgdGhlc2UgZmllbGRzIHNvIHRoZXkgY2FuIGRpc3BhdGNoIG9uIHRoZSB2ZXJzaW9uLgqUaAmMC2ZhY3RzIMKnMi4xlIwGcGFyYW1zlH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROarIBAABqswEAAIwKZml4ZWRfc2l6ZZRLIIwHb2Zmc2V0c5R9lChquAEAAEsAavcBAABLCGr+AQAASwpqaAEAAEsMagoCAABLEGo6AgAASxh1jAVzaXplc5R9lChquAEAAEsIavcBAABL'
+    'Amr+AQAASwJqaAEAAEsEagoCAABLCGo6AgAASwh1jAVvcmRlcpROdWJhaEBLqowEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZSMBnJlY29yZJSMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWKMD3plX2hlYWRlcl9pZGVudJRqrwEAACmBlH2UKGgFaloCAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVquAEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqxQEAAGrGAQAAaskBAAApUpR9lChoK0sIaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViatgB'
+    'AABOatkBAACJanwBAABOatoBAABOdWJoC2rbAQAAaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAAQwhaRVBFTUJFRJRq4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS8Fq8AEAAIwhcmVjb3Jkcy56ZV9oZWFkZXJfaWRlbnQuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr3AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAA'
+    'TmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBLwmrwAQAAjCFyZWNvcmRzLnplX2hlYWRlcl9pZGVudC5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFav4BAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABO'
+    'auUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEvDavABAACMIXJlY29yZHMuemVfaGVhZGVyX2lkZW50LmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4zgVGhlIGZpcnN0IDEyIGJ5dGVzIG9mIHRoZSBzaGFyZWQgaGVhZGVyIChtYWdpYywgZmFtaWx5LCB2ZXJzaW9uKTogd2hhdCB0aGUgZ2VuZXJpYyBkZWNvZGVyIGNoZWNrcyBiZWZvcmUgaGVhZGVyX2xlbmd0aCAobGVuZ3RoID49IDMyLCBtYWdpYywgZmFtaWx5ID09IGV4'
+    'cGVjdGVkLCByZWdpc3RyeSBhY2NlcHRzIChmYW1pbHksIHZlcnNpb24pLCB0aGVuIGhlYWRlcl9sZW5ndGggPj0gMzIpLgqUaAmMGGZhY3RzIMKnMi4xIGRlY29kZSBvcmRlcpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqXQIAAGpMAgAASwxqTQIAAH2UKGq4AQAASwBq9wEAAEsIav4BAABLCnVqTwIAAH2UKGq4AQAASwhq9wEAAEsCav4BAABLAnVqUQIAAE51YmFoQEu6alICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBRmcmFtZWRfdHJhaWxlcl9jaGVj'
+    'a5RqrwEAACmBlH2UKGgFan8CAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMBmhlYWRlcpRquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAjAIyNJRqxgEAAGrJAQAAKVKUfZQoaCtLGGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAuMLG1hZ2ljLCBmYW1pbHksIHZlcnNpb24sIGZsYWdzLCBoZWFkZXJfbGVuZ3RolGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q'
+    '5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS8xq8AEAAIwmcmVjb3Jkcy5mcmFtZWRfdHJhaWxlcl9jaGVjay5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFajoCAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABqvgEAAIwFYmxvY2uUhpRq6AEAAClq6QEA'
+    'AE5q6gEAAE5q6wEAAE5q7AEAAEsoaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS81q8AEAAIwmcmVjb3Jkcy5mcmFtZWRfdHJhaWxlcl9jaGVjay5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFapYCAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAjBBmaWxlX2xlbmd0aCAtIDQwlGrGAQAAascBAACMBUJpbk9wlJOUKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAajoCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLC3VijAJvcJRqxwEAAIwDU3VilJOU'
+    'KVKUfZRijAVyaWdodJRqyQEAAClSlH2UKGgrSyhqzAEAAE5qzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsQdWJqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJq0QEAAGrUAQAAXZRqOgIAAGGFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEvOavABAACMJnJlY29yZHMu'
+    'ZnJhbWVkX3RyYWlsZXJfY2hlY2suZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwNZmlsZV9jaGVja3N1bZRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABoAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMB3h4aDNfNjSUjAZjb3ZlcnOUTowIZXhjbHVkZWSUKYwKc3RvcmVfYml0c5ROjARzZWVklE5qQQIAACloIUtAaBKJjAZyYW5nZXOUKYwFc2Nv'
+    'cGWUaDaMBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEvPavABAACMJnJlY29yZHMuZnJhbWVkX3RyYWlsZXJfY2hlY2suZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLWAIBAABBIHNpbmdsZS1ibG9jayBmcmFtZWQgYXJ0aWZhY3Qgd2l0aCBpdHMgYmxvY2sga2VwdCBvcGFxdWU6IHRoZSB3aG9sZS1maWxlIHRyYWlsZXIgY2hlY2tzdW0gaXMgdmVyaWZpZWQgYmVmb3JlIGJsb2NrX2xlbiBhbmQgdGhl'
+    'IGJsb2NrIGNoZWNrc3VtIGFyZSAoZmFjdHMgwqcyLjIgb3JkZXI6IGhlYWRlciwgZmlsZV9sZW5ndGgsIGhlYWRlcl9sZW5ndGggPT0gMzIsIHdob2xlLWZpbGUgY2hlY2tzdW0sIGJsb2NrX2xlbiwgYmxvY2sgY2hlY2tzdW0pLgqUaAmMGGZhY3RzIMKnMi4yIGRlY29kZSBvcmRlcpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqggIAAGpMAgAATmpNAgAAfZQoaoUCAABLAGo6AgAASxhqlgIAAEsgdWpPAgAAfZQoaoUCAABLGGo6AgAASwhqtAIAAEsIdWpRAgAATnViYWhAS8VqUgIA'
+    'AGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMD3NlZ21lbnRfdHJhaWxlcpRqrwEAACmBlH2UKGgFatACAABqsgEAAF2UarUBAAApgZR9lChoBWrmAQAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wleHhoMy02NCBvZiB0aGUgZmlsZSB1cCB0byB0aGUgdHJhaWxlcpRoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEA'
+    'AE5oQEvVavABAACMIXJlY29yZHMuc2VnbWVudF90cmFpbGVyLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmFoC4xGVGhlIGxhc3QgOCBieXRlcyBvZiBhIHNlZ21lbnQgZmlsZSwgeHhoMy02NCBvZiBldmVyeSBieXRlIGJlZm9yZSB0aGVtLpRoCYwZZmFjdHMgwqc1IHNlZ21lbnQgdHJhaWxlcpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABq0wIAAGpMAgAASwhqTQIAAH2UauYBAABLAHNqTwIAAH2UauYBAABLCHNqUQIAAE51YmFoQEvRalICAABoEWgNTmpTAgAAKWpU'
+    'AgAAalUCAABqVgIAAF2UalgCAABdlHVijA93YWxfZmlsZV9oZWFkZXKUaq8BAAApgZR9lChoBWrkAgAAarIBAABdlChqtQEAACmBlH2UKGgFargBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAasUBAABqxgEAAGrJAQAAKVKUfZQoaCtLCGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAEMIWkVQRU1CRUSUauEBAACJauIBAABOar4BAABOauMBAABOauQBAABO'
+    'auUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEvcavABAACMIXJlY29yZHMud2FsX2ZpbGVfaGVhZGVyLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq9wEAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAACMAjExlGrGAQAAaskBAAApUpR9'
+    'lChoK0sLaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAnViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwPZmFtaWx5X2lkID09IDExlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABq9wEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJqJQIAAF2UascBAACMAkVxlJOUKVKUfZRiYWorAgAAXZRqyQEAAClSlH2UKGgrSwtqzAEAAE5qzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsPdWJhas0BAABLAWrOAQAA'
+    'SwBqzwEAAEsBatABAABLD3ViatEBAABq1AEAAF2UavcBAABhhZRSlHViajICAACMIndyb25nIGZhbWlseSBpZCAoZXhwZWN0ZWQgMTEsIFdBTCmUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEvdavABAACMIXJlY29yZHMud2FsX2ZpbGVfaGVhZGVyLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq/gEAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAuMUXdyaXR0ZW4gYXMgMTsgcmVhZGVycyBjaGVjayBp'
+    'dCBhZ2FpbnN0IHRoZSB6ZV9mYW1pbHkgcmVnaXN0cnkgKHJ1bnRpbWUvemUvd2FsLnB5KZRoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAjAExlGrGAQAAaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEvhavABAACMIXJlY29yZHMud2Fs'
+    'X2ZpbGVfaGVhZGVyLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqaAEAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAACMATCUasYBAABqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2U'
+    'KGrEAQAAjApmbGFncyA9PSAwlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqaAEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsFdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsJas8BAABLAWrQAQAASwp1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsKdWJq0QEAAGrUAQAAXZRqaAEAAGGFlFKUdWJqMgIAAIwdV0FMIGhlYWRlciBmbGFncyBtdXN0IGJlIHplcm+UajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausB'
+    'AABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEvlavABAACMIXJlY29yZHMud2FsX2ZpbGVfaGVhZGVyLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqCgIAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAACMAjQwlGrGAQAAaskBAAApUpR9lChoK0soaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAnVi'
+    'atEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwTaGVhZGVyX2xlbmd0aCA9PSA0MJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAagoCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSyhqzAEAAE5qzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsTdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLE3ViatEBAABq1AEAAF2UagoCAABhhZRSlHViajICAACMJFdB'
+    'TCBoZWFkZXJfbGVuZ3RoIG11c3QgYmUgZXhhY3RseSA0MJRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS+lq8AEAAIwhcmVjb3Jkcy53YWxfZmlsZV9oZWFkZXIuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWo6AgAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAAp'
+    'gZR9lChqxAEAAGosAwAAasYBAABqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBBmaWxlX2xlbmd0aCA9PSAwlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqOgIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsPas8BAABLAWrQAQAA'
+    'SxB1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJq0QEAAGrUAQAAXZRqOgIAAGGFlFKUdWJqMgIAAIwqV0FMIGZpbGVfbGVuZ3RoIG11c3QgYmUgemVybyAoYXBwZW5kLW9ubHkplGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBL7WrwAQAAjCFyZWNvcmRzLndhbF9maWxlX2hlYWRlci5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAlmaXJzdF9zZXGUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJo'
+    'C4wvc2VxdWVuY2Ugb2YgdGhlIGZpcnN0IHJlY29yZDsgMSBmb3IgYSBmcmVzaCBsb2eUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBL8WrwAQAAjCFyZWNvcmRzLndhbF9maWxlX2hlYWRlci5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMWFRoZSA0MC1ieXRlIFdBTCBmaWxlIGhlYWRlciAoc2hhcmVkIGhlYWRlciB3'
+    'aXRoIHplcm8gZmxhZ3MvZmlsZV9sZW5ndGgsIHRoZW4gZmlyc3Rfc2VxKS6UaAmMF3J1bGVzOiBXQUw7IGZhY3RzIMKnMy4xlGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGrnAgAAakwCAABLKGpNAgAAfZQoargBAABLAGr3AQAASwhq/gEAAEsKamgBAABLDGoKAgAASxBqOgIAAEsYaoQDAABLIHVqTwIAAH2UKGq4AQAASwhq9wEAAEsCav4BAABLAmpoAQAASwRqCgIAAEsIajoCAABLCGqEAwAASwh1alECAABOdWJhaEBL2GpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpY'
+    'AgAAXZR1YowRd2FsX3JlY29yZF9oZWFkZXKUaq8BAAApgZR9lChoBWqTAwAAarIBAABdlChqtQEAACmBlH2UKGgFjAtwYXlsb2FkX2xlbpRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEv5avABAACMI3JlY29yZHMud2FsX3JlY29yZF9oZWFkZXIuZmllbGRzWzBdlGghKWryAQAA'
+    'TmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwDc2VxlGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhAS/pq8AEAAIwjcmVjb3Jkcy53YWxfcmVjb3JkX2hlYWRlci5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaqYCAABquQEAAGgeKYGUfZQo'
+    'aCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQEv7avABAACMI3JlY29yZHMud2FsX3JlY29yZF9oZWFkZXIuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjKhUaGUgMTQtYnl0ZSByZWNvcmQgaGVhZGVyIGFsb25lOiB3aGF0IGEgY2hlY2tzdW0gbWlzbWF0Y2ggc3RpbGwgcmVwb3J0cywg'
+    'c28gcmVwbGF5IGNhbiBsb29rIGZvciBhIHN1Y2Nlc3NvciBhdCAxNCArIHBheWxvYWRfbGVuICsgOCAodGhlIGZyYW1pbmcgb3ZlcmhlYWQgaXMgMjIgYnl0ZXMpLgqUaAmMC2ZhY3RzIMKnMy4ylGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqWAwAAakwCAABLDmpNAgAAfZQoapkDAABLAGqfAwAASwRqpgIAAEsMdWpPAgAAfZQoapkDAABLBGqfAwAASwhqpgIAAEsCdWpRAgAATnViYWhAS/NqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMCXdhbF9mcmFt'
+    'ZZRqrwEAACmBlH2UKGgFarIDAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqmQMAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAAjAdwYXlsb2FklIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0EAWrwAQAAjBtyZWNvcmRzLndhbF9mcmFtZS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2U'
+    'KGgFap8DAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0FAWrwAQAAjBtyZWNvcmRzLndhbF9mcmFtZS5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaqYCAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLjCh3YWxfb3AgaWQgKGFu'
+    'eSB1MTYgYXQgdGhlIGZyYW1pbmcgbGV2ZWwplGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQYBavABAACMG3JlY29yZHMud2FsX2ZyYW1lLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqugMAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqmQMAAGrGAQAAahwCAAApUpR9lChq'
+    'HwIAAGqZAwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwt1YmrRAQAAatQBAABdlGqZAwAAYYWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQcBavABAACMG3JlY29yZHMud2FsX2ZyYW1lLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1'
+    'AQAAKYGUfZQoaAVq5gEAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMIXh4aDMtNjQgb2YgdGhlIGhlYWRlciBhbmQgcGF5bG9hZJRoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABquAIAACmBlH2UKGq7AgAAarwCAABqvQIAAE5qvgIAAClqvwIAAE5qwAIAAE5qQQIAACloIUtAaBKJasECAAApasICAABoNmrDAgAASwBoDylqxAIAACl1YmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8B'
+    'AABOaEBNCAFq8AEAAIwbcmVjb3Jkcy53YWxfZnJhbWUuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjM5PbmUgV0FMIHJlY29yZCB3aXRoIGFuIG9wYXF1ZSBwYXlsb2FkIChmcmFtaW5nIG9ubHkpOiBwYXlsb2FkX2xlbiwgc2VxLCBvcCwgcGF5bG9hZCwgdGhlbiB4eGgzLTY0IG92ZXIgdGhlIDE0LWJ5dGUgaGVhZGVyIHBsdXMgdGhlIHBheWxvYWQuIFJlcGxheSByZWFkcyB0aGlzOyB0aGUgcGF5bG9hZCBpcyBkZWNvZGVkIGJ5IG9wIHdpdGggd2FsX3BheWxvYWQuCpRoCYwlcnVsZXM6IFdBTCByZWNvcmQg'
+    'aGVhZGVyOyBmYWN0cyDCpzMuMpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqtQMAAGpMAgAATmpNAgAAfZQoapkDAABLAGqfAwAASwRqpgIAAEsMaroDAABLDnVqTwIAAH2UKGqZAwAASwRqnwMAAEsIaqYCAABLAmrmAQAASwh1alECAABOdWJhaEBL/WpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowId2FsX2ZpbGWUaq8BAAApgZR9lChoBWrmAwAAarIBAABdlChqtQEAACmBlH2UKGgFaoUCAABquQEAAGgAjARSZWZUlJOUKYGUfZQoaswBAABqVQIAAIwG'
+    'dGFyZ2V0lGrkAgAAjARhcmdzlClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0RAWrwAQAAjBpyZWNvcmRzLndhbF9maWxlLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqqwEAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqsgMAAGrxAwAAKWpRAgAATnViaAtoNmgJ'
+    'aDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lE5q2AEAAE5q2QEAAIhq3gEAAE6MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRIBavABAACMGnJlY29yZHMud2FsX2ZpbGUuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjFdBIHdob2xlIFdBTCBmaWxlIGRl'
+    'Y29kZWQgc3RyaWN0bHkgKHJ1bnRpbWUvemUvd2FsLnB5IHJlcGxheXMgYSB0cnVzdGVkIHByZWZpeCBpbnN0ZWFkKS6UaAmMCnJ1bGVzOiBXQUyUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAaukDAABqTAIAAE5qTQIAAH2UKGqFAgAASwBqqwEAAEsodWpPAgAAfZRqhQIAAEsoc2pRAgAATnViYWhATQ0BalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijAp3YWxfcmVjb3JklGqvAQAAKYGUfZQoaAVqCQQAAGqyAQAAXZQoarUBAAApgZR9lChoBWqZAwAAarkB'
+    'AABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAar4BAABqugMAAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0YAWrwAQAAjBxyZWNvcmRzLndhbF9yZWNvcmQuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqfAwAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrd'
+    'AQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNGQFq8AEAAIwccmVjb3Jkcy53YWxfcmVjb3JkLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqpgIAAGq5AQAAau0DAAApgZR9lChqzAEAAGp5AQAAavADAABoQWrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q'
+    '4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRoBavABAACMHHJlY29yZHMud2FsX3JlY29yZC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaroDAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAjAt3YWxfcGF5bG9hZJRq8QMAAGqmAgAAasEBAAApgZR9lChqxAEAAGqmAgAAasYBAABqHAIAAClSlH2UKGofAgAAaqYCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsB'
+    'atABAABLAnViatEBAABq1AEAAF2UaqYCAABhhZRSlHVihpSFlGpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAGrBAQAAKYGUfZQoasQBAABqmQMAAGrGAQAAahwCAAApUpR9lChqHwIAAGqZAwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwt1YmrRAQAAatQBAABdlGqZAwAAYYWUUpR1YmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNGwFq8AEA'
+    'AIwccmVjb3Jkcy53YWxfcmVjb3JkLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq5gEAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAGq4AgAAKYGUfZQoarsCAABqvAIAAGq9AgAATmq+AgAAKWq/AgAATmrAAgAATmpBAgAAKWghS0BoEolqwQIAAClqwgIAAGg2asMCAABLAGgPKWrEAgAAKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwB'
+    'AABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0cAWrwAQAAjBxyZWNvcmRzLndhbF9yZWNvcmQuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjEhPbmUgV0FMIHJlY29yZCB3aXRoIGl0cyBwYXlsb2FkIGRlY29kZWQgYnkgb3AgKHRoZSBiYXJlIHJlY29yZCBnb2xkZW5zKS6UaAmMEmZhY3RzIMKnMy4yLCDCpzMuNJRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqDAQAAGpMAgAATmpNAgAAfZQoapkDAABLAGqfAwAASwRqpgIAAEsMaroDAABLDnVqTwIAAH2UKGqZ'
+    'AwAASwRqnwMAAEsIaqYCAABLAmrmAQAASwh1alECAABOdWJhaEBNFAFqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJqIQQAAGqvAQAAKYGUfZQoaAVqIQQAAGqyAQAAXZRqtQEAACmBlH2UKGgFjARib2R5lGq5AQAAaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGrBAQAAKYGUfZQoasQBAABqpgIAAGrGAQAAahwCAAApUpR9lChqHwIAAGqmAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrRAQAAatQBAABdlGqmAgAAYYWUUpR1YowFY2FzZXOUKEsBaEmMDG9wX3Vwc2VydF92'
+    'MZSHlEsCaEyMDG9wX2RlbGV0ZV92MZSHlEsDaE+ME29wX21ldGFkYXRhX2VkaXRfdjGUh5RLBGhSjBhvcF90aW1lc3RhbXBlZF91cHNlcnRfdjGUh5RLBWhVjBVvcF91cHNlcnRfbWV0YWRhdGFfdjGUh5RLBmhYjBhvcF91cHNlcnRfdHNfbWV0YWRhdGFfdjGUh5RLB2hbjAxvcF91cHNlcnRfdjKUh5RLCGhejA9vcF9iYXRjaF9tZW1iZXKUh5RLCWhhjBRvcF9wcmVwYXJlZF9tdXRhdGlvbpSHlEsKaGSMDmdyYXBoX2VudmVsb3BllIeUSwtoZ4wPb3BfbWl4ZWRfbWVtYmVylIeUdJRq7wEAAGo0AgAAavEDAAApaAWMBnN3aXRjaJRq'
+    'UQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0mAWrwAQAAjB1yZWNvcmRzLndhbF9wYXlsb2FkLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmFoC4xRQSBXQUwgb3AgcGF5bG9hZCwgYnkgb3AgaWQ7IGRlY29kZWQgd2l0aCB0aGUgZXhhY3QgcGF5bG9hZCBsZW5ndGggYXMgaXRzIHNlY3Rpb24ulGgJaGlq'
+    'QQIAAH2UaqYCAABoAIwFUGFyYW2Uk5QpgZR9lChoBWqmAgAAarkBAACMA2ludJRq7wEAAE5oC2g2dWJzakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqRgQAAGpMAgAATmpNAgAAfZRqSQQAAEsAc2pPAgAAfZRqUQIAAE51YmFoQE0gAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowRcGF5bG9hZF92MV9oZWFkZXKUaq8BAAApgZR9lChoBWp+BAAAarIBAABdlChqtQEAACmBlH2UKGgFjAd2ZXJzaW9ulGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq'
+    '3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqHwMAAGrGAQAAaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwMdmVyc2lvbiA9PSAxlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqhAQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsH'
+    'dWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASwx1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJq0QEAAGrUAQAAXZRqhAQAAGGFlFKUdWJqMgIAAIwpdW5zdXBwb3J0ZWQgV0FMIHBheWxvYWQgdmVyc2lvbiAoVmVyc2lvbimUajQCAACMC3Vuc3VwcG9ydGVklGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE05AWrwAQAAjCNyZWNvcmRzLnBheWxvYWRfdjFfaGVhZGVyLmZpZWxkc1sw'
+    'XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqaAEAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqLAMAAGrGAQAAaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGo2AwAAasYBAABqFwIA'
+    'AClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpoAQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwlqzwEAAEsBatABAABLCnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmrRAQAAatQBAABdlGpoAQAAYYWUUpR1YmoyAgAAjCZXQUwgcGF5bG9hZCBmbGFncyBtdXN0IGJlIHplcm8gKEZsYWdzKZRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABo'
+    'NmruAQAAiWrvAQAATmhATT0BavABAACMI3JlY29yZHMucGF5bG9hZF92MV9oZWFkZXIuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjCZWZXJzaW9uL2ZsYWdzIHByZWZpeCBvZiBvcHMgMS02IGFuZCA5LpRoCYwkZmFjdHMgwqczLjQgY29tbW9uIHYxIHBheWxvYWQgaGVhZGVylGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqBBAAAakwCAABLBGpNAgAAfZQoaoQEAABLAGpoAQAASwJ1ak8CAAB9lChqhAQAAEsCamgBAABLAnVqUQIAAE51YmFoQE01AWpSAgAAaBFo'
+    'DU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowKZjMyX3ZlY3RvcpRqrwEAACmBlH2UKGgFaskEAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMBGRpbXOUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAavsDAACMBnZhbHVlc5SGlGroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMCWRpbXMgPj0gMZRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2U'
+    'KGofAgAAas8EAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViaiUCAABdlGopAgAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLCGrPAQAASwFq0AEAAEsJdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2Uas8EAABhhZRSlHViajICAACMInZlY3RvciBoYXMgemVybyBkaW1zIChFbXB0eVZlY3RvcimUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1FAWrwAQAAjBxy'
+    'ZWNvcmRzLmYzMl92ZWN0b3IuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrSBAAAarkBAABoAIwGRmxvYXRUlJOUKYGUfZQoaCFLIGgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGrPBAAAasYBAABqHAIAAClSlH2UKGofAgAAas8EAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViatEBAABq1AEAAF2Uas8EAABhhZRSlHViatgBAABOatkBAACJ'
+    'at4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAIwGcGFja2VklGrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNSAFq8AEAAIwccmVjb3Jkcy5mMzJfdmVjdG9yLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4w6ZGltcyB1MzIgKGF0IGxlYXN0IDEpIHRoZW4gZGltcyB4IGYzMiwgZXhhY3QgYml0IHBhdHRlcm5zLpRoCWg2akECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAaswE'
+    'AABqTAIAAE5qTQIAAH2UKGrPBAAASwBq0gQAAEsEdWpPAgAAfZRqzwQAAEsEc2pRAgAATnViYWhATUIBalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVialcEAABqrwEAACmBlH2UKGgFalcEAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqhQIAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqfgQAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEA'
+    'AE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATU0BavABAACMHnJlY29yZHMub3BfdXBzZXJ0X3YxLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBmRvY19pZJRquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1OAWrwAQAA'
+    'jB5yZWNvcmRzLm9wX3Vwc2VydF92MS5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAhyZXZpc2lvbpRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1PAWrwAQAAjB5yZWNvcmRzLm9wX3Vwc2VydF92MS5maWVsZHNbMl2UaCEpavIBAABOavMB'
+    'AABOavQBAACJdWJqtQEAACmBlH2UKGgFanYBAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAaskEAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1QAWrwAQAAjB5yZWNvcmRzLm9wX3Vwc2VydF92MS5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjBBmYWN0cyDCpzMu'
+    'NCBvcCAxlGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGoDBQAAakwCAABOak0CAAB9lChqhQIAAEsAagsFAABLBGoRBQAASxRqdgEAAEscdWpPAgAAfZQoaoUCAABLBGoLBQAASxBqEQUAAEsIdWpRAgAATnViYWhATUoBalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVialkEAABqrwEAACmBlH2UKGgFalkEAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqhQIAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqfgQAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq'
+    '3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVUBavABAACMHnJlY29yZHMub3BfZGVsZXRlX3YxLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq+wMAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEA'
+    'AE5q5QEAAE5q5gEAAE5oK05q5wEAAGr7AwAAjAdkb2NfaWRzlIaUaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwKY291bnQgPj0gMZRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavsDAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBXViaiUCAABdlGopAgAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLCWrPAQAASwFq0AEAAEsKdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViatEBAABq1AEAAF2UavsDAABhhZRSlHViajIC'
+    'AACMIGRlbGV0ZSBvZiB6ZXJvIGlkcyAoRW1wdHlEZWxldGUplGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNVgFq8AEAAIwecmVjb3Jkcy5vcF9kZWxldGVfdjEuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWovBQAAarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQo'
+    'asQBAABq+wMAAGrGAQAAahwCAAApUpR9lChqHwIAAGr7AwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmrRAQAAatQBAABdlGr7AwAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1ZAWrwAQAAjB5yZWNvcmRzLm9wX2RlbGV0ZV92MS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjBBmYWN0cyDC'
+    'pzMuNCBvcCAylGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGolBQAAakwCAABOak0CAAB9lChqhQIAAEsAavsDAABLBGovBQAASwh1ak8CAAB9lChqhQIAAEsEavsDAABLBHVqUQIAAE51YmFoQE1SAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowObWV0YWRhdGFfdmFsdWWUaq8BAAApgZR9lChoBWpbBQAAarIBAABdlChqtQEAACmBlH2UKGgFaswBAABquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAaGtq8QMAAClqUQIAAE51YmgLaDZoCWg2atwB'
+    'AABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1fAWrwAQAAjCByZWNvcmRzLm1ldGFkYXRhX3ZhbHVlLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAACMATOUasYBAABqyQEAAClSlH2UKGgrSwNqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq'
+    '0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLjAhSZXNlcnZlZJRoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1gAWrwAQAAjCByZWNvcmRzLm1ldGFkYXRhX3ZhbHVlLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCXZhbHVlX2xlbpRquQEAAGgeKYGU'
+    'fZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABqvgEAAGgrhpRq6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWEBavABAACMIHJlY29yZHMubWV0YWRhdGFfdmFsdWUuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWgrarkBAABqSwQAACmBlH2UKGpOBAAAasEBAAApgZR9lChqxAEAAGrMAQAAasYBAABqHAIAAClS'
+    'lH2UKGofAgAAaswBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViatEBAABq1AEAAF2UaswBAABhhZRSlHVialYEAAAoSwBoc06HlEsBaHaMCXZhbHVlX3U2NJSHlEsCaHmMCXZhbHVlX2k2NJSHlEsDaHyMCXZhbHVlX2Y2NJSHlEsEaH+MCnZhbHVlX2Jvb2yUh5RLBWiCjAx2YWx1ZV9zdHJpbmeUh5RLBmiFjAt2YWx1ZV9pZDEyOJSHlHSUau8BAABqNAIAAGrxAwAAKWgFam4EAABqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABqwQEAACmBlH2UKGrE'
+    'AQAAanQFAABqxgEAAGocAgAAKVKUfZQoah8CAABqdAUAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJq0QEAAGrUAQAAXZRqdAUAAGGFlFKUdWJq4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWIBavABAACMIHJlY29yZHMubWV0YWRhdGFfdmFsdWUuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjElBIHR5cGVkIHZhbHVlOyB0aGUgYm9keSBtdXN0IGhhdmUgZXhhY3RseSB0'
+    'aGUga2luZCdzIHdpZHRoIChWYWx1ZUxlbmd0aCkulGgJaIZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqXgUAAGpMAgAATmpNAgAAfZQoaswBAABLAGrhAQAASwFqdAUAAEsEaCtLCHVqTwIAAH2UKGrMAQAASwFq4QEAAEsDanQFAABLBHVqUQIAAE51YmFoQE1bAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YmqFBQAAaq8BAAApgZR9lChoBWqFBQAAarIBAABdlGq1AQAAKYGUfZQoaAVoK2q5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq'
+    '3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWkBavABAACMG3JlY29yZHMudmFsdWVfdTY0LmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmFoC2g2aAloNmpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqlBQAAakwCAABLCGpNAgAAfZRoK0sAc2pPAgAAfZRoK0sIc2pRAgAATnViYWhATWgB'
+    'alICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHViaocFAABqrwEAACmBlH2UKGgFaocFAABqsgEAAF2UarUBAAApgZR9lChoBWgrarkBAABoHimBlH2UKGghS0BoIohoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNawFq8AEAAIwbcmVjb3Jkcy52YWx1ZV9pNjQuZmllbGRzWzBdlGghKWryAQAA'
+    'TmrzAQAATmr0AQAAiXViYWgLaDZoCWg2akECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAarUFAABqTAIAAEsIak0CAAB9lGgrSwBzak8CAAB9lGgrSwhzalECAABOdWJhaEBNagFqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJqiQUAAGqvAQAAKYGUfZQoaAVqiQUAAGqyAQAAXZRqtQEAACmBlH2UKGgFaCtquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjBFyYXcgSUVFRS03NTQgYml0c5RoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIB'
+    'AABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1tAWrwAQAAjBtyZWNvcmRzLnZhbHVlX2Y2NC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJhaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqxQUAAGpMAgAASwhqTQIAAH2UaCtLAHNqTwIAAH2UaCtLCHNqUQIAAE51YmFoQE1sAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABd'
+    'lGpYAgAAXZR1YmqLBQAAaq8BAAApgZR9lChoBWqLBQAAarIBAABdlGq1AQAAKYGUfZQoaAVoK2q5AQAAaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBh2YWx1ZSA9PSAwIG9yIHZhbHVlID09IDGUasYBAABqxwEAAIwGQm9vbE9wlJOUKVKUfZQoaqYCAABqxwEAAIwCT3KUk5QpUpR9lGJq0gQAAF2UKGoXAgAAKVKUfZQo'
+    'ahoCAABqHAIAAClSlH2UKGofAgAAaCtqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLCWrPAQAASwFq0AEAAEsKdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABoK2ogAgAAaiMCAABqzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsTdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsXas8BAABL'
+    'AWrQAQAASxh1YmFqzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsYdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLGHViatEBAABq1AEAAF2UaCthhZRSlHViajICAACMJWJvb2xlYW4gYnl0ZSBtdXN0IGJlIDAgb3IgMSAoQm9vbGVhbimUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1wAWrwAQAAjBxyZWNvcmRzLnZhbHVlX2Jvb2wuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViYWgLaDZoCWg2akECAAB9lGpDAgAATmpEAgAAiWpF'
+    'AgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAatYFAABqTAIAAEsBak0CAAB9lGgrSwBzak8CAAB9lGgrSwFzalECAABOdWJhaEBNbgFqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJqjQUAAGqvAQAAKYGUfZQoaAVqjQUAAGqyAQAAXZRqtQEAACmBlH2UKGgFaCtquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABOatkBAACIanwBAACMBXV0Zi04lGraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q'
+    '5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATXQBavABAACMHnJlY29yZHMudmFsdWVfc3RyaW5nLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmFoC2g2aAloNmpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGoJBgAAakwCAABOak0CAAB9lGgrSwBzak8CAAB9lGpRAgAATnViYWhATXMBalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHViao8FAABqrwEAACmBlH2UKGgFao8FAABqsgEAAF2U'
+    'arUBAAApgZR9lChoBWgrarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNdgFq8AEAAIwdcmVjb3Jkcy52YWx1ZV9pZDEyOC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJhaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBRO'
+    'arIBAABqGgYAAGpMAgAASxBqTQIAAH2UaCtLAHNqTwIAAH2UaCtLEHNqUQIAAE51YmFoQE11AWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YmpbBAAAaq8BAAApgZR9lChoBWpbBAAAarIBAABdlChqtQEAACmBlH2UKGgFaoUCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAan4EAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausB'
+    'AABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE17AWrwAQAAjCVyZWNvcmRzLm9wX21ldGFkYXRhX2VkaXRfdjEuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWoLBQAAarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNfAFq8AEAAIwl'
+    'cmVjb3Jkcy5vcF9tZXRhZGF0YV9lZGl0X3YxLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqEQUAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATX0BavABAACMJXJlY29yZHMub3BfbWV0YWRhdGFfZWRpdF92MS5maWVsZHNbMl2UaCEpavIB'
+    'AABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAljb2x1bW5faWSUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNfgFq8AEAAIwlcmVjb3Jkcy5vcF9tZXRhZGF0YV9lZGl0X3YxLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVoK2q5AQAA'
+    'au0DAAApgZR9lChqzAEAAGpVAgAAavADAABqWwUAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATX8BavABAACMJXJlY29yZHMub3BfbWV0YWRhdGFfZWRpdF92MS5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjBBmYWN0cyDCpzMuNCBvcCAzlGpBAgAAfZRqQwIAAE5qRAIAAIlq'
+    'RQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGoqBgAAakwCAABOak0CAAB9lChqhQIAAEsAagsFAABLBGoRBQAASxRqPAYAAEscaCtLIHVqTwIAAH2UKGqFAgAASwRqCwUAAEsQahEFAABLCGo8BgAASwR1alECAABOdWJhaEBNeAFqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJqXQQAAGqvAQAAKYGUfZQoaAVqXQQAAGqyAQAAXZQoarUBAAApgZR9lChoBWqFAgAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGp+BAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAA'
+    'TmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNhAFq8AEAAIwqcmVjb3Jkcy5vcF90aW1lc3RhbXBlZF91cHNlcnRfdjEuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWoLBQAAarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrl'
+    'AQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNhQFq8AEAAIwqcmVjb3Jkcy5vcF90aW1lc3RhbXBlZF91cHNlcnRfdjEuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWoRBQAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrr'
+    'AQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNhgFq8AEAAIwqcmVjb3Jkcy5vcF90aW1lc3RhbXBlZF91cHNlcnRfdjEuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWp/AQAAarkBAABoHimBlH2UKGghS0BoIohoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNhwFq'
+    '8AEAAIwqcmVjb3Jkcy5vcF90aW1lc3RhbXBlZF91cHNlcnRfdjEuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWp2AQAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGrJBAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNiAFq8AEAAIwqcmVjb3Jkcy5vcF90'
+    'aW1lc3RhbXBlZF91cHNlcnRfdjEuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwLcnVsZXM6IG9wIDSUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAalAGAABqTAIAAE5qTQIAAH2UKGqFAgAASwBqCwUAAEsEahEFAABLFGp/AQAASxxqdgEAAEskdWpPAgAAfZQoaoUCAABLBGoLBQAASxBqEQUAAEsIan8BAABLCHVqUQIAAE51YmFoQE2BAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YmpfBAAAaq8BAAApgZR9lChoBWpfBAAAarIB'
+    'AABdlChqtQEAACmBlH2UKGgFaoUCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAan4EAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2NAWrwAQAAjCdyZWNvcmRzLm9wX3Vwc2VydF9tZXRhZGF0YV92MS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFagsF'
+    'AABquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2OAWrwAQAAjCdyZWNvcmRzLm9wX3Vwc2VydF9tZXRhZGF0YV92MS5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFahEFAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwB'
+    'AABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2PAWrwAQAAjCdyZWNvcmRzLm9wX3Vwc2VydF9tZXRhZGF0YV92MS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAxtZXRhZGF0YV9sZW6UarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAA'
+    'Tmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAar4BAABqggEAAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2QAWrwAQAAjCdyZWNvcmRzLm9wX3Vwc2VydF9tZXRhZGF0YV92MS5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFas8EAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABO'
+    'aCtOaucBAABq+wMAAGp2AQAAhpRq6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAatgEAABqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAas8EAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViaiUCAABdlGopAgAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLCGrPAQAASwFq0AEAAEsJdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2Uas8EAABhhZRSlHViajICAABq5AQAAGo0AgAAajUCAABq8AEAAGg2dWKF'
+    'lGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNkQFq8AEAAIwncmVjb3Jkcy5vcF91cHNlcnRfbWV0YWRhdGFfdjEuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqCAQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGqHBgAAasYBAABqHAIAAClSlH2UKGofAgAAaocGAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDHViatEBAABq1AEAAF2UaocGAABhhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJo'
+    'C2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNlAFq8AEAAIwncmVjb3Jkcy5vcF91cHNlcnRfbWV0YWRhdGFfdjEuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWp2AQAAarkBAABq6gQAACmBlH2UKGghSyBoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAA'
+    'Tmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAABqzwQAAGrGAQAAahwCAAApUpR9lChqHwIAAGrPBAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwR1YmrRAQAAatQBAABdlGrPBAAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABq9gQAAGrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNlQFq8AEAAIwncmVjb3Jkcy5vcF91cHNlcnRfbWV0YWRhdGFf'
+    'djEuZmllbGRzWzZdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwLcnVsZXM6IG9wIDWUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAanUGAABqTAIAAE5qTQIAAH2UKGqFAgAASwBqCwUAAEsEahEFAABLFGqHBgAASxxqzwQAAEsgaoIBAABLJHVqTwIAAH2UKGqFAgAASwRqCwUAAEsQahEFAABLCGqHBgAASwRqzwQAAEsEdWpRAgAATnViYWhATYoBalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHViamEEAABqrwEAACmBlH2UKGgFamEEAABqsgEAAF2U'
+    'KGq1AQAAKYGUfZQoaAVqhQIAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqfgQAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZoBavABAACMKnJlY29yZHMub3BfdXBzZXJ0X3RzX21ldGFkYXRhX3YxLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqCwUA'
+    'AGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZsBavABAACMKnJlY29yZHMub3BfdXBzZXJ0X3RzX21ldGFkYXRhX3YxLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqEQUAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq'
+    '3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZwBavABAACMKnJlY29yZHMub3BfdXBzZXJ0X3RzX21ldGFkYXRhX3YxLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqfwEAAGq5AQAAaB4pgZR9lChoIUtAaCKIaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEA'
+    'AE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZ0BavABAACMKnJlY29yZHMub3BfdXBzZXJ0X3RzX21ldGFkYXRhX3YxLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqhwYAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAA'
+    'aoIBAACGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNngFq8AEAAIwqcmVjb3Jkcy5vcF91cHNlcnRfdHNfbWV0YWRhdGFfdjEuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrPBAAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAavsDAABqdgEAAIaUaugBAABqDwIAACmBlH2UKGoSAgAA'
+    'asEBAAApgZR9lChqxAEAAGrYBAAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrPBAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwR1YmolAgAAXZRqKQIAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwhqzwEAAEsBatABAABLCXViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmrRAQAAatQBAABdlGrPBAAAYYWUUpR1YmoyAgAAauQEAABqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAA'
+    'iWrvAQAATmhATZ8BavABAACMKnJlY29yZHMub3BfdXBzZXJ0X3RzX21ldGFkYXRhX3YxLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqggEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqhwYAAGrGAQAAahwCAAApUpR9lChqHwIAAGqHBgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwx1YmrRAQAAatQBAABdlGqHBgAAYYWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq'
+    '4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATaIBavABAACMKnJlY29yZHMub3BfdXBzZXJ0X3RzX21ldGFkYXRhX3YxLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqdgEAAGq5AQAAauoEAAApgZR9lChoIUsgaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmB'
+    'lH2UKGrEAQAAas8EAABqxgEAAGocAgAAKVKUfZQoah8CAABqzwQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsEdWJq0QEAAGrUAQAAXZRqzwQAAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAAavYEAABq5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATaMBavABAACMKnJlY29yZHMub3BfdXBzZXJ0X3RzX21ldGFkYXRhX3YxLmZpZWxkc1s3XZRoISlq8gEAAE5q8wEAAE5q9AEA'
+    'AIl1YmVoC2g2aAmMC3J1bGVzOiBvcCA2lGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGrHBgAAakwCAABOak0CAAB9lChqhQIAAEsAagsFAABLBGoRBQAASxRqfwEAAEscaocGAABLJGrPBAAASyhqggEAAEssdWpPAgAAfZQoaoUCAABLBGoLBQAASxBqEQUAAEsIan8BAABLCGqHBgAASwRqzwQAAEsEdWpRAgAATnViYWhATZcBalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijAx0eXBlZF9jb2x1bW6Uaq8BAAApgZR9lChoBWobBwAAarIBAABdlChqtQEAACmB'
+    'lH2UKGgFajwGAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2oAWrwAQAAjB5yZWNvcmRzLnR5cGVkX2NvbHVtbi5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaCtquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAalsFAABq8QMAAClq'
+    'UQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwPdmFsdWUua2luZCAhPSAwlGrGAQAAahcCAAApUpR9lChqGgIAAGrHAQAAjAlBdHRyaWJ1dGWUk5QpUpR9lChoK2ocAgAAKVKUfZQoah8CAABoK2ogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsFdWKMBGF0dHKUaswBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABL'
+    'CnViaiUCAABdlGrHAQAAjAVOb3RFcZSTlClSlH2UYmFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASw5qzwEAAEsBatABAABLD3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw91YmrRAQAAatQBAABdlGgrYYWUUpR1YmoyAgAAjB90eXBlZCBjb2x1bW5zIGNhbm5vdCBjYXJyeSBOdWxslGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNqQFq8AEAAIwecmVjb3Jkcy50eXBlZF9jb2x1bW4uZmllbGRzWzFdlGghKWryAQAA'
+    'TmrzAQAATmr0AQAAiXViZWgLjD5PbmUgdHlwZWQgY29sdW1uIG9mIGFuIG9wLTcgdXBzZXJ0IChOdWxsIGlzIG5vdCBhbGxvd2VkIGhlcmUpLpRoCWg2akECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAah4HAABqTAIAAE5qTQIAAH2UKGo8BgAASwBoK0sEdWpPAgAAfZRqPAYAAEsEc2pRAgAATnViYWhATaUBalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHViamMEAABqrwEAACmBlH2UKGgFamMEAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqsgEAAGq5AQAAau0DAAAp'
+    'gZR9lChqzAEAAGpoAQAAavADAABqagEAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATbEBavABAACMHnJlY29yZHMub3BfdXBzZXJ0X3YyLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqCwUAAGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEA'
+    'AE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATbIBavABAACMHnJlY29yZHMub3BfdXBzZXJ0X3YyLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqEQUAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q'
+    '5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATbMBavABAACMHnJlY29yZHMub3BfdXBzZXJ0X3YyLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqdgEAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqyQQAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAGrBAQAAKYGUfZQoasQBAACMDWZpZWxkcy52ZWN0b3KUasYBAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqyAQAAaiACAABqIwIA'
+    'AGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAanYBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViatEBAABq1AEAAF2UarIBAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE20AWrwAQAAjB5yZWNvcmRzLm9wX3Vwc2VydF92Mi5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmB'
+    'lH2UKGgFanwBAABquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlqfAEAAGoOBgAAatoBAABOdWJoC2g2aAloNmrcAQAAasEBAAApgZR9lChqxAEAAIwLZmllbGRzLnRleHSUasYBAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqyAQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAanwBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLC3ViatEBAABq1AEAAF2UarIBAABhhZRSlHViat0BAABOat4BAABOat8BAABO'
+    'auEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE21AWrwAQAAjB5yZWNvcmRzLm9wX3Vwc2VydF92Mi5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFan8BAABquQEAAGgeKYGUfZQoaCFLQGgiiGgNaA5oI4h1YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjAlmaWVsZHMudHOUasYBAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqyAQAAaiAC'
+    'AABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAan8BAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2UarIBAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE22AWrwAQAAjB5yZWNvcmRzLm9wX3Vwc2VydF92Mi5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJq'
+    'tQEAACmBlH2UKGgFaoIBAABquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjA9maWVsZHMubWV0YWRhdGGUasYBAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqyAQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAaoIBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLD3ViatEBAABq1AEAAF2UarIBAABhhZRSlHViat0BAABOat4BAABO'
+    'at8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE23AWrwAQAAjB5yZWNvcmRzLm9wX3Vwc2VydF92Mi5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaoUBAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAahsHAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjA5maWVsZHMuY29sdW1uc5RqxgEAAGowBwAA'
+    'KVKUfZQoaCtqHAIAAClSlH2UKGofAgAAarIBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBnViajUHAABqhQEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsOdWJq0QEAAGrUAQAAXZRqsgEAAGGFlFKUdWJq3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAA'
+    'TmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNuAFq8AEAAIwecmVjb3Jkcy5vcF91cHNlcnRfdjIuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjEFCaXRtYXAgdXBzZXJ0IChubyB2MSBoZWFkZXIpOyBwcmVzZW50IGZpZWxkcyBmb2xsb3cgaW4gYml0IG9yZGVyLpRoCYwQZmFjdHMgwqczLjQgb3AgN5RqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqTwcAAGpMAgAATmpNAgAAfZQoarIBAABLAGoLBQAASwRqEQUAAEsUanYBAABLHHVq'
+    'TwIAAH2UKGqyAQAASwRqCwUAAEsQahEFAABLCHVqUQIAAE51YmFoQE2tAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YmplBAAAaq8BAAApgZR9lChoBWplBAAAarIBAABdlChqtQEAACmBlH2UKGgFjAVpbmRleJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEA'
+    'AE5oQE29AWrwAQAAjCFyZWNvcmRzLm9wX2JhdGNoX21lbWJlci5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFavsDAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwcY291bnQgPj0gMiBhbmQgaW5kZXggPCBjb3VudJRqxgEAAGrhBQAAKVKUfZQoaqYCAABqxwEAAIwDQW5k'
+    'lJOUKVKUfZRiatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGr7AwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmolAgAAXZRqKQIAAGFqKwIAAF2UaskBAAApUpR9lChoK0sCaswBAABOas0BAABLAWrOAQAASwlqzwEAAEsBatABAABLCnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAasEHAABqIAIAAGojAgAAas0BAABLAWrOAQAASw9qzwEAAEsBatABAABLFHViaiUCAABdlGrHAQAAjAJMdJSTlClSlH2UYmFq'
+    'KwIAAF2UahwCAAApUpR9lChqHwIAAGr7AwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsXas8BAABLAWrQAQAASxx1YmFqzQEAAEsBas4BAABLD2rPAQAASwFq0AEAAEscdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLHHViatEBAABq1AEAAF2UKGr7AwAAasEHAABlhZRSlHViajICAACMK2JhdGNoIHBvc2l0aW9uIG91dCBvZiByYW5nZSAoQmF0Y2hQb3NpdGlvbimUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2+AWrwAQAAjCFyZWNvcmRzLm9w'
+    'X2JhdGNoX21lbWJlci5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFakkEAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAamMEAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3BAWrwAQAAjCFyZWNvcmRzLm9wX2JhdGNoX21lbWJlci5maWVsZHNbMl2UaCEp'
+    'avIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjBBmYWN0cyDCpzMuNCBvcCA4lGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGq+BwAAakwCAABOak0CAAB9lChqwQcAAEsAavsDAABLBGpJBAAASwh1ak8CAAB9lChqwQcAAEsEavsDAABLBHVqUQIAAE51YmFoQE26AWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowTdHJhbnNhY3Rpb25fYmluZGluZ5RqrwEAACmBlH2UKGgFav0HAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMC3RyYW5zYWN0aW9ulGq5AQAAaB4p'
+    'gZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBB0cmFuc2FjdGlvbiAhPSAwlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqAwgAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJqJQIAAF2UajkHAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsPas8B'
+    'AABLAWrQAQAASxB1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJq0QEAAGrUAQAAXZRqAwgAAGGFlFKUdWJqMgIAAIwfdHJhbnNhY3Rpb24gaWQgbXVzdCBiZSBub24temVyb5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATccBavABAACMJXJlY29yZHMudHJhbnNhY3Rpb25fYmluZGluZy5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAtwYXJ0aWNpcGFudJRquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5o'
+    'I4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwQcGFydGljaXBhbnQgIT0gMJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAahsIAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLC3ViaiUCAABdlGo5BwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLD2rPAQAASwFq0AEAAEsQdWJhas0B'
+    'AABLAWrOAQAASwBqzwEAAEsBatABAABLEHViatEBAABq1AEAAF2UahsIAABhhZRSlHViajICAACMH3BhcnRpY2lwYW50IGlkIG11c3QgYmUgbm9uLXplcm+UajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3IAWrwAQAAjCVyZWNvcmRzLnRyYW5zYWN0aW9uX2JpbmRpbmcuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqEAwAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmre'
+    'AQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMDmZpcnN0X3NlcSAhPSAwlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqhAMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJqJQIAAF2UajkHAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsNas8BAABLAWrQAQAASw51YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsOdWJq'
+    '0QEAAGrUAQAAXZRqhAMAAGGFlFKUdWJqMgIAAIwaZmlyc3Rfc2VxIG11c3QgYmUgbm9uLXplcm+UajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3JAWrwAQAAjCVyZWNvcmRzLnRyYW5zYWN0aW9uX2JpbmRpbmcuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwIbGFzdF9zZXGUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAA'
+    'TmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMO2xhc3Rfc2VxID49IGZpcnN0X3NlcSBhbmQgbGFzdF9zZXEgLSBmaXJzdF9zZXEgPCA0Mjk0OTY3Mjk1lGrGAQAAauEFAAApUpR9lChqpgIAAGrSBwAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpKCAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwh1YmolAgAAXZRqKQIAAGFqKwIAAF2UahwCAAApUpR9lChqHwIAAGqEAwAAaiACAABqIwIAAGrNAQAA'
+    'SwFqzgEAAEsMas8BAABLAWrQAQAASxV1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsVdWJqFwIAAClSlH2UKGoaAgAAaqECAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqSggAAGogAgAAaiMCAABqzQEAAEsBas4BAABLGmrPAQAASwFq0AEAAEsidWJqpgIAAGqpAgAAaqsCAABqHAIAAClSlH2UKGofAgAAaoQDAABqIAIAAGojAgAAas0BAABLAWrOAQAASyVqzwEAAEsBatABAABLLnVias0BAABLAWrOAQAASxpqzwEAAEsBatABAABLLnViaiUCAABdlGrkBwAAYWorAgAAXZRqyQEAAClSlH2UKGgrigX/////AGrMAQAA'
+    'TmrNAQAASwFqzgEAAEsxas8BAABLAWrQAQAASzt1YmFqzQEAAEsBas4BAABLGmrPAQAASwFq0AEAAEs7dWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLO3ViatEBAABq1AEAAF2UKGqEAwAAakoIAABlhZRSlHViajICAACMImJpbmRpbmcgc2VxdWVuY2Ugc3BhbiBtdXN0IGZpdCB1MzKUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3KAWrwAQAAjCVyZWNvcmRzLnRyYW5zYWN0aW9uX2JpbmRpbmcuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0'
+    'AQAAiXViarUBAAApgZR9lChoBYwPbWFuaWZlc3RfZGlnZXN0lGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMLHh4aDMgb2YgdGhlIHNlbGVjdGVkIGNvbXBsZXRlIG1hbmlmZXN0IGJ5dGVzlGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATcsBavABAACMJXJlY29yZHMudHJhbnNhY3Rpb25fYmluZGluZy5maWVsZHNbNF2UaCEp'
+    'avIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBBmaW5hbF9nZW5lcmF0aW9ulGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBVmaW5hbF9nZW5lcmF0aW9uICE9IDCUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGp4CAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQ'
+    'AQAASxB1YmolAgAAXZRqOQcAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASxRqzwEAAEsBatABAABLFXViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxV1YmrRAQAAatQBAABdlGp4CAAAYYWUUpR1YmoyAgAAjCFmaW5hbF9nZW5lcmF0aW9uIG11c3QgYmUgbm9uLXplcm+UajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3MAWrwAQAAjCVyZWNvcmRzLnRyYW5zYWN0aW9uX2JpbmRpbmcuZmllbGRzWzVdlGghKWryAQAA'
+    'TmrzAQAATmr0AQAAiXViZWgLjC9UaGUgNjQtYnl0ZSBjcm9zcy1uYW1lc3BhY2UgVHJhbnNhY3Rpb25CaW5kaW5nLpRoCYwQZmFjdHMgwqczLjQgb3AgOZRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqAAgAAGpMAgAAS0BqTQIAAH2UKGoDCAAASwBqGwgAAEsQaoQDAABLIGpKCAAASyhqcQgAAEswangIAABLOHVqTwIAAH2UKGoDCAAASxBqGwgAAEsQaoQDAABLCGpKCAAASwhqcQgAAEsIangIAABLCHVqUQIAAE51YmFoQE3DAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABd'
+    'lGpYAgAAXZR1YmpnBAAAaq8BAAApgZR9lChoBWpnBAAAarIBAABdlChqtQEAACmBlH2UKGgFaoUCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAan4EAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3RAWrwAQAAjCZyZWNvcmRzLm9wX3ByZXBhcmVkX211dGF0aW9uLmZpZWxkc1swXZRoISlq'
+    '8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMB2JpbmRpbmeUarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGr9BwAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN0gFq8AEAAIwmcmVjb3Jkcy5vcF9wcmVwYXJlZF9tdXRhdGlvbi5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJ'
+    'dWJqtQEAACmBlH2UKGgFasEHAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3TAWrwAQAAjCZyZWNvcmRzLm9wX3ByZXBhcmVkX211dGF0aW9uLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq+wMAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1o'
+    'DmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjDFjb3VudCA9PSBiaW5kaW5nLmxhc3Rfc2VxIC0gYmluZGluZy5maXJzdF9zZXEgKyAxlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABq+wMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsFdWJqJQIAAF2Uag0DAABhaisCAABdlGqhAgAAKVKUfZQoahoCAABqoQIA'
+    'AClSlH2UKGoaAgAAajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8CAABqoggAAGogAgAAaiMCAABqzQEAAEsBas4BAABLCWrPAQAASwFq0AEAAEsQdWJqNQcAAGpKCAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsJas8BAABLAWrQAQAASxl1YmqmAgAAaqkCAABqqwIAAGowBwAAKVKUfZQoaCtqHAIAAClSlH2UKGofAgAAaqIIAABqIAIAAGojAgAAas0BAABLAWrOAQAASxxqzwEAAEsBatABAABLI3ViajUHAABqhAMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLHGrPAQAASwFq0AEAAEstdWJqzQEAAEsBas4BAABLCWrPAQAASwFq0AEA'
+    'AEstdWJqpgIAAGrHAQAAjANBZGSUk5QpUpR9lGJqqwIAAGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEswas8BAABLAWrQAQAASzF1YmrNAQAASwFqzgEAAEsJas8BAABLAWrQAQAASzF1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsxdWJq0QEAAGrUAQAAXZQoaqIIAABq+wMAAGWFlFKUdWJqMgIAAIwpY291bnQgbXVzdCBlcXVhbCBsYXN0X3NlcSAtIGZpcnN0X3NlcSArIDGUajQCAABqNQIAAGrwAQAAaDZ1YmoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjA1pbmRleCA8IGNvdW50lGrGAQAAahcC'
+    'AAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqwQcAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsFdWJqJQIAAF2UauQHAABhaisCAABdlGocAgAAKVKUfZQoah8CAABq+wMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLCGrPAQAASwFq0AEAAEsNdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViatEBAABq1AEAAF2UKGr7AwAAasEHAABlhZRSlHViajICAABq7AcAAGo0AgAAajUCAABq8AEAAGg2dWKGlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN1AFq'
+    '8AEAAIwmcmVjb3Jkcy5vcF9wcmVwYXJlZF9tdXRhdGlvbi5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAhpbm5lcl9vcJRquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwfaW5uZXJfb3AgPj0gMSBhbmQgaW5uZXJfb3AgPD0gN5RqxgEAAGrhBQAAKVKUfZQoaqYCAABq0gcA'
+    'AGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABq5AgAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsIdWJqJQIAAF2UaikCAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsMas8BAABLAWrQAQAASw11YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsNdWJqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrkCAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsSas8BAABLAWrQAQAASxp1YmolAgAAXZRqxwEAAIwDTHRFlJOUKVKUfZRiYWorAgAAXZRq'
+    'yQEAAClSlH2UKGgrSwdqzAEAAE5qzQEAAEsBas4BAABLHmrPAQAASwFq0AEAAEsfdWJhas0BAABLAWrOAQAASxJqzwEAAEsBatABAABLH3ViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASx91YmrRAQAAatQBAABdlGrkCAAAYYWUUpR1YmoyAgAAjCdwcmVwYXJlZCBtdXRhdGlvbiBpbm5lciBvcCBtdXN0IGJlIDEuLjeUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3ZAWrwAQAAjCZyZWNvcmRzLm9wX3ByZXBhcmVkX211dGF0aW9uLmZpZWxkc1s0'
+    'XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBWlubmVylGq5AQAAaksEAAApgZR9lChqTgQAAGrBAQAAKYGUfZQoasQBAABq5AgAAGrGAQAAahwCAAApUpR9lChqHwIAAGrkCAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwh1YmrRAQAAatQBAABdlGrkCAAAYYWUUpR1YmpWBAAAKEsBah8DAABqVwQAAIeUSwKMATKUalkEAACHlEsDamoFAABqWwQAAIeUSwSMATSUal0EAACHlEsFjAE1lGpfBAAAh5RLBowBNpRqYQQAAIeUSweMATeUamMEAACHlHSUau8BAABqNAIAAGrxAwAAKWgFam4E'
+    'AABqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3cAWrwAQAAjCZyZWNvcmRzLm9wX3ByZXBhcmVkX211dGF0aW9uLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAlqjwgAAGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqaCAAAakwCAABOak0CAAB9'
+    'lChqhQIAAEsAaqIIAABLBGrBBwAAS0Rq+wMAAEtIauQIAABLTGoLCQAAS051ak8CAAB9lChqhQIAAEsEaqIIAABLQGrBBwAASwRq+wMAAEsEauQIAABLAnVqUQIAAE51YmFoQE3OAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YmprBAAAaq8BAAApgZR9lChoBWprBAAAarIBAABdlChqtQEAACmBlH2UKGgFasEHAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtO'
+    'aucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3kAWrwAQAAjCFyZWNvcmRzLm9wX21peGVkX21lbWJlci5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFavsDAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGrNBwAA'
+    'asYBAABq4QUAAClSlH2UKGqmAgAAatIHAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavsDAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBXViaiUCAABdlGopAgAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4BAABLCWrPAQAASwFq0AEAAEsKdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqwQcAAGogAgAAaiMCAABqzQEAAEsBas4BAABLD2rPAQAASwFq0AEAAEsUdWJqJQIAAF2UauQH'
+    'AABhaisCAABdlGocAgAAKVKUfZQoah8CAABq+wMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLF2rPAQAASwFq0AEAAEscdWJhas0BAABLAWrOAQAASw9qzwEAAEsBatABAABLHHViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxx1YmrRAQAAatQBAABdlChq+wMAAGrBBwAAZYWUUpR1YmoyAgAAauwHAABqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATeUBavABAACMIXJlY29yZHMub3BfbWl4ZWRfbWVtYmVyLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEA'
+    'AE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq5AgAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjDBpbm5lcl9vcCA9PSAyIG9yIGlubmVyX29wID09IDcgb3IgaW5uZXJfb3AgPT0gMTCUasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAauQIAABq'
+    'IAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCHViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4BAABLDGrPAQAASwFq0AEAAEsNdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABq5AgAAGogAgAAaiMCAABqzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsZdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLB2rMAQAATmrNAQAASwFqzgEAAEsdas8BAABLAWrQAQAASx51YmFqzQEAAEsBas4B'
+    'AABLEWrPAQAASwFq0AEAAEsedWJqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrkCAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsias8BAABLAWrQAQAASyp1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sKaswBAABOas0BAABLAWrOAQAASy5qzwEAAEsBatABAABLMHViYWrNAQAASwFqzgEAAEsias8BAABLAWrQAQAASzB1YmVqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEswdWJq0QEAAGrUAQAAXZRq5AgAAGGFlFKUdWJqMgIAAIwnbWl4ZWQgYmF0Y2ggaW5uZXIgb3AgbXVzdCBiZSAyLCA3IG9yIDEw'
+    'lGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN6AFq8AEAAIwhcmVjb3Jkcy5vcF9taXhlZF9tZW1iZXIuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWoLCQAAarkBAABqSwQAACmBlH2UKGpOBAAAasEBAAApgZR9lChqxAEAAGrkCAAAasYBAABqHAIAAClSlH2UKGofAgAAauQIAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCHViatEBAABq1AEAAF2UauQIAABhhZRSlHVialYEAABLAmoWCQAA'
+    'alkEAACHlEsHah8JAABqYwQAAIeUSwqMAjEwlGppBAAAh5SHlGrvAQAAajQCAABq8QMAACloBWpuBAAAalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN6wFq8AEAAIwhcmVjb3Jkcy5vcF9taXhlZF9tZW1iZXIuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwicnVsZXM6IG9wIDExIE1JWEVE'
+    'X0JBVENIX01FTUJFUl9WMZRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqLQkAAGpMAgAATmpNAgAAfZQoasEHAABLAGr7AwAASwRq5AgAAEsIagsJAABLCnVqTwIAAH2UKGrBBwAASwRq+wMAAEsEauQIAABLAnVqUQIAAE51YmFoQE3hAWpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowPemd3X2ZpbGVfaGVhZGVylGqvAQAAKYGUfZQoaAVqlwkAAGqyAQAAXZQoarUBAAApgZR9lChoBWq4AQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEA'
+    'AGrFAQAAasYBAABqyQEAAClSlH2UKGgrSwhqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABDCFpFUEVNQkVElGrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN9AFq8AEAAIwhcmVjb3Jkcy56Z3dfZmlsZV9oZWFkZXIuZmllbGRzWzBdlGgh'
+    'KWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr3AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAApgZR9lChqxAEAAIwCMTmUasYBAABqyQEAAClSlH2UKGgrSxNqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsCdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjA9mYW1pbHlfaWQgPT0gMTmU'
+    'asYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGr3AQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sTaswBAABOas0BAABLAWrOAQAASw1qzwEAAEsBatABAABLD3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw91YmrRAQAAatQBAABdlGr3AQAAYYWUUpR1YmoyAgAAjCh3cm9uZyBmYW1pbHkgaWQgKGV4cGVjdGVkIDE5LCBncmFwaCBXQUwplGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAA'
+    'SwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN9QFq8AEAAIwhcmVjb3Jkcy56Z3dfZmlsZV9oZWFkZXIuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr+AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC4xWd3JpdHRlbiBhcyAxOyByZWFkZXJzIGNoZWNrIGl0IGFnYWluc3QgdGhlIHplX2ZhbWlseSByZWdpc3RyeSAocnVudGltZS96ZS9ncmFwaHdhbC5weSmUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAA'
+    'TmgrasEBAAApgZR9lChqxAEAAGofAwAAasYBAABqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfkBavABAACMIXJlY29yZHMuemd3X2ZpbGVfaGVhZGVyLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqaAEAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q'
+    '3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqLAMAAGrGAQAAaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGo2AwAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpoAQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAAp'
+    'UpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwlqzwEAAEsBatABAABLCnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmrRAQAAatQBAABdlGpoAQAAYYWUUpR1YmoyAgAAjCNncmFwaCBXQUwgaGVhZGVyIGZsYWdzIG11c3QgYmUgemVyb5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATf0BavABAACMIXJlY29yZHMuemd3X2ZpbGVfaGVhZGVyLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqCgIAAGq5'
+    'AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAACMAjY0lGrGAQAAaskBAAApUpR9lChoK0tAaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAnViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwTaGVhZGVyX2xlbmd0aCA9PSA2NJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAA'
+    'agoCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrS0BqzAEAAE5qzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsTdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLE3ViatEBAABq1AEAAF2UagoCAABhhZRSlHViajICAACMKmdyYXBoIFdBTCBoZWFkZXJfbGVuZ3RoIG11c3QgYmUgZXhhY3RseSA2NJRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATf4BavABAACM'
+    'IXJlY29yZHMuemd3X2ZpbGVfaGVhZGVyLmZpZWxkc1s0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqOgIAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqLAMAAGrGAQAAaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoS'
+    'AgAAasEBAAApgZR9lChqxAEAAGpzAwAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGo6AgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwt1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASw9qzwEAAEsBatABAABLEHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxB1YmrRAQAAatQBAABdlGo6AgAAYYWUUpR1YmoyAgAAjCJncmFwaCBXQUwgZmlsZV9sZW5ndGggbXVzdCBiZSB6ZXJvlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAA'
+    'TmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN/wFq8AEAAIwhcmVjb3Jkcy56Z3dfZmlsZV9oZWFkZXIuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwFc3RvcmWUarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMCnN0b3JlICE9IDCUasYBAABq'
+    'FwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGovCgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmolAgAAXZRqOQcAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwlqzwEAAEsBatABAABLCnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmrRAQAAatQBAABdlGovCgAAYYWUUpR1YmoyAgAAjCJzdG9yZSBpbnN0YW5jZSBpZCBtdXN0IGJlIG5vbi16ZXJvlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2'
+    'au4BAACJau8BAABOaEBNAAJq8AEAAIwhcmVjb3Jkcy56Z3dfZmlsZV9oZWFkZXIuZmllbGRzWzZdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwVZmlyc3RfY29tbWl0X3NlcXVlbmNllGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBpmaXJzdF9jb21taXRfc2VxdWVuY2UgIT0gMJRqxgEA'
+    'AGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAakcKAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLFXViaiUCAABdlGo5BwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLGWrPAQAASwFq0AEAAEsadWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLGnViatEBAABq1AEAAF2UakcKAABhhZRSlHViajICAACMJmZpcnN0IGNvbW1pdCBzZXF1ZW5jZSBtdXN0IGJlIG5vbi16ZXJvlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q'
+    '7QEAAGg2au4BAACJau8BAABOaEBNAQJq8AEAAIwhcmVjb3Jkcy56Z3dfZmlsZV9oZWFkZXIuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrmAQAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAAlQwAAQAAAAAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAAargCAAApgZR9lChquwIAAGq8AgAAar0CAABOar4CAAApar8CAABOasACAABOakECAAApaCFLQGgSiWrBAgAAKWrCAgAAaDZqwwIAAEsAaA8pasQC'
+    'AAApdWJoK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQICavABAACMIXJlY29yZHMuemd3X2ZpbGVfaGVhZGVyLmZpZWxkc1s4XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4wiVGhlIDY0LWJ5dGUgZmFtaWx5LTE5IGZpbGUgaGVhZGVyLpRoCYwVZmFjdHMgwqc0IGZpbGUgaGVhZGVylGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqaCQAAakwCAABLQGpNAgAAfZQoargBAABLAGr3AQAASwhq/gEAAEsKamgBAABL'
+    'DGoKAgAASxBqOgIAAEsYai8KAABLIGpHCgAASzBq5gEAAEs4dWpPAgAAfZQoargBAABLCGr3AQAASwJq/gEAAEsCamgBAABLBGoKAgAASwhqOgIAAEsIai8KAABLEGpHCgAASwhq5gEAAEsIdWpRAgAATnViYWhATfABalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijAl6Z3dfZnJhbWWUaq8BAAApgZR9lChoBWpuCgAAarIBAABdlChqtQEAACmBlH2UKGgFargBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAahkJAABqxgEAAGrJAQAAKVKUfZQoaCtLBGrMAQAATmrNAQAASwFqzgEA'
+    'AEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAuMBFpHV0aUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAAQwRaR1dGlGrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNCAJq8AEAAIwbcmVjb3Jkcy56Z3dfZnJhbWUuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrMAQAAarkBAABq7QMA'
+    'ACmBlH2UKGrMAQAAankBAABq8AMAAGieavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNCQJq8AEAAIwbcmVjb3Jkcy56Z3dfZnJhbWUuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqEBAAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrd'
+    'AQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAApgZR9lChqxAEAAGofAwAAasYBAABqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAapIEAABqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaoQEAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLB3ViaiUCAABdlGoNAwAAYWor'
+    'AgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLC2rPAQAASwFq0AEAAEsMdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDHViatEBAABq1AEAAF2UaoQEAABhhZRSlHViajICAACMH3Vuc3VwcG9ydGVkIGdyYXBoIGZyYW1lIHZlcnNpb26UajQCAABqnwQAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0KAmrwAQAAjBtyZWNvcmRzLnpnd19mcmFtZS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFapkDAABq'
+    'uQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjEtkZXJpdmVkOyB0aGUgaGVhZGVyIGNoZWNrc3VtIG92ZXIgaXQgaXMgcGF0Y2hlZCBvbmNlIHRoZSBwYXlsb2FkIGlzIGVuY29kZWSUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAar4BAABqugMAAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0LAmrwAQAAjBtyZWNvcmRzLnpnd19mcmFtZS5maWVsZHNbM12UaCEpavIBAABO'
+    'avMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAtmcmFtZV9pbmRleJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0MAmrwAQAAjBtyZWNvcmRzLnpnd19mcmFtZS5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAhzZXF1ZW5jZZRquQEAAGge'
+    'KYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0NAmrwAQAAjBtyZWNvcmRzLnpnd19mcmFtZS5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAhiYXRjaF9pZJRquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABO'
+    'at8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwNYmF0Y2hfaWQgIT0gMJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAarcKAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCHViaiUCAABdlGo5BwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLDGrPAQAASwFq0AEAAEsNdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViatEBAABq'
+    '1AEAAF2UarcKAABhhZRSlHViajICAACMGWJhdGNoIGlkIG11c3QgYmUgbm9uLXplcm+UajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0OAmrwAQAAjBtyZWNvcmRzLnpnd19mcmFtZS5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAjAIxNpRqxgEAAGrJAQAAKVKUfZQoaCtLEGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrR'
+    'AQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQ8CavABAACMG3JlY29yZHMuemd3X2ZyYW1lLmZpZWxkc1s3XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMD2hlYWRlcl9jaGVja3N1bZRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1'
+    'YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABquAIAACmBlH2UKGq7AgAAarwCAABqvQIAAE5qvgIAAClqvwIAAE5qwAIAAE5qQQIAACloIUtAaBKJasECAAApasICAABoNmrDAgAASwBoDylqxAIAACl1YmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNEAJq8AEAAIwbcmVjb3Jkcy56Z3dfZnJhbWUuZmllbGRzWzhdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lCho'
+    'BWq6AwAAarkBAABqSwQAACmBlH2UKGpOBAAAasEBAAApgZR9lChqxAEAAGrMAQAAasYBAABqHAIAAClSlH2UKGofAgAAaswBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViatEBAABq1AEAAF2UaswBAABhhZRSlHVialYEAAAoSwFqHwMAAIwJemd3X2JlZ2lulIeUSwJqFgkAAIwMemd3X211dGF0aW9ulIeUSwNqagUAAIwNemd3X2ludmVudG9yeZSHlEsEahkJAACMEnpnd19yZWNsYWltX2ludGVudJSHlEsFahsJAACMFHpnd19yZWNsYWltX2NvbXBsZXRllIeUSwZqHQkAAIwKemd3X2NvbW1pdJSHlHSU'
+    'au8BAABqNAIAAGrxAwAAKWgFam4EAABqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABqwQEAACmBlH2UKGrEAQAAapkDAABqxgEAAGocAgAAKVKUfZQoah8CAABqmQMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJq0QEAAGrUAQAAXZRqmQMAAGGFlFKUdWJq4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRECavABAACMG3JlY29yZHMuemd3'
+    'X2ZyYW1lLmZpZWxkc1s5XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq5gEAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAGq4AgAAKYGUfZQoarsCAABqvAIAAGq9AgAATmq+AgAAKWq/AgAATmrAAgAATmpBAgAAKWghS0BoEolqwQIAAClqwgIAAGg2asMCAABLAGgPKWrEAgAAKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq'
+    '7gEAAIlq7wEAAE5oQE0WAmrwAQAAjBxyZWNvcmRzLnpnd19mcmFtZS5maWVsZHNbMTBdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjFxPbmUgZmFtaWx5LTE5IGZyYW1lOyBoZWFkZXIgY2hlY2tzdW0gb3ZlciBieXRlcyAwLi41NiwgZnJhbWUgY2hlY2tzdW0gb3ZlciBoZWFkZXIgKyBwYXlsb2FkLpRoCYwWZmFjdHMgwqc0IGZyYW1lIGhlYWRlcpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqcQoAAGpMAgAATmpNAgAAfZQoargBAABLAGrMAQAASwRqhAQAAEsGapkDAABLCGqr'
+    'CgAASwxqsQoAAEsQarcKAABLGGrhAQAASyhq3AoAAEs4aroDAABLQHVqTwIAAH2UKGq4AQAASwRqzAEAAEsCaoQEAABLAmqZAwAASwRqqwoAAEsEarEKAABLCGq3CgAASxBq4QEAAEsQatwKAABLCGrmAQAASwh1alECAABOdWJhaEBNBAJqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMEHpnd19mcmFtZV9oZWFkZXKUaq8BAAApgZR9lChoBWoTCwAAarIBAABdlChqtQEAACmBlH2UKGgFargBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAahkJAABqxgEAAGrJAQAAKVKUfZQoaCtL'
+    'BGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtqfQoAAGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAEMEWkdXRpRq4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATR8CavABAACMInJlY29yZHMuemd3X2ZyYW1lX2hlYWRlci5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEA'
+    'ACmBlH2UKGgFaswBAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0gAmrwAQAAjCJyZWNvcmRzLnpnd19mcmFtZV9oZWFkZXIuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqEBAAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2'
+    'aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNIQJq8AEAAIwicmVjb3Jkcy56Z3dfZnJhbWVfaGVhZGVyLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqmQMAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q'
+    '4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATSICavABAACMInJlY29yZHMuemd3X2ZyYW1lX2hlYWRlci5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaqsKAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoB'
+    'AABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0jAmrwAQAAjCJyZWNvcmRzLnpnd19mcmFtZV9oZWFkZXIuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqxCgAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNJAJq8AEA'
+    'AIwicmVjb3Jkcy56Z3dfZnJhbWVfaGVhZGVyLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqtwoAAGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATSUCavABAACMInJlY29yZHMuemd3X2ZyYW1lX2hlYWRlci5maWVsZHNbNl2UaCEpavIBAABO'
+    'avMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAatMKAABqxgEAAGrJAQAAKVKUfZQoaCtLEGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmru'
+    'AQAAiWrvAQAATmhATSYCavABAACMInJlY29yZHMuemd3X2ZyYW1lX2hlYWRlci5maWVsZHNbN12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFatwKAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABquAIAACmBlH2UKGq7AgAAarwCAABqvQIAAE5qvgIAAClqvwIAAE5qwAIAAE5qQQIAACloIUtAaBKJasECAAApasICAABoNmrDAgAASwBoDylqxAIAACl1YmgrTmrnAQAATmro'
+    'AQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNJwJq8AEAAIwicmVjb3Jkcy56Z3dfZnJhbWVfaGVhZGVyLmZpZWxkc1s4XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4y8VGhlIDY0LWJ5dGUgaGVhZGVyIG9mIGEgZmFtaWx5LTE5IGZyYW1lIGFsb25lICh3aGF0IGEgdG9ybi10YWlsIGNoZWNrIGNvbXBhcmVzIGJ5dGUgYnkgYnl0ZSwgYW5kIHdoYXQgc2l6ZXMgYSBmcmFtZSB3aXRob3V0IGRlY29kaW5nIGl0cyBwYXlsb2FkKTogdGhlIGZyYW1lIGlzIDY0ICsgcGF5bG9hZF9s'
+    'ZW4gKyA4IGJ5dGVzLgqUaAlqCgsAAGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGoWCwAAakwCAABLQGpNAgAAfZQoargBAABLAGrMAQAASwRqhAQAAEsGapkDAABLCGqrCgAASwxqsQoAAEsQarcKAABLGGrhAQAASyhq3AoAAEs4dWpPAgAAfZQoargBAABLBGrMAQAASwJqhAQAAEsCapkDAABLBGqrCgAASwRqsQoAAEsIarcKAABLEGrhAQAASxBq3AoAAEsIdWpRAgAATnViYWhATRgCalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBF6Z3dfZW52ZWxvcGVf'
+    'c2l6ZZRqrwEAACmBlH2UKGgFal4LAABqsgEAAF2UarUBAAApgZR9lChoBWq+AQAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNLQJq8AEAAIwjcmVjb3Jkcy56Z3dfZW52ZWxvcGVfc2l6ZS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJhaAuMVkEgQmVnaW4gcGF5'
+    'bG9hZCdzIGNvbXBsZXRlX2VudmVsb3BlX2J5dGVzIGFsb25lIChzaXplcyBhbiBlbnZlbG9wZSBiZWZvcmUgaXQgaXMgcmVhZCkulGgJjCdmYWN0cyDCpzQgQmVnaW4gY29tcGxldGVfZW52ZWxvcGVfYnl0ZXOUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAamELAABqTAIAAEsIak0CAAB9lGq+AQAASwBzak8CAAB9lGq+AQAASwhzalECAABOdWJhaEBNKQJqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJqaQQAAGqvAQAAKYGUfZQoaAVqaQQAAGqyAQAAXZQo'
+    'arUBAAApgZR9lChoBWimarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGpuCgAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNMwJq8AEAAIwgcmVjb3Jkcy5ncmFwaF9lbnZlbG9wZS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAdjaGFuZ2VzlGq5AQAAau0D'
+    'AAApgZR9lChqzAEAAGpVAgAAavADAABqbgoAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAAjBpiZWdpbi5wYXlsb2FkLmNoYW5nZV9jb3VudJRqxgEAAGowBwAAKVKUfZQoaCtqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGimaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1Ymo1BwAAaroDAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViajUH'
+    'AACMDGNoYW5nZV9jb3VudJRqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLGnViatEBAABq1AEAAF2UaKZhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATTQCavABAACMIHJlY29yZHMuZ3JhcGhfZW52ZWxvcGUuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWi1arkBAABq7QMAACmBlH2UKGrMAQAA'
+    'alUCAABq8AMAAGpuCgAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNNQJq8AEAAIwgcmVjb3Jkcy5ncmFwaF9lbnZlbG9wZS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMQ09uZSBjb21wbGV0ZSBCZWdpbiAvIGNoYW5nZXMgLyBDb21taXQgZW52ZWxvcGUgKHRoZSBvcC0xMCBwYXls'
+    'b2FkKS6UaAmMIHJ1bGVzOiBvcCAxMDsgZmFjdHMgwqc0IGVudmVsb3BllGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGpzCwAAakwCAABOak0CAAB9lGimSwBzak8CAAB9lGpRAgAATnViYWhATS8CalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHViau0KAABqrwEAACmBlH2UKGgFau0KAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqLwoAAGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEA'
+    'AE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATToCavABAACMG3JlY29yZHMuemd3X2JlZ2luLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVouGq5AQAAau0DAAApgZR9lChqzAEAAGp5AQAAavADAABouGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEA'
+    'AE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATTsCavABAACMG3JlY29yZHMuemd3X2JlZ2luLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqHwkAAGrGAQAAaskBAAApUpR9lChoK0sHaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmre'
+    'AQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNPAJq8AEAAIwbcmVjb3Jkcy56Z3dfYmVnaW4uZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwPYmFzZV9nZW5lcmF0aW9ulGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q'
+    '5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATT0CavABAACMG3JlY29yZHMuemd3X2JlZ2luLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMEXRhcmdldF9nZW5lcmF0aW9ulGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahIC'
+    'AABqwQEAACmBlH2UKGrEAQAAjCh0YXJnZXRfZ2VuZXJhdGlvbiA9PSBiYXNlX2dlbmVyYXRpb24gKyAxlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqvgsAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsRdWJqJQIAAF2Uag0DAABhaisCAABdlGqhAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAargLAABqIAIAAGojAgAAas0BAABLAWrOAQAASxVqzwEAAEsBatABAABLJHViaqYCAABqyAgAAGqrAgAAaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASydqzwEAAEsBatAB'
+    'AABLKHVias0BAABLAWrOAQAASxVqzwEAAEsBatABAABLKHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASyh1YmrRAQAAatQBAABdlChquAsAAGq+CwAAZYWUUpR1YmoyAgAAjCJ0YXJnZXQgZ2VuZXJhdGlvbiBtdXN0IGJlIGJhc2UgKyAxlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNPgJq8AEAAIwbcmVjb3Jkcy56Z3dfYmVnaW4uZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqJCwAAarkBAABoHimBlH2U'
+    'KGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATk0AQIaUar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1BAmrwAQAAjBtyZWNvcmRzLnpnd19iZWdpbi5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAlyZXNlcnZlZDKUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAA'
+    'TmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNQgJq8AEAAIwbcmVjb3Jkcy56Z3dfYmVnaW4uZmllbGRzWzZdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwXY29tcGxldGVfZW52ZWxvcGVfYnl0ZXOUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATkoAAAABhpRqvgEAAE5q'
+    '4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATUMCavABAACMG3JlY29yZHMuemd3X2JlZ2luLmZpZWxkc1s3XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMF2ZhY3RzIMKnNCBCZWdpbiBwYXlsb2FklGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqfCwAAakwCAABLOGpNAgAAfZQoai8KAABLAGi4SxBq4QEAAEsRargLAABLGGq+CwAASyBqiQsAAEsoauALAABLLGrm'
+    'CwAASzB1ak8CAAB9lChqLwoAAEsQaLhLAWrhAQAASwdquAsAAEsIar4LAABLCGqJCwAASwRq4AsAAEsEauYLAABLCHVqUQIAAE51YmFoQE03AmpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowTYXJ0aWZhY3RfZGVzY3JpcHRvcpRqrwEAACmBlH2UKGgFavQLAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqLwoAAGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEA'
+    'AE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATUgCavABAACMJXJlY29yZHMuYXJ0aWZhY3RfZGVzY3JpcHRvci5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAhhcnRpZmFjdJRquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrt'
+    'AQAAaDZq7gEAAIlq7wEAAE5oQE1JAmrwAQAAjCVyZWNvcmRzLmFydGlmYWN0X2Rlc2NyaXB0b3IuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwTY3JlYXRpb25fZ2VuZXJhdGlvbpRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1KAmrwAQAA'
+    'jCVyZWNvcmRzLmFydGlmYWN0X2Rlc2NyaXB0b3IuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwPY3JlYXRpb25fc2VyaWFslGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATUsCavABAACMJXJlY29yZHMuYXJ0aWZhY3RfZGVzY3JpcHRvci5m'
+    'aWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBRjb21wbGV0ZV9maWxlX2xlbmd0aJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1MAmrwAQAAjCVyZWNvcmRzLmFydGlmYWN0X2Rlc2NyaXB0b3IuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0'
+    'AQAAiXViarUBAAApgZR9lChoBYwGZmFtaWx5lGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATU0CavABAACMJXJlY29yZHMuYXJ0aWZhY3RfZGVzY3JpcHRvci5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaoQEAABquQEAAGgeKYGUfZQoaCFL'
+    'EGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1OAmrwAQAAjCVyZWNvcmRzLmFydGlmYWN0X2Rlc2NyaXB0b3IuZmllbGRzWzZdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwTd2hvbGVfZmlsZV9jaGVja3N1bZRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABO'
+    'at0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1PAmrwAQAAjCVyZWNvcmRzLmFydGlmYWN0X2Rlc2NyaXB0b3IuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwcZmFjdHMgwqc0IEFydGlmYWN0RGVzY3JpcHRvcpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABq9wsAAGpMAgAAS0BqTQIA'
+    'AH2UKGovCgAASwBq/wsAAEsQagUMAABLIGoLDAAASyhqEQwAAEswahcMAABLNGqEBAAASzZqIgwAAEs4dWpPAgAAfZQoai8KAABLEGr/CwAASxBqBQwAAEsIagsMAABLCGoRDAAASwRqFwwAAEsCaoQEAABLAmoiDAAASwh1alECAABOdWJhaEBNRQJqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMDHJlcXVpcmVkX3JlZpRqrwEAACmBlH2UKGgFai8MAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMCmRlc2NyaXB0b3KUarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGr0CwAAavEDAAApalECAABOdWJo'
+    'C2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNVQJq8AEAAIwecmVjb3Jkcy5yZXF1aXJlZF9yZWYuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr/CwAAarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrj'
+    'AQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMH2FydGlmYWN0ID09IGRlc2NyaXB0b3IuYXJ0aWZhY3SUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGr/CwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwh1YmolAgAAXZRqDQMAAGFqKwIAAF2UajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8CAABqNQwAAGogAgAAaiMCAABqzQEAAEsBas4BAABLDGrPAQAASwFq0AEAAEsWdWJqNQcAAGr/CwAAaiACAABqIwIAAGrN'
+    'AQAASwFqzgEAAEsMas8BAABLAWrQAQAASx91YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsfdWJq0QEAAGrUAQAAXZQoav8LAABqNQwAAGWFlFKUdWJqMgIAAIwxcGh5c2ljYWwgcmVmIGFydGlmYWN0IG11c3QgZXF1YWwgdGhlIGRlc2NyaXB0b3Inc5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVYCavABAACMHnJlY29yZHMucmVxdWlyZWRfcmVmLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBm9mZnNl'
+    'dJRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1ZAmrwAQAAjB5yZWNvcmRzLnJlcXVpcmVkX3JlZi5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAZsZW5ndGiUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrd'
+    'AQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNWgJq8AEAAIwecmVjb3Jkcy5yZXF1aXJlZF9yZWYuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwKYmxvY2tfa2luZJRquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQB'
+    'AABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1bAmrwAQAAjB5yZWNvcmRzLnJlcXVpcmVkX3JlZi5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA1ibG9ja192ZXJzaW9ulGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEA'
+    'AE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVwCavABAACMHnJlY29yZHMucmVxdWlyZWRfcmVmLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4xKQW4gQXJ0aWZhY3REZXNjcmlwdG9yIGFuZCBhIFBoeXNpY2FsUmVmIGludG8gdGhlIHNhbWUgYXJ0aWZhY3QgKDk2IGJ5dGVzKS6UaAmMFWZhY3RzIMKnNCBSZXF1aXJlZFJlZpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqMgwAAGpMAgAAS2BqTQIAAH2UKGo1DAAASwBq/wsAAEtAalQMAABL'
+    'UGpaDAAAS1hqYAwAAEtcamYMAABLXnVqTwIAAH2UKGo1DAAAS0Bq/wsAAEsQalQMAABLCGpaDAAASwRqYAwAAEsCamYMAABLAnVqUQIAAE51YmFoQE1RAmpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowMb3B0aW9uYWxfcmVmlGqvAQAAKYGUfZQoaAVqdAwAAGqyAQAAXZQoarUBAAApgZR9lChoBYwHcHJlc2VudJRquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtO'
+    'aucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwccHJlc2VudCA9PSAwIG9yIHByZXNlbnQgPT0gMZRqxgEAAGrhBQAAKVKUfZQoaqYCAABq5gUAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqegwAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsHdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASwx1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJqFwIAAClSlH2UKGoa'
+    'AgAAahwCAAApUpR9lChqHwIAAGp6DAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsQas8BAABLAWrQAQAASxd1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASxtqzwEAAEsBatABAABLHHViYWrNAQAASwFqzgEAAEsQas8BAABLAWrQAQAASxx1YmVqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEscdWJq0QEAAGrUAQAAXZRqegwAAGGFlFKUdWJqMgIAAIwUdW5rbm93biBwcmVzZW5jZSB0YWeUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrt'
+    'AQAAaDZq7gEAAIlq7wEAAE5oQE1iAmrwAQAAjB5yZWNvcmRzLm9wdGlvbmFsX3JlZi5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAah8JAABqxgEAAGrJAQAAKVKUfZQoaCtLB2rMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q'
+    '5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWUCavABAACMHnJlY29yZHMub3B0aW9uYWxfcmVmLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMA3JlZpRquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAai8MAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjAxwcmVzZW50ID09IDGUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGp6DAAA'
+    'aiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwd1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwtqzwEAAEsBatABAABLDHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwx1YmrRAQAAatQBAABdlGp6DAAAYYWUUpR1YmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNZgJq8AEAAIwe'
+    'cmVjb3Jkcy5vcHRpb25hbF9yZWYuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjEdQcmVzZW5jZSBieXRlICgwLzEpLCBzZXZlbiB6ZXJvIGJ5dGVzLCB0aGVuIGEgUmVxdWlyZWRSZWYgd2hlbiBwcmVzZW50LpRoCYwWZmFjdHMgwqc0IE9wdGlvbmFsIHJlZpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqdwwAAGpMAgAATmpNAgAAfZQoanoMAABLAGrhAQAASwFqqQwAAEsIdWpPAgAAfZQoanoMAABLAWrhAQAASwd1alECAABOdWJhaEBNXgJqUgIAAGgRaA1OalMC'
+    'AAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMDGNvbW1pdF9zdGF0ZZRqrwEAACmBlH2UKGgFasUMAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqLwoAAGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWwCavABAACMHnJlY29yZHMuY29tbWl0X3N0YXRlLmZpZWxkc1swXZRoISlq'
+    '8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCmdlbmVyYXRpb26UarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNbQJq8AEAAIwecmVjb3Jkcy5jb21taXRfc3RhdGUuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqxCgAAarkBAABo'
+    'HimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNbgJq8AEAAIwecmVjb3Jkcy5jb21taXRfc3RhdGUuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwPbm9kZV9oaWdoX3dhdGVylGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q'
+    '3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATW8CavABAACMHnJlY29yZHMuY29tbWl0X3N0YXRlLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMF3JlbGF0aW9uc2hpcF9oaWdoX3dhdGVylGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5q'
+    'vgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATXACavABAACMHnJlY29yZHMuY29tbWl0X3N0YXRlLmZpZWxkc1s0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMEXN5bWJvbF9oaWdoX3dhdGVylGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2U'
+    'KGrEAQAAahkJAABqxgEAAGrJAQAAKVKUfZQoaCtLBGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1xAmrwAQAAjB5yZWNvcmRzLmNvbW1pdF9zdGF0ZS5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFagsMAABquQEAAGgeKYGUfZQo'
+    'aCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1yAmrwAQAAjB5yZWNvcmRzLmNvbW1pdF9zdGF0ZS5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAVyb290c5RquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAanQMAABq8QMAAClqUQIAAE51YmgLjFBub2Rlcywg'
+    'cmVsYXRpb25zaGlwcywga2V5LWZlbmNlcywgbGFiZWxzLCByZWxhdGlvbnNoaXAtdHlwZXMsIE9VVCwgSU4sIGludmVudG9yeZRoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGrFAQAAasYBAABqyQEAAClSlH2UKGgrSwhqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAA'
+    'TmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNcwJq8AEAAIwecmVjb3Jkcy5jb21taXRfc3RhdGUuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpBAQAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGovDAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAA'
+    'SwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNdAJq8AEAAIwecmVjb3Jkcy5jb21taXRfc3RhdGUuZmllbGRzWzhdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWp2AQAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGp0DAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNdQJq'
+    '8AEAAIwecmVjb3Jkcy5jb21taXRfc3RhdGUuZmllbGRzWzldlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWp8AQAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGp0DAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNdgJq8AEAAIwfcmVjb3Jkcy5jb21taXRfc3RhdGUuZmll'
+    'bGRzWzEwXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMB3JlY2xhaW2UarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGp0DAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNdwJq8AEAAIwfcmVjb3Jkcy5jb21taXRfc3RhdGUuZmllbGRzWzExXZRoISlq8gEAAE5q8wEAAE5q'
+    '9AEAAIl1Ymq1AQAAKYGUfZQoaAWMDnByZXBhcmVkX2NvdW50lGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGr7AwAAaMyGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNeAJq8AEAAIwfcmVjb3Jkcy5jb21taXRfc3RhdGUuZmllbGRzWzEyXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAA'
+    'aB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATXkCavABAACMH3JlY29yZHMuY29tbWl0X3N0YXRlLmZpZWxkc1sxM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaMxquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAai8MAABq8QMAAClqUQIAAE51YmgLaDZoCWg2'
+    'atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGogDQAAasYBAABqHAIAAClSlH2UKGofAgAAaiANAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDnViatEBAABq1AEAAF2UaiANAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATXoCavAB'
+    'AACMH3JlY29yZHMuY29tbWl0X3N0YXRlLmZpZWxkc1sxNF2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMX1pFLTM4IENvbW1pdFN0YXRlIChmaXhlZCAxMDQtYnl0ZSBwcmVmaXgsIHJvb3RzLCBjYXRhbG9nLCBvcHRpb25hbCByZWZzLCBwcmVwYXJlZCBpbnZlbnRvcmllcykulGgJjBVmYWN0cyDCpzQgQ29tbWl0U3RhdGWUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAasgMAABqTAIAAE5qTQIAAH2UKGovCgAASwBq0AwAAEsQarEKAABLGGrbDAAASyBq4QwAAEswaucMAABLQGoL'
+    'DAAAS2Bq+wwAAEtodWpPAgAAfZQoai8KAABLEGrQDAAASwhqsQoAAEsIatsMAABLEGrhDAAASxBq5wwAAEsgagsMAABLCGpBAQAAS2BqIA0AAEsEauEBAABLBHVqUQIAAE51YmFoQE1oAmpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1Ymr3CgAAaq8BAAApgZR9lChoBWr3CgAAarIBAABdlChqtQEAACmBlH2UKGgFaokLAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABO'
+    'aCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1/AmrwAQAAjBxyZWNvcmRzLnpnd19jb21taXQuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4B'
+    'AACJau8BAABOaEBNgAJq8AEAAIwccmVjb3Jkcy56Z3dfY29tbWl0LmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVoEmq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMM3h4aDMgb3ZlciBhbGwgY29tcGxldGUgQmVnaW4gYW5kIGNoYW5nZSBmcmFtZSBieXRlc5RoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq'
+    '7wEAAE5oQE2BAmrwAQAAjBxyZWNvcmRzLnpnd19jb21taXQuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwFc3RhdGWUarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGrFDAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNggJq8AEAAIwccmVjb3Jkcy56Z3df'
+    'Y29tbWl0LmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMGGZhY3RzIMKnNCBDb21taXQgcGF5bG9hZJRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqRA0AAGpMAgAATmpNAgAAfZQoaokLAABLAGrhAQAASwRoEksIalcNAABLEHVqTwIAAH2UKGqJCwAASwRq4QEAAEsEaBJLCHVqUQIAAE51YmFoQE18AmpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowIemdvcF9rZXmUaq8BAAApgZR9lChoBWpkDQAAarIBAABdlChqtQEAACmBlH2U'
+    'KGgFjAZlbnRpdHmUarkBAABq7QMAACmBlH2UKGrMAQAAankBAABq8AMAAGjXavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNhgJq8AEAAIwacmVjb3Jkcy56Z29wX2tleS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAluYW1lc3BhY2WUarkBAABquwEAACmBlH2UKGq+'
+    'AQAATmrYAQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViatkBAACJanwBAABqDgYAAGraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATYcCavABAACMGnJlY29yZHMuemdvcF9rZXkuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwDa2V5lGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEA'
+    'AGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2IAmrwAQAAjBpyZWNvcmRzLnpnb3Bfa2V5LmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAloNmpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lCho'
+    'FE5qsgEAAGpnDQAAakwCAABOak0CAAB9lChqag0AAEsAanANAABLAXVqTwIAAH2UamoNAABLAXNqUQIAAE51YmFoQE2EAmpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowNemdvcF9leHBlY3RlZJRqrwEAACmBlH2UKGgFaoYNAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMA3RhZ5RquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2U'
+    'KGoSAgAAasEBAAApgZR9lChqxAEAAIwVdGFnID49IDEgYW5kIHRhZyA8PSAzlGrGAQAAauEFAAApUpR9lChqpgIAAGrSBwAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqMDQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwN1YmolAgAAXZRqKQIAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwdqzwEAAEsBatABAABLCHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwh1YmoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaowNAABqIAIA'
+    'AGojAgAAas0BAABLAWrOAQAASw1qzwEAAEsBatABAABLEHViaiUCAABdlGr+CAAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwNqzAEAAE5qzQEAAEsBas4BAABLFGrPAQAASwFq0AEAAEsVdWJhas0BAABLAWrOAQAASw1qzwEAAEsBatABAABLFXViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxV1YmrRAQAAatQBAABdlGqMDQAAYYWUUpR1YmoyAgAAjBp1bmtub3duIGV4cGVjdGVkLXN0YXRlIHRhZ5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATY0C'
+    'avABAACMH3JlY29yZHMuemdvcF9leHBlY3RlZC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFamoNAABquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAaNdq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjAh0YWcgPT0gMpRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaowNAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLA3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4B'
+    'AABLB2rPAQAASwFq0AEAAEsIdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCHViatEBAABq1AEAAF2UaowNAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2OAmrwAQAAjB9yZWNvcmRzLnpnb3BfZXhwZWN0ZWQuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwJZW50aXR5X2lklGq5AQAAaB4pgZR9'
+    'lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAGrBAQAAKYGUfZQoasQBAABqsw0AAGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqjA0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsDdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAmrMAQAATmrNAQAASwFqzgEAAEsHas8BAABLAWrQAQAASwh1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsIdWJq0QEAAGrUAQAAXZRqjA0AAGGFlFKUdWJq3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEA'
+    'AE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATY8CavABAACMH3JlY29yZHMuemdvcF9leHBlY3RlZC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFahEFAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjAh0YWcgPT0gM5RqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaowNAABqIAIAAGojAgAAas0BAABLAWrOAQAA'
+    'SwBqzwEAAEsBatABAABLA3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwNqzAEAAE5qzQEAAEsBas4BAABLB2rPAQAASwFq0AEAAEsIdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCHViatEBAABq1AEAAF2UaowNAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2QAmrwAQAAjB9yZWNvcmRzLnpnb3BfZXhwZWN0ZWQu'
+    'ZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjExFeHBlY3RlZCBzdGF0ZTsgdGFnIDEgQWJzZW50LCAyIEVudGl0eSAoa2luZCArIHUxMjgpLCAzIERlbGV0aW9uIChyZXZpc2lvbikulGgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqiQ0AAGpMAgAATmpNAgAAfZQoaowNAABLAGpqDQAASwF1ak8CAAB9lGqMDQAASwFzalECAABOdWJhaEBNigJqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMBHpnb3CUaq8BAAApgZR9lChoBWrvDQAA'
+    'arIBAABdlChqtQEAACmBlH2UKGgFargBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAahkJAABqxgEAAGrJAQAAKVKUfZQoaCtLBGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAuMBFpHT1CUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAAQwRaR09QlGrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEA'
+    'AGg2au4BAACJau8BAABOaEBNlQJq8AEAAIwWcmVjb3Jkcy56Z29wLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqhAQAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqHwMAAGrGAQAAaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugB'
+    'AABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGqSBAAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqEBAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwd1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwtqzwEAAEsBatABAABLDHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwx1YmrRAQAAatQBAABdlGqEBAAAYYWUUpR1YmoyAgAAjBh1bnN1cHBvcnRlZCBaR09QIHZlcnNpb26UajQCAABqnwQAAGrwAQAAaDZ1YoWU'
+    'aukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2WAmrwAQAAjBZyZWNvcmRzLnpnb3AuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwJb3BlcmF0aW9ulGq5AQAAau0DAAApgZR9lChqzAEAAGp5AQAAavADAABo5GrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABo'
+    'NmruAQAAiWrvAQAATmhATZcCavABAACMFnJlY29yZHMuemdvcC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAtrZXlfcHJlc2VudJRquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwka2V5X3ByZXNlbnQgPT0gMCBvciBrZXlfcHJlc2VudCA9PSAxlGrGAQAAauEFAAApUpR9'
+    'lChqpgIAAGrmBQAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGomDgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwt1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASw9qzwEAAEsBatABAABLEHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxB1YmoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaiYOAABqIAIAAGojAgAAas0BAABLAWrOAQAASxRqzwEAAEsBatABAABLH3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEA'
+    'AClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLI2rPAQAASwFq0AEAAEskdWJhas0BAABLAWrOAQAASxRqzwEAAEsBatABAABLJHViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASyR1YmrRAQAAatQBAABdlGomDgAAYYWUUpR1YmoyAgAAapgMAABqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZgCavABAACMFnJlY29yZHMuemdvcC5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFangNAABquQEAAGrtAwAAKYGU'
+    'fZQoaswBAABqVQIAAGrwAwAAamQNAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjBBrZXlfcHJlc2VudCA9PSAxlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqJg4AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsPas8BAABLAWrQAQAASxB1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJq0QEAAGrUAQAAXZRqJg4AAGGFlFKUdWJq3QEAAE5q'
+    '3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZkCavABAACMFnJlY29yZHMuemdvcC5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBJyZXF1ZXN0ZWRfcmV2aXNpb26UarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrl'
+    'AQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMF3JlcXVlc3RlZF9yZXZpc2lvbiAhPSAwlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqWw4AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsSdWJqJQIAAF2UajkHAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsWas8BAABLAWrQAQAASxd1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsXdWJq0QEAAGrUAQAAXZRqWw4AAGGFlFKUdWJqMgIAAIwjcmVx'
+    'dWVzdGVkIHJldmlzaW9uIG11c3QgYmUgbm9uLXplcm+UajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2aAmrwAQAAjBZyZWNvcmRzLnpnb3AuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwSaW5zdGFsbGVkX3JldmlzaW9ulGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q'
+    '5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBdpbnN0YWxsZWRfcmV2aXNpb24gIT0gMJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAanMOAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEnViaiUCAABdlGo5BwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLFmrPAQAASwFq0AEAAEsXdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLF3ViatEBAABq1AEAAF2UanMOAABhhZRSlHViajICAACMI2luc3RhbGxlZCByZXZpc2lv'
+    'biBtdXN0IGJlIG5vbi16ZXJvlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNmwJq8AEAAIwWcmVjb3Jkcy56Z29wLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCGV4cGVjdGVklGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqhg0AAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEA'
+    'AE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZwCavABAACMFnJlY29yZHMuemdvcC5maWVsZHNbN12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBBpbmNhcm5hdGlvbl9raW5klGq5AQAAau0DAAApgZR9lChqzAEAAGp5AQAAavADAABo12rxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEA'
+    'ACmBlH2UKGrEAQAAjDJrZXlfcHJlc2VudCA9PSAwIG9yIGtleS5lbnRpdHkgPT0gaW5jYXJuYXRpb25fa2luZJRqxgEAAGrhBQAAKVKUfZQoaqYCAABq5gUAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqJg4AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsPas8BAABLAWrQAQAASxB1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJqFwIAAClSlH2UKGoaAgAAajAHAAAp'
+    'UpR9lChoK2ocAgAAKVKUfZQoah8CAABqeA0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLFGrPAQAASwFq0AEAAEsXdWJqNQcAAGpqDQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsUas8BAABLAWrQAQAASx51YmolAgAAXZRqDQMAAGFqKwIAAF2UahwCAAApUpR9lChqHwIAAGqRDgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsias8BAABLAWrQAQAASzJ1YmFqzQEAAEsBas4BAABLFGrPAQAASwFq0AEAAEsydWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLMnViatEBAABq1AEAAF2UKGqRDgAAangNAABqJg4AAGWFlFKUdWJqMgIA'
+    'AIwtWkdPUCBrZXkga2luZCBtdXN0IG1hdGNoIHRoZSBpbmNhcm5hdGlvbiBraW5klGo0AgAAajUCAABq8AEAAGg2dWJqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIw4ZXhwZWN0ZWQudGFnICE9IDIgb3IgZXhwZWN0ZWQuZW50aXR5ID09IGluY2FybmF0aW9uX2tpbmSUasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqLDgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwh1Ymo1BwAAaowNAABqIAIAAGoj'
+    'AgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDHViaiUCAABdlGo5BwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4BAABLEGrPAQAASwFq0AEAAEsRdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEXViahcCAAApUpR9lChqGgIAAGowBwAAKVKUfZQoaCtqHAIAAClSlH2UKGofAgAAaosOAABqIAIAAGojAgAAas0BAABLAWrOAQAASxVqzwEAAEsBatABAABLHXViajUHAABqag0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLFWrPAQAASwFq0AEAAEskdWJqJQIAAF2Uag0DAABhaisCAABdlGocAgAA'
+    'KVKUfZQoah8CAABqkQ4AAGogAgAAaiMCAABqzQEAAEsBas4BAABLKGrPAQAASwFq0AEAAEs4dWJhas0BAABLAWrOAQAASxVqzwEAAEsBatABAABLOHViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASzh1YmrRAQAAatQBAABdlChqiw4AAGqRDgAAZYWUUpR1YmoyAgAAjDlaR09QIGV4cGVjdGVkIGVudGl0eSBraW5kIG11c3QgbWF0Y2ggdGhlIGluY2FybmF0aW9uIGtpbmSUajQCAABqNQIAAGrwAQAAaDZ1YoaUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2dAmrwAQAAjBZyZWNvcmRz'
+    'Lnpnb3AuZmllbGRzWzhdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwLaW5jYXJuYXRpb26UarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMKWluY2FybmF0aW9uICE9IDAgb3IgaW5jYXJuYXRpb25fa2luZCA9PSAxlGrGAQAAauEFAAApUpR9lChqpgIAAGrmBQAAatIEAABdlChqFwIAAClS'
+    'lH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrWDgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwt1YmolAgAAXZRqOQcAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASw9qzwEAAEsBatABAABLEHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxB1YmoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAapEOAABqIAIAAGojAgAAas0BAABLAWrOAQAASxRqzwEAAEsBatABAABLJHViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4B'
+    'AABLKGrPAQAASwFq0AEAAEspdWJhas0BAABLAWrOAQAASxRqzwEAAEsBatABAABLKXViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASyl1YmrRAQAAatQBAABdlChq1g4AAGqRDgAAZYWUUpR1YmoyAgAAjClyZWxhdGlvbnNoaXAgaW5jYXJuYXRpb24gbXVzdCBiZSBub24temVyb5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATaICavABAACMFnJlY29yZHMuemdvcC5maWVsZHNbOV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgF'
+    'aPpquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAaPpq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2lAmrwAQAAjBdyZWNvcmRzLnpnb3AuZmllbGRzWzEwXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWME29yaWdpbmFsX2dlbmVyYXRpb26UarkBAABoHimBlH2UKGghS0BoIolo'
+    'DWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNpgJq8AEAAIwXcmVjb3Jkcy56Z29wLmZpZWxkc1sxMV2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjBxmYWN0cyDCpzQgWkdPUCB2MSBwcm92ZW5hbmNllGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGryDQAAakwC'
+    'AABOak0CAAB9lChquAEAAEsAaoQEAABLBGogDgAASwZqJg4AAEsHangNAABLCHVqTwIAAH2UKGq4AQAASwRqhAQAAEsCaiAOAABLAWomDgAASwFqWw4AAEsIanMOAABLCGqRDgAASwFq1g4AAEsQaPpLAWr+DgAASwh1alECAABOdWJhaEBNkgJqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJq7woAAGqvAQAAKYGUfZQoaAVq7woAAGqyAQAAXZQoarUBAAApgZR9lChoBYwEbGl2ZZRquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIB'
+    'AABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwWbGl2ZSA9PSAwIG9yIGxpdmUgPT0gMZRqxgEAAGrhBQAAKVKUfZQoaqYCAABq5gUAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqEA8AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsEdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsIas8BAABLAWrQAQAASwl1YmFqzQEAAEsBas4BAABL'
+    'AGrPAQAASwFq0AEAAEsJdWJqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGoQDwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsNas8BAABLAWrQAQAASxF1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASxVqzwEAAEsBatABAABLFnViYWrNAQAASwFqzgEAAEsNas8BAABLAWrQAQAASxZ1YmVqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsWdWJq0QEAAGrUAQAAXZRqEA8AAGGFlFKUdWJqMgIAAIwTbGl2ZSBtdXN0IGJlIDAgb3IgMZRqNAIAAGo1AgAAavABAABoNnVihZRq'
+    '6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATasCavABAACMHnJlY29yZHMuemd3X211dGF0aW9uLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCm1lbWJlcnNoaXCUarkBAABq7QMAACmBlH2UKGrMAQAAamgBAABq8AMAAGqWAQAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAA'
+    'SwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNrAJq8AEAAIwecmVjb3Jkcy56Z3dfbXV0YXRpb24uZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGodCQAAasYBAABqyQEAAClSlH2UKGgrSwZqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABO'
+    'auMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2tAmrwAQAAjB5yZWNvcmRzLnpnd19tdXRhdGlvbi5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAh6Z29wX2xlbpRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOSgAAgACGlGq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAar4BAABq'
+    '7w0AAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2uAmrwAQAAjB5yZWNvcmRzLnpnd19tdXRhdGlvbi5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFau8NAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAau8NAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABqwQEAACmBlH2UKGrEAQAAakUPAABqxgEAAGocAgAAKVKUfZQoah8CAABqRQ8AAGogAgAAaiMCAABq'
+    'zQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsIdWJq0QEAAGrUAQAAXZRqRQ8AAGGFlFKUdWJq4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATa8CavABAACMHnJlY29yZHMuemd3X211dGF0aW9uLmZpZWxkc1s0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCWNhbm9uaWNhbJRquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAanQMAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABO'
+    'at4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2wAmrwAQAAjB5yZWNvcmRzLnpnd19tdXRhdGlvbi5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaqgBAABqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqDQ8AAGpMAgAATmpNAgAAfZQoahAPAABLAGozDwAASwFq4QEAAEsCakUPAABLCGrvDQAASxB1'
+    'ak8CAAB9lChqEA8AAEsBajMPAABLAWrhAQAASwZqRQ8AAEsIdWpRAgAATnViYWhATagCalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHViavEKAABqrwEAACmBlH2UKGgFavEKAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqNQwAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABq9AsAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q'
+    '7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATbUCavABAACMH3JlY29yZHMuemd3X2ludmVudG9yeS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFalcNAABquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAaMRq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE22'
+    'AmrwAQAAjB9yZWNvcmRzLnpnd19pbnZlbnRvcnkuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGofCQAAasYBAABqyQEAAClSlH2UKGgrSwdqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtO'
+    'aucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE23AmrwAQAAjB9yZWNvcmRzLnpnd19pbnZlbnRvcnkuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwGaW50ZW50lGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjB0o'
+    'aW50ZW50ID09IDApID09IChzdGF0ZSA8PSAyKZRqxgEAAGoXAgAAKVKUfZQoahoCAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqADwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsBas8BAABLAWrQAQAASwd1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwtqzwEAAEsBatABAABLDHViYWrNAQAASwFqzgEAAEsBas8BAABLAWrQAQAASwx1YmolAgAAXZRqDQMAAGFqKwIAAF2UahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqVw0AAGogAgAAaiMCAABqzQEA'
+    'AEsBas4BAABLEmrPAQAASwFq0AEAAEsXdWJqJQIAAF2Uav4IAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAmrMAQAATmrNAQAASwFqzgEAAEsbas8BAABLAWrQAQAASxx1YmFqzQEAAEsBas4BAABLEmrPAQAASwFq0AEAAEscdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLHXViatEBAABq1AEAAF2UKGqADwAAalcNAABlhZRSlHViajICAACMQ2ludGVudCBpZCBtdXN0IGJlIHplcm8gZm9yIFByZXBhcmVkL1JldGFpbmVkIGFuZCBub24temVybyBvdGhlcndpc2WUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausB'
+    'AABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE24AmrwAQAAjB9yZWNvcmRzLnpnd19pbnZlbnRvcnkuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwaZmFjdHMgwqc0IEludmVudG9yeSBjaGFuZ2WUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAamcPAABqTAIAAEtYak0CAAB9lChqNQwAAEsAalcNAABLQGrhAQAAS0FqgA8AAEtIdWpPAgAAfZQoajUMAABLQGpXDQAASwFq4QEAAEsHaoAPAABLEHVqUQIAAE51YmFoQE2yAmpSAgAAaBFoDU5qUwIA'
+    'AClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YmrzCgAAaq8BAAApgZR9lChoBWrzCgAAarIBAABdlChqtQEAACmBlH2UKGgFah8CAABquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2/AmrwAQAAjCRyZWNvcmRzLnpnd19yZWNsYWltX2ludGVudC5maWVsZHNbMF2UaCEpavIBAABO'
+    'avMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBJjYXB0dXJlX2dlbmVyYXRpb26UarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNwAJq8AEAAIwkcmVjb3Jkcy56Z3dfcmVjbGFpbV9pbnRlbnQuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwQ'
+    'Y2FwdHVyZV9zZXF1ZW5jZZRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3BAmrwAQAAjCRyZWNvcmRzLnpnd19yZWNsYWltX2ludGVudC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAxzZXJpYWxfZmVuY2WUarkBAABoHimBlH2UKGghS0Bo'
+    'IoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNwgJq8AEAAIwkcmVjb3Jkcy56Z3dfcmVjbGFpbV9pbnRlbnQuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwUY29tcGxldGVkX21hcmtfc3RhdGWUarkBAABoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrd'
+    'AQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMGWNvbXBsZXRlZF9tYXJrX3N0YXRlID09IDGUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrHDwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxR1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASxhqzwEAAEsBatABAABLGXViYWrNAQAASwFqzgEAAEsA'
+    'as8BAABLAWrQAQAASxl1YmrRAQAAatQBAABdlGrHDwAAYYWUUpR1YmoyAgAAjB5jb21wbGV0ZWQtbWFyayBzdGF0ZSBtdXN0IGJlIDGUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3DAmrwAQAAjCRyZWNvcmRzLnpnd19yZWNsYWltX2ludGVudC5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAah8JAABqxgEAAGrJAQAAKVKUfZQoaCtLB2rM'
+    'AQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATcQCavABAACMJHJlY29yZHMuemd3X3JlY2xhaW1faW50ZW50LmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWM'
+    'CXByb3RlY3RlZJRquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAai8MAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3FAmrwAQAAjCRyZWNvcmRzLnpnd19yZWNsYWltX2ludGVudC5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBBwcm90ZWN0ZWRfZGlnZXN0'
+    'lGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATcYCavABAACMJHJlY29yZHMuemd3X3JlY2xhaW1faW50ZW50LmZpZWxkc1s3XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqSgEAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqLwwAAGrxAwAAKWpR'
+    'AgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATccCavABAACMJHJlY29yZHMuemd3X3JlY2xhaW1faW50ZW50LmZpZWxkc1s4XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMC21hcmtfZGlnZXN0lGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEA'
+    'AE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATcgCavABAACMJHJlY29yZHMuemd3X3JlY2xhaW1faW50ZW50LmZpZWxkc1s5XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMD2NhbmRpZGF0ZV9jb3VudJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABO'
+    'auUBAABOauYBAABOaCtOaucBAABq+wMAAIwKY2FuZGlkYXRlc5SGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNyQJq8AEAAIwlcmVjb3Jkcy56Z3dfcmVjbGFpbV9pbnRlbnQuZmllbGRzWzEwXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4AsAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEA'
+    'AClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATcoCavABAACMJXJlY29yZHMuemd3X3JlY2xhaW1faW50ZW50LmZpZWxkc1sxMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFagUQAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAavQLAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGoCEAAAasYBAABqHAIAAClSlH2UKGof'
+    'AgAAagIQAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLD3ViatEBAABq1AEAAF2UagIQAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATcsCavABAACMJXJlY29yZHMuemd3X3JlY2xhaW1faW50ZW50LmZpZWxkc1sxMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjB5mYWN0cyDCpzQgUmVjbGFpbUludGVudCBjaGFu'
+    'Z2WUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAaq0PAABqTAIAAE5qTQIAAH2UKGofAgAASwBqtQ8AAEsQarsPAABLGGrBDwAASyBqxw8AAEsoauEBAABLKWrrDwAASzBq8Q8AAEuQakoBAABLmGr8DwAAS/hqAhAAAE0AAWrgCwAATQQBagUQAABNCAF1ak8CAAB9lChqHwIAAEsQarUPAABLCGq7DwAASwhqwQ8AAEsIascPAABLAWrhAQAASwdq6w8AAEtgavEPAABLCGpKAQAAS2Bq/A8AAEsIagIQAABLBGrgCwAASwR1alECAABOdWJhaEBNvAJqUgIAAGgRaA1OalMCAAApalQCAABqVQIA'
+    'AGpWAgAAXZRqWAIAAF2UdWKMD2Rlc2NyaXB0b3JfbGlzdJRqrwEAACmBlH2UKGgFaiQQAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVq+wMAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGr7AwAAakQCAACGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNzwJq8AEAAIwhcmVjb3Jkcy5kZXNjcmlwdG9yX2xpc3QuZmllbGRzWzBd'
+    'lGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN0AJq8AEAAIwhcmVjb3Jkcy5kZXNjcmlwdG9yX2xpc3QuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpEAgAAarkBAABq'
+    '7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGr0CwAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAABq+wMAAGrGAQAAahwCAAApUpR9lChqHwIAAGr7AwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmrRAQAAatQBAABdlGr7AwAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukB'
+    'AABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3RAmrwAQAAjCFyZWNvcmRzLmRlc2NyaXB0b3JfbGlzdC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqJxAAAGpMAgAATmpNAgAAfZQoavsDAABLAGrhAQAASwRqRAIAAEsIdWpPAgAAfZQoavsDAABLBGrhAQAASwR1alECAABOdWJhaEBNzQJqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJq9QoAAGqv'
+    'AQAAKYGUfZQoaAVq9QoAAGqyAQAAXZQoarUBAAApgZR9lChoBWofAgAAarkBAABoHimBlH2UKGghS4BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN1gJq8AEAAIwmcmVjb3Jkcy56Z3dfcmVjbGFpbV9jb21wbGV0ZS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaoAPAABq'
+    'uQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAai8MAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3XAmrwAQAAjCZyZWNvcmRzLnpnd19yZWNsYWltX2NvbXBsZXRlLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMDWR1cmFibGVfc3RhdGWUarkBAABoHimBlH2U'
+    'KGghSwhoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMEmR1cmFibGVfc3RhdGUgPT0gM5RqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAalgQAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwNqzAEAAE5qzQEAAEsBas4BAABLEWrPAQAA'
+    'SwFq0AEAAEsSdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEnViatEBAABq1AEAAF2UalgQAABhhZRSlHViajICAACMF2R1cmFibGUgc3RhdGUgbXVzdCBiZSAzlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN2AJq8AEAAIwmcmVjb3Jkcy56Z3dfcmVjbGFpbV9jb21wbGV0ZS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAah8JAABq'
+    'xgEAAGrJAQAAKVKUfZQoaCtLB2rMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATdkCavABAACMJnJlY29yZHMuemd3X3JlY2xhaW1fY29tcGxldGUuZmllbGRzWzNdlGghKWryAQAATmrzAQAA'
+    'Tmr0AQAAiXViarUBAAApgZR9lChoBYwJY29tcGxldGVklGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqJBAAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATdoCavABAACMJnJlY29yZHMuemd3X3JlY2xhaW1fY29tcGxldGUuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAAp'
+    'gZR9lChoBYwJcmVtYWluaW5nlGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqJBAAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATdsCavABAACMJnJlY29yZHMuemd3X3JlY2xhaW1fY29tcGxldGUuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwgZmFjdHMgwqc0IFJl'
+    'Y2xhaW1Db21wbGV0ZSBjaGFuZ2WUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAaksQAABqTAIAAE5qTQIAAH2UKGofAgAASwBqgA8AAEsQalgQAABLcGrhAQAAS3FqfBAAAEt4dWpPAgAAfZQoah8CAABLEGqADwAAS2BqWBAAAEsBauEBAABLB3VqUQIAAE51YmFoQE3TAmpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowNc3BpbGxfYmluZGluZ5RqrwEAACmBlH2UKGgFao8QAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqLwoAAGq5AQAAaB4pgZR9lChoIUuAaCKJ'
+    'aA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATeACavABAACMH3JlY29yZHMuc3BpbGxfYmluZGluZy5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAdzZXNzaW9ulGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEA'
+    'AIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATeECavABAACMH3JlY29yZHMuc3BpbGxfYmluZGluZy5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFarUPAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugB'
+    'AAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3iAmrwAQAAjB9yZWNvcmRzLnNwaWxsX2JpbmRpbmcuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWq+CwAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABO'
+    'aEBN4wJq8AEAAIwfcmVjb3Jkcy5zcGlsbF9iaW5kaW5nLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqsQoAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATeQCavABAACMH3JlY29yZHMuc3BpbGxfYmluZGluZy5maWVsZHNbNF2UaCEpavIB'
+    'AABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFasEPAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3lAmrwAQAAjB9yZWNvcmRzLnNwaWxsX2JpbmRpbmcuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwtZmFjdHMgwqc0IFNwaWxsQmluZGluZyAo'
+    'cGF5bG9hZCBieXRlcyAxNi4uODAplGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqSEAAAakwCAABLQGpNAgAAfZQoai8KAABLAGqaEAAASxBqtQ8AAEsgar4LAABLKGqxCgAASzBqwQ8AAEs4dWpPAgAAfZQoai8KAABLEGqaEAAASxBqtQ8AAEsIar4LAABLCGqxCgAASwhqwQ8AAEsIdWpRAgAATnViYWhATd0CalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBd6Z2NwX3ByZXBhcmVkX2ludmVudG9yeZRqrwEAACmBlH2UKGgFarsQAABqsgEAAF2UKGq1AQAA'
+    'KYGUfZQoaAVq+wMAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGr7AwAAjAtkZXNjcmlwdG9yc5SGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN6gJq8AEAAIwpcmVjb3Jkcy56Z2NwX3ByZXBhcmVkX2ludmVudG9yeS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGge'
+    'KYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3rAmrwAQAAjClyZWNvcmRzLnpnY3BfcHJlcGFyZWRfaW52ZW50b3J5LmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqwxAAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABq9AsAAGrxAwAAKWpRAgAA'
+    'TnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAAavsDAABqxgEAAGocAgAAKVKUfZQoah8CAABq+wMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsFdWJq0QEAAGrUAQAAXZRq+wMAAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8B'
+    'AABOaEBN7AJq8AEAAIwpcmVjb3Jkcy56Z2NwX3ByZXBhcmVkX2ludmVudG9yeS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjBVmYWN0cyDCpzQgWkdDUCByb2xlIDKUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAar4QAABqTAIAAE5qTQIAAH2UKGr7AwAASwBq4QEAAEsEasMQAABLCHVqTwIAAH2UKGr7AwAASwRq4QEAAEsEdWpRAgAATnViYWhATecCalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBJ6Z2NwX2NhcHR1cmVkX2Jh'
+    'c2WUaq8BAAApgZR9lChoBWriEAAAarIBAABdlChqtQEAACmBlH2UKGgFjAh1bnBpbm5lZJRquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAasUBAABqxgEAAGrJAQAAKVKUfZQoaCtLCGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAuMGHBheWxvYWQgYnl0ZXMgOC4uMTYgKFU5KZRoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucB'
+    'AABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE32AmrwAQAAjCRyZWNvcmRzLnpnY3BfY2FwdHVyZWRfYmFzZS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaqIIAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAao8QAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausB'
+    'AABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE33AmrwAQAAjCRyZWNvcmRzLnpnY3BfY2FwdHVyZWRfYmFzZS5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBBhYnNvcmJlZF90aHJvdWdolGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAA'
+    'TmhATfgCavABAACMJHJlY29yZHMuemdjcF9jYXB0dXJlZF9iYXNlLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWME21hbmlmZXN0X2dlbmVyYXRpb26UarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN+QJq8AEAAIwkcmVjb3Jkcy56Z2NwX2Nh'
+    'cHR1cmVkX2Jhc2UuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwJc3RhdGVfbGVulGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAAalcNAACGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN+gJq8AEAAIwkcmVjb3Jkcy56Z2NwX2NhcHR1cmVkX2Jhc2UuZmllbGRzWzRdlGghKWry'
+    'AQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN+wJq8AEAAIwkcmVjb3Jkcy56Z2NwX2NhcHR1cmVkX2Jhc2UuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpXDQAAarkBAABq7QMA'
+    'ACmBlH2UKGrMAQAAalUCAABq8AMAAGrFDAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAAasEBAAApgZR9lChqxAEAAGoHEQAAasYBAABqHAIAAClSlH2UKGofAgAAagcRAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2UagcRAABhhZRSlHViauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE38AmrwAQAAjCRy'
+    'ZWNvcmRzLnpnY3BfY2FwdHVyZWRfYmFzZS5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtYHgEAAEJ5dGVzIDguLjE2IGFyZSBub3QgcGlubmVkIGJ5IHRoZSBydWxlcyBvciBmYWN0cyAodW5rbm93biBVOSkgYW5kIGFyZSBrZXB0IGFzIHRoZXkgYXJlOyBTcGlsbEJpbmRpbmcgYXQgMTYsIGFic29yYmVkLXRocm91Z2ggYXQgODAsIG1hbmlmZXN0IGdlbmVyYXRpb24gYXQgODgsIHN0YXRlIGxlbmd0aCBhdCA5NiwgcmVzZXJ2ZWQtemVybyB1MzIgYXQgMTAwLCBDb21taXRTdGF0ZSBhdCAxMDQ7IHRoZSBwYXJ0'
+    'aWNpcGFudCdzIHRyYWlsaW5nIHh4aDMtNjQgY292ZXJzIHRoZSB3aG9sZSBwYXlsb2FkLgqUaAmMKXJ1bGVzIFpFLTM4MDogWkdDUCByb2xlIDcvdjEgQ2FwdHVyZWRCYXNllGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGrlEAAAakwCAABOak0CAAB9lChq6BAAAEsAaqIIAABLCGr7EAAAS0hqAREAAEtQagcRAABLWGrhAQAAS1xqVw0AAEtgdWpPAgAAfZQoaugQAABLCGqiCAAAS0Bq+xAAAEsIagERAABLCGoHEQAASwRq4QEAAEsEdWpRAgAATnViYWhATe4CalICAABoEWgNTmpTAgAA'
+    'KWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBB6Z2NwX3BhcnRpY2lwYW50lGqvAQAAKYGUfZQoaAVqJxEAAGqyAQAAXZQoarUBAAApgZR9lChoBWq4AQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGoZCQAAasYBAABqyQEAAClSlH2UKGgrSwRqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLjARaR0NQlGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAEMEWkdDUJRq4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q'
+    '5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQUDavABAACMInJlY29yZHMuemdjcF9wYXJ0aWNpcGFudC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjARyb2xllGq5AQAAau0DAAApgZR9lChqzAEAAGp5AQAAavADAABqOQEAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEA'
+    'AE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQYDavABAACMInJlY29yZHMuemdjcF9wYXJ0aWNpcGFudC5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaoQEAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAah8DAABqxgEAAGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAA'
+    'SwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAABqkgQAAGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqhAQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsHdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASwx1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJq0QEAAGrUAQAAXZRqhAQAAGGFlFKUdWJq'
+    'MgIAAIwkdW5zdXBwb3J0ZWQgWkdDUCBwYXJ0aWNpcGFudCB2ZXJzaW9ulGo0AgAAap8EAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNBwNq8AEAAIwicmVjb3Jkcy56Z2NwX3BhcnRpY2lwYW50LmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqSQQAAGq5AQAAaksEAAApgZR9lChqTgQAAGrBAQAAKYGUfZQoasQBAABqOxEAAGrGAQAAahwCAAApUpR9lChqHwIAAGo7EQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQ'
+    'AQAASwR1YmrRAQAAatQBAABdlGo7EQAAYYWUUpR1YmpWBAAASwJqRAEAAGq7EAAAh5RLB2pTAQAAauIQAACHlIaUau8BAACMBWJ5dGVzlGrxAwAAKWgFam4EAABqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0IA2rwAQAAjCJyZWNvcmRzLnpnY3BfcGFydGljaXBhbnQuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0'
+    'AQAAiXViarUBAAApgZR9lChoBWrmAQAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAAasEBAAApgZR9lChqxAEAAIwJcm9sZSA9PSA3lGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqOxEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsEdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLB2rMAQAATmrNAQAASwFqzgEAAEsIas8BAABLAWrQAQAASwl1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJq0QEAAGrUAQAAXZRqOxEAAGGFlFKU'
+    'dWJq3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAGq4AgAAKYGUfZQoarsCAABqvAIAAGq9AgAATmq+AgAAKWq/AgAATmrAAgAATmpBAgAAKWghS0BoEolqwQIAAClqwgIAAGg2asMCAABLAGgPKWrEAgAAKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0MA2rwAQAAjCJyZWNvcmRzLnpnY3BfcGFydGljaXBhbnQuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjONBIENvbW1pdFBhcnRp'
+    'Y2lwYW50IHBheWxvYWQ6IFpHQ1AsIHJvbGUgdTE2IGF0IDQsIHZlcnNpb24gdTE2ID0gMSBhdCA2LiBSb2xlcyAyIGFuZCA3IGFyZSBkZWNvZGVkOyB0aGUgb3RoZXIga25vd24gcm9sZXMnIGxheW91dHMgYXJlIG5vdCBnaXZlbiBieSBmYWN0cy5tZCBhbmQgc3RheSByYXcgYnl0ZXMuIFJvbGUgNyBlbmRzIHdpdGggeHhoMy02NCBvZiB0aGUgcHJlY2VkaW5nIHBheWxvYWQuCpRoCYwcZmFjdHMgwqc0IFpHQ1A7IHJ1bGVzIFpFLTM4MJRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABq'
+    'KhEAAGpMAgAATmpNAgAAfZQoargBAABLAGo7EQAASwRqhAQAAEsGakkEAABLCHVqTwIAAH2UKGq4AQAASwRqOxEAAEsCaoQEAABLAnVqUQIAAE51YmFoQE3+AmpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowOZm9sZF9hdXRob3JpdHmUaq8BAAApgZR9lChoBWqLEQAAarIBAABdlChqtQEAACmBlH2UKGgFatIEAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAAp'
+    'gZR9lChqxAEAAGoZCQAAasYBAABqyQEAAClSlH2UKGgrSwRqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNEANq8AEAAIwgcmVjb3Jkcy5mb2xkX2F1dGhvcml0eS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGq7'
+    'AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAjAI3MpRqxgEAAGrJAQAAKVKUfZQoaCtLSGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATREDavABAACMIHJlY29yZHMuZm9sZF9hdXRo'
+    'b3JpdHkuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCWg2akECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAao4RAABqTAIAAEtoak0CAAB9lChq0gQAAEsAauEBAABLIHVqTwIAAH2UKGrSBAAASyBq4QEAAEtIdWpRAgAATnViYWhATQ4DalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBNjYXB0dXJlZF9iYXNlX3ZhbHVllGqvAQAAKYGUfZQoaAVqshEAAGqyAQAAXZQoarUBAAApgZR9lChoBWqpDAAAarkBAABq7QMAACmBlH2UKGrMAQAA'
+    'alUCAABq8AMAAGovDAAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNFQNq8AEAAIwlcmVjb3Jkcy5jYXB0dXJlZF9iYXNlX3ZhbHVlLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqsQoAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q'
+    '3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRYDavABAACMJXJlY29yZHMuY2FwdHVyZWRfYmFzZV92YWx1ZS5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqtREAAGpMAgAAS2hqTQIAAH2UKGqpDAAASwBqsQoAAEtgdWpPAgAAfZQoaqkM'
+    'AABLYGqxCgAASwh1alECAABOdWJhaEBNEwNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMD3Byb3RlY3RlZF92YWx1ZZRqrwEAACmBlH2UKGgFasgRAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqjA0AAGq5AQAAaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBV0YWcgIT0gMyBhbmQgdGFnICE9'
+    'IDSUasYBAABq4QUAAClSlH2UKGqmAgAAatIHAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaowNAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLA3ViaiUCAABdlGo5BwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwNqzAEAAE5qzQEAAEsBas4BAABLB2rPAQAASwFq0AEAAEsIdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCHViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqjA0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsQdWJqJQIAAF2U'
+    'ajkHAABhaisCAABdlGrJAQAAKVKUfZQoaCtLBGrMAQAATmrNAQAASwFqzgEAAEsUas8BAABLAWrQAQAASxV1YmFqzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsVdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLFXViatEBAABq1AEAAF2UaowNAABhhZRSlHViajICAACMV29sZCBwcm90ZWN0ZWQtdmFsdWUgdGFncyAzLzQgYXJlIHJlZnVzZWQgKGZpbmlzaCB0aG9zZSBjeWNsZXMgd2l0aCB0aGUgcHJldmlvdXMgYmluYXJ5KZRqNAIAAGo1AgAAavABAABoNnViag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMFHRh'
+    'ZyA9PSA1IG9yIHRhZyA9PSA2lGrGAQAAauEFAAApUpR9lChqpgIAAGrmBQAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqMDQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwN1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sFaswBAABOas0BAABLAWrOAQAASwdqzwEAAEsBatABAABLCHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwh1YmoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaowNAABqIAIAAGojAgAAas0BAABLAWrOAQAASwxqzwEAAEsB'
+    'atABAABLD3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwZqzAEAAE5qzQEAAEsBas4BAABLE2rPAQAASwFq0AEAAEsUdWJhas0BAABLAWrOAQAASwxqzwEAAEsBatABAABLFHViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxR1YmrRAQAAatQBAABdlGqMDQAAYYWUUpR1YmoyAgAAjCJpbnZhbGlkIHByb3RlY3RlZC1zdHJlYW0gdmFsdWUgdGFnlGo0AgAAajUCAABq8AEAAGg2dWKGlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNHwNq8AEAAIwhcmVjb3Jkcy5wcm90'
+    'ZWN0ZWRfdmFsdWUuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGofCQAAasYBAABqyQEAAClSlH2UKGgrSwdqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABO'
+    'auoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0kA2rwAQAAjCFyZWNvcmRzLnByb3RlY3RlZF92YWx1ZS5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaCtquQEAAGpLBAAAKYGUfZQoak4EAABqwQEAACmBlH2UKGrEAQAAaowNAABqxgEAAGocAgAAKVKUfZQoah8CAABqjA0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsDdWJq0QEAAGrUAQAAXZRqjA0AAGGFlFKUdWJqVgQAAEsFahsJAABqixEAAIeUSwZqHQkAAGqyEQAAh5SGlGrvAQAAajQC'
+    'AABq8QMAACloBWpuBAAAalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAAasEBAAApgZR9lChqxAEAAIwDMTA0lGrGAQAAaskBAAApUpR9lChoK0toaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLA3ViatEBAABq1AEAAF2UhZRSlHViauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0lA2rwAQAAjCFyZWNvcmRzLnByb3RlY3RlZF92YWx1ZS5maWVsZHNbMl2U'
+    'aCEpavIBAABOavMBAABOavQBAACJdWJlaAtYBgEAAE9uZSAxMTItYnl0ZSBQcm90ZWN0ZWRWYWx1ZSBzbG90OiB0YWcgNSBGb2xkQXV0aG9yaXR5IChmb3VyIHU2NCBhdCA4Li40MCwgemVybyBhZnRlciksIHRhZyA2IENhcHR1cmVkQmFzZSAoUmVxdWlyZWRSZWYgYXQgOC4uMTA0LCBzZXF1ZW5jZSBhdCAxMDQpLiBPbGQgdGFncyAzLzQgYXJlIHJlZnVzZWQuIEJ5dGVzIDAuLjggYXJlIG5vdCBwaW5uZWQgKFU5KTogaGVyZSB0aGUgdGFnIGlzIGEgdTggYXQgMCBmb2xsb3dlZCBieSBzZXZlbiB6ZXJvIGJ5dGVzLgqUaAmMIXJ1'
+    'bGVzIFpFLTM4MCBQcm90ZWN0ZWRWYWx1ZSBzbG90c5RqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqyxEAAGpMAgAATmpNAgAAfZQoaowNAABLAGrhAQAASwFoK0sIdWpPAgAAfZQoaowNAABLAWrhAQAASwd1alECAABOdWJhaEBNGANqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMC2ZyYW1lX2Jsb2NrlGqvAQAAKYGUfZQoaAVqNxIAAGqyAQAAXZQoarUBAAApgZR9lChoBYwJYmxvY2tfbGVulGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJ'
+    'aDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAAaroDAACGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNLwNq8AEAAIwdcmVjb3Jkcy5mcmFtZV9ibG9jay5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaroDAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAaj0SAABqxgEAAGocAgAAKVKUfZQoah8CAABqPRIAAGogAgAAaiMC'
+    'AABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJq0QEAAGrUAQAAXZRqPRIAAGGFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0wA2rwAQAAjB1yZWNvcmRzLmZyYW1lX2Jsb2NrLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMDmJs'
+    'b2NrX2NoZWNrc3VtlGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAGq4AgAAKYGUfZQoarsCAABqvAIAAGq9AgAAaroDAACFlGq+AgAAKWq/AgAATmrAAgAATmpBAgAAKWghS0BoEolqwQIAAClqwgIAAGg2asMCAABLAGgPKWrEAgAAKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0xA2rwAQAAjB1yZWNvcmRzLmZyYW1lX2Js'
+    'b2NrLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4wrYmxvY2tfbGVuLCBwYXlsb2FkLCB4eGgzLTY0IG9mIHRoZSBwYXlsb2FkLpRoCYwLZmFjdHMgwqcyLjKUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAajoSAABqTAIAAE5qTQIAAH2UKGo9EgAASwBqugMAAEsIdWpPAgAAfZQoaj0SAABLCGpQEgAASwh1alECAABOdWJhaEBNKwNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMCmZyYW1lX2ZpbGWUaq8BAAApgZR9lChoBWphEgAAarIB'
+    'AABdlChqtQEAACmBlH2UKGgFargBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAasUBAABqxgEAAGrJAQAAKVKUfZQoaCtLCGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAEMIWkVQRU1CRUSUauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq'
+    '7gEAAIlq7wEAAE5oQE05A2rwAQAAjBxyZWNvcmRzLmZyYW1lX2ZpbGUuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr3AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAApgZR9lChqxAEAAGofAwAAasYBAABqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q'
+    '6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjA5mYW1pbHlfaWQgPT0gMZRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavcBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsOdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDnViatEBAABq1AEAAF2UavcBAABhhZRSlHViajICAACMI3dyb25nIGZhbWlseSBpZCAoZXhwZWN0ZWQgMSwgZnJh'
+    'bWUplJUDAAEAAAAAAGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNOgNq8AEAAIwccmVjb3Jkcy5mcmFtZV9maWxlLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq/gEAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqHwMAAGrGAQAAaskBAAAp'
+    'UpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwTZmFtaWx5X3ZlcnNpb24gPT0gMZRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAav4BAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDnViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLEmrPAQAASwFq0AEAAEsTdWJhas0BAABLAWrOAQAASwBqzwEA'
+    'AEsBatABAABLE3ViatEBAABq1AEAAF2Uav4BAABhhZRSlHViajICAACMMXVuc3VwcG9ydGVkIGZyYW1lIHZlcnNpb24gKHJlZ2lzdHJ5IGFjY2VwdHMgMS4uMSmUajQCAABqnwQAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE07A2rwAQAAjBxyZWNvcmRzLmZyYW1lX2ZpbGUuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpoAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wVd3JpdHRlbiBieSB0aGUgY2FsbGVylGgJ'
+    'aDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATTwDavABAACMHHJlY29yZHMuZnJhbWVfZmlsZS5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFagoCAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQB'
+    'AABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAjAIzMpRqxgEAAGrJAQAAKVKUfZQoaCtLIGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrRAQAAatQBAABdlIWUUpR1YmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACME2hlYWRlcl9sZW5ndGggPT0gMzKUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGoKAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw11YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sgaswBAABO'
+    'as0BAABLAWrOAQAASxFqzwEAAEsBatABAABLE3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxN1YmrRAQAAatQBAABdlGoKAgAAYYWUUpR1YmoyAgAAjChmcmFtZWQgYXJ0aWZhY3QgaGVhZGVyX2xlbmd0aCBtdXN0IGJlIDMylGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNPQNq8AEAAIwccmVjb3Jkcy5mcmFtZV9maWxlLmZpZWxkc1s0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqOgIAAGq5AQAAaB4pgZR9lChoIUtA'
+    'aCKJaA1oDmgjiHViaAuMEzU2ICsgcGF5bG9hZCBsZW5ndGiUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAar4BAABqlgIAAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLKGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0+A2rwAQAAjBxyZWNvcmRzLmZyYW1lX2ZpbGUuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqWAgAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGo3EgAAavED'
+    'AAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAAasEBAAApgZR9lChqxAEAAGqfAgAAasYBAABqoQIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGo6AgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwt1YmqmAgAAaqkCAABqqwIAAGrJAQAAKVKUfZQoaCtLKGrMAQAATmrNAQAASwFqzgEAAEsOas8BAABLAWrQAQAASxB1YmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxB1YmrRAQAAatQBAABdlGo6AgAAYYWUUpR1YmrjAQAATmrkAQAATmrlAQAA'
+    'TmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNPwNq8AEAAIwccmVjb3Jkcy5mcmFtZV9maWxlLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqtAIAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAGq4AgAAKYGUfZQoarsCAABqvAIAAGq9AgAATmq+AgAAKWq/AgAATmrAAgAATmpB'
+    'AgAAKWghS0BoEolqwQIAAClqwgIAAGg2asMCAABLAGgPKWrEAgAAKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1AA2rwAQAAjBxyZWNvcmRzLmZyYW1lX2ZpbGUuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLjKBBIGdlbmVyaWMgc2luZ2xlLWJsb2NrIGZyYW1lZCBhcnRpZmFjdCAoZmFtaWx5IDEpOiBzaGFyZWQgaGVhZGVyIChoZWFkZXJfbGVuZ3RoIDMyLCBmaWxlX2xlbmd0aCA9IHdob2xlIGZpbGUpLCB0aGUgYmxvY2ssIHRoZW4g'
+    'eHhoMy02NCBvZiBldmVyeSBwcmVjZWRpbmcgYnl0ZS4KlGgJjBtmYWN0cyDCpzIuMiwgwqc4LjMgZnJhbWVfdjGUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAamQSAABqTAIAAE5qTQIAAH2UKGq4AQAASwBq9wEAAEsIav4BAABLCmpoAQAASwxqCgIAAEsQajoCAABLGGqWAgAASyB1ak8CAAB9lChquAEAAEsIavcBAABLAmr+AQAASwJqaAEAAEsEagoCAABLCGo6AgAASwhqtAIAAEsIdWpRAgAATnViYWhATTMDalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVi'
+    'jA5tYW5pZmVzdF9ibG9ja5RqrwEAACmBlH2UKGgFavsSAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqPRIAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAAaroDAACGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNRgNq8AEAAIwgcmVjb3Jkcy5tYW5pZmVzdF9ibG9jay5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQB'
+    'AACJdWJqtQEAACmBlH2UKGgFaroDAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAjBBtYW5pZmVzdF9wYXlsb2FklGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAGrBAQAAKYGUfZQoasQBAABqPRIAAGrGAQAAahwCAAApUpR9lChqHwIAAGo9EgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmrRAQAAatQBAABdlGo9EgAAYYWUUpR1YmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrr'
+    'AQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNRwNq8AEAAIwgcmVjb3Jkcy5tYW5pZmVzdF9ibG9jay5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFalASAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABquAIAACmBlH2UKGq7AgAAarwCAABqvQIAAGq6AwAAhZRqvgIAAClqvwIAAE5qwAIAAE5qQQIAACloIUtAaBKJasECAAApasICAABoNmrD'
+    'AgAASwBoDylqxAIAACl1YmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNSANq8AEAAIwgcmVjb3Jkcy5tYW5pZmVzdF9ibG9jay5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaDZqQQIAAH2UaoQEAABqcwQAACmBlH2UKGgFaoQEAABquQEAAGp2BAAAau8BAABOaAtoNnVic2pDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAav4SAABqTAIAAE5qTQIAAH2UKGo9EgAASwBqugMAAEsIdWpPAgAAfZQoaj0SAABL'
+    'CGpQEgAASwh1alECAABOdWJhaEBNQgNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMDW1hbmlmZXN0X2ZpbGWUaq8BAAApgZR9lChoBWokEwAAarIBAABdlChqtQEAACmBlH2UKGgFargBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAasUBAABqxgEAAGrJAQAAKVKUfZQoaCtLCGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAEMI'
+    'WkVQRU1CRUSUauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1RA2rwAQAAjB9yZWNvcmRzLm1hbmlmZXN0X2ZpbGUuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr3AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAA'
+    'TmgrasEBAAApgZR9lChqxAEAAGqKCQAAasYBAABqyQEAAClSlH2UKGgrSwpqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsCdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjA9mYW1pbHlfaWQgPT0gMTCUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGr3AQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sKaswBAABOas0BAABLAWrOAQAASw1qzwEA'
+    'AEsBatABAABLD3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw91YmrRAQAAatQBAABdlGr3AQAAYYWUUpR1YmoyAgAAjCd3cm9uZyBmYW1pbHkgaWQgKGV4cGVjdGVkIDEwLCBtYW5pZmVzdCmUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1SA2rwAQAAjB9yZWNvcmRzLm1hbmlmZXN0X2ZpbGUuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr+AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2'
+    'aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNUwNq8AEAAIwfcmVjb3Jkcy5tYW5pZmVzdF9maWxlLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqaAEAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEA'
+    'AE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqLAMAAGrGAQAAaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGo2AwAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpoAQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAA'
+    'SwlqzwEAAEsBatABAABLCnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmrRAQAAatQBAABdlGpoAQAAYYWUUpR1YmoyAgAAjCJtYW5pZmVzdCBoZWFkZXIgZmxhZ3MgbXVzdCBiZSB6ZXJvlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNVANq8AEAAIwfcmVjb3Jkcy5tYW5pZmVzdF9maWxlLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqCgIAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAto'
+    'NmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABquhIAAGrGAQAAaskBAAApUpR9lChoK0sgaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAnViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGrEEgAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGoKAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw11Ymol'
+    'AgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sgaswBAABOas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLE3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxN1YmrRAQAAatQBAABdlGoKAgAAYYWUUpR1YmoyAgAAatASAABqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVUDavABAACMH3JlY29yZHMubWFuaWZlc3RfZmlsZS5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFajoCAABquQEAAGgeKYGUfZQo'
+    'aCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABqvgEAAGqWAgAAhpRq6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsoaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVYDavABAACMH3JlY29yZHMubWFuaWZlc3RfZmlsZS5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFapYCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAavsSAABq8QMAAGqEBAAAasEBAAAp'
+    'gZR9lChqxAEAAGr+AQAAasYBAABqHAIAAClSlH2UKGofAgAAav4BAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDnViatEBAABq1AEAAF2Uav4BAABhhZRSlHVihpSFlGpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAGrBAQAAKYGUfZQoasQBAABqnwIAAGrGAQAAaqECAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqOgIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJqpgIAAGqpAgAAaqsCAABqyQEAAClSlH2UKGgrSyhq'
+    'zAEAAE5qzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsQdWJqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJq0QEAAGrUAQAAXZRqOgIAAGGFlFKUdWJq4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVcDavABAACMH3JlY29yZHMubWFuaWZlc3RfZmlsZS5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFarQCAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwB'
+    'AABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABquAIAACmBlH2UKGq7AgAAarwCAABqvQIAAE5qvgIAAClqvwIAAE5qwAIAAE5qQQIAACloIUtAaBKJasECAAApasICAABoNmrDAgAASwBoDylqxAIAACl1YmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNWANq8AEAAIwfcmVjb3Jkcy5tYW5pZmVzdF9maWxlLmZpZWxkc1s3XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4yJbWFuaWZlc3QuemU6IHYy'
+    'IGZvciBncmFwaC1mcmVlIG1hbmlmZXN0cywgdjMgb25seSB3aXRoIHRoZSBaR1IzIGdyYXBoIHNlY3Rpb247IHYxIChhbmQgYW55dGhpbmcgb3V0c2lkZSAyLi4zKSBpcyByZWZ1c2VkIGFzIHVuc3VwcG9ydGVkLgqUaAmMJHJ1bGVzOiBtYW5pZmVzdCBmYW1pbHkgMTA7IGZhY3RzIMKnNpRqQQIAAH2UakMCAABq/gEAAGpEAgAAiWpFAgAASwJLA4aUakYCAABdlGpJAgAAKYGUfZQoaBRLAksDhpRqsgEAAF2UKGooEwAAajUTAABqUxMAAGpYEwAAanUTAABqkRMAAGqXEwAAarATAABlakwCAABOak0CAAB9lChquAEAAEsAavcBAABL'
+    'CGr+AQAASwpqaAEAAEsMagoCAABLEGo6AgAASxhqlgIAAEsgdWpPAgAAfZQoargBAABLCGr3AQAASwJq/gEAAEsCamgBAABLBGoKAgAASwhqOgIAAEsIarQCAABLCHVqUQIAAE51YmFoQE1KA2pSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowLZXBvY2hfYWxpYXOUaq8BAAApgZR9lChoBWrEEwAAarIBAABdlChqtQEAACmBlH2UKGgFanoMAABquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABO'
+    'auUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGqBDAAAasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAanoMAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLB3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLC2rPAQAASwFq0AEAAEsMdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDHViahcCAAApUpR9lChqGgIAAGocAgAAKVKU'
+    'fZQoah8CAABqegwAAGogAgAAaiMCAABqzQEAAEsBas4BAABLEGrPAQAASwFq0AEAAEsXdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsbas8BAABLAWrQAQAASxx1YmFqzQEAAEsBas4BAABLEGrPAQAASwFq0AEAAEscdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLHHViatEBAABq1AEAAF2UanoMAABhhZRSlHViajICAACMHHVua25vd24gcHJlc2VuY2UgdGFnIChhbGlhcymUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAA'
+    'aDZq7gEAAIlq7wEAAE5oQE1cA2rwAQAAjB1yZWNvcmRzLmVwb2NoX2FsaWFzLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqHwkAAGrGAQAAaskBAAApUpR9lChoK0sHaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAA'
+    'TmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNXQNq8AEAAIwdcmVjb3Jkcy5lcG9jaF9hbGlhcy5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBJlbWJlZGRpbmdfZXBvY2hfaWSUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrq'
+    'AQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNXgNq8AEAAIwdcmVjb3Jkcy5lcG9jaF9hbGlhcy5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBJ0b2tlbml6ZXJfZXBvY2hfaWSUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMRXByZXNlbnQgPT0g'
+    'MSBvciAoZW1iZWRkaW5nX2Vwb2NoX2lkID09IDAgYW5kIHRva2VuaXplcl9lcG9jaF9pZCA9PSAwKZRqxgEAAGrhBQAAKVKUfZQoaqYCAABq5gUAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqegwAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsHdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASwx1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJq4QUAAClSlH2UKGqmAgAAatIHAABq0gQAAF2U'
+    'KGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavcTAABqIAIAAGojAgAAas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLI3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLJ2rPAQAASwFq0AEAAEsodWJhas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLKHViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABq/RMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLLWrPAQAASwFq0AEAAEs/dWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrN'
+    'AQAASwFqzgEAAEtDas8BAABLAWrQAQAAS0R1YmFqzQEAAEsBas4BAABLLWrPAQAASwFq0AEAAEtEdWJlas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLRHViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAAS0V1YmrRAQAAatQBAABdlChq9xMAAGp6DAAAav0TAABlhZRSlHViajICAACMIGFic2VudCBhbGlhcyBtdXN0IGNhcnJ5IHplcm8gaWRzlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNXwNq8AEAAIwdcmVjb3Jkcy5lcG9jaF9hbGlhcy5maWVs'
+    'ZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqxxMAAGpMAgAASxhqTQIAAH2UKGp6DAAASwBq4QEAAEsBavcTAABLCGr9EwAASxB1ak8CAAB9lChqegwAAEsBauEBAABLB2r3EwAASwhq/RMAAEsIdWpRAgAATnViYWhATVoDalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBBtYW5pZmVzdF9zZWdtZW50lGqvAQAAKYGUfZQoaAVqMRQAAGqyAQAAXZQoarUBAAApgZR9lChoBYwKc2VnbWVudF9p'
+    'ZJRquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAatMKAABqxgEAAGrJAQAAKVKUfZQoaCtLEGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWYDavABAACMInJlY29yZHMu'
+    'bWFuaWZlc3Rfc2VnbWVudC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAlyb3dfY291bnSUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNZwNq8AEAAIwicmVjb3Jkcy5tYW5pZmVzdF9zZWdtZW50LmZpZWxkc1sxXZRoISlq8gEAAE5q8wEA'
+    'AE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBnNjaGVtZZRquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAaBdq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1oA2rwAQAAjCJyZWNvcmRzLm1hbmlmZXN0X3NlZ21lbnQuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrh'
+    'AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNaQNq8AEAAIwicmVjb3Jkcy5tYW5pZmVzdF9zZWdtZW50LmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqzwQAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q'
+    '3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWoDavABAACMInJlY29yZHMubWFuaWZlc3Rfc2VnbWVudC5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAlmaWxlX3NpemWUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAA'
+    'TmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNawNq8AEAAIwicmVjb3Jkcy5tYW5pZmVzdF9zZWdtZW50LmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMDWVwb2NoX3ByZXNlbnSUarkBAABoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8C'
+    'AAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMKGVwb2NoX3ByZXNlbnQgPT0gMCBvciBlcG9jaF9wcmVzZW50ID09IDGUasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAamAUAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsSdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEnViahcCAAApUpR9lChqGgIA'
+    'AGocAgAAKVKUfZQoah8CAABqYBQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLFmrPAQAASwFq0AEAAEsjdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsnas8BAABLAWrQAQAASyh1YmFqzQEAAEsBas4BAABLFmrPAQAASwFq0AEAAEsodWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLKHViatEBAABq1AEAAF2UamAUAABhhZRSlHViajICAACMJHVua25vd24gcHJlc2VuY2UgdGFnIChzZWdtZW50IGVwb2NoKZRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEA'
+    'AE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWwDavABAACMInJlY29yZHMubWFuaWZlc3Rfc2VnbWVudC5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauALAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAah8JAABqxgEAAGrJAQAAKVKUfZQoaCtLB2rMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq'
+    '4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATW0DavABAACMInJlY29yZHMubWFuaWZlc3Rfc2VnbWVudC5maWVsZHNbN12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFavcTAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugB'
+    'AABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwtZXBvY2hfcHJlc2VudCA9PSAxIG9yIGVtYmVkZGluZ19lcG9jaF9pZCA9PSAwlGrGAQAAauEFAAApUpR9lChqpgIAAGrmBQAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpgFAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw11YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLEnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxJ1YmoXAgAA'
+    'KVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavcTAABqIAIAAGojAgAAas0BAABLAWrOAQAASxZqzwEAAEsBatABAABLKHViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLLGrPAQAASwFq0AEAAEstdWJhas0BAABLAWrOAQAASxZqzwEAAEsBatABAABLLXViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASy11YmrRAQAAatQBAABdlChq9xMAAGpgFAAAZYWUUpR1YmoyAgAAjCFhYnNlbnQgc2VnbWVudCBlcG9jaCBtdXN0IGJlIHplcm+UajQCAABqNQIAAGrwAQAAaDZ1YoWUaukB'
+    'AABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1uA2rwAQAAjCJyZWNvcmRzLm1hbmlmZXN0X3NlZ21lbnQuZmllbGRzWzhdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwUZmFjdHMgwqc2LjEgU2VnbWVudHOUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAajQUAABqTAIAAEs0ak0CAAB9lChqNxQAAEsAakQUAABLEGpKFAAASxRq4QEAAEsWas8EAABLGGpaFAAASxxqYBQAAEskauALAABLJWr3EwAASyx1ak8CAAB9lChqNxQAAEsQakQUAABL'
+    'BGpKFAAASwJq4QEAAEsCas8EAABLBGpaFAAASwhqYBQAAEsBauALAABLB2r3EwAASwh1alECAABOdWJhaEBNYwNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMD2VtYmVkZGluZ190b3dlcpRqrwEAACmBlH2UKGgFargUAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMCG1vZGVsX2lklGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABO'
+    'auMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE11A2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ190b3dlci5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA1tb2RlbF92ZXJzaW9ulGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIB'
+    'AABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE12A2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ190b3dlci5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA53ZWlnaHRzX2RpZ2VzdJRquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEB'
+    'AACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE13A2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ190b3dlci5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFas8EAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABO'
+    'augBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE14A2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ190b3dlci5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFagoBAABquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAagoBAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwB'
+    'AABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE15A2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ190b3dlci5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA1wcm9tcHRfcHJlZml4lGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABO'
+    'ausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE16A2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ190b3dlci5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAptYXhfdG9rZW5zlGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATXsD'
+    'avABAACMIXJlY29yZHMuZW1iZWRkaW5nX3Rvd2VyLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMB3J1bnRpbWWUarkBAABq7QMAACmBlH2UKGrMAQAAankBAABq8AMAAGoWAQAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNfANq8AEAAIwhcmVjb3Jkcy5lbWJlZGRp'
+    'bmdfdG93ZXIuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWomAQAAarkBAABq7QMAACmBlH2UKGrMAQAAankBAABq8AMAAGomAQAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNfQNq8AEAAIwhcmVjb3Jkcy5lbWJlZGRpbmdfdG93ZXIuZmllbGRzWzhdlGghKWryAQAA'
+    'TmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwQb3NfYnVpbGRfcHJlc2VudJRquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwub3NfYnVpbGRfcHJlc2VudCA9PSAwIG9yIG9zX2J1aWxkX3ByZXNlbnQgPT0gMZRqxgEAAGrhBQAAKVKUfZQoaqYCAABq5gUAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAA'
+    'KVKUfZQoah8CAABq+RQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsUas8BAABLAWrQAQAASxV1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsVdWJqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGr5FAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsZas8BAABLAWrQAQAASyl1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASy1qzwEAAEsBatAB'
+    'AABLLnViYWrNAQAASwFqzgEAAEsZas8BAABLAWrQAQAASy51YmVqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsudWJq0QEAAGrUAQAAXZRq+RQAAGGFlFKUdWJqMgIAAIwfdW5rbm93biBwcmVzZW5jZSB0YWcgKE9TIGJ1aWxkKZRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATX4DavABAACMIXJlY29yZHMuZW1iZWRkaW5nX3Rvd2VyLmZpZWxkc1s5XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAarsBAAApgZR9'
+    'lChqvgEAAGrBAQAAKYGUfZQoasQBAABqagUAAGrGAQAAaskBAAApUpR9lChoK0sDaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNfwNq8AEAAIwicmVjb3Jkcy5lbWJlZGRpbmdfdG93ZXIu'
+    'ZmllbGRzWzEwXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCG9zX2J1aWxklGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjBVvc19idWlsZF9wcmVzZW50ID09IDGUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGr5FAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxB1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lCho'
+    'K0sBaswBAABOas0BAABLAWrOAQAASxRqzwEAAEsBatABAABLFXViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxV1YmrRAQAAatQBAABdlGr5FAAAYYWUUpR1YmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNgANq8AEAAIwicmVjb3Jkcy5lbWJlZGRpbmdfdG93ZXIuZmllbGRzWzExXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMEWZhY3Rz'
+    'IMKnNi4xIHRvd2VylGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGq7FAAAakwCAABOak0CAAB9lGq+FAAASwBzak8CAAB9lChqzwQAAEsEagoBAABLAmroFAAASwRq7hQAAEsCaiYBAABLAmr5FAAASwFq4QEAAEsDdWpRAgAATnViYWhATXIDalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijA9lbWJlZGRpbmdfZXBvY2iUaq8BAAApgZR9lChoBWpFFQAAarIBAABdlChqtQEAACmBlH2UKGgFavcTAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZo'
+    'CWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2FA2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ19lcG9jaC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFav0TAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMB'
+    'AABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2GA2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ19lcG9jaC5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAhkb2N1bWVudJRquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAargUAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABO'
+    'aCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2HA2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ19lcG9jaC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAVxdWVyeZRquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAargUAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoB'
+    'AABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2IA2rwAQAAjCFyZWNvcmRzLmVtYmVkZGluZ19lcG9jaC5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjBBhbGlnbm1lbnRfZGlnZXN0lGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq'
+    '6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATYkDavABAACMIXJlY29yZHMuZW1iZWRkaW5nX2Vwb2NoLmZpZWxkc1s0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMEmZhY3RzIMKnNi4xIEVwb2Noc5RqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqSBUAAGpMAgAATmpNAgAAfZQoavcTAABLAGr9EwAASwhqVRUAAEsQdWpPAgAAfZQoavcTAABLCGr9EwAASwh1alECAABOdWJhaEBNggNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpW'
+    'AgAAXZRqWAIAAF2UdWKMCmNvbHVtbl9kZWaUaq8BAAApgZR9lChoBWpwFQAAarIBAABdlChqtQEAACmBlH2UKGgFajwGAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2NA2rwAQAAjBxyZWNvcmRzLmNvbHVtbl9kZWYuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXVi'
+    'arUBAAApgZR9lChoBWq5AQAAarkBAABq7QMAACmBlH2UKGrMAQAAankBAABq8AMAAGiIavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNjgNq8AEAAIwccmVjb3Jkcy5jb2x1bW5fZGVmLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCG51bGxhYmxllGq5AQAAaB4pgZR9'
+    'lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjB5udWxsYWJsZSA9PSAwIG9yIG51bGxhYmxlID09IDGUasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaoAVAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCHViaiUCAABdlGoNAwAAYWorAgAA'
+    'XZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLDGrPAQAASwFq0AEAAEsNdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqgBUAAGogAgAAaiMCAABqzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsZdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsdas8BAABLAWrQAQAASx51YmFqzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsedWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLHnViatEBAABq'
+    '1AEAAF2UaoAVAABhhZRSlHViajICAACMF251bGxhYmxlIG11c3QgYmUgMCBvciAxlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNjwNq8AEAAIwccmVjb3Jkcy5jb2x1bW5fZGVmLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVoBWq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8B'
+    'AABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2QA2rwAQAAjBxyZWNvcmRzLmNvbHVtbl9kZWYuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCWg2akECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAanMVAABqTAIAAE5qTQIAAH2UKGo8BgAASwBquQEAAEsEaoAVAABLBmgFSwh1ak8CAAB9lChqPAYAAEsEarkBAABLAmqA'
+    'FQAASwJ1alECAABOdWJhaEBNiwNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMEGNsdXN0ZXJpbmdfcmFuZ2WUaq8BAAApgZR9lChoBWqwFQAAarIBAABdlChqtQEAACmBlH2UKGgFaowNAABquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAalcBAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq'
+    '7gEAAIlq7wEAAE5oQE2VA2rwAQAAjCJyZWNvcmRzLmNsdXN0ZXJpbmdfcmFuZ2UuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGofCQAAasYBAABqyQEAAClSlH2UKGgrSwdqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQB'
+    'AABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2WA2rwAQAAjCJyZWNvcmRzLmNsdXN0ZXJpbmdfcmFuZ2UuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwGbWluX3RzlGq5AQAAaB4pgZR9lChoIUtAaCKIaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q'
+    '6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZcDavABAACMInJlY29yZHMuY2x1c3RlcmluZ19yYW5nZS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAZtYXhfdHOUarkBAABoHimBlH2UKGghS0BoIohoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMKXRhZyA9PSAyIG9yIChtaW5fdHMgPT0g'
+    'MCBhbmQgbWF4X3RzID09IDAplGrGAQAAauEFAAApUpR9lChqpgIAAGrmBQAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqMDQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwN1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sCaswBAABOas0BAABLAWrOAQAASwdqzwEAAEsBatABAABLCHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwh1YmrhBQAAKVKUfZQoaqYCAABq0gcAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqxxUAAGog'
+    'AgAAaiMCAABqzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsTdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsXas8BAABLAWrQAQAASxh1YmFqzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsYdWJqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrNFQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsdas8BAABLAWrQAQAASyN1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASydqzwEAAEsBatABAABLKHViYWrNAQAASwFqzgEA'
+    'AEsdas8BAABLAWrQAQAASyh1YmVqzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsodWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLKXViatEBAABq1AEAAF2UKGrNFQAAascVAABqjA0AAGWFlFKUdWJqMgIAAIwqVW5zdGFtcGVkL0VtcHR5IHJhbmdlcyByZXF1aXJlIHplcm8gYm91bmRzlGo0AgAAajUCAABq8AEAAGg2dWJqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwcdGFnICE9IDIgb3IgbWluX3RzIDw9IG1heF90c5RqxgEAAGrhBQAAKVKUfZQoaqYCAABq5gUAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGoc'
+    'AgAAKVKUfZQoah8CAABqjA0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsDdWJqJQIAAF2UajkHAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAmrMAQAATmrNAQAASwFqzgEAAEsHas8BAABLAWrQAQAASwh1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsIdWJqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrHFQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsMas8BAABLAWrQAQAASxJ1YmolAgAAXZRq/ggAAGFqKwIAAF2UahwCAAApUpR9lChqHwIAAGrNFQAAaiACAABqIwIAAGrNAQAASwFqzgEA'
+    'AEsWas8BAABLAWrQAQAASxx1YmFqzQEAAEsBas4BAABLDGrPAQAASwFq0AEAAEscdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLHHViatEBAABq1AEAAF2UKGrNFQAAascVAABqjA0AAGWFlFKUdWJqMgIAAIwnYm91bmRlZCByYW5nZSByZXF1aXJlcyBtaW5fdHMgPD0gbWF4X3RzlGo0AgAAajUCAABq8AEAAGg2dWKGlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNmANq8AEAAIwicmVjb3Jkcy5jbHVzdGVyaW5nX3JhbmdlLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1'
+    'YmVoC2g2aAmMEnJ1bGVzOiBUU1IxIHJlY29yZJRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqsxUAAGpMAgAASxhqTQIAAH2UKGqMDQAASwBq4QEAAEsBascVAABLCGrNFQAASxB1ak8CAAB9lChqjA0AAEsBauEBAABLB2rHFQAASwhqzRUAAEsIdWpRAgAATnViYWhATZIDalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijAl0c3IxX2JvZHmUaq8BAAApgZR9lChoBWoeFgAAarIBAABdlChqtQEAACmBlH2UKGgFavsDAABquQEAAGgeKYGUfZQoaCFLIGgiiWgN'
+    'aA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABq+wMAAGrBAgAAhpRq6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBZjb3VudCA9PSBzZWdtZW50X2NvdW50lGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABq+wMAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsFdWJqJQIAAF2Uag0DAABhaisCAABdlGocAgAAKVKUfZQoah8CAACMDXNlZ21lbnRfY291bnSUaiAC'
+    'AABqIwIAAGrNAQAASwFqzgEAAEsJas8BAABLAWrQAQAASxZ1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsWdWJq0QEAAGrUAQAAXZQoavsDAABqNBYAAGWFlFKUdWJqMgIAAIwjVFNSMSBjb3VudCBtdXN0IGVxdWFsIHNlZ21lbnRfY291bnSUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2iA2rwAQAAjBtyZWNvcmRzLnRzcjFfYm9keS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFasECAABquQEAAGrtAwAA'
+    'KYGUfZQoaswBAABqVQIAAGrwAwAAarAVAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGr7AwAAasYBAABqHAIAAClSlH2UKGofAgAAavsDAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBXViatEBAABq1AEAAF2UavsDAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q'
+    '6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATaUDavABAACMG3JlY29yZHMudHNyMV9ib2R5LmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAloNmpBAgAAfZRqNBYAAGpzBAAAKYGUfZQoaAVqNBYAAGq5AQAAanYEAABq7wEAAE5oC2g2dWJzakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqIRYAAGpMAgAATmpNAgAAfZQoavsDAABLAGrBAgAASwR1ak8CAAB9lGr7AwAASwRzalECAABOdWJhaEBNngNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpW'
+    'AgAAXZRqWAIAAF2UdWKMDGdyYXBoX29iamVjdJRqrwEAACmBlH2UKGgFalMWAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMC2FydGlmYWN0X2lklGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBBhcnRpZmFjdF9pZCAhPSAwlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqWRYAAGogAgAAaiMC'
+    'AABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJqJQIAAF2UajkHAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsPas8BAABLAWrQAQAASxB1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsQdWJq0QEAAGrUAQAAXZRqWRYAAGGFlFKUdWJqMgIAAIwgYXJ0aWZhY3QgaWRzIGFyZSBub24temVybyBub25jZXOUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2pA2rwAQAAjB5yZWNvcmRzLmdyYXBoX29iamVjdC5m'
+    'aWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaloMAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2qA2rwAQAAjB5yZWNvcmRzLmdyYXBoX29iamVjdC5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauYBAABq'
+    'uQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2rA2rwAQAAjB5yZWNvcmRzLmdyYXBoX29iamVjdC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqVhYAAGpMAgAA'
+    'SyBqTQIAAH2UKGpZFgAASwBqWgwAAEsQauYBAABLGHVqTwIAAH2UKGpZFgAASxBqWgwAAEsIauYBAABLCHVqUQIAAE51YmFoQE2nA2pSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowIemdlbl9yb3eUaq8BAAApgZR9lChoBWqBFgAAarIBAABdlChqtQEAACmBlH2UKGgFjA5hZnRlcl9zZXF1ZW5jZZRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugB'
+    'AAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2vA2rwAQAAjBpyZWNvcmRzLnpnZW5fcm93LmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMD2luY3JlbWVudF9jb3VudJRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwTaW5jcmVt'
+    'ZW50X2NvdW50ID4gMJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAao0WAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLD3ViaiUCAABdlGrHAQAAjAJHdJSTlClSlH2UYmFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASxJqzwEAAEsBatABAABLE3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxN1YmrRAQAAatQBAABdlGqNFgAAYYWUUpR1YmoyAgAAjCZaR0VOIGluY3JlbWVudCBjb3VudHMgbXVzdCBiZSBwb3NpdGl2ZZRqNAIAAGo1AgAAavABAABoNnVi'
+    'hZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATbADavABAACMGnJlY29yZHMuemdlbl9yb3cuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCWg2akECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAaoQWAABqTAIAAEsQak0CAAB9lChqhxYAAEsAao0WAABLCHVqTwIAAH2UKGqHFgAASwhqjRYAAEsIdWpRAgAATnViYWhATa0DalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijA56Z2VuX2V4dGVuc2lv'
+    'bpRqrwEAACmBlH2UKGgFaq8WAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVquAEAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAACMCjEzMTMxNjMwOTiUasYBAABqyQEAAClSlH2UKGgrSlpHRU5qzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsKdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAA'
+    'jBNtYWdpYyA9PSAweDRlNDU0NzVhlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABquAEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsFdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtKWkdFTmrMAQAATmrNAQAASwFqzgEAAEsJas8BAABLAWrQAQAASxN1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsTdWJq0QEAAGrUAQAAXZRquAEAAGGFlFKUdWJqMgIAAIw6Z3JhcGggb2JqZWN0IGNvdW50L2xlbmd0aCBtaXNtYXRjaCAodHJhaWxpbmcgb2JqZWN0IGJ5dGVzKZRq'
+    'NAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATbUDavABAACMIHJlY29yZHMuemdlbl9leHRlbnNpb24uZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqEBAAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQB'
+    'AACMHHZlcnNpb24gPT0gMSBvciB2ZXJzaW9uID09IDKUasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaoQEAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLB3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLC2rPAQAASwFq0AEAAEsMdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDHViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqhAQAAGogAgAAaiMCAABqzQEAAEsB'
+    'as4BAABLEGrPAQAASwFq0AEAAEsXdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAmrMAQAATmrNAQAASwFqzgEAAEsbas8BAABLAWrQAQAASxx1YmFqzQEAAEsBas4BAABLEGrPAQAASwFq0AEAAEscdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLHHViatEBAABq1AEAAF2UaoQEAABhhZRSlHViajICAACMKXVua25vd24gZ3JhcGggZ2VuZXJhdGlvbiBib3VuZGFyeSB2ZXJzaW9ulGo0AgAAap8EAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN'
+    'uQNq8AEAAIwgcmVjb3Jkcy56Z2VuX2V4dGVuc2lvbi5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA9jb3VudGVkX3Rocm91Z2iUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNvANq8AEAAIwgcmVjb3Jkcy56Z2VuX2V4dGVuc2lvbi5maWVs'
+    'ZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFakQUAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjAx2ZXJzaW9uID09IDKUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqEBAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwd1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sCaswBAABOas0BAABLAWrOAQAASwtqzwEAAEsBatABAABLDHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAA'
+    'Swx1YmrRAQAAatQBAABdlGqEBAAAYYWUUpR1YmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAavsDAABqRAIAAIaUaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwOcm93X2NvdW50ID49IDGUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpEFAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmolAgAAXZRqKQIAAGFqKwIAAF2UaskBAAApUpR9lChoK0sBaswBAABOas0BAABLAWrOAQAASw1q'
+    'zwEAAEsBatABAABLDnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw51YmrRAQAAatQBAABdlGpEFAAAYYWUUpR1YmoyAgAAjB5aR0VOIHYyIG5lZWRzIGF0IGxlYXN0IG9uZSByb3eUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE29A2rwAQAAjCByZWNvcmRzLnpnZW5fZXh0ZW5zaW9uLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq'
+    '3AEAAGrBAQAAKYGUfZQoasQBAABqABcAAGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqhAQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsHdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAmrMAQAATmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASwx1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJq0QEAAGrUAQAAXZRqhAQAAGGFlFKUdWJq3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEA'
+    'AE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATcEDavABAACMIHJlY29yZHMuemdlbl9leHRlbnNpb24uZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpEAgAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGqBFgAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAAasEBAAApgZR9lChqxAEAAGoAFwAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqEBAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQ'
+    'AQAASwd1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sCaswBAABOas0BAABLAWrOAQAASwtqzwEAAEsBatABAABLDHViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwx1YmrRAQAAatQBAABdlGqEBAAAYYWUUpR1YmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAABqRBQAAGrGAQAAahwCAAApUpR9lChqHwIAAGpEFAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmrRAQAAatQBAABdlGpEFAAAYYWUUpR1'
+    'YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3CA2rwAQAAjCByZWNvcmRzLnpnZW5fZXh0ZW5zaW9uLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMEXJ1bGVzOiBaR0VOIHYxL3YylGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqyFgAAakwCAABOak0CAAB9lChquAEAAEsAaoQEAABLBGr2'
+    'FgAASwhqRBQAAEsQdWpPAgAAfZQoargBAABLBGqEBAAASwRq9hYAAEsIdWpRAgAATnViYWhATbIDalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijA1ncmFwaF9zZWN0aW9ulGqvAQAAKYGUfZQoaAVqVhcAAGqyAQAAXZQoarUBAAApgZR9lChoBYwNZ3JhcGhfcHJlc2VudJRquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoS'
+    'AgAAasEBAAApgZR9lChqxAEAAIwSZ3JhcGhfcHJlc2VudCA9PSAxlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqXBcAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsNdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsRas8BAABLAWrQAQAASxJ1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsSdWJq0QEAAGrUAQAAXZRqXBcAAGGFlFKUdWJqMgIAAIwXZ3JhcGhfcHJlc2VudCBtdXN0IGJlIDGUajQCAABqNQIAAGrwAQAAaDZ1YoWU'
+    'aukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3HA2rwAQAAjB9yZWNvcmRzLmdyYXBoX3NlY3Rpb24uZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGofCQAAasYBAABqyQEAAClSlH2UKGgrSwdqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABO'
+    'at8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3IA2rwAQAAjB9yZWNvcmRzLmdyYXBoX3NlY3Rpb24uZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr7EAAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgr'
+    'TmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNyQNq8AEAAIwfcmVjb3Jkcy5ncmFwaF9zZWN0aW9uLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqBxEAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAAalcNAACGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBo'
+    'DU5q7QEAAGg2au4BAACJau8BAABOaEBNygNq8AEAAIwfcmVjb3Jkcy5ncmFwaF9zZWN0aW9uLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqVw0AAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqxQwAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAGrBAQAAKYGUfZQoasQBAABqBxEAAGrGAQAAahwCAAApUpR9lChqHwIAAGoHEQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmrRAQAAatQB'
+    'AABdlGoHEQAAYYWUUpR1YmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNywNq8AEAAIwfcmVjb3Jkcy5ncmFwaF9zZWN0aW9uLmZpZWxkc1s0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMDG9iamVjdF9jb3VudJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABO'
+    'aCtOaucBAABq+wMAAIwHb2JqZWN0c5SGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNzANq8AEAAIwfcmVjb3Jkcy5ncmFwaF9zZWN0aW9uLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqmhcAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqUxYAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAA'
+    'apcXAABqxgEAAGocAgAAKVKUfZQoah8CAABqlxcAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJq0QEAAGrUAQAAXZRqlxcAAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNzQNq8AEAAIwfcmVjb3Jkcy5ncmFwaF9zZWN0aW9uLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBHpnZW6U'
+    'arkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGqvFgAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAE5q2AEAAE5q2QEAAIhq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNzgNq8AEAAIwfcmVjb3Jkcy5ncmFwaF9zZWN0aW9uLmZpZWxkc1s3XZRoISlq8gEAAE5q8wEAAE5q'
+    '9AEAAIl1YmVoC2g2aAmMEHJ1bGVzOiBaR1IzIGJvZHmUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAalkXAABqTAIAAE5qTQIAAH2UKGpcFwAASwBq4QEAAEsBavsQAABLCGoHEQAASxBqVw0AAEsUdWpPAgAAfZQoalwXAABLAWrhAQAASwdq+xAAAEsIagcRAABLBGqXFwAASwR1alECAABOdWJhaEBNxANqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMCXpncjNfYm9keZRqrwEAACmBlH2UKGgFarwXAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMC3NlY3Rpb25f'
+    'bGVulGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAAjAVncmFwaJSGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN0gNq8AEAAIwbcmVjb3Jkcy56Z3IzX2JvZHkuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrFFwAAarkBAABq7QMAACmBlH2UKGrMAQAAalUCAABq8AMAAGpWFwAA'
+    'avEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAAasEBAAApgZR9lChqxAEAAGrCFwAAasYBAABqHAIAAClSlH2UKGofAgAAasIXAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLC3ViatEBAABq1AEAAF2UasIXAABhhZRSlHViauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3TA2rwAQAAjBtyZWNvcmRzLnpncjNfYm9keS5maWVsZHNbMV2U'
+    'aCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqvxcAAGpMAgAATmpNAgAAfZQoasIXAABLAGrFFwAASwR1ak8CAAB9lGrCFwAASwRzalECAABOdWJhaEBN0ANqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMEm1hbmlmZXN0X2V4dGVuc2lvbpRqrwEAACmBlH2UKGgFatwXAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqjA0AAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMJjB4MzE1MjUzNTQgJ1RT'
+    'UjEnIG9yIDB4MzM1MjQ3NWEgJ1pHUjMnlGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjCZ0YWcgPT0gMHgzMTUyNTM1NCBvciB0YWcgPT0gMHgzMzUyNDc1YZRqxgEAAGrhBQAAKVKUfZQoaqYCAABq5gUAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqjA0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsDdWJqJQIAAF2U'
+    'ag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtKVFNSMWrMAQAATmrNAQAASwFqzgEAAEsHas8BAABLAWrQAQAASxF1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsRdWJqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGqMDQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsVas8BAABLAWrQAQAASxh1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0paR1IzaswBAABOas0BAABLAWrOAQAASxxqzwEAAEsBatABAABLJnViYWrNAQAASwFqzgEAAEsVas8BAABLAWrQAQAASyZ1YmVqzQEAAEsBas4BAABLAGrPAQAA'
+    'SwFq0AEAAEsmdWJq0QEAAGrUAQAAXZRqjA0AAGGFlFKUdWJqMgIAAIwadW5rbm93biBtYW5pZmVzdCBleHRlbnNpb26UajQCAABqNQIAAGrwAQAAaDZ1YmoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjCF0YWcgIT0gMHgzMzUyNDc1YSBvciB2ZXJzaW9uID09IDOUasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAaowNAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLA3ViaiUCAABdlGo5BwAAYWorAgAAXZRqyQEAAClSlH2UKGgr'
+    'SlpHUjNqzAEAAE5qzQEAAEsBas4BAABLB2rPAQAASwFq0AEAAEsRdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEXViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqhAQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLFWrPAQAASwFq0AEAAEscdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLA2rMAQAATmrNAQAASwFqzgEAAEsgas8BAABLAWrQAQAASyF1YmFqzQEAAEsBas4BAABLFWrPAQAASwFq0AEAAEshdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLIXViatEBAABq1AEAAF2UKGqMDQAA'
+    'aoQEAABlhZRSlHViajICAACMJ1pHUjMgZ3JhcGggc2VjdGlvbiByZXF1aXJlcyBtYW5pZmVzdCB2M5RqNAIAAGo1AgAAavABAABoNnVihpRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATdwDavABAACMJHJlY29yZHMubWFuaWZlc3RfZXh0ZW5zaW9uLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqSQQAAGq5AQAAaksEAAApgZR9lChqTgQAAGrBAQAAKYGUfZQoasQBAABqjA0AAGrGAQAAahwCAAApUpR9lChqHwIAAGqMDQAAaiACAABqIwIAAGrNAQAA'
+    'SwFqzgEAAEsAas8BAABLAWrQAQAASwN1YmrRAQAAatQBAABdlGqMDQAAYYWUUpR1YmpWBAAASlRTUjGMCTgyNzQ3ODg2OJRqHhYAAIeUSlpHUjOMCTg2MTAzMDIzNJRqvBcAAIeUhpRq7wEAAGo0AgAAavEDAAApaAVqbgQAAGpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATeIDavABAACMJHJlY29yZHMubWFuaWZlc3Rf'
+    'ZXh0ZW5zaW9uLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq5gEAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAGrBAQAAKYGUfZQoasQBAACMEXRhZyA9PSAweDMzNTI0NzVhlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqjA0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsDdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtKWkdSM2rMAQAATmrNAQAASwFqzgEAAEsHas8BAABLAWrQAQAASxF1YmFqzQEA'
+    'AEsBas4BAABLAGrPAQAASwFq0AEAAEsRdWJq0QEAAGrUAQAAXZRqjA0AAGGFlFKUdWJq3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAGq4AgAAKYGUfZQoarsCAABqvAIAAGq9AgAATmq+AgAAKWq/AgAATmrAAgAATmpBAgAAKWghS0BoEolqwQIAAClqwgIAAGg2asMCAABLAGgPKWrEAgAAKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3lA2rwAQAAjCRyZWNvcmRzLm1hbmlmZXN0X2V4dGVuc2lvbi5m'
+    'aWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMS0EgdGFnZ2VkIG1hbmlmZXN0IGV4dGVuc2lvbiBhZnRlciB0aGUgc2NoZW1hOyBaR1IzIGNhcnJpZXMgaXRzIG93biB4eGgzLTY0LpRoCYwScnVsZXM6IFRTUjEgLyBaR1IzlGpBAgAAfZQoaoQEAABqcwQAACmBlH2UKGgFaoQEAABquQEAAGp2BAAAau8BAABOaAtoNnViajQWAABqcwQAACmBlH2UKGgFajQWAABquQEAAGp2BAAAau8BAABOaAtoNnVidWpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAat8XAABqTAIAAE5qTQIAAH2UKGqM'
+    'DQAASwBqSQQAAEsEdWpPAgAAfZRqjA0AAEsEc2pRAgAATnViYWhATdUDalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHViagkTAABqrwEAACmBlH2UKGgFagkTAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVq0AwAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhA'
+    'Te8DavABAACMInJlY29yZHMubWFuaWZlc3RfcGF5bG9hZC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAdsb2dfc2VxlGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfADavABAACMInJlY29yZHMubWFuaWZlc3RfcGF5bG9hZC5maWVsZHNb'
+    'MV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFajQWAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABq+wMAAIwIc2VnbWVudHOUhpRq6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfEDavABAACMInJlY29yZHMubWFuaWZlc3RfcGF5bG9hZC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEA'
+    'ACmBlH2UKGgFjAtlcG9jaF9jb3VudJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABq+wMAAIwGZXBvY2hzlIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3yA2rwAQAAjCJyZWNvcmRzLm1hbmlmZXN0X3BheWxvYWQuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwRdXNlcl9jb2x1bW5f'
+    'Y291bnSUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAavsDAABqhQEAAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3zA2rwAQAAjCJyZWNvcmRzLm1hbmlmZXN0X3BheWxvYWQuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJo'
+    'C2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN9ANq8AEAAIwicmVjb3Jkcy5tYW5pZmVzdF9wYXlsb2FkLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBWFsaWFzlGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqxBMAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEA'
+    'AE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfUDavABAACMInJlY29yZHMubWFuaWZlc3RfcGF5bG9hZC5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFamUYAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAajEUAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABO'
+    'auMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGo0FgAAasYBAABqHAIAAClSlH2UKGofAgAAajQWAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViatEBAABq1AEAAF2UajQWAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfYDavABAACMInJlY29yZHMubWFuaWZlc3RfcGF5bG9hZC5maWVsZHNbN12UaCEp'
+    'avIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFam0YAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAakUVAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGpqGAAAasYBAABqHAIAAClSlH2UKGofAgAAamoYAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLC3ViatEBAABq1AEAAF2UamoYAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJ'
+    'avMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfcDavABAACMInJlY29yZHMubWFuaWZlc3RfcGF5bG9hZC5maWVsZHNbOF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaoUBAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAanAVAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEB'
+    'AAApgZR9lChqxAEAAGpyGAAAasYBAABqHAIAAClSlH2UKGofAgAAanIYAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEXViatEBAABq1AEAAF2UanIYAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfgDavABAACMInJlY29yZHMubWFuaWZlc3RfcGF5bG9hZC5maWVsZHNbOV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEA'
+    'ACmBlH2UKGgFjApleHRlbnNpb25zlGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABq3BcAAGrxAwAAajQWAABqwQEAACmBlH2UKGrEAQAAajQWAABqxgEAAGocAgAAKVKUfZQoah8CAABqNBYAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsNdWJq0QEAAGrUAQAAXZRqNBYAAGGFlFKUdWKGlIWUalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAE5q2AEAAE5q2QEAAIhq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51'
+    'YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN+QNq8AEAAIwjcmVjb3Jkcy5tYW5pZmVzdF9wYXlsb2FkLmZpZWxkc1sxMF2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjBJmYWN0cyDCpzYuMSwgwqc2LjKUakECAAB9lGqEBAAAanMEAAApgZR9lChoBWqEBAAAarkBAABqdgQAAGrvAQAATmgLaDZ1YnNqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGpVGAAAakwCAABOak0CAAB9lChq0AwA'
+    'AEsAal0YAABLCGo0FgAASxBqahgAAEsUanIYAABLGGrhAQAASxxqfhgAAEsgamUYAABLOHVqTwIAAH2UKGrQDAAASwhqXRgAAEsIajQWAABLBGpqGAAASwRqchgAAEsEauEBAABLBGp+GAAASxh1alECAABOdWJhaEBN6gNqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMEXB1cmdlX3Rva2VuX2lucHV0lGqvAQAAKYGUfZQoaAVqyBgAAGqyAQAAXZQoarUBAAApgZR9lChoBWrQDAAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWri'
+    'AQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN/wNq8AEAAIwjcmVjb3Jkcy5wdXJnZV90b2tlbl9pbnB1dC5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFai8FAABquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAATmrYAQAATmrZAQAAiGre'
+    'AQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0ABGrwAQAAjCNyZWNvcmRzLnB1cmdlX3Rva2VuX2lucHV0LmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4xUV2hhdCB0aGUgcHVyZ2UgdG9rZW4gaGFzaGVzOiB0b2tlbl9pZCA9IHh4aDNfNjQoZ2VuZXJhdGlvbiB1NjQgfHwgZWFjaCBkb2NfaWQgdTEyOCkulGgJjBxydWxlczogcHVyZ2UgaW50ZW50IHYxIHRva2VulGpB'
+    'AgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGrLGAAAakwCAABOak0CAAB9lChq0AwAAEsAai8FAABLCHVqTwIAAH2UatAMAABLCHNqUQIAAE51YmFoQE37A2pSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowNcHVyZ2VfcGF5bG9hZJRqrwEAACmBlH2UKGgFauIYAABqsgEAAF2UKGq1AQAAKYGUfZQoaAWMCHRva2VuX2lklGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAuMJ3h4aDNfNjQoZ2VuZXJhdGlvbiB1NjQgfHwgZG9jIGlkcyB1MTI4KZRoCWg2atwB'
+    'AABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0FBGrwAQAAjB9yZWNvcmRzLnB1cmdlX3BheWxvYWQuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwIaWRfY291bnSUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAA'
+    'TmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAAavsDAABqLwUAAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0GBGrwAQAAjB9yZWNvcmRzLnB1cmdlX3BheWxvYWQuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAA'
+    'TmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNBwRq8AEAAIwfcmVjb3Jkcy5wdXJnZV9wYXlsb2FkLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqLwUAAGq5AQAAaB4pgZR9lChoIUuAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAAau8YAABqxgEAAGocAgAAKVKUfZQoah8CAABq7xgAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrP'
+    'AQAASwFq0AEAAEsIdWJq0QEAAGrUAQAAXZRq7xgAAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNCARq8AEAAIwfcmVjb3Jkcy5wdXJnZV9wYXlsb2FkLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMFnJ1bGVzOiBwdXJnZSBpbnRlbnQgdjGUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgU'
+    'TmqyAQAAauUYAABqTAIAAE5qTQIAAH2UKGroGAAASwBq7xgAAEsIauEBAABLDGovBQAASxB1ak8CAAB9lChq6BgAAEsIau8YAABLBGrhAQAASwR1alECAABOdWJhaEBNAgRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMC3B1cmdlX2Jsb2NrlGqvAQAAKYGUfZQoaAVqEBkAAGqyAQAAXZQoarUBAAApgZR9lChoBWo9EgAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAA'
+    'TmgrTmrnAQAAar4BAABqugMAAIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0MBGrwAQAAjB1yZWNvcmRzLnB1cmdlX2Jsb2NrLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqugMAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABq4hgAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAGrBAQAAKYGUfZQoasQBAABqPRIAAGrGAQAAahwCAAApUpR9lChqHwIAAGo9'
+    'EgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmrRAQAAatQBAABdlGo9EgAAYYWUUpR1YmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNDQRq8AEAAIwdcmVjb3Jkcy5wdXJnZV9ibG9jay5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFalASAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEB'
+    'AACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABquAIAACmBlH2UKGq7AgAAarwCAABqvQIAAGq6AwAAhZRqvgIAAClqvwIAAE5qwAIAAE5qQQIAACloIUtAaBKJasECAAApasICAABoNmrDAgAASwBoDylqxAIAACl1YmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNDgRq8AEAAIwdcmVjb3Jkcy5wdXJnZV9ibG9jay5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJaDZqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABd'
+    'lGpJAgAAKYGUfZQoaBROarIBAABqExkAAGpMAgAATmpNAgAAfZQoaj0SAABLAGq6AwAASwh1ak8CAAB9lChqPRIAAEsIalASAABLCHVqUQIAAE51YmFoQE0KBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowKcHVyZ2VfZmlsZZRqrwEAACmBlH2UKGgFajYZAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVquAEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqxQEAAGrGAQAAaskBAAApUpR9lChoK0sIaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2U'
+    'hZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAAQwhaRVBFTUJFRJRq4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRMEavABAACMHHJlY29yZHMucHVyZ2VfZmlsZS5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFavcBAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwB'
+    'AABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAjAIxNZRqxgEAAGrJAQAAKVKUfZQoaCtLD2rMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmrRAQAAatQBAABdlIWUUpR1YmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMD2ZhbWlseV9pZCA9PSAxNZRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavcBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABL'
+    'CXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSw9qzAEAAE5qzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsPdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLD3ViatEBAABq1AEAAF2UavcBAABhhZRSlHViajICAACMK3dyb25nIGZhbWlseSBpZCAoZXhwZWN0ZWQgMTUsIHB1cmdlIGludGVudCmUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0UBGrwAQAAjBxyZWNvcmRzLnB1cmdlX2ZpbGUuZmllbGRzWzFdlGghKWryAQAATmrz'
+    'AQAATmr0AQAAiXViarUBAAApgZR9lChoBWr+AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAApgZR9lChqxAEAAGofAwAAasYBAABqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAap8SAABqxgEAAGoXAgAAKVKUfZQoahoCAABq'
+    'HAIAAClSlH2UKGofAgAAav4BAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDnViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLEmrPAQAASwFq0AEAAEsTdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLE3ViatEBAABq1AEAAF2Uav4BAABhhZRSlHViajICAACMOHVuc3VwcG9ydGVkIHB1cmdlIGludGVudCB2ZXJzaW9uIChyZWdpc3RyeSBhY2NlcHRzIDEuLjEplGo0AgAAap8EAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q'
+    '7QEAAGg2au4BAACJau8BAABOaEBNFQRq8AEAAIwccmVjb3Jkcy5wdXJnZV9maWxlLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqaAEAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABqLAMAAGrGAQAAaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHVi'
+    'aucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGo2AwAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpoAQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwlqzwEAAEsBatABAABLCnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmrRAQAAatQBAABdlGpoAQAAYYWUUpR1YmoyAgAAjB9wdXJnZSBoZWFkZXIgZmxhZ3MgbXVzdCBiZSB6ZXJvlGo0AgAA'
+    'ajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNFgRq8AEAAIwccmVjb3Jkcy5wdXJnZV9maWxlLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqCgIAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAABquhIAAGrGAQAAaskBAAApUpR9lChoK0sgaswBAABOas0B'
+    'AABLAWrOAQAASwBqzwEAAEsBatABAABLAnViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAGrEEgAAasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGoKAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw11YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sgaswBAABOas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLE3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxN1YmrRAQAAatQBAABdlGoKAgAAYYWUUpR1'
+    'YmoyAgAAatASAABqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRcEavABAACMHHJlY29yZHMucHVyZ2VfZmlsZS5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFajoCAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABqvgEAAGqWAgAAhpRq6AEAAClq6QEAAE5q6gEA'
+    'AE5q6wEAAE5q7AEAAEsoaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRgEavABAACMHHJlY29yZHMucHVyZ2VfZmlsZS5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFapYCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAahAZAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABqwQEAACmBlH2UKGrEAQAAap8CAABqxgEAAGqhAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAajoCAABqIAIAAGojAgAAas0BAABLAWrO'
+    'AQAASwBqzwEAAEsBatABAABLC3ViaqYCAABqqQIAAGqrAgAAaskBAAApUpR9lChoK0soaswBAABOas0BAABLAWrOAQAASw5qzwEAAEsBatABAABLEHVias0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEHViatEBAABq1AEAAF2UajoCAABhhZRSlHViauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0ZBGrwAQAAjBxyZWNvcmRzLnB1cmdlX2ZpbGUuZmllbGRzWzZdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9'
+    'lChoBWq0AgAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAAargCAAApgZR9lChquwIAAGq8AgAAar0CAABOar4CAAApar8CAABOasACAABOakECAAApaCFLQGgSiWrBAgAAKWrCAgAAaDZqwwIAAEsAaA8pasQCAAApdWJoK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATRoEavABAACMHHJlY29yZHMucHVyZ2VfZmlsZS5maWVsZHNb'
+    'N12UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjB1ydWxlczogcHVyZ2UgaW50ZW50IGZhbWlseSAxNZRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqORkAAGpMAgAATmpNAgAAfZQoargBAABLAGr3AQAASwhq/gEAAEsKamgBAABLDGoKAgAASxBqOgIAAEsYapYCAABLIHVqTwIAAH2UKGq4AQAASwhq9wEAAEsCav4BAABLAmpoAQAASwRqCgIAAEsIajoCAABLCGq0AgAASwh1alECAABOdWJhaEBNEARqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKM'
+    'EmVwb2NoX2RpZ2VzdF9pbnB1dJRqrwEAACmBlH2UKGgFauIZAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVquAEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqxQEAAGrGAQAAaskBAAApUpR9lChoK0sIaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC4wIWkVFTUJFUDKUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAAQwhaRUVNQkVQMpRq4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5o'
+    'K05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATSIEavABAACMJHJlY29yZHMuZXBvY2hfZGlnZXN0X2lucHV0LmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqVRUAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAACMDGRpZ2VzdF90b3dlcpRq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAAp'
+    'aukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0jBGrwAQAAjCRyZWNvcmRzLmVwb2NoX2RpZ2VzdF9pbnB1dC5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFalsVAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAavgZAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABL'
+    'AGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0kBGrwAQAAjCRyZWNvcmRzLmVwb2NoX2RpZ2VzdF9pbnB1dC5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFamEVAABquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgN'
+    'TmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0lBGrwAQAAjCRyZWNvcmRzLmVwb2NoX2RpZ2VzdF9pbnB1dC5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMjFRoZSB4eGgzLTY0IGlucHV0IG9mIGFuIEVtYmVkZGluZ0Vwb2NoIGlkOiBaRUVNQkVQMiwgYm90aCB0b3dlcnMgKG5vIHplcm8gYnl0ZXMgYWZ0ZXIgdGhlIE9TLWJ1aWxkIHByZXNlbmNlIGJ5dGUpIGFuZCB0aGUgYWxpZ25tZW50IGRpZ2VzdC4KlGgJjB1mYWN0cyDCpzYuMSBFbWJlZGRpbmdFcG9jaCBpZJRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYC'
+    'AABdlGpJAgAAKYGUfZQoaBROarIBAABq5RkAAGpMAgAATmpNAgAAfZQoargBAABLAGpVFQAASwh1ak8CAAB9lGq4AQAASwhzalECAABOdWJhaEBNHARqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMFWVwb2NoX2RpZ2VzdF9pbnB1dF92MZRqrwEAACmBlH2UKGgFahAaAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVquAEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABqxQEAAGrGAQAAaskBAAApUpR9lChoK0sIaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq'
+    '1AEAAF2UhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC4wIWkVFTUJFUDGUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAAQwhaRUVNQkVQMZRq4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATSoEavABAACMJ3JlY29yZHMuZXBvY2hfZGlnZXN0X2lucHV0X3YxLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBXRvd2VylGq5AQAAau0DAAAp'
+    'gZR9lChqzAEAAGpVAgAAavADAABq+BkAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATSsEavABAACMJ3JlY29yZHMuZXBvY2hfZGlnZXN0X2lucHV0X3YxLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMIWZhY3RzIMKnNi4xIChoaXN0b3JpY2FsIFpFRU1CRVAxKZRqQQIAAH2U'
+    'akMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqExoAAGpMAgAATmpNAgAAfZQoargBAABLAGokGgAASwh1ak8CAAB9lGq4AQAASwhzalECAABOdWJhaEBNJwRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWJq+BkAAGqvAQAAKYGUfZQoaAVq+BkAAGqyAQAAXZQoarUBAAApgZR9lChoBWq+FAAAarkBAABquwEAACmBlH2UKGq+AQAATmrYAQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViatkBAACJanwBAABqDgYAAGraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q'
+    '3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATS8EavABAACMHnJlY29yZHMuZGlnZXN0X3Rvd2VyLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqxhQAAGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABO'
+    'auEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0wBGrwAQAAjB5yZWNvcmRzLmRpZ2VzdF90b3dlci5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFas4UAABquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIB'
+    'AABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0xBGrwAQAAjB5yZWNvcmRzLmRpZ2VzdF90b3dlci5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFas8EAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukB'
+    'AABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0yBGrwAQAAjB5yZWNvcmRzLmRpZ2VzdF90b3dlci5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFagoBAABquQEAAGrtAwAAKYGUfZQoaswBAABqeQEAAGrwAwAAagoBAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAA'
+    'aDZq7gEAAIlq7wEAAE5oQE0zBGrwAQAAjB5yZWNvcmRzLmRpZ2VzdF90b3dlci5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauAUAABquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlqfAEAAGoOBgAAatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4B'
+    'AACJau8BAABOaEBNNARq8AEAAIwecmVjb3Jkcy5kaWdlc3RfdG93ZXIuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWroFAAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNNQRq8AEAAIwecmVjb3Jkcy5kaWdlc3RfdG93ZXIuZmllbGRzWzZd'
+    'lGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWruFAAAarkBAABq7QMAACmBlH2UKGrMAQAAankBAABq8AMAAGoWAQAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNNgRq8AEAAIwecmVjb3Jkcy5kaWdlc3RfdG93ZXIuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAAp'
+    'gZR9lChoBWomAQAAarkBAABq7QMAACmBlH2UKGrMAQAAankBAABq8AMAAGomAQAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNNwRq8AEAAIwecmVjb3Jkcy5kaWdlc3RfdG93ZXIuZmllbGRzWzhdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr5FAAAarkBAABoHimBlH2UKGghSwho'
+    'IoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAABqABUAAGrGAQAAauEFAAApUpR9lChqpgIAAGrmBQAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGr5FAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxB1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAA'
+    'SxRqzwEAAEsBatABAABLFXViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxV1YmoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavkUAABqIAIAAGojAgAAas0BAABLAWrOAQAASxlqzwEAAEsBatABAABLKXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLLWrPAQAASwFq0AEAAEsudWJhas0BAABLAWrOAQAASxlqzwEAAEsBatABAABLLnViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASy51YmrRAQAAatQBAABdlGr5FAAAYYWUUpR1YmoyAgAAahcVAABqNAIAAGo1'
+    'AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATTgEavABAACMHnJlY29yZHMuZGlnZXN0X3Rvd2VyLmZpZWxkc1s5XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqKBUAAGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmrZAQAAiWp8AQAAag4GAABq2gEAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAai8VAABqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavkUAABqIAIA'
+    'AGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEHViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLFGrPAQAASwFq0AEAAEsVdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLFXViatEBAABq1AEAAF2UavkUAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE05BGrwAQAAjB9yZWNv'
+    'cmRzLmRpZ2VzdF90b3dlci5maWVsZHNbMTBdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCWg2akECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAajMaAABqTAIAAE5qTQIAAH2Uar4UAABLAHNqTwIAAH2UKGrPBAAASwRqCgEAAEsCaugUAABLBGruFAAASwJqJgEAAEsCavkUAABLAXVqUQIAAE51YmFoQE0tBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowMcmVnaW9uX2VudHJ5lGqvAQAAKYGUfZQoaAVqpRoAAGqyAQAAXZQoarUBAAApgZR9lChoBWrM'
+    'AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC4wycmVnaW9uX2tpbmQgaWQ7IHVua25vd24ga2luZHMgYXJlIGtlcHQgYW5kIHNraXBwZWSUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNPwRq8AEAAIwecmVjb3Jkcy5yZWdpb25fZW50cnkuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWqE'
+    'BAAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNQARq8AEAAIwecmVjb3Jkcy5yZWdpb25fZW50cnkuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAA'
+    'TmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNQQRq8AEAAIwecmVjb3Jkcy5yZWdpb25fZW50cnkuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpUDAAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrm'
+    'AQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACME29mZnNldCAlIDE2Mzg0ID09IDCUasYBAABqFwIAAClSlH2UKGoaAgAAaqECAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqVAwAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsGdWJqpgIAAGrHAQAAjANNb2SUk5QpUpR9lGJqqwIAAGrJAQAAKVKUfZQoaCtNAEBqzAEAAE5qzQEAAEsBas4BAABLCWrPAQAASwFq0AEAAEsOdWJqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsOdWJqJQIAAF2Uag0DAABhaisCAABd'
+    'lGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsSas8BAABLAWrQAQAASxN1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsTdWJq0QEAAGrUAQAAXZRqVAwAAGGFlFKUdWJqMgIAAIwkcmVnaW9uIG9mZnNldCBtdXN0IGJlIDE2IEtpQiBhbGlnbmVklGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNQgRq8AEAAIwecmVjb3Jkcy5yZWdpb25fZW50cnkuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpa'
+    'DAAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNQwRq8AEAAIwecmVjb3Jkcy5yZWdpb25fZW50cnkuZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrmAQAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC4wseHhoMy02NCBvZiB0aGUg'
+    'cmVnaW9uIGJ5dGVzIChjaGVja2VkIGxhemlseSmUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNRARq8AEAAIwecmVjb3Jkcy5yZWdpb25fZW50cnkuZmllbGRzWzVdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwaZmFjdHMgwqc1IHJlZ2lvbiBkaXJlY3RvcnmUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIA'
+    'ACmBlH2UKGgUTmqyAQAAaqgaAABqTAIAAEsgak0CAAB9lChqzAEAAEsAaoQEAABLAmrhAQAASwRqVAwAAEsIaloMAABLEGrmAQAASxh1ak8CAAB9lChqzAEAAEsCaoQEAABLAmrhAQAASwRqVAwAAEsIaloMAABLCGrmAQAASwh1alECAABOdWJhaEBNPARqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMDnNlZ21lbnRfaGVhZGVylGqvAQAAKYGUfZQoaAVq7BoAAGqyAQAAXZQoarUBAAApgZR9lChoBWq4AQAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGrFAQAAasYBAABqyQEAAClS'
+    'lH2UKGgrSwhqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABDCFpFUEVNQkVElGrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNSgRq8AEAAIwgcmVjb3Jkcy5zZWdtZW50X2hlYWRlci5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJ'
+    'dWJqtQEAACmBlH2UKGgFavcBAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAahYJAABqxgEAAGrJAQAAKVKUfZQoaCtLAmrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMDmZhbWlseV9pZCA9PSAylGrGAQAAahcCAAApUpR9lChqGgIA'
+    'AGocAgAAKVKUfZQoah8CAABq9wEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAmrMAQAATmrNAQAASwFqzgEAAEsNas8BAABLAWrQAQAASw51YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsOdWJq0QEAAGrUAQAAXZRq9wEAAGGFlFKUdWJqMgIAAIwld3JvbmcgZmFtaWx5IGlkIChleHBlY3RlZCAyLCBzZWdtZW50KZRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAA'
+    'TmhATUsEavABAACMIHJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWr+AQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAApgZR9lChqxAEAAGofAwAAasYBAABqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoP'
+    'AgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAap8SAABqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAav4BAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDnViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLEmrPAQAASwFq0AEAAEsTdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLE3ViatEBAABq1AEAAF2Uav4BAABhhZRSlHViajICAACMM3Vuc3VwcG9ydGVkIHNlZ21lbnQgdmVyc2lvbiAocmVnaXN0cnkgYWNjZXB0cyAxLi4x'
+    'KZRqNAIAAGqfBAAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATUwEavABAACMIHJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpoAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAApgZR9lChqxAEAAGosAwAAasYBAABqyQEAAClSlH2UKGgr'
+    'SwBqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAajYDAABqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAamgBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLCWrPAQAASwFq0AEAAEsKdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViatEBAABq1AEAAF2U'
+    'amgBAABhhZRSlHViajICAACMIXNlZ21lbnQgaGVhZGVyIGZsYWdzIG11c3QgYmUgemVyb5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATU0EavABAACMIHJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWoKAgAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAAS0hKAAAQAIaUar4BAABOauMBAABO'
+    'auQBAABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAjBY3MiArIDMyICogbGVuKHJlZ2lvbnMplGrGAQAAaqECAAApUpR9lChqGgIAAGrJAQAAKVKUfZQoaCtLSGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1YmqmAgAAasgIAABqqwIAAGqhAgAAKVKUfZQoahoCAABqyQEAAClSlH2UKGgrSyBqzAEAAE5qzQEAAEsBas4BAABLBWrPAQAASwFq0AEAAEsHdWJqpgIAAGrHAQAAjARNdWx0lJOUKVKUfZRiaqsCAABqxwEAAIwEQ2FsbJSTlClSlH2UKIwEZnVuY5RqHAIAAClSlH2UKGofAgAAjANsZW6UaiACAABq'
+    'IwIAAGrNAQAASwFqzgEAAEsKas8BAABLAWrQAQAASw11YmrxAwAAXZRqHAIAAClSlH2UKGofAgAAjAdyZWdpb25zlGogAgAAaiMCAABqzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsVdWJhjAhrZXl3b3Jkc5RdlGrNAQAASwFqzgEAAEsKas8BAABLAWrQAQAASxZ1YmrNAQAASwFqzgEAAEsFas8BAABLAWrQAQAASxZ1YmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxZ1YmrRAQAAatQBAABdlGp0GwAAYYWUUpR1YmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNTgRq'
+    '8AEAAIwgcmVjb3Jkcy5zZWdtZW50X2hlYWRlci5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFajoCAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1PBGrwAQAAjCByZWNvcmRzLnNlZ21lbnRfaGVhZGVyLmZpZWxkc1s1XZRoISlq8gEAAE5q'
+    '8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqNxQAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAABq0woAAGrGAQAAaskBAAApUpR9lChoK0sQaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAnViatEBAABq1AEAAF2UhZRSlHViatgBAACVjsgAAAAAAABOatkBAACJanwBAABOatoBAABOdWJoC4wxNDgtYml0IGJpZy1lbmRpYW4gbXMgdGltZXN0YW1wICsgMTAgZW50cm9weSBieXRlc5RoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABO'
+    'auYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1QBGrwAQAAjCByZWNvcmRzLnNlZ21lbnRfaGVhZGVyLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqRBQAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1O'
+    'au0BAABoNmruAQAAiWrvAQAATmhATVEEavABAACMIHJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwMcmVnaW9uX2NvdW50lGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGr7AwAAanQbAACGlGroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMJ2hlYWRlcl9sZW5ndGggPT0gNzIgKyAz'
+    'MiAqIHJlZ2lvbl9jb3VudJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAagoCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViaiUCAABdlGoNAwAAYWorAgAAXZRqoQIAAClSlH2UKGoaAgAAaskBAAApUpR9lChoK0tIaswBAABOas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLE3ViaqYCAABqyAgAAGqrAgAAaqECAAApUpR9lChqGgIAAGrJAQAAKVKUfZQoaCtLIGrMAQAATmrNAQAASwFqzgEAAEsWas8BAABLAWrQAQAASxh1YmqmAgAAamcbAABqqwIAAGocAgAAKVKUfZQoah8CAABq'
+    'lBsAAGogAgAAaiMCAABqzQEAAEsBas4BAABLG2rPAQAASwFq0AEAAEsndWJqzQEAAEsBas4BAABLFmrPAQAASwFq0AEAAEsndWJqzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsndWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLJ3ViatEBAABq1AEAAF2UKGoKAgAAapQbAABlhZRSlHViajICAACML2hlYWRlcl9sZW5ndGggbXVzdCBlcXVhbCA3MiArIDMyIHggcmVnaW9uX2NvdW50lGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNUgRq8AEAAIwg'
+    'cmVjb3Jkcy5zZWdtZW50X2hlYWRlci5maWVsZHNbOF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1VBGrwAQAAjCByZWNvcmRzLnNlZ21lbnRfaGVhZGVyLmZpZWxkc1s5XZRoISlq8gEAAE5q8wEAAE5q'
+    '9AEAAIl1Ymq1AQAAKYGUfZQoaAVqShQAAGq5AQAAau0DAAApgZR9lChqzAEAAGp5AQAAavADAABoF2rxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVYEavABAACMIXJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzEwXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4AsAAGq5AQAA'
+    'aB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVcEavABAACMIXJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzExXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqzwQAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEA'
+    'AE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVgEavABAACMIXJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzEyXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqdBsAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqpRoAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q'
+    '4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAAapQbAABqxgEAAGocAgAAKVKUfZQoah8CAABqlBsAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJq0QEAAGrUAQAAXZRqlBsAAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNWQRq8AEAAIwhcmVjb3Jkcy5zZWdtZW50X2hlYWRlci5maWVsZHNbMTNdlGghKWry'
+    'AQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrcCgAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAAargCAAApgZR9lChquwIAAGq8AgAAar0CAABOar4CAAApar8CAABOasACAABOakECAAApaCFLQGgSiWrBAgAAKWrCAgAAaDZqwwIAAEsAaA8pasQCAAApdWJoK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATVoEavABAACM'
+    'IXJlY29yZHMuc2VnbWVudF9oZWFkZXIuZmllbGRzWzE0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC4xeU2VnbWVudCBoZWFkZXI7IGhlYWRlcl9sZW5ndGggPSA3MiArIDMyIHggcmVnaW9uX2NvdW50OyB4eGgzLTY0IG9mIHRoZSBoZWFkZXIgYnl0ZXMgYmVmb3JlIGl0LpRoCYwQZmFjdHMgwqc1IGhlYWRlcpRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABq7xoAAGpMAgAATmpNAgAAfZQoargBAABLAGr3AQAASwhq/gEAAEsKamgBAABLDGoKAgAASxBqOgIAAEsYajcUAABLIGpE'
+    'FAAASzBqlBsAAEs0auEBAABLNmpKFAAASzhq4AsAAEs6as8EAABLPGp0GwAAS0B1ak8CAAB9lChquAEAAEsIavcBAABLAmr+AQAASwJqaAEAAEsEagoCAABLCGo6AgAASwhqNxQAAEsQakQUAABLBGqUGwAASwJq4QEAAEsCakoUAABLAmrgCwAASwJqzwQAAEsEatwKAABLCHVqUQIAAE51YmFoQE1GBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowNdmVjdG9yX2hlYWRlcpRqrwEAACmBlH2UKGgFauYbAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqShQAAGq5AQAAau0DAAApgZR9lChqzAEAAGp5AQAAavAD'
+    'AABoF2rxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATV8EavABAACMH3JlY29yZHMudmVjdG9yX2hlYWRlci5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA92ZWN0b3Jfc3BhY2VfaWSUarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAA'
+    'TmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNYARq8AEAAIwfcmVjb3Jkcy52ZWN0b3JfaGVhZGVyLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqzwQAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q'
+    '5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWEEavABAACMH3JlY29yZHMudmVjdG9yX2hlYWRlci5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjApyb3dfc3RyaWRllGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEA'
+    'AEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWIEavABAACMH3JlY29yZHMudmVjdG9yX2hlYWRlci5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA1mYWN0b3Jfc3RyaWRllGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWMEavABAACMH3Jl'
+    'Y29yZHMudmVjdG9yX2hlYWRlci5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA50cmFuc2Zvcm1fa2luZJRquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1kBGrwAQAAjB9yZWNvcmRzLnZlY3Rvcl9oZWFkZXIuZmllbGRzWzVdlGghKWryAQAA'
+    'TmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwOdHJhbnNmb3JtX3NlZWSUarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNZQRq8AEAAIwfcmVjb3Jkcy52ZWN0b3JfaGVhZGVyLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqRBQAAGq5AQAA'
+    'aB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATWYEavABAACMH3JlY29yZHMudmVjdG9yX2hlYWRlci5maWVsZHNbN12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauEBAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABO'
+    'at8BAABOauEBAACIauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1nBGrwAQAAjB9yZWNvcmRzLnZlY3Rvcl9oZWFkZXIuZmllbGRzWzhdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwXZmFjdHMgwqc1IHZlY3RvciBoZWFkZXKUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAaukbAABqTAIAAEsgak0CAAB9lChqShQAAEsAavEbAABLAmrPBAAA'
+    'SwRq/BsAAEsIagIcAABLDGoIHAAASw5qDhwAAEsQakQUAABLGGrhAQAASxx1ak8CAAB9lChqShQAAEsCavEbAABLAmrPBAAASwRq/BsAAEsEagIcAABLAmoIHAAASwJqDhwAAEsIakQUAABLBGrhAQAASwR1alECAABOdWJhaEBNXARqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKME3ZlY3Rvcl9jb2Rlc19yZWdpb26Uaq8BAAApgZR9lChoBWolHAAAarIBAABdlChqtQEAACmBlH2UKGgFaoUCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAauYbAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwB'
+    'AABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1sBGrwAQAAjCVyZWNvcmRzLnZlY3Rvcl9jb2Rlc19yZWdpb24uZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwFY29kZXOUarkBAABoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrj'
+    'AQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAACMJGhlYWRlci5yb3dfc3RyaWRlICogaGVhZGVyLnJvd19jb3VudJRqxgEAAGqhAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAavwbAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEXViaqYCAABqZxsAAGqrAgAAajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8CAABqhQIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLFGrPAQAASwFq'
+    '0AEAAEsadWJqNQcAAGpEFAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsUas8BAABLAWrQAQAASyR1YmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASyR1YmrRAQAAatQBAABdlGqFAgAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAACMBW51bXB5lGrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNbQRq8AEAAIwlcmVjb3Jkcy52ZWN0b3JfY29kZXNfcmVnaW9uLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEA'
+    'AE5q9AEAAIl1YmVoC2g2aAmMH2ZhY3RzIMKnNSBjb2RlcyByZWdpb24gKGtpbmQgMymUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAaigcAABqTAIAAE5qTQIAAH2UKGqFAgAASwBqMBwAAEsgdWpPAgAAfZRqhQIAAEsgc2pRAgAATnViYWhATWkEalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijAxiaXQ0X2ZhY3RvcnOUaq8BAAApgZR9lChoBWpQHAAAarIBAABdlChqtQEAACmBlH2UKGgFjAVzY2FsZZRquQEAAGrqBAAAKYGUfZQoaCFLIGgNaA5oI4h1YmgL'
+    'aDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1yBGrwAQAAjB5yZWNvcmRzLmJpdDRfZmFjdG9ycy5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjA9ub3JtYWxpemVkX25vcm2UarkBAABq6gQAACmBlH2UKGghSyBoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWri'
+    'AQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNcwRq8AEAAIwecmVjb3Jkcy5iaXQ0X2ZhY3RvcnMuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwVbm9ybWFsaXplZF9jb3JyZWN0aW9ulGq5AQAAauoEAAApgZR9lChoIUsgaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEA'
+    'AE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATXQEavABAACMHnJlY29yZHMuYml0NF9mYWN0b3JzLmZpZWxkc1syXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMFWZhY3RzIMKnNSBCaXQ0RmFjdG9yc5RqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqUxwAAGpMAgAASwxqTQIAAH2UKGpWHAAASwBqXBwAAEsEamIcAABLCHVqTwIAAH2UKGpWHAAASwRqXBwAAEsEamIcAABLBHVqUQIAAE51YmFoQE1vBGpS'
+    'AgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowMaW50OF9mYWN0b3JzlGqvAQAAKYGUfZQoaAVqbxwAAGqyAQAAXZQoarUBAAApgZR9lChoBWpWHAAAarkBAABq6gQAACmBlH2UKGghSyBoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNeARq8AEAAIwecmVjb3Jkcy5pbnQ4X2ZhY3RvcnMuZmll'
+    'bGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpUDAAAarkBAABq6gQAACmBlH2UKGghSyBoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNeQRq8AEAAIwecmVjb3Jkcy5pbnQ4X2ZhY3RvcnMuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCWg2akECAAB9lGpDAgAA'
+    'TmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAanIcAABqTAIAAEsIak0CAAB9lChqVhwAAEsAalQMAABLBHVqTwIAAH2UKGpWHAAASwRqVAwAAEsEdWpRAgAATnViYWhATXYEalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBV2ZWN0b3JfZmFjdG9yc19yZWdpb26Uaq8BAAApgZR9lChoBWqFHAAAarIBAABdlChqtQEAACmBlH2UKGgFaoUCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAauYbAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8B'
+    'AABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE1+BGrwAQAAjCdyZWNvcmRzLnZlY3Rvcl9mYWN0b3JzX3JlZ2lvbi5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaDlquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAalAcAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjDFoZWFkZXIuc2NoZW1lID09IDQgYW5k'
+    'IGhlYWRlci5mYWN0b3Jfc3RyaWRlID09IDEylGrGAQAAauEFAAApUpR9lChqpgIAAGrSBwAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8CAABqhQIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsGdWJqNQcAAGpKFAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw11YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sEaswBAABOas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLEnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAA'
+    'SxJ1YmoXAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsXas8BAABLAWrQAQAASx11Ymo1BwAAagIcAABqIAIAAGojAgAAas0BAABLAWrOAQAASxdqzwEAAEsBatABAABLK3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwxqzAEAAE5qzQEAAEsBas4BAABLL2rPAQAASwFq0AEAAEsxdWJhas0BAABLAWrOAQAASxdqzwEAAEsBatABAABLMXViZWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASzF1YmrRAQAAatQBAABdlGqFAgAAYYWUUpR1'
+    'YmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAACMEGhlYWRlci5yb3dfY291bnSUasYBAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAakQUAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEHViatEBAABq1AEAAF2UaoUCAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAGpFHAAAauUBAABO'
+    'auYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2ABGrwAQAAjCdyZWNvcmRzLnZlY3Rvcl9mYWN0b3JzX3JlZ2lvbi5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaDVquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAam8cAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjDBoZWFkZXIuc2NoZW1lID09IDIgYW5kIGhlYWRlci5mYWN0b3Jfc3RyaWRlID09IDiUasYBAABq4QUAAClS'
+    'lH2UKGqmAgAAatIHAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAakoUAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4BAABLEWrPAQAASwFq0AEAAEsSdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEnViahcCAAApUpR9lChqGgIAAGowBwAAKVKUfZQoaCtqHAIAAClS'
+    'lH2UKGofAgAAaoUCAABqIAIAAGojAgAAas0BAABLAWrOAQAASxdqzwEAAEsBatABAABLHXViajUHAABqAhwAAGogAgAAaiMCAABqzQEAAEsBas4BAABLF2rPAQAASwFq0AEAAEsrdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLCGrMAQAATmrNAQAASwFqzgEAAEsvas8BAABLAWrQAQAASzB1YmFqzQEAAEsBas4BAABLF2rPAQAASwFq0AEAAEswdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLMHViatEBAABq1AEAAF2UaoUCAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMB'
+    'AABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGqzHAAAasYBAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAakQUAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLEHViatEBAABq1AEAAF2UaoUCAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAGpFHAAAauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAA'
+    'aDZq7gEAAIlq7wEAAE5oQE2BBGrwAQAAjCdyZWNvcmRzLnZlY3Rvcl9mYWN0b3JzX3JlZ2lvbi5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjANyYXeUarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAIwnaGVhZGVyLmZhY3Rvcl9zdHJpZGUgKiBoZWFkZXIucm93X2NvdW50lGrGAQAAaqECAAApUpR9lChqGgIAAGowBwAAKVKUfZQoaCtqHAIAAClSlH2UKGofAgAAaoUCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBnViajUHAABqAhwAAGogAgAAaiMC'
+    'AABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsUdWJqpgIAAGpnGwAAaqsCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsXas8BAABLAWrQAQAASx11Ymo1BwAAakQUAABqIAIAAGojAgAAas0BAABLAWrOAQAASxdqzwEAAEsBatABAABLJ3Vias0BAABLAWrOAQAASwBqzwEAAEsBatABAABLJ3ViatEBAABq1AEAAF2UaoUCAABhhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAAasEBAAApgZR9lChqxAEAAIxvbm90ICgoaGVhZGVyLnNjaGVt'
+    'ZSA9PSA0IGFuZCBoZWFkZXIuZmFjdG9yX3N0cmlkZSA9PSAxMikgb3IgKGhlYWRlci5zY2hlbWUgPT0gMiBhbmQgaGVhZGVyLmZhY3Rvcl9zdHJpZGUgPT0gOCkplGrGAQAAascBAACMB1VuYXJ5T3CUk5QpUpR9lChqpgIAAGrHAQAAjANOb3SUk5QpUpR9lGKMB29wZXJhbmSUauEFAAApUpR9lChqpgIAAGrmBQAAatIEAABdlChq4QUAAClSlH2UKGqmAgAAatIHAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsGas8BAABLAWrQAQAA'
+    'Swx1Ymo1BwAAakoUAABqIAIAAGojAgAAas0BAABLAWrOAQAASwZqzwEAAEsBatABAABLE3ViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwRqzAEAAE5qzQEAAEsBas4BAABLF2rPAQAASwFq0AEAAEsYdWJhas0BAABLAWrOAQAASwZqzwEAAEsBatABAABLGHViahcCAAApUpR9lChqGgIAAGowBwAAKVKUfZQoaCtqHAIAAClSlH2UKGofAgAAaoUCAABqIAIAAGojAgAAas0BAABLAWrOAQAASx1qzwEAAEsBatABAABLI3ViajUHAABqAhwAAGogAgAAaiMCAABqzQEAAEsBas4BAABLHWrPAQAASwFq0AEAAEsxdWJqJQIA'
+    'AF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLDGrMAQAATmrNAQAASwFqzgEAAEs1as8BAABLAWrQAQAASzd1YmFqzQEAAEsBas4BAABLHWrPAQAASwFq0AEAAEs3dWJlas0BAABLAWrOAQAASwZqzwEAAEsBatABAABLN3ViauEFAAApUpR9lChqpgIAAGrSBwAAatIEAABdlChqFwIAAClSlH2UKGoaAgAAajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8CAABqhQIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLPWrPAQAASwFq0AEAAEtDdWJqNQcAAGpKFAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEs9as8BAABLAWrQAQAAS0p1Ymol'
+    'AgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sCaswBAABOas0BAABLAWrOAQAAS05qzwEAAEsBatABAABLT3ViYWrNAQAASwFqzgEAAEs9as8BAABLAWrQAQAAS091YmoXAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEtUas8BAABLAWrQAQAAS1p1Ymo1BwAAagIcAABqIAIAAGojAgAAas0BAABLAWrOAQAAS1RqzwEAAEsBatABAABLaHViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwhqzAEAAE5qzQEAAEsBas4BAABLbGrPAQAA'
+    'SwFq0AEAAEttdWJhas0BAABLAWrOAQAAS1RqzwEAAEsBatABAABLbXViZWrNAQAASwFqzgEAAEs9as8BAABLAWrQAQAAS211YmVqzQEAAEsBas4BAABLBWrPAQAASwFq0AEAAEtudWJqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEtvdWJq0QEAAGrUAQAAXZRqhQIAAGGFlFKUdWJq3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATYIEavABAACMJ3JlY29yZHMu'
+    'dmVjdG9yX2ZhY3RvcnNfcmVnaW9uLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMIWZhY3RzIMKnNSBmYWN0b3JzIHJlZ2lvbiAoa2luZCA0KZRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqiBwAAGpMAgAATmpNAgAAfZQoaoUCAABLAGg5SyB1ak8CAAB9lGqFAgAASyBzalECAABOdWJhaEBNewRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMFXZlY3Rvcl9yZXNjb3JlX3JlZ2lvbpRqrwEAACmBlH2UKGgFakgdAABqsgEAAF2U'
+    'KGq1AQAAKYGUfZQoaAVqhQIAAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABq5hsAAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjFloZWFkZXIuc2NoZW1lID09IDAgYW5kIGhlYWRlci5mYWN0b3Jfc3RyaWRlID09IDAgYW5kIGhlYWRlci5yb3dfc3RyaWRlID09IGhlYWRlci5kaW1zICogNJRqxgEAAGrhBQAAKVKUfZQoaqYC'
+    'AABq0gcAAGrSBAAAXZQoahcCAAApUpR9lChqGgIAAGowBwAAKVKUfZQoaCtqHAIAAClSlH2UKGofAgAAaoUCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBnViajUHAABqShQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsNdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsRas8BAABLAWrQAQAASxJ1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsSdWJqFwIAAClSlH2UKGoaAgAAajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8C'
+    'AABqhQIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLF2rPAQAASwFq0AEAAEsddWJqNQcAAGoCHAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsXas8BAABLAWrQAQAASyt1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASy9qzwEAAEsBatABAABLMHViYWrNAQAASwFqzgEAAEsXas8BAABLAWrQAQAASzB1YmoXAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEs1as8BAABLAWrQAQAASzt1Ymo1BwAAavwbAABq'
+    'IAIAAGojAgAAas0BAABLAWrOAQAASzVqzwEAAEsBatABAABLRnViaiUCAABdlGoNAwAAYWorAgAAXZRqoQIAAClSlH2UKGoaAgAAajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8CAABqhQIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLSmrPAQAASwFq0AEAAEtQdWJqNQcAAGrPBAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEtKas8BAABLAWrQAQAAS1V1YmqmAgAAamcbAABqqwIAAGrJAQAAKVKUfZQoaCtLBGrMAQAATmrNAQAASwFqzgEAAEtYas8BAABLAWrQAQAAS1l1YmrNAQAASwFqzgEAAEtKas8BAABLAWrQAQAAS1l1YmFqzQEA'
+    'AEsBas4BAABLNWrPAQAASwFq0AEAAEtZdWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLWXViatEBAABq1AEAAF2UaoUCAABhhZRSlHViajICAACMQXJlc2NvcmUgaGVhZGVyIG11c3QgYmUgc2NoZW1lIDAsIHN0cmlkZSBkaW1zIHggNCwgZmFjdG9yIHN0cmlkZSAwlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNhwRq8AEAAIwncmVjb3Jkcy52ZWN0b3JfcmVzY29yZV9yZWdpb24uZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUB'
+    'AAApgZR9lChoBWrSBAAAarkBAABq6gQAACmBlH2UKGghSyBoDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAACMHmhlYWRlci5kaW1zICogaGVhZGVyLnJvd19jb3VudJRqxgEAAGqhAgAAKVKUfZQoahoCAABqMAcAAClSlH2UKGgrahwCAAApUpR9lChqHwIAAGqFAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1Ymo1BwAAas8EAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsB'
+    'atABAABLC3ViaqYCAABqZxsAAGqrAgAAajAHAAApUpR9lChoK2ocAgAAKVKUfZQoah8CAABqhQIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsUdWJqNQcAAGpEFAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsOas8BAABLAWrQAQAASx51YmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASx51YmrRAQAAatQBAABdlGqFAgAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABqRRwAAGrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAA'
+    'SwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNigRq8AEAAIwncmVjb3Jkcy52ZWN0b3JfcmVzY29yZV9yZWdpb24uZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwhZmFjdHMgwqc1IHJlc2NvcmUgcmVnaW9uIChraW5kIDUplGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGpLHQAAakwCAABOak0CAAB9lChqhQIAAEsAatIEAABLIHVqTwIAAH2UaoUCAABLIHNqUQIAAE51YmFoQE2EBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowO'
+    'Y29sdW1uc19yZWdpb26Uaq8BAAApgZR9lChoBWqiHQAAarIBAABdlChqtQEAACmBlH2UKGgFakQUAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2QBGrwAQAAjCByZWNvcmRzLmNvbHVtbnNfcmVnaW9uLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGU'
+    'fZQoaAWMDGNvbHVtbl9jb3VudJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABq+wMAAIwEZGVmc5SGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNkQRq8AEAAIwgcmVjb3Jkcy5jb2x1bW5zX3JlZ2lvbi5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFarAdAABquQEAAGrtAwAAKYGUfZQo'
+    'aswBAABqVQIAAGrwAwAAanAVAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGqtHQAAasYBAABqHAIAAClSlH2UKGofAgAAaq0dAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDHViatEBAABq1AEAAF2Uaq0dAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q'
+    '6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZIEavABAACMIHJlY29yZHMuY29sdW1uc19yZWdpb24uZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwEZGF0YZRquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABOatkBAACIanwBAABOatoBAABOdWJoC4w1Y29uY2F0ZW5hdGVkIGNvbHVtbl9kYXRhIHJlY29yZHMsIGluIGRlZmluaXRpb24gb3JkZXKUaAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgr'
+    'TmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNkwRq8AEAAIwgcmVjb3Jkcy5jb2x1bW5zX3JlZ2lvbi5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMVVJvdyBjb3VudCwgdGhlIGRlZmluaXRpb25zICh0cyBmaXJzdCksIHRoZW4gcGVyLWNvbHVtbiBkYXRhIGRlY29kZWQgd2l0aCBjb2x1bW5fZGF0YS6UaAmMIWZhY3RzIMKnNSBDb2x1bW5zIHJlZ2lvbiAoa2luZCAxKZRqQQIAAH2UakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQo'
+    'aBROarIBAABqpR0AAGpMAgAATmpNAgAAfZQoakQUAABLAGqtHQAASwRqsB0AAEsIdWpPAgAAfZQoakQUAABLBGqtHQAASwR1alECAABOdWJhaEBNjARqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMEWRpY3Rpb25hcnlfY29sdW1ulGqvAQAAKYGUfZQoaAVq0h0AAGqyAQAAXZQoarUBAAApgZR9lChoBYwKZGljdF9jb3VudJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYB'
+    'AABOaCtOaucBAABq+wMAAIwHc3RyaW5nc5SGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNmQRq8AEAAIwjcmVjb3Jkcy5kaWN0aW9uYXJ5X2NvbHVtbi5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFatsdAABquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJq2QEAAIlqfAEAAGoOBgAAatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAA'
+    'avgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAABq2B0AAGrGAQAAahwCAAApUpR9lChqHwIAAGrYHQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmrRAQAAatQBAABdlGrYHQAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2aBGrwAQAAjCNyZWNvcmRzLmRpY3Rpb25hcnlfY29sdW1uLmZpZWxkc1sxXZRoISlq8gEA'
+    'AE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCmNvZGVfd2lkdGiUarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMImNvZGVfd2lkdGggPT0gMiBvciBjb2RlX3dpZHRoID09IDSUasYBAABq4QUAAClSlH2UKGqmAgAAauYFAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavAdAABq'
+    'IAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsPdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLD3ViahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABq8B0AAGogAgAAaiMCAABqzQEAAEsBas4BAABLE2rPAQAASwFq0AEAAEsddWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLBGrMAQAATmrNAQAASwFqzgEAAEshas8BAABLAWrQAQAASyJ1YmFqzQEAAEsBas4B'
+    'AABLE2rPAQAASwFq0AEAAEsidWJlas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLInViatEBAABq1AEAAF2UavAdAABhhZRSlHViajICAACMJGRpY3Rpb25hcnkgY29kZSB3aWR0aCBtdXN0IGJlIDIgb3IgNJRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZsEavABAACMI3JlY29yZHMuZGljdGlvbmFyeV9jb2x1bW4uZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSxBoIoloDWgO'
+    'aCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNnARq8AEAAIwjcmVjb3Jkcy5kaWN0aW9uYXJ5X2NvbHVtbi5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAdjb2RlczE2lGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAGrBAQAAKYGUfZQoasQBAACMD2NvZGVf'
+    'd2lkdGggPT0gMpRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAavAdAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsPdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLD3ViatEBAABq1AEAAF2UavAdAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGpEAgAAasYB'
+    'AABqHAIAAClSlH2UKGofAgAAakQCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViatEBAABq1AEAAF2UakQCAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATZ0EavABAACMI3JlY29yZHMuZGljdGlvbmFyeV9jb2x1bW4uZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwHY29kZXMzMpRq'
+    'uQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjA9jb2RlX3dpZHRoID09IDSUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGrwHQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sEaswBAABOas0BAABLAWrOAQAASw5qzwEAAEsBatABAABLD3ViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASw91YmrRAQAAatQBAABdlGrwHQAAYYWUUpR1YmrdAQAATmreAQAATmrfAQAA'
+    'TmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAABqRAIAAGrGAQAAahwCAAApUpR9lChqHwIAAGpEAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwR1YmrRAQAAatQBAABdlGpEAgAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2eBGrwAQAAjCNyZWNvcmRzLmRpY3Rpb25hcnlf'
+    'Y29sdW1uLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAloNmpBAgAAfZRqRAIAAGpzBAAAKYGUfZQoaAVqRAIAAGq5AQAAanYEAABq7wEAAE5oC2g2dWJzakMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABq1R0AAGpMAgAATmpNAgAAfZQoatgdAABLAGrbHQAASwR1ak8CAAB9lChq2B0AAEsEavAdAABLAmrhAQAASwJ1alECAABOdWJhaEBNlQRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMC2NvbHVtbl9kYXRhlGqvAQAAKYGUfZQoaAVqWh4AAGqy'
+    'AQAAXZQoarUBAAApgZR9lChoBYwMcHJlc2VuY2VfbGVulGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGq+AQAAjAhwcmVzZW5jZZSGlGroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMH3ByZXNlbmNlX2xlbiA9PSAocm93cyArIDcpIC8vIDiUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGpgHgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsA'
+    'as8BAABLAWrQAQAASwx1YmolAgAAXZRqDQMAAGFqKwIAAF2UaqECAAApUpR9lChqGgIAAGqhAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAakQCAABqIAIAAGojAgAAas0BAABLAWrOAQAASxFqzwEAAEsBatABAABLFXViaqYCAABqyAgAAGqrAgAAaskBAAApUpR9lChoK0sHaswBAABOas0BAABLAWrOAQAASxhqzwEAAEsBatABAABLGXVias0BAABLAWrOAQAASxFqzwEAAEsBatABAABLGXViaqYCAABqxwEAAIwIRmxvb3JEaXaUk5QpUpR9lGJqqwIAAGrJAQAAKVKUfZQoaCtLCGrMAQAATmrNAQAASwFqzgEAAEseas8BAABL'
+    'AWrQAQAASx91YmrNAQAASwFqzgEAAEsQas8BAABLAWrQAQAASx91YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsfdWJq0QEAAGrUAQAAXZQoamAeAABqRAIAAGWFlFKUdWJqMgIAAIwrcHJlc2VuY2UgYml0bWFwIGxlbmd0aCBtdXN0IGJlIGNlaWwocm93cy84KZRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATaYEavABAACMHXJlY29yZHMuY29sdW1uX2RhdGEuZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpj'
+    'HgAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAGpgHgAAasYBAABqHAIAAClSlH2UKGofAgAAamAeAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLDHViatEBAABq1AEAAF2UamAeAABhhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN'
+    'qQRq8AEAAIwdcmVjb3Jkcy5jb2x1bW5fZGF0YS5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAR1NjRzlGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAGrBAQAAKYGUfZQoasQBAACMCXR5cGUgPT0gMZRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAarkBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABLCGrPAQAASwFq0AEA'
+    'AEsJdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2UarkBAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGpEAgAAasYBAABqHAIAAClSlH2UKGofAgAAakQCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViatEBAABq1AEAAF2UakQCAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq'
+    '6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATaoEavABAACMHXJlY29yZHMuY29sdW1uX2RhdGEuZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwEaTY0c5RquQEAAGgeKYGUfZQoaCFLQGgiiGgNaA5oI4h1YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjAl0eXBlID09IDKUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGq5AQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwR1YmolAgAAXZRqDQMAAGFqKwIA'
+    'AF2UaskBAAApUpR9lChoK0sCaswBAABOas0BAABLAWrOAQAASwhqzwEAAEsBatABAABLCXViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmrRAQAAatQBAABdlGq5AQAAYYWUUpR1YmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAABqRAIAAGrGAQAAahwCAAApUpR9lChqHwIAAGpEAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwR1YmrRAQAAatQBAABdlGpEAgAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAA'
+    'Tmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2rBGrwAQAAjB1yZWNvcmRzLmNvbHVtbl9kYXRhLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMBGY2NHOUarkBAABq6gQAACmBlH2UKGghS0BoDWgOaCOIdWJoC2g2aAloNmrcAQAAasEBAAApgZR9lChqxAEAAIwJdHlwZSA9PSAzlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABquQEAAGogAgAAaiMC'
+    'AABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsEdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLA2rMAQAATmrNAQAASwFqzgEAAEsIas8BAABLAWrQAQAASwl1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJq0QEAAGrUAQAAXZRquQEAAGGFlFKUdWJq3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAAakQCAABqxgEAAGocAgAAKVKUfZQoah8CAABqRAIAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsE'
+    'dWJq0QEAAGrUAQAAXZRqRAIAAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNrARq8AEAAIwdcmVjb3Jkcy5jb2x1bW5fZGF0YS5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAVib29sc5RquQEAAGgeKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABqwQEAACmBlH2UKGrEAQAAjAl0eXBlID09IDSU'
+    'asYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGq5AQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwR1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sEaswBAABOas0BAABLAWrOAQAASwhqzwEAAEsBatABAABLCXViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwl1YmrRAQAAatQBAABdlGq5AQAAYYWUUpR1YmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAAavgDAAApgZR9lChq+wMAAGrBAQAAKYGUfZQoasQBAABqRAIAAGrGAQAAahwCAAApUpR9'
+    'lChqHwIAAGpEAgAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwR1YmrRAQAAatQBAABdlGpEAgAAYYWUUpR1YmrYAQAATmrZAQAAiWreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2tBGrwAQAAjB1yZWNvcmRzLmNvbHVtbl9kYXRhLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAWMCmRpY3Rpb25hcnmUarkBAABq7QMAACmBlH2U'
+    'KGrMAQAAalUCAABq8AMAAGrSHQAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAAasEBAAApgZR9lChqxAEAAIwJdHlwZSA9PSA1lGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABquQEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsEdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLBWrMAQAATmrNAQAASwFqzgEAAEsIas8BAABLAWrQAQAASwl1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsJdWJq0QEAAGrUAQAAXZRquQEAAGGFlFKUdWJq3QEAAE5q3gEAAE5q3wEA'
+    'AE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATa4EavABAACMHXJlY29yZHMuY29sdW1uX2RhdGEuZmllbGRzWzZdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwLcmF3X3N0cmluZ3OUarkBAABquwEAACmBlH2UKGq+AQAATmrYAQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViatkBAACJanwBAABqDgYAAGraAQAATnViaAtoNmgJaDZq3AEAAGrBAQAAKYGUfZQoasQB'
+    'AACMCXR5cGUgPT0gNpRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAarkBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwZqzAEAAE5qzQEAAEsBas4BAABLCGrPAQAASwFq0AEAAEsJdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2UarkBAABhhZRSlHViat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGpEAgAA'
+    'asYBAABqHAIAAClSlH2UKGofAgAAakQCAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBHViatEBAABq1AEAAF2UakQCAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATa8EavABAACMHXJlY29yZHMuY29sdW1uX2RhdGEuZmllbGRzWzddlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwfZmFjdHMgwqc1IENvbHVtbnMg'
+    'cmVnaW9uIHZhbHVlc5RqQQIAAH2UKGq5AQAAanMEAAApgZR9lChoBWq5AQAAarkBAABqdgQAAGrvAQAATmgLaDZ1YmpEAgAAanMEAAApgZR9lChoBWpEAgAAarkBAABqdgQAAGrvAQAATmgLaDZ1YnVqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGpdHgAAakwCAABOak0CAAB9lChqYB4AAEsAamMeAABLBHVqTwIAAH2UamAeAABLBHNqUQIAAE51YmFoQE2gBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowMYWxpdmVfcmVnaW9ulGqvAQAAKYGUfZQoaAVqRB8AAGqyAQAA'
+    'XZQoarUBAAApgZR9lChoBWpEFAAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNtARq8AEAAIwecmVjb3Jkcy5hbGl2ZV9yZWdpb24uZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwKYml0bWFwX2xlbpRquQEAAGgeKYGUfZQoaCFLIGgiiWgN'
+    'aA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABqvgEAAIwGYml0bWFwlIaUaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwiYml0bWFwX2xlbiA9PSAocm93X2NvdW50ICsgNykgLy8gOJRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAak8fAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViaiUCAABdlGoNAwAAYWorAgAAXZRqoQIAAClSlH2UKGoaAgAAaqEC'
+    'AAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqRBQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLD2rPAQAASwFq0AEAAEsYdWJqpgIAAGrICAAAaqsCAABqyQEAAClSlH2UKGgrSwdqzAEAAE5qzQEAAEsBas4BAABLG2rPAQAASwFq0AEAAEscdWJqzQEAAEsBas4BAABLD2rPAQAASwFq0AEAAEscdWJqpgIAAGp6HgAAaqsCAABqyQEAAClSlH2UKGgrSwhqzAEAAE5qzQEAAEsBas4BAABLIWrPAQAASwFq0AEAAEsidWJqzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsidWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLInViatEB'
+    'AABq1AEAAF2UKGpPHwAAakQUAABlhZRSlHViajICAACMKGFsaXZlIGJpdG1hcCBsZW5ndGggbXVzdCBiZSBjZWlsKHJvd3MvOCmUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE21BGrwAQAAjB5yZWNvcmRzLmFsaXZlX3JlZ2lvbi5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFalIfAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAak8fAABqxgEAAGocAgAAKVKUfZQoah8CAABqTx8AAGogAgAA'
+    'aiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsKdWJq0QEAAGrUAQAAXZRqTx8AAGGFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE24BGrwAQAAjB5yZWNvcmRzLmFsaXZlX3JlZ2lvbi5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjB9mYWN0'
+    'cyDCpzUgQWxpdmUgcmVnaW9uIChraW5kIDIplGpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGpHHwAAakwCAABOak0CAAB9lChqRBQAAEsAak8fAABLBGpSHwAASwh1ak8CAAB9lChqRBQAAEsEak8fAABLBHVqUQIAAE51YmFoQE2xBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowOY2hlY2tzdW1fZW50cnmUaq8BAAApgZR9lChoBWqEHwAAarIBAABdlChqtQEAACmBlH2UKGgFaswBAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwB'
+    'AABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE28BGrwAQAAjCByZWNvcmRzLmNoZWNrc3VtX2VudHJ5LmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEA'
+    'AE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATb0EavABAACMIHJlY29yZHMuY2hlY2tzdW1fZW50cnkuZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwLY2h1bmtfaW5kZXiUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAA'
+    'TmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNvgRq8AEAAIwgcmVjb3Jkcy5jaGVja3N1bV9lbnRyeS5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFauYBAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE2/BGrwAQAAjCBy'
+    'ZWNvcmRzLmNoZWNrc3VtX2VudHJ5LmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAloNmpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGqHHwAAakwCAABLEGpNAgAAfZQoaswBAABLAGrhAQAASwJqlB8AAEsEauYBAABLCHVqTwIAAH2UKGrMAQAASwJq4QEAAEsCapQfAABLBGrmAQAASwh1alECAABOdWJhaEBNugRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMFWNoZWNrc3VtX3RhYmxlX3JlZ2lvbpRqrwEAACmBlH2UKGgFaqUfAABq'
+    'sgEAAF2UKGq1AQAAKYGUfZQoaAWMC2VudHJ5X2NvdW50lGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGr7AwAAjAdlbnRyaWVzlIaUaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3EBGrwAQAAjCdyZWNvcmRzLmNoZWNrc3VtX3RhYmxlX3JlZ2lvbi5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2U'
+    'KGgFjApjaHVua19zaXpllGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK2rBAQAAKYGUfZQoasQBAACMBTY1NTM2lGrGAQAAaskBAAApUpR9lChoK0oAAAEAaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBXViatEBAABq1AEAAF2UhZRSlHViaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEBAAApgZR9lChqxAEAAIwTY2h1bmtfc2l6ZSA9PSA2NTUzNpRqxgEAAGoXAgAAKVKU'
+    'fZQoahoCAABqHAIAAClSlH2UKGofAgAAarMfAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSgAAAQBqzAEAAE5qzQEAAEsBas4BAABLDmrPAQAASwFq0AEAAEsTdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLE3ViatEBAABq1AEAAF2UarMfAABhhZRSlHViajICAACMJ2NoZWNrc3VtIHRhYmxlIGNodW5rIHNpemUgbXVzdCBiZSA2NTUzNpRqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABo'
+    'NmruAQAAiWrvAQAATmhATcUEavABAACMJ3JlY29yZHMuY2hlY2tzdW1fdGFibGVfcmVnaW9uLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqrh8AAGq5AQAAau0DAAApgZR9lChqzAEAAGpVAgAAavADAABqhB8AAGrxAwAAKWpRAgAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAAaqsfAABqxgEAAGocAgAAKVKUfZQoah8CAABqqx8AAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrP'
+    'AQAASwFq0AEAAEsLdWJq0QEAAGrUAQAAXZRqqx8AAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNxgRq8AEAAIwncmVjb3Jkcy5jaGVja3N1bV90YWJsZV9yZWdpb24uZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViZWgLaDZoCYwoZmFjdHMgwqc1IENoZWNrc3VtVGFibGUgcmVnaW9uIChraW5kIDExKZRqQQIAAH2UakMCAABOakQCAACJ'
+    'akUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqqB8AAGpMAgAATmpNAgAAfZQoaqsfAABLAGqzHwAASwRqrh8AAEsIdWpPAgAAfZQoaqsfAABLBGqzHwAASwR1alECAABOdWJhaEBNwQRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMEGRvY3VtZW50X3ZlcnNpb26Uaq8BAAApgZR9lChoBWroHwAAarIBAABdlChqtQEAACmBlH2UKGgFagsFAABquQEAAGgeKYGUfZQoaCFLgGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABO'
+    'auQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3KBGrwAQAAjCJyZWNvcmRzLmRvY3VtZW50X3ZlcnNpb24uZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWoRBQAAarkBAABoHimBlH2UKGghS0BoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrr'
+    'AQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNywRq8AEAAIwicmVjb3Jkcy5kb2N1bWVudF92ZXJzaW9uLmZpZWxkc1sxXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAloNmpBAgAAfZRqQwIAAE5qRAIAAIlqRQIAAE5qRgIAAF2UakkCAAApgZR9lChoFE5qsgEAAGrrHwAAakwCAABLGGpNAgAAfZQoagsFAABLAGoRBQAASxB1ak8CAAB9lChqCwUAAEsQahEFAABLCHVqUQIAAE51YmFoQE3IBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowYZG9jdW1lbnRfdmVyc2lvbnNfcmVn'
+    'aW9ulGqvAQAAKYGUfZQoaAVq/h8AAGqyAQAAXZRqtQEAACmBlH2UKGgFakQCAABquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAaugfAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAATmrYAQAATmrZAQAAiGreAQAATmr8AwAATmr9AwAAiWrzAQAATnViauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3QBGrwAQAAjCpy'
+    'ZWNvcmRzLmRvY3VtZW50X3ZlcnNpb25zX3JlZ2lvbi5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQBAACJdWJhaAtoNmgJjC1ydWxlczogZG9jdW1lbnQgdmVyc2lvbnMgKGtpbmQgMTIsIGZhbWlseSAxMymUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAagEgAABqTAIAAE5qTQIAAH2UakQCAABLAHNqTwIAAH2UalECAABOdWJhaEBNzQRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMFnN0b3JlZF9tZXRhZGF0YV9yZWdpb26Uaq8BAAApgZR9lChoBWoS'
+    'IAAAarIBAABdlChqtQEAACmBlH2UKGgFakQUAABquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABq+wMAAIwEZW5kc5SGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN1QRq8AEAAIwocmVjb3Jkcy5zdG9yZWRfbWV0YWRhdGFfcmVnaW9uLmZpZWxkc1swXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEA'
+    'AGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATdYEavABAACMKHJlY29yZHMuc3RvcmVkX21ldGFkYXRhX3JlZ2lvbi5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjAVzdGFydJRquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2'
+    'atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAaiwDAABqxgEAAGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMCnN0YXJ0ID09IDCUasYBAABqFwIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGokIAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwV1'
+    'YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASwlqzwEAAEsBatABAABLCnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwp1YmrRAQAAatQBAABdlGokIAAAYYWUUpR1YmoyAgAAjClzdG9yZWQgbWV0YWRhdGEgc3RhcnQgb2Zmc2V0IG11c3QgYmUgemVyb5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATdcEavABAACMKHJlY29yZHMuc3RvcmVkX21ldGFkYXRhX3JlZ2lvbi5maWVsZHNbMl2UaCEp'
+    'avIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFahogAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGpEFAAAasYBAABqHAIAAClSlH2UKGofAgAAakQUAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2UakQUAABhhZRSlHViatgBAABOatkBAACJat4BAABOavwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q'
+    '5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATdgEavABAACMKHJlY29yZHMuc3RvcmVkX21ldGFkYXRhX3JlZ2lvbi5maWVsZHNbM12UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFasMdAABquQEAAGq7AQAAKYGUfZQoar4BAABOatgBAABOatkBAACIanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrp'
+    'AQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN2QRq8AEAAIwocmVjb3Jkcy5zdG9yZWRfbWV0YWRhdGFfcmVnaW9uLmZpZWxkc1s0XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1YmVoC2g2aAmMK3J1bGVzOiBzdG9yZWQgbWV0YWRhdGEgKGtpbmQgMTMsIGZhbWlseSAxNCmUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAahUgAABqTAIAAE5qTQIAAH2UKGpEFAAASwBq4QEAAEsEaiQgAABLCGoaIAAASxB1ak8CAAB9lChqRBQAAEsEauEBAABLBGokIAAA'
+    'Swh1alECAABOdWJhaEBN0gRqUgIAAGgRaA1OalMCAAApalQCAABqVQIAAGpWAgAAXZRqWAIAAF2UdWKMEnN0b3JlZF90ZXh0X3JlZ2lvbpRqrwEAACmBlH2UKGgFal0gAABqsgEAAF2UKGq1AQAAKYGUfZQoaAVqRBQAAGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAGr7AwAAahogAACGlGroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABO'
+    'aEBN3gRq8AEAAIwkcmVjb3Jkcy5zdG9yZWRfdGV4dF9yZWdpb24uZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrhAQAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN3wRq8AEAAIwkcmVjb3Jkcy5zdG9yZWRfdGV4dF9yZWdpb24uZmllbGRz'
+    'WzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpjHgAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAIwUKHJvd19jb3VudCArIDcpIC8vIDiUasYBAABqoQIAAClSlH2UKGoaAgAAaqECAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqRBQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAWrPAQAASwFq0AEAAEsKdWJqpgIAAGrICAAAaqsCAABqyQEAAClSlH2UKGgrSwdqzAEAAE5qzQEAAEsBas4BAABLDWrPAQAASwFq0AEAAEsOdWJqzQEAAEsBas4BAABLAWrPAQAASwFq0AEAAEsOdWJq'
+    'pgIAAGp6HgAAaqsCAABqyQEAAClSlH2UKGgrSwhqzAEAAE5qzQEAAEsBas4BAABLE2rPAQAASwFq0AEAAEsUdWJqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsUdWJq0QEAAGrUAQAAXZRqRBQAAGGFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3gBGrwAQAAjCRyZWNvcmRz'
+    'LnN0b3JlZF90ZXh0X3JlZ2lvbi5maWVsZHNbMl2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFahogAABquQEAAGgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABq+AMAACmBlH2UKGr7AwAAasEBAAApgZR9lChqxAEAAGpEFAAAasYBAABqHAIAAClSlH2UKGofAgAAakQUAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCXViatEBAABq1AEAAF2UakQUAABhhZRSlHViatgBAABOatkBAACJat4BAABO'
+    'avwDAABOav0DAACJavMBAABOdWJq5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATeEEavABAACMJHJlY29yZHMuc3RvcmVkX3RleHRfcmVnaW9uLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVqwx0AAGq5AQAAarsBAAApgZR9lChqvgEAAE5q2AEAAE5q2QEAAIhqfAEAAE5q2gEAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABO'
+    'auUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3iBGrwAQAAjCRyZWNvcmRzLnN0b3JlZF90ZXh0X3JlZ2lvbi5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAtoNmgJjCdydWxlczogc3RvcmVkIHRleHQgKGtpbmQgMTQsIGZhbWlseSAxNimUakECAAB9lGpDAgAATmpEAgAAiWpFAgAATmpGAgAAXZRqSQIAACmBlH2UKGgUTmqyAQAAamAgAABqTAIAAE5qTQIAAH2UKGpEFAAASwBq4QEAAEsEamMeAABLCHVqTwIAAH2UKGpEFAAA'
+    'SwRq4QEAAEsEdWpRAgAATnViYWhATdsEalICAABoEWgNTmpTAgAAKWpUAgAAalUCAABqVgIAAF2UalgCAABdlHVijBBncmFwaF9ub2RlX2Jsb2NrlGqvAQAAKYGUfZQoaAVqnSAAAGqyAQAAXZQoarUBAAApgZR9lChoBWowHAAAarkBAABquwEAACmBlH2UKGq+AQAAasEBAAApgZR9lChqxAEAAIwKY29kZV9ieXRlc5RqxgEAAGocAgAAKVKUfZQoah8CAABqpyAAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsKdWJq0QEAAGrUAQAAXZRqpyAAAGGFlFKUdWJq2AEAAE5q2QEAAIlqfAEAAE5q2gEAAE51YmgLaDZo'
+    'CWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3rBGrwAQAAjCJyZWNvcmRzLmdyYXBoX25vZGVfYmxvY2suZmllbGRzWzBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwHZmFjdG9yc5RquQEAAGrtAwAAKYGUfZQoaswBAABqVQIAAGrwAwAAalAcAABq8QMAAClqUQIAAE51YmgLaDZoCWg2atwBAABOat0BAABOat4BAABO'
+    'at8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3sBGrwAQAAjCJyZWNvcmRzLmdyYXBoX25vZGVfYmxvY2suZmllbGRzWzFdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwGZGVncmVllGq5AQAAaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q'
+    '5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjBRkZWdyZWUgPD0gbWF4X2RlZ3JlZZRqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAarYgAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBnViaiUCAABdlGr+CAAAYWorAgAAXZRqHAIAAClSlH2UKGofAgAAjAptYXhfZGVncmVllGogAgAAaiMCAABqzQEAAEsBas4BAABLCmrPAQAASwFq0AEAAEsUdWJhas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLFHViatEBAABq1AEAAF2UKGq2IAAAasYgAABl'
+    'hZRSlHViajICAACMGWRlZ3JlZSBleGNlZWRzIG1heF9kZWdyZWWUajQCAABqNQIAAGrwAQAAaDZ1YoWUaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE3tBGrwAQAAjCJyZWNvcmRzLmdyYXBoX25vZGVfYmxvY2suZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpoAQAAarkBAABq7QMAACmBlH2UKGrMAQAAamgBAABq8AMAAGqIAQAAavEDAAApalECAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAA'
+    'TmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN7gRq8AEAAIwicmVjb3Jkcy5ncmFwaF9ub2RlX2Jsb2NrLmZpZWxkc1szXZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q'
+    '6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATe8EavABAACMInJlY29yZHMuZ3JhcGhfbm9kZV9ibG9jay5maWVsZHNbNF2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjApuZWlnaGJvdXJzlGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAGr4AwAAKYGUfZQoavsDAABqwQEAACmBlH2UKGrEAQAAasYgAABqxgEAAGocAgAAKVKUfZQoah8CAABqxiAAAGogAgAAaiMCAABqzQEAAEsBas4BAABL'
+    'AGrPAQAASwFq0AEAAEsKdWJq0QEAAGrUAQAAXZRqxiAAAGGFlFKUdWJq2AEAAE5q2QEAAIlq3gEAAE5q/AMAAE5q/QMAAIlq8wEAAE51YmrkAQAAavYEAABq5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfAEavABAACMInJlY29yZHMuZ3JhcGhfbm9kZV9ibG9jay5maWVsZHNbNV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFjANwYWSUarkBAABoAIwIUGFkZGluZ1SUk5QpgZR9lCiMBWFsaWdulEuAaAWMB3BhZGRpbmeU'
+    'jAlhcmJpdHJhcnmUiXViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATfEEavABAACMInJlY29yZHMuZ3JhcGhfbm9kZV9ibG9jay5maWVsZHNbNl2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMVk9uZSBmaXhlZC1zdHJpZGUgZ3JhcGggYmxvY2sgKHJ1bnRpbWUvemUvZ3JhcGgucHkgZXhwb3NlcyBhbGwgYmxvY2tzIGFzIGEg'
+    'bnVtcHkgdmlldykulGgJjBJydWxlczogZ3JhcGggYmxvY2uUakECAAB9lChqpyAAAGpzBAAAKYGUfZQoaAVqpyAAAGq5AQAAanYEAABq7wEAAE5oC2g2dWJqxiAAAGpzBAAAKYGUfZQoaAVqxiAAAGq5AQAAanYEAABq7wEAAE5oC2g2dWJ1akMCAABOakQCAACJakUCAABOakYCAABdlGpJAgAAKYGUfZQoaBROarIBAABqoCAAAGpMAgAATmpNAgAAfZRqMBwAAEsAc2pPAgAAfZQoarAgAABLDGq2IAAASwFqaAEAAEsBauEBAABLAnVqUQIAAE51YmFoQE3kBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YowY'
+    'Z3JhcGhfbm9kZV9ibG9ja3NfcmVnaW9ulGqvAQAAKYGUfZQoaAVq/yAAAGqyAQAAXZQoarUBAAApgZR9lChoBYwGYmxvY2tzlGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGUfZQoasQBAACMEHJlZ2lvbl9sZW4gLSAxMjiUasYBAABqoQIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAIwKcmVnaW9uX2xlbpRqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLCnViaqYCAABqqQIAAGqrAgAAaskBAAApUpR9lChoK0uAaswBAABOas0BAABLAWrOAQAASw1qzwEAAEsBatABAABLEHVias0BAABLAWrOAQAASwBq'
+    'zwEAAEsBatABAABLEHViatEBAABq1AEAAF2Uag8hAABhhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC4wZbm9kZV9jb3VudCB4IHN0cmlkZSBieXRlc5RoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE37BGrwAQAAjCpyZWNvcmRzLmdyYXBoX25vZGVfYmxvY2tzX3JlZ2lvbi5maWVsZHNbMF2UaCEpavIBAABOavMBAABOavQB'
+    'AACJdWJqtQEAACmBlH2UKGgFargBAABquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAasUBAABqxgEAAGrJAQAAKVKUfZQoaCtLCGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAuMCFpFR1JOQjAxlGgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAEMIWkVHUk5CMDGUauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgN'
+    'TmrtAQAAaDZq7gEAAIlq7wEAAE5oQE38BGrwAQAAjCpyZWNvcmRzLmdyYXBoX25vZGVfYmxvY2tzX3JlZ2lvbi5maWVsZHNbMV2UaCEpavIBAABOavMBAABOavQBAACJdWJqtQEAACmBlH2UKGgFaoQEAABquQEAAGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtqwQEAACmBlH2UKGrEAQAAah8DAABqxgEAAGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwF1YmrR'
+    'AQAAatQBAABdlIWUUpR1YmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAABqkgQAAGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqhAQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsHdWJqJQIAAF2Uag0DAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAWrMAQAATmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASwx1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsMdWJq0QEAAGrUAQAAXZRqhAQAAGGFlFKUdWJqMgIAAIwkdW5zdXBwb3J0ZWQgZ3JhcGggbm9k'
+    'ZSBibG9jayB2ZXJzaW9ulGo0AgAAap8EAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN/QRq8AEAAIwqcmVjb3Jkcy5ncmFwaF9ub2RlX2Jsb2Nrc19yZWdpb24uZmllbGRzWzJdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWpoAQAAarkBAABoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrasEBAAApgZR9lChqxAEA'
+    'AGosAwAAasYBAABqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsBdWJq0QEAAGrUAQAAXZSFlFKUdWJq5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAajYDAABqxgEAAGoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAamgBAABqIAIAAGojAgAAas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLBXViaiUCAABdlGoNAwAAYWorAgAAXZRqyQEAAClSlH2UKGgrSwBqzAEAAE5qzQEAAEsBas4BAABLCWrPAQAASwFq0AEAAEsKdWJhas0BAABLAWrOAQAASwBqzwEA'
+    'AEsBatABAABLCnViatEBAABq1AEAAF2UamgBAABhhZRSlHViajICAACMIGdyYXBoIHRyYWlsZXIgZmxhZ3MgbXVzdCBiZSB6ZXJvlGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN/gRq8AEAAIwqcmVjb3Jkcy5ncmFwaF9ub2RlX2Jsb2Nrc19yZWdpb24uZmllbGRzWzNdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBWrPBAAAarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAA'
+    'TmrhAQAAiWriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMCGRpbXMgPiAwlGrGAQAAahcCAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqzwQAAGogAgAAaiMCAABqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsEdWJqJQIAAF2UapwWAABhaisCAABdlGrJAQAAKVKUfZQoaCtLAGrMAQAATmrNAQAASwFqzgEAAEsHas8BAABLAWrQAQAASwh1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsIdWJq0QEAAGrUAQAAXZRqzwQA'
+    'AGGFlFKUdWJqMgIAAIwbZ3JhcGggZGltcyBtdXN0IGJlIHBvc2l0aXZllGo0AgAAajUCAABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBN/wRq8AEAAIwqcmVjb3Jkcy5ncmFwaF9ub2RlX2Jsb2Nrc19yZWdpb24uZmllbGRzWzRdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwLcGFkZGVkX2RpbXOUarkBAABoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiWriAQAATmq+AQAATmrjAQAA'
+    'TmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAag8CAAApgZR9lChqEgIAAGrBAQAAKYGUfZQoasQBAACMLnBhZGRlZF9kaW1zICUgMTI4ID09IDAgYW5kIHBhZGRlZF9kaW1zID49IGRpbXOUasYBAABq4QUAAClSlH2UKGqmAgAAatIHAABq0gQAAF2UKGoXAgAAKVKUfZQoahoCAABqoQIAAClSlH2UKGoaAgAAahwCAAApUpR9lChqHwIAAGp4IQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwt1YmqmAgAAasoaAABqqwIAAGrJAQAAKVKUfZQoaCtLgGrMAQAATmrNAQAASwFqzgEAAEsOas8BAABLAWrQ'
+    'AQAASxF1YmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxF1YmolAgAAXZRqDQMAAGFqKwIAAF2UaskBAAApUpR9lChoK0sAaswBAABOas0BAABLAWrOAQAASxVqzwEAAEsBatABAABLFnViYWrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASxZ1YmoXAgAAKVKUfZQoahoCAABqHAIAAClSlH2UKGofAgAAanghAABqIAIAAGojAgAAas0BAABLAWrOAQAASxtqzwEAAEsBatABAABLJnViaiUCAABdlGopAgAAYWorAgAAXZRqHAIAAClSlH2UKGofAgAAas8EAABqIAIAAGojAgAAas0BAABLAWrOAQAASypqzwEAAEsBatABAABLLnViYWrN'
+    'AQAASwFqzgEAAEsbas8BAABLAWrQAQAASy51YmVqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsudWJq0QEAAGrUAQAAXZQoas8EAABqeCEAAGWFlFKUdWJqMgIAAIwxcGFkZGVkX2RpbXMgbXVzdCBiZSBhIG11bHRpcGxlIG9mIDEyOCBhbmQgPj0gZGltc5RqNAIAAGo1AgAAavABAABoNnVihZRq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQAFavABAACMKnJlY29yZHMuZ3JhcGhfbm9kZV9ibG9ja3NfcmVnaW9uLmZpZWxkc1s1XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGU'
+    'fZQoaAVqxiAAAGq5AQAAaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQEFavABAACMKnJlY29yZHMuZ3JhcGhfbm9kZV9ibG9ja3NfcmVnaW9uLmZpZWxkc1s2XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq4QEAAGq5AQAAarsBAAApgZR9lChqvgEAAGrBAQAAKYGU'
+    'fZQoasQBAABqagUAAGrGAQAAaskBAAApUpR9lChoK0sDaswBAABOas0BAABLAWrOAQAASwBqzwEAAEsBatABAABLAXViatEBAABq1AEAAF2UhZRSlHViatgBAABOatkBAACJanwBAABOatoBAABOdWJoC2g2aAloNmrcAQAATmrdAQAATmreAQAATmrfAQAATmrhAQAAiGriAQAATmq+AQAATmrjAQAATmrkAQAATmrlAQAATmrmAQAATmgrTmrnAQAATmroAQAAKWrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNAgVq8AEAAIwqcmVjb3Jkcy5ncmFwaF9ub2RlX2Jsb2Nrc19yZWdpb24uZmllbGRz'
+    'WzddlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwGc3RyaWRllGq5AQAAaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAGoPAgAAKYGUfZQoahICAABqwQEAACmBlH2UKGrEAQAAjEtzdHJpZGUgPT0gKChwYWRkZWRfZGltcyArIDEpIC8vIDIgKyAxNiArIDQgKiBtYXhfZGVncmVlICsgMTI3KSAvLyAxMjggKiAxMjiUasYBAABqFwIAAClSlH2UKGoaAgAAahwC'
+    'AAApUpR9lChqHwIAAGqwIQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwZ1YmolAgAAXZRqDQMAAGFqKwIAAF2UaqECAAApUpR9lChqGgIAAGqhAgAAKVKUfZQoahoCAABqoQIAAClSlH2UKGoaAgAAaqECAAApUpR9lChqGgIAAGqhAgAAKVKUfZQoahoCAABqoQIAAClSlH2UKGoaAgAAaqECAAApUpR9lChqGgIAAGocAgAAKVKUfZQoah8CAABqeCEAAGogAgAAaiMCAABqzQEAAEsBas4BAABLDGrPAQAASwFq0AEAAEsXdWJqpgIAAGrICAAAaqsCAABqyQEAAClSlH2UKGgrSwFqzAEAAE5qzQEAAEsBas4BAABL'
+    'GmrPAQAASwFq0AEAAEsbdWJqzQEAAEsBas4BAABLDGrPAQAASwFq0AEAAEsbdWJqpgIAAGp6HgAAaqsCAABqyQEAAClSlH2UKGgrSwJqzAEAAE5qzQEAAEsBas4BAABLIGrPAQAASwFq0AEAAEshdWJqzQEAAEsBas4BAABLC2rPAQAASwFq0AEAAEshdWJqpgIAAGrICAAAaqsCAABqyQEAAClSlH2UKGgrSxBqzAEAAE5qzQEAAEsBas4BAABLJGrPAQAASwFq0AEAAEsmdWJqzQEAAEsBas4BAABLC2rPAQAASwFq0AEAAEsmdWJqpgIAAGrICAAAaqsCAABqoQIAAClSlH2UKGoaAgAAaskBAAApUpR9lChoK0sEaswBAABOas0BAABLAWrO'
+    'AQAASylqzwEAAEsBatABAABLKnViaqYCAABqZxsAAGqrAgAAahwCAAApUpR9lChqHwIAAGrGIAAAaiACAABqIwIAAGrNAQAASwFqzgEAAEstas8BAABLAWrQAQAASzd1YmrNAQAASwFqzgEAAEspas8BAABLAWrQAQAASzd1YmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASzd1YmqmAgAAasgIAABqqwIAAGrJAQAAKVKUfZQoaCtLf2rMAQAATmrNAQAASwFqzgEAAEs6as8BAABLAWrQAQAASz11YmrNAQAASwFqzgEAAEsLas8BAABLAWrQAQAASz11YmqmAgAAanoeAABqqwIAAGrJAQAAKVKUfZQoaCtLgGrMAQAATmrNAQAASwFqzgEA'
+    'AEtCas8BAABLAWrQAQAAS0V1YmrNAQAASwFqzgEAAEsKas8BAABLAWrQAQAAS0V1YmqmAgAAamcbAABqqwIAAGrJAQAAKVKUfZQoaCtLgGrMAQAATmrNAQAASwFqzgEAAEtIas8BAABLAWrQAQAAS0t1YmrNAQAASwFqzgEAAEsKas8BAABLAWrQAQAAS0t1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEtLdWJq0QEAAGrUAQAAXZQoasYgAABqeCEAAGqwIQAAZYWUUpR1YmoyAgAAjElzdHJpZGUgbXVzdCBlcXVhbCByb3VuZF91cF8xMjgoY2VpbChwYWRkZWRfZGltcy8yKSArIDE2ICsgNCB4IG1heF9kZWdyZWUplGo0AgAAajUC'
+    'AABq8AEAAGg2dWKFlGrpAQAATmrqAQAATmrrAQAATmrsAQAASwBoDU5q7QEAAGg2au4BAACJau8BAABOaEBNAwVq8AEAAIwqcmVjb3Jkcy5ncmFwaF9ub2RlX2Jsb2Nrc19yZWdpb24uZmllbGRzWzhdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwKbm9kZV9jb3VudJRquQEAAGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDZoCWg2atwBAABOat0BAABOat4BAABOat8BAABOauEBAACJauIBAABOar4BAABOauMBAABOauQBAABOauUBAABOauYBAABOaCtOaucBAABOaugBAABqDwIAACmBlH2UKGoSAgAAasEB'
+    'AAApgZR9lChqxAEAAIwibGVuKGJsb2NrcykgPT0gc3RyaWRlICogbm9kZV9jb3VudJRqxgEAAGoXAgAAKVKUfZQoahoCAABqahsAAClSlH2UKGptGwAAahwCAAApUpR9lChqHwIAAGpwGwAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwN1YmrxAwAAXZRqHAIAAClSlH2UKGofAgAAagUhAABqIAIAAGojAgAAas0BAABLAWrOAQAASwRqzwEAAEsBatABAABLCnViYWp1GwAAXZRqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsLdWJqJQIAAF2Uag0DAABhaisCAABdlGqhAgAAKVKUfZQoahoCAABqHAIAAClSlH2U'
+    'KGofAgAAarAhAABqIAIAAGojAgAAas0BAABLAWrOAQAASw9qzwEAAEsBatABAABLFXViaqYCAABqZxsAAGqrAgAAahwCAAApUpR9lChqHwIAAGroIQAAaiACAABqIwIAAGrNAQAASwFqzgEAAEsYas8BAABLAWrQAQAASyJ1YmrNAQAASwFqzgEAAEsPas8BAABLAWrQAQAASyJ1YmFqzQEAAEsBas4BAABLAGrPAQAASwFq0AEAAEsidWJq0QEAAGrUAQAAXZQoagUhAABq6CEAAGqwIQAAZYWUUpR1YmoyAgAAjC9yZWdpb24gbGVuZ3RoIG11c3QgYmUgc3RyaWRlIHggbm9kZV9jb3VudCArIDEyOJRqNAIAAGo1AgAAavABAABoNnVihZRq'
+    '6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQYFavABAACMKnJlY29yZHMuZ3JhcGhfbm9kZV9ibG9ja3NfcmVnaW9uLmZpZWxkc1s5XZRoISlq8gEAAE5q8wEAAE5q9AEAAIl1Ymq1AQAAKYGUfZQoaAVq5gEAAGq5AQAAaB4pgZR9lChoIUtAaCKJaA1oDmgjiHViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIlq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAGq4AgAAKYGUfZQoarsCAABqvAIAAGq9AgAATmq+AgAAKWq/AgAATmrAAgAATmpBAgAAKWghS0Bo'
+    'EolqwQIAAClqwgIAAGg2asMCAABLAGgPKWrEAgAAKXViaCtOaucBAABOaugBAAApaukBAABOauoBAABOausBAABOauwBAABLAGgNTmrtAQAAaDZq7gEAAIlq7wEAAE5oQE0JBWrwAQAAjCtyZWNvcmRzLmdyYXBoX25vZGVfYmxvY2tzX3JlZ2lvbi5maWVsZHNbMTBdlGghKWryAQAATmrzAQAATmr0AQAAiXViarUBAAApgZR9lChoBYwNcmVzZXJ2ZWRfdGFpbJRquQEAAGq7AQAAKYGUfZQoar4BAABqwQEAACmBlH2UKGrEAQAAjAI4OJRqxgEAAGrJAQAAKVKUfZQoaCtLWGrMAQAATmrNAQAASwFqzgEAAEsAas8BAABLAWrQAQAASwJ1'
+    'YmrRAQAAatQBAABdlIWUUpR1YmrYAQAATmrZAQAAiWp8AQAATmraAQAATnViaAtoNmgJaDZq3AEAAE5q3QEAAE5q3gEAAE5q3wEAAE5q4QEAAIhq4gEAAE5qvgEAAE5q4wEAAE5q5AEAAE5q5QEAAE5q5gEAAE5oK05q5wEAAE5q6AEAAClq6QEAAE5q6gEAAE5q6wEAAE5q7AEAAEsAaA1Oau0BAABoNmruAQAAiWrvAQAATmhATQoFavABAACMK3JlY29yZHMuZ3JhcGhfbm9kZV9ibG9ja3NfcmVnaW9uLmZpZWxkc1sxMV2UaCEpavIBAABOavMBAABOavQBAACJdWJlaAuMkERlbnNlIGJsb2NrcyAoYmxvY2sgaSBhdCBpIHggc3RyaWRl'
+    'LCBubyBsZWFkaW5nIGhlYWRlcikgdGhlbiB0aGUgMTI4LWJ5dGUgdHJhaWxlcjsgaXRzIHh4aDMtNjQgY292ZXJzIGV2ZXJ5IGJsb2NrIGJ5dGUgYW5kIHRyYWlsZXIgYnl0ZXMgMC4uMzIuCpRoCYw/cnVsZXM6IGdyYXBoIG5vZGUgYmxvY2tzIChraW5kIDcsIGZhbWlseSAxMikgKyBaRUdSTkIwMSB0cmFpbGVylGpBAgAAfZRqDyEAAGpzBAAAKYGUfZQoaAVqDyEAAGq5AQAAanYEAABq7wEAAE5oC4wuZXhhY3QgcmVnaW9uIGxlbmd0aCBmcm9tIHRoZSBzZWdtZW50IGRpcmVjdG9yeZR1YnNqQwIAAE5qRAIAAIlqRQIAAE5qRgIA'
+    'AF2UakkCAAApgZR9lChoFE5qsgEAAGoCIQAAakwCAABOak0CAAB9lGoFIQAASwBzak8CAAB9lChquAEAAEsIaoQEAABLAmpoAQAASwJqzwQAAEsEanghAABLBGrGIAAASwFq4QEAAEsDarAhAABLBGroIQAASwRq5gEAAEsIahEiAABLWHVqUQIAAE51YmFoQE3zBGpSAgAAaBFoDU5qUwIAAClqVAIAAGpVAgAAalYCAABdlGpYAgAAXZR1YnWMCnJlZ2lzdHJpZXOUfZQojAl6ZV9mYW1pbHmUaBkpgZR9lChoBWosIgAAaBxoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoJF2UKGgnKYGUfZQoaAWMBWZyYW1llGgrSwFoC4wfZ2VuZXJpYyBs'
+    'ZW5ndGgtcHJlZml4ZWQgZnJhbWluZ5RoLUsBaC5LAUsBhpR1YmgnKYGUfZQoaAWMB3NlZ21lbnSUaCtLAmgLjBdpbW11dGFibGUgc2VnbWVudCBmaWxlc5RoLUsBaC5LAUsBhpR1YmgnKYGUfZQoaAWMDHZlY3Rvcl9jb2Rlc5RoK0sDaAtoNmgtSwFoLksBSwGGlHViaCcpgZR9lChoBYwOdmVjdG9yX2ZhY3RvcnOUaCtLBGgLaDZoLUsBaC5LAUsBhpR1YmgnKYGUfZQoaAWMDnZlY3Rvcl9yZXNjb3JllGgrSwVoC2g2aC1LAWguSwFLAYaUdWJoJymBlH2UKGgFaoUBAABoK0sGaAtoNmgtSwFoLksBSwGGlHViaCcpgZR9lChoBYwFYWxp'
+    'dmWUaCtLB2gLaDZoLUsBaC5LAUsBhpR1YmgnKYGUfZQoaAWMCHBvc3RpbmdzlGgrSwhoC4wbcmVzZXJ2ZWQgZnVsbC10ZXh0IHBvc3RpbmdzlGgtSwFoLksBSwGGlHViaCcpgZR9lChoBYwOY2hlY2tzdW1fdGFibGWUaCtLCWgLaDZoLUsBaC5LAUsBhpR1YmgnKYGUfZQoaAWMCG1hbmlmZXN0lGgrSwpoC4wndjIgZ3JhcGgtZnJlZSwgdjMgd2l0aCBaR1IzOyB2MSByZWZ1c2VklGgtSwJoLksCSwOGlHViaCcpgZR9lChoBYwDd2FslGgrSwtoC2g2aC1LAWguSwFLAYaUdWJoJymBlH2UKGgFjBFncmFwaF9ub2RlX2Jsb2Nrc5RoK0sM'
+    'aAtoNmgtSwFoLksBSwGGlHViaCcpgZR9lChoBYwRZG9jdW1lbnRfdmVyc2lvbnOUaCtLDWgLaDZoLUsBaC5LAUsBhpR1YmgnKYGUfZQoaAWMD3N0b3JlZF9tZXRhZGF0YZRoK0sOaAtoNmgtSwFoLksBSwGGlHViaCcpgZR9lChoBYwMcHVyZ2VfaW50ZW50lGgrSw9oC2g2aC1LAWguSwFLAYaUdWJoJymBlH2UKGgFjAtzdG9yZWRfdGV4dJRoK0sQaAtoNmgtSwFoLksBSwGGlHViaCcpgZR9lChoBYwTbmF0aXZlX2dyYXBoX29iamVjdJRoK0sRaAuMGi56Z3JhcGggb2JqZWN0cyAoaW5mZXJyZWQplGgtSwFoLksBSwGGlHViaCcpgZR9'
+    'lChoBYwRbmF0aXZlX2dyYXBoX3Jvb3SUaCtLEmgLjB5ncmFwaCByb290IHNlbGVjdG9yIChpbmZlcnJlZCmUaC1LAWguSwFLAYaUdWJoJymBlH2UKGgFjBBuYXRpdmVfZ3JhcGhfd2FslGgrSxNoC2g2aC1LAWguSwFLAYaUdWJlaAuMf0ZhbWlseSBpZHMgKGFwcGVuZC1vbmx5OyBuZXZlciByZW51bWJlcmVkIG9yIHJldXNlZCkgd2l0aCB0aGUgdmVyc2lvbiBhIHdyaXRlciBlbWl0cyBhbmQgdGhlIGluY2x1c2l2ZSByYW5nZSBhIHJlYWRlciBhY2NlcHRzLgqUaAmMC2ZhY3RzIMKnMi4zlGg9iWg+XZRoQEsSdWKMC3JlZ2lvbl9r'
+    'aW5klGgZKYGUfZQoaAVqhiIAAGgcaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFaoUBAABoK0sBaAuMCGZhbWlseSA2lGgtTmguTnViaCcpgZR9lChoBWpNIgAAaCtLAmgLjAhmYW1pbHkgN5RoLU5oLk51YmgnKYGUfZQoaAVqPiIAAGgrSwNoC4wIZmFtaWx5IDOUaC1OaC5OdWJoJymBlH2UKGgFakIiAABoK0sEaAuMCGZhbWlseSA0lGgtTmguTnViaCcpgZR9lChoBWpGIgAAaCtLBWgLjAhmYW1pbHkgNZRoLU5oLk51YmgnKYGUfZQoaAVqUSIAAGgrSwZoC4wIZmFtaWx5IDiUaC1OaC5OdWJoJymBlH2UKGgF'
+    'amMiAABoK0sHaAuMCWZhbWlseSAxMpRoLU5oLk51YmgnKYGUfZQoaAWMFWdyYXBoX2NvbG9jYXRlZF9jb2Rlc5RoK0sIaAuME3Jlc2VydmVkLCBubyBmYW1pbHmUaC1OaC5OdWJoJymBlH2UKGgFjApzaWduX3BsYW5llGgrSwloC2qkIgAAaC1OaC5OdWJoJymBlH2UKGgFjBRwZHhfY2x1c3RlcmVkX2Jsb2Nrc5RoK0sKaAtqpCIAAGgtTmguTnViaCcpgZR9lChoBWpWIgAAaCtLC2gLjBVmYW1pbHkgOTsgYWx3YXlzIGxhc3SUaC1OaC5OdWJoJymBlH2UKGgFamciAABoK0sMaAuME2ZhbWlseSAxMywgb3B0aW9uYWyUaC1OaC5OdWJo'
+    'JymBlH2UKGgFamsiAABoK0sNaAuME2ZhbWlseSAxNCwgb3B0aW9uYWyUaC1OaC5OdWJoJymBlH2UKGgFanMiAABoK0sOaAuME2ZhbWlseSAxNiwgb3B0aW9uYWyUaC1OaC5OdWJoJymBlH2UKGgFjA52ZWN0b3Jfc3BhY2VfbpRoK00AEGgLjCxmaXJzdCBpZCByZXNlcnZlZCBmb3IgdmVjdG9yLXNwYWNlLU4gdHJpcGxlc5RoLU5oLk51YmVoC4xLU2VnbWVudCByZWdpb24ga2luZHMgYW5kIHRoZSBmYW1pbHkgKHZlcnNpb24gcmVnaXN0cnkpIGVhY2ggb25lIGJlbG9uZ3MgdG8ulGgJjBZmYWN0cyDCpzUgUmVnaW9uIGtpbmRzlGg9'
+    'iWg+XZRoQEssdWJ1jAdwbHVnaW5zlF2UjAZkZXRlY3SUXZQoaACMBkRldGVjdJSTlCmBlH2UKGpVAgAAamESAABquAEAAEMKWkVQRU1CRUQBAJSMAmF0lEsAauMBAACJakECAAApjAR0aGVulE6MBHRhZ3OUTnViasMiAAApgZR9lChqVQIAAGrsGgAAargBAABDClpFUEVNQkVEAgCUasciAABLAGrjAQAAiWpBAgAAKWrIIgAATmrJIgAATnViasMiAAApgZR9lChqVQIAAGokEwAAargBAABDClpFUEVNQkVECgCUasciAABLAGrjAQAAiWpBAgAAKWrIIgAATmrJIgAATnViasMiAAApgZR9lChqVQIAAGrmAwAAargBAABDClpFUEVNQkVE'
+    'CwCUasciAABLAGrjAQAAiWpBAgAAKWrIIgAATmrJIgAATnViasMiAAApgZR9lChqVQIAAGo2GQAAargBAABDClpFUEVNQkVEDwCUasciAABLAGrjAQAAiWpBAgAAKWrIIgAATmrJIgAATnViasMiAAApgZR9lChqVQIAAGqXCQAAargBAABDClpFUEVNQkVEEwCUasciAABLAGrjAQAAiWpBAgAAKWrIIgAAam4KAABqySIAAE51YmWMC2VuZGlhbl9leHBylE51Yi4='
+)

@@ -83,6 +83,7 @@ def block(family: ir.Family) -> str:
     for n in names:
         lines += [
             f"def _lc_{n}(buf, offset, compiled):",
+            "    _construct()  # the Construct path is built on first use",
             f"    con = _compiled({n!r}) if compiled else C_{n}",
             "    try:",
             "        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))",

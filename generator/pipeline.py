@@ -213,6 +213,8 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
 def render(family: ir.Family, problems: Problems | None = None) -> str:
     """The generated module of ``family``; what a schema asks that the emitter cannot
     give (``rows`` on a record without a loop) goes to ``problems``."""
+    from .emit_index import context as index_data  # plain data read without importing
+
     fast = FastEmitter(family)
     con = ConstructEmitter(family)
     blocks: list[str] = []
@@ -270,6 +272,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
         located_imports=emit_located.IMPORTS if emit_located.used(family) else "",
         located=emit_located.block(family) if emit_located.used(family) else "",
+        **index_data(family),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 

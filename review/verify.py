@@ -11,7 +11,6 @@ from __future__ import annotations
 import mmap
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ..generator.plan import eval_expr as _eval
@@ -205,6 +204,8 @@ def verify_many(files: list[str], table: list[tuple], jobs: int = 1,
     if jobs <= 1 or len(files) <= 1:
         _init(table, project_path)
         return [verify_one(f) for f in files]
+    from concurrent.futures import ProcessPoolExecutor  # only for --jobs: a cost
+
     with ProcessPoolExecutor(max_workers=min(jobs, len(files)), initializer=_init,
                              initargs=(table, project_path)) as pool:
         # map keeps input order; small chunks balance big files, and more than one file

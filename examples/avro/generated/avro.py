@@ -13,8 +13,8 @@ Spec: Apache Avro 1.11 specification, Object Container Files
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -77,6 +78,11 @@ _registry.load_plugin("avro_plugins:register")
 FAMILY = "avro"
 SCHEMA_FILES = ["schemas/avro.yaml"]
 SCHEMA_DIGEST = "sha256:adffeaf31bb609b9aa1ca3df9e82893fa883855fcb1287af5382e1f72f5e15fa"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'Obj\x01', 'avro_file', {}, False, None, None)]
+RECORD_NAMES = ('avro_file', 'meta_entry', 'data_block', 'reading')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1021,155 +1027,183 @@ def encode_reading(value: Reading) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_meta_entry = Struct(
-    '_o_start' / Tell,
-    'key' / PascalString(Leb128('zigzag'), 'utf8'),
-    'value' / Prefixed(Leb128('zigzag'), GreedyBytes),
-)
-C_meta_entry._bw_fast_runs = {}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_reading = Struct(
-    '_o_start' / Tell,
-    'id' / Leb128('zigzag'),
-    'name' / PascalString(Leb128('zigzag'), 'utf8'),
-    'payload' / Prefixed(Leb128('zigzag'), GreedyBytes),
-)
-C_reading._bw_fast_runs = {}
+    C_meta_entry = Struct(
+        '_o_start' / Tell,
+        'key' / PascalString(Leb128('zigzag'), 'utf8'),
+        'value' / Prefixed(Leb128('zigzag'), GreedyBytes),
+    )
+    C_meta_entry._bw_fast_runs = {}
 
-C_data_block = Struct(
-    '_o_start' / Tell,
-    'count' / Rebuild(Leb128('zigzag'), Code("len(this['objects'])", lambda this: len(this['objects']))),
-    'objects' / Compressed(Array(Code("this['count']", lambda this: this['count']), C_reading, min_size=3), Code("this['_params']['codec']", lambda this: this['_params']['codec']), Leb128('zigzag'), expected_size=None, limit=None, name='objects', codecs={'null': 'avro_null', 'deflate': 'avro_deflate'}),
-    'sync' / Rebuild(Bytes(16), Code("this['_params']['header_sync']", lambda this: this['_params']['header_sync'])),
-    _RuleCheck(Code("((this['sync'] == this['_params']['header_sync']))", lambda this: ((this['sync'] == this['_params']['header_sync']))), 'sync', 'sync == header_sync', "block sync marker differs from the header's"),
-)
-C_data_block._bw_fast_runs = {'sync': (16, (('sync', 0, 16),))}
+    C_reading = Struct(
+        '_o_start' / Tell,
+        'id' / Leb128('zigzag'),
+        'name' / PascalString(Leb128('zigzag'), 'utf8'),
+        'payload' / Prefixed(Leb128('zigzag'), GreedyBytes),
+    )
+    C_reading._bw_fast_runs = {}
 
-C_avro_file = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'Obj\x01'),
-    'meta' / PrefixedArray(Leb128('zigzag'), C_meta_entry, min_size=2),
-    'meta_end' / Const(0, Leb128('zigzag')),
-    'sync' / Bytes(16),
-    'blocks' / RepeatToEnd(WithParams(C_data_block, {'codec': Code("next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')", lambda this: next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')), 'header_sync': Code("this['sync']", lambda this: this['sync'])})),
-)
-C_avro_file._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'sync': (16, (('sync', 0, 16),))}
+    C_data_block = Struct(
+        '_o_start' / Tell,
+        'count' / Rebuild(Leb128('zigzag'), Code("len(this['objects'])", lambda this: len(this['objects']))),
+        'objects' / Compressed(Array(Code("this['count']", lambda this: this['count']), C_reading, min_size=3), Code("this['_params']['codec']", lambda this: this['_params']['codec']), Leb128('zigzag'), expected_size=None, limit=None, name='objects', codecs={'null': 'avro_null', 'deflate': 'avro_deflate'}),
+        'sync' / Rebuild(Bytes(16), Code("this['_params']['header_sync']", lambda this: this['_params']['header_sync'])),
+        _RuleCheck(Code("((this['sync'] == this['_params']['header_sync']))", lambda this: ((this['sync'] == this['_params']['header_sync']))), 'sync', 'sync == header_sync', "block sync marker differs from the header's"),
+    )
+    C_data_block._bw_fast_runs = {'sync': (16, (('sync', 0, 16),))}
 
-def _c2m_avro_file(c):
-    if c.__class__ is AvroFile:  # built by a compiled parse
-        return c
-    f_meta = c['meta']
-    if f_meta is not None:
-        f_meta = [_c2m_meta_entry(_x) for _x in f_meta]
-    f_sync = c['sync']
-    if f_sync is not None:
-        f_sync = bytes(f_sync)
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = [_c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync) for _x in f_blocks]
-    return AvroFile(f_meta, f_sync, f_blocks)
+    C_avro_file = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'Obj\x01'),
+        'meta' / PrefixedArray(Leb128('zigzag'), C_meta_entry, min_size=2),
+        'meta_end' / Const(0, Leb128('zigzag')),
+        'sync' / Bytes(16),
+        'blocks' / RepeatToEnd(WithParams(C_data_block, {'codec': Code("next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')", lambda this: next((_lk['value'] for _lk in this['meta'] if _lk['key'] == 'avro.codec'), b'null')), 'header_sync': Code("this['sync']", lambda this: this['sync'])})),
+    )
+    C_avro_file._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'sync': (16, (('sync', 0, 16),))}
 
-def _f2m_avro_file(f_meta, f_sync, f_blocks):
-    if f_meta is not None:
-        f_meta = [(_x if _x.__class__ is MetaEntry else _c2m_meta_entry(_x)) for _x in f_meta]
-    if f_sync is not None:
-        f_sync = bytes(f_sync)
-    if f_blocks is not None:
-        f_blocks = [(_x if _x.__class__ is DataBlock else _c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync)) for _x in f_blocks]
-    return AvroFile(f_meta, f_sync, f_blocks)
-C_avro_file._bw_model = (_f2m_avro_file, ('meta', 'sync', 'blocks'), (), True)
+    def _c2m_avro_file(c):
+        if c.__class__ is AvroFile:  # built by a compiled parse
+            return c
+        f_meta = c['meta']
+        if f_meta is not None:
+            f_meta = [_c2m_meta_entry(_x) for _x in f_meta]
+        f_sync = c['sync']
+        if f_sync is not None:
+            f_sync = bytes(f_sync)
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = [_c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync) for _x in f_blocks]
+        return AvroFile(f_meta, f_sync, f_blocks)
 
-def _m2c_avro_file(v):
-    return {
-        'meta': None if v.meta is None else [_m2c_meta_entry(_x) for _x in v.meta],
-        'sync': v.sync,
-        'blocks': None if v.blocks is None else [_m2c_data_block(_x) for _x in v.blocks],
-    }
+    def _f2m_avro_file(f_meta, f_sync, f_blocks):
+        if f_meta is not None:
+            f_meta = [(_x if _x.__class__ is MetaEntry else _c2m_meta_entry(_x)) for _x in f_meta]
+        if f_sync is not None:
+            f_sync = bytes(f_sync)
+        if f_blocks is not None:
+            f_blocks = [(_x if _x.__class__ is DataBlock else _c2m_data_block(_x, next((_lk.value for _lk in f_meta if _lk.key == 'avro.codec'), b'null'), f_sync)) for _x in f_blocks]
+        return AvroFile(f_meta, f_sync, f_blocks)
+    C_avro_file._bw_model = (_f2m_avro_file, ('meta', 'sync', 'blocks'), (), True)
 
-def _c2m_meta_entry(c):
-    if c.__class__ is MetaEntry:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    f_value = c['value']
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return MetaEntry(f_key, f_value)
+    def _m2c_avro_file(v):
+        return {
+            'meta': None if v.meta is None else [_m2c_meta_entry(_x) for _x in v.meta],
+            'sync': v.sync,
+            'blocks': None if v.blocks is None else [_m2c_data_block(_x) for _x in v.blocks],
+        }
 
-def _f2m_meta_entry(f_key, f_value):
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return MetaEntry(f_key, f_value)
-C_meta_entry._bw_model = (_f2m_meta_entry, ('key', 'value'), (), False)
+    def _c2m_meta_entry(c):
+        if c.__class__ is MetaEntry:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        f_value = c['value']
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return MetaEntry(f_key, f_value)
 
-def _m2c_meta_entry(v):
-    return {
-        'key': v.key,
-        'value': v.value,
-    }
+    def _f2m_meta_entry(f_key, f_value):
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return MetaEntry(f_key, f_value)
+    C_meta_entry._bw_model = (_f2m_meta_entry, ('key', 'value'), (), False)
 
-def _c2m_data_block(c, p_codec, p_header_sync):
-    if c.__class__ is DataBlock:  # built by a compiled parse
-        return c
-    f_objects = c['objects']
-    if f_objects is not None:
-        f_objects = [_c2m_reading(_x) for _x in f_objects]
-    return DataBlock(f_objects)
+    def _m2c_meta_entry(v):
+        return {
+            'key': v.key,
+            'value': v.value,
+        }
 
-def _f2m_data_block(f_objects):
-    if f_objects is not None:
-        f_objects = [(_x if _x.__class__ is Reading else _c2m_reading(_x)) for _x in f_objects]
-    return DataBlock(f_objects)
-C_data_block._bw_model = (_f2m_data_block, ('objects',), (), True)
+    def _c2m_data_block(c, p_codec, p_header_sync):
+        if c.__class__ is DataBlock:  # built by a compiled parse
+            return c
+        f_objects = c['objects']
+        if f_objects is not None:
+            f_objects = [_c2m_reading(_x) for _x in f_objects]
+        return DataBlock(f_objects)
 
-def _m2c_data_block(v):
-    return {
-        'objects': None if v.objects is None else [_m2c_reading(_x) for _x in v.objects],
-    }
+    def _f2m_data_block(f_objects):
+        if f_objects is not None:
+            f_objects = [(_x if _x.__class__ is Reading else _c2m_reading(_x)) for _x in f_objects]
+        return DataBlock(f_objects)
+    C_data_block._bw_model = (_f2m_data_block, ('objects',), (), True)
 
-def _c2m_reading(c):
-    if c.__class__ is Reading:  # built by a compiled parse
-        return c
-    f_id = c['id']
-    f_name = c['name']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Reading(f_id, f_name, f_payload)
+    def _m2c_data_block(v):
+        return {
+            'objects': None if v.objects is None else [_m2c_reading(_x) for _x in v.objects],
+        }
 
-def _f2m_reading(f_id, f_name, f_payload):
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Reading(f_id, f_name, f_payload)
-C_reading._bw_model = (_f2m_reading, ('id', 'name', 'payload'), (), True)
+    def _c2m_reading(c):
+        if c.__class__ is Reading:  # built by a compiled parse
+            return c
+        f_id = c['id']
+        f_name = c['name']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Reading(f_id, f_name, f_payload)
 
-def _m2c_reading(v):
-    return {
-        'id': v.id,
-        'name': v.name,
-        'payload': v.payload,
-    }
+    def _f2m_reading(f_id, f_name, f_payload):
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Reading(f_id, f_name, f_payload)
+    C_reading._bw_model = (_f2m_reading, ('id', 'name', 'payload'), (), True)
+
+    def _m2c_reading(v):
+        return {
+            'id': v.id,
+            'name': v.name,
+            'payload': v.payload,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {AvroFile: _m2c_avro_file, MetaEntry: _m2c_meta_entry, DataBlock: _m2c_data_block, Reading: _m2c_reading }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {AvroFile: _m2c_avro_file, MetaEntry: _m2c_meta_entry, DataBlock: _m2c_data_block, Reading: _m2c_reading }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_avro_file(buf, offset: int = 0, *, compiled: bool = False) -> AvroFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("avro_file") if compiled else C_avro_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1184,6 +1218,7 @@ def construct_decode_avro_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_avro_file(value: AvroFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("avro_file") if compiled else C_avro_file
     try:
         data = con.build(_m2c_avro_file(value))
@@ -1196,6 +1231,7 @@ def construct_encode_avro_file(value: AvroFile, *, compiled: bool = False) -> by
 
 def construct_decode_meta_entry(buf, offset: int = 0, *, compiled: bool = False) -> MetaEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_entry") if compiled else C_meta_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1210,6 +1246,7 @@ def construct_decode_meta_entry(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_meta_entry(value: MetaEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta_entry") if compiled else C_meta_entry
     try:
         data = con.build(_m2c_meta_entry(value))
@@ -1222,6 +1259,7 @@ def construct_encode_meta_entry(value: MetaEntry, *, compiled: bool = False) -> 
 
 def construct_decode_data_block(buf, offset: int = 0, *, compiled: bool = False, codec: bytes, header_sync: bytes) -> DataBlock:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("data_block") if compiled else C_data_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1236,6 +1274,7 @@ def construct_decode_data_block(buf, offset: int = 0, *, compiled: bool = False,
 
 def construct_encode_data_block(value: DataBlock, *, compiled: bool = False, codec: bytes, header_sync: bytes) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("data_block") if compiled else C_data_block
     try:
         data = con.build(_m2c_data_block(value), codec=codec, header_sync=header_sync)
@@ -1248,6 +1287,7 @@ def construct_encode_data_block(value: DataBlock, *, compiled: bool = False, cod
 
 def construct_decode_reading(buf, offset: int = 0, *, compiled: bool = False) -> Reading:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("reading") if compiled else C_reading
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1262,6 +1302,7 @@ def construct_decode_reading(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_reading(value: Reading, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("reading") if compiled else C_reading
     try:
         data = con.build(_m2c_reading(value))
@@ -1277,6 +1318,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -1428,3 +1470,31 @@ DECODERS = {"avro_file": decode_avro_file, "meta_entry": decode_meta_entry, "dat
 ENCODERS = {"avro_file": encode_avro_file, "meta_entry": encode_meta_entry, "data_block": encode_data_block, "reading": encode_reading }
 CONSTRUCT_DECODERS = {"avro_file": construct_decode_avro_file, "meta_entry": construct_decode_meta_entry, "data_block": construct_decode_data_block, "reading": construct_decode_reading }
 CONSTRUCT_ENCODERS = {"avro_file": construct_encode_avro_file, "meta_entry": construct_encode_meta_entry, "data_block": construct_encode_data_block, "reading": construct_encode_reading }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASV0RoAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEYXZyb5SMBXRpdGxllIw+QXZybyBvYmplY3QgY29udGFpbmVyIGZpbGUgKHJlY29yZHMgb2YgYSBmaXhlZCBleGFtcGxlIHNjaGVtYSmUjARzcGVjlIw2QXBhY2hlIEF2cm8gMS4xMSBzcGVjaWZpY2F0aW9uLCBPYmplY3QgQ29udGFpbmVyIEZpbGVzlIwDZG9jlFiRAQAAVGhlIG1hZ2ljICJPYmoiIDB4MDEsIHRoZSBmaWxlIG1ldGFkYXRhIChhIG1hcCBvZiBzdHJpbmcga2V5cyB0byBieXRlcyB2YWx1ZXMsIGFtb25n'
+    'IHRoZW0gYXZyby5zY2hlbWEgYW5kIGF2cm8uY29kZWMpLCBhIDE2LWJ5dGUgc3luYyBtYXJrZXIsIHRoZW4gZGF0YSBibG9ja3M6IGFuIG9iamVjdCBjb3VudCwgdGhlIGJ5dGUgc2l6ZSBvZiB0aGUgc2VyaWFsaXplZCBvYmplY3RzIGFmdGVyIGNvbXByZXNzaW9uIHdpdGggdGhlIGZpbGUncyBjb2RlYywgdGhlIG9iamVjdHMsIGFuZCB0aGUgc3luYyBtYXJrZXIgYWdhaW4uIFRoZSBvYmplY3RzIGhlcmUgYXJlIHJlY29yZHMgb2YgdGhlIGV4YW1wbGUgc2NoZW1hIGByZWFkaW5nYCB7aWQ6IGxvbmcsIG5hbWU6IHN0cmluZywg'
+    'cGF5bG9hZDogYnl0ZXN9LgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBFzY2hlbWFzL2F2cm8ueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6YWRmZmVhZjMxYmI2MDliOWFhMWNhM2RmOWU4Mjg5M2ZhODgzODU1ZmNiMTI4N2FmNTM4MmUxZjcyZjVlMTVmYZSMCHZlcnNpb25zlE6MBWVudW1zlH2UjAVmbGFnc5R9lIwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMCWF2cm9fZmlsZZRoAIwGUmVjb3JklJOUKYGUfZQoaAVoHYwGZmllbGRzlF2UKGgAjAVGaWVsZJSTlCmBlH2UKGgFjAVtYWdpY5SMBHR5cGWUaACMBkJ5dGVzVJSTlCmB'
+    'lH2UKIwEc2l6ZZSMGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUjAE0lIwEdHJlZZSMA2FzdJSMCENvbnN0YW50lJOUKVKUfZQojAV2YWx1ZZRLBIwEa2luZJROjAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsBdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlIWUUpR1YowGcHJlZml4lE6MA2Vvc5SJjAR0ZXh0lE6MCnRlcm1pbmF0b3KUTnViaAuMDSdPJyAnYicgJ2onIDGUaAmMAJSMBGNvbmSUTowFc2luY2WU'
+    'TowFdW50aWyUTowFY29uc3SUQwRPYmoBlIwIcmVzZXJ2ZWSUiYwFdmFsaWSUTmguTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaDxOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoTowLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROjARsaW5llEsWjARwYXRolIwbcmVjb3Jkcy5hdnJvX2ZpbGUuZmllbGRzWzBdlIwEYml0c5QpjAZiaXRfb2aUTowGYWJzZW50lE6MBHBlZWuUiXViaCUp'
+    'gZR9lChoBYwEbWV0YZRoKWgAjARSZWZUlJOUKYGUfZQoaD2MBnJlY29yZJSMBnRhcmdldJSMCm1ldGFfZW50cnmUjARhcmdzlCmMBW9yZGVylE51YmgLjItGaWxlIG1ldGFkYXRhOiBvbmUgbWFwIGJsb2NrIChhIGxvbmcgY291bnQsIHRoZW4gdGhlIGtleS92YWx1ZSBwYWlycykuIFRoZSBzcGVjaWZpY2F0aW9uIHJlcXVpcmVzIGF2cm8uc2NoZW1hLCBzbyB0aGUgY291bnQgaXMgbmV2ZXIgemVyby4KlGgJaE5oT05oUE5oUU5oUk5oVIloVU5oLk5oVmgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lE5oSWgAjAdWYXJpbnRUlJOU'
+    'KYGUfZQojAltYXhfYnl0ZXOUSwpoPYwGemlnemFnlIwGcGFyYW1zlCmMBWFsaWFzlE6MCWlzX3NpZ25lZJROjAVmaXhlZJROdWJoSoloUU6MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJaGhOdWJoV05oWE5oWU5oPE5oWk5oWyloXE5oXU5oXk5oX0sAaA1OaGBoTmhhiWhiTmhjSxdoZIwbcmVjb3Jkcy5hdnJvX2ZpbGUuZmllbGRzWzFdlGhmKWhnTmhoTmhpiXViaCUpgZR9lChoBYwIbWV0YV9lbmSUaClofSmBlH2UKGiASwpoPWiBaIIpaINOaIROaIVOdWJoC4wiYSBibG9jayBjb3VudCBvZiB6ZXJvIGVuZHMgdGhlIG1h'
+    'cJRoCWhOaE9OaFBOaFFOaFJLAGhUiWhVTmguTmhWTmhXTmhYTmhZTmg8TmhaTmhbKWhcTmhdTmheTmhfSwBoDU5oYGhOaGGJaGJOaGNLHWhkjBtyZWNvcmRzLmF2cm9fZmlsZS5maWVsZHNbMl2UaGYpaGdOaGhOaGmJdWJoJSmBlH2UKGgFjARzeW5jlGgpaCspgZR9lChoLmgxKYGUfZQoaDSMAjE2lGg2aDkpUpR9lChoPEsQaD1OaD5LAWg/SwBoQEsBaEFLAnViaEJoRV2UhZRSlHViaElOaEqJaEtOaExOdWJoC4wydGhlIGZpbGUncyBzeW5jIG1hcmtlciwgcmVwZWF0ZWQgYWZ0ZXIgZXZlcnkgYmxvY2uUaAloTmhPTmhQTmhRTmhS'
+    'TmhUiWhVTmguTmhWTmhXTmhYTmhZTmg8TmhaTmhbKWhcTmhdTmheTmhfSwBoDU5oYGhOaGGJaGJOaGNLHmhkjBtyZWNvcmRzLmF2cm9fZmlsZS5maWVsZHNbM12UaGYpaGdOaGhOaGmJdWJoJSmBlH2UKGgFjAZibG9ja3OUaClobimBlH2UKGg9aHFocowKZGF0YV9ibG9ja5RodIwFY29kZWOUaDEpgZR9lChoNIw5bG9va3VwKG1ldGEsICdhdnJvLmNvZGVjJywgYidudWxsJywga2V5PWtleSwgdmFsdWU9dmFsdWUplGg2aDeMBENhbGyUk5QpUpR9lCiMBGZ1bmOUaDeMBE5hbWWUk5QpUpR9lCiMAmlklIwGbG9va3VwlIwDY3R4lGg3'
+    'jARMb2FklJOUKVKUfZRiaD5LAWg/SwBoQEsBaEFLBnViaHRdlChorylSlH2UKGiyaGxotGi3aD5LAWg/SwdoQEsBaEFLC3ViaDkpUpR9lChoPIwKYXZyby5jb2RlY5RoPU5oPksBaD9LDWhASwFoQUsZdWJoOSlSlH2UKGg8QwRudWxslGg9Tmg+SwFoP0sbaEBLAWhBSyJ1YmWMCGtleXdvcmRzlF2UKGg3jAdrZXl3b3JklJOUKVKUfZQojANhcmeUjANrZXmUaDxorylSlH2UKGiyaMlotGi3aD5LAWg/SyhoQEsBaEFLK3ViaD5LAWg/SyRoQEsBaEFLK3ViaMUpUpR9lChoyGg8aDxorylSlH2UKGiyaDxotGi3aD5LAWg/SzNoQEsBaEFL'
+    'OHViaD5LAWg/Sy1oQEsBaEFLOHViZWg+SwFoP0sAaEBLAWhBSzl1YmhCaEVdlGhsYYWUUpR1YoaUjAtoZWFkZXJfc3luY5RoMSmBlH2UKGg0aJJoNmivKVKUfZQoaLJokmi0aLdoPksBaD9LAGhASwFoQUsEdWJoQmhFXZRokmGFlFKUdWKGlIaUaHVOdWJoC4wjRGF0YSBibG9ja3MgdG8gdGhlIGVuZCBvZiB0aGUgZmlsZS6UaAloTmhPTmhQTmhRTmhSTmhUiWhVTmguTmhWaHgpgZR9lChoe05oSU5oSohoUU5ohk5oh4loaE51YmhXTmhYTmhZTmg8TmhaTmhbKWhcTmhdTmheTmhfSwBoDU5oYGhOaGGJaGJOaGNLH2hkjBtyZWNvcmRz'
+    'LmF2cm9fZmlsZS5maWVsZHNbNF2UaGYpaGdOaGhOaGmJdWJlaAuMHkEgd2hvbGUgb2JqZWN0IGNvbnRhaW5lciBmaWxlLpRoCYwWT2JqZWN0IENvbnRhaW5lciBGaWxlc5Rogn2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaCJoI4wKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UKGgoSwBobEsEdYwFc2l6ZXOUfZQoaChLBGiSSxB1aHVOdWJhaGNLEowEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZRocYwIdmlydHVhbHOUXZSM'
+    'B2xvY2F0ZWSUXZR1YmhzaB8pgZR9lChoBWhzaCJdlChoJSmBlH2UKGgFaMloKWgrKYGUfZQoaC5OaElofSmBlH2UKGiASwpoPWiBaIIpaINOaIROaIVOdWJoSoloS4wFdXRmLTiUaExOdWJoC4wcZS5nLiBhdnJvLnNjaGVtYSwgYXZyby5jb2RlY5RoCWhOaE9OaFBOaFFOaFJOaFSJaFVOaC5OaFZOaFdOaFhOaFlOaDxOaFpOaFspaFxOaF1OaF5OaF9LAGgNTmhgaE5oYYloYk5oY0spaGSMHHJlY29yZHMubWV0YV9lbnRyeS5maWVsZHNbMF2UaGYpaGdOaGhOaGmJdWJoJSmBlH2UKGgFaDxoKWgrKYGUfZQoaC5OaElofSmBlH2UKGiA'
+    'SwpoPWiBaIIpaINOaIROaIVOdWJoSoloS05oTE51YmgLaE5oCWhOaE9OaFBOaFFOaFJOaFSJaFVOaC5OaFZOaFdOaFhOaFlOaDxOaFpOaFspaFxOaF1OaF5OaF9LAGgNTmhgaE5oYYloYk5oY0sqaGSMHHJlY29yZHMubWV0YV9lbnRyeS5maWVsZHNbMV2UaGYpaGdOaGhOaGmJdWJlaAuMHE9uZSBtZXRhZGF0YSBrZXkvdmFsdWUgcGFpci6UaAloTmiCfZRo5U5o5olo505o6F2UaOspgZR9lChoFE5oImj8aO5OaO99lGjJSwBzaPF9lGh1TnViYWhjSyZo82gRaA1OaPQpaPVocWj2XZRo+F2UdWJopGgfKYGUfZQoaAVopGgiXZQoaCUp'
+    'gZR9lChoBWh7aClofSmBlH2UKGiASwpoPWiBaIIpaINOaIROaIVOdWJoC4webnVtYmVyIG9mIG9iamVjdHMgaW4gdGhlIGJsb2NrlGgJaE5oT05oUE5oUU5oUk5oVIloVU5oLk5oVk5oV05oWE5oWU5oPE5oWmh7jAdvYmplY3RzlIaUaFspaFxOaF1OaF5OaF9LAGgNTmhgaE5oYYloYk5oY0syaGSMHHJlY29yZHMuZGF0YV9ibG9jay5maWVsZHNbMF2UaGYpaGdOaGhOaGmJdWJoJSmBlH2UKGgFah4BAABoKWhuKYGUfZQoaD1ocWhyjAdyZWFkaW5nlGh0KWh1TnViaAuMdVRoZSBzZXJpYWxpemVkIG9iamVjdHMsIGNvbXByZXNzZWQg'
+    'YXMgYSB3aG9sZSB3aXRoIHRoZSBmaWxlJ3MgY29kZWMsIGFmdGVyIHRoZWlyIGJ5dGUgc2l6ZSBvbmNlIGNvbXByZXNzZWQgKGEgbG9uZykuCpRoCWhOaE9OaFBOaFFOaFJOaFSJaFVOaC5OaFZoeCmBlH2UKGh7aDEpgZR9lChoNGh7aDZorylSlH2UKGiyaHtotGi3aD5LAWg/SwBoQEsBaEFLBXViaEJoRV2UaHthhZRSlHViaElOaEqJaFFOaIZOaIeJaGhOdWJoV05oWGgAjApDb21wcmVzc2VklJOUKYGUfZQojAlhbGdvcml0aG2UaDEpgZR9lChoNGilaDZorylSlH2UKGiyaKVotGi3aD5LAWg/SwBoQEsBaEFLBXViaEJoRV2UaKVh'
+    'hZRSlHVijAZsZW5ndGiUaH0pgZR9lChogEsKaD1ogWiCKWiDTmiETmiFTnVijAR3aGVulE6MBWxpbWl0lE6MBmNvZGVjc5SMBG51bGyUjAlhdnJvX251bGyUhpSMB2RlZmxhdGWUjAxhdnJvX2RlZmxhdGWUhpSGlIwGc3RvcmVklE51YmhZTmg8TmhaTmhbKWhcTmhdTmheTmhfSwBoDU5oYGhOaGGJaGJOaGNLM2hkjBxyZWNvcmRzLmRhdGFfYmxvY2suZmllbGRzWzFdlGhmKWhnTmhoTmhpiXViaCUpgZR9lChoBWiSaCloKymBlH2UKGguaDEpgZR9lChoNGiXaDZoOSlSlH2UKGg8SxBoPU5oPksBaD9LAGhASwFoQUsCdWJoQmhFXZSF'
+    'lFKUdWJoSU5oSoloS05oTE51YmgLjB9UaGUgaGVhZGVyJ3Mgc3luYyBtYXJrZXIgYWdhaW4ulGgJaE5oT05oUE5oUU5oUk5oVIloVU5oLk5oVk5oV05oWE5oWU5oPGgxKYGUfZQoaDRo1Gg2aK8pUpR9lChosmjUaLRot2g+SwFoP0sAaEBLAWhBSwt1YmhCaEVdlGjUYYWUUpR1YmhaTmhbaACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUaDEpgZR9lChoNIwTc3luYyA9PSBoZWFkZXJfc3luY5RoNmg3jAdDb21wYXJllJOUKVKUfZQojARsZWZ0lGivKVKUfZQoaLJokmi0aLdoPksBaD9LAGhASwFoQUsEdWKMA29wc5RdlGg3jAJFcZST'
+    'lClSlH2UYmGMC2NvbXBhcmF0b3JzlF2UaK8pUpR9lChosmjUaLRot2g+SwFoP0sIaEBLAWhBSxN1YmFoPksBaD9LAGhASwFoQUsTdWJoQmhFXZQoaNRokmWFlFKUdWKMB21lc3NhZ2WUjCtibG9jayBzeW5jIG1hcmtlciBkaWZmZXJzIGZyb20gdGhlIGhlYWRlcidzlIwFZXJyb3KUjApjb25zdHJhaW50lGhkaE51YoWUaFxOaF1OaF5OaF9LAGgNTmhgaE5oYYloYk5oY0s9aGSMHHJlY29yZHMuZGF0YV9ibG9jay5maWVsZHNbMl2UaGYpaGdOaGhOaGmJdWJlaAuMD09uZSBkYXRhIGJsb2NrLpRoCWjjaIJ9lChopWgAjAVQYXJhbZST'
+    'lCmBlH2UKGgFaKVoKYwFYnl0ZXOUaGJOaAuMLnRoZSBmaWxlJ3MgYXZyby5jb2RlYyB2YWx1ZSAobnVsbCB3aGVuIGFic2VudCmUdWJo1GqDAQAAKYGUfZQoaAVo1GgpaoYBAABoYk5oC4wgdGhlIGhlYWRlcidzIDE2LWJ5dGUgc3luYyBtYXJrZXKUdWJ1aOVOaOaJaOdOaOhdlGjrKYGUfZQoaBROaCJqGAEAAGjuTmjvfZRoe0sAc2jxfZRokksQc2h1TnViYWhjSyto82gRaA1OaPQpaPVocWj2XZRo+F2UdWJqJQEAAGgfKYGUfZQoaAVqJQEAAGgiXZQoaCUpgZR9lChoBWiyaClofSmBlH2UKGiASwpoPWiBaIIpaINOaIROaIVOdWJo'
+    'C4wJQXZybyBsb25nlGgJaE5oT05oUE5oUU5oUk5oVIloVU5oLk5oVk5oV05oWE5oWU5oPE5oWk5oWyloXE5oXU5oXk5oX0sAaA1OaGBoTmhhiWhiTmhjS0ZoZIwZcmVjb3Jkcy5yZWFkaW5nLmZpZWxkc1swXZRoZiloZ05oaE5oaYl1YmglKYGUfZQoaAVoBWgpaCspgZR9lChoLk5oSWh9KYGUfZQoaIBLCmg9aIFogilog05ohE5ohU51YmhKiWhLagMBAABoTE51YmgLjBNBdnJvIHN0cmluZyAoVVRGLTgplGgJaE5oT05oUE5oUU5oUk5oVIloVU5oLk5oVk5oV05oWE5oWU5oPE5oWk5oWyloXE5oXU5oXk5oX0sAaA1OaGBoTmhhiWhi'
+    'TmhjS0doZIwZcmVjb3Jkcy5yZWFkaW5nLmZpZWxkc1sxXZRoZiloZ05oaE5oaYl1YmglKYGUfZQoaAWMB3BheWxvYWSUaCloKymBlH2UKGguTmhJaH0pgZR9lChogEsKaD1ogWiCKWiDTmiETmiFTnViaEqJaEtOaExOdWJoC4wKQXZybyBieXRlc5RoCWhOaE9OaFBOaFFOaFJOaFSJaFVOaC5OaFZOaFdOaFhOaFlOaDxOaFpOaFspaFxOaF1OaF5OaF9LAGgNTmhgaE5oYYloYk5oY0tIaGSMGXJlY29yZHMucmVhZGluZy5maWVsZHNbMl2UaGYpaGdOaGhOaGmJdWJlaAuMS09uZSBvYmplY3Qgb2YgdGhlIGV4YW1wbGUgc2NoZW1hOiB7'
+    'aWQ6IGxvbmcsIG5hbWU6IHN0cmluZywgcGF5bG9hZDogYnl0ZXN9LpRoCWhOaIJ9lGjlTmjmiWjnTmjoXZRo6ymBlH2UKGgUTmgiapQBAABo7k5o732UaLJLAHNo8X2UaHVOdWJhaGNLQ2jzaBFoDU5o9Clo9WhxaPZdlGj4XZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMFWF2cm9fcGx1Z2luczpyZWdpc3RlcpRhjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoaHFoHWgoQwRPYmoBlIwCYXSUSwBoVologimMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+)

@@ -13,8 +13,8 @@ Spec: leveldb doc/log_format.md, db/write_batch.cc
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -80,6 +81,11 @@ _ck_leveldb_crc32c = _registry.checksum_func("leveldb_crc32c", fast=True)
 FAMILY = "leveldb_log"
 SCHEMA_FILES = ["schemas/leveldb_log.yaml"]
 SCHEMA_DIGEST = "sha256:6c9f07e779f98c01455042186ae2b5688bb8c0d6b97f73724f11ac5d77d3d4f5"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = []
+RECORD_NAMES = ('log_fragment', 'write_batch', 'batch_op', 'put_op', 'delete_op', 'log_file')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1673,218 +1679,246 @@ def encode_log_file(value: LogFile) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_log_fragment = Struct(
-    '_o_start' / Tell,
-    '_o_crc' / Tell,
-    'crc' / Rebuild(Int32ul, 0),
-    '_o_length' / Tell,
-    'length' / Rebuild(Int16ul, 0),
-    '_s_kind' / Tell,
-    'kind' / ClosedEnum(Int8ul, 'FragmentKind', (0, 1, 2, 3, 4), ()),
-    '_e_kind' / Tell,
-    '_s_piece' / Tell,
-    'piece' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece'])))), GreedyBytes),
-    '_e_piece' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ul, Code("this['_e_piece'] - this['_s_piece']", lambda this: this['_e_piece'] - this['_s_piece']))),
-    Check(Code("not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length']", lambda this: not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length'])),
-    '_late_crc' / LateChecksum('crc', Int32ul, Code("_ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\x00\x00\x00\x00'))), 'leveldb_crc32c', check=True, patch=True),
-)
-C_log_fragment._bw_fast_runs = {'crc': (7, (('crc', 0, 4), ('length', 4, 2), ('kind', 6, 1)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_put_op = Struct(
-    '_o_start' / Tell,
-    'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
-    'value' / Prefixed(Leb128('uleb128'), GreedyBytes),
-)
-C_put_op._bw_fast_runs = {}
+    C_log_fragment = Struct(
+        '_o_start' / Tell,
+        '_o_crc' / Tell,
+        'crc' / Rebuild(Int32ul, 0),
+        '_o_length' / Tell,
+        'length' / Rebuild(Int16ul, 0),
+        '_s_kind' / Tell,
+        'kind' / ClosedEnum(Int8ul, 'FragmentKind', (0, 1, 2, 3, 4), ()),
+        '_e_kind' / Tell,
+        '_s_piece' / Tell,
+        'piece' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_piece'] - this['_s_piece'])))), GreedyBytes),
+        '_e_piece' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ul, Code("this['_e_piece'] - this['_s_piece']", lambda this: this['_e_piece'] - this['_s_piece']))),
+        Check(Code("not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length']", lambda this: not this['_parsing'] or this['_e_piece'] - this['_s_piece'] == this['length'])),
+        '_late_crc' / LateChecksum('crc', Int32ul, Code("_ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_leveldb_crc32c(_cover.span(this, [('span', 'kind'), ('span', 'piece')], b'\x00\x00\x00\x00'))), 'leveldb_crc32c', check=True, patch=True),
+    )
+    C_log_fragment._bw_fast_runs = {'crc': (7, (('crc', 0, 4), ('length', 4, 2), ('kind', 6, 1)))}
 
-C_delete_op = Struct(
-    '_o_start' / Tell,
-    'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
-)
-C_delete_op._bw_fast_runs = {}
+    C_put_op = Struct(
+        '_o_start' / Tell,
+        'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
+        'value' / Prefixed(Leb128('uleb128'), GreedyBytes),
+    )
+    C_put_op._bw_fast_runs = {}
 
-C_batch_op = Struct(
-    '_o_start' / Tell,
-    'tag' / ClosedEnum(Int8ul, 'ValueType', (0, 1), ()),
-    'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_put_op, 0: C_delete_op}, default=Error),
-)
-C_batch_op._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
+    C_delete_op = Struct(
+        '_o_start' / Tell,
+        'key' / Prefixed(Leb128('uleb128'), GreedyBytes),
+    )
+    C_delete_op._bw_fast_runs = {}
 
-C_write_batch = Struct(
-    '_o_start' / Tell,
-    'sequence' / Int64ul,
-    'count' / Rebuild(Int32ul, Code("len(this['ops'])", lambda this: len(this['ops']))),
-    'ops' / Array(Code("this['count']", lambda this: this['count']), C_batch_op, min_size=2),
-)
-C_write_batch._bw_fast_runs = {'sequence': (12, (('sequence', 0, 8), ('count', 8, 4)))}
+    C_batch_op = Struct(
+        '_o_start' / Tell,
+        'tag' / ClosedEnum(Int8ul, 'ValueType', (0, 1), ()),
+        'body' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_put_op, 0: C_delete_op}, default=Error),
+    )
+    C_batch_op._bw_fast_runs = {'tag': (1, (('tag', 0, 1),))}
 
-from bytewright.runtime import framing as _framing
-_CFR_log_file_batches = _framing.Spec(piece='piece', fragment=LogFragment, after_piece=0, block_size=32768, tail='zero', kind='kind', kinds=(1, 2, 3, 4), header=7, kind_cls=FragmentKind)
-C_log_file = Struct(
-    '_o_start' / Tell,
-    'batches' / _framing.Framed(C_log_fragment, C_write_batch, _CFR_log_file_batches, 'batches'),
-)
-C_log_file._bw_fast_runs = {}
+    C_write_batch = Struct(
+        '_o_start' / Tell,
+        'sequence' / Int64ul,
+        'count' / Rebuild(Int32ul, Code("len(this['ops'])", lambda this: len(this['ops']))),
+        'ops' / Array(Code("this['count']", lambda this: this['count']), C_batch_op, min_size=2),
+    )
+    C_write_batch._bw_fast_runs = {'sequence': (12, (('sequence', 0, 8), ('count', 8, 4)))}
 
-def _c2m_log_fragment(c):
-    if c.__class__ is LogFragment:  # built by a compiled parse
-        return c
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
-    f_piece = c['piece']
-    if f_piece is not None:
-        f_piece = bytes(f_piece)
-    return LogFragment(f_kind, f_piece)
+    from bytewright.runtime import framing as _framing
+    _CFR_log_file_batches = _framing.Spec(piece='piece', fragment=LogFragment, after_piece=0, block_size=32768, tail='zero', kind='kind', kinds=(1, 2, 3, 4), header=7, kind_cls=FragmentKind)
+    C_log_file = Struct(
+        '_o_start' / Tell,
+        'batches' / _framing.Framed(C_log_fragment, C_write_batch, _CFR_log_file_batches, 'batches'),
+    )
+    C_log_file._bw_fast_runs = {}
 
-def _f2m_log_fragment(f_kind, f_piece):
-    if f_kind is not None:
-        _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
-    if f_piece is not None:
-        f_piece = bytes(f_piece)
-    return LogFragment(f_kind, f_piece)
-C_log_fragment._bw_model = (_f2m_log_fragment, ('kind', 'piece'), (), True)
+    def _c2m_log_fragment(c):
+        if c.__class__ is LogFragment:  # built by a compiled parse
+            return c
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
+        f_piece = c['piece']
+        if f_piece is not None:
+            f_piece = bytes(f_piece)
+        return LogFragment(f_kind, f_piece)
 
-def _m2c_log_fragment(v):
-    return {
-        'kind': None if v.kind is None else int(v.kind),
-        'piece': v.piece,
-    }
+    def _f2m_log_fragment(f_kind, f_piece):
+        if f_kind is not None:
+            _t = _FRAGMENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(FragmentKind, f_kind, False) if _t is None else _t
+        if f_piece is not None:
+            f_piece = bytes(f_piece)
+        return LogFragment(f_kind, f_piece)
+    C_log_fragment._bw_model = (_f2m_log_fragment, ('kind', 'piece'), (), True)
 
-def _c2m_write_batch(c):
-    if c.__class__ is WriteBatch:  # built by a compiled parse
-        return c
-    f_sequence = c['sequence']
-    f_ops = c['ops']
-    if f_ops is not None:
-        f_ops = [_c2m_batch_op(_x) for _x in f_ops]
-    return WriteBatch(f_sequence, f_ops)
+    def _m2c_log_fragment(v):
+        return {
+            'kind': None if v.kind is None else int(v.kind),
+            'piece': v.piece,
+        }
 
-def _f2m_write_batch(f_sequence, f_ops):
-    if f_ops is not None:
-        f_ops = [(_x if _x.__class__ is BatchOp else _c2m_batch_op(_x)) for _x in f_ops]
-    return WriteBatch(f_sequence, f_ops)
-C_write_batch._bw_model = (_f2m_write_batch, ('sequence', 'ops'), (), True)
+    def _c2m_write_batch(c):
+        if c.__class__ is WriteBatch:  # built by a compiled parse
+            return c
+        f_sequence = c['sequence']
+        f_ops = c['ops']
+        if f_ops is not None:
+            f_ops = [_c2m_batch_op(_x) for _x in f_ops]
+        return WriteBatch(f_sequence, f_ops)
 
-def _m2c_write_batch(v):
-    return {
-        'sequence': v.sequence,
-        'ops': None if v.ops is None else [_m2c_batch_op(_x) for _x in v.ops],
-    }
+    def _f2m_write_batch(f_sequence, f_ops):
+        if f_ops is not None:
+            f_ops = [(_x if _x.__class__ is BatchOp else _c2m_batch_op(_x)) for _x in f_ops]
+        return WriteBatch(f_sequence, f_ops)
+    C_write_batch._bw_model = (_f2m_write_batch, ('sequence', 'ops'), (), True)
 
-def _c2m_batch_op(c):
-    if c.__class__ is BatchOp:  # built by a compiled parse
-        return c
-    f_tag = c['tag']
-    if f_tag is not None:
-        _t = _VALUETYPE_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_put_op(f_body) if f_tag == 1 else (_c2m_delete_op(f_body) if f_tag == 0 else None))
-    return BatchOp(f_tag, f_body)
+    def _m2c_write_batch(v):
+        return {
+            'sequence': v.sequence,
+            'ops': None if v.ops is None else [_m2c_batch_op(_x) for _x in v.ops],
+        }
 
-def _f2m_batch_op(f_tag, f_body):
-    if f_tag is not None:
-        _t = _VALUETYPE_BY_VALUE.get(f_tag)
-        f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is PutOp else _c2m_put_op(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is DeleteOp else _c2m_delete_op(f_body)) if f_tag == 0 else None))
-    return BatchOp(f_tag, f_body)
-C_batch_op._bw_model = (_f2m_batch_op, ('tag', 'body'), (), True)
+    def _c2m_batch_op(c):
+        if c.__class__ is BatchOp:  # built by a compiled parse
+            return c
+        f_tag = c['tag']
+        if f_tag is not None:
+            _t = _VALUETYPE_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_put_op(f_body) if f_tag == 1 else (_c2m_delete_op(f_body) if f_tag == 0 else None))
+        return BatchOp(f_tag, f_body)
 
-def _m2c_batch_op(v):
-    return {
-        'tag': None if v.tag is None else int(v.tag),
-        'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: PutOp, 0: DeleteOp}, None, 'body')),
-    }
+    def _f2m_batch_op(f_tag, f_body):
+        if f_tag is not None:
+            _t = _VALUETYPE_BY_VALUE.get(f_tag)
+            f_tag = _enum_value(ValueType, f_tag, False) if _t is None else _t
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is PutOp else _c2m_put_op(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is DeleteOp else _c2m_delete_op(f_body)) if f_tag == 0 else None))
+        return BatchOp(f_tag, f_body)
+    C_batch_op._bw_model = (_f2m_batch_op, ('tag', 'body'), (), True)
 
-def _c2m_put_op(c):
-    if c.__class__ is PutOp:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    if f_key is not None:
-        f_key = bytes(f_key)
-    f_value = c['value']
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return PutOp(f_key, f_value)
+    def _m2c_batch_op(v):
+        return {
+            'tag': None if v.tag is None else int(v.tag),
+            'body': None if v.body is None else _m2c_any(_case_value(v.body, v.tag, {1: PutOp, 0: DeleteOp}, None, 'body')),
+        }
 
-def _f2m_put_op(f_key, f_value):
-    if f_key is not None:
-        f_key = bytes(f_key)
-    if f_value is not None:
-        f_value = bytes(f_value)
-    return PutOp(f_key, f_value)
-C_put_op._bw_model = (_f2m_put_op, ('key', 'value'), (), True)
+    def _c2m_put_op(c):
+        if c.__class__ is PutOp:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        if f_key is not None:
+            f_key = bytes(f_key)
+        f_value = c['value']
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return PutOp(f_key, f_value)
 
-def _m2c_put_op(v):
-    return {
-        'key': v.key,
-        'value': v.value,
-    }
+    def _f2m_put_op(f_key, f_value):
+        if f_key is not None:
+            f_key = bytes(f_key)
+        if f_value is not None:
+            f_value = bytes(f_value)
+        return PutOp(f_key, f_value)
+    C_put_op._bw_model = (_f2m_put_op, ('key', 'value'), (), True)
 
-def _c2m_delete_op(c):
-    if c.__class__ is DeleteOp:  # built by a compiled parse
-        return c
-    f_key = c['key']
-    if f_key is not None:
-        f_key = bytes(f_key)
-    return DeleteOp(f_key)
+    def _m2c_put_op(v):
+        return {
+            'key': v.key,
+            'value': v.value,
+        }
 
-def _f2m_delete_op(f_key):
-    if f_key is not None:
-        f_key = bytes(f_key)
-    return DeleteOp(f_key)
-C_delete_op._bw_model = (_f2m_delete_op, ('key',), (), True)
+    def _c2m_delete_op(c):
+        if c.__class__ is DeleteOp:  # built by a compiled parse
+            return c
+        f_key = c['key']
+        if f_key is not None:
+            f_key = bytes(f_key)
+        return DeleteOp(f_key)
 
-def _m2c_delete_op(v):
-    return {
-        'key': v.key,
-    }
+    def _f2m_delete_op(f_key):
+        if f_key is not None:
+            f_key = bytes(f_key)
+        return DeleteOp(f_key)
+    C_delete_op._bw_model = (_f2m_delete_op, ('key',), (), True)
 
-def _c2m_log_file(c):
-    if c.__class__ is LogFile:  # built by a compiled parse
-        return c
-    f_batches = c['batches']
-    return LogFile(f_batches)
+    def _m2c_delete_op(v):
+        return {
+            'key': v.key,
+        }
 
-def _f2m_log_file(f_batches):
-    return LogFile(f_batches)
-C_log_file._bw_model = (_f2m_log_file, ('batches',), (), True)
+    def _c2m_log_file(c):
+        if c.__class__ is LogFile:  # built by a compiled parse
+            return c
+        f_batches = c['batches']
+        return LogFile(f_batches)
 
-def _m2c_log_file(v):
-    return {
-        'batches': None if v.batches is None else _framing.FramedList([_m2c_write_batch(_x) for _x in v.batches], getattr(v.batches, 'fragments', None)),
-    }
-_CFR_log_file_batches.frag_from_construct = lambda c: _c2m_log_fragment(c)
-_CFR_log_file_batches.frag_to_construct = lambda v: _m2c_log_fragment(v)
-_CFR_log_file_batches.item_from_construct = lambda c: _c2m_write_batch(c)
+    def _f2m_log_file(f_batches):
+        return LogFile(f_batches)
+    C_log_file._bw_model = (_f2m_log_file, ('batches',), (), True)
+
+    def _m2c_log_file(v):
+        return {
+            'batches': None if v.batches is None else _framing.FramedList([_m2c_write_batch(_x) for _x in v.batches], getattr(v.batches, 'fragments', None)),
+        }
+    _CFR_log_file_batches.frag_from_construct = lambda c: _c2m_log_fragment(c)
+    _CFR_log_file_batches.frag_to_construct = lambda v: _m2c_log_fragment(v)
+    _CFR_log_file_batches.item_from_construct = lambda c: _c2m_write_batch(c)
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {LogFragment: _m2c_log_fragment, WriteBatch: _m2c_write_batch, BatchOp: _m2c_batch_op, PutOp: _m2c_put_op, DeleteOp: _m2c_delete_op, LogFile: _m2c_log_file }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {LogFragment: _m2c_log_fragment, WriteBatch: _m2c_write_batch, BatchOp: _m2c_batch_op, PutOp: _m2c_put_op, DeleteOp: _m2c_delete_op, LogFile: _m2c_log_file }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_log_fragment(buf, offset: int = 0, *, compiled: bool = False) -> LogFragment:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_fragment") if compiled else C_log_fragment
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1899,6 +1933,7 @@ def construct_decode_log_fragment(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_log_fragment(value: LogFragment, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_fragment") if compiled else C_log_fragment
     try:
         data = con.build(_m2c_log_fragment(value))
@@ -1911,6 +1946,7 @@ def construct_encode_log_fragment(value: LogFragment, *, compiled: bool = False)
 
 def construct_decode_write_batch(buf, offset: int = 0, *, compiled: bool = False) -> WriteBatch:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("write_batch") if compiled else C_write_batch
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1925,6 +1961,7 @@ def construct_decode_write_batch(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_write_batch(value: WriteBatch, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("write_batch") if compiled else C_write_batch
     try:
         data = con.build(_m2c_write_batch(value))
@@ -1937,6 +1974,7 @@ def construct_encode_write_batch(value: WriteBatch, *, compiled: bool = False) -
 
 def construct_decode_batch_op(buf, offset: int = 0, *, compiled: bool = False) -> BatchOp:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("batch_op") if compiled else C_batch_op
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1951,6 +1989,7 @@ def construct_decode_batch_op(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_batch_op(value: BatchOp, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("batch_op") if compiled else C_batch_op
     try:
         data = con.build(_m2c_batch_op(value))
@@ -1963,6 +2002,7 @@ def construct_encode_batch_op(value: BatchOp, *, compiled: bool = False) -> byte
 
 def construct_decode_put_op(buf, offset: int = 0, *, compiled: bool = False) -> PutOp:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("put_op") if compiled else C_put_op
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1977,6 +2017,7 @@ def construct_decode_put_op(buf, offset: int = 0, *, compiled: bool = False) -> 
 
 def construct_encode_put_op(value: PutOp, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("put_op") if compiled else C_put_op
     try:
         data = con.build(_m2c_put_op(value))
@@ -1989,6 +2030,7 @@ def construct_encode_put_op(value: PutOp, *, compiled: bool = False) -> bytes:
 
 def construct_decode_delete_op(buf, offset: int = 0, *, compiled: bool = False) -> DeleteOp:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("delete_op") if compiled else C_delete_op
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2003,6 +2045,7 @@ def construct_decode_delete_op(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_delete_op(value: DeleteOp, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("delete_op") if compiled else C_delete_op
     try:
         data = con.build(_m2c_delete_op(value))
@@ -2015,6 +2058,7 @@ def construct_encode_delete_op(value: DeleteOp, *, compiled: bool = False) -> by
 
 def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -> LogFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2029,6 +2073,7 @@ def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         data = con.build(_m2c_log_file(value))
@@ -2044,6 +2089,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2204,3 +2250,30 @@ DECODERS = {"log_fragment": decode_log_fragment, "write_batch": decode_write_bat
 ENCODERS = {"log_fragment": encode_log_fragment, "write_batch": encode_write_batch, "batch_op": encode_batch_op, "put_op": encode_put_op, "delete_op": encode_delete_op, "log_file": encode_log_file }
 CONSTRUCT_DECODERS = {"log_fragment": construct_decode_log_fragment, "write_batch": construct_decode_write_batch, "batch_op": construct_decode_batch_op, "put_op": construct_decode_put_op, "delete_op": construct_decode_delete_op, "log_file": construct_decode_log_file }
 CONSTRUCT_ENCODERS = {"log_fragment": construct_encode_log_fragment, "write_batch": construct_encode_write_batch, "batch_op": construct_encode_batch_op, "put_op": construct_encode_put_op, "delete_op": construct_encode_delete_op, "log_file": construct_encode_log_file }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVthkAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwLbGV2ZWxkYl9sb2eUjAV0aXRsZZSMH0xldmVsREIgd3JpdGUtYWhlYWQgbG9nICgqLmxvZymUjARzcGVjlIwsbGV2ZWxkYiBkb2MvbG9nX2Zvcm1hdC5tZCwgZGIvd3JpdGVfYmF0Y2guY2OUjANkb2OUWK4BAABUaGUgbG9nIGlzIGEgc2VxdWVuY2Ugb2YgMzIgS2lCIGJsb2Nrcy4gQSBibG9jayBob2xkcyBmcmFnbWVudHM6IGEgNy1ieXRlIGhlYWRlciAoYSBtYXNrZWQgQ1JDLTMyQyBvZiB0aGUga2luZCBieXRlIGFu'
+    'ZCB0aGUgcGllY2UsIHRoZSBwaWVjZSBsZW5ndGgsIHRoZSBraW5kKSBhbmQgdGhlIHBpZWNlLiBBIHJlY29yZCB0aGF0IGRvZXMgbm90IGZpdCB0aGUgcmVzdCBvZiBhIGJsb2NrIGlzIHNwbGl0IGludG8gRklSU1QsIE1JRERMRS4uLiBhbmQgTEFTVCBmcmFnbWVudHM7IGEgYmxvY2sgdGFpbCBzaG9ydGVyIHRoYW4gYSBoZWFkZXIgaXMgemVybyBwYWRkaW5nLiBFYWNoIHJlYXNzZW1ibGVkIHJlY29yZCBpcyBhIFdyaXRlQmF0Y2g6IGEgc2VxdWVuY2UgbnVtYmVyLCBhIGNvdW50LCBhbmQgdGhhdCBtYW55IHB1dC9kZWxldGUg'
+    'b3BlcmF0aW9ucy4KlIwGZW5kaWFulIwCbGWUjAVmaWxlc5RdlIwYc2NoZW1hcy9sZXZlbGRiX2xvZy55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo2YzlmMDdlNzc5Zjk4YzAxNDU1MDQyMTg2YWUyYjU2ODhiYjhjMGQ2Yjk3ZjczNzI0ZjExYWM1ZDc3ZDNkNGY1lIwIdmVyc2lvbnOUTowFZW51bXOUfZQojA1mcmFnbWVudF9raW5klGgAjAdFbnVtRGVmlJOUKYGUfZQoaAVoF4wEYmFzZZRoAIwESW50VJSTlCmBlH2UKIwEYml0c5RLCIwGc2lnbmVklIloDWgOjAhnb3Zlcm5lZJSIdWKMB21lbWJlcnOUXZQoaACMCkVudW1NZW1iZXKU'
+    'k5QpgZR9lChoBYwEWkVST5SMBXZhbHVllEsAaAuMH3Jlc2VydmVkIGZvciBwcmVhbGxvY2F0ZWQgZmlsZXOUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMBEZVTEyUaCtLAWgLjBB0aGUgd2hvbGUgcmVjb3JklGgtTmguTnViaCcpgZR9lChoBYwFRklSU1SUaCtLAmgLjBdmaXJzdCBwaWVjZSBvZiBhIHJlY29yZJRoLU5oLk51YmgnKYGUfZQoaAWMBk1JRERMRZRoK0sDaAuMDmEgbWlkZGxlIHBpZWNllGgtTmguTnViaCcpgZR9lChoBYwETEFTVJRoK0sEaAuMFmxhc3QgcGllY2Ugb2YgYSByZWNvcmSUaC1OaC5O'
+    'dWJlaAuMKEZyYWdtZW50IGtpbmQgKGxvZ19mb3JtYXQuaCBSZWNvcmRUeXBlKS6UaAmMAJSMBG9wZW6UiYwHcmV0aXJlZJRdlIwEbGluZZRLEXVijAp2YWx1ZV90eXBllGgZKYGUfZQoaAVoRWgcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjAhERUxFVElPTpRoK0sAaAtoQGgtTmguTnViaCcpgZR9lChoBYwFVkFMVUWUaCtLAWgLaEBoLU5oLk51YmVoC4w1T3BlcmF0aW9uIHRhZyBpbiBhIFdyaXRlQmF0Y2ggKGRiZm9ybWF0LmggVmFsdWVUeXBlKS6UaAloQGhBiWhCXZRoREsadWJ1jAVmbGFnc5R9lIwH'
+    'YWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMDGxvZ19mcmFnbWVudJRoAIwGUmVjb3JklJOUKYGUfZQoaAVoWYwGZmllbGRzlF2UKGgAjAVGaWVsZJSTlCmBlH2UKGgFjANjcmOUjAR0eXBllGgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjD5tYXNrZWQgQ1JDLTMyQyBvZiB0aGUga2luZCBieXRlIGFuZCB0aGUgcGllY2UgKGl0IGNvbWVzIGZpcnN0KZRoCWhAjARjb25klE6MBXNpbmNllE6MBXVudGlslE6MBWNvbnN0lE6MCHJlc2VydmVklImMBXZhbGlklE6MBHNpemWUTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhj'
+    'aGVja3N1bZRoAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMDmxldmVsZGJfY3JjMzJjlIwGY292ZXJzlIwEa2luZJSMBXBpZWNllIaUjAhleGNsdWRlZJQpjApzdG9yZV9iaXRzlE6MBHNlZWSUTowGcGFyYW1zlCloIUsgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaECMBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaCtOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoQIwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJRO'
+    'aERLJowEcGF0aJSMHnJlY29yZHMubG9nX2ZyYWdtZW50LmZpZWxkc1swXZRoISmMBmJpdF9vZpROjAZhYnNlbnSUTowEcGVla5SJdWJoYSmBlH2UKGgFjAZsZW5ndGiUaGVoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC4wMcGllY2UgbGVuZ3RolGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohmhvaHyGlGiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLKmiPjB5yZWNvcmRzLmxvZ19mcmFnbWVudC5maWVsZHNbMV2UaCEpaJFOaJJOaJOJdWJoYSmBlH2UKGgFaHtoZWgAjARSZWZUlJOUKYGUfZQo'
+    'aHuMBGVudW2UjAZ0YXJnZXSUaBeMBGFyZ3OUKYwFb3JkZXKUTnViaAtoQGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5oi0sAaA1OaIxoQGiNiWiOTmhESytoj4wecmVjb3Jkcy5sb2dfZnJhZ21lbnQuZmllbGRzWzJdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBWh8aGVoAIwGQnl0ZXNUlJOUKYGUfZQoaG+MGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUaJaMBHRyZWWUjANhc3SUjAROYW1llJOUKVKUfZQojAJpZJRolowDY3R4lGi0'
+    'jARMb2FklJOUKVKUfZRijAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsGdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlGiWYYWUUpR1YowGcHJlZml4lE6MA2Vvc5SJjAR0ZXh0lE6MCnRlcm1pbmF0b3KUTnViaAuMI3RoaXMgZnJhZ21lbnQncyBzaGFyZSBvZiB0aGUgcmVjb3JklGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5oiU5oik5oi0sAaA1OaIxoQGiNiWiOTmhESyxoj4wecmVjb3Jkcy5sb2dfZnJhZ21l'
+    'bnQuZmllbGRzWzNdlGghKWiRTmiSTmiTiXViZWgLjBZPbmUgcGh5c2ljYWwgZnJhZ21lbnQulGgJjA1sb2dfZm9ybWF0Lm1klGiBfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5oXmhfjApmaXhlZF9zaXpllE6MB29mZnNldHOUfZQoaGRLAGiWSwRoe0sGaHxLB3WMBXNpemVzlH2UKGhkSwRolksCaHtLAXVopU51YmFoREsijARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllIwGcmVjb3JklIwIdmlydHVhbHOUXZSMB2xvY2F0'
+    'ZWSUXZR1YowLd3JpdGVfYmF0Y2iUaFspgZR9lChoBWjpaF5dlChoYSmBlH2UKGgFjAhzZXF1ZW5jZZRoZWgeKYGUfZQoaCFLQGgiiWgNaA5oI4h1YmgLjCZzZXF1ZW5jZSBudW1iZXIgb2YgdGhlIGZpcnN0IG9wZXJhdGlvbpRoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREsyaI+MHXJlY29yZHMud3JpdGVfYmF0Y2guZmllbGRzWzBdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBYwFY291bnSUaGVoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wU'
+    'bnVtYmVyIG9mIG9wZXJhdGlvbnOUaAloQGhpTmhqTmhrTmhsTmhtiWhuTmhvTmhwTmhxTmhyTmhzTmgrTmiGaPaMA29wc5SGlGiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLM2iPjB1yZWNvcmRzLndyaXRlX2JhdGNoLmZpZWxkc1sxXZRoISlokU5okk5ok4l1YmhhKYGUfZQoaAVo+mhlaJ8pgZR9lChoe2jkaKOMCGJhdGNoX29wlGikKWilTnViaAtoQGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocGgAjAZSZXBlYXSUk5QpgZR9lCho9mivKYGUfZQoaLJo9mizaLYpUpR9lChouWj2aLpovWi/SwFowEsAaMFLAWjCSwV1'
+    'YmjDaMZdlGj2YYWUUpR1YmjKTmjLiWhrTowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlokk51YmhxTmhyTmhzTmgrTmiGTmiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLNGiPjB1yZWNvcmRzLndyaXRlX2JhdGNoLmZpZWxkc1syXZRoISlokU5okk5ok4l1YmVoC4whT25lIGxvZ2ljYWwgcmVjb3JkLCBhIFdyaXRlQmF0Y2gulGgJjBx3cml0ZV9iYXRjaC5jYyAocmVwXyBsYXlvdXQplGiBfZRo005o1Ilo1U5o1l2UaNkpgZR9lChoFE5oXmjsaNxOaN19lCho70sAaPZLCGj6Swx1aN99lCho70sIaPZLBHVopU51'
+    'YmFoREsuaOFoEWgNTmjiKWjjaORo5V2UaOddlHViagEBAABoWymBlH2UKGgFagEBAABoXl2UKGhhKYGUfZQoaAWMA3RhZ5RoZWifKYGUfZQoaHtoomijaEVopClopU51YmgLaEBoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREs5aI+MGnJlY29yZHMuYmF0Y2hfb3AuZmllbGRzWzBdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBYwEYm9keZRoZWgAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRorymBlH2UKGiyah8BAABos2i2KVKUfZQoaLlqHwEAAGi6'
+    'aL1ov0sBaMBLAGjBSwFowksDdWJow2jGXZRqHwEAAGGFlFKUdWKMBWNhc2VzlEsBaFCMBnB1dF9vcJSHlEsAaE2MCWRlbGV0ZV9vcJSHlIaUaI6MBWVycm9ylGikKWgFjAZzd2l0Y2iUaKVOdWJoC2hAaAloQGhpTmhqTmhrTmhsTmhtiWhuTmhvTmhwTmhxTmhyTmhzTmgrTmiGTmiHKWiITmiJTmiKTmiLSwBoDU5ojGhAaI2JaI5OaERLOmiPjBpyZWNvcmRzLmJhdGNoX29wLmZpZWxkc1sxXZRoISlokU5okk5ok4l1YmVoC4wSQSBwdXQgb3IgYSBkZWxldGUulGgJaEBogX2UaNNOaNSJaNVOaNZdlGjZKYGUfZQoaBROaF5qHAEAAGjc'
+    'TmjdfZQoah8BAABLAGolAQAASwF1aN99lGofAQAASwFzaKVOdWJhaERLNmjhaBFoDU5o4ilo42jkaOVdlGjnXZR1YmozAQAAaFspgZR9lChoBWozAQAAaF5dlChoYSmBlH2UKGgFjANrZXmUaGVoqimBlH2UKGhvTmjKaACMB1ZhcmludFSUk5QpgZR9lCiMCW1heF9ieXRlc5RLCmh7jAd1bGViMTI4lGiBKYwFYWxpYXOUTowJaXNfc2lnbmVklE6MBWZpeGVklE51YmjLiWjMTmjNTnViaAuMHXZhcmludDMyIGxlbmd0aCwgdGhlbiB0aGUga2V5lGgJaEBoaU5oak5oa05obE5obYlobk5ob05ocE5ocU5ock5oc05oK05ohk5ohyloiE5o'
+    'iU5oik5oi0sAaA1OaIxoQGiNiWiOTmhES0Boj4wYcmVjb3Jkcy5wdXRfb3AuZmllbGRzWzBdlGghKWiRTmiSTmiTiXViaGEpgZR9lChoBWgraGVoqimBlH2UKGhvTmjKak0BAAApgZR9lChqUAEAAEsKaHtqUQEAAGiBKWpSAQAATmpTAQAATmpUAQAATnViaMuJaMxOaM1OdWJoC4wfdmFyaW50MzIgbGVuZ3RoLCB0aGVuIHRoZSB2YWx1ZZRoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5oREtBaI+MGHJlY29yZHMucHV0X29wLmZpZWxkc1sxXZRoISlo'
+    'kU5okk5ok4l1YmVoC2hAaAloQGiBfZRo005o1Ilo1U5o1l2UaNkpgZR9lChoFE5oXmpGAQAAaNxOaN19lGpJAQAASwBzaN99lGilTnViYWhESz5o4WgRaA1OaOIpaONo5GjlXZRo512UdWJqNQEAAGhbKYGUfZQoaAVqNQEAAGheXZRoYSmBlH2UKGgFakkBAABoZWiqKYGUfZQoaG9OaMpqTQEAACmBlH2UKGpQAQAASwpoe2pRAQAAaIEpalIBAABOalMBAABOalQBAABOdWJoy4lozE5ozU51YmgLalUBAABoCWhAaGlOaGpOaGtOaGxOaG2JaG5OaG9OaHBOaHFOaHJOaHNOaCtOaIZOaIcpaIhOaIlOaIpOaItLAGgNTmiMaEBojYlojk5o'
+    'REtFaI+MG3JlY29yZHMuZGVsZXRlX29wLmZpZWxkc1swXZRoISlokU5okk5ok4l1YmFoC2hAaAloQGiBfZRo005o1Ilo1U5o1l2UaNkpgZR9lChoFE5oXmppAQAAaNxOaN19lGpJAQAASwBzaN99lGilTnViYWhES0No4WgRaA1OaOIpaONo5GjlXZRo512UdWKMCGxvZ19maWxllGhbKYGUfZQoaAVqeQEAAGheXZRoYSmBlH2UKGgFjAdiYXRjaGVzlGhlaJ8pgZR9lChoe2jkaKNo6WikKWilTnViaAuMRFRoZSBXcml0ZUJhdGNoIHJlY29yZHMsIHJlYXNzZW1ibGVkIGZyb20gZnJhZ21lbnRzIGluIDMyIEtpQiBibG9ja3MulGgJaEBo'
+    'aU5oak5oa05obE5obYlobk5ob05ocGoDAQAAKYGUfZQoaPZOaMpOaMuIaGtOag0BAABOag4BAACJaJJOdWJocU5ock5oc05oK05ohk5ohyloiE5oiU5oimgAjAdGcmFtaW5nlJOUKYGUfZQojAhmcmFnbWVudJRoWWh8aHyMCmJsb2NrX3NpemWUTQCAjAR0YWlslIwEemVyb5Roe2h7jAVraW5kc5QojARmdWxslEsBhpSMBWZpcnN0lEsChpSMBm1pZGRsZZRLA4aUjARsYXN0lEsEhpR0lIwJa2luZF9lbnVtlGgXjAZsYWNpbmeUTowJY29udGludWVklE6MBmhlYWRlcpRLB4wLYWZ0ZXJfcGllY2WUSwCMCXJhd19raW5kc5R9lChqjgEA'
+    'AGgxapABAABoNWqSAQAAaDlqlAEAAGg9dXViaItLAGgNTmiMaEBojYlojk5oREtKaI+MGnJlY29yZHMubG9nX2ZpbGUuZmllbGRzWzBdlGghKWiRTmiSTmiTiXViYWgLjBFBIHdob2xlIGxvZyBmaWxlLpRoCWhAaIF9lGjTTmjUiWjVTmjWXZRo2SmBlH2UKGgUTmheanwBAABo3E5o3X2Uan8BAABLAHNo332UaKVOdWJhaERLR2jhaBFoDU5o4ilo42jkaOVdlGjnXZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMGGxldmVsZGJfcGx1Z2luczpyZWdpc3RlcpRhjAZkZXRlY3SUXZSMC2VuZGlhbl9leHBylE51Yi4='
+)

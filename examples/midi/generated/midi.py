@@ -16,8 +16,8 @@ Spec: Standard MIDI Files 1.0 (RP-001)
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -82,6 +83,11 @@ _ik_vlq = _registry.integer_codec('vlq', {})
 FAMILY = "midi"
 SCHEMA_FILES = ["schemas/midi.yaml"]
 SCHEMA_DIGEST = "sha256:52c2cbdc786463869e3b005a1518106f8fe0ba153804cef69eee980efd12f9d6"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'MThd', 'midi_file', {}, False, None, None)]
+RECORD_NAMES = ('midi_file', 'track', 'event', 'note', 'control_change', 'program_change', 'channel_pressure', 'pitch_bend', 'sysex', 'escape', 'meta', 'sequence_number', 'text', 'channel_prefix', 'midi_port', 'set_tempo', 'smpte_offset', 'time_signature', 'key_signature')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -5191,570 +5197,598 @@ def encode_key_signature(value: KeySignature) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
-
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
-
-C_note = Struct(
-    '_o_start' / Tell,
-    'note' / Int8ub,
-    Check(Code("(this['note'] <= 127)", lambda this: (this['note'] <= 127))),
-    'velocity' / Int8ub,
-    Check(Code("(this['velocity'] <= 127)", lambda this: (this['velocity'] <= 127))),
-)
-C_note._bw_fast_runs = {'note': (2, (('note', 0, 1), ('velocity', 1, 1)))}
-
-C_control_change = Struct(
-    '_o_start' / Tell,
-    'control' / Int8ub,
-    Check(Code("(this['control'] <= 127)", lambda this: (this['control'] <= 127))),
-    'value' / Int8ub,
-    Check(Code("(this['value'] <= 127)", lambda this: (this['value'] <= 127))),
-)
-C_control_change._bw_fast_runs = {'control': (2, (('control', 0, 1), ('value', 1, 1)))}
-
-C_program_change = Struct(
-    '_o_start' / Tell,
-    'program' / Int8ub,
-    Check(Code("(this['program'] <= 127)", lambda this: (this['program'] <= 127))),
-)
-C_program_change._bw_fast_runs = {'program': (1, (('program', 0, 1),))}
-
-C_channel_pressure = Struct(
-    '_o_start' / Tell,
-    'pressure' / Int8ub,
-    Check(Code("(this['pressure'] <= 127)", lambda this: (this['pressure'] <= 127))),
-)
-C_channel_pressure._bw_fast_runs = {'pressure': (1, (('pressure', 0, 1),))}
-
-C_pitch_bend = Struct(
-    '_o_start' / Tell,
-    'bend' / Rebuild(Int16ul, Code("(((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8))", lambda this: (((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8)))),
-    _RuleCheck(Code("(((this['bend'] & 32896) == 0))", lambda this: (((this['bend'] & 32896) == 0))), 'bend', 'bend & 32896 == 0', 'undefined bits set'),
-)
-C_pitch_bend._bw_fast_runs = {}
-
-C_sysex = Struct(
-    '_o_start' / Tell,
-    'length' / Rebuild(IntegerKind(_ik_vlq), Code("(len(this['data']) + 1)", lambda this: (len(this['data']) + 1))),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] - 1)", lambda this: (this['length'] - 1))), GreedyBytes),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length'])),
-    'end' / Const(247, Int8ub),
-)
-C_sysex._bw_fast_runs = {'end': (1, (('end', 0, 1),))}
-
-C_escape = Struct(
-    '_o_start' / Tell,
-    'length' / Rebuild(IntegerKind(_ik_vlq), Code("len(this['data'])", lambda this: len(this['data']))),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['length']", lambda this: this['length'])), GreedyBytes),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
-)
-C_escape._bw_fast_runs = {}
-
-C_sequence_number = Struct(
-    '_o_start' / Tell,
-    'number' / Int16ub,
-)
-C_sequence_number._bw_fast_runs = {'number': (2, (('number', 0, 2),))}
-
-C_text = Struct(
-    '_o_start' / Tell,
-    'text' / GreedyBytes,
-)
-C_text._bw_fast_runs = {}
-
-C_channel_prefix = Struct(
-    '_o_start' / Tell,
-    'channel' / Int8ub,
-    Check(Code("(this['channel'] <= 15)", lambda this: (this['channel'] <= 15))),
-)
-C_channel_prefix._bw_fast_runs = {'channel': (1, (('channel', 0, 1),))}
-
-C_midi_port = Struct(
-    '_o_start' / Tell,
-    'port' / Int8ub,
-    Check(Code("(this['port'] <= 127)", lambda this: (this['port'] <= 127))),
-)
-C_midi_port._bw_fast_runs = {'port': (1, (('port', 0, 1),))}
-
-C_set_tempo = Struct(
-    '_o_start' / Tell,
-    'tempo' / Int24ub,
-)
-C_set_tempo._bw_fast_runs = {'tempo': (3, (('tempo', 0, 3),))}
-
-C_smpte_offset = Struct(
-    '_o_start' / Tell,
-    'hours' / Rebuild(Int8ub, Code("((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour']))", lambda this: ((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour'])))),
-    _RuleCheck(Code("(((this['hours'] & 128) == 0))", lambda this: (((this['hours'] & 128) == 0))), 'hours', 'hours & 128 == 0', 'undefined bits set'),
-    'minutes' / Int8ub,
-    Check(Code("(this['minutes'] <= 59)", lambda this: (this['minutes'] <= 59))),
-    'seconds' / Int8ub,
-    Check(Code("(this['seconds'] <= 59)", lambda this: (this['seconds'] <= 59))),
-    'frames' / Int8ub,
-    'sub_frames' / Int8ub,
-    Check(Code("(this['sub_frames'] <= 99)", lambda this: (this['sub_frames'] <= 99))),
-)
-C_smpte_offset._bw_fast_runs = {'minutes': (4, (('minutes', 0, 1), ('seconds', 1, 1), ('frames', 2, 1), ('sub_frames', 3, 1)))}
-
-C_time_signature = Struct(
-    '_o_start' / Tell,
-    'numerator' / Int8ub,
-    'denominator_log2' / Int8ub,
-    'clocks_per_click' / Int8ub,
-    'notated_32nd_notes_per_beat' / Int8ub,
-)
-C_time_signature._bw_fast_runs = {'numerator': (4, (('numerator', 0, 1), ('denominator_log2', 1, 1), ('clocks_per_click', 2, 1), ('notated_32nd_notes_per_beat', 3, 1)))}
-
-C_key_signature = Struct(
-    '_o_start' / Tell,
-    'sharps' / Int8sb,
-    Check(Code("(-7 <= this['sharps'] and this['sharps'] <= 7)", lambda this: (-7 <= this['sharps'] and this['sharps'] <= 7))),
-    'minor' / Int8ub,
-    Check(Code("(this['minor'] <= 1)", lambda this: (this['minor'] <= 1))),
-)
-C_key_signature._bw_fast_runs = {'sharps': (2, (('sharps', 0, 1), ('minor', 1, 1)))}
-
-C_meta = Struct(
-    '_o_start' / Tell,
-    'meta_type' / Int8ub,
-    'length' / Rebuild(IntegerKind(_ik_vlq), Code('len(_build_bytes(Switch(Code("this[\'meta_type\']", lambda this: this[\'meta_type\']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this[\'data\'], this))', lambda this: len(_build_bytes(Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this['data'], this)))),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['length']", lambda this: this['length']), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
-)
-C_meta._bw_fast_runs = {'meta_type': (1, (('meta_type', 0, 1),))}
-
-from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
-C_event = Struct(
-    '_o_start' / Tell,
-    'delta' / IntegerKind(_ik_vlq),
-    'lead' / _Peek(Int8ub, 1),
-    'status' / If(Code("(((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)", lambda this: (((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)), Int8ub),
-    'message' / Switch(Code("(((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))", lambda this: (((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))), {8: C_note, 9: C_note, 10: C_note, 11: C_control_change, 12: C_program_change, 13: C_channel_pressure, 14: C_pitch_bend, 240: C_sysex, 247: C_escape, 255: C_meta}, default=Error),
-)
-C_event._bw_fast_runs = {}
-
-from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
-C_track = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'MTrk'),
-    '_o_length' / Tell,
-    'length' / Rebuild(Int32ub, 0),
-    '_s_events' / Tell,
-    'events' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)),
-    '_e_events' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_events'] - this['_s_events']", lambda this: this['_e_events'] - this['_s_events']))),
-    Check(Code("not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length']", lambda this: not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length'])),
-)
-C_track._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('length', 4, 4)))}
-
-C_midi_file = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'MThd'),
-    'header_length' / Const(6, Int32ub),
-    'format' / ClosedEnum(Int16ub, 'SmfFormat', (0, 1, 2), ()),
-    'ntracks' / Rebuild(Int16ub, Code("len(this['tracks'])", lambda this: len(this['tracks']))),
-    'division' / Rebuild(Int16ub, Code("((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks']))", lambda this: ((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks'])))),
-    'tracks' / Array(Code("this['ntracks']", lambda this: this['ntracks']), C_track, min_size=8),
-)
-C_midi_file._bw_fast_runs = {'magic': (12, (('magic', 0, 4), ('header_length', 4, 4), ('format', 8, 2), ('ntracks', 10, 2)))}
-
-def _c2m_midi_file(c):
-    if c.__class__ is MidiFile:  # built by a compiled parse
-        return c
-    f_format = c['format']
-    if f_format is not None:
-        _t = _SMFFORMAT_BY_VALUE.get(f_format)
-        f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
-    f_division = c['division']
-    f_smpte = bool(f_division >> 15 & 1)
-    f_ticks = f_division & 32767
-    f_tracks = c['tracks']
-    if f_tracks is not None:
-        f_tracks = [_c2m_track(_x) for _x in f_tracks]
-    return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
-
-def _f2m_midi_file(f_format, f_division, f_tracks):
-    if f_format is not None:
-        _t = _SMFFORMAT_BY_VALUE.get(f_format)
-        f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
-    f_smpte = bool(f_division >> 15 & 1)
-    f_ticks = f_division & 32767
-    if f_tracks is not None:
-        f_tracks = [(_x if _x.__class__ is Track else _c2m_track(_x)) for _x in f_tracks]
-    return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
-C_midi_file._bw_model = (_f2m_midi_file, ('format', 'division', 'tracks'), (), True)
-
-def _m2c_midi_file(v):
-    return {
-        'format': None if v.format is None else int(v.format),
-        'smpte': None if v.smpte is None else _bit_part(v.smpte, 1, 'smpte'),
-        'ticks': None if v.ticks is None else _bit_part(v.ticks, 15, 'ticks'),
-        'tracks': None if v.tracks is None else [_m2c_track(_x) for _x in v.tracks],
-    }
-
-def _c2m_track(c):
-    if c.__class__ is Track:  # built by a compiled parse
-        return c
-    f_events = c['events']
-    if f_events is not None:
-        f_events = _chain_models(f_events, 0, lambda _x, _p: _c2m_event(_x, _p), 'effective')
-    return Track(f_events)
-
-def _f2m_track(f_events):
-    if f_events is not None:
-        f_events = _chain_models(f_events, 0, lambda _x, _p: (_x if _x.__class__ is Event else _c2m_event(_x, _p)), 'effective')
-    return Track(f_events)
-C_track._bw_model = (_f2m_track, ('events',), (), True)
-
-def _m2c_track(v):
-    return {
-        'events': None if v.events is None else [_m2c_event(_x) for _x in v.events],
-    }
-
-def _c2m_event(c, p_running):
-    if c.__class__ is Event:  # built by a compiled parse
-        return c
-    f_delta = c['delta']
-    f_status = c['status']
-    f_message = c['message']
-    if f_message is not None:
-        f_message = (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else (_c2m_control_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else (_c2m_program_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else (_c2m_channel_pressure(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else (_c2m_pitch_bend(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else (_c2m_sysex(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else (_c2m_escape(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else (_c2m_meta(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
-    f_effective = (f_status if (f_status is not None) else p_running)
-    return Event(f_delta, f_status, f_message, f_effective)
-
-def _f2m_event(f_delta, f_status, f_message, p_running):
-    if f_message is not None:
-        f_message = ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else ((f_message if f_message.__class__ is ControlChange else _c2m_control_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else ((f_message if f_message.__class__ is ProgramChange else _c2m_program_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else ((f_message if f_message.__class__ is ChannelPressure else _c2m_channel_pressure(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else ((f_message if f_message.__class__ is PitchBend else _c2m_pitch_bend(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else ((f_message if f_message.__class__ is Sysex else _c2m_sysex(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else ((f_message if f_message.__class__ is Escape else _c2m_escape(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else ((f_message if f_message.__class__ is Meta else _c2m_meta(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
-    f_effective = (f_status if (f_status is not None) else p_running)
-    return Event(f_delta, f_status, f_message, f_effective)
-C_event._bw_model = (_f2m_event, ('delta', 'status', 'message'), ('running',), True)
-
-def _m2c_event(v):
-    return {
-        'delta': v.delta,
-        'status': v.status,
-        'message': None if v.message is None else _m2c_any(v.message),
-        'effective': v.effective,
-    }
-
-def _c2m_note(c):
-    if c.__class__ is Note:  # built by a compiled parse
-        return c
-    f_note = c['note']
-    f_velocity = c['velocity']
-    return Note(f_note, f_velocity)
-
-def _f2m_note(f_note, f_velocity):
-    return Note(f_note, f_velocity)
-C_note._bw_model = (_f2m_note, ('note', 'velocity'), (), True)
-
-def _m2c_note(v):
-    return {
-        'note': v.note,
-        'velocity': v.velocity,
-    }
-
-def _c2m_control_change(c):
-    if c.__class__ is ControlChange:  # built by a compiled parse
-        return c
-    f_control = c['control']
-    f_value = c['value']
-    return ControlChange(f_control, f_value)
-
-def _f2m_control_change(f_control, f_value):
-    return ControlChange(f_control, f_value)
-C_control_change._bw_model = (_f2m_control_change, ('control', 'value'), (), True)
-
-def _m2c_control_change(v):
-    return {
-        'control': v.control,
-        'value': v.value,
-    }
-
-def _c2m_program_change(c):
-    if c.__class__ is ProgramChange:  # built by a compiled parse
-        return c
-    f_program = c['program']
-    return ProgramChange(f_program)
-
-def _f2m_program_change(f_program):
-    return ProgramChange(f_program)
-C_program_change._bw_model = (_f2m_program_change, ('program',), (), True)
-
-def _m2c_program_change(v):
-    return {
-        'program': v.program,
-    }
-
-def _c2m_channel_pressure(c):
-    if c.__class__ is ChannelPressure:  # built by a compiled parse
-        return c
-    f_pressure = c['pressure']
-    return ChannelPressure(f_pressure)
-
-def _f2m_channel_pressure(f_pressure):
-    return ChannelPressure(f_pressure)
-C_channel_pressure._bw_model = (_f2m_channel_pressure, ('pressure',), (), True)
-
-def _m2c_channel_pressure(v):
-    return {
-        'pressure': v.pressure,
-    }
-
-def _c2m_pitch_bend(c):
-    if c.__class__ is PitchBend:  # built by a compiled parse
-        return c
-    f_bend = c['bend']
-    f_low = f_bend & 127
-    f_high = f_bend >> 8 & 127
-    return PitchBend(f_low, f_high)
-
-def _f2m_pitch_bend(f_bend):
-    f_low = f_bend & 127
-    f_high = f_bend >> 8 & 127
-    return PitchBend(f_low, f_high)
-C_pitch_bend._bw_model = (_f2m_pitch_bend, ('bend',), (), True)
-
-def _m2c_pitch_bend(v):
-    return {
-        'low': None if v.low is None else _bit_part(v.low, 7, 'low'),
-        'high': None if v.high is None else _bit_part(v.high, 7, 'high'),
-    }
-
-def _c2m_sysex(c):
-    if c.__class__ is Sysex:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Sysex(f_data)
-
-def _f2m_sysex(f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Sysex(f_data)
-C_sysex._bw_model = (_f2m_sysex, ('data',), (), True)
-
-def _m2c_sysex(v):
-    return {
-        'data': v.data,
-    }
-
-def _c2m_escape(c):
-    if c.__class__ is Escape:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Escape(f_data)
-
-def _f2m_escape(f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Escape(f_data)
-C_escape._bw_model = (_f2m_escape, ('data',), (), True)
-
-def _m2c_escape(v):
-    return {
-        'data': v.data,
-    }
-
-def _c2m_meta(c):
-    if c.__class__ is Meta:  # built by a compiled parse
-        return c
-    f_meta_type = c['meta_type']
-    if f_meta_type is not None:
-        _t = _METATYPE_BY_VALUE.get(f_meta_type)
-        f_meta_type = f_meta_type if _t is None else _t
-    f_data = c['data']
-    if f_data is not None:
-        f_data = (_c2m_sequence_number(f_data) if f_meta_type == 0 else (_c2m_text(f_data) if f_meta_type == 1 else (_c2m_text(f_data) if f_meta_type == 2 else (_c2m_text(f_data) if f_meta_type == 3 else (_c2m_text(f_data) if f_meta_type == 4 else (_c2m_text(f_data) if f_meta_type == 5 else (_c2m_text(f_data) if f_meta_type == 6 else (_c2m_text(f_data) if f_meta_type == 7 else (_c2m_channel_prefix(f_data) if f_meta_type == 32 else (_c2m_midi_port(f_data) if f_meta_type == 33 else (None if f_meta_type == 47 else (_c2m_set_tempo(f_data) if f_meta_type == 81 else (_c2m_smpte_offset(f_data) if f_meta_type == 84 else (_c2m_time_signature(f_data) if f_meta_type == 88 else (_c2m_key_signature(f_data) if f_meta_type == 89 else f_data)))))))))))))))
-    return Meta(f_meta_type, f_data)
-
-def _f2m_meta(f_meta_type, f_data):
-    if f_meta_type is not None:
-        _t = _METATYPE_BY_VALUE.get(f_meta_type)
-        f_meta_type = f_meta_type if _t is None else _t
-    if f_data is not None:
-        f_data = ((f_data if f_data.__class__ is SequenceNumber else _c2m_sequence_number(f_data)) if f_meta_type == 0 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 1 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 2 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 3 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 4 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 5 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 6 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 7 else ((f_data if f_data.__class__ is ChannelPrefix else _c2m_channel_prefix(f_data)) if f_meta_type == 32 else ((f_data if f_data.__class__ is MidiPort else _c2m_midi_port(f_data)) if f_meta_type == 33 else (None if f_meta_type == 47 else ((f_data if f_data.__class__ is SetTempo else _c2m_set_tempo(f_data)) if f_meta_type == 81 else ((f_data if f_data.__class__ is SmpteOffset else _c2m_smpte_offset(f_data)) if f_meta_type == 84 else ((f_data if f_data.__class__ is TimeSignature else _c2m_time_signature(f_data)) if f_meta_type == 88 else ((f_data if f_data.__class__ is KeySignature else _c2m_key_signature(f_data)) if f_meta_type == 89 else f_data)))))))))))))))
-    return Meta(f_meta_type, f_data)
-C_meta._bw_model = (_f2m_meta, ('meta_type', 'data'), (), True)
-
-def _m2c_meta(v):
-    return {
-        'meta_type': None if v.meta_type is None else int(v.meta_type),
-        'data': None if v.data is None else _m2c_any(_case_value(v.data, v.meta_type, {0: SequenceNumber, 1: Text, 2: Text, 3: Text, 4: Text, 5: Text, 6: Text, 7: Text, 32: ChannelPrefix, 33: MidiPort, 47: None, 81: SetTempo, 84: SmpteOffset, 88: TimeSignature, 89: KeySignature}, None, 'data')),
-    }
-
-def _c2m_sequence_number(c):
-    if c.__class__ is SequenceNumber:  # built by a compiled parse
-        return c
-    f_number = c['number']
-    return SequenceNumber(f_number)
-
-def _f2m_sequence_number(f_number):
-    return SequenceNumber(f_number)
-C_sequence_number._bw_model = (_f2m_sequence_number, ('number',), (), True)
-
-def _m2c_sequence_number(v):
-    return {
-        'number': v.number,
-    }
-
-def _c2m_text(c):
-    if c.__class__ is Text:  # built by a compiled parse
-        return c
-    f_text = c['text']
-    if f_text is not None:
-        f_text = bytes(f_text)
-    return Text(f_text)
-
-def _f2m_text(f_text):
-    if f_text is not None:
-        f_text = bytes(f_text)
-    return Text(f_text)
-C_text._bw_model = (_f2m_text, ('text',), (), True)
-
-def _m2c_text(v):
-    return {
-        'text': v.text,
-    }
-
-def _c2m_channel_prefix(c):
-    if c.__class__ is ChannelPrefix:  # built by a compiled parse
-        return c
-    f_channel = c['channel']
-    return ChannelPrefix(f_channel)
-
-def _f2m_channel_prefix(f_channel):
-    return ChannelPrefix(f_channel)
-C_channel_prefix._bw_model = (_f2m_channel_prefix, ('channel',), (), True)
-
-def _m2c_channel_prefix(v):
-    return {
-        'channel': v.channel,
-    }
-
-def _c2m_midi_port(c):
-    if c.__class__ is MidiPort:  # built by a compiled parse
-        return c
-    f_port = c['port']
-    return MidiPort(f_port)
-
-def _f2m_midi_port(f_port):
-    return MidiPort(f_port)
-C_midi_port._bw_model = (_f2m_midi_port, ('port',), (), True)
-
-def _m2c_midi_port(v):
-    return {
-        'port': v.port,
-    }
-
-def _c2m_set_tempo(c):
-    if c.__class__ is SetTempo:  # built by a compiled parse
-        return c
-    f_tempo = c['tempo']
-    return SetTempo(f_tempo)
-
-def _f2m_set_tempo(f_tempo):
-    return SetTempo(f_tempo)
-C_set_tempo._bw_model = (_f2m_set_tempo, ('tempo',), (), True)
-
-def _m2c_set_tempo(v):
-    return {
-        'tempo': v.tempo,
-    }
-
-def _c2m_smpte_offset(c):
-    if c.__class__ is SmpteOffset:  # built by a compiled parse
-        return c
-    f_hours = c['hours']
-    f_frame_rate = f_hours >> 5 & 3
-    f_hour = f_hours & 31
-    f_minutes = c['minutes']
-    f_seconds = c['seconds']
-    f_frames = c['frames']
-    f_sub_frames = c['sub_frames']
-    return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
-
-def _f2m_smpte_offset(f_hours, f_minutes, f_seconds, f_frames, f_sub_frames):
-    f_frame_rate = f_hours >> 5 & 3
-    f_hour = f_hours & 31
-    return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
-C_smpte_offset._bw_model = (_f2m_smpte_offset, ('hours', 'minutes', 'seconds', 'frames', 'sub_frames'), (), True)
-
-def _m2c_smpte_offset(v):
-    return {
-        'frame_rate': None if v.frame_rate is None else _bit_part(v.frame_rate, 2, 'frame_rate'),
-        'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour'),
-        'minutes': v.minutes,
-        'seconds': v.seconds,
-        'frames': v.frames,
-        'sub_frames': v.sub_frames,
-    }
-
-def _c2m_time_signature(c):
-    if c.__class__ is TimeSignature:  # built by a compiled parse
-        return c
-    f_numerator = c['numerator']
-    f_denominator_log2 = c['denominator_log2']
-    f_clocks_per_click = c['clocks_per_click']
-    f_notated_32nd_notes_per_beat = c['notated_32nd_notes_per_beat']
-    return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
-
-def _f2m_time_signature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat):
-    return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
-C_time_signature._bw_model = (_f2m_time_signature, ('numerator', 'denominator_log2', 'clocks_per_click', 'notated_32nd_notes_per_beat'), (), True)
-
-def _m2c_time_signature(v):
-    return {
-        'numerator': v.numerator,
-        'denominator_log2': v.denominator_log2,
-        'clocks_per_click': v.clocks_per_click,
-        'notated_32nd_notes_per_beat': v.notated_32nd_notes_per_beat,
-    }
-
-def _c2m_key_signature(c):
-    if c.__class__ is KeySignature:  # built by a compiled parse
-        return c
-    f_sharps = c['sharps']
-    f_minor = c['minor']
-    return KeySignature(f_sharps, f_minor)
-
-def _f2m_key_signature(f_sharps, f_minor):
-    return KeySignature(f_sharps, f_minor)
-C_key_signature._bw_model = (_f2m_key_signature, ('sharps', 'minor'), (), True)
-
-def _m2c_key_signature(v):
-    return {
-        'sharps': v.sharps,
-        'minor': v.minor,
-    }
-
-
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
-
-
-_M2C = {MidiFile: _m2c_midi_file, Track: _m2c_track, Event: _m2c_event, Note: _m2c_note, ControlChange: _m2c_control_change, ProgramChange: _m2c_program_change, ChannelPressure: _m2c_channel_pressure, PitchBend: _m2c_pitch_bend, Sysex: _m2c_sysex, Escape: _m2c_escape, Meta: _m2c_meta, SequenceNumber: _m2c_sequence_number, Text: _m2c_text, ChannelPrefix: _m2c_channel_prefix, MidiPort: _m2c_midi_port, SetTempo: _m2c_set_tempo, SmpteOffset: _m2c_smpte_offset, TimeSignature: _m2c_time_signature, KeySignature: _m2c_key_signature }
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
+
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
+
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
+    C_note = Struct(
+        '_o_start' / Tell,
+        'note' / Int8ub,
+        Check(Code("(this['note'] <= 127)", lambda this: (this['note'] <= 127))),
+        'velocity' / Int8ub,
+        Check(Code("(this['velocity'] <= 127)", lambda this: (this['velocity'] <= 127))),
+    )
+    C_note._bw_fast_runs = {'note': (2, (('note', 0, 1), ('velocity', 1, 1)))}
+
+    C_control_change = Struct(
+        '_o_start' / Tell,
+        'control' / Int8ub,
+        Check(Code("(this['control'] <= 127)", lambda this: (this['control'] <= 127))),
+        'value' / Int8ub,
+        Check(Code("(this['value'] <= 127)", lambda this: (this['value'] <= 127))),
+    )
+    C_control_change._bw_fast_runs = {'control': (2, (('control', 0, 1), ('value', 1, 1)))}
+
+    C_program_change = Struct(
+        '_o_start' / Tell,
+        'program' / Int8ub,
+        Check(Code("(this['program'] <= 127)", lambda this: (this['program'] <= 127))),
+    )
+    C_program_change._bw_fast_runs = {'program': (1, (('program', 0, 1),))}
+
+    C_channel_pressure = Struct(
+        '_o_start' / Tell,
+        'pressure' / Int8ub,
+        Check(Code("(this['pressure'] <= 127)", lambda this: (this['pressure'] <= 127))),
+    )
+    C_channel_pressure._bw_fast_runs = {'pressure': (1, (('pressure', 0, 1),))}
+
+    C_pitch_bend = Struct(
+        '_o_start' / Tell,
+        'bend' / Rebuild(Int16ul, Code("(((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8))", lambda this: (((this['bend'] >> 0 & 127) if this['_parsing'] else this['low']) | (((this['bend'] >> 8 & 127) if this['_parsing'] else this['high']) << 8)))),
+        _RuleCheck(Code("(((this['bend'] & 32896) == 0))", lambda this: (((this['bend'] & 32896) == 0))), 'bend', 'bend & 32896 == 0', 'undefined bits set'),
+    )
+    C_pitch_bend._bw_fast_runs = {}
+
+    C_sysex = Struct(
+        '_o_start' / Tell,
+        'length' / Rebuild(IntegerKind(_ik_vlq), Code("(len(this['data']) + 1)", lambda this: (len(this['data']) + 1))),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['length'] - 1)", lambda this: (this['length'] - 1))), GreedyBytes),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 1) == this['length'])),
+        'end' / Const(247, Int8ub),
+    )
+    C_sysex._bw_fast_runs = {'end': (1, (('end', 0, 1),))}
+
+    C_escape = Struct(
+        '_o_start' / Tell,
+        'length' / Rebuild(IntegerKind(_ik_vlq), Code("len(this['data'])", lambda this: len(this['data']))),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['length']", lambda this: this['length'])), GreedyBytes),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
+    )
+    C_escape._bw_fast_runs = {}
+
+    C_sequence_number = Struct(
+        '_o_start' / Tell,
+        'number' / Int16ub,
+    )
+    C_sequence_number._bw_fast_runs = {'number': (2, (('number', 0, 2),))}
+
+    C_text = Struct(
+        '_o_start' / Tell,
+        'text' / GreedyBytes,
+    )
+    C_text._bw_fast_runs = {}
+
+    C_channel_prefix = Struct(
+        '_o_start' / Tell,
+        'channel' / Int8ub,
+        Check(Code("(this['channel'] <= 15)", lambda this: (this['channel'] <= 15))),
+    )
+    C_channel_prefix._bw_fast_runs = {'channel': (1, (('channel', 0, 1),))}
+
+    C_midi_port = Struct(
+        '_o_start' / Tell,
+        'port' / Int8ub,
+        Check(Code("(this['port'] <= 127)", lambda this: (this['port'] <= 127))),
+    )
+    C_midi_port._bw_fast_runs = {'port': (1, (('port', 0, 1),))}
+
+    C_set_tempo = Struct(
+        '_o_start' / Tell,
+        'tempo' / Int24ub,
+    )
+    C_set_tempo._bw_fast_runs = {'tempo': (3, (('tempo', 0, 3),))}
+
+    C_smpte_offset = Struct(
+        '_o_start' / Tell,
+        'hours' / Rebuild(Int8ub, Code("((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour']))", lambda this: ((((this['hours'] >> 5 & 3) if this['_parsing'] else this['frame_rate']) << 5) | ((this['hours'] >> 0 & 31) if this['_parsing'] else this['hour'])))),
+        _RuleCheck(Code("(((this['hours'] & 128) == 0))", lambda this: (((this['hours'] & 128) == 0))), 'hours', 'hours & 128 == 0', 'undefined bits set'),
+        'minutes' / Int8ub,
+        Check(Code("(this['minutes'] <= 59)", lambda this: (this['minutes'] <= 59))),
+        'seconds' / Int8ub,
+        Check(Code("(this['seconds'] <= 59)", lambda this: (this['seconds'] <= 59))),
+        'frames' / Int8ub,
+        'sub_frames' / Int8ub,
+        Check(Code("(this['sub_frames'] <= 99)", lambda this: (this['sub_frames'] <= 99))),
+    )
+    C_smpte_offset._bw_fast_runs = {'minutes': (4, (('minutes', 0, 1), ('seconds', 1, 1), ('frames', 2, 1), ('sub_frames', 3, 1)))}
+
+    C_time_signature = Struct(
+        '_o_start' / Tell,
+        'numerator' / Int8ub,
+        'denominator_log2' / Int8ub,
+        'clocks_per_click' / Int8ub,
+        'notated_32nd_notes_per_beat' / Int8ub,
+    )
+    C_time_signature._bw_fast_runs = {'numerator': (4, (('numerator', 0, 1), ('denominator_log2', 1, 1), ('clocks_per_click', 2, 1), ('notated_32nd_notes_per_beat', 3, 1)))}
+
+    C_key_signature = Struct(
+        '_o_start' / Tell,
+        'sharps' / Int8sb,
+        Check(Code("(-7 <= this['sharps'] and this['sharps'] <= 7)", lambda this: (-7 <= this['sharps'] and this['sharps'] <= 7))),
+        'minor' / Int8ub,
+        Check(Code("(this['minor'] <= 1)", lambda this: (this['minor'] <= 1))),
+    )
+    C_key_signature._bw_fast_runs = {'sharps': (2, (('sharps', 0, 1), ('minor', 1, 1)))}
+
+    C_meta = Struct(
+        '_o_start' / Tell,
+        'meta_type' / Int8ub,
+        'length' / Rebuild(IntegerKind(_ik_vlq), Code('len(_build_bytes(Switch(Code("this[\'meta_type\']", lambda this: this[\'meta_type\']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this[\'data\'], this))', lambda this: len(_build_bytes(Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes), this['data'], this)))),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['length']", lambda this: this['length']), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)), Switch(Code("this['meta_type']", lambda this: this['meta_type']), {0: C_sequence_number, 1: C_text, 2: C_text, 3: C_text, 4: C_text, 5: C_text, 6: C_text, 7: C_text, 32: C_channel_prefix, 33: C_midi_port, 47: Pass, 81: C_set_tempo, 84: C_smpte_offset, 88: C_time_signature, 89: C_key_signature}, default=GreedyBytes)),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
+    )
+    C_meta._bw_fast_runs = {'meta_type': (1, (('meta_type', 0, 1),))}
+
+    from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
+    C_event = Struct(
+        '_o_start' / Tell,
+        'delta' / IntegerKind(_ik_vlq),
+        'lead' / _Peek(Int8ub, 1),
+        'status' / If(Code("(((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)", lambda this: (((this['lead'] >= 128)) if this['_parsing'] else this['status'] is not None)), Int8ub),
+        'message' / Switch(Code("(((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))", lambda this: (((this['status'] >> 4) if (this['status'] < 240) else this['status']) if (this['status'] is not None) else ((this['_params']['running'] >> 4) if (this['_params']['running'] < 240) else 0))), {8: C_note, 9: C_note, 10: C_note, 11: C_control_change, 12: C_program_change, 13: C_channel_pressure, 14: C_pitch_bend, 240: C_sysex, 247: C_escape, 255: C_meta}, default=Error),
+    )
+    C_event._bw_fast_runs = {}
+
+    from bytewright.runtime.peek import ChainedValues as _ChainedValues, Peek as _Peek, chain_models as _chain_models
+    C_track = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'MTrk'),
+        '_o_length' / Tell,
+        'length' / Rebuild(Int32ub, 0),
+        '_s_events' / Tell,
+        'events' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_events'] - this['_s_events']))), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)), _ChainedValues(WithParams(C_event, {'running': Code("this['_chain']", lambda this: this['_chain'])}), None, Code('0', lambda this: 0), 'effective', lambda _c, _p: (_c['status'] if (_c['status'] is not None) else _p), 2)),
+        '_e_events' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_events'] - this['_s_events']", lambda this: this['_e_events'] - this['_s_events']))),
+        Check(Code("not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length']", lambda this: not this['_parsing'] or this['_e_events'] - this['_s_events'] == this['length'])),
+    )
+    C_track._bw_fast_runs = {'magic': (8, (('magic', 0, 4), ('length', 4, 4)))}
+
+    C_midi_file = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'MThd'),
+        'header_length' / Const(6, Int32ub),
+        'format' / ClosedEnum(Int16ub, 'SmfFormat', (0, 1, 2), ()),
+        'ntracks' / Rebuild(Int16ub, Code("len(this['tracks'])", lambda this: len(this['tracks']))),
+        'division' / Rebuild(Int16ub, Code("((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks']))", lambda this: ((((this['division'] >> 15 & 1) if this['_parsing'] else this['smpte']) << 15) | ((this['division'] >> 0 & 32767) if this['_parsing'] else this['ticks'])))),
+        'tracks' / Array(Code("this['ntracks']", lambda this: this['ntracks']), C_track, min_size=8),
+    )
+    C_midi_file._bw_fast_runs = {'magic': (12, (('magic', 0, 4), ('header_length', 4, 4), ('format', 8, 2), ('ntracks', 10, 2)))}
+
+    def _c2m_midi_file(c):
+        if c.__class__ is MidiFile:  # built by a compiled parse
+            return c
+        f_format = c['format']
+        if f_format is not None:
+            _t = _SMFFORMAT_BY_VALUE.get(f_format)
+            f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
+        f_division = c['division']
+        f_smpte = bool(f_division >> 15 & 1)
+        f_ticks = f_division & 32767
+        f_tracks = c['tracks']
+        if f_tracks is not None:
+            f_tracks = [_c2m_track(_x) for _x in f_tracks]
+        return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
+
+    def _f2m_midi_file(f_format, f_division, f_tracks):
+        if f_format is not None:
+            _t = _SMFFORMAT_BY_VALUE.get(f_format)
+            f_format = _enum_value(SmfFormat, f_format, False) if _t is None else _t
+        f_smpte = bool(f_division >> 15 & 1)
+        f_ticks = f_division & 32767
+        if f_tracks is not None:
+            f_tracks = [(_x if _x.__class__ is Track else _c2m_track(_x)) for _x in f_tracks]
+        return MidiFile(f_format, f_smpte, f_ticks, f_tracks)
+    C_midi_file._bw_model = (_f2m_midi_file, ('format', 'division', 'tracks'), (), True)
+
+    def _m2c_midi_file(v):
+        return {
+            'format': None if v.format is None else int(v.format),
+            'smpte': None if v.smpte is None else _bit_part(v.smpte, 1, 'smpte'),
+            'ticks': None if v.ticks is None else _bit_part(v.ticks, 15, 'ticks'),
+            'tracks': None if v.tracks is None else [_m2c_track(_x) for _x in v.tracks],
+        }
+
+    def _c2m_track(c):
+        if c.__class__ is Track:  # built by a compiled parse
+            return c
+        f_events = c['events']
+        if f_events is not None:
+            f_events = _chain_models(f_events, 0, lambda _x, _p: _c2m_event(_x, _p), 'effective')
+        return Track(f_events)
+
+    def _f2m_track(f_events):
+        if f_events is not None:
+            f_events = _chain_models(f_events, 0, lambda _x, _p: (_x if _x.__class__ is Event else _c2m_event(_x, _p)), 'effective')
+        return Track(f_events)
+    C_track._bw_model = (_f2m_track, ('events',), (), True)
+
+    def _m2c_track(v):
+        return {
+            'events': None if v.events is None else [_m2c_event(_x) for _x in v.events],
+        }
+
+    def _c2m_event(c, p_running):
+        if c.__class__ is Event:  # built by a compiled parse
+            return c
+        f_delta = c['delta']
+        f_status = c['status']
+        f_message = c['message']
+        if f_message is not None:
+            f_message = (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else (_c2m_note(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else (_c2m_control_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else (_c2m_program_change(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else (_c2m_channel_pressure(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else (_c2m_pitch_bend(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else (_c2m_sysex(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else (_c2m_escape(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else (_c2m_meta(f_message) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
+        f_effective = (f_status if (f_status is not None) else p_running)
+        return Event(f_delta, f_status, f_message, f_effective)
+
+    def _f2m_event(f_delta, f_status, f_message, p_running):
+        if f_message is not None:
+            f_message = ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 8 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 9 else ((f_message if f_message.__class__ is Note else _c2m_note(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 10 else ((f_message if f_message.__class__ is ControlChange else _c2m_control_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 11 else ((f_message if f_message.__class__ is ProgramChange else _c2m_program_change(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 12 else ((f_message if f_message.__class__ is ChannelPressure else _c2m_channel_pressure(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 13 else ((f_message if f_message.__class__ is PitchBend else _c2m_pitch_bend(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 14 else ((f_message if f_message.__class__ is Sysex else _c2m_sysex(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 240 else ((f_message if f_message.__class__ is Escape else _c2m_escape(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 247 else ((f_message if f_message.__class__ is Meta else _c2m_meta(f_message)) if (((f_status >> 4) if (f_status < 240) else f_status) if (f_status is not None) else ((p_running >> 4) if (p_running < 240) else 0)) == 255 else None))))))))))
+        f_effective = (f_status if (f_status is not None) else p_running)
+        return Event(f_delta, f_status, f_message, f_effective)
+    C_event._bw_model = (_f2m_event, ('delta', 'status', 'message'), ('running',), True)
+
+    def _m2c_event(v):
+        return {
+            'delta': v.delta,
+            'status': v.status,
+            'message': None if v.message is None else _m2c_any(v.message),
+            'effective': v.effective,
+        }
+
+    def _c2m_note(c):
+        if c.__class__ is Note:  # built by a compiled parse
+            return c
+        f_note = c['note']
+        f_velocity = c['velocity']
+        return Note(f_note, f_velocity)
+
+    def _f2m_note(f_note, f_velocity):
+        return Note(f_note, f_velocity)
+    C_note._bw_model = (_f2m_note, ('note', 'velocity'), (), True)
+
+    def _m2c_note(v):
+        return {
+            'note': v.note,
+            'velocity': v.velocity,
+        }
+
+    def _c2m_control_change(c):
+        if c.__class__ is ControlChange:  # built by a compiled parse
+            return c
+        f_control = c['control']
+        f_value = c['value']
+        return ControlChange(f_control, f_value)
+
+    def _f2m_control_change(f_control, f_value):
+        return ControlChange(f_control, f_value)
+    C_control_change._bw_model = (_f2m_control_change, ('control', 'value'), (), True)
+
+    def _m2c_control_change(v):
+        return {
+            'control': v.control,
+            'value': v.value,
+        }
+
+    def _c2m_program_change(c):
+        if c.__class__ is ProgramChange:  # built by a compiled parse
+            return c
+        f_program = c['program']
+        return ProgramChange(f_program)
+
+    def _f2m_program_change(f_program):
+        return ProgramChange(f_program)
+    C_program_change._bw_model = (_f2m_program_change, ('program',), (), True)
+
+    def _m2c_program_change(v):
+        return {
+            'program': v.program,
+        }
+
+    def _c2m_channel_pressure(c):
+        if c.__class__ is ChannelPressure:  # built by a compiled parse
+            return c
+        f_pressure = c['pressure']
+        return ChannelPressure(f_pressure)
+
+    def _f2m_channel_pressure(f_pressure):
+        return ChannelPressure(f_pressure)
+    C_channel_pressure._bw_model = (_f2m_channel_pressure, ('pressure',), (), True)
+
+    def _m2c_channel_pressure(v):
+        return {
+            'pressure': v.pressure,
+        }
+
+    def _c2m_pitch_bend(c):
+        if c.__class__ is PitchBend:  # built by a compiled parse
+            return c
+        f_bend = c['bend']
+        f_low = f_bend & 127
+        f_high = f_bend >> 8 & 127
+        return PitchBend(f_low, f_high)
+
+    def _f2m_pitch_bend(f_bend):
+        f_low = f_bend & 127
+        f_high = f_bend >> 8 & 127
+        return PitchBend(f_low, f_high)
+    C_pitch_bend._bw_model = (_f2m_pitch_bend, ('bend',), (), True)
+
+    def _m2c_pitch_bend(v):
+        return {
+            'low': None if v.low is None else _bit_part(v.low, 7, 'low'),
+            'high': None if v.high is None else _bit_part(v.high, 7, 'high'),
+        }
+
+    def _c2m_sysex(c):
+        if c.__class__ is Sysex:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Sysex(f_data)
+
+    def _f2m_sysex(f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Sysex(f_data)
+    C_sysex._bw_model = (_f2m_sysex, ('data',), (), True)
+
+    def _m2c_sysex(v):
+        return {
+            'data': v.data,
+        }
+
+    def _c2m_escape(c):
+        if c.__class__ is Escape:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Escape(f_data)
+
+    def _f2m_escape(f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Escape(f_data)
+    C_escape._bw_model = (_f2m_escape, ('data',), (), True)
+
+    def _m2c_escape(v):
+        return {
+            'data': v.data,
+        }
+
+    def _c2m_meta(c):
+        if c.__class__ is Meta:  # built by a compiled parse
+            return c
+        f_meta_type = c['meta_type']
+        if f_meta_type is not None:
+            _t = _METATYPE_BY_VALUE.get(f_meta_type)
+            f_meta_type = f_meta_type if _t is None else _t
+        f_data = c['data']
+        if f_data is not None:
+            f_data = (_c2m_sequence_number(f_data) if f_meta_type == 0 else (_c2m_text(f_data) if f_meta_type == 1 else (_c2m_text(f_data) if f_meta_type == 2 else (_c2m_text(f_data) if f_meta_type == 3 else (_c2m_text(f_data) if f_meta_type == 4 else (_c2m_text(f_data) if f_meta_type == 5 else (_c2m_text(f_data) if f_meta_type == 6 else (_c2m_text(f_data) if f_meta_type == 7 else (_c2m_channel_prefix(f_data) if f_meta_type == 32 else (_c2m_midi_port(f_data) if f_meta_type == 33 else (None if f_meta_type == 47 else (_c2m_set_tempo(f_data) if f_meta_type == 81 else (_c2m_smpte_offset(f_data) if f_meta_type == 84 else (_c2m_time_signature(f_data) if f_meta_type == 88 else (_c2m_key_signature(f_data) if f_meta_type == 89 else f_data)))))))))))))))
+        return Meta(f_meta_type, f_data)
+
+    def _f2m_meta(f_meta_type, f_data):
+        if f_meta_type is not None:
+            _t = _METATYPE_BY_VALUE.get(f_meta_type)
+            f_meta_type = f_meta_type if _t is None else _t
+        if f_data is not None:
+            f_data = ((f_data if f_data.__class__ is SequenceNumber else _c2m_sequence_number(f_data)) if f_meta_type == 0 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 1 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 2 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 3 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 4 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 5 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 6 else ((f_data if f_data.__class__ is Text else _c2m_text(f_data)) if f_meta_type == 7 else ((f_data if f_data.__class__ is ChannelPrefix else _c2m_channel_prefix(f_data)) if f_meta_type == 32 else ((f_data if f_data.__class__ is MidiPort else _c2m_midi_port(f_data)) if f_meta_type == 33 else (None if f_meta_type == 47 else ((f_data if f_data.__class__ is SetTempo else _c2m_set_tempo(f_data)) if f_meta_type == 81 else ((f_data if f_data.__class__ is SmpteOffset else _c2m_smpte_offset(f_data)) if f_meta_type == 84 else ((f_data if f_data.__class__ is TimeSignature else _c2m_time_signature(f_data)) if f_meta_type == 88 else ((f_data if f_data.__class__ is KeySignature else _c2m_key_signature(f_data)) if f_meta_type == 89 else f_data)))))))))))))))
+        return Meta(f_meta_type, f_data)
+    C_meta._bw_model = (_f2m_meta, ('meta_type', 'data'), (), True)
+
+    def _m2c_meta(v):
+        return {
+            'meta_type': None if v.meta_type is None else int(v.meta_type),
+            'data': None if v.data is None else _m2c_any(_case_value(v.data, v.meta_type, {0: SequenceNumber, 1: Text, 2: Text, 3: Text, 4: Text, 5: Text, 6: Text, 7: Text, 32: ChannelPrefix, 33: MidiPort, 47: None, 81: SetTempo, 84: SmpteOffset, 88: TimeSignature, 89: KeySignature}, None, 'data')),
+        }
+
+    def _c2m_sequence_number(c):
+        if c.__class__ is SequenceNumber:  # built by a compiled parse
+            return c
+        f_number = c['number']
+        return SequenceNumber(f_number)
+
+    def _f2m_sequence_number(f_number):
+        return SequenceNumber(f_number)
+    C_sequence_number._bw_model = (_f2m_sequence_number, ('number',), (), True)
+
+    def _m2c_sequence_number(v):
+        return {
+            'number': v.number,
+        }
+
+    def _c2m_text(c):
+        if c.__class__ is Text:  # built by a compiled parse
+            return c
+        f_text = c['text']
+        if f_text is not None:
+            f_text = bytes(f_text)
+        return Text(f_text)
+
+    def _f2m_text(f_text):
+        if f_text is not None:
+            f_text = bytes(f_text)
+        return Text(f_text)
+    C_text._bw_model = (_f2m_text, ('text',), (), True)
+
+    def _m2c_text(v):
+        return {
+            'text': v.text,
+        }
+
+    def _c2m_channel_prefix(c):
+        if c.__class__ is ChannelPrefix:  # built by a compiled parse
+            return c
+        f_channel = c['channel']
+        return ChannelPrefix(f_channel)
+
+    def _f2m_channel_prefix(f_channel):
+        return ChannelPrefix(f_channel)
+    C_channel_prefix._bw_model = (_f2m_channel_prefix, ('channel',), (), True)
+
+    def _m2c_channel_prefix(v):
+        return {
+            'channel': v.channel,
+        }
+
+    def _c2m_midi_port(c):
+        if c.__class__ is MidiPort:  # built by a compiled parse
+            return c
+        f_port = c['port']
+        return MidiPort(f_port)
+
+    def _f2m_midi_port(f_port):
+        return MidiPort(f_port)
+    C_midi_port._bw_model = (_f2m_midi_port, ('port',), (), True)
+
+    def _m2c_midi_port(v):
+        return {
+            'port': v.port,
+        }
+
+    def _c2m_set_tempo(c):
+        if c.__class__ is SetTempo:  # built by a compiled parse
+            return c
+        f_tempo = c['tempo']
+        return SetTempo(f_tempo)
+
+    def _f2m_set_tempo(f_tempo):
+        return SetTempo(f_tempo)
+    C_set_tempo._bw_model = (_f2m_set_tempo, ('tempo',), (), True)
+
+    def _m2c_set_tempo(v):
+        return {
+            'tempo': v.tempo,
+        }
+
+    def _c2m_smpte_offset(c):
+        if c.__class__ is SmpteOffset:  # built by a compiled parse
+            return c
+        f_hours = c['hours']
+        f_frame_rate = f_hours >> 5 & 3
+        f_hour = f_hours & 31
+        f_minutes = c['minutes']
+        f_seconds = c['seconds']
+        f_frames = c['frames']
+        f_sub_frames = c['sub_frames']
+        return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
+
+    def _f2m_smpte_offset(f_hours, f_minutes, f_seconds, f_frames, f_sub_frames):
+        f_frame_rate = f_hours >> 5 & 3
+        f_hour = f_hours & 31
+        return SmpteOffset(f_frame_rate, f_hour, f_minutes, f_seconds, f_frames, f_sub_frames)
+    C_smpte_offset._bw_model = (_f2m_smpte_offset, ('hours', 'minutes', 'seconds', 'frames', 'sub_frames'), (), True)
+
+    def _m2c_smpte_offset(v):
+        return {
+            'frame_rate': None if v.frame_rate is None else _bit_part(v.frame_rate, 2, 'frame_rate'),
+            'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour'),
+            'minutes': v.minutes,
+            'seconds': v.seconds,
+            'frames': v.frames,
+            'sub_frames': v.sub_frames,
+        }
+
+    def _c2m_time_signature(c):
+        if c.__class__ is TimeSignature:  # built by a compiled parse
+            return c
+        f_numerator = c['numerator']
+        f_denominator_log2 = c['denominator_log2']
+        f_clocks_per_click = c['clocks_per_click']
+        f_notated_32nd_notes_per_beat = c['notated_32nd_notes_per_beat']
+        return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
+
+    def _f2m_time_signature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat):
+        return TimeSignature(f_numerator, f_denominator_log2, f_clocks_per_click, f_notated_32nd_notes_per_beat)
+    C_time_signature._bw_model = (_f2m_time_signature, ('numerator', 'denominator_log2', 'clocks_per_click', 'notated_32nd_notes_per_beat'), (), True)
+
+    def _m2c_time_signature(v):
+        return {
+            'numerator': v.numerator,
+            'denominator_log2': v.denominator_log2,
+            'clocks_per_click': v.clocks_per_click,
+            'notated_32nd_notes_per_beat': v.notated_32nd_notes_per_beat,
+        }
+
+    def _c2m_key_signature(c):
+        if c.__class__ is KeySignature:  # built by a compiled parse
+            return c
+        f_sharps = c['sharps']
+        f_minor = c['minor']
+        return KeySignature(f_sharps, f_minor)
+
+    def _f2m_key_signature(f_sharps, f_minor):
+        return KeySignature(f_sharps, f_minor)
+    C_key_signature._bw_model = (_f2m_key_signature, ('sharps', 'minor'), (), True)
+
+    def _m2c_key_signature(v):
+        return {
+            'sharps': v.sharps,
+            'minor': v.minor,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {MidiFile: _m2c_midi_file, Track: _m2c_track, Event: _m2c_event, Note: _m2c_note, ControlChange: _m2c_control_change, ProgramChange: _m2c_program_change, ChannelPressure: _m2c_channel_pressure, PitchBend: _m2c_pitch_bend, Sysex: _m2c_sysex, Escape: _m2c_escape, Meta: _m2c_meta, SequenceNumber: _m2c_sequence_number, Text: _m2c_text, ChannelPrefix: _m2c_channel_prefix, MidiPort: _m2c_midi_port, SetTempo: _m2c_set_tempo, SmpteOffset: _m2c_smpte_offset, TimeSignature: _m2c_time_signature, KeySignature: _m2c_key_signature }
+    return locals()
+
+
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
+
+
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_midi_file(buf, offset: int = 0, *, compiled: bool = False) -> MidiFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_file") if compiled else C_midi_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5769,6 +5803,7 @@ def construct_decode_midi_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_midi_file(value: MidiFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_file") if compiled else C_midi_file
     try:
         data = con.build(_m2c_midi_file(value))
@@ -5781,6 +5816,7 @@ def construct_encode_midi_file(value: MidiFile, *, compiled: bool = False) -> by
 
 def construct_decode_track(buf, offset: int = 0, *, compiled: bool = False) -> Track:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("track") if compiled else C_track
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5795,6 +5831,7 @@ def construct_decode_track(buf, offset: int = 0, *, compiled: bool = False) -> T
 
 def construct_encode_track(value: Track, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("track") if compiled else C_track
     try:
         data = con.build(_m2c_track(value))
@@ -5807,6 +5844,7 @@ def construct_encode_track(value: Track, *, compiled: bool = False) -> bytes:
 
 def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False, running: int = 0) -> Event:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5821,6 +5859,7 @@ def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False, runn
 
 def construct_encode_event(value: Event, *, compiled: bool = False, running: int = 0) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         data = con.build(_m2c_event(value), running=running)
@@ -5833,6 +5872,7 @@ def construct_encode_event(value: Event, *, compiled: bool = False, running: int
 
 def construct_decode_note(buf, offset: int = 0, *, compiled: bool = False) -> Note:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("note") if compiled else C_note
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5847,6 +5887,7 @@ def construct_decode_note(buf, offset: int = 0, *, compiled: bool = False) -> No
 
 def construct_encode_note(value: Note, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("note") if compiled else C_note
     try:
         data = con.build(_m2c_note(value))
@@ -5859,6 +5900,7 @@ def construct_encode_note(value: Note, *, compiled: bool = False) -> bytes:
 
 def construct_decode_control_change(buf, offset: int = 0, *, compiled: bool = False) -> ControlChange:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("control_change") if compiled else C_control_change
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5873,6 +5915,7 @@ def construct_decode_control_change(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_control_change(value: ControlChange, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("control_change") if compiled else C_control_change
     try:
         data = con.build(_m2c_control_change(value))
@@ -5885,6 +5928,7 @@ def construct_encode_control_change(value: ControlChange, *, compiled: bool = Fa
 
 def construct_decode_program_change(buf, offset: int = 0, *, compiled: bool = False) -> ProgramChange:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("program_change") if compiled else C_program_change
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5899,6 +5943,7 @@ def construct_decode_program_change(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_program_change(value: ProgramChange, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("program_change") if compiled else C_program_change
     try:
         data = con.build(_m2c_program_change(value))
@@ -5911,6 +5956,7 @@ def construct_encode_program_change(value: ProgramChange, *, compiled: bool = Fa
 
 def construct_decode_channel_pressure(buf, offset: int = 0, *, compiled: bool = False) -> ChannelPressure:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_pressure") if compiled else C_channel_pressure
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5925,6 +5971,7 @@ def construct_decode_channel_pressure(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_channel_pressure(value: ChannelPressure, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_pressure") if compiled else C_channel_pressure
     try:
         data = con.build(_m2c_channel_pressure(value))
@@ -5937,6 +5984,7 @@ def construct_encode_channel_pressure(value: ChannelPressure, *, compiled: bool 
 
 def construct_decode_pitch_bend(buf, offset: int = 0, *, compiled: bool = False) -> PitchBend:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pitch_bend") if compiled else C_pitch_bend
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5951,6 +5999,7 @@ def construct_decode_pitch_bend(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_pitch_bend(value: PitchBend, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pitch_bend") if compiled else C_pitch_bend
     try:
         data = con.build(_m2c_pitch_bend(value))
@@ -5963,6 +6012,7 @@ def construct_encode_pitch_bend(value: PitchBend, *, compiled: bool = False) -> 
 
 def construct_decode_sysex(buf, offset: int = 0, *, compiled: bool = False) -> Sysex:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sysex") if compiled else C_sysex
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -5977,6 +6027,7 @@ def construct_decode_sysex(buf, offset: int = 0, *, compiled: bool = False) -> S
 
 def construct_encode_sysex(value: Sysex, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sysex") if compiled else C_sysex
     try:
         data = con.build(_m2c_sysex(value))
@@ -5989,6 +6040,7 @@ def construct_encode_sysex(value: Sysex, *, compiled: bool = False) -> bytes:
 
 def construct_decode_escape(buf, offset: int = 0, *, compiled: bool = False) -> Escape:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("escape") if compiled else C_escape
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6003,6 +6055,7 @@ def construct_decode_escape(buf, offset: int = 0, *, compiled: bool = False) -> 
 
 def construct_encode_escape(value: Escape, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("escape") if compiled else C_escape
     try:
         data = con.build(_m2c_escape(value))
@@ -6015,6 +6068,7 @@ def construct_encode_escape(value: Escape, *, compiled: bool = False) -> bytes:
 
 def construct_decode_meta(buf, offset: int = 0, *, compiled: bool = False) -> Meta:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta") if compiled else C_meta
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6029,6 +6083,7 @@ def construct_decode_meta(buf, offset: int = 0, *, compiled: bool = False) -> Me
 
 def construct_encode_meta(value: Meta, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("meta") if compiled else C_meta
     try:
         data = con.build(_m2c_meta(value))
@@ -6041,6 +6096,7 @@ def construct_encode_meta(value: Meta, *, compiled: bool = False) -> bytes:
 
 def construct_decode_sequence_number(buf, offset: int = 0, *, compiled: bool = False) -> SequenceNumber:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sequence_number") if compiled else C_sequence_number
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6055,6 +6111,7 @@ def construct_decode_sequence_number(buf, offset: int = 0, *, compiled: bool = F
 
 def construct_encode_sequence_number(value: SequenceNumber, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("sequence_number") if compiled else C_sequence_number
     try:
         data = con.build(_m2c_sequence_number(value))
@@ -6067,6 +6124,7 @@ def construct_encode_sequence_number(value: SequenceNumber, *, compiled: bool = 
 
 def construct_decode_text(buf, offset: int = 0, *, compiled: bool = False) -> Text:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("text") if compiled else C_text
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6081,6 +6139,7 @@ def construct_decode_text(buf, offset: int = 0, *, compiled: bool = False) -> Te
 
 def construct_encode_text(value: Text, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("text") if compiled else C_text
     try:
         data = con.build(_m2c_text(value))
@@ -6093,6 +6152,7 @@ def construct_encode_text(value: Text, *, compiled: bool = False) -> bytes:
 
 def construct_decode_channel_prefix(buf, offset: int = 0, *, compiled: bool = False) -> ChannelPrefix:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_prefix") if compiled else C_channel_prefix
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6107,6 +6167,7 @@ def construct_decode_channel_prefix(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_channel_prefix(value: ChannelPrefix, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("channel_prefix") if compiled else C_channel_prefix
     try:
         data = con.build(_m2c_channel_prefix(value))
@@ -6119,6 +6180,7 @@ def construct_encode_channel_prefix(value: ChannelPrefix, *, compiled: bool = Fa
 
 def construct_decode_midi_port(buf, offset: int = 0, *, compiled: bool = False) -> MidiPort:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_port") if compiled else C_midi_port
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6133,6 +6195,7 @@ def construct_decode_midi_port(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_midi_port(value: MidiPort, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("midi_port") if compiled else C_midi_port
     try:
         data = con.build(_m2c_midi_port(value))
@@ -6145,6 +6208,7 @@ def construct_encode_midi_port(value: MidiPort, *, compiled: bool = False) -> by
 
 def construct_decode_set_tempo(buf, offset: int = 0, *, compiled: bool = False) -> SetTempo:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("set_tempo") if compiled else C_set_tempo
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6159,6 +6223,7 @@ def construct_decode_set_tempo(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_set_tempo(value: SetTempo, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("set_tempo") if compiled else C_set_tempo
     try:
         data = con.build(_m2c_set_tempo(value))
@@ -6171,6 +6236,7 @@ def construct_encode_set_tempo(value: SetTempo, *, compiled: bool = False) -> by
 
 def construct_decode_smpte_offset(buf, offset: int = 0, *, compiled: bool = False) -> SmpteOffset:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("smpte_offset") if compiled else C_smpte_offset
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6185,6 +6251,7 @@ def construct_decode_smpte_offset(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_smpte_offset(value: SmpteOffset, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("smpte_offset") if compiled else C_smpte_offset
     try:
         data = con.build(_m2c_smpte_offset(value))
@@ -6197,6 +6264,7 @@ def construct_encode_smpte_offset(value: SmpteOffset, *, compiled: bool = False)
 
 def construct_decode_time_signature(buf, offset: int = 0, *, compiled: bool = False) -> TimeSignature:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("time_signature") if compiled else C_time_signature
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6211,6 +6279,7 @@ def construct_decode_time_signature(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_time_signature(value: TimeSignature, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("time_signature") if compiled else C_time_signature
     try:
         data = con.build(_m2c_time_signature(value))
@@ -6223,6 +6292,7 @@ def construct_encode_time_signature(value: TimeSignature, *, compiled: bool = Fa
 
 def construct_decode_key_signature(buf, offset: int = 0, *, compiled: bool = False) -> KeySignature:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("key_signature") if compiled else C_key_signature
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -6237,6 +6307,7 @@ def construct_decode_key_signature(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_key_signature(value: KeySignature, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("key_signature") if compiled else C_key_signature
     try:
         data = con.build(_m2c_key_signature(value))
@@ -6252,6 +6323,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -6770,3 +6842,83 @@ DECODERS = {"midi_file": decode_midi_file, "track": decode_track, "event": decod
 ENCODERS = {"midi_file": encode_midi_file, "track": encode_track, "event": encode_event, "note": encode_note, "control_change": encode_control_change, "program_change": encode_program_change, "channel_pressure": encode_channel_pressure, "pitch_bend": encode_pitch_bend, "sysex": encode_sysex, "escape": encode_escape, "meta": encode_meta, "sequence_number": encode_sequence_number, "text": encode_text, "channel_prefix": encode_channel_prefix, "midi_port": encode_midi_port, "set_tempo": encode_set_tempo, "smpte_offset": encode_smpte_offset, "time_signature": encode_time_signature, "key_signature": encode_key_signature }
 CONSTRUCT_DECODERS = {"midi_file": construct_decode_midi_file, "track": construct_decode_track, "event": construct_decode_event, "note": construct_decode_note, "control_change": construct_decode_control_change, "program_change": construct_decode_program_change, "channel_pressure": construct_decode_channel_pressure, "pitch_bend": construct_decode_pitch_bend, "sysex": construct_decode_sysex, "escape": construct_decode_escape, "meta": construct_decode_meta, "sequence_number": construct_decode_sequence_number, "text": construct_decode_text, "channel_prefix": construct_decode_channel_prefix, "midi_port": construct_decode_midi_port, "set_tempo": construct_decode_set_tempo, "smpte_offset": construct_decode_smpte_offset, "time_signature": construct_decode_time_signature, "key_signature": construct_decode_key_signature }
 CONSTRUCT_ENCODERS = {"midi_file": construct_encode_midi_file, "track": construct_encode_track, "event": construct_encode_event, "note": construct_encode_note, "control_change": construct_encode_control_change, "program_change": construct_encode_program_change, "channel_pressure": construct_encode_channel_pressure, "pitch_bend": construct_encode_pitch_bend, "sysex": construct_encode_sysex, "escape": construct_encode_escape, "meta": construct_encode_meta, "sequence_number": construct_encode_sequence_number, "text": construct_encode_text, "channel_prefix": construct_encode_channel_prefix, "midi_port": construct_encode_midi_port, "set_tempo": construct_encode_set_tempo, "smpte_offset": construct_encode_smpte_offset, "time_signature": construct_encode_time_signature, "key_signature": construct_encode_key_signature }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVVVcAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEbWlkaZSMBXRpdGxllIwnU3RhbmRhcmQgTUlESSBGaWxlIChmb3JtYXRzIDAsIDEgYW5kIDIplIwEc3BlY5SMIFN0YW5kYXJkIE1JREkgRmlsZXMgMS4wIChSUC0wMDEplIwDZG9jlFiTAgAAQSBoZWFkZXIgY2h1bmsgKE1UaGQ6IGZvcm1hdCwgdHJhY2sgY291bnQsIHRpbWUgZGl2aXNpb24pIHRoZW4gb25lIHRyYWNrIGNodW5rIChNVHJrKSBwZXIgdHJhY2ssIGVhY2ggYSBiaWctZW5kaWFuIGxlbmd0aCBhbmQgYSBs'
+    'aXN0IG9mIGV2ZW50cy4gQW4gZXZlbnQgaXMgYSBkZWx0YSB0aW1lIChhIHZhcmlhYmxlLWxlbmd0aCBxdWFudGl0eTogYmlnLWVuZGlhbiA3LWJpdCBncm91cHMsIHRoZSB0b3AgYml0IHNldCBvbiBhbGwgYnV0IHRoZSBsYXN0IGJ5dGUpIGFuZCBhIG1lc3NhZ2U6IGEgY2hhbm5lbCBtZXNzYWdlIChzdGF0dXMgYnl0ZSA9IG1lc3NhZ2Uga2luZCBpbiB0aGUgaGlnaCBuaWJibGUsIGNoYW5uZWwgaW4gdGhlIGxvdyBuaWJibGUsIHRoZW4gb25lIG9yIHR3byA3LWJpdCBkYXRhIGJ5dGVzKSwgYSBtZXRhIGV2ZW50ICgweEZGLCB0'
+    'eXBlLCBWTFEgbGVuZ3RoLCBkYXRhKSBvciBhIHN5c3RlbSBleGNsdXNpdmUgbWVzc2FnZSAoMHhGMCBvciAweEY3LCBWTFEgbGVuZ3RoLCBkYXRhKS4gQSBjaGFubmVsIG1lc3NhZ2UgbWF5IGxlYXZlIG91dCBhIHN0YXR1cyBieXRlIGVxdWFsIHRvIHRoZSBwcmV2aW91cyBldmVudCdzIChydW5uaW5nIHN0YXR1cyk6IGl0cyBmaXJzdCBieXRlIGlzIHRoZW4gYSBkYXRhIGJ5dGUgKGJlbG93IDB4ODApLgqUjAZlbmRpYW6UjAJiZZSMBWZpbGVzlF2UjBFzY2hlbWFzL21pZGkueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6NTJjMmNi'
+    'ZGM3ODY0NjM4NjllM2IwMDVhMTUxODEwNmY4ZmUwYmExNTM4MDRjZWY2OWVlZTk4MGVmZDEyZjlkNpSMCHZlcnNpb25zlE6MBWVudW1zlH2UKIwKc21mX2Zvcm1hdJRoAIwHRW51bURlZpSTlCmBlH2UKGgFaBeMBGJhc2WUaACMBEludFSUk5QpgZR9lCiMBGJpdHOUSxCMBnNpZ25lZJSJaA1oDowIZ292ZXJuZWSUiHVijAdtZW1iZXJzlF2UKGgAjApFbnVtTWVtYmVylJOUKYGUfZQoaAWMDFNJTkdMRV9UUkFDS5SMBXZhbHVllEsAaAuMCW9uZSB0cmFja5SMB2N1cnJlbnSUTowIYWNjZXB0ZWSUTnViaCcpgZR9lChoBYwMU0lNVUxU'
+    'QU5FT1VTlGgrSwFoC4w2dHJhY2tzIHBsYXllZCB0b2dldGhlciAodGhlIGZpcnN0IGhvbGRzIHRoZSB0ZW1wbyBtYXAplGgtTmguTnViaCcpgZR9lChoBYwKU0VRVUVOVElBTJRoK0sCaAuMFGluZGVwZW5kZW50IHBhdHRlcm5zlGgtTmguTnViZWgLjACUaAloN4wEb3BlbpSJjAdyZXRpcmVklF2UjARsaW5llEsVdWKMCmV2ZW50X2tpbmSUaBkpgZR9lChoBWg8aBxoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoJF2UKGgnKYGUfZQoaAWMCE5PVEVfT0ZGlGgrSwhoC2g3aC1OaC5OdWJoJymBlH2UKGgFjAdOT1RFX09OlGgrSwloC2g3'
+    'aC1OaC5OdWJoJymBlH2UKGgFjA1QT0xZX1BSRVNTVVJFlGgrSwpoC2g3aC1OaC5OdWJoJymBlH2UKGgFjA5DT05UUk9MX0NIQU5HRZRoK0sLaAtoN2gtTmguTnViaCcpgZR9lChoBYwOUFJPR1JBTV9DSEFOR0WUaCtLDGgLaDdoLU5oLk51YmgnKYGUfZQoaAWMEENIQU5ORUxfUFJFU1NVUkWUaCtLDWgLaDdoLU5oLk51YmgnKYGUfZQoaAWMClBJVENIX0JFTkSUaCtLDmgLaDdoLU5oLk51YmgnKYGUfZQoaAWMBlNZU1RFTZRoK0sPaAuMKzB4RjAvMHhGNyBzeXN0ZW0gZXhjbHVzaXZlLCAweEZGIG1ldGEgZXZlbnSUaC1OaC5OdWJl'
+    'aAuMHUhpZ2ggbmliYmxlIG9mIGEgc3RhdHVzIGJ5dGUulGgJaDdoOIloOV2UaDtLG3VijAltZXRhX3R5cGWUaBkpgZR9lChoBWhdaBxoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoJF2UKGgnKYGUfZQoaAWMD1NFUVVFTkNFX05VTUJFUpRoK0sAaAtoN2gtTmguTnViaCcpgZR9lChoBYwEVEVYVJRoK0sBaAtoN2gtTmguTnViaCcpgZR9lChoBYwJQ09QWVJJR0hUlGgrSwJoC2g3aC1OaC5OdWJoJymBlH2UKGgFjApUUkFDS19OQU1FlGgrSwNoC2g3aC1OaC5OdWJoJymBlH2UKGgFjA9JTlNUUlVNRU5UX05BTUWUaCtLBGgLaDdoLU5o'
+    'Lk51YmgnKYGUfZQoaAWMBkxZUklDU5RoK0sFaAtoN2gtTmguTnViaCcpgZR9lChoBYwGTUFSS0VSlGgrSwZoC2g3aC1OaC5OdWJoJymBlH2UKGgFjApDVUVfTUFSS0VSlGgrSwdoC2g3aC1OaC5OdWJoJymBlH2UKGgFjA5DSEFOTkVMX1BSRUZJWJRoK0sgaAtoN2gtTmguTnViaCcpgZR9lChoBYwJTUlESV9QT1JUlGgrSyFoC2g3aC1OaC5OdWJoJymBlH2UKGgFjAxFTkRfT0ZfVFJBQ0uUaCtLL2gLaDdoLU5oLk51YmgnKYGUfZQoaAWMCVNFVF9URU1QT5RoK0tRaAtoN2gtTmguTnViaCcpgZR9lChoBYwMU01QVEVfT0ZGU0VUlGgr'
+    'S1RoC2g3aC1OaC5OdWJoJymBlH2UKGgFjA5USU1FX1NJR05BVFVSRZRoK0tYaAtoN2gtTmguTnViaCcpgZR9lChoBYwNS0VZX1NJR05BVFVSRZRoK0tZaAtoN2gtTmguTnViaCcpgZR9lChoBYwSU0VRVUVOQ0VSX1NQRUNJRklDlGgrS39oC2g3aC1OaC5OdWJlaAuMKE1ldGEgZXZlbnQgdHlwZTsgdW5rbm93biB0eXBlcyBhcmUga2VwdC6UaAloN2g4iGg5XZRoO0sndWJ1jAVmbGFnc5R9lIwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMCW1pZGlfZmlsZZRoAIwGUmVjb3JklJOUKYGUfZQoaAVom4wGZmllbGRzlF2UKGgAjAVGaWVs'
+    'ZJSTlCmBlH2UKGgFjAVtYWdpY5SMBHR5cGWUaACMBkJ5dGVzVJSTlCmBlH2UKIwEc2l6ZZSMGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUjAE0lIwEdHJlZZSMA2FzdJSMCENvbnN0YW50lJOUKVKUfZQoaCtLBIwEa2luZJROjAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsBdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlIWUUpR1YowGcHJlZml4lE6MA2Vvc5SJjAR0ZXh0lE6MCnRlcm1pbmF0b3KUTnViaAuM'
+    'BiJNVGhkIpRoCWg3jARjb25klE6MBXNpbmNllE6MBXVudGlslE6MBWNvbnN0lEMETVRoZJSMCHJlc2VydmVklImMBXZhbGlklE5orE6MBnJlcGVhdJROjAR2aWV3lE6MCmNvbXByZXNzZWSUTowIY2hlY2tzdW2UTmgrTowMZGVyaXZlZF9mcm9tlE6MB2Fzc2VydHOUKYwHY29udmVydJROjAVjaGFpbpROjAdmcmFtaW5nlE6MDmRlcml2ZWRfb2Zmc2V0lEsAaA1OjAZmaWxsZWSUaDeMC2hhc19kZWZhdWx0lImMB2RlZmF1bHSUTmg7S0GMBHBhdGiUjBtyZWNvcmRzLm1pZGlfZmlsZS5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTowGYWJz'
+    'ZW50lE6MBHBlZWuUiXViaKMpgZR9lChoBYwNaGVhZGVyX2xlbmd0aJRop2geKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5LBmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLQmjfjBtyZWNvcmRzLm1pZGlfZmlsZS5maWVsZHNbMV2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjAZmb3JtYXSUaKdoAIwEUmVmVJSTlCmBlH2UKGi6jARlbnVtlIwGdGFyZ2V0lGgXjARhcmdzlCmMBW9yZGVylE51YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxO'
+    'aNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tDaN+MG3JlY29yZHMubWlkaV9maWxlLmZpZWxkc1syXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMB250cmFja3OUaKdoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC4wgbnVtYmVyIG9mIHRyYWNrIGNodW5rcyAoZGVyaXZlZCmUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWjAVjb3VudJSMBnRyYWNrc5SGlGjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLRGjfjBtyZWNvcmRzLm1pZGlfZmlsZS5maWVs'
+    'ZHNbM12UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjAhkaXZpc2lvbpRop2geKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLjEp0aW1lIGRpdmlzaW9uOiB0aWNrcyBwZXIgcXVhcnRlciBub3RlLCBvciBTTVBURSBmcmFtZXMgYW5kIHRpY2tzIHBlciBmcmFtZZRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtorymBlH2UKGiyjBUoc21wdGUgPDwgMTUpIHwgdGlja3OUaLRotYwFQmluT3CUk5QpUpR9lCiMBGxlZnSUagoBAAApUpR9lChqDQEAAGi1jAROYW1llJOUKVKUfZQojAJpZJSMBXNtcHRllIwDY3R4lGi1'
+    'jARMb2FklJOUKVKUfZRiaLtLAWi8SwFovUsBaL5LBnVijAJvcJRotYwGTFNoaWZ0lJOUKVKUfZRijAVyaWdodJRotylSlH2UKGgrSw9ouk5ou0sBaLxLCmi9SwFovksMdWJou0sBaLxLAWi9SwFovksMdWJqGwEAAGi1jAVCaXRPcpSTlClSlH2UYmogAQAAahEBAAApUpR9lChqFAEAAIwFdGlja3OUahYBAABqGQEAAGi7SwFovEsQaL1LAWi+SxV1Ymi7SwFovEsAaL1LAWi+SxV1Ymi/aMJdlChqFQEAAGopAQAAZYWUUpR1YmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLRWjfjBtyZWNvcmRzLm1pZGlfZmlsZS5maWVs'
+    'ZHNbNF2UaCFoAIwHQml0UGFydJSTlCmBlH2UKGgFahUBAACMAmxvlEsPjAV3aWR0aJRLAWjxTowHYm9vbGVhbpSIaNFOaM5OjAVmaWVsZJRooymBlH2UKGgFahUBAABop2geKYGUfZQoaCFLCGgiiWgNjAJsZZRoI4l1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tJaN+MJnJlY29yZHMubWlkaV9maWxlLmZpZWxkc1s0XS5iaXRzLnNtcHRllGghKWjhagIBAABo4k5o44l1YmgrTnViai8BAAApgZR9lChoBWopAQAAajIBAABLAGozAQAA'
+    'Sw9o8U5qNAEAAIlo0U5ozk5qNQEAAGijKYGUfZQoaAVqKQEAAGinaB4pgZR9lChoIUtAaCKJaA1qOgEAAGgjiXViaAuMPnRpY2tzIHBlciBxdWFydGVyIG5vdGUgKFNNUFRFOiAtZnJhbWVzIDw8IDggfCB0aWNrcyBwZXIgZnJhbWUplGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S0po34wmcmVjb3Jkcy5taWRpX2ZpbGUuZmllbGRzWzRdLmJpdHMudGlja3OUaCEpaOFqAgEAAGjiTmjjiXViaCtOdWKGlGjhTmjiTmjjiXViaKMpgZR9lChoBWj9'
+    'aKdo7imBlH2UKGi6jAZyZWNvcmSUaPKMBXRyYWNrlGjzKWj0TnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0mgAjAZSZXBlYXSUk5QpgZR9lCho/GivKYGUfZQoaLJo+Gi0ahEBAAApUpR9lChqFAEAAGj4ahYBAABqGQEAAGi7SwFovEsAaL1LAWi+Swd1Ymi/aMJdlGj4YYWUUpR1YmjGTmjHiWjNTowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlo4k51YmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLS2jfjBtyZWNvcmRzLm1pZGlfZmlsZS5maWVsZHNbNV2UaCEpaOFOaOJO'
+    'aOOJdWJlaAuMG0Egd2hvbGUgU3RhbmRhcmQgTUlESSBGaWxlLpRoCWg3jAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5ooGihjApmaXhlZF9zaXpllE6MB29mZnNldHOUfZQoaKZLAGjmSwRo7EsIaPhLCmoCAQAASwxo/UsOdYwFc2l6ZXOUfZQoaKZLBGjmSwRo7EsCaPhLAmoCAQAASwJ1aPROdWJhaDtLPowEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZRqSQEAAIwIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1'
+    'YmpKAQAAaJ0pgZR9lChoBWpKAQAAaKBdlChooymBlH2UKGgFaKZop2ipKYGUfZQoaKxorymBlH2UKGiyaLNotGi3KVKUfZQoaCtLBGi6Tmi7SwFovEsAaL1LAWi+SwF1Ymi/aMJdlIWUUpR1YmjGTmjHiWjITmjJTnViaAuMBiJNVHJrIpRoCWg3aMtOaMxOaM1OaM5DBE1UcmuUaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tQaN+MF3JlY29yZHMudHJhY2suZmllbGRzWzBdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwGbGVuZ3RolGinaB4pgZR9lChoIUsgaCKJaA1oDmgj'
+    'iHViaAuMI2J5dGUgbGVuZ3RoIG9mIHRoZSBldmVudHMgKGRlcml2ZWQplGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1misjAZldmVudHOUhpRo1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S1Fo34wXcmVjb3Jkcy50cmFjay5maWVsZHNbMV2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFaogBAABop2juKYGUfZQoaLpqSQEAAGjyjAVldmVudJRo8ylo9E51YmgLjE1lYWNoIGV2ZW50IGdldHMgdGhlIHN0YXR1cyBpbiBlZmZlY3QgYWZ0ZXIgdGhlIG9uZSBiZWZvcmUgaXQgKHJ1bm5pbmcgc3Rh'
+    'dHVzKZRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxorymBlH2UKGiyaoQBAABotGoRAQAAKVKUfZQoahQBAABqhAEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksGdWJov2jCXZRqhAEAAGGFlFKUdWJo0mpMAQAAKYGUfZQoaPxOaMZOaMeIaM1OalYBAABOalcBAACJaOJOdWJo005o1E5o1U5oK05o1k5o1ylo2E5o2WgAjAVDaGFpbpSTlCmBlH2UKIwFcGFyYW2UjAdydW5uaW5nlGiyjAllZmZlY3RpdmWUjAVmaXJzdJRorymBlH2UKGiyjAEwlGi0aLcpUpR9lChoK0sAaLpOaLtLAWi8SwBovUsBaL5LAXViaL9owl2UhZRSlHVijAdk'
+    'ZWNvZGVklIh1YmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLUmjfjBdyZWNvcmRzLnRyYWNrLmZpZWxkc1syXZRoISlo4U5o4k5o44l1YmVoC4wQT25lIHRyYWNrIGNodW5rLpRoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmiganMBAABqZQEAAE5qZgEAAH2UKGimSwBqhAEAAEsEaogBAABLCHVqaAEAAH2UKGimSwRqhAEAAEsEdWj0TnViYWg7S01qagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqjwEAAGidKYGUfZQoaAVqjwEAAGigXZQoaKMpgZR9lChoBYwFZGVs'
+    'dGGUaKdoAIwHVmFyaW50VJSTlCmBlH2UKIwJbWF4X2J5dGVzlEsEaLqMA3ZscZRqWgEAACmMBWFsaWFzlE6MCWlzX3NpZ25lZJSJjAVmaXhlZJROdWJoC4wedGlja3Mgc2luY2UgdGhlIHByZXZpb3VzIGV2ZW50lGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S15o34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFjARsZWFklGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAuMKXRoZSBuZXh0IGJ5dGU6'
+    'IGEgc3RhdHVzIGJ5dGUgd2hlbiA+PSAweDgwlGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S19o34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbMV2UaCEpaOFOaOJOaOOIdWJooymBlH2UKGgFjAZzdGF0dXOUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4yQbWVzc2FnZSBraW5kIChoaWdoIG5pYmJsZSkgYW5kIGNoYW5uZWwgKGxvdyBuaWJibGU7IGZvciBzeXN0ZW0gbWVzc2FnZXMgaXQgcGlja3MgdGhlIGtpbmQpOyBOb25lIHdoZXJlIHRo'
+    'ZSBldmVudCBsZWF2ZXMgaXQgb3V0IChydW5uaW5nIHN0YXR1cykKlGgJaDdoy2ivKYGUfZQoaLKMDGxlYWQgPj0gMHg4MJRotGi1jAdDb21wYXJllJOUKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAasgBAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBHVijANvcHOUXZRotYwDR3RFlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRotylSlH2UKGgrS4Bouk5ou0sBaLxLCGi9SwFovksMdWJhaLtLAWi8SwBovUsBaL5LDHViaL9owl2UasgBAABhhZRSlHViaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhO'
+    'aNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0tgaN+MF3JlY29yZHMuZXZlbnQuZmllbGRzWzJdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwHbWVzc2FnZZRop2gAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRorymBlH2UKGiyjG0oc3RhdHVzID4+IDQgaWYgc3RhdHVzIDwgMHhmMCBlbHNlIHN0YXR1cykgaWYgc3RhdHVzIGlzIG5vdCBOb25lIGVsc2UgKHJ1bm5pbmcgPj4gNCBpZiBydW5uaW5nIDwgMHhmMCBlbHNlIDAplGi0aLWMBUlmRXhwlJOUKVKUfZQojAR0ZXN0lGrXAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAas8B'
+    'AABqFgEAAGoZAQAAaLtLAWi8Sy5ovUsBaL5LNHViatwBAABdlGi1jAVJc05vdJSTlClSlH2UYmFq4gEAAF2UaLcpUpR9lChoK05ouk5ou0sBaLxLPGi9SwFovktAdWJhaLtLAWi8Sy5ovUsBaL5LQHVijARib2R5lGr2AQAAKVKUfZQoavkBAABq1wEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGrPAQAAahYBAABqGQEAAGi7SwFovEsQaL1LAWi+SxZ1YmrcAQAAXZRotYwCTHSUk5QpUpR9lGJhauIBAABdlGi3KVKUfZQoaCtL8Gi6Tmi7SwFovEsZaL1LAWi+Sx11YmFou0sBaLxLEGi9SwFovksddWJqBgIAAGoKAQAAKVKUfZQo'
+    'ag0BAABqEQEAAClSlH2UKGoUAQAAas8BAABqFgEAAGoZAQAAaLtLAWi8SwFovUsBaL5LB3ViahsBAABotYwGUlNoaWZ0lJOUKVKUfZRiaiABAABotylSlH2UKGgrSwRouk5ou0sBaLxLC2i9SwFovksMdWJou0sBaLxLAWi9SwFovksMdWKMBm9yZWxzZZRqEQEAAClSlH2UKGoUAQAAas8BAABqFgEAAGoZAQAAaLtLAWi8SyNovUsBaL5LKXViaLtLAWi8SwFovUsBaL5LKXViah8CAABq9gEAAClSlH2UKGr5AQAAatcBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABqnwEAAGoWAQAAahkBAABou0sBaLxLV2i9SwFovktedWJq3AEA'
+    'AF2UahACAABhauIBAABdlGi3KVKUfZQoaCtL8Gi6Tmi7SwFovEthaL1LAWi+S2V1YmFou0sBaLxLV2i9SwFovktldWJqBgIAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAap8BAABqFgEAAGoZAQAAaLtLAWi8S0dovUsBaL5LTnViahsBAABqGwIAAGogAQAAaLcpUpR9lChoK0sEaLpOaLtLAWi8S1JovUsBaL5LU3ViaLtLAWi8S0dovUsBaL5LU3Viah8CAABotylSlH2UKGgrSwBouk5ou0sBaLxLa2i9SwFovktsdWJou0sBaLxLR2i9SwFovktsdWJou0sBaLxLAGi9SwFovkttdWJov2jCXZQoap8BAABqzwEAAGWFlFKU'
+    'dWKMBWNhc2VzlChLCIwBOJSMBG5vdGWUh5RLCYwBOZRqOQIAAIeUSwqMAjEwlGo5AgAAh5RLC4wCMTGUjA5jb250cm9sX2NoYW5nZZSHlEsMjAIxMpSMDnByb2dyYW1fY2hhbmdllIeUSw2MAjEzlIwQY2hhbm5lbF9wcmVzc3VyZZSHlEsOjAIxNJSMCnBpdGNoX2JlbmSUh5RL8IwDMjQwlIwFc3lzZXiUh5RL94wDMjQ3lIwGZXNjYXBllIeUS/+MAzI1NZSMBG1ldGGUh5R0lGjejAVlcnJvcpRo8yloBYwGc3dpdGNolGj0TnViaAuMg2J5IHRoZSBraW5kIChhIGNoYW5uZWwgbWVzc2FnZSkgb3IgdGhlIHdob2xlIHN0YXR1cyAoc3lz'
+    'dGVtIG1lc3NhZ2VzKTsgYSBydW5uaW5nIHN0YXR1cyBhZnRlciBhIHN5c3RlbSBtZXNzYWdlICh0YWcgMCkgaGFzIG5vIGNhc2UKlGgJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S2Zo34wXcmVjb3Jkcy5ldmVudC5maWVsZHNbM12UaCEpaOFOaOJOaOOJdWJlaAuMG0EgZGVsdGEgdGltZSBhbmQgYSBtZXNzYWdlLpRoCWg3aloBAAB9lGqfAQAAaACMBVBhcmFtlJOUKYGUfZQoaAVqnwEAAGinjANpbnSUaN5LAGgLjCV0aGUgcHJldmlvdXMgZXZl'
+    'bnQncyBzdGF0dXMgKDA6IG5vbmUplHVic2pcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigarcBAABqZQEAAE5qZgEAAH2UaroBAABLAHNqaAEAAH2UaPROdWJhaDtLWWpqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGijKYGUfZQoaAVqoAEAAGinaB4pgZR9lChoIUtAaCKIaA1qOgEAAGgjiXViaAuMmXRoZSBzdGF0dXMgaW4gZWZmZWN0OiB0aGUgZXZlbnQncyBvd24sIG9yIHRoZSBydW5uaW5nIG9uZSAodGhlIHByZXZpb3VzIGV2ZW50J3M7IGFmdGVyIGEgc3lzdGVtIG1lc3NhZ2UgdGhlcmUg'
+    'aXMgbm9uZSwgYW5kIGEgZGF0YSBieXRlIHRoZXJlIGlzIHJlZnVzZWQpCpRoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtorymBlH2UKGiyjClzdGF0dXMgaWYgc3RhdHVzIGlzIG5vdCBOb25lIGVsc2UgcnVubmluZ5RotGr2AQAAKVKUfZQoavkBAABq1wEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGrPAQAAahYBAABqGQEAAGi7SwFovEsKaL1LAWi+SxB1YmrcAQAAXZRqAQIAAGFq4gEAAF2UaLcpUpR9lChoK05ouk5ou0sBaLxLGGi9SwFovkscdWJhaLtLAWi8SwpovUsBaL5LHHViagYCAABqEQEA'
+    'AClSlH2UKGoUAQAAas8BAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBnViah8CAABqEQEAAClSlH2UKGoUAQAAap8BAABqFgEAAGoZAQAAaLtLAWi8SyJovUsBaL5LKXViaLtLAWi8SwBovUsBaL5LKXViaL9owl2UKGqfAQAAas8BAABlhZRSlHViaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0t4aN+MF3JlY29yZHMuZXZlbnQuZmllbGRzWzRdlGghKWjhTmjiTmjjiXViYWpvAQAAXZR1Ymo5AgAAaJ0pgZR9lChoBWo5AgAAaKBdlChooymBlH2UKGgFajkCAABop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdo'
+    'CWg3aMtOaMxOaM1OaM5OaNCJaNFOS3+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLgWjfjBZyZWNvcmRzLm5vdGUuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwIdmVsb2NpdHmUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wUdmVsb2NpdHkgb3IgcHJlc3N1cmWUaAloN2jLTmjMTmjNTmjOTmjQiWjRTkt/hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S4Jo34wWcmVjb3Jkcy5ub3RlLmZpZWxkc1sxXZRo'
+    'ISlo4U5o4k5o44l1YmVoC4wrTm90ZSBvZmYsIG5vdGUgb24sIHBvbHlwaG9uaWMga2V5IHByZXNzdXJlLpRoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigaoQCAABqZQEAAEsCamYBAAB9lChqOQIAAEsAao0CAABLAXVqaAEAAH2UKGo5AgAASwFqjQIAAEsBdWj0TnViYWg7S35qagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqQAIAAGidKYGUfZQoaAVqQAIAAGigXZQoaKMpgZR9lChoBYwHY29udHJvbJRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdo'
+    'CWg3aMtOaMxOaM1OaM5OaNCJaNFOS3+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLhWjfjCByZWNvcmRzLmNvbnRyb2xfY2hhbmdlLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAVoK2inaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uGaN+MIHJlY29yZHMuY29udHJvbF9jaGFuZ2UuZmllbGRzWzFdlGghKWjhTmjiTmjj'
+    'iXViZWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigap4CAABqZQEAAEsCamYBAAB9lChqoQIAAEsAaCtLAXVqaAEAAH2UKGqhAgAASwFoK0sBdWj0TnViYWg7S4NqagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqQwIAAGidKYGUfZQoaAVqQwIAAGigXZRooymBlH2UKGgFjAdwcm9ncmFtlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtL'
+    'AGgNTmjcaDdo3Ylo3k5oO0uJaN+MIHJlY29yZHMucHJvZ3JhbV9jaGFuZ2UuZmllbGRzWzBdlGghKWjhTmjiTmjjiXViYWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigarYCAABqZQEAAEsBamYBAAB9lGq5AgAASwBzamgBAAB9lGq5AgAASwFzaPROdWJhaDtLh2pqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmpGAgAAaJ0pgZR9lChoBWpGAgAAaKBdlGijKYGUfZQoaAWMCHByZXNzdXJllGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdo'
+    'y05ozE5ozU5ozk5o0Ilo0U5Lf4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uMaN+MInJlY29yZHMuY2hhbm5lbF9wcmVzc3VyZS5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqyAIAAGplAQAASwFqZgEAAH2UassCAABLAHNqaAEAAH2UassCAABLAXNo9E51YmFoO0uKamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViakkCAABonSmBlH2UKGgFakkCAABo'
+    'oF2UaKMpgZR9lChoBYwEYmVuZJRop2geKYGUfZQoaCFLEGgiiWgNajoBAABoI4l1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtorymBlH2UKGiyjBFsb3cgfCAoaGlnaCA8PCA4KZRotGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAjANsb3eUahYBAABqGQEAAGi7SwFovEsAaL1LAWi+SwN1YmobAQAAaiUBAABqIAEAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAjARoaWdolGoWAQAAahkBAABou0sBaLxLB2i9SwFovksLdWJqGwEAAGoeAQAAaiABAABotylSlH2UKGgrSwho'
+    'uk5ou0sBaLxLD2i9SwFovksQdWJou0sBaLxLB2i9SwFovksQdWJou0sBaLxLAGi9SwFovksRdWJov2jCXZQoauwCAABq5wIAAGWFlFKUdWJo1k5o12gAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGivKYGUfZQoaLKMEWJlbmQgJiAzMjg5NiA9PSAwlGi0atcBAAApUpR9lChqDQEAAGoKAQAAKVKUfZQoag0BAABqEQEAAClSlH2UKGoUAQAAat0CAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBHViahsBAABotYwGQml0QW5klJOUKVKUfZRiaiABAABotylSlH2UKGgrTYCAaLpOaLtLAWi8SwdovUsBaL5LDHViaLtLAWi8SwBovUsB'
+    'aL5LDHViatwBAABdlGi1jAJFcZSTlClSlH2UYmFq4gEAAF2UaLcpUpR9lChoK0sAaLpOaLtLAWi8SxBovUsBaL5LEXViYWi7SwFovEsAaL1LAWi+SxF1Ymi/aMJdlGrdAgAAYYWUUpR1YmrsAQAAjBJ1bmRlZmluZWQgYml0cyBzZXSUalUCAACMCmNvbnN0cmFpbnSUaN9q3QIAAHVihZRo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S5Bo34wccmVjb3Jkcy5waXRjaF9iZW5kLmZpZWxkc1swXZRoIWovAQAAKYGUfZQoaAVq5wIAAGoyAQAASwBqMwEAAEsHaPFOajQBAACJaNFOaM5OajUBAABooymBlH2UKGgFaucCAABop2geKYGU'
+    'fZQoaCFLCGgiiWgNajoBAABoI4l1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0uTaN+MJXJlY29yZHMucGl0Y2hfYmVuZC5maWVsZHNbMF0uYml0cy5sb3eUaCEpaOFq3QIAAGjiTmjjiXViaCtOdWJqLwEAACmBlH2UKGgFauwCAABqMgEAAEsIajMBAABLB2jxTmo0AQAAiWjRTmjOTmo1AQAAaKMpgZR9lChoBWrsAgAAaKdoHimBlH2UKGghSwhoIoloDWo6AQAAaCOJdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjU'
+    'TmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLlGjfjCZyZWNvcmRzLnBpdGNoX2JlbmQuZmllbGRzWzBdLmJpdHMuaGlnaJRoISlo4WrdAgAAaOJOaOOJdWJoK051YoaUaOFOaOJOaOOJdWJhaAuMN0EgMTQtYml0IHZhbHVlLCAweDIwMDAgPSBjZW50cmUsIHNlbnQgbG93IDcgYml0cyBmaXJzdC6UaAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAF2UamIBAAApgZR9lChoFE5ooGraAgAAamUBAABLAmpmAQAAfZRq3QIAAEsAc2poAQAAfZRq3QIAAEsCc2j0TnViYWg7S41qagEAAGgRaA1OamsB'
+    'AAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJqTAIAAGidKYGUfZQoaAVqTAIAAGigXZQoaKMpgZR9lChoBWqEAQAAaKdqvAEAACmBlH2UKGq/AQAASwRoumrAAQAAaloBAAApasEBAABOasIBAACJasMBAABOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWaKyMBGRhdGGUhpRo1ylo2E5o2U5o2k5o20sBaA1OaNxoN2jdiWjeTmg7S5lo34wXcmVjb3Jkcy5zeXNleC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymBlH2UKGgFajQDAABop2ipKYGUfZQoaKxorymBlH2UKGiyjApsZW5ndGgg'
+    'LSAxlGi0agoBAAApUpR9lChqDQEAAGoRAQAAKVKUfZQoahQBAABqhAEAAGoWAQAAahkBAABou0sBaLxLAGi9SwFovksGdWJqGwEAAGi1jANTdWKUk5QpUpR9lGJqIAEAAGi3KVKUfZQoaCtLAWi6Tmi7SwFovEsJaL1LAWi+Swp1Ymi7SwFovEsAaL1LAWi+Swp1Ymi/aMJdlGqEAQAAYYWUUpR1YmjGTmjHiWjITmjJTnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S5po34wXcmVjb3Jkcy5zeXNleC5maWVsZHNbMV2UaCEpaOFOaOJOaOOJ'
+    'dWJooymBlH2UKGgFjANlbmSUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOS/do0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S5to34wXcmVjb3Jkcy5zeXNleC5maWVsZHNbMl2UaCEpaOFOaOJOaOOJdWJlaAuMSVN5c3RlbSBleGNsdXNpdmUgKDB4RjApOiB0aGUgbGVuZ3RoIGNvdW50cyB0aGUgZGF0YSBhbmQgdGhlIGNsb3NpbmcgMHhGNy6UaAloN2paAQAAfZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAF2UamIBAAApgZR9lChoFE5ooGov'
+    'AwAAamUBAABOamYBAAB9lGqEAQAASwBzamgBAAB9lGpOAwAASwFzaPROdWJhaDtLlmpqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmpPAgAAaJ0pgZR9lChoBWpPAgAAaKBdlChooymBlH2UKGgFaoQBAABop2q8AQAAKYGUfZQoar8BAABLBGi6asABAABqWgEAAClqwQEAAE5qwgEAAIlqwwEAAE51YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZorGo0AwAAhpRo1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S59o34wYcmVjb3Jkcy5lc2NhcGUuZmllbGRzWzBd'
+    'lGghKWjhTmjiTmjjiXViaKMpgZR9lChoBWo0AwAAaKdoqSmBlH2UKGisaK8pgZR9lChosmqEAQAAaLRqEQEAAClSlH2UKGoUAQAAaoQBAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBnViaL9owl2UaoQBAABhhZRSlHViaMZOaMeJaMhOaMlOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLoGjfjBhyZWNvcmRzLmVzY2FwZS5maWVsZHNbMV2UaCEpaOFOaOJOaOOJdWJlaAuMRDB4RjcgZXNjYXBlOiBhbnkgYnl0ZXMgKGEgc3lzZXgg'
+    'Y29udGludWF0aW9uIG9yIHJlYWwtdGltZSBtZXNzYWdlcykulGgJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqXQMAAGplAQAATmpmAQAAfZRqhAEAAEsAc2poAQAAfZRo9E51YmFoO0ucamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHVialICAABonSmBlH2UKGgFalICAABooF2UKGijKYGUfZQoaAVoXWinaO4pgZR9lChoumjxaPJoXWjzKWj0TnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sA'
+    'aA1OaNxoN2jdiWjeTmg7S6Vo34wWcmVjb3Jkcy5tZXRhLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAVqhAEAAGinarwBAAApgZR9lChqvwEAAEsEaLpqwAEAAGpaAQAAKWrBAQAATmrCAQAAiWrDAQAATnViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1misajQDAACGlGjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLpmjfjBZyZWNvcmRzLm1ldGEuZmllbGRzWzFdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBWo0AwAAaKdq7gEAACmBlH2UKGrxAQAAaK8pgZR9lChosmhd'
+    'aLRqEQEAAClSlH2UKGoUAQAAaF1qFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LCXViaL9owl2UaF1hhZRSlHViajcCAAAoSwBoZYwPc2VxdWVuY2VfbnVtYmVylIeUSwFoaGjIh5RLAmhraMiHlEsDaG5oyIeUSwRocWjIh5RLBWh0aMiHlEsGaHdoyIeUSwdoemjIh5RLIGh9jA5jaGFubmVsX3ByZWZpeJSHlEshaICMCW1pZGlfcG9ydJSHlEsvaINOh5RLUWiGjAlzZXRfdGVtcG+Uh5RLVGiJjAxzbXB0ZV9vZmZzZXSUh5RLWGiMjA50aW1lX3NpZ25hdHVyZZSHlEtZaI+MDWtleV9zaWduYXR1cmWUh5R0lGjejAVieXRlc5Ro8yloBWpW'
+    'AgAAaPROdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisaK8pgZR9lChosmqEAQAAaLRqEQEAAClSlH2UKGoUAQAAaoQBAABqFgEAAGoZAQAAaLtLAWi8SwBovUsBaL5LBnViaL9owl2UaoQBAABhhZRSlHViaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0unaN+MFnJlY29yZHMubWV0YS5maWVsZHNbMl2UaCEpaOFOaOJOaOOJdWJlaAuMFEEgbWV0YSBldmVudCAoMHhGRikulGgJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqewMAAGplAQAA'
+    'TmpmAQAAfZQoaF1LAGqEAQAASwF1amgBAAB9lGhdSwFzaPROdWJhaDtLompqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmqSAwAAaJ0pgZR9lChoBWqSAwAAaKBdlGijKYGUfZQoaAWMBm51bWJlcpRop2geKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0u+aN+MIXJlY29yZHMuc2VxdWVuY2VfbnVtYmVyLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmFoC2g3aAloN2paAQAA'
+    'fZRqXAEAAE5qXQEAAIlqXgEAAE5qXwEAAF2UamIBAAApgZR9lChoFE5ooGq9AwAAamUBAABLAmpmAQAAfZRqwAMAAEsAc2poAQAAfZRqwAMAAEsCc2j0TnViYWg7S7xqagEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJoyGidKYGUfZQoaAVoyGigXZRooymBlH2UKGgFaMhop2ipKYGUfZQoaKxOaMZOaMeIaMhOaMlOdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLwmjfjBZyZWNvcmRzLnRleHQuZmllbGRzWzBd'
+    'lGghKWjhTmjiTmjjiXViYWgLjCxUZXh0IChMYXRpbi0xIGJ5IGNvbnZlbnRpb247IGtlcHQgYXMgYnl0ZXMpLpRoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigas4DAABqZQEAAE5qZgEAAH2UaMhLAHNqaAEAAH2UaPROdWJhaDtLv2pqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmqbAwAAaJ0pgZR9lChoBWqbAwAAaKBdlGijKYGUfZQoaAWMB2NoYW5uZWyUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTksPhpRo'
+    'rE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S8Vo34wgcmVjb3Jkcy5jaGFubmVsX3ByZWZpeC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBq3wMAAGplAQAASwFqZgEAAH2UauIDAABLAHNqaAEAAH2UauIDAABLAXNo9E51YmFoO0vDamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViap0DAABonSmBlH2UKGgFap0DAABooF2UaKMpgZR9lChoBYwEcG9ydJRop2ge'
+    'KYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOS3+GlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLyGjfjBtyZWNvcmRzLm1pZGlfcG9ydC5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBq8QMAAGplAQAASwFqZgEAAH2UavQDAABLAHNqaAEAAH2UavQDAABLAXNo9E51YmFoO0vGamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABd'
+    'lHViaqADAABonSmBlH2UKGgFaqADAABooF2UaKMpgZR9lChoBYwFdGVtcG+UaKdoHimBlH2UKGghSxhoIoloDWgOaCOIdWJoC4wdbWljcm9zZWNvbmRzIHBlciBxdWFydGVyIG5vdGWUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtLy2jfjBtyZWNvcmRzLnNldF90ZW1wby5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJhaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqAwQAAGplAQAASwNqZgEA'
+    'AH2UagYEAABLAHNqaAEAAH2UagYEAABLA3No9E51YmFoO0vJamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViaqIDAABonSmBlH2UKGgFaqIDAABooF2UKGijKYGUfZQoaAWMBWhvdXJzlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK2ivKYGUfZQoaLKMGChmcmFtZV9yYXRlIDw8IDUpIHwgaG91cpRotGoKAQAAKVKUfZQoag0BAABqCgEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAIwKZnJhbWVfcmF0ZZRqFgEAAGoZAQAA'
+    'aLtLAWi8SwFovUsBaL5LC3ViahsBAABqHgEAAGogAQAAaLcpUpR9lChoK0sFaLpOaLtLAWi8Sw9ovUsBaL5LEHViaLtLAWi8SwFovUsBaL5LEHViahsBAABqJQEAAGogAQAAahEBAAApUpR9lChqFAEAAIwEaG91cpRqFgEAAGoZAQAAaLtLAWi8SxRovUsBaL5LGHViaLtLAWi8SwBovUsBaL5LGHViaL9owl2UKGokBAAAaikEAABlhZRSlHViaNZOaNdq8wIAACmBlH2UKGr2AgAAaK8pgZR9lChosowQaG91cnMgJiAxMjggPT0gMJRotGrXAQAAKVKUfZQoag0BAABqCgEAAClSlH2UKGoNAQAAahEBAAApUpR9lChqFAEAAGoYBAAAahYB'
+    'AABqGQEAAGi7SwFovEsAaL1LAWi+SwV1YmobAQAAagIDAABqIAEAAGi3KVKUfZQoaCtLgGi6Tmi7SwFovEsIaL1LAWi+Swt1Ymi7SwFovEsAaL1LAWi+Swt1YmrcAQAAXZRqCQMAAGFq4gEAAF2UaLcpUpR9lChoK0sAaLpOaLtLAWi8Sw9ovUsBaL5LEHViYWi7SwFovEsAaL1LAWi+SxB1Ymi/aMJdlGoYBAAAYYWUUpR1YmrsAQAAahEDAABqVQIAAGoSAwAAaN9qGAQAAHVihZRo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S85o34wecmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzBdlGghai8BAAApgZR9lChoBWokBAAAajIB'
+    'AABLBWozAQAASwJo8U5qNAEAAIlo0U5ozk5qNQEAAGijKYGUfZQoaAVqJAQAAGinaB4pgZR9lChoIUsIaCKJaA1qOgEAAGgjiXViaAuMLjA6IDI0LCAxOiAyNSwgMjogMjkuOTcgKGRyb3AgZnJhbWUpLCAzOiAzMCBmcHOUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL0WjfjC5yZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbMF0uYml0cy5mcmFtZV9yYXRllGghKWjhahgEAABo4k5o44l1YmgrTnViai8BAAApgZR9lChoBWopBAAAajIBAABL'
+    'AGozAQAASwVo8U5qNAEAAIlo0U5ozk5qNQEAAGijKYGUfZQoaAVqKQQAAGinaB4pgZR9lChoIUsIaCKJaA1qOgEAAGgjiXViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9Jo34wocmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzBdLmJpdHMuaG91cpRoISlo4WoYBAAAaOJOaOOJdWJoK051YoaUaOFOaOJOaOOJdWJooymBlH2UKGgFjAdtaW51dGVzlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o'
+    '0Ilo0U5LO4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vTaN+MHnJlY29yZHMuc21wdGVfb2Zmc2V0LmZpZWxkc1sxXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMB3NlY29uZHOUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTks7hpRorE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9Ro34wecmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzJdlGghKWjhTmjiTmjjiXViaKMpgZR9lCho'
+    'BYwGZnJhbWVzlGinaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoN2gJaDdoy05ozE5ozU5ozk5o0Ilo0U5orE5o0k5o005o1E5o1U5oK05o1k5o1ylo2E5o2U5o2k5o20sAaA1OaNxoN2jdiWjeTmg7S9Vo34wecmVjb3Jkcy5zbXB0ZV9vZmZzZXQuZmllbGRzWzNdlGghKWjhTmjiTmjjiXViaKMpgZR9lChoBYwKc3ViX2ZyYW1lc5Rop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOS2OGlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL1mjf'
+    'jB5yZWNvcmRzLnNtcHRlX29mZnNldC5maWVsZHNbNF2UaCEpaOFOaOJOaOOJdWJlaAtoN2gJaDdqWgEAAH2UalwBAABOal0BAACJal4BAABOal8BAABdlGpiAQAAKYGUfZQoaBROaKBqFQQAAGplAQAASwVqZgEAAH2UKGoYBAAASwBqVQQAAEsBalwEAABLAmpjBAAASwNqaQQAAEsEdWpoAQAAfZQoahgEAABLAWpVBAAASwFqXAQAAEsBamMEAABLAWppBAAASwF1aPROdWJhaDtLzGpqAQAAaBFoDU5qawEAAClqbAEAAGpJAQAAam0BAABdlGpvAQAAXZR1YmqkAwAAaJ0pgZR9lChoBWqkAwAAaKBdlChooymBlH2UKGgFjAludW1lcmF0'
+    'b3KUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL2WjfjCByZWNvcmRzLnRpbWVfc2lnbmF0dXJlLmZpZWxkc1swXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMEGRlbm9taW5hdG9yX2xvZzKUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wjZGVub21pbmF0b3IgPSAyICoqIGRlbm9taW5hdG9yX2xvZzKUaAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjX'
+    'KWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL2mjfjCByZWNvcmRzLnRpbWVfc2lnbmF0dXJlLmZpZWxkc1sxXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMEGNsb2Nrc19wZXJfY2xpY2uUaKdoHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC2g3aAloN2jLTmjMTmjNTmjOTmjQiWjRTmisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL22jfjCByZWNvcmRzLnRpbWVfc2lnbmF0dXJlLmZpZWxkc1syXZRoISlo4U5o4k5o44l1YmijKYGUfZQoaAWMG25vdGF0ZWRfMzJuZF9ub3Rlc19w'
+    'ZXJfYmVhdJRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vcaN+MIHJlY29yZHMudGltZV9zaWduYXR1cmUuZmllbGRzWzNdlGghKWjhTmjiTmjjiXViZWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigangEAABqZQEAAEsEamYBAAB9lChqewQAAEsAaoEEAABLAWqIBAAASwJqjgQAAEsDdWpoAQAAfZQoansEAABLAWqBBAAASwFqiAQAAEsB'
+    'ao4EAABLAXVo9E51YmFoO0vXamoBAABoEWgNTmprAQAAKWpsAQAAakkBAABqbQEAAF2Uam8BAABdlHViaqYDAABonSmBlH2UKGgFaqYDAABooF2UKGijKYGUfZQoaAWMBnNoYXJwc5Rop2geKYGUfZQoaCFLCGgiiGgNaA5oI4h1YmgLjBtzaGFycHMgKD4gMCkgb3IgZmxhdHMgKDwgMCmUaAloN2jLTmjMTmjNTmjOTmjQiWjRSvn///9LB4aUaKxOaNJOaNNOaNROaNVOaCtOaNZOaNcpaNhOaNlOaNpOaNtLAGgNTmjcaDdo3Ylo3k5oO0vfaN+MH3JlY29yZHMua2V5X3NpZ25hdHVyZS5maWVsZHNbMF2UaCEpaOFOaOJOaOOJdWJooymB'
+    'lH2UKGgFjAVtaW5vcpRop2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaDdoCWg3aMtOaMxOaM1OaM5OaNCJaNFOSwGGlGisTmjSTmjTTmjUTmjVTmgrTmjWTmjXKWjYTmjZTmjaTmjbSwBoDU5o3Gg3aN2JaN5OaDtL4GjfjB9yZWNvcmRzLmtleV9zaWduYXR1cmUuZmllbGRzWzFdlGghKWjhTmjiTmjjiXViZWgLaDdoCWg3aloBAAB9lGpcAQAATmpdAQAAiWpeAQAATmpfAQAAXZRqYgEAACmBlH2UKGgUTmigapwEAABqZQEAAEsCamYBAAB9lChqnwQAAEsAaqcEAABLAXVqaAEAAH2UKGqfBAAASwFqpwQAAEsBdWj0TnViYWg7S91q'
+    'agEAAGgRaA1OamsBAAApamwBAABqSQEAAGptAQAAXZRqbwEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoakkBAABom2imQwRNVGhklIwCYXSUSwBo0olqWgEAACmMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+)

@@ -16,8 +16,8 @@ Spec: RFC 3533 (Ogg); Vorbis I specification §4.2
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -82,6 +83,11 @@ _ck_crc32_ogg = _registry.checksum_func("crc32_ogg", fast=True)
 FAMILY = "ogg"
 SCHEMA_FILES = ["schemas/ogg.yaml"]
 SCHEMA_DIGEST = "sha256:43dc987f92c699ba5a2f65a8cc1550df7cf064015d65bef53d91f8c37f46f7a6"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'OggS', 'ogg_stream', {}, False, None, None)]
+RECORD_NAMES = ('ogg_page', 'ogg_stream', 'vorbis_packet', 'identification_header', 'comment_header', 'setup_header', 'audio_packet')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1867,285 +1873,313 @@ def encode_audio_packet(value: AudioPacket) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_ogg_page = Struct(
-    '_o_start' / Tell,
-    '_s_capture' / Tell,
-    'capture' / Const(b'OggS'),
-    '_e_capture' / Tell,
-    '_s_version' / Tell,
-    'version' / Const(0, Int8ul),
-    '_e_version' / Tell,
-    '_s_header_type' / Tell,
-    'header_type' / BitFlags(Int8ul, (('eos', 2, 1, True), ('bos', 1, 1, True), ('continued', 0, 1, True)), model=PageFlags),
-    '_e_header_type' / Tell,
-    '_s_granule' / Tell,
-    'granule' / Int64ul,
-    '_e_granule' / Tell,
-    '_s_serial' / Tell,
-    'serial' / Int32ul,
-    '_e_serial' / Tell,
-    '_s_seqno' / Tell,
-    'seqno' / Int32ul,
-    '_e_seqno' / Tell,
-    '_o_page_crc' / Tell,
-    '_s_page_crc' / Tell,
-    'page_crc' / Rebuild(Int32ul, 0),
-    '_e_page_crc' / Tell,
-    '_s_segment_count' / Tell,
-    'segment_count' / Rebuild(Int8ul, Code("len(this['segment_table'])", lambda this: len(this['segment_table']))),
-    '_e_segment_count' / Tell,
-    '_s_segment_table' / Tell,
-    'segment_table' / Array(Code("this['segment_count']", lambda this: this['segment_count']), Int8ul),
-    '_e_segment_table' / Tell,
-    '_s_body' / Tell,
-    'body' / Bytes(Code("sum(this['segment_table'])", lambda this: sum(this['segment_table']))),
-    '_e_body' / Tell,
-    '_late_page_crc' / LateChecksum('page_crc', Int32ul, Code("_ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\x00\x00\x00\x00'))), 'crc32_ogg', check=True, patch=True),
-)
-C_ogg_page._bw_fast_runs = {'capture': (22, (('capture', 0, 4), ('version', 4, 1), ('header_type', 5, 1), ('granule', 6, 8), ('serial', 14, 4), ('seqno', 18, 4))), 'page_crc': (5, (('page_crc', 0, 4), ('segment_count', 4, 1)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_identification_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'vorbis'),
-    'vorbis_version' / Const(0, Int32ul),
-    'audio_channels' / Int8ul,
-    Check(Code("(1 <= this['audio_channels'])", lambda this: (1 <= this['audio_channels']))),
-    'audio_sample_rate' / Int32ul,
-    Check(Code("(1 <= this['audio_sample_rate'])", lambda this: (1 <= this['audio_sample_rate']))),
-    'bitrate_maximum' / Int32sl,
-    'bitrate_nominal' / Int32sl,
-    'bitrate_minimum' / Int32sl,
-    'blocksizes' / BitFlags(Int8ul, (('blocksize_1', 4, 4, False), ('blocksize_0', 0, 4, False)), model=Blocksizes),
-    'framing_flag' / Const(1, Int8ul),
-)
-C_identification_header._bw_fast_runs = {'magic': (29, (('magic', 0, 6), ('vorbis_version', 6, 4), ('audio_channels', 10, 1), ('audio_sample_rate', 11, 4), ('bitrate_maximum', 15, 4), ('bitrate_nominal', 19, 4), ('bitrate_minimum', 23, 4), ('blocksizes', 27, 1), ('framing_flag', 28, 1)))}
+    C_ogg_page = Struct(
+        '_o_start' / Tell,
+        '_s_capture' / Tell,
+        'capture' / Const(b'OggS'),
+        '_e_capture' / Tell,
+        '_s_version' / Tell,
+        'version' / Const(0, Int8ul),
+        '_e_version' / Tell,
+        '_s_header_type' / Tell,
+        'header_type' / BitFlags(Int8ul, (('eos', 2, 1, True), ('bos', 1, 1, True), ('continued', 0, 1, True)), model=PageFlags),
+        '_e_header_type' / Tell,
+        '_s_granule' / Tell,
+        'granule' / Int64ul,
+        '_e_granule' / Tell,
+        '_s_serial' / Tell,
+        'serial' / Int32ul,
+        '_e_serial' / Tell,
+        '_s_seqno' / Tell,
+        'seqno' / Int32ul,
+        '_e_seqno' / Tell,
+        '_o_page_crc' / Tell,
+        '_s_page_crc' / Tell,
+        'page_crc' / Rebuild(Int32ul, 0),
+        '_e_page_crc' / Tell,
+        '_s_segment_count' / Tell,
+        'segment_count' / Rebuild(Int8ul, Code("len(this['segment_table'])", lambda this: len(this['segment_table']))),
+        '_e_segment_count' / Tell,
+        '_s_segment_table' / Tell,
+        'segment_table' / Array(Code("this['segment_count']", lambda this: this['segment_count']), Int8ul),
+        '_e_segment_table' / Tell,
+        '_s_body' / Tell,
+        'body' / Bytes(Code("sum(this['segment_table'])", lambda this: sum(this['segment_table']))),
+        '_e_body' / Tell,
+        '_late_page_crc' / LateChecksum('page_crc', Int32ul, Code("_ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32_ogg(_cover.span(this, [('span', 'capture'), ('span', 'version'), ('span', 'header_type'), ('span', 'granule'), ('span', 'serial'), ('span', 'seqno'), ('fill', 'page_crc'), ('span', 'segment_count'), ('span', 'segment_table'), ('span', 'body')], b'\x00\x00\x00\x00'))), 'crc32_ogg', check=True, patch=True),
+    )
+    C_ogg_page._bw_fast_runs = {'capture': (22, (('capture', 0, 4), ('version', 4, 1), ('header_type', 5, 1), ('granule', 6, 8), ('serial', 14, 4), ('seqno', 18, 4))), 'page_crc': (5, (('page_crc', 0, 4), ('segment_count', 4, 1)))}
 
-C_comment_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'vorbis'),
-    'vendor' / PascalString(Int32ul, 'utf8'),
-    'comments' / PrefixedArray(Int32ul, PascalString(Int32ul, 'utf8'), min_size=4),
-    'framing_flag' / Const(1, Int8ul),
-)
-C_comment_header._bw_fast_runs = {'magic': (10, (('magic', 0, 6), ('vendor.length', 6, 4))), 'comments': (4, (('comments.length', 0, 4),)), 'framing_flag': (1, (('framing_flag', 0, 1),))}
+    C_identification_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'vorbis'),
+        'vorbis_version' / Const(0, Int32ul),
+        'audio_channels' / Int8ul,
+        Check(Code("(1 <= this['audio_channels'])", lambda this: (1 <= this['audio_channels']))),
+        'audio_sample_rate' / Int32ul,
+        Check(Code("(1 <= this['audio_sample_rate'])", lambda this: (1 <= this['audio_sample_rate']))),
+        'bitrate_maximum' / Int32sl,
+        'bitrate_nominal' / Int32sl,
+        'bitrate_minimum' / Int32sl,
+        'blocksizes' / BitFlags(Int8ul, (('blocksize_1', 4, 4, False), ('blocksize_0', 0, 4, False)), model=Blocksizes),
+        'framing_flag' / Const(1, Int8ul),
+    )
+    C_identification_header._bw_fast_runs = {'magic': (29, (('magic', 0, 6), ('vorbis_version', 6, 4), ('audio_channels', 10, 1), ('audio_sample_rate', 11, 4), ('bitrate_maximum', 15, 4), ('bitrate_nominal', 19, 4), ('bitrate_minimum', 23, 4), ('blocksizes', 27, 1), ('framing_flag', 28, 1)))}
 
-C_setup_header = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'vorbis'),
-    'codebooks' / GreedyBytes,
-)
-C_setup_header._bw_fast_runs = {'magic': (6, (('magic', 0, 6),))}
+    C_comment_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'vorbis'),
+        'vendor' / PascalString(Int32ul, 'utf8'),
+        'comments' / PrefixedArray(Int32ul, PascalString(Int32ul, 'utf8'), min_size=4),
+        'framing_flag' / Const(1, Int8ul),
+    )
+    C_comment_header._bw_fast_runs = {'magic': (10, (('magic', 0, 6), ('vendor.length', 6, 4))), 'comments': (4, (('comments.length', 0, 4),)), 'framing_flag': (1, (('framing_flag', 0, 1),))}
 
-C_audio_packet = Struct(
-    '_o_start' / Tell,
-    'data' / GreedyBytes,
-)
-C_audio_packet._bw_fast_runs = {}
+    C_setup_header = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'vorbis'),
+        'codebooks' / GreedyBytes,
+    )
+    C_setup_header._bw_fast_runs = {'magic': (6, (('magic', 0, 6),))}
 
-C_vorbis_packet = Struct(
-    '_o_start' / Tell,
-    'packet_type' / Int8ul,
-    'body' / Switch(Code("(this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)", lambda this: (this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)), {1: C_identification_header, 3: C_comment_header, 5: C_setup_header, 0: C_audio_packet}, default=Error),
-)
-C_vorbis_packet._bw_fast_runs = {'packet_type': (1, (('packet_type', 0, 1),))}
+    C_audio_packet = Struct(
+        '_o_start' / Tell,
+        'data' / GreedyBytes,
+    )
+    C_audio_packet._bw_fast_runs = {}
 
-from bytewright.runtime import framing as _framing
-_CFR_ogg_stream_packets = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
-C_ogg_stream = Struct(
-    '_o_start' / Tell,
-    'packets' / _framing.Framed(C_ogg_page, C_vorbis_packet, _CFR_ogg_stream_packets, 'packets'),
-)
-C_ogg_stream._bw_fast_runs = {}
+    C_vorbis_packet = Struct(
+        '_o_start' / Tell,
+        'packet_type' / Int8ul,
+        'body' / Switch(Code("(this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)", lambda this: (this['packet_type'] if ((this['packet_type'] % 2) == 1) else 0)), {1: C_identification_header, 3: C_comment_header, 5: C_setup_header, 0: C_audio_packet}, default=Error),
+    )
+    C_vorbis_packet._bw_fast_runs = {'packet_type': (1, (('packet_type', 0, 1),))}
 
-def _c2m_flags_page_flags(c):
-    if c.__class__ is PageFlags:  # built by a compiled parse
-        return c
-    return PageFlags(continued=bool(c['continued']), bos=bool(c['bos']), eos=bool(c['eos']))
-PageFlags._bw_opaque = True
+    from bytewright.runtime import framing as _framing
+    _CFR_ogg_stream_packets = _framing.Spec(piece='body', fragment=OggPage, after_piece=0, lacing='segment_table', continued=lambda _f: _f.header_type.continued, continued_at=('header_type', 'continued'))
+    C_ogg_stream = Struct(
+        '_o_start' / Tell,
+        'packets' / _framing.Framed(C_ogg_page, C_vorbis_packet, _CFR_ogg_stream_packets, 'packets'),
+    )
+    C_ogg_stream._bw_fast_runs = {}
 
-def _c2m_flags_blocksizes(c):
-    if c.__class__ is Blocksizes:  # built by a compiled parse
-        return c
-    return Blocksizes(blocksize_0=c['blocksize_0'], blocksize_1=c['blocksize_1'])
-Blocksizes._bw_opaque = True
+    def _c2m_flags_page_flags(c):
+        if c.__class__ is PageFlags:  # built by a compiled parse
+            return c
+        return PageFlags(continued=bool(c['continued']), bos=bool(c['bos']), eos=bool(c['eos']))
+    PageFlags._bw_opaque = True
 
-def _c2m_ogg_page(c):
-    if c.__class__ is OggPage:  # built by a compiled parse
-        return c
-    f_header_type = c['header_type']
-    if f_header_type is not None:
-        f_header_type = _c2m_flags_page_flags(f_header_type)
-    f_granule = c['granule']
-    f_serial = c['serial']
-    f_seqno = c['seqno']
-    f_segment_table = c['segment_table']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = bytes(f_body)
-    return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
+    def _c2m_flags_blocksizes(c):
+        if c.__class__ is Blocksizes:  # built by a compiled parse
+            return c
+        return Blocksizes(blocksize_0=c['blocksize_0'], blocksize_1=c['blocksize_1'])
+    Blocksizes._bw_opaque = True
 
-def _f2m_ogg_page(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body):
-    if f_header_type is not None:
-        f_header_type = (f_header_type if f_header_type.__class__ is PageFlags else _c2m_flags_page_flags(f_header_type))
-    if f_body is not None:
-        f_body = bytes(f_body)
-    return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
-C_ogg_page._bw_model = (_f2m_ogg_page, ('header_type', 'granule', 'serial', 'seqno', 'segment_table', 'body'), (), True)
+    def _c2m_ogg_page(c):
+        if c.__class__ is OggPage:  # built by a compiled parse
+            return c
+        f_header_type = c['header_type']
+        if f_header_type is not None:
+            f_header_type = _c2m_flags_page_flags(f_header_type)
+        f_granule = c['granule']
+        f_serial = c['serial']
+        f_seqno = c['seqno']
+        f_segment_table = c['segment_table']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = bytes(f_body)
+        return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
 
-def _m2c_ogg_page(v):
-    return {
-        'header_type': None if v.header_type is None else v.header_type.to_dict(),
-        'granule': v.granule,
-        'serial': v.serial,
-        'seqno': v.seqno,
-        'segment_table': v.segment_table,
-        'body': v.body,
-    }
+    def _f2m_ogg_page(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body):
+        if f_header_type is not None:
+            f_header_type = (f_header_type if f_header_type.__class__ is PageFlags else _c2m_flags_page_flags(f_header_type))
+        if f_body is not None:
+            f_body = bytes(f_body)
+        return OggPage(f_header_type, f_granule, f_serial, f_seqno, f_segment_table, f_body)
+    C_ogg_page._bw_model = (_f2m_ogg_page, ('header_type', 'granule', 'serial', 'seqno', 'segment_table', 'body'), (), True)
 
-def _c2m_ogg_stream(c):
-    if c.__class__ is OggStream:  # built by a compiled parse
-        return c
-    f_packets = c['packets']
-    return OggStream(f_packets)
+    def _m2c_ogg_page(v):
+        return {
+            'header_type': None if v.header_type is None else v.header_type.to_dict(),
+            'granule': v.granule,
+            'serial': v.serial,
+            'seqno': v.seqno,
+            'segment_table': v.segment_table,
+            'body': v.body,
+        }
 
-def _f2m_ogg_stream(f_packets):
-    return OggStream(f_packets)
-C_ogg_stream._bw_model = (_f2m_ogg_stream, ('packets',), (), True)
+    def _c2m_ogg_stream(c):
+        if c.__class__ is OggStream:  # built by a compiled parse
+            return c
+        f_packets = c['packets']
+        return OggStream(f_packets)
 
-def _m2c_ogg_stream(v):
-    return {
-        'packets': None if v.packets is None else _framing.FramedList([_m2c_vorbis_packet(_x) for _x in v.packets], getattr(v.packets, 'fragments', None)),
-    }
-_CFR_ogg_stream_packets.frag_from_construct = lambda c: _c2m_ogg_page(c)
-_CFR_ogg_stream_packets.frag_to_construct = lambda v: _m2c_ogg_page(v)
-_CFR_ogg_stream_packets.item_from_construct = lambda c: _c2m_vorbis_packet(c)
+    def _f2m_ogg_stream(f_packets):
+        return OggStream(f_packets)
+    C_ogg_stream._bw_model = (_f2m_ogg_stream, ('packets',), (), True)
 
-def _c2m_vorbis_packet(c):
-    if c.__class__ is VorbisPacket:  # built by a compiled parse
-        return c
-    f_packet_type = c['packet_type']
-    f_body = c['body']
-    if f_body is not None:
-        f_body = (_c2m_identification_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else (_c2m_comment_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else (_c2m_setup_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else (_c2m_audio_packet(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
-    return VorbisPacket(f_packet_type, f_body)
+    def _m2c_ogg_stream(v):
+        return {
+            'packets': None if v.packets is None else _framing.FramedList([_m2c_vorbis_packet(_x) for _x in v.packets], getattr(v.packets, 'fragments', None)),
+        }
+    _CFR_ogg_stream_packets.frag_from_construct = lambda c: _c2m_ogg_page(c)
+    _CFR_ogg_stream_packets.frag_to_construct = lambda v: _m2c_ogg_page(v)
+    _CFR_ogg_stream_packets.item_from_construct = lambda c: _c2m_vorbis_packet(c)
 
-def _f2m_vorbis_packet(f_packet_type, f_body):
-    if f_body is not None:
-        f_body = ((f_body if f_body.__class__ is IdentificationHeader else _c2m_identification_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else ((f_body if f_body.__class__ is CommentHeader else _c2m_comment_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else ((f_body if f_body.__class__ is SetupHeader else _c2m_setup_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else ((f_body if f_body.__class__ is AudioPacket else _c2m_audio_packet(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
-    return VorbisPacket(f_packet_type, f_body)
-C_vorbis_packet._bw_model = (_f2m_vorbis_packet, ('packet_type', 'body'), (), True)
+    def _c2m_vorbis_packet(c):
+        if c.__class__ is VorbisPacket:  # built by a compiled parse
+            return c
+        f_packet_type = c['packet_type']
+        f_body = c['body']
+        if f_body is not None:
+            f_body = (_c2m_identification_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else (_c2m_comment_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else (_c2m_setup_header(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else (_c2m_audio_packet(f_body) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
+        return VorbisPacket(f_packet_type, f_body)
 
-def _m2c_vorbis_packet(v):
-    return {
-        'packet_type': v.packet_type,
-        'body': None if v.body is None else _m2c_any(v.body),
-    }
+    def _f2m_vorbis_packet(f_packet_type, f_body):
+        if f_body is not None:
+            f_body = ((f_body if f_body.__class__ is IdentificationHeader else _c2m_identification_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 1 else ((f_body if f_body.__class__ is CommentHeader else _c2m_comment_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 3 else ((f_body if f_body.__class__ is SetupHeader else _c2m_setup_header(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 5 else ((f_body if f_body.__class__ is AudioPacket else _c2m_audio_packet(f_body)) if (f_packet_type if ((f_packet_type % 2) == 1) else 0) == 0 else None))))
+        return VorbisPacket(f_packet_type, f_body)
+    C_vorbis_packet._bw_model = (_f2m_vorbis_packet, ('packet_type', 'body'), (), True)
 
-def _c2m_identification_header(c):
-    if c.__class__ is IdentificationHeader:  # built by a compiled parse
-        return c
-    f_audio_channels = c['audio_channels']
-    f_audio_sample_rate = c['audio_sample_rate']
-    f_bitrate_maximum = c['bitrate_maximum']
-    f_bitrate_nominal = c['bitrate_nominal']
-    f_bitrate_minimum = c['bitrate_minimum']
-    f_blocksizes = c['blocksizes']
-    if f_blocksizes is not None:
-        f_blocksizes = _c2m_flags_blocksizes(f_blocksizes)
-    return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
+    def _m2c_vorbis_packet(v):
+        return {
+            'packet_type': v.packet_type,
+            'body': None if v.body is None else _m2c_any(v.body),
+        }
 
-def _f2m_identification_header(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes):
-    if f_blocksizes is not None:
-        f_blocksizes = (f_blocksizes if f_blocksizes.__class__ is Blocksizes else _c2m_flags_blocksizes(f_blocksizes))
-    return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
-C_identification_header._bw_model = (_f2m_identification_header, ('audio_channels', 'audio_sample_rate', 'bitrate_maximum', 'bitrate_nominal', 'bitrate_minimum', 'blocksizes'), (), True)
+    def _c2m_identification_header(c):
+        if c.__class__ is IdentificationHeader:  # built by a compiled parse
+            return c
+        f_audio_channels = c['audio_channels']
+        f_audio_sample_rate = c['audio_sample_rate']
+        f_bitrate_maximum = c['bitrate_maximum']
+        f_bitrate_nominal = c['bitrate_nominal']
+        f_bitrate_minimum = c['bitrate_minimum']
+        f_blocksizes = c['blocksizes']
+        if f_blocksizes is not None:
+            f_blocksizes = _c2m_flags_blocksizes(f_blocksizes)
+        return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
 
-def _m2c_identification_header(v):
-    return {
-        'audio_channels': v.audio_channels,
-        'audio_sample_rate': v.audio_sample_rate,
-        'bitrate_maximum': v.bitrate_maximum,
-        'bitrate_nominal': v.bitrate_nominal,
-        'bitrate_minimum': v.bitrate_minimum,
-        'blocksizes': None if v.blocksizes is None else v.blocksizes.to_dict(),
-    }
+    def _f2m_identification_header(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes):
+        if f_blocksizes is not None:
+            f_blocksizes = (f_blocksizes if f_blocksizes.__class__ is Blocksizes else _c2m_flags_blocksizes(f_blocksizes))
+        return IdentificationHeader(f_audio_channels, f_audio_sample_rate, f_bitrate_maximum, f_bitrate_nominal, f_bitrate_minimum, f_blocksizes)
+    C_identification_header._bw_model = (_f2m_identification_header, ('audio_channels', 'audio_sample_rate', 'bitrate_maximum', 'bitrate_nominal', 'bitrate_minimum', 'blocksizes'), (), True)
 
-def _c2m_comment_header(c):
-    if c.__class__ is CommentHeader:  # built by a compiled parse
-        return c
-    f_vendor = c['vendor']
-    f_comments = c['comments']
-    return CommentHeader(f_vendor, f_comments)
+    def _m2c_identification_header(v):
+        return {
+            'audio_channels': v.audio_channels,
+            'audio_sample_rate': v.audio_sample_rate,
+            'bitrate_maximum': v.bitrate_maximum,
+            'bitrate_nominal': v.bitrate_nominal,
+            'bitrate_minimum': v.bitrate_minimum,
+            'blocksizes': None if v.blocksizes is None else v.blocksizes.to_dict(),
+        }
 
-def _f2m_comment_header(f_vendor, f_comments):
-    return CommentHeader(f_vendor, f_comments)
-C_comment_header._bw_model = (_f2m_comment_header, ('vendor', 'comments'), (), True)
+    def _c2m_comment_header(c):
+        if c.__class__ is CommentHeader:  # built by a compiled parse
+            return c
+        f_vendor = c['vendor']
+        f_comments = c['comments']
+        return CommentHeader(f_vendor, f_comments)
 
-def _m2c_comment_header(v):
-    return {
-        'vendor': v.vendor,
-        'comments': v.comments,
-    }
+    def _f2m_comment_header(f_vendor, f_comments):
+        return CommentHeader(f_vendor, f_comments)
+    C_comment_header._bw_model = (_f2m_comment_header, ('vendor', 'comments'), (), True)
 
-def _c2m_setup_header(c):
-    if c.__class__ is SetupHeader:  # built by a compiled parse
-        return c
-    f_codebooks = c['codebooks']
-    if f_codebooks is not None:
-        f_codebooks = bytes(f_codebooks)
-    return SetupHeader(f_codebooks)
+    def _m2c_comment_header(v):
+        return {
+            'vendor': v.vendor,
+            'comments': v.comments,
+        }
 
-def _f2m_setup_header(f_codebooks):
-    if f_codebooks is not None:
-        f_codebooks = bytes(f_codebooks)
-    return SetupHeader(f_codebooks)
-C_setup_header._bw_model = (_f2m_setup_header, ('codebooks',), (), True)
+    def _c2m_setup_header(c):
+        if c.__class__ is SetupHeader:  # built by a compiled parse
+            return c
+        f_codebooks = c['codebooks']
+        if f_codebooks is not None:
+            f_codebooks = bytes(f_codebooks)
+        return SetupHeader(f_codebooks)
 
-def _m2c_setup_header(v):
-    return {
-        'codebooks': v.codebooks,
-    }
+    def _f2m_setup_header(f_codebooks):
+        if f_codebooks is not None:
+            f_codebooks = bytes(f_codebooks)
+        return SetupHeader(f_codebooks)
+    C_setup_header._bw_model = (_f2m_setup_header, ('codebooks',), (), True)
 
-def _c2m_audio_packet(c):
-    if c.__class__ is AudioPacket:  # built by a compiled parse
-        return c
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return AudioPacket(f_data)
+    def _m2c_setup_header(v):
+        return {
+            'codebooks': v.codebooks,
+        }
 
-def _f2m_audio_packet(f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return AudioPacket(f_data)
-C_audio_packet._bw_model = (_f2m_audio_packet, ('data',), (), True)
+    def _c2m_audio_packet(c):
+        if c.__class__ is AudioPacket:  # built by a compiled parse
+            return c
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return AudioPacket(f_data)
 
-def _m2c_audio_packet(v):
-    return {
-        'data': v.data,
-    }
+    def _f2m_audio_packet(f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return AudioPacket(f_data)
+    C_audio_packet._bw_model = (_f2m_audio_packet, ('data',), (), True)
+
+    def _m2c_audio_packet(v):
+        return {
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {OggPage: _m2c_ogg_page, OggStream: _m2c_ogg_stream, VorbisPacket: _m2c_vorbis_packet, IdentificationHeader: _m2c_identification_header, CommentHeader: _m2c_comment_header, SetupHeader: _m2c_setup_header, AudioPacket: _m2c_audio_packet }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {OggPage: _m2c_ogg_page, OggStream: _m2c_ogg_stream, VorbisPacket: _m2c_vorbis_packet, IdentificationHeader: _m2c_identification_header, CommentHeader: _m2c_comment_header, SetupHeader: _m2c_setup_header, AudioPacket: _m2c_audio_packet }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_ogg_page(buf, offset: int = 0, *, compiled: bool = False) -> OggPage:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_page") if compiled else C_ogg_page
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2160,6 +2194,7 @@ def construct_decode_ogg_page(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_ogg_page(value: OggPage, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_page") if compiled else C_ogg_page
     try:
         data = con.build(_m2c_ogg_page(value))
@@ -2172,6 +2207,7 @@ def construct_encode_ogg_page(value: OggPage, *, compiled: bool = False) -> byte
 
 def construct_decode_ogg_stream(buf, offset: int = 0, *, compiled: bool = False) -> OggStream:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_stream") if compiled else C_ogg_stream
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2186,6 +2222,7 @@ def construct_decode_ogg_stream(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_ogg_stream(value: OggStream, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ogg_stream") if compiled else C_ogg_stream
     try:
         data = con.build(_m2c_ogg_stream(value))
@@ -2198,6 +2235,7 @@ def construct_encode_ogg_stream(value: OggStream, *, compiled: bool = False) -> 
 
 def construct_decode_vorbis_packet(buf, offset: int = 0, *, compiled: bool = False) -> VorbisPacket:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vorbis_packet") if compiled else C_vorbis_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2212,6 +2250,7 @@ def construct_decode_vorbis_packet(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_vorbis_packet(value: VorbisPacket, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("vorbis_packet") if compiled else C_vorbis_packet
     try:
         data = con.build(_m2c_vorbis_packet(value))
@@ -2224,6 +2263,7 @@ def construct_encode_vorbis_packet(value: VorbisPacket, *, compiled: bool = Fals
 
 def construct_decode_identification_header(buf, offset: int = 0, *, compiled: bool = False) -> IdentificationHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("identification_header") if compiled else C_identification_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2238,6 +2278,7 @@ def construct_decode_identification_header(buf, offset: int = 0, *, compiled: bo
 
 def construct_encode_identification_header(value: IdentificationHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("identification_header") if compiled else C_identification_header
     try:
         data = con.build(_m2c_identification_header(value))
@@ -2250,6 +2291,7 @@ def construct_encode_identification_header(value: IdentificationHeader, *, compi
 
 def construct_decode_comment_header(buf, offset: int = 0, *, compiled: bool = False) -> CommentHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("comment_header") if compiled else C_comment_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2264,6 +2306,7 @@ def construct_decode_comment_header(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_comment_header(value: CommentHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("comment_header") if compiled else C_comment_header
     try:
         data = con.build(_m2c_comment_header(value))
@@ -2276,6 +2319,7 @@ def construct_encode_comment_header(value: CommentHeader, *, compiled: bool = Fa
 
 def construct_decode_setup_header(buf, offset: int = 0, *, compiled: bool = False) -> SetupHeader:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("setup_header") if compiled else C_setup_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2290,6 +2334,7 @@ def construct_decode_setup_header(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_setup_header(value: SetupHeader, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("setup_header") if compiled else C_setup_header
     try:
         data = con.build(_m2c_setup_header(value))
@@ -2302,6 +2347,7 @@ def construct_encode_setup_header(value: SetupHeader, *, compiled: bool = False)
 
 def construct_decode_audio_packet(buf, offset: int = 0, *, compiled: bool = False) -> AudioPacket:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("audio_packet") if compiled else C_audio_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2316,6 +2362,7 @@ def construct_decode_audio_packet(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_audio_packet(value: AudioPacket, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("audio_packet") if compiled else C_audio_packet
     try:
         data = con.build(_m2c_audio_packet(value))
@@ -2331,6 +2378,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2625,3 +2673,46 @@ DECODERS = {"ogg_page": decode_ogg_page, "ogg_stream": decode_ogg_stream, "vorbi
 ENCODERS = {"ogg_page": encode_ogg_page, "ogg_stream": encode_ogg_stream, "vorbis_packet": encode_vorbis_packet, "identification_header": encode_identification_header, "comment_header": encode_comment_header, "setup_header": encode_setup_header, "audio_packet": encode_audio_packet }
 CONSTRUCT_DECODERS = {"ogg_page": construct_decode_ogg_page, "ogg_stream": construct_decode_ogg_stream, "vorbis_packet": construct_decode_vorbis_packet, "identification_header": construct_decode_identification_header, "comment_header": construct_decode_comment_header, "setup_header": construct_decode_setup_header, "audio_packet": construct_decode_audio_packet }
 CONSTRUCT_ENCODERS = {"ogg_page": construct_encode_ogg_page, "ogg_stream": construct_encode_ogg_stream, "vorbis_packet": construct_encode_vorbis_packet, "identification_header": construct_encode_identification_header, "comment_header": construct_encode_comment_header, "setup_header": construct_encode_setup_header, "audio_packet": construct_encode_audio_packet }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVFCwAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDb2dnlIwFdGl0bGWUjDZPZ2cgVm9yYmlzIGZpbGUgKHBhZ2VzLCBsYWNlZCBwYWNrZXRzLCBWb3JiaXMgaGVhZGVycymUjARzcGVjlIwsUkZDIDM1MzMgKE9nZyk7IFZvcmJpcyBJIHNwZWNpZmljYXRpb24gwqc0LjKUjANkb2OUWHkCAABBbiBPZ2cgcGh5c2ljYWwgc3RyZWFtIGlzIGEgc2VxdWVuY2Ugb2YgcGFnZXMuIEEgcGFnZSBoZWFkZXIgKCJPZ2dTIiwgdmVyc2lvbiwgZmxhZ3MsIGdyYW51bGUgcG9zaXRpb24s'
+    'IHNlcmlhbCBudW1iZXIsIHBhZ2Ugc2VxdWVuY2UgbnVtYmVyLCBDUkMsIGxhY2luZyB0YWJsZSkgaXMgZm9sbG93ZWQgYnkgaXRzIGJvZHk7IHRoZSBsYWNpbmcgdGFibGUncyBzZWdtZW50IHNpemVzIHNwbGl0IHRoZSBib2R5IGludG8gcGFja2V0IHBpZWNlcyAoYSAyNTUgY29udGludWVzIHRoZSBwYWNrZXQsIGEgc21hbGxlciB2YWx1ZSBlbmRzIGl0KSwgYW5kIGEgcGFja2V0IG1heSBjb250aW51ZSBvbiB0aGUgbmV4dCBwYWdlIChmbGFnIGBjb250aW51ZWRgKS4gVGhlIHBhZ2UgQ1JDIGlzIE9nZydzIENSQy0zMiAocG9s'
+    'eW5vbWlhbCAweDA0YzExZGI3LCBubyByZWZsZWN0aW9uKSBvdmVyIHRoZSB3aG9sZSBwYWdlIHdpdGggdGhlIENSQyBmaWVsZCBhcyB6ZXJvLiBUaGUgcGFja2V0cyBmb3JtIGEgVm9yYmlzIHN0cmVhbTogaWRlbnRpZmljYXRpb24sIGNvbW1lbnQgYW5kIHNldHVwIGhlYWRlcnMgKG9kZCBmaXJzdCBieXRlKSwgdGhlbiBhdWRpbyBwYWNrZXRzIChldmVuIGZpcnN0IGJ5dGUpLCBrZXB0IGFzIGJ5dGVzLgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBBzY2hlbWFzL29nZy55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo0M2RjOTg3'
+    'ZjkyYzY5OWJhNWEyZjY1YThjYzE1NTBkZjdjZjA2NDAxNWQ2NWJlZjUzZDkxZjhjMzdmNDZmN2E2lIwIdmVyc2lvbnOUTowFZW51bXOUfZSMBWZsYWdzlH2UKIwKcGFnZV9mbGFnc5RoAIwIRmxhZ3NEZWaUk5QpgZR9lChoBWgZjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YmgjXZQoaACMB0ZsYWdCaXSUk5QpgZR9lChoBYwJY29udGludWVklIwCbG+USwCMBXdpZHRolEsBjARlbnVtlE5oC4w7dGhlIGZpcnN0IHBhY2tldCBwaWVjZSBjb250aW51ZXMgdGhlIHByZXZp'
+    'b3VzIHBhZ2UncyBwYWNrZXSUdWJoKCmBlH2UKGgFjANib3OUaCxLAWgtSwFoLk5oC4weZmlyc3QgcGFnZSBvZiBhIGxvZ2ljYWwgc3RyZWFtlHViaCgpgZR9lChoBYwDZW9zlGgsSwJoLUsBaC5OaAuMHWxhc3QgcGFnZSBvZiBhIGxvZ2ljYWwgc3RyZWFtlHViZWgLjCVoZWFkZXJfdHlwZSBvZiBhIHBhZ2UgKFJGQyAzNTMzIMKnNikulGgJjACUjARsaW5llEsTdWKMCmJsb2Nrc2l6ZXOUaBspgZR9lChoBWg7aB5oICmBlH2UKGgjSwhoJIloDWgOaCWIdWJoI12UKGgoKYGUfZQoaAWMC2Jsb2Nrc2l6ZV8wlGgsSwBoLUsEaC5OaAto'
+    'OXViaCgpgZR9lChoBYwLYmxvY2tzaXplXzGUaCxLBGgtSwRoLk5oC2g5dWJlaAuMI2xvZzIgb2YgdGhlIHR3byBWb3JiaXMgYmxvY2sgc2l6ZXMulGgJaDloOksadWJ1jAdhbGlhc2VzlH2UjAdyZWNvcmRzlH2UKIwIb2dnX3BhZ2WUaACMBlJlY29yZJSTlCmBlH2UKGgFaEyMBmZpZWxkc5RdlChoAIwFRmllbGSUk5QpgZR9lChoBYwHY2FwdHVyZZSMBHR5cGWUaACMBkJ5dGVzVJSTlCmBlH2UKIwEc2l6ZZSMGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WUjAE0lIwEdHJlZZSMA2FzdJSM'
+    'CENvbnN0YW50lJOUKVKUfZQojAV2YWx1ZZRLBIwEa2luZJROjAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsBdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlIWUUpR1YowGcHJlZml4lE5oNomMBHRleHSUTowKdGVybWluYXRvcpROdWJoC4wGIk9nZ1MilGgJaDmMBGNvbmSUTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUQwRPZ2dTlIwIcmVzZXJ2ZWSUiYwFdmFsaWSUTmhdTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZRO'
+    'aGtOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoOYwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaDpLJowEcGF0aJSMGnJlY29yZHMub2dnX3BhZ2UuZmllbGRzWzBdlGgjKYwGYml0X29mlE6MBmFic2VudJROjARwZWVrlIl1YmhUKYGUfZQoaAWMB3ZlcnNpb26UaFhoICmBlH2UKGgjSwhoJIloDWgOaCWIdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/SwBogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05o'
+    'jEsAaA1OaI1oOWiOiWiPTmg6SydokIwacmVjb3Jkcy5vZ2dfcGFnZS5maWVsZHNbMV2UaCMpaJJOaJNOaJSJdWJoVCmBlH2UKGgFjAtoZWFkZXJfdHlwZZRoWGgAjARSZWZUlJOUKYGUfZQoaGxoF4wGdGFyZ2V0lGgZjARhcmdzlCmMBW9yZGVylE51YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOksoaJCMGnJlY29yZHMub2dnX3BhZ2UuZmllbGRzWzJdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwHZ3JhbnVsZZRoWGggKYGUfZQoaCNL'
+    'QGgkiWgNaA5oJYh1YmgLjEVjb2RlYyBwb3NpdGlvbiBhdCB0aGUgZW5kIG9mIHRoZSBwYWdlIChhbGwgb25lczogbm8gcGFja2V0IGVuZHMgaGVyZSmUaAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLKWiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1szXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMBnNlcmlhbJRoWGggKYGUfZQoaCNLIGgkiWgNaA5oJYh1YmgLjBxsb2dpY2FsIHN0cmVhbSBzZXJpYWwgbnVtYmVylGgJaDlofE5ofU5ofk5o'
+    'f05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6SypokIwacmVjb3Jkcy5vZ2dfcGFnZS5maWVsZHNbNF2UaCMpaJJOaJNOaJSJdWJoVCmBlH2UKGgFjAVzZXFub5RoWGggKYGUfZQoaCNLIGgkiWgNaA5oJYh1YmgLjBRwYWdlIHNlcXVlbmNlIG51bWJlcpRoCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOksraJCMGnJlY29yZHMub2dnX3BhZ2UuZmllbGRzWzVdlGgjKWiSTmiTTmiUiXViaFQp'
+    'gZR9lChoBYwIcGFnZV9jcmOUaFhoICmBlH2UKGgjSyBoJIloDWgOaCWIdWJoC4wtQ1JDIG9mIHRoZSB3aG9sZSBwYWdlIHdpdGggdGhpcyBmaWVsZCBhcyB6ZXJvlGgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohmgAjAhDaGVja3N1bZSTlCmBlH2UKIwJYWxnb3JpdGhtlIwJY3JjMzJfb2dnlIwGY292ZXJzlE6MCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROjAZwYXJhbXOUKWgjSyBoEomMBnJhbmdlc5QpjAVzY29wZZSMA2FsbJSMBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaGtOaIdOaIgpaIlOaIpO'
+    'aItOaIxLAGgNTmiNaDlojoloj05oOkssaJCMGnJlY29yZHMub2dnX3BhZ2UuZmllbGRzWzZdlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwNc2VnbWVudF9jb3VudJRoWGggKYGUfZQoaCNLCGgkiWgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIeMBWNvdW50lIwNc2VnbWVudF90YWJsZZSGlGiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLMGiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1s3XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAVo2GhYaCApgZR9lChoI0sIaCSJ'
+    'aA1oDmgliHViaAuMDWxhY2luZyB2YWx1ZXOUaAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDaACMBlJlcGVhdJSTlCmBlH2UKGjXaGApgZR9lChoY2jUaGVoZowETmFtZZSTlClSlH2UKIwCaWSUaNSMA2N0eJRoZowETG9hZJSTlClSlH2UYmhtSwFobksAaG9LAWhwSw11YmhxaHRdlGjUYYWUUpR1Ymh4Tmg2iWh+TowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlok051YmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLMWiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1s4XZRoIylokk5o'
+    'k05olIl1YmhUKYGUfZQoaAWMBGJvZHmUaFhoWimBlH2UKGhdaGApgZR9lChoY4wSc3VtKHNlZ21lbnRfdGFibGUplGhlaGaMBENhbGyUk5QpUpR9lCiMBGZ1bmOUaOcpUpR9lCho6owDc3VtlGjraO5obUsBaG5LAGhvSwFocEsDdWJoo12UaOcpUpR9lCho6mjYaOto7mhtSwFobksEaG9LAWhwSxF1YmGMCGtleXdvcmRzlF2UaG1LAWhuSwBob0sBaHBLEnViaHFodF2UaNhhhZRSlHViaHhOaDaJaHlOaHpOdWJoC4wRdGhlIHBhY2tldCBwaWVjZXOUaAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJ'
+    'TmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLMmiQjBpyZWNvcmRzLm9nZ19wYWdlLmZpZWxkc1s5XZRoIylokk5ok05olIl1YmVoC4wJT25lIHBhZ2UulGgJjAxSRkMgMzUzMyDCpzaUaMt9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmhRaFKMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChoV0sAaJdLBGidSwVoqEsGaK9LDmi2SxJovUsWaNRLGmjYSxt1jAVzaXplc5R9lChoV0sEaJdLAWidSwFoqEsIaK9LBGi2SwRovUsEaNRLAXVopE51'
+    'YmFoOksijARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllIwGcmVjb3JklIwIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1YowKb2dnX3N0cmVhbZRoTimBlH2UKGgFaikBAABoUV2UaFQpgZR9lChoBYwHcGFja2V0c5RoWGifKYGUfZQoaGxqJAEAAGiijA12b3JiaXNfcGFja2V0lGijKWikTnViaAuMP1RoZSBWb3JiaXMgcGFja2V0cywgcmVhc3NlbWJsZWQgZnJvbSB0aGUgcGFnZXMnIGxhY2VkIHNlZ21lbnRzLpRoCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINo4SmBlH2UKGjXTmh4Tmg2iGh+TmjzTmj0iWiTTnVi'
+    'aIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItoAIwHRnJhbWluZ5STlCmBlH2UKIwIZnJhZ21lbnSUaEyMBXBpZWNllGj4jApibG9ja19zaXpllE6MBHRhaWyUjAR6ZXJvlGhsTowFa2luZHOUKYwJa2luZF9lbnVtlE6MBmxhY2luZ5Ro2GgraGApgZR9lChoY4wVaGVhZGVyX3R5cGUuY29udGludWVklGhlaGaMCUF0dHJpYnV0ZZSTlClSlH2UKGhraOcpUpR9lCho6midaOto7mhtSwFobksAaG9LAWhwSwt1YowEYXR0cpRoK2jraO5obUsBaG5LAGhvSwFocEsVdWJocWh0XZRonWGFlFKUdWKMBmhlYWRlcpRLAIwLYWZ0ZXJfcGllY2WU'
+    'SwCMCXJhd19raW5kc5ROdWJojEsAaA1OaI1oOWiOiWiPTmg6SzdokIwccmVjb3Jkcy5vZ2dfc3RyZWFtLmZpZWxkc1swXZRoIylokk5ok05olIl1YmFoC4wtQSB3aG9sZSBPZ2cgVm9yYmlzIGZpbGUgKG9uZSBsb2dpY2FsIHN0cmVhbSkulGgJaDloy32UahMBAABOahQBAACJahUBAABOahYBAABdlGoZAQAAKYGUfZQoaBROaFFqLAEAAGocAQAATmodAQAAfZRqLwEAAEsAc2ofAQAAfZRopE51YmFoOks0aiEBAABoEWgNTmoiAQAAKWojAQAAaiQBAABqJQEAAF2UaicBAABdlHViajIBAABoTimBlH2UKGgFajIBAABoUV2UKGhUKYGU'
+    'fZQoaAWMC3BhY2tldF90eXBllGhYaCApgZR9lChoI0sIaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05ohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S0VokIwfcmVjb3Jkcy52b3JiaXNfcGFja2V0LmZpZWxkc1swXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAVo+GhYaACMB1N3aXRjaFSUk5QpgZR9lCiMAm9ulGhgKYGUfZQoaGOMKnBhY2tldF90eXBlIGlmIHBhY2tldF90eXBlICUgMiA9PSAxIGVsc2UgMJRoZWhmjAVJZkV4cJSTlClSlH2UKIwEdGVzdJRoZowH'
+    'Q29tcGFyZZSTlClSlH2UKIwEbGVmdJRoZowFQmluT3CUk5QpUpR9lChqeAEAAGjnKVKUfZQoaOpqYQEAAGjraO5obUsBaG5LD2hvSwFocEsadWKMAm9wlGhmjANNb2SUk5QpUpR9lGKMBXJpZ2h0lGhoKVKUfZQoaGtLAmhsTmhtSwFobksdaG9LAWhwSx51YmhtSwFobksPaG9LAWhwSx51YowDb3BzlF2UaGaMAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRoaClSlH2UKGhrSwFobE5obUsBaG5LImhvSwFocEsjdWJhaG1LAWhuSw9ob0sBaHBLI3ViaPho5ylSlH2UKGjqamEBAABo62juaG1LAWhuSwBob0sBaHBLC3VijAZvcmVs'
+    'c2WUaGgpUpR9lChoa0sAaGxOaG1LAWhuSylob0sBaHBLKnViaG1LAWhuSwBob0sBaHBLKnViaHFodF2UamEBAABhhZRSlHVijAVjYXNlc5QoSwGMATGUjBVpZGVudGlmaWNhdGlvbl9oZWFkZXKUh5RLA4wBM5SMDmNvbW1lbnRfaGVhZGVylIeUSwWMATWUjAxzZXR1cF9oZWFkZXKUh5RLAIwBMJSMDGF1ZGlvX3BhY2tldJSHlHSUaI+MBWVycm9ylGijKWgFjAZzd2l0Y2iUaKROdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLRmiQjB9y'
+    'ZWNvcmRzLnZvcmJpc19wYWNrZXQuZmllbGRzWzFdlGgjKWiSTmiTTmiUiXViZWgLjERPbmUgVm9yYmlzIHBhY2tldDsgdGhlIGZpcnN0IGJ5dGUgaXMgdGhlIHBhY2tldCB0eXBlIChldmVuID0gYXVkaW8pLpRoCYwQVm9yYmlzIEkgwqc0LjIuMZRoy32UahMBAABOahQBAACJahUBAABOahYBAABdlGoZAQAAKYGUfZQoaBROaFFqXgEAAGocAQAATmodAQAAfZQoamEBAABLAGj4SwF1ah8BAAB9lGphAQAASwFzaKROdWJhaDpLQWohAQAAaBFoDU5qIgEAAClqIwEAAGokAQAAaiUBAABdlGonAQAAXZR1YmqbAQAAaE4pgZR9lChoBWqb'
+    'AQAAaFFdlChoVCmBlH2UKGgFjAVtYWdpY5RoWGhaKYGUfZQoaF1oYCmBlH2UKGhjjAE2lGhlaGgpUpR9lChoa0sGaGxOaG1LAWhuSwBob0sBaHBLAXViaHFodF2UhZRSlHViaHhOaDaJaHlOaHpOdWJoC4wIInZvcmJpcyKUaAloOWh8Tmh9Tmh+Tmh/QwZ2b3JiaXOUaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktNaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1swXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMDnZvcmJpc192ZXJzaW9ulGhYaCAp'
+    'gZR9lChoI0sgaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of0sAaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktOaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1sxXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMDmF1ZGlvX2NoYW5uZWxzlGhYaCApgZR9lChoI0sIaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogksBToaUaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktPaJCM'
+    'J3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1syXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMEWF1ZGlvX3NhbXBsZV9yYXRllGhYaCApgZR9lChoI0sgaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogksBToaUaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktQaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1szXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMD2JpdHJhdGVfbWF4aW11bZRoWGggKYGUfZQoaCNLIGgkiGgN'
+    'aA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktRaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1s0XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMD2JpdHJhdGVfbm9taW5hbJRoWGggKYGUfZQoaCNLIGgkiGgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktSaJCMJ3JlY29yZHMuaWRlbnRpZmlj'
+    'YXRpb25faGVhZGVyLmZpZWxkc1s1XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMD2JpdHJhdGVfbWluaW11bZRoWGggKYGUfZQoaCNLIGgkiGgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktTaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1s2XZRoIylokk5ok05olIl1YmhUKYGUfZQoaAVoO2hYaJ8pgZR9lChobGgXaKJoO2ijKWikTnViaAtoOWgJaDlofE5ofU5ofk5of05ogYlogk5oXU5og05o'
+    'hE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1RokIwncmVjb3Jkcy5pZGVudGlmaWNhdGlvbl9oZWFkZXIuZmllbGRzWzddlGgjKWiSTmiTTmiUiXViaFQpgZR9lChoBYwMZnJhbWluZ19mbGFnlGhYaCApgZR9lChoI0sIaCSJaA1oDmgliHViaAtoOWgJaDlofE5ofU5ofk5of0sBaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktVaJCMJ3JlY29yZHMuaWRlbnRpZmljYXRpb25faGVhZGVyLmZpZWxkc1s4XZRoIylokk5ok05olIl1YmVoC2g5'
+    'aAmMEFZvcmJpcyBJIMKnNC4yLjKUaMt9lGoTAQAATmoUAQAAiWoVAQAATmoWAQAAXZRqGQEAACmBlH2UKGgUTmhRarYBAABqHAEAAEsdah0BAAB9lChquQEAAEsAaskBAABLBmrPAQAASwpq1gEAAEsLat0BAABLD2rjAQAASxNq6QEAAEsXaDtLG2r0AQAASxx1ah8BAAB9lChquQEAAEsGaskBAABLBGrPAQAASwFq1gEAAEsEat0BAABLBGrjAQAASwRq6QEAAEsEaDtLAWr0AQAASwF1aKROdWJhaDpLSmohAQAAaBFoDU5qIgEAAClqIwEAAGokAQAAaiUBAABdlGonAQAAXZR1YmqeAQAAaE4pgZR9lChoBWqeAQAAaFFdlChoVCmBlH2U'
+    'KGgFarkBAABoWGhaKYGUfZQoaF1oYCmBlH2UKGhjar4BAABoZWhoKVKUfZQoaGtLBmhsTmhtSwFobksAaG9LAWhwSwF1YmhxaHRdlIWUUpR1Ymh4Tmg2iWh5Tmh6TnViaAtoOWgJaDlofE5ofU5ofk5of0MGdm9yYmlzlGiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLWmiQjCByZWNvcmRzLmNvbW1lbnRfaGVhZGVyLmZpZWxkc1swXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMBnZlbmRvcpRoWGhaKYGUfZQoaF1OaHhoICmBlH2UKGgjSyBoJIloDWgOaCWIdWJoNoloeYwF'
+    'dXRmLTiUaHpOdWJoC2g5aAloOWh8Tmh9Tmh+Tmh/TmiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLW2iQjCByZWNvcmRzLmNvbW1lbnRfaGVhZGVyLmZpZWxkc1sxXZRoIylokk5ok05olIl1YmhUKYGUfZQoaAWMCGNvbW1lbnRzlGhYaFopgZR9lChoXU5oeGggKYGUfZQoaCNLIGgkiWgNaA5oJYh1Ymg2iWh5ahgCAABoek51YmgLjBQiTkFNRT12YWx1ZSIgc3RyaW5nc5RoCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINo4SmBlH2UKGjXTmh4aCApgZR9lChoI0sgaCSJaA1o'
+    'DmgliHViaDaJaH5OaPNOaPSJaJNOdWJohE5ohU5ohk5oa05oh05oiCloiU5oik5oi05ojEsAaA1OaI1oOWiOiWiPTmg6S1xokIwgcmVjb3Jkcy5jb21tZW50X2hlYWRlci5maWVsZHNbMl2UaCMpaJJOaJNOaJSJdWJoVCmBlH2UKGgFavQBAABoWGggKYGUfZQoaCNLCGgkiWgNaA5oJYh1YmgLaDloCWg5aHxOaH1OaH5OaH9LAWiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLXWiQjCByZWNvcmRzLmNvbW1lbnRfaGVhZGVyLmZpZWxkc1szXZRoIylokk5ok05olIl1YmVoC2g5'
+    'aAmMEFZvcmJpcyBJIMKnNS4yLjGUaMt9lGoTAQAATmoUAQAAiWoVAQAATmoWAQAAXZRqGQEAACmBlH2UKGgUTmhRagMCAABqHAEAAE5qHQEAAH2UKGq5AQAASwBqEwIAAEsGdWofAQAAfZQoarkBAABLBmr0AQAASwF1aKROdWJhaDpLV2ohAQAAaBFoDU5qIgEAAClqIwEAAGokAQAAaiUBAABdlGonAQAAXZR1YmqhAQAAaE4pgZR9lChoBWqhAQAAaFFdlChoVCmBlH2UKGgFarkBAABoWGhaKYGUfZQoaF1oYCmBlH2UKGhjar4BAABoZWhoKVKUfZQoaGtLBmhsTmhtSwFobksAaG9LAWhwSwF1YmhxaHRdlIWUUpR1Ymh4Tmg2iWh5Tmh6'
+    'TnViaAtoOWgJaDlofE5ofU5ofk5of0MGdm9yYmlzlGiBiWiCTmhdTmiDTmiETmiFTmiGTmhrTmiHTmiIKWiJTmiKTmiLTmiMSwBoDU5ojWg5aI6JaI9OaDpLYmiQjB5yZWNvcmRzLnNldHVwX2hlYWRlci5maWVsZHNbMF2UaCMpaJJOaJNOaJSJdWJoVCmBlH2UKGgFjAljb2RlYm9va3OUaFhoWimBlH2UKGhdTmh4Tmg2iGh5Tmh6TnViaAuMSGNvZGVib29rcywgZmxvb3JzLCByZXNpZHVlcywgbWFwcGluZ3MsIG1vZGVzIChiaXQtcGFja2VkOyBrZXB0IGFzIGJ5dGVzKZRoCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVO'
+    'aIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktjaJCMHnJlY29yZHMuc2V0dXBfaGVhZGVyLmZpZWxkc1sxXZRoIylokk5ok05olIl1YmVoC2g5aAmMEFZvcmJpcyBJIMKnNC4yLjSUaMt9lGoTAQAATmoUAQAAiWoVAQAATmoWAQAAXZRqGQEAACmBlH2UKGgUTmhRajcCAABqHAEAAE5qHQEAAH2UKGq5AQAASwBqRwIAAEsGdWofAQAAfZRquQEAAEsGc2ikTnViYWg6S19qIQEAAGgRaA1OaiIBAAApaiMBAABqJAEAAGolAQAAXZRqJwEAAF2UdWJqpAEAAGhOKYGUfZQoaAVqpAEAAGhRXZRoVCmBlH2UKGgFjARk'
+    'YXRhlGhYaFopgZR9lChoXU5oeE5oNohoeU5oek51YmgLaDloCWg5aHxOaH1OaH5OaH9OaIGJaIJOaF1OaINOaIROaIVOaIZOaGtOaIdOaIgpaIlOaIpOaItOaIxLAGgNTmiNaDlojoloj05oOktoaJCMHnJlY29yZHMuYXVkaW9fcGFja2V0LmZpZWxkc1swXZRoIylokk5ok05olIl1YmFoC4xBQW4gYXVkaW8gcGFja2V0IChiaXQtcGFja2VkOyBrZXB0IGFzIGJ5dGVzIGFmdGVyIGl0cyBmaXJzdCBieXRlKS6UaAloOWjLfZRqEwEAAE5qFAEAAIlqFQEAAE5qFgEAAF2UahkBAAApgZR9lChoFE5oUWpXAgAAahwBAABOah0BAAB9lGpa'
+    'AgAASwBzah8BAAB9lGikTnViYWg6S2VqIQEAAGgRaA1OaiIBAAApaiMBAABqJAEAAGolAQAAXZRqJwEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjAZkZXRlY3SUXZRoAIwGRGV0ZWN0lJOUKYGUfZQoaiQBAABqKQEAAGq5AQAAQwRPZ2dTlIwCYXSUSwBog4loyymMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+)

@@ -14,8 +14,8 @@ Spec: draft-ietf-opsawg-pcap; IEEE 802.3; RFC 791; RFC 768
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -82,6 +83,11 @@ _ck_udp_checksum = _registry.checksum_func("udp_checksum")
 FAMILY = "pcap"
 SCHEMA_FILES = ["schemas/pcap.yaml"]
 SCHEMA_DIGEST = "sha256:4677e61dee830e1ed79e6e0aab1363a80e25a26d2e603813420432899588b8ed"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\xd4\xc3\xb2\xa1', 'pcap_file', {}, False, None, None), (0, b'\xa1\xb2\xc3\xd4', 'pcap_file', {}, False, None, None)]
+RECORD_NAMES = ('pcap_file', 'packet', 'ethernet_frame', 'ipv4_packet', 'ipv4_header', 'udp_datagram')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -3003,382 +3009,410 @@ def encode_udp_datagram(value: UdpDatagram, *, src: int, dst: int) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_ipv4_header = Struct(
-    '_o_start' / Tell,
-    '_s_version_ihl' / Tell,
-    'version_ihl' / BitFlags(Int8ub, (('version', 4, 4, False), ('ihl', 0, 4, False)), model=VersionIhl),
-    '_e_version_ihl' / Tell,
-    _RuleCheck(Code("(((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))", lambda this: (((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))), 'version_ihl', 'version_ihl.version == 4 and version_ihl.ihl >= 5', 'rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken'),
-    '_s_tos' / Tell,
-    'tos' / Int8ub,
-    '_e_tos' / Tell,
-    '_s_total_length' / Tell,
-    'total_length' / Int16ub,
-    '_e_total_length' / Tell,
-    '_s_identification' / Tell,
-    'identification' / Int16ub,
-    '_e_identification' / Tell,
-    '_s_fragment' / Tell,
-    'fragment' / BitFlags(Int16ub, (('dont_fragment', 14, 1, True), ('more_fragments', 13, 1, True), ('fragment_offset', 0, 13, False)), model=Ipv4Fragment),
-    '_e_fragment' / Tell,
-    '_s_ttl' / Tell,
-    'ttl' / Int8ub,
-    '_e_ttl' / Tell,
-    '_s_protocol' / Tell,
-    'protocol' / Int8ub,
-    '_e_protocol' / Tell,
-    '_o_header_checksum' / Tell,
-    '_s_header_checksum' / Tell,
-    'header_checksum' / Rebuild(Int16ub, 0),
-    '_e_header_checksum' / Tell,
-    '_s_src' / Tell,
-    'src' / Int32ub,
-    '_e_src' / Tell,
-    '_s_dst' / Tell,
-    'dst' / Int32ub,
-    '_e_dst' / Tell,
-    '_s_options' / Tell,
-    'options' / Bytes(Code("((this['version_ihl']['ihl'] * 4) - 20)", lambda this: ((this['version_ihl']['ihl'] * 4) - 20))),
-    '_e_options' / Tell,
-    '_late_header_checksum' / LateChecksum('header_checksum', Int16ub, Code("_ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\\x00\\x00'))", lambda this: _ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\x00\x00'))), 'internet16', check=True, patch=True),
-)
-C_ipv4_header._bw_fast_runs = {'version_ihl': (10, (('version_ihl', 0, 1), ('tos', 1, 1), ('total_length', 2, 2), ('identification', 4, 2), ('fragment', 6, 2), ('ttl', 8, 1), ('protocol', 9, 1))), 'header_checksum': (10, (('header_checksum', 0, 2), ('src', 2, 4), ('dst', 6, 4)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_udp_datagram = Struct(
-    '_o_start' / Tell,
-    '_s_src_port' / Tell,
-    'src_port' / Int16ub,
-    '_e_src_port' / Tell,
-    '_s_dst_port' / Tell,
-    'dst_port' / Int16ub,
-    '_e_dst_port' / Tell,
-    '_o_length' / Tell,
-    '_s_length' / Tell,
-    'length' / Rebuild(Int16ub, 0),
-    '_e_length' / Tell,
-    '_o_checksum' / Tell,
-    '_s_checksum' / Tell,
-    'checksum' / Rebuild(Int16ub, 0),
-    '_e_checksum' / Tell,
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8)", lambda this: ((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8))), GreedyBytes),
-    '_e_data' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ub, Code("(this['_e_data'] - this['_s_data'] + 8)", lambda this: (this['_e_data'] - this['_s_data'] + 8)))),
-    Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length'])),
-    '_late_checksum' / LateChecksum('checksum', Int16ub, Code("_ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\\x00\\x00'), src=this['_params']['src'], dst=this['_params']['dst'])", lambda this: _ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\x00\x00'), src=this['_params']['src'], dst=this['_params']['dst'])), 'udp_checksum', check=True, patch=True),
-)
-C_udp_datagram._bw_fast_runs = {'src_port': (6, (('src_port', 0, 2), ('dst_port', 2, 2), ('length', 4, 2))), 'checksum': (2, (('checksum', 0, 2),))}
+    C_ipv4_header = Struct(
+        '_o_start' / Tell,
+        '_s_version_ihl' / Tell,
+        'version_ihl' / BitFlags(Int8ub, (('version', 4, 4, False), ('ihl', 0, 4, False)), model=VersionIhl),
+        '_e_version_ihl' / Tell,
+        _RuleCheck(Code("(((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))", lambda this: (((this['version_ihl']['version'] == 4) and (this['version_ihl']['ihl'] >= 5)))), 'version_ihl', 'version_ihl.version == 4 and version_ihl.ihl >= 5', 'rule version_ihl.version == 4 and version_ihl.ihl >= 5 broken'),
+        '_s_tos' / Tell,
+        'tos' / Int8ub,
+        '_e_tos' / Tell,
+        '_s_total_length' / Tell,
+        'total_length' / Int16ub,
+        '_e_total_length' / Tell,
+        '_s_identification' / Tell,
+        'identification' / Int16ub,
+        '_e_identification' / Tell,
+        '_s_fragment' / Tell,
+        'fragment' / BitFlags(Int16ub, (('dont_fragment', 14, 1, True), ('more_fragments', 13, 1, True), ('fragment_offset', 0, 13, False)), model=Ipv4Fragment),
+        '_e_fragment' / Tell,
+        '_s_ttl' / Tell,
+        'ttl' / Int8ub,
+        '_e_ttl' / Tell,
+        '_s_protocol' / Tell,
+        'protocol' / Int8ub,
+        '_e_protocol' / Tell,
+        '_o_header_checksum' / Tell,
+        '_s_header_checksum' / Tell,
+        'header_checksum' / Rebuild(Int16ub, 0),
+        '_e_header_checksum' / Tell,
+        '_s_src' / Tell,
+        'src' / Int32ub,
+        '_e_src' / Tell,
+        '_s_dst' / Tell,
+        'dst' / Int32ub,
+        '_e_dst' / Tell,
+        '_s_options' / Tell,
+        'options' / Bytes(Code("((this['version_ihl']['ihl'] * 4) - 20)", lambda this: ((this['version_ihl']['ihl'] * 4) - 20))),
+        '_e_options' / Tell,
+        '_late_header_checksum' / LateChecksum('header_checksum', Int16ub, Code("_ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\\x00\\x00'))", lambda this: _ck_internet16(_cover.span(this, [('span', 'version_ihl'), ('span', 'tos'), ('span', 'total_length'), ('span', 'identification'), ('span', 'fragment'), ('span', 'ttl'), ('span', 'protocol'), ('fill', 'header_checksum'), ('span', 'src'), ('span', 'dst'), ('span', 'options')], b'\x00\x00'))), 'internet16', check=True, patch=True),
+    )
+    C_ipv4_header._bw_fast_runs = {'version_ihl': (10, (('version_ihl', 0, 1), ('tos', 1, 1), ('total_length', 2, 2), ('identification', 4, 2), ('fragment', 6, 2), ('ttl', 8, 1), ('protocol', 9, 1))), 'header_checksum': (10, (('header_checksum', 0, 2), ('src', 2, 4), ('dst', 6, 4)))}
 
-C_ipv4_packet = Struct(
-    '_o_start' / Tell,
-    'header' / C_ipv4_header,
-    'payload' / FixedSized(Code("(this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))", lambda this: (this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))), Switch(Code("this['header']['protocol']", lambda this: this['header']['protocol']), {17: WithParams(C_udp_datagram, {'src': Code("this['header']['src']", lambda this: this['header']['src']), 'dst': Code("this['header']['dst']", lambda this: this['header']['dst'])})}, default=GreedyBytes)),
-    'link_padding' / GreedyBytes,
-)
-C_ipv4_packet._bw_fast_runs = {}
+    C_udp_datagram = Struct(
+        '_o_start' / Tell,
+        '_s_src_port' / Tell,
+        'src_port' / Int16ub,
+        '_e_src_port' / Tell,
+        '_s_dst_port' / Tell,
+        'dst_port' / Int16ub,
+        '_e_dst_port' / Tell,
+        '_o_length' / Tell,
+        '_s_length' / Tell,
+        'length' / Rebuild(Int16ub, 0),
+        '_e_length' / Tell,
+        '_o_checksum' / Tell,
+        '_s_checksum' / Tell,
+        'checksum' / Rebuild(Int16ub, 0),
+        '_e_checksum' / Tell,
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8)", lambda this: ((this['length'] if this['_parsing'] else ((this['_e_data'] - this['_s_data']) + 8)) - 8))), GreedyBytes),
+        '_e_data' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int16ub, Code("(this['_e_data'] - this['_s_data'] + 8)", lambda this: (this['_e_data'] - this['_s_data'] + 8)))),
+        Check(Code("not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length']", lambda this: not this['_parsing'] or (this['_e_data'] - this['_s_data'] + 8) == this['length'])),
+        '_late_checksum' / LateChecksum('checksum', Int16ub, Code("_ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\\x00\\x00'), src=this['_params']['src'], dst=this['_params']['dst'])", lambda this: _ck_udp_checksum(_cover.span(this, [('span', 'src_port'), ('span', 'dst_port'), ('span', 'length'), ('fill', 'checksum'), ('span', 'data')], b'\x00\x00'), src=this['_params']['src'], dst=this['_params']['dst'])), 'udp_checksum', check=True, patch=True),
+    )
+    C_udp_datagram._bw_fast_runs = {'src_port': (6, (('src_port', 0, 2), ('dst_port', 2, 2), ('length', 4, 2))), 'checksum': (2, (('checksum', 0, 2),))}
 
-C_ethernet_frame = Struct(
-    '_o_start' / Tell,
-    'dst' / Bytes(6),
-    'src' / Bytes(6),
-    'ethertype' / Int16ub,
-    'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code('_remaining(this)', lambda this: _remaining(this)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)),
-)
-C_ethernet_frame._bw_fast_runs = {'dst': (14, (('dst', 0, 6), ('src', 6, 6), ('ethertype', 12, 2)))}
+    C_ipv4_packet = Struct(
+        '_o_start' / Tell,
+        'header' / C_ipv4_header,
+        'payload' / FixedSized(Code("(this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))", lambda this: (this['header']['total_length'] - (this['header']['version_ihl']['ihl'] * 4))), Switch(Code("this['header']['protocol']", lambda this: this['header']['protocol']), {17: WithParams(C_udp_datagram, {'src': Code("this['header']['src']", lambda this: this['header']['src']), 'dst': Code("this['header']['dst']", lambda this: this['header']['dst'])})}, default=GreedyBytes)),
+        'link_padding' / GreedyBytes,
+    )
+    C_ipv4_packet._bw_fast_runs = {}
 
-C_packet_le = Struct(
-    '_o_start' / Tell,
-    'ts_sec' / Int32ul,
-    'ts_usec' / Int32ul,
-    '_o_incl_len' / Tell,
-    'incl_len' / Rebuild(Int32ul, 0),
-    'orig_len' / Int32ul,
-    '_s_frame' / Tell,
-    'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
-    '_e_frame' / Tell,
-    '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ul, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
-    Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
-)
-C_packet_le._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
-C_packet_be = Struct(
-    '_o_start' / Tell,
-    'ts_sec' / Int32ub,
-    'ts_usec' / Int32ub,
-    '_o_incl_len' / Tell,
-    'incl_len' / Rebuild(Int32ub, 0),
-    'orig_len' / Int32ub,
-    '_s_frame' / Tell,
-    'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
-    '_e_frame' / Tell,
-    '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ub, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
-    Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
-)
-C_packet_be._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
-from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
-C_packet = C_packet_le
+    C_ethernet_frame = Struct(
+        '_o_start' / Tell,
+        'dst' / Bytes(6),
+        'src' / Bytes(6),
+        'ethertype' / Int16ub,
+        'payload' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code('_remaining(this)', lambda this: _remaining(this)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)), Switch(Code("this['ethertype']", lambda this: this['ethertype']), {2048: C_ipv4_packet}, default=GreedyBytes)),
+    )
+    C_ethernet_frame._bw_fast_runs = {'dst': (14, (('dst', 0, 6), ('src', 6, 6), ('ethertype', 12, 2)))}
 
-C_pcap_file_le = Struct(
-    '_o_start' / Tell,
-    'magic' / Int32ul,
-    _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
-    'version_major' / Const(2, Int16ul),
-    'version_minor' / Const(4, Int16ul),
-    'thiszone' / Int32sl,
-    'sigfigs' / Int32ul,
-    'snaplen' / Int32ul,
-    'network' / Int32ul,
-    'packets' / RepeatToEnd(WithParams(C_packet_le, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
-)
-C_pcap_file_le._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('version_major', 4, 2), ('version_minor', 6, 2), ('thiszone', 8, 4), ('sigfigs', 12, 4), ('snaplen', 16, 4), ('network', 20, 4)))}
-C_pcap_file_be = Struct(
-    '_o_start' / Tell,
-    'magic' / Int32ul,
-    _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
-    'version_major' / Const(2, Int16ub),
-    'version_minor' / Const(4, Int16ub),
-    'thiszone' / Int32sb,
-    'sigfigs' / Int32ub,
-    'snaplen' / Int32ub,
-    'network' / Int32ub,
-    'packets' / RepeatToEnd(WithParams(C_packet_be, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
-)
-C_pcap_file_be._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'version_major': (20, (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4)))}
-from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
-def _order_pcap_file(f, p):
-    return ('le' if (f['magic'] == 2712847316) else 'be')
+    C_packet_le = Struct(
+        '_o_start' / Tell,
+        'ts_sec' / Int32ul,
+        'ts_usec' / Int32ul,
+        '_o_incl_len' / Tell,
+        'incl_len' / Rebuild(Int32ul, 0),
+        'orig_len' / Int32ul,
+        '_s_frame' / Tell,
+        'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
+        '_e_frame' / Tell,
+        '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ul, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
+        Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
+    )
+    C_packet_le._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
+    C_packet_be = Struct(
+        '_o_start' / Tell,
+        'ts_sec' / Int32ub,
+        'ts_usec' / Int32ub,
+        '_o_incl_len' / Tell,
+        'incl_len' / Rebuild(Int32ub, 0),
+        'orig_len' / Int32ub,
+        '_s_frame' / Tell,
+        'frame' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))", lambda this: (this['incl_len'] if this['_parsing'] else (this['_e_frame'] - this['_s_frame']))), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)), Switch(Code("this['_params']['linktype']", lambda this: this['_params']['linktype']), {1: C_ethernet_frame}, default=GreedyBytes)),
+        '_e_frame' / Tell,
+        '_patch_incl_len' / Pointer(Code("this['_o_incl_len']", lambda this: this['_o_incl_len']), Rebuild(Int32ub, Code("this['_e_frame'] - this['_s_frame']", lambda this: this['_e_frame'] - this['_s_frame']))),
+        Check(Code("not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len']", lambda this: not this['_parsing'] or this['_e_frame'] - this['_s_frame'] == this['incl_len'])),
+    )
+    C_packet_be._bw_fast_runs = {'ts_sec': (16, (('ts_sec', 0, 4), ('ts_usec', 4, 4), ('incl_len', 8, 4), ('orig_len', 12, 4)))}
+    from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
+    C_packet = C_packet_le
 
-C_pcap_file = _ByteOrder('pcap_file', C_pcap_file_le, C_pcap_file_be, (('magic', 0, '<I', 4),), _order_pcap_file, {})
+    C_pcap_file_le = Struct(
+        '_o_start' / Tell,
+        'magic' / Int32ul,
+        _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
+        'version_major' / Const(2, Int16ul),
+        'version_minor' / Const(4, Int16ul),
+        'thiszone' / Int32sl,
+        'sigfigs' / Int32ul,
+        'snaplen' / Int32ul,
+        'network' / Int32ul,
+        'packets' / RepeatToEnd(WithParams(C_packet_le, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
+    )
+    C_pcap_file_le._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('version_major', 4, 2), ('version_minor', 6, 2), ('thiszone', 8, 4), ('sigfigs', 12, 4), ('snaplen', 16, 4), ('network', 20, 4)))}
+    C_pcap_file_be = Struct(
+        '_o_start' / Tell,
+        'magic' / Int32ul,
+        _RuleCheck(Code("(((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))", lambda this: (((this['magic'] == 2712847316) or (this['magic'] == 3569595041)))), 'magic', 'magic == 0xa1b2c3d4 or magic == 0xd4c3b2a1', 'not a pcap file (magic a1b2c3d4 in either byte order)'),
+        'version_major' / Const(2, Int16ub),
+        'version_minor' / Const(4, Int16ub),
+        'thiszone' / Int32sb,
+        'sigfigs' / Int32ub,
+        'snaplen' / Int32ub,
+        'network' / Int32ub,
+        'packets' / RepeatToEnd(WithParams(C_packet_be, {'linktype': Code("_enum_value(LinkType, this['network'], True)", lambda this: _enum_value(LinkType, this['network'], True))})),
+    )
+    C_pcap_file_be._bw_fast_runs = {'magic': (4, (('magic', 0, 4),)), 'version_major': (20, (('version_major', 0, 2), ('version_minor', 2, 2), ('thiszone', 4, 4), ('sigfigs', 8, 4), ('snaplen', 12, 4), ('network', 16, 4)))}
+    from bytewright.runtime.byteorder import ByteOrder as _ByteOrder
+    def _order_pcap_file(f, p):
+        return ('le' if (f['magic'] == 2712847316) else 'be')
 
-def _c2m_flags_version_ihl(c):
-    if c.__class__ is VersionIhl:  # built by a compiled parse
-        return c
-    return VersionIhl(ihl=c['ihl'], version=c['version'])
-VersionIhl._bw_opaque = False
+    C_pcap_file = _ByteOrder('pcap_file', C_pcap_file_le, C_pcap_file_be, (('magic', 0, '<I', 4),), _order_pcap_file, {})
 
-def _c2m_flags_ipv4_fragment(c):
-    if c.__class__ is Ipv4Fragment:  # built by a compiled parse
-        return c
-    return Ipv4Fragment(fragment_offset=c['fragment_offset'], more_fragments=bool(c['more_fragments']), dont_fragment=bool(c['dont_fragment']))
-Ipv4Fragment._bw_opaque = True
+    def _c2m_flags_version_ihl(c):
+        if c.__class__ is VersionIhl:  # built by a compiled parse
+            return c
+        return VersionIhl(ihl=c['ihl'], version=c['version'])
+    VersionIhl._bw_opaque = False
 
-def _c2m_pcap_file(c):
-    if c.__class__ is PcapFile:  # built by a compiled parse
-        return c
-    f_magic = c['magic']
-    f_thiszone = c['thiszone']
-    f_sigfigs = c['sigfigs']
-    f_snaplen = c['snaplen']
-    f_network = c['network']
-    if f_network is not None:
-        _t = _LINKTYPE_BY_VALUE.get(f_network)
-        f_network = f_network if _t is None else _t
-    f_packets = c['packets']
-    if f_packets is not None:
-        f_packets = [_c2m_packet(_x, f_network) for _x in f_packets]
-    return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
+    def _c2m_flags_ipv4_fragment(c):
+        if c.__class__ is Ipv4Fragment:  # built by a compiled parse
+            return c
+        return Ipv4Fragment(fragment_offset=c['fragment_offset'], more_fragments=bool(c['more_fragments']), dont_fragment=bool(c['dont_fragment']))
+    Ipv4Fragment._bw_opaque = True
 
-def _f2m_pcap_file(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets):
-    if f_network is not None:
-        _t = _LINKTYPE_BY_VALUE.get(f_network)
-        f_network = f_network if _t is None else _t
-    if f_packets is not None:
-        f_packets = [(_x if _x.__class__ is Packet else _c2m_packet(_x, f_network)) for _x in f_packets]
-    return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
-C_pcap_file_le._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
-C_pcap_file_be._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
+    def _c2m_pcap_file(c):
+        if c.__class__ is PcapFile:  # built by a compiled parse
+            return c
+        f_magic = c['magic']
+        f_thiszone = c['thiszone']
+        f_sigfigs = c['sigfigs']
+        f_snaplen = c['snaplen']
+        f_network = c['network']
+        if f_network is not None:
+            _t = _LINKTYPE_BY_VALUE.get(f_network)
+            f_network = f_network if _t is None else _t
+        f_packets = c['packets']
+        if f_packets is not None:
+            f_packets = [_c2m_packet(_x, f_network) for _x in f_packets]
+        return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
 
-def _m2c_pcap_file(v):
-    return {
-        'magic': v.magic,
-        'thiszone': v.thiszone,
-        'sigfigs': v.sigfigs,
-        'snaplen': v.snaplen,
-        'network': None if v.network is None else int(v.network),
-        'packets': None if v.packets is None else [_m2c_packet(_x) for _x in v.packets],
-    }
-# encoders check by decoding: pcap_file
+    def _f2m_pcap_file(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets):
+        if f_network is not None:
+            _t = _LINKTYPE_BY_VALUE.get(f_network)
+            f_network = f_network if _t is None else _t
+        if f_packets is not None:
+            f_packets = [(_x if _x.__class__ is Packet else _c2m_packet(_x, f_network)) for _x in f_packets]
+        return PcapFile(f_magic, f_thiszone, f_sigfigs, f_snaplen, f_network, f_packets)
+    C_pcap_file_le._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
+    C_pcap_file_be._bw_model = (_f2m_pcap_file, ('magic', 'thiszone', 'sigfigs', 'snaplen', 'network', 'packets'), (), True)
 
-def _c2m_packet(c, p_linktype):
-    if c.__class__ is Packet:  # built by a compiled parse
-        return c
-    f_ts_sec = c['ts_sec']
-    f_ts_usec = c['ts_usec']
-    f_orig_len = c['orig_len']
-    f_frame = c['frame']
-    if f_frame is not None:
-        f_frame = (_c2m_ethernet_frame(f_frame) if p_linktype == 1 else f_frame)
-    return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
+    def _m2c_pcap_file(v):
+        return {
+            'magic': v.magic,
+            'thiszone': v.thiszone,
+            'sigfigs': v.sigfigs,
+            'snaplen': v.snaplen,
+            'network': None if v.network is None else int(v.network),
+            'packets': None if v.packets is None else [_m2c_packet(_x) for _x in v.packets],
+        }
+    # encoders check by decoding: pcap_file
 
-def _f2m_packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame, p_linktype):
-    if f_frame is not None:
-        f_frame = ((f_frame if f_frame.__class__ is EthernetFrame else _c2m_ethernet_frame(f_frame)) if p_linktype == 1 else f_frame)
-    return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
-C_packet_le._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
-C_packet_be._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
+    def _c2m_packet(c, p_linktype):
+        if c.__class__ is Packet:  # built by a compiled parse
+            return c
+        f_ts_sec = c['ts_sec']
+        f_ts_usec = c['ts_usec']
+        f_orig_len = c['orig_len']
+        f_frame = c['frame']
+        if f_frame is not None:
+            f_frame = (_c2m_ethernet_frame(f_frame) if p_linktype == 1 else f_frame)
+        return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
 
-def _m2c_packet(v):
-    return {
-        'ts_sec': v.ts_sec,
-        'ts_usec': v.ts_usec,
-        'orig_len': v.orig_len,
-        'frame': None if v.frame is None else _m2c_any(v.frame),
-    }
-# encoders check by decoding: packet
+    def _f2m_packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame, p_linktype):
+        if f_frame is not None:
+            f_frame = ((f_frame if f_frame.__class__ is EthernetFrame else _c2m_ethernet_frame(f_frame)) if p_linktype == 1 else f_frame)
+        return Packet(f_ts_sec, f_ts_usec, f_orig_len, f_frame)
+    C_packet_le._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
+    C_packet_be._bw_model = (_f2m_packet, ('ts_sec', 'ts_usec', 'orig_len', 'frame'), ('linktype',), True)
 
-def _c2m_ethernet_frame(c):
-    if c.__class__ is EthernetFrame:  # built by a compiled parse
-        return c
-    f_dst = c['dst']
-    if f_dst is not None:
-        f_dst = bytes(f_dst)
-    f_src = c['src']
-    if f_src is not None:
-        f_src = bytes(f_src)
-    f_ethertype = c['ethertype']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_ipv4_packet(f_payload) if f_ethertype == 2048 else f_payload)
-    return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
+    def _m2c_packet(v):
+        return {
+            'ts_sec': v.ts_sec,
+            'ts_usec': v.ts_usec,
+            'orig_len': v.orig_len,
+            'frame': None if v.frame is None else _m2c_any(v.frame),
+        }
+    # encoders check by decoding: packet
 
-def _f2m_ethernet_frame(f_dst, f_src, f_ethertype, f_payload):
-    if f_dst is not None:
-        f_dst = bytes(f_dst)
-    if f_src is not None:
-        f_src = bytes(f_src)
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is Ipv4Packet else _c2m_ipv4_packet(f_payload)) if f_ethertype == 2048 else f_payload)
-    return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
-C_ethernet_frame._bw_model = (_f2m_ethernet_frame, ('dst', 'src', 'ethertype', 'payload'), (), False)
+    def _c2m_ethernet_frame(c):
+        if c.__class__ is EthernetFrame:  # built by a compiled parse
+            return c
+        f_dst = c['dst']
+        if f_dst is not None:
+            f_dst = bytes(f_dst)
+        f_src = c['src']
+        if f_src is not None:
+            f_src = bytes(f_src)
+        f_ethertype = c['ethertype']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_ipv4_packet(f_payload) if f_ethertype == 2048 else f_payload)
+        return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
 
-def _m2c_ethernet_frame(v):
-    return {
-        'dst': v.dst,
-        'src': v.src,
-        'ethertype': v.ethertype,
-        'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.ethertype, {2048: Ipv4Packet}, None, 'payload')),
-    }
-# encoders check by decoding: ethernet_frame
+    def _f2m_ethernet_frame(f_dst, f_src, f_ethertype, f_payload):
+        if f_dst is not None:
+            f_dst = bytes(f_dst)
+        if f_src is not None:
+            f_src = bytes(f_src)
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is Ipv4Packet else _c2m_ipv4_packet(f_payload)) if f_ethertype == 2048 else f_payload)
+        return EthernetFrame(f_dst, f_src, f_ethertype, f_payload)
+    C_ethernet_frame._bw_model = (_f2m_ethernet_frame, ('dst', 'src', 'ethertype', 'payload'), (), False)
 
-def _c2m_ipv4_packet(c):
-    if c.__class__ is Ipv4Packet:  # built by a compiled parse
-        return c
-    f_header = c['header']
-    if f_header is not None:
-        f_header = _c2m_ipv4_header(f_header)
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = (_c2m_udp_datagram(f_payload, f_header.src, f_header.dst) if f_header.protocol == 17 else f_payload)
-    f_link_padding = c['link_padding']
-    if f_link_padding is not None:
-        f_link_padding = bytes(f_link_padding)
-    return Ipv4Packet(f_header, f_payload, f_link_padding)
+    def _m2c_ethernet_frame(v):
+        return {
+            'dst': v.dst,
+            'src': v.src,
+            'ethertype': v.ethertype,
+            'payload': None if v.payload is None else _m2c_any(_case_value(v.payload, v.ethertype, {2048: Ipv4Packet}, None, 'payload')),
+        }
+    # encoders check by decoding: ethernet_frame
 
-def _f2m_ipv4_packet(f_header, f_payload, f_link_padding):
-    if f_header is not None:
-        f_header = (f_header if f_header.__class__ is Ipv4Header else _c2m_ipv4_header(f_header))
-    if f_payload is not None:
-        f_payload = ((f_payload if f_payload.__class__ is UdpDatagram else _c2m_udp_datagram(f_payload, f_header.src, f_header.dst)) if f_header.protocol == 17 else f_payload)
-    if f_link_padding is not None:
-        f_link_padding = bytes(f_link_padding)
-    return Ipv4Packet(f_header, f_payload, f_link_padding)
-C_ipv4_packet._bw_model = (_f2m_ipv4_packet, ('header', 'payload', 'link_padding'), (), True)
+    def _c2m_ipv4_packet(c):
+        if c.__class__ is Ipv4Packet:  # built by a compiled parse
+            return c
+        f_header = c['header']
+        if f_header is not None:
+            f_header = _c2m_ipv4_header(f_header)
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = (_c2m_udp_datagram(f_payload, f_header.src, f_header.dst) if f_header.protocol == 17 else f_payload)
+        f_link_padding = c['link_padding']
+        if f_link_padding is not None:
+            f_link_padding = bytes(f_link_padding)
+        return Ipv4Packet(f_header, f_payload, f_link_padding)
 
-def _m2c_ipv4_packet(v):
-    return {
-        'header': None if v.header is None else _m2c_ipv4_header(v.header),
-        'payload': None if v.payload is None else _m2c_any(v.payload),
-        'link_padding': v.link_padding,
-    }
+    def _f2m_ipv4_packet(f_header, f_payload, f_link_padding):
+        if f_header is not None:
+            f_header = (f_header if f_header.__class__ is Ipv4Header else _c2m_ipv4_header(f_header))
+        if f_payload is not None:
+            f_payload = ((f_payload if f_payload.__class__ is UdpDatagram else _c2m_udp_datagram(f_payload, f_header.src, f_header.dst)) if f_header.protocol == 17 else f_payload)
+        if f_link_padding is not None:
+            f_link_padding = bytes(f_link_padding)
+        return Ipv4Packet(f_header, f_payload, f_link_padding)
+    C_ipv4_packet._bw_model = (_f2m_ipv4_packet, ('header', 'payload', 'link_padding'), (), True)
 
-def _c2m_ipv4_header(c):
-    if c.__class__ is Ipv4Header:  # built by a compiled parse
-        return c
-    f_version_ihl = c['version_ihl']
-    if f_version_ihl is not None:
-        f_version_ihl = _c2m_flags_version_ihl(f_version_ihl)
-    f_tos = c['tos']
-    f_total_length = c['total_length']
-    f_identification = c['identification']
-    f_fragment = c['fragment']
-    if f_fragment is not None:
-        f_fragment = _c2m_flags_ipv4_fragment(f_fragment)
-    f_ttl = c['ttl']
-    f_protocol = c['protocol']
-    f_src = c['src']
-    f_dst = c['dst']
-    f_options = c['options']
-    if f_options is not None:
-        f_options = bytes(f_options)
-    return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
+    def _m2c_ipv4_packet(v):
+        return {
+            'header': None if v.header is None else _m2c_ipv4_header(v.header),
+            'payload': None if v.payload is None else _m2c_any(v.payload),
+            'link_padding': v.link_padding,
+        }
 
-def _f2m_ipv4_header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options):
-    if f_version_ihl is not None:
-        f_version_ihl = (f_version_ihl if f_version_ihl.__class__ is VersionIhl else _c2m_flags_version_ihl(f_version_ihl))
-    if f_fragment is not None:
-        f_fragment = (f_fragment if f_fragment.__class__ is Ipv4Fragment else _c2m_flags_ipv4_fragment(f_fragment))
-    if f_options is not None:
-        f_options = bytes(f_options)
-    return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
-C_ipv4_header._bw_model = (_f2m_ipv4_header, ('version_ihl', 'tos', 'total_length', 'identification', 'fragment', 'ttl', 'protocol', 'src', 'dst', 'options'), (), False)
+    def _c2m_ipv4_header(c):
+        if c.__class__ is Ipv4Header:  # built by a compiled parse
+            return c
+        f_version_ihl = c['version_ihl']
+        if f_version_ihl is not None:
+            f_version_ihl = _c2m_flags_version_ihl(f_version_ihl)
+        f_tos = c['tos']
+        f_total_length = c['total_length']
+        f_identification = c['identification']
+        f_fragment = c['fragment']
+        if f_fragment is not None:
+            f_fragment = _c2m_flags_ipv4_fragment(f_fragment)
+        f_ttl = c['ttl']
+        f_protocol = c['protocol']
+        f_src = c['src']
+        f_dst = c['dst']
+        f_options = c['options']
+        if f_options is not None:
+            f_options = bytes(f_options)
+        return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
 
-def _m2c_ipv4_header(v):
-    return {
-        'version_ihl': None if v.version_ihl is None else v.version_ihl.to_dict(),
-        'tos': v.tos,
-        'total_length': v.total_length,
-        'identification': v.identification,
-        'fragment': None if v.fragment is None else v.fragment.to_dict(),
-        'ttl': v.ttl,
-        'protocol': v.protocol,
-        'src': v.src,
-        'dst': v.dst,
-        'options': v.options,
-    }
+    def _f2m_ipv4_header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options):
+        if f_version_ihl is not None:
+            f_version_ihl = (f_version_ihl if f_version_ihl.__class__ is VersionIhl else _c2m_flags_version_ihl(f_version_ihl))
+        if f_fragment is not None:
+            f_fragment = (f_fragment if f_fragment.__class__ is Ipv4Fragment else _c2m_flags_ipv4_fragment(f_fragment))
+        if f_options is not None:
+            f_options = bytes(f_options)
+        return Ipv4Header(f_version_ihl, f_tos, f_total_length, f_identification, f_fragment, f_ttl, f_protocol, f_src, f_dst, f_options)
+    C_ipv4_header._bw_model = (_f2m_ipv4_header, ('version_ihl', 'tos', 'total_length', 'identification', 'fragment', 'ttl', 'protocol', 'src', 'dst', 'options'), (), False)
 
-def _c2m_udp_datagram(c, p_src, p_dst):
-    if c.__class__ is UdpDatagram:  # built by a compiled parse
-        return c
-    f_src_port = c['src_port']
-    f_dst_port = c['dst_port']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return UdpDatagram(f_src_port, f_dst_port, f_data)
+    def _m2c_ipv4_header(v):
+        return {
+            'version_ihl': None if v.version_ihl is None else v.version_ihl.to_dict(),
+            'tos': v.tos,
+            'total_length': v.total_length,
+            'identification': v.identification,
+            'fragment': None if v.fragment is None else v.fragment.to_dict(),
+            'ttl': v.ttl,
+            'protocol': v.protocol,
+            'src': v.src,
+            'dst': v.dst,
+            'options': v.options,
+        }
 
-def _f2m_udp_datagram(f_src_port, f_dst_port, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return UdpDatagram(f_src_port, f_dst_port, f_data)
-C_udp_datagram._bw_model = (_f2m_udp_datagram, ('src_port', 'dst_port', 'data'), (), True)
+    def _c2m_udp_datagram(c, p_src, p_dst):
+        if c.__class__ is UdpDatagram:  # built by a compiled parse
+            return c
+        f_src_port = c['src_port']
+        f_dst_port = c['dst_port']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return UdpDatagram(f_src_port, f_dst_port, f_data)
 
-def _m2c_udp_datagram(v):
-    return {
-        'src_port': v.src_port,
-        'dst_port': v.dst_port,
-        'data': v.data,
-    }
+    def _f2m_udp_datagram(f_src_port, f_dst_port, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return UdpDatagram(f_src_port, f_dst_port, f_data)
+    C_udp_datagram._bw_model = (_f2m_udp_datagram, ('src_port', 'dst_port', 'data'), (), True)
+
+    def _m2c_udp_datagram(v):
+        return {
+            'src_port': v.src_port,
+            'dst_port': v.dst_port,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {PcapFile: _m2c_pcap_file, Packet: _m2c_packet, EthernetFrame: _m2c_ethernet_frame, Ipv4Packet: _m2c_ipv4_packet, Ipv4Header: _m2c_ipv4_header, UdpDatagram: _m2c_udp_datagram }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {PcapFile: _m2c_pcap_file, Packet: _m2c_packet, EthernetFrame: _m2c_ethernet_frame, Ipv4Packet: _m2c_ipv4_packet, Ipv4Header: _m2c_ipv4_header, UdpDatagram: _m2c_udp_datagram }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_pcap_file(buf, offset: int = 0, *, compiled: bool = False) -> PcapFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pcap_file") if compiled else C_pcap_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3393,6 +3427,7 @@ def construct_decode_pcap_file(buf, offset: int = 0, *, compiled: bool = False) 
 
 def construct_encode_pcap_file(value: PcapFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("pcap_file") if compiled else C_pcap_file
     try:
         data = con.build(_m2c_pcap_file(value))
@@ -3407,6 +3442,7 @@ def construct_decode_packet(buf, offset: int = 0, *, compiled: bool = False, lin
     """Decode through the Construct definition (the reference path)."""
     if linktype.__class__ is not LinkType:
         linktype = LinkType(linktype)
+    _construct()
     con = _compiled("packet") if compiled else C_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3423,6 +3459,7 @@ def construct_encode_packet(value: Packet, *, compiled: bool = False, linktype: 
     """Encode through the Construct definition (the reference path)."""
     if linktype.__class__ is not LinkType:
         linktype = LinkType(linktype)
+    _construct()
     con = _compiled("packet") if compiled else C_packet
     try:
         data = con.build(_m2c_packet(value), linktype=linktype)
@@ -3435,6 +3472,7 @@ def construct_encode_packet(value: Packet, *, compiled: bool = False, linktype: 
 
 def construct_decode_ethernet_frame(buf, offset: int = 0, *, compiled: bool = False) -> EthernetFrame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ethernet_frame") if compiled else C_ethernet_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3449,6 +3487,7 @@ def construct_decode_ethernet_frame(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_ethernet_frame(value: EthernetFrame, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ethernet_frame") if compiled else C_ethernet_frame
     try:
         data = con.build(_m2c_ethernet_frame(value))
@@ -3461,6 +3500,7 @@ def construct_encode_ethernet_frame(value: EthernetFrame, *, compiled: bool = Fa
 
 def construct_decode_ipv4_packet(buf, offset: int = 0, *, compiled: bool = False) -> Ipv4Packet:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_packet") if compiled else C_ipv4_packet
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3475,6 +3515,7 @@ def construct_decode_ipv4_packet(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_ipv4_packet(value: Ipv4Packet, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_packet") if compiled else C_ipv4_packet
     try:
         data = con.build(_m2c_ipv4_packet(value))
@@ -3487,6 +3528,7 @@ def construct_encode_ipv4_packet(value: Ipv4Packet, *, compiled: bool = False) -
 
 def construct_decode_ipv4_header(buf, offset: int = 0, *, compiled: bool = False) -> Ipv4Header:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_header") if compiled else C_ipv4_header
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3501,6 +3543,7 @@ def construct_decode_ipv4_header(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_ipv4_header(value: Ipv4Header, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ipv4_header") if compiled else C_ipv4_header
     try:
         data = con.build(_m2c_ipv4_header(value))
@@ -3513,6 +3556,7 @@ def construct_encode_ipv4_header(value: Ipv4Header, *, compiled: bool = False) -
 
 def construct_decode_udp_datagram(buf, offset: int = 0, *, compiled: bool = False, src: int, dst: int) -> UdpDatagram:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("udp_datagram") if compiled else C_udp_datagram
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -3527,6 +3571,7 @@ def construct_decode_udp_datagram(buf, offset: int = 0, *, compiled: bool = Fals
 
 def construct_encode_udp_datagram(value: UdpDatagram, *, compiled: bool = False, src: int, dst: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("udp_datagram") if compiled else C_udp_datagram
     try:
         data = con.build(_m2c_udp_datagram(value), src=src, dst=dst)
@@ -3542,6 +3587,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -3978,3 +4024,72 @@ DECODERS = {"pcap_file": decode_pcap_file, "packet": decode_packet, "ethernet_fr
 ENCODERS = {"pcap_file": encode_pcap_file, "packet": encode_packet, "ethernet_frame": encode_ethernet_frame, "ipv4_packet": encode_ipv4_packet, "ipv4_header": encode_ipv4_header, "udp_datagram": encode_udp_datagram }
 CONSTRUCT_DECODERS = {"pcap_file": construct_decode_pcap_file, "packet": construct_decode_packet, "ethernet_frame": construct_decode_ethernet_frame, "ipv4_packet": construct_decode_ipv4_packet, "ipv4_header": construct_decode_ipv4_header, "udp_datagram": construct_decode_udp_datagram }
 CONSTRUCT_ENCODERS = {"pcap_file": construct_encode_pcap_file, "packet": construct_encode_packet, "ethernet_frame": construct_encode_ethernet_frame, "ipv4_packet": construct_encode_ipv4_packet, "ipv4_header": construct_encode_ipv4_header, "udp_datagram": construct_encode_udp_datagram }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVsEoAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwEcGNhcJSMBXRpdGxllIwwbGlicGNhcCBjYXB0dXJlIGZpbGUgd2l0aCBFdGhlcm5ldCwgSVB2NCBhbmQgVURQlIwEc3BlY5SMNGRyYWZ0LWlldGYtb3BzYXdnLXBjYXA7IElFRUUgODAyLjM7IFJGQyA3OTE7IFJGQyA3NjiUjANkb2OUWAMCAABBIDI0LWJ5dGUgZmlsZSBoZWFkZXIgd2hvc2UgbWFnaWMsIHJlYWQgaW4gdGhlIHdyaXRlcidzIGJ5dGUgb3JkZXIsIGlzIDB4YTFiMmMzZDQ6IHRoZSBtYWdpYyByZWFkIGFz'
+    'IGxpdHRsZS1lbmRpYW4gdGVsbHMgdGhlIGJ5dGUgb3JkZXIgb2YgZXZlcnkgb3RoZXIgaGVhZGVyIGFuZCByZWNvcmQgZmllbGQuIEVhY2ggcGFja2V0IHJlY29yZCAodGltZXN0YW1wLCBjYXB0dXJlZCBhbmQgb3JpZ2luYWwgbGVuZ3RoKSBjYXJyaWVzIGEgbGluay1sYXllciBmcmFtZTsgZm9yIExJTktUWVBFX0VUSEVSTkVUIGFuIEV0aGVybmV0IElJIGZyYW1lLCBJUHY0IGluc2lkZSBpdCAoaGVhZGVyIGNoZWNrc3VtIG92ZXIgdGhlIGhlYWRlciwgb3B0aW9ucyBpbmNsdWRlZCkgYW5kIFVEUCBpbnNpZGUgdGhhdCAoY2hl'
+    'Y2tzdW0gb3ZlciB0aGUgSVB2NCBwc2V1ZG8taGVhZGVyIGFuZCB0aGUgZGF0YWdyYW0pLiBUaGUgbmV0d29yayBoZWFkZXJzIGFyZSBiaWctZW5kaWFuIHdoYXRldmVyIHRoZSBmaWxlJ3Mgb3JkZXIuCpSMBmVuZGlhbpSMAmxllIwFZmlsZXOUXZSMEXNjaGVtYXMvcGNhcC55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo0Njc3ZTYxZGVlODMwZTFlZDc5ZTZlMGFhYjEzNjNhODBlMjVhMjZkMmU2MDM4MTM0MjA0MzI4OTk1ODhiOGVklIwIdmVyc2lvbnOUTowFZW51bXOUfZSMCWxpbmtfdHlwZZRoAIwHRW51bURlZpSTlCmBlH2UKGgF'
+    'aBeMBGJhc2WUaACMBEludFSUk5QpgZR9lCiMBGJpdHOUSyCMBnNpZ25lZJSJaA1oDowIZ292ZXJuZWSUiHVijAdtZW1iZXJzlF2UaACMCkVudW1NZW1iZXKUk5QpgZR9lChoBYwIRVRIRVJORVSUjAV2YWx1ZZRLAWgLjACUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmFoC4xDTElOS1RZUEVfKiB2YWx1ZSBvZiB0aGUgY2FwdHVyZTsgb3RoZXJzIGtlZXAgdGhlaXIgZnJhbWVzIGFzIGJ5dGVzLpRoCWgsjARvcGVulIiMB3JldGlyZWSUXZSMBGxpbmWUSxR1YnOMBWZsYWdzlH2UKIwLdmVyc2lvbl9paGyUaACMCEZsYWdzRGVmlJOU'
+    'KYGUfZQoaAVoNmgcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCFdlChoAIwHRmxhZ0JpdJSTlCmBlH2UKGgFjANpaGyUjAJsb5RLAIwFd2lkdGiUSwSMBGVudW2UTmgLaCx1Ymg/KYGUfZQoaAWMB3ZlcnNpb26UaENLBGhESwRoRU5oC2gsdWJlaAuMSklQdjQgdmVyc2lvbiAoaGlnaCBuaWJibGUpIGFuZCBoZWFkZXIgbGVuZ3RoIGluIDMyLWJpdCB3b3JkcyAobG93IG5pYmJsZSkulGgJaCxoM0scdWKMDWlwdjRfZnJhZ21lbnSUaDgpgZR9lChoBWhKaBxoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoIV2UKGg/KYGUfZQoaAWMD2Zy'
+    'YWdtZW50X29mZnNldJRoQ0sAaERLDWhFTmgLaCx1Ymg/KYGUfZQoaAWMDm1vcmVfZnJhZ21lbnRzlGhDSw1oREsBaEVOaAtoLHViaD8pgZR9lChoBYwNZG9udF9mcmFnbWVudJRoQ0sOaERLAWhFTmgLaCx1YmVoC4wfSVB2NCBmbGFncyBhbmQgZnJhZ21lbnQgb2Zmc2V0LpRoCWgsaDNLInVidYwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMCXBjYXBfZmlsZZRoAIwGUmVjb3JklJOUKYGUfZQoaAVoXowGZmllbGRzlF2UKGgAjAVGaWVsZJSTlCmBlH2UKGgFjAVtYWdpY5SMBHR5cGWUaB4pgZR9lChoIUsgaCKJaA1oDmgjiXViaAuM'
+    'TjB4YTFiMmMzZDQgd3JpdHRlbiBpbiB0aGUgZmlsZSdzIGJ5dGUgb3JkZXIgKHNvIGQ0YzNiMmExIHdoZW4gcmVhZCBiaWctZW5kaWFuKZRoCWgsjARjb25klE6MBXNpbmNllE6MBXVudGlslE6MBWNvbnN0lE6MCHJlc2VydmVklImMBXZhbGlklE6MBHNpemWUTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaCtOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5RoAIwGQXNzZXJ0lJOUKYGUfZQojAVjaGVja5SMGWJ5dGV3cmlnaHQuZ2VuZXJhdG9yLmV4cHKUjARFeHBylJOUKYGUfZQojAZzb3VyY2WU'
+    'jCptYWdpYyA9PSAweGExYjJjM2Q0IG9yIG1hZ2ljID09IDB4ZDRjM2IyYTGUjAR0cmVllIwDYXN0lIwGQm9vbE9wlJOUKVKUfZQojAJvcJRoiIwCT3KUk5QpUpR9lGKMBnZhbHVlc5RdlChoiIwHQ29tcGFyZZSTlClSlH2UKIwEbGVmdJRoiIwETmFtZZSTlClSlH2UKIwCaWSUaGmMA2N0eJRoiIwETG9hZJSTlClSlH2UYowGbGluZW5vlEsBjApjb2xfb2Zmc2V0lEsAjAplbmRfbGluZW5vlEsBjA5lbmRfY29sX29mZnNldJRLBXVijANvcHOUXZRoiIwCRXGUk5QpUpR9lGJhjAtjb21wYXJhdG9yc5RdlGiIjAhDb25zdGFudJSTlClS'
+    'lH2UKGgrigXUw7KhAIwEa2luZJROaKNLAWikSwlopUsBaKZLE3ViYWijSwFopEsAaKVLAWimSxN1YmiVKVKUfZQoaJhomilSlH2UKGidaGlonmihaKNLAWikSxdopUsBaKZLHHViaKddlGirYWitXZRosClSlH2UKGgrigWhssPUAGizTmijSwFopEsgaKVLAWimSyp1YmFoo0sBaKRLF2ilSwFopksqdWJlaKNLAWikSwBopUsBaKZLKnVijAVuYW1lc5SMCGJ1aWx0aW5zlIwJZnJvemVuc2V0lJOUXZRoaWGFlFKUdWKMB21lc3NhZ2WUjDVub3QgYSBwY2FwIGZpbGUgKG1hZ2ljIGExYjJjM2Q0IGluIGVpdGhlciBieXRlIG9yZGVyKZSM'
+    'BWVycm9ylIwKY29uc3RyYWludJSMBHBhdGiUaCx1YoWUjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoLIwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaDNLL2jHjBtyZWNvcmRzLnBjYXBfZmlsZS5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTowGYWJzZW50lE6MBHBlZWuUiXViaGYpgZR9lChoBYwNdmVyc2lvbl9tYWpvcpRoamgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFLAmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjK'
+    'TmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNGjHjBtyZWNvcmRzLnBjYXBfZmlsZS5maWVsZHNbMV2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjA12ZXJzaW9uX21pbm9ylGhqaB4pgZR9lChoIUsQaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocUsEaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s1aMeMG3JlY29yZHMucGNhcF9maWxlLmZpZWxkc1syXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMCHRoaXN6b25llGhqaB4pgZR9lChoIUsgaCKIaA1oDmgjiHViaAuM'
+    'LkdNVCB0byBsb2NhbCBjb3JyZWN0aW9uIChhbHdheXMgMCBpbiBwcmFjdGljZSmUaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNmjHjBtyZWNvcmRzLnBjYXBfZmlsZS5maWVsZHNbM12UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAdzaWdmaWdzlGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMIWFjY3VyYWN5IG9mIHRpbWVzdGFtcHMgKGFsd2F5cyAwKZRoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHop'
+    'aMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s3aMeMG3JlY29yZHMucGNhcF9maWxlLmZpZWxkc1s0XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMB3NuYXBsZW6UaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4webWF4IGxlbmd0aCBvZiBjYXB0dXJlZCBwYWNrZXRzlGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzhox4wbcmVjb3Jkcy5wY2FwX2ZpbGUuZmllbGRzWzVdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwHbmV0d29ya5Ro'
+    'amgAjARSZWZUlJOUKYGUfZQoaLNoRYwGdGFyZ2V0lGgXjARhcmdzlCmMBW9yZGVylE51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s5aMeMG3JlY29yZHMucGNhcF9maWxlLmZpZWxkc1s2XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMB3BhY2tldHOUaGpo+SmBlH2UKGizjAZyZWNvcmSUaPyMBnBhY2tldJRo/YwIbGlua3R5cGWUaIIpgZR9lChohWj3aIdomilSlH2UKGidaPdonmihaKNLAWikSwBopUsBaKZLB3ViaLxov12UaPdh'
+    'hZRSlHVihpSFlGj+TnViaAuMSlBhY2tldCByZWNvcmRzIHRvIHRoZSBlbmQgb2YgdGhlIGZpbGUgKHRoZXkgZm9sbG93IHRoZSBmaWxlJ3MgYnl0ZSBvcmRlcikulGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odWgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lE6MBnByZWZpeJROjANlb3OUiGhwTowKdW50aWxfaXRlbZROjA1zdG9wX29uX2Vycm9ylIlo0k51Ymh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLOmjHjBtyZWNvcmRzLnBjYXBfZmlsZS5maWVsZHNbN12UaCEpaNFOaNJOaNOJdWJl'
+    'aAuMFUEgd2hvbGUgY2FwdHVyZSBmaWxlLpRoCWgsjAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlChoAIwGTGF5b3V0lJOUKYGUfZQoaBROaGNdlChoZimBlH2UKGgFaGloamhraAtobWgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oemjIaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0svaMdo0GghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjWaGpoHimBlH2UKGghSxBoIoloDWgOaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxSwJocolo'
+    'c05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzRox2jZaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaNxoamgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFLBGhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNWjHaN9oISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo4mhqaB4pgZR9lChoIUsgaCKIaA1oDmgjiHViaAto5WgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeilo'
+    'yU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzZox2jmaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaOloamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaOxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s3aMdo7WghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjwaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2jzaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNL'
+    'OGjHaPRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo92hqaPkpgZR9lChos2hFaPxoF2j9KWj+aA51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s5aMdo/2ghKWjRTmjSTmjTiXViaGYpgZR9lChoBWoCAQAAaGpo+SmBlH2UKGizagUBAABo/GoGAQAAaP1qEAEAAGj+aA51YmgLahEBAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVqFAEAAGh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLOmjHahsB'
+    'AABoISlo0U5o0k5o04l1YmWMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChoaUsAaNZLBGjcSwZo4ksIaOlLDGjwSxBo90sUagIBAABLGHWMBXNpemVzlH2UKGhpSwRo1ksCaNxLAmjiSwRo6UsEaPBLBGj3SwR1aP5oDnViaiUBAAApgZR9lChoFE5oY12UKGhmKYGUfZQoaAVoaWhqaGtoC2htaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6aMhoyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSy9ox2jQaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaNZoamgeKYGUfZQoaCFLEGgiiWgNjAJiZZRoI4h1'
+    'YmgLaCxoCWgsaG5OaG9OaHBOaHFLAmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNGjHaNloISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo3GhqaB4pgZR9lChoIUsQaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocUsEaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s1aMdo32ghKWjRTmjSTmjTiXViaGYpgZR9lChoBWjiaGpoHimBlH2UKGghSyBoIohoDWpVAQAAaCOIdWJoC2jlaAloLGhuTmhvTmhwTmhx'
+    'TmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLNmjHaOZoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVo6WhqaB4pgZR9lChoIUsgaCKJaA1qVQEAAGgjiHViaAto7GgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzdox2jtaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaPBoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaPNoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhO'
+    'aCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s4aMdo9GghKWjRTmjSTmjTiXViaGYpgZR9lChoBWj3aGpo+SmBlH2UKGizaEVo/GgXaP0paP5qVQEAAHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzSzlox2j/aCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFagIBAABoamj5KYGUfZQoaLNqBQEAAGj8agYBAABo/WoQAQAAaP5qVQEAAHViaAtqEQEAAGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odWoUAQAAaHZOaHdOaHhO'
+    'aCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0s6aMdqGwEAAGghKWjRTmjSTmjTiXViZWpHAQAATmpIAQAAfZQoaGlLAGjWSwRo3EsGaOJLCGjpSwxo8EsQaPdLFGoCAQAASxh1akoBAAB9lChoaUsEaNZLAmjcSwJo4ksEaOlLBGjwSwRo90sEdWj+alUBAAB1YmVoM0srjARmaWxllGgRaA1ogimBlH2UKGiFjCUnbGUnIGlmIG1hZ2ljID09IDB4YTFiMmMzZDQgZWxzZSAnYmUnlGiHaIiMBUlmRXhwlJOUKVKUfZQojAR0ZXN0lGiVKVKUfZQoaJhomilSlH2UKGidaGlonmihaKNLAWikSwhopUsBaKZLDXViaKddlGir'
+    'YWitXZRosClSlH2UKGgrigXUw7KhAGizTmijSwFopEsRaKVLAWimSxt1YmFoo0sBaKRLCGilSwFopksbdWKMBGJvZHmUaLApUpR9lChoK2gOaLNOaKNLAWikSwBopUsBaKZLBHVijAZvcmVsc2WUaLApUpR9lChoK2pVAQAAaLNOaKNLAWikSyFopUsBaKZLJXViaKNLAWikSwBopUsBaKZLJXViaLxov12UaGlhhZRSlHVijAZvcmRlcnOUaA5qVQEAAIaUjAxlbmRpYW5fc2NvcGWUagUBAACMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWJqBgEAAGhgKYGUfZQoaAVqBgEAAGhjXZQoaGYpgZR9lChoBYwGdHNfc2VjlGhqaB4pgZR9lCho'
+    'IUsgaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Vox4wYcmVjb3Jkcy5wYWNrZXQuZmllbGRzWzBdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwHdHNfdXNlY5RoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tGaMeMGHJlY29yZHMucGFja2V0LmZpZWxkc1sxXZRoISlo0U5o'
+    '0k5o04l1YmhmKYGUfZQoaAWMCGluY2xfbGVulGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAuMIWJ5dGVzIGNhcHR1cmVkICh0aGUgZnJhbWUncyBzaXplKZRoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlodIwFZnJhbWWUhpRoeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0dox4wYcmVjb3Jkcy5wYWNrZXQuZmllbGRzWzJdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwIb3JpZ19sZW6UaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC4wgbGVuZ3RoIG9mIHRoZSBwYWNrZXQgb24gdGhl'
+    'IHdpcmWUaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLSGjHjBhyZWNvcmRzLnBhY2tldC5maWVsZHNbM12UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqYBAABoamgAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRogimBlH2UKGiFagcBAABoh2iaKVKUfZQoaJ1qBwEAAGieaKFoo0sBaKRLAGilSwFopksIdWJovGi/XZRqBwEAAGGFlFKUdWKMBWNhc2VzlEsBaCqMDmV0aGVybmV0X2ZyYW1llIeUhZRoz4wFYnl0ZXOUaP0paAWMBnN3aXRjaJRo/k51'
+    'YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHRogimBlH2UKGiFaqIBAABoh2iaKVKUfZQoaJ1qogEAAGieaKFoo0sBaKRLAGilSwFopksIdWJovGi/XZRqogEAAGGFlFKUdWJodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0lox4wYcmVjb3Jkcy5wYWNrZXQuZmllbGRzWzRdlGghKWjRTmjSTmjTiXViZWgLjEJPbmUgcGFja2V0IHJlY29yZDsgaXRzIGhlYWRlciBmaWVsZHMgZm9sbG93IHRoZSBmaWxlJ3MgYnl0ZSBvcmRlci6UaAloLGodAQAAfZRqBwEAAGgAjAVQYXJhbZSTlCmBlH2U'
+    'KGgFagcBAABoamgXaM9OaAtoLHVic2ofAQAATmogAQAAiWohAQAATmoiAQAAXZQoaiUBAAApgZR9lChoFE5oY12UKGhmKYGUfZQoaAVqlgEAAGhqaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Vox2qZAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFapwBAABoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHop'
+    'aMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tGaMdqnwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqiAQAAaGpoHimBlH2UKGghSyBoIoloDWgOaCOIdWJoC2qlAQAAaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5aqcBAABoeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0dox2qoAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqsBAABoamgeKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLaq4BAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpO'
+    'aMtOaMxLAGgNTmjNaCxozoloz05oM0tIaMdqrwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqmAQAAaGpqswEAACmBlH2UKGq2AQAAarcBAABqvgEAAGrBAQAAaM9qwgEAAGj9KWgFasMBAABo/mgOdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0asQBAABodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0lox2rLAQAAaCEpaNFOaNJOaNOJdWJlakcBAABOakgBAAB9lChqlgEAAEsAapwBAABLBGqiAQAASwhqqwEAAEsMaqYBAABLEHVqSgEAAH2UKGqWAQAASwRqnAEAAEsEaqIBAABL'
+    'BGqrAQAASwR1aP5oDnViaiUBAAApgZR9lChoFE5oY12UKGhmKYGUfZQoaAVqlgEAAGhqaB4pgZR9lChoIUsgaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0Vox2qZAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFapwBAABoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05o'
+    'M0tGaMdqnwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqiAQAAaGpoHimBlH2UKGghSyBoIoloDWpVAQAAaCOIdWJoC2qlAQAAaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5aqcBAABoeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0dox2qoAQAAaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFaqsBAABoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaq4BAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05o'
+    'M0tIaMdqrwEAAGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqmAQAAaGpqswEAACmBlH2UKGq2AQAAarcBAABqvgEAAGrBAQAAaM9qwgEAAGj9KWgFasMBAABo/mpVAQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0asQBAABodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS0lox2rLAQAAaCEpaNFOaNJOaNOJdWJlakcBAABOakgBAAB9lChqlgEAAEsAapwBAABLBGqiAQAASwhqqwEAAEsMaqYBAABLEHVqSgEAAH2UKGqWAQAASwRqnAEAAEsEaqIBAABLBGqrAQAASwR1aP5qVQEAAHVi'
+    'ZWgzS0BqcAEAAGgRaA1OaooBAABqiwEAAGqMAQAAagUBAABqjQEAAF2Uao8BAABdlHViar8BAABoYCmBlH2UKGgFar8BAABoY12UKGhmKYGUfZQoaAWMA2RzdJRoamgAjAZCeXRlc1SUk5QpgZR9lChodGiCKYGUfZQoaIWMATaUaIdosClSlH2UKGgrSwZos05oo0sBaKRLAGilSwFopksBdWJovGi/XZSFlFKUdWJqFwEAAE5qGAEAAImMBHRleHSUTowKdGVybWluYXRvcpROdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLU2jHjCByZWNv'
+    'cmRzLmV0aGVybmV0X2ZyYW1lLmZpZWxkc1swXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMA3NyY5RoamoOAgAAKYGUfZQoaHRogimBlH2UKGiFahMCAABoh2iwKVKUfZQoaCtLBmizTmijSwFopEsAaKVLAWimSwF1Ymi8aL9dlIWUUpR1YmoXAQAATmoYAQAAiWoZAgAATmoaAgAATnViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS1Rox4wgcmVjb3Jkcy5ldGhlcm5ldF9mcmFtZS5maWVsZHNbMV2UaCEpaNFOaNJOaNOJdWJoZimBlH2U'
+    'KGgFjAlldGhlcnR5cGWUaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLVWjHjCByZWNvcmRzLmV0aGVybmV0X2ZyYW1lLmZpZWxkc1syXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMB3BheWxvYWSUaGpqswEAACmBlH2UKGq2AQAAaIIpgZR9lChohWorAgAAaIdomilSlH2UKGidaisCAABonmihaKNLAWikSwBopUsBaKZLCXViaLxov12UaisCAABhhZRSlHViar4BAABNAAiMBDIwNDiU'
+    'jAtpcHY0X3BhY2tldJSHlIWUaM9qwgEAAGj9KWgFasMBAABo/mpVAQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0aIIpgZR9lChohYwKX3JlbWFpbmluZ5Roh2iaKVKUfZQoaJ1qQQIAAGieaKFoo0sBaKRLAGilSwFopksKdWJovGi/XZRqQQIAAGGFlFKUdWJodU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS1Zox4wgcmVjb3Jkcy5ldGhlcm5ldF9mcmFtZS5maWVsZHNbM12UaCEpaNFOaNJOaNOJdWJlaAuMK0FuIEV0aGVybmV0IElJIGZyYW1lIChubyBGQ1MsIGFzIGNhcHR1cmVk'
+    'KS6UaAloLGodAQAAfZRqHwEAAE5qIAEAAIlqIQEAAE5qIgEAAF2UaiUBAAApgZR9lChoFE5oY2oJAgAAakcBAABOakgBAAB9lChqDAIAAEsAah4CAABLBmorAgAASwxqMQIAAEsOdWpKAQAAfZQoagwCAABLBmoeAgAASwZqKwIAAEsCdWj+TnViYWgzS09qcAEAAGgRaA1ogimBlH2UKGiFjAQnYmUnlGiHaLApUpR9lChoK2pVAQAAaLNOaKNLAWikSwBopUsBaKZLBHViaLxov12UhZRSlHViaooBAAApaowBAABqBQEAAGqNAQAAXZRqjwEAAF2UdWJqPAIAAGhgKYGUfZQoaAVqPAIAAGhjXZQoaGYpgZR9lChoBYwGaGVhZGVylGhqaPkp'
+    'gZR9lChos2oFAQAAaPyMC2lwdjRfaGVhZGVylGj9KWj+alUBAAB1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tgaMeMHXJlY29yZHMuaXB2NF9wYWNrZXQuZmllbGRzWzBdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWoxAgAAaGpqswEAACmBlH2UKGq2AQAAaIIpgZR9lChohYwPaGVhZGVyLnByb3RvY29slGiHaIiMCUF0dHJpYnV0ZZSTlClSlH2UKGgraJopUpR9lChonWpeAgAAaJ5ooWijSwFopEsAaKVLAWimSwZ1YowEYXR0cpSM'
+    'CHByb3RvY29slGieaKFoo0sBaKRLAGilSwFopksPdWJovGi/XZRqXgIAAGGFlFKUdWJqvgEAAEsRjAIxN5SMDHVkcF9kYXRhZ3JhbZSHlIWUaM9qwgEAAGj9ah4CAABogimBlH2UKGiFjApoZWFkZXIuc3JjlGiHamsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLAGilSwFopksGdWJqcAIAAGoeAgAAaJ5ooWijSwFopEsAaKVLAWimSwp1Ymi8aL9dlGpeAgAAYYWUUpR1YoaUagwCAABogimBlH2UKGiFjApoZWFkZXIuZHN0lGiHamsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLAGilSwFopksG'
+    'dWJqcAIAAGoMAgAAaJ5ooWijSwFopEsAaKVLAWimSwp1Ymi8aL9dlGpeAgAAYYWUUpR1YoaUhpRoBWrDAQAAaP5qVQEAAHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odGiCKYGUfZQoaIWMMGhlYWRlci50b3RhbF9sZW5ndGggLSBoZWFkZXIudmVyc2lvbl9paGwuaWhsICogNJRoh2iIjAVCaW5PcJSTlClSlH2UKGiYamsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLAGilSwFopksGdWJqcAIAAIwMdG90YWxfbGVuZ3RolGieaKFoo0sBaKRLAGilSwFopksTdWJojWiIjANTdWKUk5QpUpR9lGKMBXJpZ2h0'
+    'lGqUAgAAKVKUfZQoaJhqawIAAClSlH2UKGgramsCAAApUpR9lChoK2iaKVKUfZQoaJ1qXgIAAGieaKFoo0sBaKRLFmilSwFopkscdWJqcAIAAGg2aJ5ooWijSwFopEsWaKVLAWimSyh1YmpwAgAAaEJonmihaKNLAWikSxZopUsBaKZLLHViaI1oiIwETXVsdJSTlClSlH2UYmqgAgAAaLApUpR9lChoK0sEaLNOaKNLAWikSy9opUsBaKZLMHViaKNLAWikSxZopUsBaKZLMHViaKNLAWikSwBopUsBaKZLMHViaLxov12Ual4CAABhhZRSlHViaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0thaMeM'
+    'HXJlY29yZHMuaXB2NF9wYWNrZXQuZmllbGRzWzFdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwMbGlua19wYWRkaW5nlGhqag4CAAApgZR9lChodE5qFwEAAE5qGAEAAIhqGQIAAE5qGgIAAE51YmgLjCVieXRlcyBhZnRlciB0aGUgZGF0YWdyYW0gaW4gdGhlIGZyYW1llGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS2dox4wdcmVjb3Jkcy5pcHY0X3BhY2tldC5maWVsZHNbMl2UaCEpaNFOaNJOaNOJdWJlaAuMNUFuIElQdjQgZGF0YWdyYW0g'
+    'YW5kIGFueSBsaW5rLWxheWVyIHBhZGRpbmcgYWZ0ZXIgaXQulGgJaCxqHQEAAH2Uah8BAABOaiABAACJaiEBAABOaiIBAABdlGolAQAAKYGUfZQoaBROaGNqWwIAAGpHAQAATmpIAQAAfZRqXgIAAEsAc2pKAQAAfZRo/k51YmFoM0tcanABAABoEWgNaIIpgZR9lChohWpRAgAAaIdosClSlH2UKGgralUBAABos05oo0sBaKRLAGilSwFopksEdWJovGi/XZSFlFKUdWJqigEAAClqjAEAAGoFAQAAao0BAABdlGqPAQAAXZR1YmphAgAAaGApgZR9lChoBWphAgAAaGNdlChoZimBlH2UKGgFaDZoamj5KYGUfZQoaLNoNGj8aDZo/Slo/mpV'
+    'AQAAdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6aHwpgZR9lChof2iCKYGUfZQoaIWMMXZlcnNpb25faWhsLnZlcnNpb24gPT0gNCBhbmQgdmVyc2lvbl9paGwuaWhsID49IDWUaIdoiilSlH2UKGiNaIiMA0FuZJSTlClSlH2UYmiSXZQoaJUpUpR9lChomGprAgAAKVKUfZQoaCtomilSlH2UKGidaDZonmihaKNLAWikSwBopUsBaKZLC3VianACAABoSGieaKFoo0sBaKRLAGilSwFopksTdWJop12UaKthaK1dlGiwKVKUfZQoaCtLBGizTmijSwFopEsXaKVLAWimSxh1YmFoo0sBaKRLAGil'
+    'SwFopksYdWJolSlSlH2UKGiYamsCAAApUpR9lChoK2iaKVKUfZQoaJ1oNmieaKFoo0sBaKRLHWilSwFopksodWJqcAIAAGhCaJ5ooWijSwFopEsdaKVLAWimSyx1YminXZRoiIwDR3RFlJOUKVKUfZRiYWitXZRosClSlH2UKGgrSwVos05oo0sBaKRLMGilSwFopksxdWJhaKNLAWikSx1opUsBaKZLMXViZWijSwFopEsAaKVLAWimSzF1Ymi8aL9dlGg2YYWUUpR1YmjDjD1ydWxlIHZlcnNpb25faWhsLnZlcnNpb24gPT0gNCBhbmQgdmVyc2lvbl9paGwuaWhsID49IDUgYnJva2VulGjFaMZox2gsdWKFlGjJTmjKTmjLTmjMSwBoDU5o'
+    'zWgsaM6JaM9OaDNLbWjHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1swXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMA3Rvc5RoamgeKYGUfZQoaCFLCGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0twaMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzFdlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBWqbAgAAaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC4wPaGVhZGVyIGFuZCBkYXRhlGgJ'
+    'aCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Fox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbMl2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjA5pZGVudGlmaWNhdGlvbpRoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0tyaMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzNdlGghKWjRTmjS'
+    'TmjTiXViaGYpgZR9lChoBYwIZnJhZ21lbnSUaGpo+SmBlH2UKGizaDRo/GhKaP0paP5qVQEAAHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Nox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbNF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAN0dGyUaGpoHimBlH2UKGghSwhoIoloDWpVAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgs'
+    'aM6JaM9OaDNLdGjHjB1yZWNvcmRzLmlwdjRfaGVhZGVyLmZpZWxkc1s1XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqcQIAAGhqaB4pgZR9lChoIUsIaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3Vox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbNl2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjA9oZWFkZXJfY2hlY2tzdW2UaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC4w9SW50ZXJuZXQg'
+    'Y2hlY2tzdW0gb2YgdGhlIHdob2xlIGhlYWRlciB3aXRoIHRoaXMgZmllbGQgYXMgemVyb5RoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhoAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMCmludGVybmV0MTaUjAZjb3ZlcnOUTowIZXhjbHVkZWSUKYwKc3RvcmVfYml0c5ROjARzZWVklE5qHQEAACloIUsQaBKJjAZyYW5nZXOUKYwFc2NvcGWUjANhbGyUjAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLdmjHjB1yZWNvcmRzLmlwdjRfaGVh'
+    'ZGVyLmZpZWxkc1s3XZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqHgIAAGhqaB4pgZR9lChoIUsgaCKJaA1qVQEAAGgjiHViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS3pox4wdcmVjb3Jkcy5pcHY0X2hlYWRlci5maWVsZHNbOF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFagwCAABoamgeKYGUfZQoaCFLIGgiiWgNalUBAABoI4h1YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpO'
+    'aMtOaMxLAGgNTmjNaCxozoloz05oM0t7aMeMHXJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzldlGghKWjRTmjSTmjTiXViaGYpgZR9lChoBYwHb3B0aW9uc5RoamoOAgAAKYGUfZQoaHRogimBlH2UKGiFjBh2ZXJzaW9uX2lobC5paGwgKiA0IC0gMjCUaIdqlAIAAClSlH2UKGiYapQCAAApUpR9lChomGprAgAAKVKUfZQoaCtomilSlH2UKGidaDZonmihaKNLAWikSwBopUsBaKZLC3VianACAABoQmieaKFoo0sBaKRLAGilSwFopksPdWJojWqrAgAAaqACAABosClSlH2UKGgrSwRos05oo0sBaKRLEmilSwFopksTdWJoo0sBaKRL'
+    'AGilSwFopksTdWJojWqeAgAAaqACAABosClSlH2UKGgrSxRos05oo0sBaKRLFmilSwFopksYdWJoo0sBaKRLAGilSwFopksYdWJovGi/XZRoNmGFlFKUdWJqFwEAAE5qGAEAAIlqGQIAAE5qGgIAAE51YmgLaCxoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0t8aMeMHnJlY29yZHMuaXB2NF9oZWFkZXIuZmllbGRzWzEwXZRoISlo0U5o0k5o04l1YmVoC4wyVGhlIElQdjQgaGVhZGVyLCBvcHRpb25zIGluY2x1ZGVkIChSRkMgNzkxIMKnMy4xKS6U'
+    'aAloLGodAQAAfZRqHwEAAE5qIAEAAIlqIQEAAE5qIgEAAF2UaiUBAAApgZR9lChoFE5oY2rMAgAAakcBAABOakgBAAB9lChoNksAav0CAABLAWqbAgAASwJqCQMAAEsEag8DAABLBmoVAwAASwhqcQIAAEsJaiADAABLCmoeAgAASwxqDAIAAEsQakADAABLFHVqSgEAAH2UKGg2SwFq/QIAAEsBapsCAABLAmoJAwAASwJqDwMAAEsCahUDAABLAWpxAgAASwFqIAMAAEsCah4CAABLBGoMAgAASwR1aP5OdWJhaDNLaWpwAQAAaBFoDWiCKYGUfZQoaIVqUQIAAGiHaLApUpR9lChoK2pVAQAAaLNOaKNLAWikSwBopUsBaKZLBHViaLxov12U'
+    'hZRSlHViaooBAAApaowBAABqBQEAAGqNAQAAXZRqjwEAAF2UdWJqdgIAAGhgKYGUfZQoaAVqdgIAAGhjXZQoaGYpgZR9lChoBYwIc3JjX3BvcnSUaGpoHimBlH2UKGghSxBoIoloDWpVAQAAaCOIdWJoC2gsaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4TmgrTmh5Tmh6KWjJTmjKTmjLTmjMSwBoDU5ozWgsaM6JaM9OaDNLhWjHjB5yZWNvcmRzLnVkcF9kYXRhZ3JhbS5maWVsZHNbMF2UaCEpaNFOaNJOaNOJdWJoZimBlH2UKGgFjAhkc3RfcG9ydJRoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLaCxoCWgs'
+    'aG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0uGaMeMHnJlY29yZHMudWRwX2RhdGFncmFtLmZpZWxkc1sxXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAWMBmxlbmd0aJRoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLagUDAABoCWgsaG5OaG9OaHBOaHFOaHKJaHNOaHROaHVOaHZOaHdOaHhOaCtOaHlodIwEZGF0YZSGlGh6KWjJTmjKTmjLTmjMSwhoDU5ozWgsaM6JaM9OaDNLh2jHjB5yZWNvcmRzLnVkcF9kYXRhZ3JhbS5maWVsZHNbMl2UaCEp'
+    'aNFOaNJOaNOJdWJoZimBlH2UKGgFaHhoamgeKYGUfZQoaCFLEGgiiWgNalUBAABoI4h1YmgLjEhvdmVyIHRoZSBwc2V1ZG8taGVhZGVyIChhZGRyZXNzZXMgZnJvbSB0aGUgSVB2NCBoZWFkZXIpIGFuZCB0aGUgZGF0YWdyYW2UaAloLGhuTmhvTmhwTmhxTmhyiWhzTmh0Tmh1Tmh2Tmh3Tmh4aiUDAAApgZR9lChqKAMAAIwMdWRwX2NoZWNrc3VtlGoqAwAATmorAwAAKWosAwAATmotAwAATmodAQAAah4CAABogimBlH2UKGiFah4CAABoh2iaKVKUfZQoaJ1qHgIAAGieaKFoo0sBaKRLAGilSwFopksDdWJovGi/XZRqHgIAAGGFlFKU'
+    'dWKGlGoMAgAAaIIpgZR9lChohWoMAgAAaIdomilSlH2UKGidagwCAABonmihaKNLAWikSwBopUsBaKZLA3ViaLxov12UagwCAABhhZRSlHVihpSGlGghSxBoEolqLgMAAClqLwMAAGowAwAAajEDAABLAGgPKWoyAwAAKXViaCtOaHlOaHopaMlOaMpOaMtOaMxLAGgNTmjNaCxozoloz05oM0uIaMeMHnJlY29yZHMudWRwX2RhdGFncmFtLmZpZWxkc1szXZRoISlo0U5o0k5o04l1YmhmKYGUfZQoaAVqegMAAGhqag4CAAApgZR9lChodGiCKYGUfZQoaIWMCmxlbmd0aCAtIDiUaIdqlAIAAClSlH2UKGiYaJopUpR9lChonWp3AwAAaJ5o'
+    'oWijSwFopEsAaKVLAWimSwZ1YmiNap4CAABqoAIAAGiwKVKUfZQoaCtLCGizTmijSwFopEsJaKVLAWimSwp1YmijSwFopEsAaKVLAWimSwp1Ymi8aL9dlGp3AwAAYYWUUpR1YmoXAQAATmoYAQAAiWoZAgAATmoaAgAATnViaAtoLGgJaCxobk5ob05ocE5ocU5ocoloc05odE5odU5odk5od05oeE5oK05oeU5oeiloyU5oyk5oy05ozEsAaA1OaM1oLGjOiWjPTmgzS4xox4wecmVjb3Jkcy51ZHBfZGF0YWdyYW0uZmllbGRzWzRdlGghKWjRTmjSTmjTiXViZWgLjBlBIFVEUCBkYXRhZ3JhbSAoUkZDIDc2OCkulGgJaCxqHQEAAH2UKGoe'
+    'AgAAas8BAAApgZR9lChoBWoeAgAAaGqMA2ludJRoz05oC2gsdWJqDAIAAGrPAQAAKYGUfZQoaAVqDAIAAGhqaqwDAABoz05oC2gsdWJ1ah8BAABOaiABAACJaiEBAABOaiIBAABdlGolAQAAKYGUfZQoaBROaGNqaAMAAGpHAQAATmpIAQAAfZQoamsDAABLAGpxAwAASwJqdwMAAEsEaHhLBmp6AwAASwh1akoBAAB9lChqawMAAEsCanEDAABLAmp3AwAASwJoeEsCdWj+TnViYWgzS35qcAEAAGgRaA1ogimBlH2UKGiFalECAABoh2iwKVKUfZQoaCtqVQEAAGizTmijSwFopEsAaKVLAWimSwR1Ymi8aL9dlIWUUpR1YmqKAQAAKWqMAQAA'
+    'agUBAABqjQEAAF2Uao8BAABdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwVcGNhcF9wbHVnaW5zOnJlZ2lzdGVylGGMBmRldGVjdJRdlChoAIwGRGV0ZWN0lJOUKYGUfZQoagUBAABoXmhpQwTUw7KhlIwCYXSUSwBodYlqHQEAACmMBHRoZW6UTowEdGFnc5ROdWJqxQMAACmBlH2UKGoFAQAAaF5oaUMEobLD1JRqyQMAAEsAaHWJah0BAAApasoDAABOassDAABOdWJljAtlbmRpYW5fZXhwcpROdWIu'
+)

@@ -11,8 +11,8 @@ Spec: PNG (Second Edition) §5
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -75,6 +76,11 @@ _ck_crc32 = _registry.checksum_func("crc32", fast=True)
 FAMILY = "png"
 SCHEMA_FILES = ["schemas/png.yaml"]
 SCHEMA_DIGEST = "sha256:ed043e69c03122ce27cbf073976e3407d43c42c97f06b040cbcdcecce815903f"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'\x89PNG\r\n\x1a\n', 'png_file', {}, False, None, None)]
+RECORD_NAMES = ('png_file', 'chunk', 'ihdr')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1155,148 +1161,176 @@ def encode_ihdr(value: Ihdr) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_ihdr = Struct(
-    '_o_start' / Tell,
-    'width' / Int32ub,
-    Check(Code("(1 <= this['width'] and this['width'] <= 2147483647)", lambda this: (1 <= this['width'] and this['width'] <= 2147483647))),
-    'height' / Int32ub,
-    Check(Code("(1 <= this['height'] and this['height'] <= 2147483647)", lambda this: (1 <= this['height'] and this['height'] <= 2147483647))),
-    'bit_depth' / Int8ub,
-    'color_type' / ClosedEnum(Int8ub, 'ColorType', (0, 2, 3, 4, 6), ()),
-    'compression_method' / Int8ub,
-    Check(Code("(0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: (0 <= this['compression_method'] and this['compression_method'] <= 0))),
-    'filter_method' / Int8ub,
-    Check(Code("(0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: (0 <= this['filter_method'] and this['filter_method'] <= 0))),
-    'interlace_method' / Int8ub,
-    Check(Code("(0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
-)
-C_ihdr._bw_fast_runs = {'width': (13, (('width', 0, 4), ('height', 4, 4), ('bit_depth', 8, 1), ('color_type', 9, 1), ('compression_method', 10, 1), ('filter_method', 11, 1), ('interlace_method', 12, 1)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_chunk = Struct(
-    '_o_start' / Tell,
-    '_o_length' / Tell,
-    'length' / Rebuild(Int32ub, 0),
-    Check(Code("not this['_parsing'] or (this['length'] <= 2147483647)", lambda this: not this['_parsing'] or (this['length'] <= 2147483647))),
-    '_s_chunk_type' / Tell,
-    'chunk_type' / Int32ub,
-    '_e_chunk_type' / Tell,
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)),
-    '_e_data' / Tell,
-    '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
-    'crc' / Checksum(Int32ub, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_chunk_type', '_e_data')", lambda this: _span_range(this, '_s_chunk_type', '_e_data'))),
-    FieldCheck(Code("this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)", lambda this: this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)), 'length'),
-)
-C_chunk._bw_fast_runs = {'length': (8, (('length', 0, 4), ('chunk_type', 4, 4))), 'crc': (4, (('crc', 0, 4),))}
+    C_ihdr = Struct(
+        '_o_start' / Tell,
+        'width' / Int32ub,
+        Check(Code("(1 <= this['width'] and this['width'] <= 2147483647)", lambda this: (1 <= this['width'] and this['width'] <= 2147483647))),
+        'height' / Int32ub,
+        Check(Code("(1 <= this['height'] and this['height'] <= 2147483647)", lambda this: (1 <= this['height'] and this['height'] <= 2147483647))),
+        'bit_depth' / Int8ub,
+        'color_type' / ClosedEnum(Int8ub, 'ColorType', (0, 2, 3, 4, 6), ()),
+        'compression_method' / Int8ub,
+        Check(Code("(0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: (0 <= this['compression_method'] and this['compression_method'] <= 0))),
+        'filter_method' / Int8ub,
+        Check(Code("(0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: (0 <= this['filter_method'] and this['filter_method'] <= 0))),
+        'interlace_method' / Int8ub,
+        Check(Code("(0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
+    )
+    C_ihdr._bw_fast_runs = {'width': (13, (('width', 0, 4), ('height', 4, 4), ('bit_depth', 8, 1), ('color_type', 9, 1), ('compression_method', 10, 1), ('filter_method', 11, 1), ('interlace_method', 12, 1)))}
 
-C_png_file = Struct(
-    '_o_start' / Tell,
-    'signature' / Const(b'\x89PNG\r\n\x1a\n'),
-    'chunks' / RepeatUntil(C_chunk, Code('(this._last.chunk_type == 1229278788)', lambda this: (this._last.chunk_type == 1229278788))),
-)
-C_png_file._bw_fast_runs = {'signature': (8, (('signature', 0, 8),))}
+    C_chunk = Struct(
+        '_o_start' / Tell,
+        '_o_length' / Tell,
+        'length' / Rebuild(Int32ub, 0),
+        Check(Code("not this['_parsing'] or (this['length'] <= 2147483647)", lambda this: not this['_parsing'] or (this['length'] <= 2147483647))),
+        '_s_chunk_type' / Tell,
+        'chunk_type' / Int32ub,
+        '_e_chunk_type' / Tell,
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)),
+        '_e_data' / Tell,
+        '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
+        'crc' / Checksum(Int32ub, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_chunk_type', '_e_data')", lambda this: _span_range(this, '_s_chunk_type', '_e_data'))),
+        FieldCheck(Code("this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)", lambda this: this['_parsing'] or ((this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])) <= 2147483647)), 'length'),
+    )
+    C_chunk._bw_fast_runs = {'length': (8, (('length', 0, 4), ('chunk_type', 4, 4))), 'crc': (4, (('crc', 0, 4),))}
 
-def _c2m_png_file(c):
-    if c.__class__ is PngFile:  # built by a compiled parse
-        return c
-    f_chunks = c['chunks']
-    if f_chunks is not None:
-        f_chunks = [_c2m_chunk(_x) for _x in f_chunks]
-    return PngFile(f_chunks)
+    C_png_file = Struct(
+        '_o_start' / Tell,
+        'signature' / Const(b'\x89PNG\r\n\x1a\n'),
+        'chunks' / RepeatUntil(C_chunk, Code('(this._last.chunk_type == 1229278788)', lambda this: (this._last.chunk_type == 1229278788))),
+    )
+    C_png_file._bw_fast_runs = {'signature': (8, (('signature', 0, 8),))}
 
-def _f2m_png_file(f_chunks):
-    if f_chunks is not None:
-        f_chunks = [(_x if _x.__class__ is Chunk else _c2m_chunk(_x)) for _x in f_chunks]
-    return PngFile(f_chunks)
-C_png_file._bw_model = (_f2m_png_file, ('chunks',), (), True)
+    def _c2m_png_file(c):
+        if c.__class__ is PngFile:  # built by a compiled parse
+            return c
+        f_chunks = c['chunks']
+        if f_chunks is not None:
+            f_chunks = [_c2m_chunk(_x) for _x in f_chunks]
+        return PngFile(f_chunks)
 
-def _m2c_png_file(v):
-    return {
-        'chunks': None if v.chunks is None else [_m2c_chunk(_x) for _x in v.chunks],
-    }
+    def _f2m_png_file(f_chunks):
+        if f_chunks is not None:
+            f_chunks = [(_x if _x.__class__ is Chunk else _c2m_chunk(_x)) for _x in f_chunks]
+        return PngFile(f_chunks)
+    C_png_file._bw_model = (_f2m_png_file, ('chunks',), (), True)
 
-def _c2m_chunk(c):
-    if c.__class__ is Chunk:  # built by a compiled parse
-        return c
-    f_chunk_type = c['chunk_type']
-    if f_chunk_type is not None:
-        _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
-        f_chunk_type = f_chunk_type if _t is None else _t
-    f_data = c['data']
-    if f_data is not None:
-        f_data = (_c2m_ihdr(f_data) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
-    return Chunk(f_chunk_type, f_data)
+    def _m2c_png_file(v):
+        return {
+            'chunks': None if v.chunks is None else [_m2c_chunk(_x) for _x in v.chunks],
+        }
 
-def _f2m_chunk(f_chunk_type, f_data):
-    if f_chunk_type is not None:
-        _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
-        f_chunk_type = f_chunk_type if _t is None else _t
-    if f_data is not None:
-        f_data = ((f_data if f_data.__class__ is Ihdr else _c2m_ihdr(f_data)) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
-    return Chunk(f_chunk_type, f_data)
-C_chunk._bw_model = (_f2m_chunk, ('chunk_type', 'data'), (), True)
+    def _c2m_chunk(c):
+        if c.__class__ is Chunk:  # built by a compiled parse
+            return c
+        f_chunk_type = c['chunk_type']
+        if f_chunk_type is not None:
+            _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
+            f_chunk_type = f_chunk_type if _t is None else _t
+        f_data = c['data']
+        if f_data is not None:
+            f_data = (_c2m_ihdr(f_data) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
+        return Chunk(f_chunk_type, f_data)
 
-def _m2c_chunk(v):
-    return {
-        'chunk_type': None if v.chunk_type is None else int(v.chunk_type),
-        'data': None if v.data is None else _m2c_any(_case_value(v.data, v.chunk_type, {1229472850: Ihdr, 1229278788: None}, None, 'data')),
-    }
+    def _f2m_chunk(f_chunk_type, f_data):
+        if f_chunk_type is not None:
+            _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
+            f_chunk_type = f_chunk_type if _t is None else _t
+        if f_data is not None:
+            f_data = ((f_data if f_data.__class__ is Ihdr else _c2m_ihdr(f_data)) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
+        return Chunk(f_chunk_type, f_data)
+    C_chunk._bw_model = (_f2m_chunk, ('chunk_type', 'data'), (), True)
 
-def _c2m_ihdr(c):
-    if c.__class__ is Ihdr:  # built by a compiled parse
-        return c
-    f_width = c['width']
-    f_height = c['height']
-    f_bit_depth = c['bit_depth']
-    f_color_type = c['color_type']
-    if f_color_type is not None:
-        _t = _COLORTYPE_BY_VALUE.get(f_color_type)
-        f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
-    f_compression_method = c['compression_method']
-    f_filter_method = c['filter_method']
-    f_interlace_method = c['interlace_method']
-    return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
+    def _m2c_chunk(v):
+        return {
+            'chunk_type': None if v.chunk_type is None else int(v.chunk_type),
+            'data': None if v.data is None else _m2c_any(_case_value(v.data, v.chunk_type, {1229472850: Ihdr, 1229278788: None}, None, 'data')),
+        }
 
-def _f2m_ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method):
-    if f_color_type is not None:
-        _t = _COLORTYPE_BY_VALUE.get(f_color_type)
-        f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
-    return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
-C_ihdr._bw_model = (_f2m_ihdr, ('width', 'height', 'bit_depth', 'color_type', 'compression_method', 'filter_method', 'interlace_method'), (), True)
+    def _c2m_ihdr(c):
+        if c.__class__ is Ihdr:  # built by a compiled parse
+            return c
+        f_width = c['width']
+        f_height = c['height']
+        f_bit_depth = c['bit_depth']
+        f_color_type = c['color_type']
+        if f_color_type is not None:
+            _t = _COLORTYPE_BY_VALUE.get(f_color_type)
+            f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
+        f_compression_method = c['compression_method']
+        f_filter_method = c['filter_method']
+        f_interlace_method = c['interlace_method']
+        return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
 
-def _m2c_ihdr(v):
-    return {
-        'width': v.width,
-        'height': v.height,
-        'bit_depth': v.bit_depth,
-        'color_type': None if v.color_type is None else int(v.color_type),
-        'compression_method': v.compression_method,
-        'filter_method': v.filter_method,
-        'interlace_method': v.interlace_method,
-    }
+    def _f2m_ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method):
+        if f_color_type is not None:
+            _t = _COLORTYPE_BY_VALUE.get(f_color_type)
+            f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
+        return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
+    C_ihdr._bw_model = (_f2m_ihdr, ('width', 'height', 'bit_depth', 'color_type', 'compression_method', 'filter_method', 'interlace_method'), (), True)
+
+    def _m2c_ihdr(v):
+        return {
+            'width': v.width,
+            'height': v.height,
+            'bit_depth': v.bit_depth,
+            'color_type': None if v.color_type is None else int(v.color_type),
+            'compression_method': v.compression_method,
+            'filter_method': v.filter_method,
+            'interlace_method': v.interlace_method,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {PngFile: _m2c_png_file, Chunk: _m2c_chunk, Ihdr: _m2c_ihdr }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {PngFile: _m2c_png_file, Chunk: _m2c_chunk, Ihdr: _m2c_ihdr }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_png_file(buf, offset: int = 0, *, compiled: bool = False) -> PngFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("png_file") if compiled else C_png_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1311,6 +1345,7 @@ def construct_decode_png_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_png_file(value: PngFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("png_file") if compiled else C_png_file
     try:
         data = con.build(_m2c_png_file(value))
@@ -1323,6 +1358,7 @@ def construct_encode_png_file(value: PngFile, *, compiled: bool = False) -> byte
 
 def construct_decode_chunk(buf, offset: int = 0, *, compiled: bool = False) -> Chunk:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("chunk") if compiled else C_chunk
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1337,6 +1373,7 @@ def construct_decode_chunk(buf, offset: int = 0, *, compiled: bool = False) -> C
 
 def construct_encode_chunk(value: Chunk, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("chunk") if compiled else C_chunk
     try:
         data = con.build(_m2c_chunk(value))
@@ -1349,6 +1386,7 @@ def construct_encode_chunk(value: Chunk, *, compiled: bool = False) -> bytes:
 
 def construct_decode_ihdr(buf, offset: int = 0, *, compiled: bool = False) -> Ihdr:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ihdr") if compiled else C_ihdr
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1363,6 +1401,7 @@ def construct_decode_ihdr(buf, offset: int = 0, *, compiled: bool = False) -> Ih
 
 def construct_encode_ihdr(value: Ihdr, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("ihdr") if compiled else C_ihdr
     try:
         data = con.build(_m2c_ihdr(value))
@@ -1378,6 +1417,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -1521,3 +1561,28 @@ DECODERS = {"png_file": decode_png_file, "chunk": decode_chunk, "ihdr": decode_i
 ENCODERS = {"png_file": encode_png_file, "chunk": encode_chunk, "ihdr": encode_ihdr }
 CONSTRUCT_DECODERS = {"png_file": construct_decode_png_file, "chunk": construct_decode_chunk, "ihdr": construct_decode_ihdr }
 CONSTRUCT_ENCODERS = {"png_file": construct_encode_png_file, "chunk": construct_encode_chunk, "ihdr": construct_encode_ihdr }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASV3hYAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDcG5nlIwFdGl0bGWUjB9QTkcgZmlsZSAoc2lnbmF0dXJlIGFuZCBjaHVua3MplIwEc3BlY5SMGFBORyAoU2Vjb25kIEVkaXRpb24pIMKnNZSMA2RvY5SMw0FuIDgtYnl0ZSBzaWduYXR1cmUsIHRoZW4gY2h1bmtzIHVudGlsIElFTkQuIEVhY2ggY2h1bms6IGEgYmlnLWVuZGlhbiBsZW5ndGgsIGEgNC1ieXRlIHR5cGUsIHRoZSBkYXRhIGFuZCBhIENSQy0zMiBvdmVyIHR5cGUgYW5kIGRhdGEuIElIRFIgaXMgZGVjb2Rl'
+    'ZDsgZXZlcnkgb3RoZXIgY2h1bmsga2VlcHMgaXRzIGRhdGEgYXMgYnl0ZXMuCpSMBmVuZGlhbpSMAmJllIwFZmlsZXOUXZSMEHNjaGVtYXMvcG5nLnlhbWyUYYwGZGlnZXN0lIxHc2hhMjU2OmVkMDQzZTY5YzAzMTIyY2UyN2NiZjA3Mzk3NmUzNDA3ZDQzYzQyYzk3ZjA2YjA0MGNiY2RjZWNjZTgxNTkwM2aUjAh2ZXJzaW9uc5ROjAVlbnVtc5R9lCiMCmNodW5rX3R5cGWUaACMB0VudW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsgjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVt'
+    'YmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjARJSERSlIwFdmFsdWWUSlJESEloC4waaW1hZ2UgaGVhZGVyIChmaXJzdCBjaHVuaymUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMBFBMVEWUaCtKRVRMUGgLjAdwYWxldHRllGgtTmguTnViaCcpgZR9lChoBYwESURBVJRoK0pUQURJaAuMMWltYWdlIGRhdGEgKGEgemxpYiBzdHJlYW0gc3BsaXQgb3ZlciBJREFUIGNodW5rcymUaC1OaC5OdWJoJymBlH2UKGgFjARJRU5ElGgrSkRORUloC4waaW1hZ2UgdHJhaWxlciAobGFzdCBjaHVuaymUaC1OaC5O'
+    'dWJoJymBlH2UKGgFjAR0RVh0lGgrSnRYRXRoC4wMTGF0aW4tMSB0ZXh0lGgtTmguTnViZWgLjFRDaHVuayB0eXBlLCBmb3VyIEFTQ0lJIGxldHRlcnMgcmVhZCBhcyBhIGJpZy1lbmRpYW4gaW50ZWdlcjsgdW5rbm93biB0eXBlcyBhcmUga2VwdC6UaAmMAJSMBG9wZW6UiIwHcmV0aXJlZJRdlIwEbGluZZRLD3VijApjb2xvcl90eXBllGgZKYGUfZQoaAVoRWgcaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaCRdlChoJymBlH2UKGgFjAlHUkVZU0NBTEWUaCtLAGgLaEBoLU5oLk51YmgnKYGUfZQoaAWMCVRSVUVDT0xPUpRoK0sCaAto'
+    'QGgtTmguTnViaCcpgZR9lChoBYwHSU5ERVhFRJRoK0sDaAtoQGgtTmguTnViaCcpgZR9lChoBYwPR1JFWVNDQUxFX0FMUEhBlGgrSwRoC2hAaC1OaC5OdWJoJymBlH2UKGgFjA9UUlVFQ09MT1JfQUxQSEGUaCtLBmgLaEBoLU5oLk51YmVoC4wZQ29sb3VyIHR5cGUgb2YgdGhlIGltYWdlLpRoCYwIwqcxMS4yLjKUaEGJaEJdlGhESxl1YnWMBWZsYWdzlH2UjAdhbGlhc2VzlH2UjAdyZWNvcmRzlH2UKIwIcG5nX2ZpbGWUaACMBlJlY29yZJSTlCmBlH2UKGgFaGOMBmZpZWxkc5RdlChoAIwFRmllbGSUk5QpgZR9lChoBYwJc2lnbmF0'
+    'dXJllIwEdHlwZZRoAIwGQnl0ZXNUlJOUKYGUfZQojARzaXpllIwZYnl0ZXdyaWdodC5nZW5lcmF0b3IuZXhwcpSMBEV4cHKUk5QpgZR9lCiMBnNvdXJjZZSMATiUjAR0cmVllIwDYXN0lIwIQ29uc3RhbnSUk5QpUpR9lChoK0sIjARraW5klE6MBmxpbmVub5RLAYwKY29sX29mZnNldJRLAIwKZW5kX2xpbmVub5RLAYwOZW5kX2NvbF9vZmZzZXSUSwF1YowFbmFtZXOUjAhidWlsdGluc5SMCWZyb3plbnNldJSTlF2UhZRSlHVijAZwcmVmaXiUTowDZW9zlImMBHRleHSUTowKdGVybWluYXRvcpROdWJoC4wNUE5HIHNpZ25hdHVyZZRo'
+    'CWhAjARjb25klE6MBXNpbmNllE6MBXVudGlslE6MBWNvbnN0lEMIiVBORw0KGgqUjAhyZXNlcnZlZJSJjAV2YWxpZJROaHROjAZyZXBlYXSUTowEdmlld5ROjApjb21wcmVzc2VklE6MCGNoZWNrc3VtlE5oK06MDGRlcml2ZWRfZnJvbZROjAdhc3NlcnRzlCmMB2NvbnZlcnSUTowFY2hhaW6UTowHZnJhbWluZ5ROjA5kZXJpdmVkX29mZnNldJRLAGgNTowGZmlsbGVklGhAjAtoYXNfZGVmYXVsdJSJjAdkZWZhdWx0lE5oREspjARwYXRolIwacmVjb3Jkcy5wbmdfZmlsZS5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTowGYWJzZW50lE6M'
+    'BHBlZWuUiXViaGspgZR9lChoBYwGY2h1bmtzlGhvaACMBFJlZlSUk5QpgZR9lChogowGcmVjb3JklIwGdGFyZ2V0lIwFY2h1bmuUjARhcmdzlCmMBW9yZGVylE51YmgLjCBDaHVua3MgdXAgdG8gYW5kIGluY2x1ZGluZyBJRU5ELpRoCWhAaJNOaJROaJVOaJZOaJiJaJlOaHROaJpoAIwGUmVwZWF0lJOUKYGUfZQojAVjb3VudJROaI5OaI+JaJVOjAp1bnRpbF9pdGVtlGh3KYGUfZQoaHqMHl9pdGVtLmNodW5rX3R5cGUgPT0gMHg0OTQ1NGU0NJRofGh9jAdDb21wYXJllJOUKVKUfZQojARsZWZ0lGh9jAlBdHRyaWJ1dGWUk5QpUpR9'
+    'lChoK2h9jAROYW1llJOUKVKUfZQojAJpZJSMBV9pdGVtlIwDY3R4lGh9jARMb2FklJOUKVKUfZRiaINLAWiESwBohUsBaIZLBXVijARhdHRylGgXaNFo1GiDSwFohEsAaIVLAWiGSxB1YowDb3BzlF2UaH2MAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRofylSlH2UKGgrSkRORUlogk5og0sBaIRLFGiFSwFohksedWJhaINLAWiESwBohUsBaIZLHnViaIdoil2UaNBhhZRSlHVijA1zdG9wX29uX2Vycm9ylIloqk51YmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLKminjBpyZWNvcmRzLnBu'
+    'Z19maWxlLmZpZWxkc1sxXZRoISloqU5oqk5oq4l1YmVoC4wRQSB3aG9sZSBQTkcgZmlsZS6UaAmMDMKnNS4yLCDCpzUuM5SMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmhoaGmMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChobksAaK5LCHWMBXNpemVzlH2UaG5LCHNot051YmFoREsljARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllGizjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHViaLVoZSmBlH2UKGgF'
+    'aLVoaF2UKGhrKYGUfZQoaAWMBmxlbmd0aJRob2geKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjBRkYXRhIGxlbmd0aCAoPCAyXjMxKZRoCWhAaJNOaJROaJVOaJZOaJiJaJlOSv///3+GlGh0TmiaTmibTmicTmidTmgrTmieaHSMBGRhdGGUhpRonylooE5ooU5ook5oo0sAaA1OaKRoQGiliWimTmhESzJop4wXcmVjb3Jkcy5jaHVuay5maWVsZHNbMF2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFaBdob2iwKYGUfZQoaIKMBGVudW2UaLRoF2i2KWi3TnViaAtoQGgJaEBok05olE5olU5olk5omIlomU5odE5omk5om05onE5onU5oK05o'
+    'nk5onylooE5ooU5ook5oo0sAaA1OaKRoQGiliWimTmhESzNop4wXcmVjb3Jkcy5jaHVuay5maWVsZHNbMV2UaCEpaKlOaKpOaKuJdWJoaymBlH2UKGgFagkBAABob2gAjAdTd2l0Y2hUlJOUKYGUfZQojAJvbpRodymBlH2UKGh6aBdofGjMKVKUfZQoaM9oF2jRaNRog0sBaIRLAGiFSwFohksKdWJoh2iKXZRoF2GFlFKUdWKMBWNhc2VzlEpSREhJaCqMBGloZHKUh5RKRE5FSWg5ToeUhpRopowFYnl0ZXOUaLYpaAWMBnN3aXRjaJRot051YmgLjCVDaHVuayBkYXRhOyBJSERSIGRlY29kZWQsIG90aGVycyByYXculGgJaEBok05olE5o'
+    'lU5olk5omIlomU5odGh3KYGUfZQoaHpqBAEAAGh8aMwpUpR9lChoz2oEAQAAaNFo1GiDSwFohEsAaIVLAWiGSwZ1YmiHaIpdlGoEAQAAYYWUUpR1YmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLNGinjBdyZWNvcmRzLmNodW5rLmZpZWxkc1syXZRoISloqU5oqk5oq4l1YmhrKYGUfZQoaAWMA2NyY5Rob2geKYGUfZQoaCFLIGgiiWgNaA5oI4h1YmgLjCRDUkMtMzIgb3ZlciB0aGUgY2h1bmsgdHlwZSBhbmQgZGF0YS6UaAloQGiTTmiUTmiVTmiWTmiYiWiZTmh0TmiaTmibTmicTmidaACM'
+    'CENoZWNrc3VtlJOUKYGUfZQojAlhbGdvcml0aG2UjAVjcmMzMpSMBmNvdmVyc5RoF2oJAQAAhpSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROaOgpaCFLIGgSiYwGcmFuZ2VzlCmMBXNjb3BllGhAjAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLOminjBdyZWNvcmRzLmNodW5rLmZpZWxkc1szXZRoISloqU5oqk5oq4l1YmVoC4wKT25lIGNodW5rLpRoCYwFwqc1LjOUaOh9lGjqTmjriWjsTmjtXZRo8CmBlH2UKGgUTmhoagEBAABo805o9H2UKGoEAQAA'
+    'SwBoF0sEagkBAABLCHVo9n2UKGoEAQAASwRoF0sEajIBAABLBHVot051YmFoREsuaPhoEWgNTmj5KWj6aLNo+12UaP1dlHViaiEBAABoZSmBlH2UKGgFaiEBAABoaF2UKGhrKYGUfZQoaAWMBXdpZHRolGhvaB4pgZR9lChoIUsgaCKJaA1oDmgjiHViaAtoQGgJaEBok05olE5olU5olk5omIlomUsBSv///3+GlGh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLQminjBZyZWNvcmRzLmloZHIuZmllbGRzWzBdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwGaGVpZ2h0lGhvaB4pgZR9lCho'
+    'IUsgaCKJaA1oDmgjiHViaAtoQGgJaEBok05olE5olU5olk5omIlomUsBSv///3+GlGh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLQ2injBZyZWNvcmRzLmloZHIuZmllbGRzWzFdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwJYml0X2RlcHRolGhvaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAuMEDEsIDIsIDQsIDggb3IgMTaUaAloQGiTTmiUTmiVTmiWTmiYiWiZTmh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLRGinjBZyZWNvcmRz'
+    'LmloZHIuZmllbGRzWzJdlGghKWipTmiqTmiriXViaGspgZR9lChoBWhFaG9osCmBlH2UKGiCahABAABotGhFaLYpaLdOdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZTmh0TmiaTmibTmicTmidTmgrTmieTmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLRWinjBZyZWNvcmRzLmloZHIuZmllbGRzWzNdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwSY29tcHJlc3Npb25fbWV0aG9klGhvaB4pgZR9lChoIUsIaCKJaA1oDmgjiHViaAtoQGgJaEBok05olE5olU5olk5omIlomUsASwCGlGh0TmiaTmibTmicTmidTmgrTmie'
+    'TmifKWigTmihTmiiTmijSwBoDU5opGhAaKWJaKZOaERLRminjBZyZWNvcmRzLmloZHIuZmllbGRzWzRdlGghKWipTmiqTmiriXViaGspgZR9lChoBYwNZmlsdGVyX21ldGhvZJRob2geKYGUfZQoaCFLCGgiiWgNaA5oI4h1YmgLaEBoCWhAaJNOaJROaJVOaJZOaJiJaJlLAEsAhpRodE5omk5om05onE5onU5oK05onk5onylooE5ooU5ook5oo0sAaA1OaKRoQGiliWimTmhES0dop4wWcmVjb3Jkcy5paGRyLmZpZWxkc1s1XZRoISloqU5oqk5oq4l1YmhrKYGUfZQoaAWMEGludGVybGFjZV9tZXRob2SUaG9oHimBlH2UKGghSwhoIolo'
+    'DWgOaCOIdWJoC2hAaAloQGiTTmiUTmiVTmiWTmiYiWiZSwBLAYaUaHROaJpOaJtOaJxOaJ1OaCtOaJ5OaJ8paKBOaKFOaKJOaKNLAGgNTmikaEBopYlopk5oREtIaKeMFnJlY29yZHMuaWhkci5maWVsZHNbNl2UaCEpaKlOaKpOaKuJdWJlaAuMDUltYWdlIGhlYWRlci6UaAloW2jofZRo6k5o64lo7E5o7V2UaPApgZR9lChoFE5oaGpSAQAAaPNLDWj0fZQoalUBAABLAGpcAQAASwRqYwEAAEsIaEVLCWpvAQAASwpqdgEAAEsLan0BAABLDHVo9n2UKGpVAQAASwRqXAEAAEsEamMBAABLAWhFSwFqbwEAAEsBanYBAABLAWp9AQAASwF1'
+    'aLdOdWJhaERLPmj4aBFoDU5o+Slo+mizaPtdlGj9XZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMBmRldGVjdJRdlGgAjAZEZXRlY3SUk5QpgZR9lChos2hjjAVtYWdpY5RDCIlQTkcNChoKlIwCYXSUSwBomolo6CmMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+)

@@ -12,8 +12,8 @@ Spec: examples/protolog/README.md
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -77,6 +78,11 @@ _cv_zigzag = _registry.numeric("zigzag")
 FAMILY = "protolog"
 SCHEMA_FILES = ["schemas/protolog.yaml"]
 SCHEMA_DIGEST = "sha256:5fc7aeede965465251d142ee2b72bfe1138ed233df4251a9ddb300f748eb788e"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'PLOG', 'log_file', {}, False, None, None)]
+RECORD_NAMES = ('log_file', 'record', 'event')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1816,144 +1822,172 @@ def encode_event(value: Event) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_event = Struct(
-    '_o_start' / Tell,
-    'seq' / Leb128('uleb128'),
-    'kind' / ClosedEnum(Int8ul, 'EventKind', (1, 2, 3), ()),
-    'time_delta' / Leb128('zigzag'),
-    'value' / Leb128('sleb128'),
-    'offset' / Converted(Leb128('uleb128'), _cv_zigzag, name='offset'),
-    'source' / PascalString(Leb128('uleb128'), 'utf8'),
-    'tags' / PrefixedArray(Leb128('uleb128'), PascalString(Leb128('uleb128'), 'utf8')),
-    'note' / TerminatedBytes(b'\x00', 'utf-8'),
-    'payload' / GreedyBytes,
-)
-C_event._bw_fast_runs = {'kind': (1, (('kind', 0, 1),))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_record = Struct(
-    '_o_start' / Tell,
-    '_s_body_len' / Tell,
-    'body_len' / Rebuild(Leb128('uleb128'), Code("len(_build_bytes(C_event, this['body'], this))", lambda this: len(_build_bytes(C_event, this['body'], this)))),
-    '_e_body_len' / Tell,
-    '_s_body' / Tell,
-    'body' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['body_len']", lambda this: this['body_len']), C_event), C_event),
-    '_e_body' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len']", lambda this: not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len'])),
-    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span_range(this, '_s_body_len', '_e_body')", lambda this: _span_range(this, '_s_body_len', '_e_body'))),
-)
-C_record._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
+    C_event = Struct(
+        '_o_start' / Tell,
+        'seq' / Leb128('uleb128'),
+        'kind' / ClosedEnum(Int8ul, 'EventKind', (1, 2, 3), ()),
+        'time_delta' / Leb128('zigzag'),
+        'value' / Leb128('sleb128'),
+        'offset' / Converted(Leb128('uleb128'), _cv_zigzag, name='offset'),
+        'source' / PascalString(Leb128('uleb128'), 'utf8'),
+        'tags' / PrefixedArray(Leb128('uleb128'), PascalString(Leb128('uleb128'), 'utf8')),
+        'note' / TerminatedBytes(b'\x00', 'utf-8'),
+        'payload' / GreedyBytes,
+    )
+    C_event._bw_fast_runs = {'kind': (1, (('kind', 0, 1),))}
 
-C_log_file = Struct(
-    '_o_start' / Tell,
-    'magic' / Const(b'PLOG'),
-    'version' / Int8ul,
-    Check(Code("(1 <= this['version'] and this['version'] <= 1)", lambda this: (1 <= this['version'] and this['version'] <= 1))),
-    'records' / RepeatToEnd(C_record),
-)
-C_log_file._bw_fast_runs = {'magic': (5, (('magic', 0, 4), ('version', 4, 1)))}
+    C_record = Struct(
+        '_o_start' / Tell,
+        '_s_body_len' / Tell,
+        'body_len' / Rebuild(Leb128('uleb128'), Code("len(_build_bytes(C_event, this['body'], this))", lambda this: len(_build_bytes(C_event, this['body'], this)))),
+        '_e_body_len' / Tell,
+        '_s_body' / Tell,
+        'body' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['body_len']", lambda this: this['body_len']), C_event), C_event),
+        '_e_body' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len']", lambda this: not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len'])),
+        'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span_range(this, '_s_body_len', '_e_body')", lambda this: _span_range(this, '_s_body_len', '_e_body'))),
+    )
+    C_record._bw_fast_runs = {'crc': (4, (('crc', 0, 4),))}
 
-def _c2m_log_file(c):
-    if c.__class__ is LogFile:  # built by a compiled parse
-        return c
-    f_version = c['version']
-    f_records = c['records']
-    if f_records is not None:
-        f_records = [_c2m_record(_x) for _x in f_records]
-    return LogFile(f_version, f_records)
+    C_log_file = Struct(
+        '_o_start' / Tell,
+        'magic' / Const(b'PLOG'),
+        'version' / Int8ul,
+        Check(Code("(1 <= this['version'] and this['version'] <= 1)", lambda this: (1 <= this['version'] and this['version'] <= 1))),
+        'records' / RepeatToEnd(C_record),
+    )
+    C_log_file._bw_fast_runs = {'magic': (5, (('magic', 0, 4), ('version', 4, 1)))}
 
-def _f2m_log_file(f_version, f_records):
-    if f_records is not None:
-        f_records = [(_x if _x.__class__ is Record else _c2m_record(_x)) for _x in f_records]
-    return LogFile(f_version, f_records)
-C_log_file._bw_model = (_f2m_log_file, ('version', 'records'), (), True)
+    def _c2m_log_file(c):
+        if c.__class__ is LogFile:  # built by a compiled parse
+            return c
+        f_version = c['version']
+        f_records = c['records']
+        if f_records is not None:
+            f_records = [_c2m_record(_x) for _x in f_records]
+        return LogFile(f_version, f_records)
 
-def _m2c_log_file(v):
-    return {
-        'version': v.version,
-        'records': None if v.records is None else [_m2c_record(_x) for _x in v.records],
-    }
+    def _f2m_log_file(f_version, f_records):
+        if f_records is not None:
+            f_records = [(_x if _x.__class__ is Record else _c2m_record(_x)) for _x in f_records]
+        return LogFile(f_version, f_records)
+    C_log_file._bw_model = (_f2m_log_file, ('version', 'records'), (), True)
 
-def _c2m_record(c):
-    if c.__class__ is Record:  # built by a compiled parse
-        return c
-    f_body = c['body']
-    if f_body is not None:
-        f_body = _c2m_event(f_body)
-    return Record(f_body)
+    def _m2c_log_file(v):
+        return {
+            'version': v.version,
+            'records': None if v.records is None else [_m2c_record(_x) for _x in v.records],
+        }
 
-def _f2m_record(f_body):
-    if f_body is not None:
-        f_body = (f_body if f_body.__class__ is Event else _c2m_event(f_body))
-    return Record(f_body)
-C_record._bw_model = (_f2m_record, ('body',), (), True)
+    def _c2m_record(c):
+        if c.__class__ is Record:  # built by a compiled parse
+            return c
+        f_body = c['body']
+        if f_body is not None:
+            f_body = _c2m_event(f_body)
+        return Record(f_body)
 
-def _m2c_record(v):
-    return {
-        'body': None if v.body is None else _m2c_event(v.body),
-    }
+    def _f2m_record(f_body):
+        if f_body is not None:
+            f_body = (f_body if f_body.__class__ is Event else _c2m_event(f_body))
+        return Record(f_body)
+    C_record._bw_model = (_f2m_record, ('body',), (), True)
 
-def _c2m_event(c):
-    if c.__class__ is Event:  # built by a compiled parse
-        return c
-    f_seq = c['seq']
-    f_kind = c['kind']
-    if f_kind is not None:
-        _t = _EVENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
-    f_time_delta = c['time_delta']
-    f_value = c['value']
-    f_offset = c['offset']
-    f_source = c['source']
-    f_tags = c['tags']
-    f_note = c['note']
-    f_payload = c['payload']
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
+    def _m2c_record(v):
+        return {
+            'body': None if v.body is None else _m2c_event(v.body),
+        }
 
-def _f2m_event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload):
-    if f_kind is not None:
-        _t = _EVENTKIND_BY_VALUE.get(f_kind)
-        f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
-    if f_payload is not None:
-        f_payload = bytes(f_payload)
-    return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
-C_event._bw_model = (_f2m_event, ('seq', 'kind', 'time_delta', 'value', 'offset', 'source', 'tags', 'note', 'payload'), (), True)
+    def _c2m_event(c):
+        if c.__class__ is Event:  # built by a compiled parse
+            return c
+        f_seq = c['seq']
+        f_kind = c['kind']
+        if f_kind is not None:
+            _t = _EVENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
+        f_time_delta = c['time_delta']
+        f_value = c['value']
+        f_offset = c['offset']
+        f_source = c['source']
+        f_tags = c['tags']
+        f_note = c['note']
+        f_payload = c['payload']
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
 
-def _m2c_event(v):
-    return {
-        'seq': v.seq,
-        'kind': None if v.kind is None else int(v.kind),
-        'time_delta': v.time_delta,
-        'value': v.value,
-        'offset': v.offset,
-        'source': v.source,
-        'tags': v.tags,
-        'note': v.note,
-        'payload': v.payload,
-    }
+    def _f2m_event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload):
+        if f_kind is not None:
+            _t = _EVENTKIND_BY_VALUE.get(f_kind)
+            f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
+        if f_payload is not None:
+            f_payload = bytes(f_payload)
+        return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
+    C_event._bw_model = (_f2m_event, ('seq', 'kind', 'time_delta', 'value', 'offset', 'source', 'tags', 'note', 'payload'), (), True)
+
+    def _m2c_event(v):
+        return {
+            'seq': v.seq,
+            'kind': None if v.kind is None else int(v.kind),
+            'time_delta': v.time_delta,
+            'value': v.value,
+            'offset': v.offset,
+            'source': v.source,
+            'tags': v.tags,
+            'note': v.note,
+            'payload': v.payload,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {LogFile: _m2c_log_file, Record: _m2c_record, Event: _m2c_event }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {LogFile: _m2c_log_file, Record: _m2c_record, Event: _m2c_event }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -> LogFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1968,6 +2002,7 @@ def construct_decode_log_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("log_file") if compiled else C_log_file
     try:
         data = con.build(_m2c_log_file(value))
@@ -1980,6 +2015,7 @@ def construct_encode_log_file(value: LogFile, *, compiled: bool = False) -> byte
 
 def construct_decode_record(buf, offset: int = 0, *, compiled: bool = False) -> Record:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("record") if compiled else C_record
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -1994,6 +2030,7 @@ def construct_decode_record(buf, offset: int = 0, *, compiled: bool = False) -> 
 
 def construct_encode_record(value: Record, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("record") if compiled else C_record
     try:
         data = con.build(_m2c_record(value))
@@ -2006,6 +2043,7 @@ def construct_encode_record(value: Record, *, compiled: bool = False) -> bytes:
 
 def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False) -> Event:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2020,6 +2058,7 @@ def construct_decode_event(buf, offset: int = 0, *, compiled: bool = False) -> E
 
 def construct_encode_event(value: Event, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("event") if compiled else C_event
     try:
         data = con.build(_m2c_event(value))
@@ -2035,6 +2074,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2188,3 +2228,27 @@ DECODERS = {"log_file": decode_log_file, "record": decode_record, "event": decod
 ENCODERS = {"log_file": encode_log_file, "record": encode_record, "event": encode_event }
 CONSTRUCT_DECODERS = {"log_file": construct_decode_log_file, "record": construct_decode_record, "event": construct_decode_event }
 CONSTRUCT_ENCODERS = {"log_file": construct_encode_log_file, "record": construct_encode_record, "event": construct_encode_event }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVvhUAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwIcHJvdG9sb2eUjAV0aXRsZZSMJVByb3RvbG9nIChhIHZhcmludC1mcmFtZWQgcmVjb3JkIGxvZymUjARzcGVjlIwbZXhhbXBsZXMvcHJvdG9sb2cvUkVBRE1FLm1klIwDZG9jlFgdAQAAQSA1LWJ5dGUgZmlsZSBoZWFkZXIsIHRoZW4gcmVjb3JkcyB0byB0aGUgZW5kIG9mIHRoZSBmaWxlLiBBIHJlY29yZCBpcyBhIFVMRUIxMjggYm9keSBsZW5ndGgsIHRoZSBib2R5LCBhbmQgYSBDUkMtMzJDIG92ZXIgdGhlIGxlbmd0'
+    'aCBwcmVmaXggYW5kIHRoZSBib2R5LiBJbnRlZ2VycyBpbnNpZGUgYm9kaWVzIGFyZSB2YXJpbnRzOiBVTEVCMTI4IGZvciB1bnNpZ25lZCB2YWx1ZXMsIHppZ3phZyBmb3Igc21hbGwgc2lnbmVkIGRlbHRhcywgc2lnbmVkIExFQjEyOCBmb3Igc2lnbmVkIHZhbHVlcy4KlIwGZW5kaWFulIwCbGWUjAVmaWxlc5RdlIwVc2NoZW1hcy9wcm90b2xvZy55YW1slGGMBmRpZ2VzdJSMR3NoYTI1Njo1ZmM3YWVlZGU5NjU0NjUyNTFkMTQyZWUyYjcyYmZlMTEzOGVkMjMzZGY0MjUxYTlkZGIzMDBmNzQ4ZWI3ODhllIwIdmVyc2lvbnOUTowF'
+    'ZW51bXOUfZSMCmV2ZW50X2tpbmSUaACMB0VudW1EZWaUk5QpgZR9lChoBWgXjARiYXNllGgAjARJbnRUlJOUKYGUfZQojARiaXRzlEsIjAZzaWduZWSUiWgNaA6MCGdvdmVybmVklIh1YowHbWVtYmVyc5RdlChoAIwKRW51bU1lbWJlcpSTlCmBlH2UKGgFjAVTVEFSVJSMBXZhbHVllEsBaAuMEWEgcHJvY2VzcyBzdGFydGVklIwHY3VycmVudJROjAhhY2NlcHRlZJROdWJoJymBlH2UKGgFjAZTQU1QTEWUaCtLAmgLjA1hIG1lYXN1cmVtZW50lGgtTmguTnViaCcpgZR9lChoBYwEU1RPUJRoK0sDaAuMEWEgcHJvY2VzcyBzdG9wcGVk'
+    'lGgtTmguTnViZWgLjBxXaGF0IGEgcmVjb3JkIHNheXMgaGFwcGVuZWQulGgJjACUjARvcGVulImMB3JldGlyZWSUXZSMBGxpbmWUSw91YnOMBWZsYWdzlH2UjAdhbGlhc2VzlH2UjAdyZWNvcmRzlH2UKIwIbG9nX2ZpbGWUaACMBlJlY29yZJSTlCmBlH2UKGgFaEOMBmZpZWxkc5RdlChoAIwFRmllbGSUk5QpgZR9lChoBYwFbWFnaWOUjAR0eXBllGgAjAZCeXRlc1SUk5QpgZR9lCiMBHNpemWUjBlieXRld3JpZ2h0LmdlbmVyYXRvci5leHBylIwERXhwcpSTlCmBlH2UKIwGc291cmNllIwBNJSMBHRyZWWUjANhc3SUjAhDb25zdGFu'
+    'dJSTlClSlH2UKGgrSwSMBGtpbmSUTowGbGluZW5vlEsBjApjb2xfb2Zmc2V0lEsAjAplbmRfbGluZW5vlEsBjA5lbmRfY29sX29mZnNldJRLAXVijAVuYW1lc5SMCGJ1aWx0aW5zlIwJZnJvemVuc2V0lJOUXZSFlFKUdWKMBnByZWZpeJROjANlb3OUiYwEdGV4dJROjAp0ZXJtaW5hdG9ylE51YmgLjAdiJ1BMT0cnlGgJaDiMBGNvbmSUTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUQwRQTE9HlIwIcmVzZXJ2ZWSUiYwFdmFsaWSUTmhUTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaCtOjAxkZXJp'
+    'dmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoOIwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaDxLG4wEcGF0aJSMGnJlY29yZHMubG9nX2ZpbGUuZmllbGRzWzBdlGghKYwGYml0X29mlE6MBmFic2VudJROjARwZWVrlIl1YmhLKYGUfZQoaAWMB3ZlcnNpb26UaE9oHimBlH2UKGghSwhoIoloDWgOaCOIdWJoC4wRZm9ybWF0IHZlcnNpb247IDGUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5SwFLAYaUaFROaHpOaHtOaHxOaH1OaCtOaH5O'
+    'aH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEscaIeMGnJlY29yZHMubG9nX2ZpbGUuZmllbGRzWzFdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBWhBaE9oAIwEUmVmVJSTlCmBlH2UKGhijAZyZWNvcmSUjAZ0YXJnZXSUaJqMBGFyZ3OUKYwFb3JkZXKUTnViaAtoOGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oemgAjAZSZXBlYXSUk5QpgZR9lCiMBWNvdW50lE5obk5ob4hodU6MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJaIpOdWJoe05ofE5ofU5oK05ofk5ofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8'
+    'Sx1oh4wacmVjb3Jkcy5sb2dfZmlsZS5maWVsZHNbMl2UaCEpaIlOaIpOaIuJdWJlaAuMEUEgd2hvbGUgbG9nIGZpbGUulGgJaDiMBnBhcmFtc5R9lIwMdmVyc2lvbl9mcm9tlE6MBHJvd3OUiYwNdmVyc2lvbl9yYW5nZZROjAdsYXlvdXRzlF2UaACMBkxheW91dJSTlCmBlH2UKGgUTmhIaEmMCmZpeGVkX3NpemWUTowHb2Zmc2V0c5R9lChoTksAaI5LBGhBSwV1jAVzaXplc5R9lChoTksEaI5LAXVonU51YmFoPEsYjARmaWxllGgRaA1OjAZvcmRlcnOUKYwMZW5kaWFuX3Njb3BllGiajAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlHVi'
+    'aJpoRSmBlH2UKGgFaJpoSF2UKGhLKYGUfZQoaAWMCGJvZHlfbGVulGhPaACMB1ZhcmludFSUk5QpgZR9lCiMCW1heF9ieXRlc5RLCmhijAd1bGViMTI4lGinKYwFYWxpYXOUTowJaXNfc2lnbmVklE6MBWZpeGVklE51YmgLjCdieXRlIGxlbmd0aCBvZiBib2R5IChkZXJpdmVkIG9uIGVuY29kZSmUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+aFSMBGJvZHmUhpRofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8SyFoh4wYcmVjb3Jkcy5yZWNvcmQuZmllbGRzWzBdlGghKWiJTmiKTmiLiXViaEsp'
+    'gZR9lChoBWjOaE9olymBlH2UKGhiaJpom4wFZXZlbnSUaJwpaJ1OdWJoC2g4aAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUaFcpgZR9lChoWmjDaFxoXYwETmFtZZSTlClSlH2UKIwCaWSUaMOMA2N0eJRoXYwETG9hZJSTlClSlH2UYmhjSwFoZEsAaGVLAWhmSwh1YmhnaGpdlGjDYYWUUpR1Ymh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLImiHjBhyZWNvcmRzLnJlY29yZC5maWVsZHNbMV2UaCEpaIlOaIpOaIuJdWJoSymBlH2UKGgFjANjcmOUaE9oHimBlH2UKGghSyBoIoloDWgOaCOIdWJo'
+    'C4wrQ1JDLTMyQyBvdmVyIHRoZSBsZW5ndGggcHJlZml4IGFuZCB0aGUgYm9keZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1oAIwIQ2hlY2tzdW2Uk5QpgZR9lCiMCWFsZ29yaXRobZSMBmNyYzMyY5SMBmNvdmVyc5Row2jOhpSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROaKcpaCFLIGgSiYwGcmFuZ2VzlCmMBXNjb3BllGg4jAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLI2iHjBhyZWNvcmRzLnJlY29yZC5maWVsZHNbMl2UaCEp'
+    'aIlOaIpOaIuJdWJlaAuMEk9uZSBmcmFtZWQgcmVjb3JkLpRoCWg4aKd9lGipTmiqiWirTmisXZRorymBlH2UKGgUTmhIaMBosk5os32UaMNLAHNotX2UaOhLBHNonU51YmFoPEseaLdoEWgNTmi4KWi5aJpoul2UaLxdlHViaNVoRSmBlH2UKGgFaNVoSF2UKGhLKYGUfZQoaAWMA3NlcZRoT2jFKYGUfZQoaMhLCmhiaMlopyloyk5oy05ozE51YmgLjA9zZXF1ZW5jZSBudW1iZXKUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLKGiHjBdyZWNvcmRz'
+    'LmV2ZW50LmZpZWxkc1swXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAVoYmhPaJcpgZR9lChoYowEZW51bZRom2gXaJwpaJ1OdWJoC2g4aAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLKWiHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1sxXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMCnRpbWVfZGVsdGGUaE9oxSmBlH2UKGjISwpoYowGemlnemFnlGinKWjKTmjLTmjMTnViaAuMPW1zIHNpbmNlIHRoZSBwcmV2aW91cyByZWNvcmQgKHppZ3phZyB2'
+    'YXJpbnQsIG1heSBiZSBuZWdhdGl2ZSmUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLKmiHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1syXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAVoK2hPaMUpgZR9lChoyEsKaGKMB3NsZWIxMjiUaKcpaMpOaMtOaMxOdWJoC4wXcmVhZGluZyAoc2lnbmVkIExFQjEyOCmUaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLK2iH'
+    'jBdyZWNvcmRzLmV2ZW50LmZpZWxkc1szXZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMBm9mZnNldJRoT2jFKYGUfZQoaMhLCmhiaMlopyloyk5oy05ozE51YmgLjDNhIHNpZ25lZCBjb3JyZWN0aW9uLCBhcyB1bGViMTI4ICsgemlnemFnIGNvbnZlcnNpb26UaAloOGhzTmh0Tmh1Tmh2Tmh4iWh5TmhUTmh6Tmh7Tmh8Tmh9TmgrTmh+Tmh/KWiAahoBAABogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8Syxoh4wXcmVjb3Jkcy5ldmVudC5maWVsZHNbNF2UaCEpaIlOaIpOaIuJdWJoSymBlH2UKGgFaFpoT2hRKYGUfZQoaFROaG5oxSmB'
+    'lH2UKGjISwpoYmjJaKcpaMpOaMtOaMxOdWJob4locIwFdXRmLTiUaHFOdWJoC4wNcHJvZHVjZXIgbmFtZZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEstaIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzVdlGghKWiJTmiKTmiLiXViaEspgZR9lChoBYwEdGFnc5RoT2hRKYGUfZQoaFROaG5oxSmBlH2UKGjISwpoYmjJaKcpaMpOaMtOaMxOdWJob4locGoxAQAAaHFOdWJoC4wGbGFiZWxzlGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oemifKYGU'
+    'fZQoaKJOaG5oxSmBlH2UKGjISwpoYmjJaKcpaMpOaMtOaMxOdWJob4lodU5oo05opIloik51Ymh7Tmh8Tmh9TmgrTmh+Tmh/KWiATmiBTmiCTmiDSwBoDU5ohGg4aIWJaIZOaDxLLmiHjBdyZWNvcmRzLmV2ZW50LmZpZWxkc1s2XZRoISloiU5oik5oi4l1YmhLKYGUfZQoaAWMBG5vdGWUaE9oUSmBlH2UKGhUTmhuTmhviWhwajEBAABocUMBAJR1YmgLjBZhIHplcm8tdGVybWluYXRlZCBub3RllGgJaDhoc05odE5odU5odk5oeIloeU5oVE5oek5oe05ofE5ofU5oK05ofk5ofylogE5ogU5ogk5og0sAaA1OaIRoOGiFiWiGTmg8Sy9o'
+    'h4wXcmVjb3Jkcy5ldmVudC5maWVsZHNbN12UaCEpaIlOaIpOaIuJdWJoSymBlH2UKGgFjAdwYXlsb2FklGhPaFEpgZR9lChoVE5obk5ob4hocE5ocU51YmgLjBdvcGFxdWUgcmVzdCBvZiB0aGUgYm9keZRoCWg4aHNOaHROaHVOaHZOaHiJaHlOaFROaHpOaHtOaHxOaH1OaCtOaH5OaH8paIBOaIFOaIJOaINLAGgNTmiEaDhohYlohk5oPEswaIeMF3JlY29yZHMuZXZlbnQuZmllbGRzWzhdlGghKWiJTmiKTmiLiXViZWgLjBVUaGUgYm9keSBvZiBhIHJlY29yZC6UaAloOGinfZRoqU5oqoloq05orF2UaK8pgZR9lChoFE5oSGoHAQAA'
+    'aLJOaLN9lGoKAQAASwBzaLV9lGhiSwFzaJ1OdWJhaDxLJWi3aBFoDU5ouClouWiaaLpdlGi8XZR1YnWMCnJlZ2lzdHJpZXOUfZSMB3BsdWdpbnOUXZSMBmRldGVjdJRdlGgAjAZEZXRlY3SUk5QpgZR9lChommhDaE5DBFBMT0eUjAJhdJRLAGh6iWinKYwEdGhlbpROajYBAABOdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+)

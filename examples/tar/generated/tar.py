@@ -15,8 +15,8 @@ Spec: POSIX.1 ustar Interchange Format; GNU tar manual, Basic Tar Format
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass, field
 
 import numpy
@@ -88,6 +89,11 @@ _ik_t_octal8_or_empty = _registry.integer_codec('ascii', {'blank': 'absent', 'en
 FAMILY = "tar"
 SCHEMA_FILES = ["schemas/tar.yaml"]
 SCHEMA_DIGEST = "sha256:a20eade7ead50eab3cd5a6bb14c818fbe83f409f1e9124dcbbcc36766fb7133b"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(257, b'ustar', 'archive', {}, False, None, None)]
+RECORD_NAMES = ('archive', 'block', 'member')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -2126,239 +2132,267 @@ def encode_member(value: Member, *, name_sum: int) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_member = Struct(
-    '_o_start' / Tell,
-    '_s_mode' / Tell,
-    'mode' / IntegerKind(_ik_t_octal8),
-    '_e_mode' / Tell,
-    '_s_uid' / Tell,
-    'uid' / IntegerKind(_ik_t_octal8),
-    '_e_uid' / Tell,
-    '_s_gid' / Tell,
-    'gid' / IntegerKind(_ik_t_octal8),
-    '_e_gid' / Tell,
-    '_s_size' / Tell,
-    'size' / Rebuild(IntegerKind(_ik_t_octal12), Code("len(this['data'])", lambda this: len(this['data']))),
-    '_e_size' / Tell,
-    '_s_mtime' / Tell,
-    'mtime' / IntegerKind(_ik_t_octal12),
-    '_e_mtime' / Tell,
-    '_o_chksum' / Tell,
-    '_s_chksum' / Tell,
-    'chksum' / Rebuild(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), IntegerKind(_ik_t_header_checksum), Bytes(8)), b'        '),
-    '_e_chksum' / Tell,
-    '_s_typeflag' / Tell,
-    'typeflag' / Int8ub,
-    '_e_typeflag' / Tell,
-    '_s_linkname' / Tell,
-    'linkname' / Bytes(100),
-    '_e_linkname' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Bytes(8),
-    '_e_magic' / Tell,
-    _RuleCheck(Code("(((this['magic'] == b'ustar\\x0000') or (this['magic'] == b'ustar  \\x00') or (sum(this['magic']) == 0)))", lambda this: (((this['magic'] == b'ustar\x0000') or (this['magic'] == b'ustar  \x00') or (sum(this['magic']) == 0)))), 'magic', 'magic == b"ustar\\x0000" or magic == b"ustar  \\x00" or sum(magic) == 0', 'unknown tar header magic'),
-    '_s_uname' / Tell,
-    'uname' / Bytes(32),
-    '_e_uname' / Tell,
-    '_s_gname' / Tell,
-    'gname' / Bytes(32),
-    '_e_gname' / Tell,
-    '_s_devmajor' / Tell,
-    'devmajor' / IntegerKind(_ik_t_octal8_or_empty),
-    '_e_devmajor' / Tell,
-    '_s_devminor' / Tell,
-    'devminor' / IntegerKind(_ik_t_octal8_or_empty),
-    '_e_devminor' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar\\x0000')) or this.get('prefix') is None or this.get('prefix') == b''", lambda this: this['_parsing'] or ((this['magic'] == b'ustar\x0000')) or this.get('prefix') is None or this.get('prefix') == b''), 'prefix'),
-    '_s_prefix' / Tell,
-    'prefix' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Bytes(155)),
-    '_e_prefix' / Tell,
-    '_s_ustar_unused' / Tell,
-    'ustar_unused' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    '_e_ustar_unused' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('atime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('atime') is None), 'atime'),
-    '_s_atime' / Tell,
-    'atime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
-    '_e_atime' / Tell,
-    FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('ctime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('ctime') is None), 'ctime'),
-    '_s_ctime' / Tell,
-    'ctime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
-    '_e_ctime' / Tell,
-    '_s_gnu_sparse' / Tell,
-    'gnu_sparse' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    '_e_gnu_sparse' / Tell,
-    '_s_v7_unused' / Tell,
-    'v7_unused' / If(Code("((sum(this['magic']) == 0))", lambda this: ((sum(this['magic']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    '_e_v7_unused' / Tell,
-    '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=True, patch=False),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['size']", lambda this: this['size'])), GreedyBytes),
-    '_e_data' / Tell,
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size'])),
-    '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=False, patch=True),
-)
-C_member._bw_fast_runs = {'typeflag': (173, (('typeflag', 0, 1), ('linkname', 1, 100), ('magic', 101, 8), ('uname', 109, 32), ('gname', 141, 32)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_block = Struct(
-    '_o_start' / Tell,
-    'name' / Bytes(100),
-    FieldCheck(Code("this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None", lambda this: this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None), 'member'),
-    'member' / If(Code("((sum(this['name']) != 0))", lambda this: ((sum(this['name']) != 0))), WithParams(C_member, {'name_sum': Code("sum(this['name'])", lambda this: sum(this['name']))})),
-    'zeros' / If(Code("((sum(this['name']) == 0))", lambda this: ((sum(this['name']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
-    'data_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 512", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 512)),
-)
-C_block._bw_fast_runs = {'name': (100, (('name', 0, 100),))}
+    C_member = Struct(
+        '_o_start' / Tell,
+        '_s_mode' / Tell,
+        'mode' / IntegerKind(_ik_t_octal8),
+        '_e_mode' / Tell,
+        '_s_uid' / Tell,
+        'uid' / IntegerKind(_ik_t_octal8),
+        '_e_uid' / Tell,
+        '_s_gid' / Tell,
+        'gid' / IntegerKind(_ik_t_octal8),
+        '_e_gid' / Tell,
+        '_s_size' / Tell,
+        'size' / Rebuild(IntegerKind(_ik_t_octal12), Code("len(this['data'])", lambda this: len(this['data']))),
+        '_e_size' / Tell,
+        '_s_mtime' / Tell,
+        'mtime' / IntegerKind(_ik_t_octal12),
+        '_e_mtime' / Tell,
+        '_o_chksum' / Tell,
+        '_s_chksum' / Tell,
+        'chksum' / Rebuild(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), IntegerKind(_ik_t_header_checksum), Bytes(8)), b'        '),
+        '_e_chksum' / Tell,
+        '_s_typeflag' / Tell,
+        'typeflag' / Int8ub,
+        '_e_typeflag' / Tell,
+        '_s_linkname' / Tell,
+        'linkname' / Bytes(100),
+        '_e_linkname' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Bytes(8),
+        '_e_magic' / Tell,
+        _RuleCheck(Code("(((this['magic'] == b'ustar\\x0000') or (this['magic'] == b'ustar  \\x00') or (sum(this['magic']) == 0)))", lambda this: (((this['magic'] == b'ustar\x0000') or (this['magic'] == b'ustar  \x00') or (sum(this['magic']) == 0)))), 'magic', 'magic == b"ustar\\x0000" or magic == b"ustar  \\x00" or sum(magic) == 0', 'unknown tar header magic'),
+        '_s_uname' / Tell,
+        'uname' / Bytes(32),
+        '_e_uname' / Tell,
+        '_s_gname' / Tell,
+        'gname' / Bytes(32),
+        '_e_gname' / Tell,
+        '_s_devmajor' / Tell,
+        'devmajor' / IntegerKind(_ik_t_octal8_or_empty),
+        '_e_devmajor' / Tell,
+        '_s_devminor' / Tell,
+        'devminor' / IntegerKind(_ik_t_octal8_or_empty),
+        '_e_devminor' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar\\x0000')) or this.get('prefix') is None or this.get('prefix') == b''", lambda this: this['_parsing'] or ((this['magic'] == b'ustar\x0000')) or this.get('prefix') is None or this.get('prefix') == b''), 'prefix'),
+        '_s_prefix' / Tell,
+        'prefix' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Bytes(155)),
+        '_e_prefix' / Tell,
+        '_s_ustar_unused' / Tell,
+        'ustar_unused' / If(Code("((this['magic'] == b'ustar\\x0000'))", lambda this: ((this['magic'] == b'ustar\x0000'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        '_e_ustar_unused' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('atime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('atime') is None), 'atime'),
+        '_s_atime' / Tell,
+        'atime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
+        '_e_atime' / Tell,
+        FieldCheck(Code("this['_parsing'] or ((this['magic'] == b'ustar  \\x00')) or this.get('ctime') is None", lambda this: this['_parsing'] or ((this['magic'] == b'ustar  \x00')) or this.get('ctime') is None), 'ctime'),
+        '_s_ctime' / Tell,
+        'ctime' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), IntegerKind(_ik_t_octal12_or_empty)),
+        '_e_ctime' / Tell,
+        '_s_gnu_sparse' / Tell,
+        'gnu_sparse' / If(Code("((this['magic'] == b'ustar  \\x00'))", lambda this: ((this['magic'] == b'ustar  \x00'))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        '_e_gnu_sparse' / Tell,
+        '_s_v7_unused' / Tell,
+        'v7_unused' / If(Code("((sum(this['magic']) == 0))", lambda this: ((sum(this['magic']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        '_e_v7_unused' / Tell,
+        '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=True, patch=False),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("this['size']", lambda this: this['size'])), GreedyBytes),
+        '_e_data' / Tell,
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['size'])),
+        '_late_chksum' / LateChecksum('chksum', IntegerKind(_ik_t_header_checksum), Code("_ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])", lambda this: _ck_tar_header_sum(_cover.span(this, [('span', 'mode'), ('span', 'uid'), ('span', 'gid'), ('span', 'size'), ('span', 'mtime'), ('fill', 'chksum'), ('span', 'typeflag'), ('span', 'linkname'), ('span', 'magic'), ('span', 'uname'), ('span', 'gname'), ('span', 'devmajor'), ('span', 'devminor'), ('span', 'prefix'), ('span', 'ustar_unused'), ('span', 'atime'), ('span', 'ctime'), ('span', 'gnu_sparse'), ('span', 'v7_unused')], b'        '), this['_params']['name_sum'])), 'tar_header_sum', check=False, patch=True),
+    )
+    C_member._bw_fast_runs = {'typeflag': (173, (('typeflag', 0, 1), ('linkname', 1, 100), ('magic', 101, 8), ('uname', 109, 32), ('gname', 141, 32)))}
 
-C_archive = Struct(
-    '_o_start' / Tell,
-    'blocks' / RepeatUntil(C_block, Code('(sum(this._last.name) == 0)', lambda this: (sum(this._last.name) == 0))),
-    'end_block' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
-    'record_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 10240", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 10240)),
-)
-C_archive._bw_fast_runs = {'end_block': (512, (('end_block', 0, 512),))}
+    C_block = Struct(
+        '_o_start' / Tell,
+        'name' / Bytes(100),
+        FieldCheck(Code("this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None", lambda this: this['_parsing'] or ((sum(this['name']) != 0)) or this.get('member') is None), 'member'),
+        'member' / If(Code("((sum(this['name']) != 0))", lambda this: ((sum(this['name']) != 0))), WithParams(C_member, {'name_sum': Code("sum(this['name'])", lambda this: sum(this['name']))})),
+        'zeros' / If(Code("((sum(this['name']) == 0))", lambda this: ((sum(this['name']) == 0))), Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')),
+        'data_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 512", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 512)),
+    )
+    C_block._bw_fast_runs = {'name': (100, (('name', 0, 100),))}
 
-def _c2m_archive(c):
-    if c.__class__ is Archive:  # built by a compiled parse
-        return c
-    f_blocks = c['blocks']
-    if f_blocks is not None:
-        f_blocks = [_c2m_block(_x) for _x in f_blocks]
-    return Archive(f_blocks)
+    C_archive = Struct(
+        '_o_start' / Tell,
+        'blocks' / RepeatUntil(C_block, Code('(sum(this._last.name) == 0)', lambda this: (sum(this._last.name) == 0))),
+        'end_block' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
+        'record_padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 10240", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 10240)),
+    )
+    C_archive._bw_fast_runs = {'end_block': (512, (('end_block', 0, 512),))}
 
-def _f2m_archive(f_blocks):
-    if f_blocks is not None:
-        f_blocks = [(_x if _x.__class__ is Block else _c2m_block(_x)) for _x in f_blocks]
-    return Archive(f_blocks)
-C_archive._bw_model = (_f2m_archive, ('blocks',), (), True)
+    def _c2m_archive(c):
+        if c.__class__ is Archive:  # built by a compiled parse
+            return c
+        f_blocks = c['blocks']
+        if f_blocks is not None:
+            f_blocks = [_c2m_block(_x) for _x in f_blocks]
+        return Archive(f_blocks)
 
-def _m2c_archive(v):
-    return {
-        'blocks': None if v.blocks is None else [_m2c_block(_x) for _x in v.blocks],
-    }
+    def _f2m_archive(f_blocks):
+        if f_blocks is not None:
+            f_blocks = [(_x if _x.__class__ is Block else _c2m_block(_x)) for _x in f_blocks]
+        return Archive(f_blocks)
+    C_archive._bw_model = (_f2m_archive, ('blocks',), (), True)
 
-def _c2m_block(c):
-    if c.__class__ is Block:  # built by a compiled parse
-        return c
-    f_name = c['name']
-    if f_name is not None:
-        f_name = bytes(f_name)
-    f_member = c['member']
-    if f_member is not None:
-        f_member = _c2m_member(f_member, sum(f_name))
-    return Block(f_name, f_member)
+    def _m2c_archive(v):
+        return {
+            'blocks': None if v.blocks is None else [_m2c_block(_x) for _x in v.blocks],
+        }
 
-def _f2m_block(f_name, f_member):
-    if f_name is not None:
-        f_name = bytes(f_name)
-    if f_member is not None:
-        f_member = (f_member if f_member.__class__ is Member else _c2m_member(f_member, sum(f_name)))
-    return Block(f_name, f_member)
-C_block._bw_model = (_f2m_block, ('name', 'member'), (), True)
+    def _c2m_block(c):
+        if c.__class__ is Block:  # built by a compiled parse
+            return c
+        f_name = c['name']
+        if f_name is not None:
+            f_name = bytes(f_name)
+        f_member = c['member']
+        if f_member is not None:
+            f_member = _c2m_member(f_member, sum(f_name))
+        return Block(f_name, f_member)
 
-def _m2c_block(v):
-    return {
-        'name': v.name,
-        'member': None if v.member is None else _m2c_member(v.member),
-    }
+    def _f2m_block(f_name, f_member):
+        if f_name is not None:
+            f_name = bytes(f_name)
+        if f_member is not None:
+            f_member = (f_member if f_member.__class__ is Member else _c2m_member(f_member, sum(f_name)))
+        return Block(f_name, f_member)
+    C_block._bw_model = (_f2m_block, ('name', 'member'), (), True)
 
-def _c2m_member(c, p_name_sum):
-    if c.__class__ is Member:  # built by a compiled parse
-        return c
-    f_mode = c['mode']
-    f_uid = c['uid']
-    f_gid = c['gid']
-    f_mtime = c['mtime']
-    f_typeflag = c['typeflag']
-    if f_typeflag is not None:
-        _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
-        f_typeflag = f_typeflag if _t is None else _t
-    f_linkname = c['linkname']
-    if f_linkname is not None:
-        f_linkname = bytes(f_linkname)
-    f_magic = c['magic']
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    f_uname = c['uname']
-    if f_uname is not None:
-        f_uname = bytes(f_uname)
-    f_gname = c['gname']
-    if f_gname is not None:
-        f_gname = bytes(f_gname)
-    f_devmajor = c['devmajor']
-    f_devminor = c['devminor']
-    f_prefix = c['prefix']
-    if f_prefix is not None:
-        f_prefix = bytes(f_prefix)
-    f_atime = c['atime']
-    f_ctime = c['ctime']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_prefix is None:
-        f_prefix = b''
-    return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
+    def _m2c_block(v):
+        return {
+            'name': v.name,
+            'member': None if v.member is None else _m2c_member(v.member),
+        }
 
-def _f2m_member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_prefix, f_atime, f_ctime, f_data):
-    if f_typeflag is not None:
-        _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
-        f_typeflag = f_typeflag if _t is None else _t
-    if f_linkname is not None:
-        f_linkname = bytes(f_linkname)
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    if f_uname is not None:
-        f_uname = bytes(f_uname)
-    if f_gname is not None:
-        f_gname = bytes(f_gname)
-    if f_prefix is not None:
-        f_prefix = bytes(f_prefix)
-    if f_data is not None:
-        f_data = bytes(f_data)
-    if f_prefix is None:
-        f_prefix = b''
-    return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
-C_member._bw_model = (_f2m_member, ('mode', 'uid', 'gid', 'mtime', 'typeflag', 'linkname', 'magic', 'uname', 'gname', 'devmajor', 'devminor', 'prefix', 'atime', 'ctime', 'data'), (), True)
+    def _c2m_member(c, p_name_sum):
+        if c.__class__ is Member:  # built by a compiled parse
+            return c
+        f_mode = c['mode']
+        f_uid = c['uid']
+        f_gid = c['gid']
+        f_mtime = c['mtime']
+        f_typeflag = c['typeflag']
+        if f_typeflag is not None:
+            _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
+            f_typeflag = f_typeflag if _t is None else _t
+        f_linkname = c['linkname']
+        if f_linkname is not None:
+            f_linkname = bytes(f_linkname)
+        f_magic = c['magic']
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        f_uname = c['uname']
+        if f_uname is not None:
+            f_uname = bytes(f_uname)
+        f_gname = c['gname']
+        if f_gname is not None:
+            f_gname = bytes(f_gname)
+        f_devmajor = c['devmajor']
+        f_devminor = c['devminor']
+        f_prefix = c['prefix']
+        if f_prefix is not None:
+            f_prefix = bytes(f_prefix)
+        f_atime = c['atime']
+        f_ctime = c['ctime']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_prefix is None:
+            f_prefix = b''
+        return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
 
-def _m2c_member(v):
-    return {
-        'mode': v.mode,
-        'uid': v.uid,
-        'gid': v.gid,
-        'mtime': v.mtime,
-        'typeflag': None if v.typeflag is None else int(v.typeflag),
-        'linkname': v.linkname,
-        'magic': v.magic,
-        'uname': v.uname,
-        'gname': v.gname,
-        'devmajor': v.devmajor,
-        'devminor': v.devminor,
-        'prefix': v.prefix,
-        'atime': v.atime,
-        'ctime': v.ctime,
-        'data': v.data,
-    }
+    def _f2m_member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_prefix, f_atime, f_ctime, f_data):
+        if f_typeflag is not None:
+            _t = _TYPEFLAG_BY_VALUE.get(f_typeflag)
+            f_typeflag = f_typeflag if _t is None else _t
+        if f_linkname is not None:
+            f_linkname = bytes(f_linkname)
+        if f_magic is not None:
+            f_magic = bytes(f_magic)
+        if f_uname is not None:
+            f_uname = bytes(f_uname)
+        if f_gname is not None:
+            f_gname = bytes(f_gname)
+        if f_prefix is not None:
+            f_prefix = bytes(f_prefix)
+        if f_data is not None:
+            f_data = bytes(f_data)
+        if f_prefix is None:
+            f_prefix = b''
+        return Member(f_mode, f_uid, f_gid, f_mtime, f_typeflag, f_linkname, f_magic, f_uname, f_gname, f_devmajor, f_devminor, f_atime, f_ctime, f_data, prefix=f_prefix)
+    C_member._bw_model = (_f2m_member, ('mode', 'uid', 'gid', 'mtime', 'typeflag', 'linkname', 'magic', 'uname', 'gname', 'devmajor', 'devminor', 'prefix', 'atime', 'ctime', 'data'), (), True)
+
+    def _m2c_member(v):
+        return {
+            'mode': v.mode,
+            'uid': v.uid,
+            'gid': v.gid,
+            'mtime': v.mtime,
+            'typeflag': None if v.typeflag is None else int(v.typeflag),
+            'linkname': v.linkname,
+            'magic': v.magic,
+            'uname': v.uname,
+            'gname': v.gname,
+            'devmajor': v.devmajor,
+            'devminor': v.devminor,
+            'prefix': v.prefix,
+            'atime': v.atime,
+            'ctime': v.ctime,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {Archive: _m2c_archive, Block: _m2c_block, Member: _m2c_member }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {Archive: _m2c_archive, Block: _m2c_block, Member: _m2c_member }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_archive(buf, offset: int = 0, *, compiled: bool = False) -> Archive:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("archive") if compiled else C_archive
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2373,6 +2407,7 @@ def construct_decode_archive(buf, offset: int = 0, *, compiled: bool = False) ->
 
 def construct_encode_archive(value: Archive, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("archive") if compiled else C_archive
     try:
         data = con.build(_m2c_archive(value))
@@ -2385,6 +2420,7 @@ def construct_encode_archive(value: Archive, *, compiled: bool = False) -> bytes
 
 def construct_decode_block(buf, offset: int = 0, *, compiled: bool = False) -> Block:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("block") if compiled else C_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2399,6 +2435,7 @@ def construct_decode_block(buf, offset: int = 0, *, compiled: bool = False) -> B
 
 def construct_encode_block(value: Block, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("block") if compiled else C_block
     try:
         data = con.build(_m2c_block(value))
@@ -2411,6 +2448,7 @@ def construct_encode_block(value: Block, *, compiled: bool = False) -> bytes:
 
 def construct_decode_member(buf, offset: int = 0, *, compiled: bool = False, name_sum: int) -> Member:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("member") if compiled else C_member
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2425,6 +2463,7 @@ def construct_decode_member(buf, offset: int = 0, *, compiled: bool = False, nam
 
 def construct_encode_member(value: Member, *, compiled: bool = False, name_sum: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("member") if compiled else C_member
     try:
         data = con.build(_m2c_member(value), name_sum=name_sum)
@@ -2440,6 +2479,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2712,3 +2752,53 @@ DECODERS = {"archive": decode_archive, "block": decode_block, "member": decode_m
 ENCODERS = {"archive": encode_archive, "block": encode_block, "member": encode_member }
 CONSTRUCT_DECODERS = {"archive": construct_decode_archive, "block": construct_decode_block, "member": construct_decode_member }
 CONSTRUCT_ENCODERS = {"archive": construct_encode_archive, "block": construct_encode_block, "member": construct_encode_member }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVcjQAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDdGFylIwFdGl0bGWUjCd0YXIgYXJjaGl2ZSAoVVNUQVIsIEdOVSBhbmQgVjcgaGVhZGVycymUjARzcGVjlIxCUE9TSVguMSB1c3RhciBJbnRlcmNoYW5nZSBGb3JtYXQ7IEdOVSB0YXIgbWFudWFsLCBCYXNpYyBUYXIgRm9ybWF0lIwDZG9jlFhOAgAAQSBzZXF1ZW5jZSBvZiA1MTItYnl0ZSBibG9ja3MuIEVhY2ggbWVtYmVyIGlzIGEgaGVhZGVyIGJsb2NrLCB0aGVuIGl0cyBkYXRhIHBhZGRlZCB3aXRoIHplcm9zIHRv'
+    'IGEgd2hvbGUgYmxvY2suIEhlYWRlciBudW1iZXJzIGFyZSBBU0NJSSBvY3RhbCwgTlVMLXRlcm1pbmF0ZWQ7IHRoZSBoZWFkZXIgY2hlY2tzdW0gaXMgdGhlIHVuc2lnbmVkIHN1bSBvZiB0aGUgaGVhZGVyJ3MgYnl0ZXMgd2l0aCBpdHMgb3duIGVpZ2h0IGJ5dGVzIGNvdW50ZWQgYXMgc3BhY2VzLCB3cml0dGVuIGFzIHNpeCBvY3RhbCBkaWdpdHMsIGEgTlVMIGFuZCBhIHNwYWNlLiBUaGUgYXJjaGl2ZSBlbmRzIHdpdGggdHdvIHplcm8gYmxvY2tzLCBhbmQgd3JpdGVycyBwYWQgaXQgd2l0aCB6ZXJvcyB0byBhIHdob2xlIHJl'
+    'Y29yZCAoMjAgYmxvY2tzLCAxMDI0MCBieXRlcykuIFRoZSBtYWdpYyB0ZWxscyB0aGUgaGVhZGVyIHZhcmlhbnRzIGFwYXJ0OiBQT1NJWCB1c3RhciAoInVzdGFyXDAiICIwMCI6IGEgbmFtZSBwcmVmaXgpLCBHTlUgKCJ1c3RhciAgXDAiOiBhY2Nlc3MgYW5kIGNoYW5nZSB0aW1lcywgc3BhcnNlIG1hcHMpIGFuZCBWNyAobm8gbWFnaWMpLgqUjAZlbmRpYW6UjAJiZZSMBWZpbGVzlF2UjBBzY2hlbWFzL3Rhci55YW1slGGMBmRpZ2VzdJSMR3NoYTI1NjphMjBlYWRlN2VhZDUwZWFiM2NkNWE2YmIxNGM4MThmYmU4M2Y0MDlmMWU5'
+    'MTI0ZGNiYmNjMzY3NjZmYjcxMzNilIwIdmVyc2lvbnOUTowFZW51bXOUfZSMCHR5cGVmbGFnlGgAjAdFbnVtRGVmlJOUKYGUfZQoaAVoF4wEYmFzZZRoAIwESW50VJSTlCmBlH2UKIwEYml0c5RLCIwGc2lnbmVklIloDWgOjAhnb3Zlcm5lZJSIdWKMB21lbWJlcnOUXZQoaACMCkVudW1NZW1iZXKUk5QpgZR9lChoBYwHUkVHVUxBUpSMBXZhbHVllEswaAuMECcwJyByZWd1bGFyIGZpbGWUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgnKYGUfZQoaAWMClJFR1VMQVJfVjeUaCtLAGgLjBZOVUw6IHJlZ3VsYXIgZmlsZSAoVjcplGgt'
+    'TmguTnViaCcpgZR9lChoBYwISEFSRExJTkuUaCtLMWgLjBknMScgaGFyZCBsaW5rIHRvIGxpbmtuYW1llGgtTmguTnViaCcpgZR9lChoBYwHU1lNTElOS5RoK0syaAuMHScyJyBzeW1ib2xpYyBsaW5rIHRvIGxpbmtuYW1llGgtTmguTnViaCcpgZR9lChoBYwHQ0hBUkRFVpRoK0szaAuMFCczJyBjaGFyYWN0ZXIgZGV2aWNllGgtTmguTnViaCcpgZR9lChoBYwIQkxPQ0tERVaUaCtLNGgLjBAnNCcgYmxvY2sgZGV2aWNllGgtTmguTnViaCcpgZR9lChoBYwJRElSRUNUT1JZlGgrSzVoC4wNJzUnIGRpcmVjdG9yeZRoLU5oLk51Ymgn'
+    'KYGUfZQoaAWMBEZJRk+UaCtLNmgLjAgnNicgRklGT5RoLU5oLk51YmgnKYGUfZQoaAWMCkNPTlRJR1VPVVOUaCtLN2gLjBMnNycgY29udGlndW91cyBmaWxllGgtTmguTnViaCcpgZR9lChoBYwKUEFYX0dMT0JBTJRoK0tnaAuMHidnJyBwYXggZ2xvYmFsIGV4dGVuZGVkIGhlYWRlcpRoLU5oLk51YmgnKYGUfZQoaAWMDFBBWF9FWFRFTkRFRJRoK0t4aAuMKyd4JyBwYXggZXh0ZW5kZWQgaGVhZGVyIGZvciB0aGUgbmV4dCBtZW1iZXKUaC1OaC5OdWJoJymBlH2UKGgFjAxHTlVfTE9OR05BTUWUaCtLTGgLjDAnTCcgR05VOiB0aGUg'
+    'ZGF0YSBpcyB0aGUgbmV4dCBtZW1iZXIncyBsb25nIG5hbWWUaC1OaC5OdWJoJymBlH2UKGgFjAxHTlVfTE9OR0xJTkuUaCtLS2gLjDUnSycgR05VOiB0aGUgZGF0YSBpcyB0aGUgbmV4dCBtZW1iZXIncyBsb25nIGxpbmsgbmFtZZRoLU5oLk51YmVoC4w6TWVtYmVyIHR5cGUgKG9uZSBBU0NJSSBjaGFyYWN0ZXIpOyB1bmtub3duIHR5cGVzIGFyZSBrZXB0LpRoCYwAlIwEb3BlbpSIjAdyZXRpcmVklF2UjARsaW5llEsddWJzjAVmbGFnc5R9lIwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMB2FyY2hpdmWUaACMBlJlY29yZJSTlCmB'
+    'lH2UKGgFaGuMBmZpZWxkc5RdlChoAIwFRmllbGSUk5QpgZR9lChoBYwGYmxvY2tzlIwEdHlwZZRoAIwEUmVmVJSTlCmBlH2UKIwEa2luZJSMBnJlY29yZJSMBnRhcmdldJSMBWJsb2NrlIwEYXJnc5QpjAVvcmRlcpROdWJoC4w2VGhlIG1lbWJlcnMsIHVwIHRvIGFuZCBpbmNsdWRpbmcgdGhlIGZpcnN0IHplcm8gYmxvY2sulGgJaGCMBGNvbmSUTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUTowIcmVzZXJ2ZWSUiYwFdmFsaWSUTowEc2l6ZZROjAZyZXBlYXSUaACMBlJlcGVhdJSTlCmBlH2UKIwFY291bnSUTowGcHJlZml4lE6M'
+    'A2Vvc5SJaIVOjAp1bnRpbF9pdGVtlIwZYnl0ZXdyaWdodC5nZW5lcmF0b3IuZXhwcpSMBEV4cHKUk5QpgZR9lCiMBnNvdXJjZZSMFHN1bShfaXRlbS5uYW1lKSA9PSAwlIwEdHJlZZSMA2FzdJSMB0NvbXBhcmWUk5QpUpR9lCiMBGxlZnSUaJuMBENhbGyUk5QpUpR9lCiMBGZ1bmOUaJuMBE5hbWWUk5QpUpR9lCiMAmlklIwDc3VtlIwDY3R4lGibjARMb2FklJOUKVKUfZRijAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsDdWJogF2UaJuMCUF0dHJpYnV0ZZSTlClSlH2UKGgr'
+    'aKcpUpR9lChoqowFX2l0ZW2UaKxor2ixSwFosksEaLNLAWi0Swl1YowEYXR0cpRoBWisaK9osUsBaLJLBGizSwFotEsOdWJhjAhrZXl3b3Jkc5RdlGixSwFosksAaLNLAWi0Sw91YowDb3BzlF2UaJuMAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRom4wIQ29uc3RhbnSUk5QpUpR9lChoK0sAaHxOaLFLAWiySxNos0sBaLRLFHViYWixSwFosksAaLNLAWi0SxR1YowFbmFtZXOUjAhidWlsdGluc5SMCWZyb3plbnNldJSTlF2UaLxhhZRSlHVijA1zdG9wX29uX2Vycm9ylImMBmFic2VudJROdWKMBHZpZXeUTowKY29tcHJlc3Nl'
+    'ZJROjAhjaGVja3N1bZROaCtOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoYIwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaGRLNIwEcGF0aJSMGXJlY29yZHMuYXJjaGl2ZS5maWVsZHNbMF2UaCEpjAZiaXRfb2aUTmjUTowEcGVla5SJdWJocymBlH2UKGgFjAllbmRfYmxvY2uUaHdoAIwGQnl0ZXNUlJOUKYGUfZQoaIlolSmBlH2UKGiYjAM1MTKUaJpoySlSlH2UKGgrTQACaHxOaLFLAWiySwBos0sBaLRLA3ViaMxo'
+    'z12UhZRSlHViaJBOaJGJjAR0ZXh0lE6MCnRlcm1pbmF0b3KUTnViaAuMFXRoZSBzZWNvbmQgemVybyBibG9ja5RoCWhgaINOaIROaIVOaIZOaIeIaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEs4aOGMGXJlY29yZHMuYXJjaGl2ZS5maWVsZHNbMV2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjA5yZWNvcmRfcGFkZGluZ5Rod2gAjAhQYWRkaW5nVJSTlCmBlH2UKIwFYWxpZ26UTQAoaAWMB3BhZGRpbmeUjAlhcmJpdHJhcnmUiXViaAuMJ3plcm9zIHVwIHRvIGEgd2hvbGUgcmVj'
+    'b3JkIG9mIDIwIGJsb2Nrc5RoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEs5aOGMGXJlY29yZHMuYXJjaGl2ZS5maWVsZHNbMl2UaCEpaONOaNROaOSJdWJlaAuMEEEgd2hvbGUgYXJjaGl2ZS6UaAloYIwGcGFyYW1zlH2UjAx2ZXJzaW9uX2Zyb22UTowEcm93c5SJjA12ZXJzaW9uX3JhbmdllE6MB2xheW91dHOUXZRoAIwGTGF5b3V0lJOUKYGUfZQoaBROaHBocYwKZml4ZWRfc2l6ZZROjAdvZmZzZXRzlH2UaHZLAHOMBXNpemVzlH2UaOdNAAJz'
+    'aIFOdWJhaGRLMYwEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZRofYwIdmlydHVhbHOUXZSMB2xvY2F0ZWSUXZR1Ymh/aG0pgZR9lChoBWh/aHBdlChocymBlH2UKGgFaAVod2jpKYGUfZQoaIlolSmBlH2UKGiYjAMxMDCUaJpoySlSlH2UKGgrS2RofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLjBdtZW1iZXIgbmFtZSwgTlVMLXBhZGRlZJRoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtA'
+    'aOGMF3JlY29yZHMuYmxvY2suZmllbGRzWzBdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBYwGbWVtYmVylGh3aHkpgZR9lChofGh9aH5qLwEAAGiAjAhuYW1lX3N1bZRolSmBlH2UKGiYjAlzdW0obmFtZSmUaJpooilSlH2UKGilaKcpUpR9lChoqmiraKxor2ixSwFosksAaLNLAWi0SwN1YmiAXZRopylSlH2UKGiqaAVorGivaLFLAWiySwRos0sBaLRLCHViYWi+XZRosUsBaLJLAGizSwFotEsJdWJozGjPXZRoBWGFlFKUdWKGlIWUaIFOdWJoC4wmVGhlIHJlc3Qgb2YgdGhlIGhlYWRlciwgdGhlbiB0aGUgZGF0YS6UaAloYGiDaJUp'
+    'gZR9lChomIwOc3VtKG5hbWUpICE9IDCUaJponSlSlH2UKGigaKIpUpR9lChopWinKVKUfZQoaKpoq2isaK9osUsBaLJLAGizSwFotEsDdWJogF2UaKcpUpR9lChoqmgFaKxor2ixSwFosksEaLNLAWi0Swh1YmFovl2UaLFLAWiySwBos0sBaLRLCXViaMBdlGibjAVOb3RFcZSTlClSlH2UYmFoxl2UaMkpUpR9lChoK0sAaHxOaLFLAWiySw1os0sBaLRLDnViYWixSwFosksAaLNLAWi0Sw51YmjMaM9dlGgFYYWUUpR1YmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBO'
+    'aGRLQWjhjBdyZWNvcmRzLmJsb2NrLmZpZWxkc1sxXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAWMBXplcm9zlGh3aOkpgZR9lChoiWiVKYGUfZQoaJiMAzQxMpRommjJKVKUfZQoaCtNnAFofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLjBp0aGUgcmVzdCBvZiB0aGUgemVybyBibG9ja5RoCWhgaINolSmBlH2UKGiYjA5zdW0obmFtZSkgPT0gMJRommidKVKUfZQoaKBooilSlH2UKGilaKcpUpR9lChoqmiraKxor2ixSwFosksAaLNLAWi0SwN1YmiAXZRopylSlH2UKGiqaAVorGivaLFLAWiy'
+    'SwRos0sBaLRLCHViYWi+XZRosUsBaLJLAGizSwFotEsJdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtLAGh8TmixSwFosksNaLNLAWi0Sw51YmFosUsBaLJLAGizSwFotEsOdWJozGjPXZRoBWGFlFKUdWJohE5ohU5ohk5oh4hoiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS0Zo4YwXcmVjb3Jkcy5ibG9jay5maWVsZHNbMl2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjAxkYXRhX3BhZGRpbmeUaHdo/CmBlH2UKGj/TQACaAVqAAEAAGoBAQAAiXViaAuMGXplcm9zIHVwIHRvIGEgd2hv'
+    'bGUgYmxvY2uUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLSGjhjBdyZWNvcmRzLmJsb2NrLmZpZWxkc1szXZRoISlo405o1E5o5Il1YmVoC4yUQSBtZW1iZXIsIG9yIHRoZSB6ZXJvIGJsb2NrIHRoYXQgZW5kcyB0aGUgYXJjaGl2ZS4gVGhlIGZpcnN0IDEwMCBieXRlcyBhcmUgdGhlIG1lbWJlciBuYW1lIChOVUwtcGFkZGVkKTsgYSBuYW1lIG9mIHplcm9zIGlzIHRoZSBlbmQgb2YgdGhlIGFyY2hpdmUuCpRoCWhgagUBAAB9lGoHAQAATmoI'
+    'AQAAiWoJAQAATmoKAQAAXZRqDQEAACmBlH2UKGgUTmhwah4BAABqEAEAAE5qEQEAAH2UKGgFSwBqLwEAAEtkdWoTAQAAfZRoBUtkc2iBTnViYWhkSztqFQEAAGgRaA1OahYBAAApahcBAABofWoYAQAAXZRqGgEAAF2UdWJqLwEAAGhtKYGUfZQoaAVqLwEAAGhwXZQoaHMpgZR9lChoBYwEbW9kZZRod2gAjAdWYXJpbnRUlJOUKYGUfZQojAltYXhfYnl0ZXOUSwhofIwFYXNjaWmUagUBAACMA2VuZJRDAQCUhpSMBXJhZGl4lEsIhpSMBXdpZHRolEsIhpSHlIwFYWxpYXOUjAZvY3RhbDiUjAlpc19zaWduZWSUiYwFZml4ZWSUSwh1YmgL'
+    'jA9wZXJtaXNzaW9uIGJpdHOUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLT2jhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbMF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjAN1aWSUaHdqmAEAAGgLaGBoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtQaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1sxXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAWMA2dpZJRo'
+    'd2qYAQAAaAtoYGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS1Fo4YwYcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzJdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWiJaHdqlwEAACmBlH2UKGqaAQAASwxofGqbAQAAagUBAABqnAEAAGqdAQAAhpRqnwEAAEsIhpRqoQEAAEsMhpSHlGqkAQAAjAdvY3RhbDEylGqmAQAAiWqnAQAASwx1YmgLjCZkYXRhIHNpemUgaW4gYnl0ZXMgKGRlcml2ZWQgZnJvbSBkYXRhKZRoCWhgaINOaIROaIVOaIZOaIeJaIhO'
+    'aIlOaIpOaNVOaNZOaNdOaCtOaNhoiYwEZGF0YZSGlGjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLUmjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbM12UaCEpaONOaNROaOSJdWJocymBlH2UKGgFjAVtdGltZZRod2q0AQAAaAuMJW1vZGlmaWNhdGlvbiB0aW1lLCBzZWNvbmRzIHNpbmNlIDE5NzCUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLU2jhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbNF2UaCEpaONOaNROaOSJdWJocymBlH2U'
+    'KGgFjAZjaGtzdW2UaHdqlwEAACmBlH2UKGqaAQAASwhofGqbAQAAagUBAABqnAEAAEMCACCUhpRqnwEAAEsIhpRqoQEAAEsIhpSHlGqkAQAAjA9oZWFkZXJfY2hlY2tzdW2UaqYBAACJaqcBAABLCHViaAuMhVN1bSBvZiB0aGUgaGVhZGVyIGJ5dGVzLCB0aGlzIGZpZWxkIGNvdW50ZWQgYXMgZWlnaHQgc3BhY2VzIChjb21wYXJlZCBhcyBhIG51bWJlcjogYW55IG9jdGFsIHNwZWxsaW5nIG9mIHRoZSByaWdodCBzdW0gaXMgYWNjZXB0ZWQpLgqUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXaACMCENoZWNrc3Vt'
+    'lJOUKYGUfZQojAlhbGdvcml0aG2UjA50YXJfaGVhZGVyX3N1bZSMBmNvdmVyc5QoapUBAABqrAEAAGqwAQAAaIlqwQEAAGrGAQAAaBeMCGxpbmtuYW1llIwFbWFnaWOUjAV1bmFtZZSMBWduYW1llIwIZGV2bWFqb3KUjAhkZXZtaW5vcpRokIwMdXN0YXJfdW51c2VklIwFYXRpbWWUjAVjdGltZZSMCmdudV9zcGFyc2WUjAl2N191bnVzZWSUdJSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJRolSmBlH2UKGiYajIBAABomminKVKUfZQoaKpqMgEAAGisaK9osUsBaLJLAGizSwFotEsIdWJozGjPXZRqMgEAAGGFlFKUdWJq'
+    'BQEAACloIUsgaBKJjAZyYW5nZXOUKYwFc2NvcGWUaGCMBmZpbGxlcpRDCCAgICAgICAglGgPKYwFc3BhbnOUKXViaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtUaOGMGHJlY29yZHMubWVtYmVyLmZpZWxkc1s1XZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVoF2h3aHkpgZR9lChofIwEZW51bZRofmgXaIApaIFOdWJoC2hgaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLW2jhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbNl2U'
+    'aCEpaONOaNROaOSJdWJocymBlH2UKGgFatcBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYaiUBAABommjJKVKUfZQoaCtLZGh8TmixSwFosksAaLNLAWi0SwN1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMF2xpbmsgdGFyZ2V0LCBOVUwtcGFkZGVklGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2Slo2k5o205o3E5o3UsAaA1OaN5oYGjfiWjgTmhkS1xo4YwYcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzddlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrYAQAAaHdo6SmBlH2UKGiJaJUpgZR9lCho'
+    'mIwBOJRommjJKVKUfZQoaCtLCGh8TmixSwFosksAaLNLAWi0SwF1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMUG1hZ2ljIGFuZCB2ZXJzaW9uOiB0aGUgaGVhZGVyIHZhcmlhbnQgKCJ1c3RhclwwIiAiMDAiLCBHTlUgInVzdGFyICBcMCIsIFY3IG5vbmUplGgJaGBog05ohE5ohU5ohk5oh4loiE5oiU5oik5o1U5o1k5o105oK05o2E5o2WgAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGiVKYGUfZQoaJiMRW1hZ2ljID09IGIidXN0YXJceDAwMDAiIG9yIG1hZ2ljID09IGIidXN0YXIgIFx4MDAiIG9yIHN1bShtYWdpYykg'
+    'PT0gMJRommibjAZCb29sT3CUk5QpUpR9lCiMAm9wlGibjAJPcpSTlClSlH2UYowGdmFsdWVzlF2UKGidKVKUfZQoaKBopylSlH2UKGiqatgBAABorGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhcgAwMJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaJ0pUpR9lChooGinKVKUfZQoaKpq2AEAAGisaK9osUsBaLJLG2izSwFotEsgdWJowF2UaMRhaMZdlGjJKVKUfZQoaCtDCHVzdGFyICAAlGh8TmixSwFoskskaLNLAWi0SzJ1YmFosUsBaLJLG2izSwFotEsydWJonSlS'
+    'lH2UKGigaKIpUpR9lChopWinKVKUfZQoaKpoq2isaK9osUsBaLJLNmizSwFotEs5dWJogF2UaKcpUpR9lChoqmrYAQAAaKxor2ixSwFosks6aLNLAWi0Sz91YmFovl2UaLFLAWiySzZos0sBaLRLQHViaMBdlGjEYWjGXZRoySlSlH2UKGgrSwBofE5osUsBaLJLRGizSwFotEtFdWJhaLFLAWiySzZos0sBaLRLRXViZWixSwFosksAaLNLAWi0S0V1YmjMaM9dlGrYAQAAYYWUUpR1YowHbWVzc2FnZZSMGHVua25vd24gdGFyIGhlYWRlciBtYWdpY5SMBWVycm9ylIwKY29uc3RyYWludJRo4WhgdWKFlGjaTmjbTmjcTmjdSwBoDU5o3mhg'
+    'aN+JaOBOaGRLXWjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbOF2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFatkBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYjAIzMpRommjJKVKUfZQoaCtLIGh8TmixSwFosksAaLNLAWi0SwJ1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMFm93bmVyIG5hbWUsIE5VTC1wYWRkZWSUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLZGjhjBhyZWNvcmRzLm1lbWJlci5maWVsZHNbOV2UaCEpaONOaNROaOSJ'
+    'dWJocymBlH2UKGgFatoBAABod2jpKYGUfZQoaIlolSmBlH2UKGiYalUCAABommjJKVKUfZQoaCtLIGh8TmixSwFosksAaLNLAWi0SwJ1YmjMaM9dlIWUUpR1YmiQTmiRiWj0Tmj1TnViaAuMFmdyb3VwIG5hbWUsIE5VTC1wYWRkZWSUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLZWjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTBdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrbAQAAaHdqlwEAACmBlH2UKGqaAQAASwhofGqbAQAAagUBAAAo'
+    'jAVibGFua5Ro1IaUapwBAABqnQEAAIaUap8BAABLCIaUaqEBAABLCIaUdJRqpAEAAIwPb2N0YWw4X29yX2VtcHR5lGqmAQAAiWqnAQAASwh1YmgLjCFkZXZpY2UgbWFqb3IgbnVtYmVyIChOb25lOiBlbXB0eSmUaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLZmjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTFdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrcAQAAaHdqbAIAAGgLaGBoCWhgaINOaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZO'
+    'aNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtnaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxMl2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFaJBod2jpKYGUfZQoaIlolSmBlH2UKGiYjAMxNTWUaJpoySlSlH2UKGgrS5tofE5osUsBaLJLAGizSwFotEsDdWJozGjPXZSFlFKUdWJokE5okYlo9E5o9U51YmgLjFB1c3RhcjogcGF0aCBwcmVmaXggb2YgYSBsb25nIG5hbWUgKGpvaW5lZCB3aXRoICcvJyk7IGVtcHR5IGluIEdOVSBhbmQgVjcgaGVhZGVyc5RoCWhgaINolSmBlH2UKGiYjBdtYWdpYyA9PSBi'
+    'InVzdGFyXHgwMDAwIpRommidKVKUfZQoaKBopylSlH2UKGiqatgBAABorGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhcgAwMJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaMxoz12UatgBAABhhZRSlHViaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34ho4EMAlGhkS2lo4YwZcmVjb3Jkcy5tZW1iZXIuZmllbGRzWzEzXZRoISlo405o1E5o5Il1YmhzKYGUfZQoaAVq3QEAAGh3aOkpgZR9lChoiWiVKYGU'
+    'fZQoaJiMAjEylGiaaMkpUpR9lChoK0sMaHxOaLFLAWiySwBos0sBaLRLAnViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC2hgaAloYGiDaJUpgZR9lChomGqJAgAAaJponSlSlH2UKGigaKcpUpR9lChoqmrYAQAAaKxor2ixSwFosksAaLNLAWi0SwV1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0MIdXN0YXIAMDCUaHxOaLFLAWiySwlos0sBaLRLF3ViYWixSwFosksAaLNLAWi0Sxd1YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiGiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBO'
+    'aGRLa2jhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTRdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWreAQAAaHdqlwEAACmBlH2UKGqaAQAASwxofGqbAQAAagUBAAAoam4CAABo1IaUapwBAABqnQEAAIaUap8BAABLCIaUaqEBAABLDIaUdJRqpAEAAIwQb2N0YWwxMl9vcl9lbXB0eZRqpgEAAIlqpwEAAEsMdWJoC4wxR05VOiBhY2Nlc3MgdGltZSAoaW5jcmVtZW50YWwgZHVtcHM7IE5vbmU6IGVtcHR5KZRoCWhgaINolSmBlH2UKGiYjBdtYWdpYyA9PSBiInVzdGFyICBceDAwIpRommidKVKUfZQoaKBopylSlH2UKGiqatgBAABo'
+    'rGivaLFLAWiySwBos0sBaLRLBXViaMBdlGjEYWjGXZRoySlSlH2UKGgrQwh1c3RhciAgAJRofE5osUsBaLJLCWizSwFotEsXdWJhaLFLAWiySwBos0sBaLRLF3ViaMxoz12UatgBAABhhZRSlHViaIROaIVOaIZOaIeJaIhOaIlOaIpOaNVOaNZOaNdOaCtOaNhOaNkpaNpOaNtOaNxOaN1LAGgNTmjeaGBo34lo4E5oZEtsaOGMGXJlY29yZHMubWVtYmVyLmZpZWxkc1sxNV2UaCEpaONOaNROaOSJdWJocymBlH2UKGgFat8BAABod2q1AgAAaAuMEEdOVTogY2hhbmdlIHRpbWWUaAloYGiDaJUpgZR9lChomGrAAgAAaJponSlSlH2UKGig'
+    'aKcpUpR9lChoqmrYAQAAaKxor2ixSwFosksAaLNLAWi0SwV1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0MIdXN0YXIgIACUaHxOaLFLAWiySwlos0sBaLRLF3ViYWixSwFosksAaLNLAWi0Sxd1YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLbmjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTZdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrgAQAAaHdo6SmBlH2UKGiJaJUpgZR9lChomIwDMTQzlGiaaMkpUpR9lChoK0uPaHxO'
+    'aLFLAWiySwBos0sBaLRLA3ViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC4xNR05VOiBvZmZzZXQsIGxvbmduYW1lcywgc3BhcnNlIG1hcCwgaXNleHRlbmRlZCwgcmVhbHNpemUgKHplcm8gdW5sZXNzIHNwYXJzZSmUaAloYGiDaJUpgZR9lChomGrAAgAAaJponSlSlH2UKGigaKcpUpR9lChoqmrYAQAAaKxor2ixSwFosksAaLNLAWi0SwV1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0MIdXN0YXIgIACUaHxOaLFLAWiySwlos0sBaLRLF3ViYWixSwFosksAaLNLAWi0Sxd1YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiGiI'
+    'TmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLb2jhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTddlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWrhAQAAaHdo6SmBlH2UKGiJaJUpgZR9lChomIwDMTY3lGiaaMkpUpR9lChoK0unaHxOaLFLAWiySwBos0sBaLRLA3ViaMxoz12UhZRSlHViaJBOaJGJaPROaPVOdWJoC2hgaAloYGiDaJUpgZR9lChomIwPc3VtKG1hZ2ljKSA9PSAwlGiaaJ0pUpR9lChooGiiKVKUfZQoaKVopylSlH2UKGiqaKtorGivaLFLAWiySwBos0sBaLRLA3ViaIBd'
+    'lGinKVKUfZQoaKpq2AEAAGisaK9osUsBaLJLBGizSwFotEsJdWJhaL5dlGixSwFosksAaLNLAWi0Swp1YmjAXZRoxGFoxl2UaMkpUpR9lChoK0sAaHxOaLFLAWiySw5os0sBaLRLD3ViYWixSwFosksAaLNLAWi0Sw91YmjMaM9dlGrYAQAAYYWUUpR1YmiETmiFTmiGTmiHiGiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLcWjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMThdlGghKWjjTmjUTmjkiXViaHMpgZR9lChoBWq8AQAAaHdo6SmBlH2UKGiJaJUpgZR9lChomGiJaJpopylS'
+    'lH2UKGiqaIlorGivaLFLAWiySwBos0sBaLRLBHViaMxoz12UaIlhhZRSlHViaJBOaJGJaPROaPVOdWJoC2hgaAloYGiDTmiETmiFTmiGTmiHiWiITmiJTmiKTmjVTmjWTmjXTmgrTmjYTmjZKWjaTmjbTmjcTmjdSwBoDU5o3mhgaN+JaOBOaGRLcmjhjBlyZWNvcmRzLm1lbWJlci5maWVsZHNbMTldlGghKWjjTmjUTmjkiXViZWgLjFBUaGUgaGVhZGVyIGFmdGVyIHRoZSBuYW1lIChieXRlcyAxMDAuLjUxMiBvZiB0aGUgYmxvY2spLCB0aGVuIHRoZSBtZW1iZXIncyBkYXRhLpRoCWhgagUBAAB9lGoyAQAAaACMBVBhcmFtlJOUKYGU'
+    'fZQoaAVqMgEAAGh3jANpbnSUaOBOaAuMPnN1bSBvZiB0aGUgbmFtZSdzIGJ5dGVzICh0aGUgY2hlY2tzdW0gY292ZXJzIHRoZSB3aG9sZSBoZWFkZXIplHVic2oHAQAATmoIAQAAiWoJAQAATmoKAQAAXZRqDQEAACmBlH2UKGgUTmhwapIBAABqEAEAAE5qEQEAAH2UKGqVAQAASwBqrAEAAEsIarABAABLEGiJSxhqwQEAAEskasYBAABLMGgXSzhq1wEAAEs5atgBAABLnWrZAQAAS6Vq2gEAAEvFatsBAABL5WrcAQAAS+1okEv1dWoTAQAAfZQoapUBAABLCGqsAQAASwhqsAEAAEsIaIlLDGrBAQAASwxqxgEAAEsIaBdLAWrXAQAAS2Rq'
+    '2AEAAEsIatkBAABLIGraAQAASyBq2wEAAEsIatwBAABLCHVogU51YmFoZEtKahUBAABoEWgNTmoWAQAAKWoXAQAAaH1qGAEAAF2UahoBAABdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwUdGFyX3BsdWdpbnM6cmVnaXN0ZXKUYYwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGh9aGtq2AEAAEMFdXN0YXKUjAJhdJRNAQFoiolqBQEAACmMBHRoZW6UTowEdGFnc5ROdWJhjAtlbmRpYW5fZXhwcpROdWIu'
+)

@@ -11,8 +11,8 @@ Spec: examples/walchain/README.md
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -76,6 +77,11 @@ _ck_walsum = _registry.checksum_func("walsum")
 FAMILY = "walchain"
 SCHEMA_FILES = ["schemas/walchain.yaml"]
 SCHEMA_DIGEST = "sha256:c16e10beb5fa121bd4c86c3487239018de93106a966a1f91f0f87f2995252687"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'7\x7f\x06\x83', 'wal_file', {}, False, None, None), (0, b'7\x7f\x06\x82', 'wal_file', {}, False, None, None)]
+RECORD_NAMES = ('wal_file', 'frame')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -581,134 +587,162 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_frame = Struct(
-    '_o_start' / Tell,
-    '_s_page_number' / Tell,
-    'page_number' / Int32ub,
-    '_e_page_number' / Tell,
-    _RuleCheck(Code("((this['page_number'] >= 1))", lambda this: ((this['page_number'] >= 1))), 'page_number', 'page_number >= 1', 'rule page_number >= 1 broken'),
-    '_s_commit_size' / Tell,
-    'commit_size' / Int32ub,
-    '_e_commit_size' / Tell,
-    '_s_salt1' / Tell,
-    'salt1' / Int32ub,
-    '_e_salt1' / Tell,
-    _RuleCheck(Code("((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: ((this['salt1'] == this['_params']['hdr_salt1']))), 'salt1', 'salt1 == hdr_salt1', 'salt1 differs from the header'),
-    '_s_salt2' / Tell,
-    'salt2' / Int32ub,
-    '_e_salt2' / Tell,
-    _RuleCheck(Code("((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: ((this['salt2'] == this['_params']['hdr_salt2']))), 'salt2', 'salt2 == hdr_salt2', 'salt2 differs from the header'),
-    '_s_data' / Tell,
-    'data' / Bytes(Code("this['_params']['page_size']", lambda this: this['_params']['page_size'])),
-    '_e_data' / Tell,
-    'check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order'])", lambda this: _ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order']))),
-)
-C_frame._bw_fast_runs = {'page_number': (16, (('page_number', 0, 4), ('commit_size', 4, 4), ('salt1', 8, 4), ('salt2', 12, 4))), 'check': (8, (('check', 0, 8),))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_wal_file = Struct(
-    '_o_start' / Tell,
-    '_s_magic' / Tell,
-    'magic' / Int32ub,
-    '_e_magic' / Tell,
-    _RuleCheck(Code("(((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: (((this['magic'] == 931071618) or (this['magic'] == 931071619)))), 'magic', 'magic == 931071618 or magic == 931071619', 'bad magic (expected 0x377f0682 or 0x377f0683)'),
-    '_s_format_version' / Tell,
-    'format_version' / Const(3007000, Int32ub),
-    '_e_format_version' / Tell,
-    '_s_page_size' / Tell,
-    'page_size' / Int32ub,
-    '_e_page_size' / Tell,
-    _RuleCheck(Code("(((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))), 'page_size', 'page_size >= 8 and page_size % 8 == 0', 'rule page_size >= 8 and page_size % 8 == 0 broken'),
-    '_s_checkpoint_seq' / Tell,
-    'checkpoint_seq' / Int32ub,
-    '_e_checkpoint_seq' / Tell,
-    '_s_salt1' / Tell,
-    'salt1' / Int32ub,
-    '_e_salt1' / Tell,
-    '_s_salt2' / Tell,
-    'salt2' / Int32ub,
-    '_e_salt2' / Tell,
-    'hdr_check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little'))", lambda this: _ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little')))),
-    'frames' / ChainedRepeat(WithParams(C_frame, {'prev': Code("this['_chain']", lambda this: this['_chain']), 'order': Code("('big' if (this['magic'] == 931071619) else 'little')", lambda this: ('big' if (this['magic'] == 931071619) else 'little')), 'page_size': Code("this['page_size']", lambda this: this['page_size']), 'hdr_salt1': Code("this['salt1']", lambda this: this['salt1']), 'hdr_salt2': Code("this['salt2']", lambda this: this['salt2'])}), None, Code("this['hdr_check']", lambda this: this['hdr_check']), '>Q', 8, True, stop_on_error=True),
-)
-C_wal_file._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('format_version', 4, 4), ('page_size', 8, 4), ('checkpoint_seq', 12, 4), ('salt1', 16, 4), ('salt2', 20, 4))), 'hdr_check': (8, (('hdr_check', 0, 8),))}
+    C_frame = Struct(
+        '_o_start' / Tell,
+        '_s_page_number' / Tell,
+        'page_number' / Int32ub,
+        '_e_page_number' / Tell,
+        _RuleCheck(Code("((this['page_number'] >= 1))", lambda this: ((this['page_number'] >= 1))), 'page_number', 'page_number >= 1', 'rule page_number >= 1 broken'),
+        '_s_commit_size' / Tell,
+        'commit_size' / Int32ub,
+        '_e_commit_size' / Tell,
+        '_s_salt1' / Tell,
+        'salt1' / Int32ub,
+        '_e_salt1' / Tell,
+        _RuleCheck(Code("((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: ((this['salt1'] == this['_params']['hdr_salt1']))), 'salt1', 'salt1 == hdr_salt1', 'salt1 differs from the header'),
+        '_s_salt2' / Tell,
+        'salt2' / Int32ub,
+        '_e_salt2' / Tell,
+        _RuleCheck(Code("((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: ((this['salt2'] == this['_params']['hdr_salt2']))), 'salt2', 'salt2 == hdr_salt2', 'salt2 differs from the header'),
+        '_s_data' / Tell,
+        'data' / Bytes(Code("this['_params']['page_size']", lambda this: this['_params']['page_size'])),
+        '_e_data' / Tell,
+        'check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order'])", lambda this: _ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order']))),
+    )
+    C_frame._bw_fast_runs = {'page_number': (16, (('page_number', 0, 4), ('commit_size', 4, 4), ('salt1', 8, 4), ('salt2', 12, 4))), 'check': (8, (('check', 0, 8),))}
 
-def _c2m_wal_file(c):
-    if c.__class__ is WalFile:  # built by a compiled parse
-        return c
-    f_magic = c['magic']
-    f_page_size = c['page_size']
-    f_checkpoint_seq = c['checkpoint_seq']
-    f_salt1 = c['salt1']
-    f_salt2 = c['salt2']
-    f_frames = c['frames']
-    if f_frames is not None:
-        f_frames = _LogList([_c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2) for _x in f_frames], f_frames.stop)
-    return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
+    C_wal_file = Struct(
+        '_o_start' / Tell,
+        '_s_magic' / Tell,
+        'magic' / Int32ub,
+        '_e_magic' / Tell,
+        _RuleCheck(Code("(((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: (((this['magic'] == 931071618) or (this['magic'] == 931071619)))), 'magic', 'magic == 931071618 or magic == 931071619', 'bad magic (expected 0x377f0682 or 0x377f0683)'),
+        '_s_format_version' / Tell,
+        'format_version' / Const(3007000, Int32ub),
+        '_e_format_version' / Tell,
+        '_s_page_size' / Tell,
+        'page_size' / Int32ub,
+        '_e_page_size' / Tell,
+        _RuleCheck(Code("(((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))), 'page_size', 'page_size >= 8 and page_size % 8 == 0', 'rule page_size >= 8 and page_size % 8 == 0 broken'),
+        '_s_checkpoint_seq' / Tell,
+        'checkpoint_seq' / Int32ub,
+        '_e_checkpoint_seq' / Tell,
+        '_s_salt1' / Tell,
+        'salt1' / Int32ub,
+        '_e_salt1' / Tell,
+        '_s_salt2' / Tell,
+        'salt2' / Int32ub,
+        '_e_salt2' / Tell,
+        'hdr_check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little'))", lambda this: _ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little')))),
+        'frames' / ChainedRepeat(WithParams(C_frame, {'prev': Code("this['_chain']", lambda this: this['_chain']), 'order': Code("('big' if (this['magic'] == 931071619) else 'little')", lambda this: ('big' if (this['magic'] == 931071619) else 'little')), 'page_size': Code("this['page_size']", lambda this: this['page_size']), 'hdr_salt1': Code("this['salt1']", lambda this: this['salt1']), 'hdr_salt2': Code("this['salt2']", lambda this: this['salt2'])}), None, Code("this['hdr_check']", lambda this: this['hdr_check']), '>Q', 8, True, stop_on_error=True),
+    )
+    C_wal_file._bw_fast_runs = {'magic': (24, (('magic', 0, 4), ('format_version', 4, 4), ('page_size', 8, 4), ('checkpoint_seq', 12, 4), ('salt1', 16, 4), ('salt2', 20, 4))), 'hdr_check': (8, (('hdr_check', 0, 8),))}
 
-def _f2m_wal_file(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames):
-    if f_frames is not None:
-        f_frames = _LogList([(_x if _x.__class__ is Frame else _c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2)) for _x in f_frames], f_frames.stop)
-    return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
-C_wal_file._bw_model = (_f2m_wal_file, ('magic', 'page_size', 'checkpoint_seq', 'salt1', 'salt2', 'frames'), (), True)
+    def _c2m_wal_file(c):
+        if c.__class__ is WalFile:  # built by a compiled parse
+            return c
+        f_magic = c['magic']
+        f_page_size = c['page_size']
+        f_checkpoint_seq = c['checkpoint_seq']
+        f_salt1 = c['salt1']
+        f_salt2 = c['salt2']
+        f_frames = c['frames']
+        if f_frames is not None:
+            f_frames = _LogList([_c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2) for _x in f_frames], f_frames.stop)
+        return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
 
-def _m2c_wal_file(v):
-    return {
-        'magic': v.magic,
-        'page_size': v.page_size,
-        'checkpoint_seq': v.checkpoint_seq,
-        'salt1': v.salt1,
-        'salt2': v.salt2,
-        'frames': None if v.frames is None else [_m2c_frame(_x) for _x in v.frames],
-    }
+    def _f2m_wal_file(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames):
+        if f_frames is not None:
+            f_frames = _LogList([(_x if _x.__class__ is Frame else _c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2)) for _x in f_frames], f_frames.stop)
+        return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
+    C_wal_file._bw_model = (_f2m_wal_file, ('magic', 'page_size', 'checkpoint_seq', 'salt1', 'salt2', 'frames'), (), True)
 
-def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
-    if c.__class__ is Frame:  # built by a compiled parse
-        return c
-    f_page_number = c['page_number']
-    f_commit_size = c['commit_size']
-    f_salt1 = c['salt1']
-    f_salt2 = c['salt2']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
+    def _m2c_wal_file(v):
+        return {
+            'magic': v.magic,
+            'page_size': v.page_size,
+            'checkpoint_seq': v.checkpoint_seq,
+            'salt1': v.salt1,
+            'salt2': v.salt2,
+            'frames': None if v.frames is None else [_m2c_frame(_x) for _x in v.frames],
+        }
 
-def _f2m_frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
-C_frame._bw_model = (_f2m_frame, ('page_number', 'commit_size', 'salt1', 'salt2', 'data'), (), True)
+    def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+        if c.__class__ is Frame:  # built by a compiled parse
+            return c
+        f_page_number = c['page_number']
+        f_commit_size = c['commit_size']
+        f_salt1 = c['salt1']
+        f_salt2 = c['salt2']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
 
-def _m2c_frame(v):
-    return {
-        'page_number': v.page_number,
-        'commit_size': v.commit_size,
-        'salt1': v.salt1,
-        'salt2': v.salt2,
-        'data': v.data,
-    }
+    def _f2m_frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
+    C_frame._bw_model = (_f2m_frame, ('page_number', 'commit_size', 'salt1', 'salt2', 'data'), (), True)
+
+    def _m2c_frame(v):
+        return {
+            'page_number': v.page_number,
+            'commit_size': v.commit_size,
+            'salt1': v.salt1,
+            'salt2': v.salt2,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {WalFile: _m2c_wal_file, Frame: _m2c_frame }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {WalFile: _m2c_wal_file, Frame: _m2c_frame }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -> WalFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -723,6 +757,7 @@ def construct_decode_wal_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("wal_file") if compiled else C_wal_file
     try:
         data = con.build(_m2c_wal_file(value))
@@ -735,6 +770,7 @@ def construct_encode_wal_file(value: WalFile, *, compiled: bool = False) -> byte
 
 def construct_decode_frame(buf, offset: int = 0, *, compiled: bool = False, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> Frame:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame") if compiled else C_frame
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -749,6 +785,7 @@ def construct_decode_frame(buf, offset: int = 0, *, compiled: bool = False, prev
 
 def construct_encode_frame(value: Frame, *, compiled: bool = False, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("frame") if compiled else C_frame
     try:
         data = con.build(_m2c_frame(value), prev=prev, order=order, page_size=page_size, hdr_salt1=hdr_salt1, hdr_salt2=hdr_salt2)
@@ -764,6 +801,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -905,3 +943,35 @@ DECODERS = {"wal_file": decode_wal_file, "frame": decode_frame }
 ENCODERS = {"wal_file": encode_wal_file, "frame": encode_frame }
 CONSTRUCT_DECODERS = {"wal_file": construct_decode_wal_file, "frame": construct_decode_frame }
 CONSTRUCT_ENCODERS = {"wal_file": construct_encode_wal_file, "frame": construct_encode_frame }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVjh4AAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwId2FsY2hhaW6UjAV0aXRsZZSMLVdhbGNoYWluIChhIGNoYWluZWQtY2hlY2tzdW0gd3JpdGUtYWhlYWQgbG9nKZSMBHNwZWOUjBtleGFtcGxlcy93YWxjaGFpbi9SRUFETUUubWSUjANkb2OUjOZUaGUgaGVhZGVyIG5hbWVzIHRoZSBieXRlIG9yZGVyIG9mIHRoZSBjaGVja3N1bSAoYnkgaXRzIG1hZ2ljKSwgdGhlIHBhZ2Ugc2l6ZSBhbmQgdHdvIHNhbHRzLiBFdmVyeSBmcmFtZSBjYXJyaWVzIHRoZSBzYWx0cyBhZ2Fp'
+    'bjsgdGhlIGxvZyBlbmRzIGF0IHRoZSBmaXJzdCBmcmFtZSB3aG9zZSBzYWx0cyBvciBjaGFpbmVkIGNoZWNrc3VtIGRvIG5vdCBtYXRjaCwgYXMgU1FMaXRlJ3MgV0FMIGRvZXMuCpSMBmVuZGlhbpSMAmJllIwFZmlsZXOUXZSMFXNjaGVtYXMvd2FsY2hhaW4ueWFtbJRhjAZkaWdlc3SUjEdzaGEyNTY6YzE2ZTEwYmViNWZhMTIxYmQ0Yzg2YzM0ODcyMzkwMThkZTkzMTA2YTk2NmExZjkxZjBmODdmMjk5NTI1MjY4N5SMCHZlcnNpb25zlE6MBWVudW1zlH2UjAVmbGFnc5R9lIwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMCHdhbF9m'
+    'aWxllGgAjAZSZWNvcmSUk5QpgZR9lChoBWgdjAZmaWVsZHOUXZQoaACMBUZpZWxklJOUKYGUfZQoaAWMBW1hZ2ljlIwEdHlwZZRoAIwESW50VJSTlCmBlH2UKIwEYml0c5RLIIwGc2lnbmVklIloDWgOjAhnb3Zlcm5lZJSIdWJoC4xAMHgzNzdmMDY4MjogY2hlY2tzdW0gd29yZHMgbGl0dGxlLWVuZGlhbjsgMHgzNzdmMDY4MzogYmlnLWVuZGlhbpRoCYwAlIwEY29uZJROjAVzaW5jZZROjAV1bnRpbJROjAVjb25zdJROjAhyZXNlcnZlZJSJjAV2YWxpZJROjARzaXpllE6MBnJlcGVhdJROjAR2aWV3lE6MCmNvbXByZXNzZWSUTowI'
+    'Y2hlY2tzdW2UTowFdmFsdWWUTowMZGVyaXZlZF9mcm9tlE6MB2Fzc2VydHOUaACMBkFzc2VydJSTlCmBlH2UKIwFY2hlY2uUjBlieXRld3JpZ2h0LmdlbmVyYXRvci5leHBylIwERXhwcpSTlCmBlH2UKIwGc291cmNllIwobWFnaWMgPT0gOTMxMDcxNjE4IG9yIG1hZ2ljID09IDkzMTA3MTYxOZSMBHRyZWWUjANhc3SUjAZCb29sT3CUk5QpUpR9lCiMAm9wlGhOjAJPcpSTlClSlH2UYowGdmFsdWVzlF2UKGhOjAdDb21wYXJllJOUKVKUfZQojARsZWZ0lGhOjAROYW1llJOUKVKUfZQojAJpZJRoKIwDY3R4lGhOjARMb2FklJOUKVKU'
+    'fZRijAZsaW5lbm+USwGMCmNvbF9vZmZzZXSUSwCMCmVuZF9saW5lbm+USwGMDmVuZF9jb2xfb2Zmc2V0lEsFdWKMA29wc5RdlGhOjAJFcZSTlClSlH2UYmGMC2NvbXBhcmF0b3JzlF2UaE6MCENvbnN0YW50lJOUKVKUfZQoaD5KggZ/N4wEa2luZJROaGlLAWhqSwloa0sBaGxLEnViYWhpSwFoaksAaGtLAWhsSxJ1YmhbKVKUfZQoaF5oYClSlH2UKGhjaChoZGhnaGlLAWhqSxZoa0sBaGxLG3ViaG1dlGhxYWhzXZRodilSlH2UKGg+SoMGfzdoeU5oaUsBaGpLH2hrSwFobEsodWJhaGlLAWhqSxZoa0sBaGxLKHViZWhpSwFoaksAaGtL'
+    'AWhsSyh1YowFbmFtZXOUjAhidWlsdGluc5SMCWZyb3plbnNldJSTlF2UaChhhZRSlHVijAdtZXNzYWdllIwtYmFkIG1hZ2ljIChleHBlY3RlZCAweDM3N2YwNjgyIG9yIDB4Mzc3ZjA2ODMplIwFZXJyb3KUjApjb25zdHJhaW50lIwEcGF0aJRoMnVihZSMB2NvbnZlcnSUTowFY2hhaW6UTowHZnJhbWluZ5ROjA5kZXJpdmVkX29mZnNldJRLAGgNTowGZmlsbGVklGgyjAtoYXNfZGVmYXVsdJSJjAdkZWZhdWx0lE6MBGxpbmWUSxNojYwacmVjb3Jkcy53YWxfZmlsZS5maWVsZHNbMF2UaC4pjAZiaXRfb2aUTowGYWJzZW50lE6MBHBl'
+    'ZWuUiXViaCUpgZR9lChoBYwOZm9ybWF0X3ZlcnNpb26UaCloKymBlH2UKGguSyBoL4loDWgOaDCIdWJoC2gyaAloMmgzTmg0Tmg1Tmg2ShjiLQBoN4loOE5oOU5oOk5oO05oPE5oPU5oPk5oP05oQCloj05okE5okU5okksAaA1OaJNoMmiUiWiVTmiWSxhojYwacmVjb3Jkcy53YWxfZmlsZS5maWVsZHNbMV2UaC4paJhOaJlOaJqJdWJoJSmBlH2UKGgFjAlwYWdlX3NpemWUaCloKymBlH2UKGguSyBoL4loDWgOaDCIdWJoC2gyaAloMmgzTmg0Tmg1Tmg2Tmg3iWg4Tmg5Tmg6Tmg7Tmg8Tmg9Tmg+Tmg/TmhAaEIpgZR9lChoRWhIKYGU'
+    'fZQoaEuMJXBhZ2Vfc2l6ZSA+PSA4IGFuZCBwYWdlX3NpemUgJSA4ID09IDCUaE1oUClSlH2UKGhTaE6MA0FuZJSTlClSlH2UYmhYXZQoaFspUpR9lChoXmhgKVKUfZQoaGNoo2hkaGdoaUsBaGpLAGhrSwFobEsJdWJobV2UaE6MA0d0RZSTlClSlH2UYmFoc12UaHYpUpR9lChoPksIaHlOaGlLAWhqSw1oa0sBaGxLDnViYWhpSwFoaksAaGtLAWhsSw51YmhbKVKUfZQoaF5oTowFQmluT3CUk5QpUpR9lChoXmhgKVKUfZQoaGNoo2hkaGdoaUsBaGpLE2hrSwFobEscdWJoU2hOjANNb2SUk5QpUpR9lGKMBXJpZ2h0lGh2KVKUfZQoaD5L'
+    'CGh5TmhpSwFoaksfaGtLAWhsSyB1YmhpSwFoaksTaGtLAWhsSyB1YmhtXZRocWFoc12UaHYpUpR9lChoPksAaHlOaGlLAWhqSyRoa0sBaGxLJXViYWhpSwFoaksTaGtLAWhsSyV1YmVoaUsBaGpLAGhrSwFobEsldWJogmiFXZRoo2GFlFKUdWJoiYwxcnVsZSBwYWdlX3NpemUgPj0gOCBhbmQgcGFnZV9zaXplICUgOCA9PSAwIGJyb2tlbpRoi2iMaI1oMnVihZRoj05okE5okU5okksAaA1OaJNoMmiUiWiVTmiWSxlojYwacmVjb3Jkcy53YWxfZmlsZS5maWVsZHNbMl2UaC4paJhOaJlOaJqJdWJoJSmBlH2UKGgFjA5jaGVja3BvaW50'
+    'X3NlcZRoKWgrKYGUfZQoaC5LIGgviWgNaA5oMIh1YmgLaDJoCWgyaDNOaDROaDVOaDZOaDeJaDhOaDlOaDpOaDtOaDxOaD1OaD5OaD9OaEApaI9OaJBOaJFOaJJLAGgNTmiTaDJolIlolU5olksaaI2MGnJlY29yZHMud2FsX2ZpbGUuZmllbGRzWzNdlGguKWiYTmiZTmiaiXViaCUpgZR9lChoBYwFc2FsdDGUaCloKymBlH2UKGguSyBoL4loDWgOaDCIdWJoC2gyaAloMmgzTmg0Tmg1Tmg2Tmg3iWg4Tmg5Tmg6Tmg7Tmg8Tmg9Tmg+Tmg/TmhAKWiPTmiQTmiRTmiSSwBoDU5ok2gyaJSJaJVOaJZLG2iNjBpyZWNvcmRzLndhbF9maWxl'
+    'LmZpZWxkc1s0XZRoLilomE5omU5omol1YmglKYGUfZQoaAWMBXNhbHQylGgpaCspgZR9lChoLksgaC+JaA1oDmgwiHViaAtoMmgJaDJoM05oNE5oNU5oNk5oN4loOE5oOU5oOk5oO05oPE5oPU5oPk5oP05oQCloj05okE5okU5okksAaA1OaJNoMmiUiWiVTmiWSxxojYwacmVjb3Jkcy53YWxfZmlsZS5maWVsZHNbNV2UaC4paJhOaJlOaJqJdWJoJSmBlH2UKGgFjAloZHJfY2hlY2uUaCloKymBlH2UKGguS0BoL4loDWgOaDCIdWJoC4wkd2Fsc3VtIG9mIHRoZSBmaXJzdCAyNCBieXRlcywgc2VlZCAwlGgJaDJoM05oNE5oNU5oNk5o'
+    'N4loOE5oOU5oOk5oO05oPE5oPWgAjAhDaGVja3N1bZSTlCmBlH2UKIwJYWxnb3JpdGhtlIwGd2Fsc3VtlIwGY292ZXJzlE6MCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROjAZwYXJhbXOUjAVvcmRlcpRoSCmBlH2UKGhLjCknYmlnJyBpZiBtYWdpYyA9PSA5MzEwNzE2MTkgZWxzZSAnbGl0dGxlJ5RoTWhOjAVJZkV4cJSTlClSlH2UKIwEdGVzdJRoWylSlH2UKGheaGApUpR9lChoY2goaGRoZ2hpSwFoaksJaGtLAWhsSw51YmhtXZRocWFoc12UaHYpUpR9lChoPkqDBn83aHlOaGlLAWhqSxJoa0sBaGxLG3ViYWhpSwFo'
+    'aksJaGtLAWhsSxt1YowEYm9keZRodilSlH2UKGg+jANiaWeUaHlOaGlLAWhqSwBoa0sBaGxLBXVijAZvcmVsc2WUaHYpUpR9lChoPowGbGl0dGxllGh5TmhpSwFoakshaGtLAWhsSyl1YmhpSwFoaksAaGtLAWhsSyl1YmiCaIVdlGgoYYWUUpR1YoaUhZRoLktAaBKJjAZyYW5nZXOUKYwFc2NvcGWUaDKMBmZpbGxlcpRLAGgPKYwFc3BhbnOUKXViaD5OaD9OaEApaI9OaJBOaJFOaJJLAGgNTmiTaDJolIlolU5olksdaI2MGnJlY29yZHMud2FsX2ZpbGUuZmllbGRzWzZdlGguKWiYTmiZTmiaiXViaCUpgZR9lChoBYwGZnJhbWVzlGgp'
+    'aACMBFJlZlSUk5QpgZR9lChoeYwGcmVjb3JklIwGdGFyZ2V0lIwFZnJhbWWUjARhcmdzlCho+mhIKYGUfZQoaEto/WhNaP8pUpR9lChqAgEAAGhbKVKUfZQoaF5oYClSlH2UKGhjaChoZGhnaGlLAWhqSwloa0sBaGxLDnViaG1dlGhxYWhzXZRodilSlH2UKGg+SoMGfzdoeU5oaUsBaGpLEmhrSwFobEsbdWJhaGlLAWhqSwloa0sBaGxLG3ViagsBAABodilSlH2UKGg+ag4BAABoeU5oaUsBaGpLAGhrSwFobEsFdWJqDwEAAGh2KVKUfZQoaD5qEgEAAGh5TmhpSwFoakshaGtLAWhsSyl1YmhpSwFoaksAaGtLAWhsSyl1YmiCaIVdlGgo'
+    'YYWUUpR1YoaUaKNoSCmBlH2UKGhLaKNoTWhgKVKUfZQoaGNoo2hkaGdoaUsBaGpLAGhrSwFobEsJdWJogmiFXZRoo2GFlFKUdWKGlIwJaGRyX3NhbHQxlGhIKYGUfZQoaEto32hNaGApUpR9lChoY2jfaGRoZ2hpSwFoaksAaGtLAWhsSwV1YmiCaIVdlGjfYYWUUpR1YoaUjAloZHJfc2FsdDKUaEgpgZR9lChoS2jlaE1oYClSlH2UKGhjaOVoZGhnaGlLAWhqSwBoa0sBaGxLBXViaIJohV2UaOVhhZRSlHVihpR0lGj6TnViaAuMRkZyYW1lcyB1cCB0byB0aGUgZmlyc3Qgb25lIHRoYXQgZmFpbHMgdmFsaWRhdGlvbiAodGhlIGxvZyBl'
+    'bmRzIHRoZXJlKS6UaAloMmgzTmg0Tmg1Tmg2Tmg3iWg4Tmg5Tmg6aACMBlJlcGVhdJSTlCmBlH2UKIwFY291bnSUTowGcHJlZml4lE6MA2Vvc5SIaDVOjAp1bnRpbF9pdGVtlE6MDXN0b3Bfb25fZXJyb3KUiGiZTnViaDtOaDxOaD1OaD5OaD9OaEApaI9OaJBoAIwFQ2hhaW6Uk5QpgZR9lCiMBXBhcmFtlIwEcHJldpRoS2hFjAVmaXJzdJRoSCmBlH2UKGhLaOtoTWhgKVKUfZQoaGNo62hkaGdoaUsBaGpLAGhrSwFobEsJdWJogmiFXZRo62GFlFKUdWKMB2RlY29kZWSUiXViaJFOaJJLAGgNTmiTaDJolIlolU5olksiaI2MGnJlY29y'
+    'ZHMud2FsX2ZpbGUuZmllbGRzWzddlGguKWiYTmiZTmiaiXViZWgLjAxBIHdob2xlIGxvZy6UaAloMmj5fZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5oImgjjApmaXhlZF9zaXpllE6MB29mZnNldHOUfZQoaChLAGidSwRoo0sIaNlLDGjfSxBo5UsUaOtLGGofAQAASyB1jAVzaXplc5R9lChoKEsEaJ1LBGijSwRo2UsEaN9LBGjlSwRo60sIdWj6TnViYWiWSxCMBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUaiQBAACMCHZp'
+    'cnR1YWxzlF2UjAdsb2NhdGVklF2UdWJqJgEAAGgfKYGUfZQoaAVqJgEAAGgiXZQoaCUpgZR9lChoBYwLcGFnZV9udW1iZXKUaCloKymBlH2UKGguSyBoL4loDWgOaDCIdWJoC2gyaAloMmgzTmg0Tmg1Tmg2Tmg3iWg4Tmg5Tmg6Tmg7Tmg8Tmg9Tmg+Tmg/TmhAaEIpgZR9lChoRWhIKYGUfZQoaEuMEHBhZ2VfbnVtYmVyID49IDGUaE1oWylSlH2UKGheaGApUpR9lChoY2qNAQAAaGRoZ2hpSwFoaksAaGtLAWhsSwt1YmhtXZRouWFoc12UaHYpUpR9lChoPksBaHlOaGlLAWhqSw9oa0sBaGxLEHViYWhpSwFoaksAaGtLAWhsSxB1YmiC'
+    'aIVdlGqNAQAAYYWUUpR1YmiJjBxydWxlIHBhZ2VfbnVtYmVyID49IDEgYnJva2VulGiLaIxojWgydWKFlGiPTmiQTmiRTmiSSwBoDU5ok2gyaJSJaJVOaJZLMmiNjBdyZWNvcmRzLmZyYW1lLmZpZWxkc1swXZRoLilomE5omU5omol1YmglKYGUfZQoaAWMC2NvbW1pdF9zaXpllGgpaCspgZR9lChoLksgaC+JaA1oDmgwiHViaAuMOGRhdGFiYXNlIHNpemUgaW4gcGFnZXMgYWZ0ZXIgYSBjb21taXQgZnJhbWU7IDAgb3RoZXJ3aXNllGgJaDJoM05oNE5oNU5oNk5oN4loOE5oOU5oOk5oO05oPE5oPU5oPk5oP05oQCloj05okE5okU5o'
+    'kksAaA1OaJNoMmiUiWiVTmiWSzNojYwXcmVjb3Jkcy5mcmFtZS5maWVsZHNbMV2UaC4paJhOaJlOaJqJdWJoJSmBlH2UKGgFaN9oKWgrKYGUfZQoaC5LIGgviWgNaA5oMIh1YmgLaDJoCWgyaDNOaDROaDVOaDZOaDeJaDhOaDlOaDpOaDtOaDxOaD1OaD5OaD9OaEBoQimBlH2UKGhFaEgpgZR9lChoS4wSc2FsdDEgPT0gaGRyX3NhbHQxlGhNaFspUpR9lChoXmhgKVKUfZQoaGNo32hkaGdoaUsBaGpLAGhrSwFobEsFdWJobV2UaHFhaHNdlGhgKVKUfZQoaGNqRAEAAGhkaGdoaUsBaGpLCWhrSwFobEsSdWJhaGlLAWhqSwBoa0sBaGxL'
+    'EnViaIJohV2UKGpEAQAAaN9lhZRSlHViaImMHXNhbHQxIGRpZmZlcnMgZnJvbSB0aGUgaGVhZGVylGiLaIxojWgydWKFlGiPTmiQTmiRTmiSSwBoDU5ok2gyaJSJaJVOaJZLNGiNjBdyZWNvcmRzLmZyYW1lLmZpZWxkc1syXZRoLilomE5omU5omol1YmglKYGUfZQoaAVo5WgpaCspgZR9lChoLksgaC+JaA1oDmgwiHViaAtoMmgJaDJoM05oNE5oNU5oNk5oN4loOE5oOU5oOk5oO05oPE5oPU5oPk5oP05oQGhCKYGUfZQoaEVoSCmBlH2UKGhLjBJzYWx0MiA9PSBoZHJfc2FsdDKUaE1oWylSlH2UKGheaGApUpR9lChoY2jlaGRoZ2hp'
+    'SwFoaksAaGtLAWhsSwV1YmhtXZRocWFoc12UaGApUpR9lChoY2pNAQAAaGRoZ2hpSwFoaksJaGtLAWhsSxJ1YmFoaUsBaGpLAGhrSwFobEsSdWJogmiFXZQoak0BAABo5WWFlFKUdWJoiYwdc2FsdDIgZGlmZmVycyBmcm9tIHRoZSBoZWFkZXKUaItojGiNaDJ1YoWUaI9OaJBOaJFOaJJLAGgNTmiTaDJolIlolU5olks1aI2MF3JlY29yZHMuZnJhbWUuZmllbGRzWzNdlGguKWiYTmiZTmiaiXViaCUpgZR9lChoBYwEZGF0YZRoKWgAjAZCeXRlc1SUk5QpgZR9lChoOWhIKYGUfZQoaEtoo2hNaGApUpR9lChoY2ijaGRoZ2hpSwFoaksA'
+    'aGtLAWhsSwl1YmiCaIVdlGijYYWUUpR1YmpdAQAATmpeAQAAiYwEdGV4dJROjAp0ZXJtaW5hdG9ylE51YmgLaDJoCWgyaDNOaDROaDVOaDZOaDeJaDhOaDlOaDpOaDtOaDxOaD1OaD5OaD9OaEApaI9OaJBOaJFOaJJLAGgNTmiTaDJolIlolU5olks2aI2MF3JlY29yZHMuZnJhbWUuZmllbGRzWzRdlGguKWiYTmiZTmiaiXViaCUpgZR9lChoBWhFaCloKymBlH2UKGguS0BoL4loDWgOaDCIdWJoC4xJd2Fsc3VtIG9mIHRoaXMgZnJhbWUncyBwcmVjZWRpbmcgYnl0ZXMsIHNlZWRlZCB3aXRoIHRoZSBwcmV2aW91cyBjaGVja3N1bZRo'
+    'CWgyaDNOaDROaDVOaDZOaDeJaDhOaDlOaDpOaDtOaDxOaD1o8CmBlH2UKGjzaPRo9U5o9ilo905o+GhIKYGUfZQoaEtqZgEAAGhNaGApUpR9lChoY2pmAQAAaGRoZ2hpSwFoaksAaGtLAWhsSwR1YmiCaIVdlGpmAQAAYYWUUpR1Ymj5aPpoSCmBlH2UKGhLaPpoTWhgKVKUfZQoaGNo+mhkaGdoaUsBaGpLAGhrSwFobEsFdWJogmiFXZRo+mGFlFKUdWKGlIWUaC5LQGgSiWoYAQAAKWoZAQAAaDJqGgEAAEsAaA8pahsBAAApdWJoPk5oP05oQCloj05okE5okU5okksAaA1OaJNoMmiUiWiVTmiWSzdojYwXcmVjb3Jkcy5mcmFtZS5maWVs'
+    'ZHNbNV2UaC4paJhOaJlOaJqJdWJlaAuMD09uZSBwYWdlIGltYWdlLpRoCWgyaPl9lChqZgEAAGgAjAVQYXJhbZSTlCmBlH2UKGgFamYBAABoKYwDaW50lGiVSwBoC2gydWJo+moEAgAAKYGUfZQoaAVo+mgpjANzdHKUaJVqDgEAAGgLaDJ1YmijagQCAAApgZR9lChoBWijaClqBwIAAGiVTmgLaDJ1YmpEAQAAagQCAAApgZR9lChoBWpEAQAAaClqBwIAAGiVTmgLaDJ1YmpNAQAAagQCAAApgZR9lChoBWpNAQAAaClqBwIAAGiVTmgLaDJ1YnVqcwEAAE5qdAEAAIlqdQEAAE5qdgEAAF2UankBAAApgZR9lChoFE5oImqKAQAAanwBAABO'
+    'an0BAAB9lChqjQEAAEsAaqUBAABLBGjfSwho5UsMatoBAABLEHVqfwEAAH2UKGqNAQAASwRqpQEAAEsEaN9LBGjlSwRoRUsIdWj6TnViYWiWSylqgQEAAGgRaA1OaoIBAAApaoMBAABqJAEAAGqEAQAAXZRqhgEAAF2UdWJ1jApyZWdpc3RyaWVzlH2UjAdwbHVnaW5zlF2UjBl3YWxjaGFpbl9wbHVnaW5zOnJlZ2lzdGVylGGMBmRldGVjdJRdlChoAIwGRGV0ZWN0lJOUKYGUfZQoaiQBAABoHWgoQwQ3fwaDlIwCYXSUSwBoOolo+SmMBHRoZW6UTowEdGFnc5ROdWJqIAIAACmBlH2UKGokAQAAaB1oKEMEN38GgpRqJAIAAEsAaDqJaPkp'
+    'aiUCAABOaiYCAABOdWJljAtlbmRpYW5fZXhwcpROdWIu'
+)

@@ -9,8 +9,8 @@ Spec: PKWARE APPNOTE.TXT 6.3.10 §4.4.5, §4.5
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 
 import numpy
@@ -72,6 +73,11 @@ from bytewright.runtime.errors import (
 FAMILY = "pkware"
 SCHEMA_FILES = ["schemas/pkware.yaml"]
 SCHEMA_DIGEST = "sha256:2ee400ed4d12c6c789b45357493496fb9949e26fe4fad7403587d7248784b36e"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = []
+RECORD_NAMES = ('extra_field',)
 
 # -- enums ------------------------------------------------------------------------
 
@@ -267,61 +273,89 @@ def encode_extra_field(value: ExtraField) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_extra_field = Struct(
-    '_o_start' / Tell,
-    'header_id' / Int16ul,
-    '_o_data_size' / Tell,
-    'data_size' / Rebuild(Int16ul, 0),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
-    '_e_data' / Tell,
-    '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
-)
-C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-def _c2m_extra_field(c):
-    if c.__class__ is ExtraField:  # built by a compiled parse
-        return c
-    f_header_id = c['header_id']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
+    C_extra_field = Struct(
+        '_o_start' / Tell,
+        'header_id' / Int16ul,
+        '_o_data_size' / Tell,
+        'data_size' / Rebuild(Int16ul, 0),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
+        '_e_data' / Tell,
+        '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
+    )
+    C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
 
-def _f2m_extra_field(f_header_id, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
-C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+    def _c2m_extra_field(c):
+        if c.__class__ is ExtraField:  # built by a compiled parse
+            return c
+        f_header_id = c['header_id']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
 
-def _m2c_extra_field(v):
-    return {
-        'header_id': v.header_id,
-        'data': v.data,
-    }
+    def _f2m_extra_field(f_header_id, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
+    C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+
+    def _m2c_extra_field(v):
+        return {
+            'header_id': v.header_id,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {ExtraField: _m2c_extra_field }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {ExtraField: _m2c_extra_field }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False) -> ExtraField:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -336,6 +370,7 @@ def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_extra_field(value: ExtraField, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         data = con.build(_m2c_extra_field(value))
@@ -351,6 +386,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -398,3 +434,16 @@ DECODERS = {"extra_field": decode_extra_field }
 ENCODERS = {"extra_field": encode_extra_field }
 CONSTRUCT_DECODERS = {"extra_field": construct_decode_extra_field }
 CONSTRUCT_ENCODERS = {"extra_field": construct_encode_extra_field }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVSQgAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwGcGt3YXJllIwFdGl0bGWUjBlQS1dBUkUgc2hhcmVkIGRlZmluaXRpb25zlIwEc3BlY5SMKFBLV0FSRSBBUFBOT1RFLlRYVCA2LjMuMTAgwqc0LjQuNSwgwqc0LjWUjANkb2OUjACUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UjBNzY2hlbWFzL3Brd2FyZS55YW1slGGMBmRpZ2VzdJSMR3NoYTI1NjoyZWU0MDBlZDRkMTJjNmM3ODliNDUzNTc0OTM0OTZmYjk5NDllMjZmZTRmYWQ3NDAzNTg3ZDcyNDg3ODRiMzZllIwIdmVy'
+    'c2lvbnOUTowFZW51bXOUfZSMEmNvbXByZXNzaW9uX21ldGhvZJRoAIwHRW51bURlZpSTlCmBlH2UKGgFaBeMBGJhc2WUaACMBEludFSUk5QpgZR9lCiMBGJpdHOUSxCMBnNpZ25lZJSJaA1oDowIZ292ZXJuZWSUiHVijAdtZW1iZXJzlF2UKGgAjApFbnVtTWVtYmVylJOUKYGUfZQoaAWMBlNUT1JFRJSMBXZhbHVllEsAaAuMDm5vdCBjb21wcmVzc2VklIwHY3VycmVudJROjAhhY2NlcHRlZJROdWJoJymBlH2UKGgFjAhERUZMQVRFRJRoK0sIaAuMFnJhdyBkZWZsYXRlIChSRkMgMTk1MSmUaC1OaC5OdWJlaAuMIkhvdyBhIG1lbWJl'
+    'cidzIGRhdGEgaXMgY29tcHJlc3NlZC6UaAmMB8KnNC40LjWUjARvcGVulImMB3JldGlyZWSUXZSMBGxpbmWUSwl1YnOMBWZsYWdzlH2UjAdhbGlhc2VzlH2UjAdyZWNvcmRzlH2UjAtleHRyYV9maWVsZJRoAIwGUmVjb3JklJOUKYGUfZQoaAVoP4wGZmllbGRzlF2UKGgAjAVGaWVsZJSTlCmBlH2UKGgFjAloZWFkZXJfaWSUjAR0eXBllGgeKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaAxoCWgMjARjb25klE6MBXNpbmNllE6MBXVudGlslE6MBWNvbnN0lE6MCHJlc2VydmVklImMBXZhbGlklE6MBHNpemWUTowGcmVwZWF0lE6MBHZp'
+    'ZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaCtOjAxkZXJpdmVkX2Zyb22UTowHYXNzZXJ0c5QpjAdjb252ZXJ0lE6MBWNoYWlulE6MB2ZyYW1pbmeUTowOZGVyaXZlZF9vZmZzZXSUSwBoDU6MBmZpbGxlZJRoDIwLaGFzX2RlZmF1bHSUiYwHZGVmYXVsdJROaDhLFYwEcGF0aJSMHXJlY29yZHMuZXh0cmFfZmllbGQuZmllbGRzWzBdlGghKYwGYml0X29mlE6MBmFic2VudJROjARwZWVrlIl1YmhHKYGUfZQoaAWMCWRhdGFfc2l6ZZRoS2geKYGUfZQoaCFLEGgiiWgNaA5oI4h1YmgLaAxoCWgMaE5OaE9OaFBOaFFOaFKJaFNO'
+    'aFROaFVOaFZOaFdOaFhOaCtOaFloVIwEZGF0YZSGlGhaKWhbTmhcTmhdTmheSwBoDU5oX2gMaGCJaGFOaDhLFmhijB1yZWNvcmRzLmV4dHJhX2ZpZWxkLmZpZWxkc1sxXZRoISloZE5oZU5oZol1YmhHKYGUfZQoaAVobGhLaACMBkJ5dGVzVJSTlCmBlH2UKGhUjBlieXRld3JpZ2h0LmdlbmVyYXRvci5leHBylIwERXhwcpSTlCmBlH2UKIwGc291cmNllGhpjAR0cmVllIwDYXN0lIwETmFtZZSTlClSlH2UKIwCaWSUaGmMA2N0eJRofIwETG9hZJSTlClSlH2UYowGbGluZW5vlEsBjApjb2xfb2Zmc2V0lEsAjAplbmRfbGluZW5vlEsB'
+    'jA5lbmRfY29sX29mZnNldJRLCXVijAVuYW1lc5SMCGJ1aWx0aW5zlIwJZnJvemVuc2V0lJOUXZRoaWGFlFKUdWKMBnByZWZpeJROjANlb3OUiYwEdGV4dJROjAp0ZXJtaW5hdG9ylE51YmgLaAxoCWgMaE5OaE9OaFBOaFFOaFKJaFNOaFROaFVOaFZOaFdOaFhOaCtOaFlOaFopaFtOaFxOaF1OaF5LAGgNTmhfaAxoYIloYU5oOEsXaGKMHXJlY29yZHMuZXh0cmFfZmllbGQuZmllbGRzWzJdlGghKWhkTmhlTmhmiXViZWgLjFZPbmUgZXh0cmEgZmllbGQgKGlkLCBzaXplLCBkYXRhKSwgZS5nLiAweDU0NTUgZXh0ZW5kZWQgdGltZXN0'
+    'YW1wLCAweDc4NzUgVU5JWCB1aWQvZ2lkLpRoCYwFwqc0LjWUjAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFE5oRGhFjApmaXhlZF9zaXpllE6MB29mZnNldHOUfZQoaEpLAGhpSwJobEsEdYwFc2l6ZXOUfZQoaEpLAmhpSwJ1jAVvcmRlcpROdWJhaDhLEYwEZmlsZZRoEWgNTowGb3JkZXJzlCmMDGVuZGlhbl9zY29wZZSMBnJlY29yZJSMCHZpcnR1YWxzlF2UjAdsb2NhdGVklF2UdWJzjApyZWdpc3RyaWVzlH2UjAdwbHVnaW5z'
+    'lF2UjAZkZXRlY3SUXZSMC2VuZGlhbl9leHBylE51Yi4='
+)

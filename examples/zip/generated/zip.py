@@ -15,8 +15,8 @@ Spec: PKWARE APPNOTE.TXT 6.3.10 §4.3
 
 Each record has a fast path (``decode_<record>`` / ``encode_<record>``: precompiled
 ``struct`` runs over memoryviews) and a Construct path (``C_<record>``, with
-``construct_decode_<record>`` / ``construct_encode_<record>``); both yield the dataclasses
-below. ``LAYOUT`` holds every record's layout as data.
+``construct_decode_<record>`` / ``construct_encode_<record>``, built on first use); both
+yield the dataclasses below. ``LAYOUT`` holds every record's layout as data.
 """
 # ruff: noqa
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading as _threading
 from dataclasses import dataclass
 from dataclasses import field as _dc_field
 from bytewright.runtime import located as _located
@@ -85,6 +86,11 @@ from bytewright.runtime.numbers import bit_part as _bit_part
 FAMILY = "zip"
 SCHEMA_FILES = ["schemas/zip.yaml", "schemas/pkware.yaml"]
 SCHEMA_DIGEST = "sha256:eea775c6a7240e4d93e94224937554b4dc7531b299c62078d9192dd73f4f3ef5"
+# plain data, read without importing this module (bytewright inspect and verify pick a
+# file's family by it): each detect rule as (offset, magic, record, params, repeat, then,
+# streaming plan), and the records by name
+DETECT = [(0, b'PK\x03\x04', 'zip_file', {}, False, None, None)]
+RECORD_NAMES = ('zip_file', 'local_file', 'central_entry', 'end_of_central_directory', 'extra_field')
 
 # -- enums ------------------------------------------------------------------------
 
@@ -1713,383 +1719,411 @@ def encode_extra_field(value: ExtraField) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+# Built on first use: importing this module builds no Construct object. The first
+# Construct-path call (or a read of ``C_<record>``, ``_c2m_<record>``...) runs
+# ``_construct()``, which defines them all in this module.
 
-# compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
-from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
-from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
-from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+def _construct_defs() -> dict:
+    """The Construct definitions and their converters, by name."""
 
-C_zip_file = Struct(
-    '_o_start' / Tell,
-)
-C_zip_file._bw_fast_runs = {}
+    # compiled tighter than Construct's own classes (bytewright.runtime.codec)
+    from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
+    from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+    from bytewright.runtime.codec import FieldCheck, VersionCheck, RuleCheck as _RuleCheck
+    from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
-C_extra_field = Struct(
-    '_o_start' / Tell,
-    'header_id' / Int16ul,
-    '_o_data_size' / Tell,
-    'data_size' / Rebuild(Int16ul, 0),
-    '_s_data' / Tell,
-    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
-    '_e_data' / Tell,
-    '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
-    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
-)
-C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
+    C_zip_file = Struct(
+        '_o_start' / Tell,
+    )
+    C_zip_file._bw_fast_runs = {}
 
-C_local_file = Struct(
-    '_o_start' / Tell,
-    'signature' / Rebuild(Bytes(4), Code("b'PK\\x03\\x04'", lambda this: b'PK\x03\x04')),
-    _RuleCheck(Code("((this['signature'] == b'PK\\x03\\x04'))", lambda this: ((this['signature'] == b'PK\x03\x04'))), 'signature', "signature == b'PK\\x03\\x04'", 'not a local file header (PK\\3\\4)'),
-    'version_needed' / Int16ul,
-    'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
-    _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
-    'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
-    'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
-    _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
-    _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
-    'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
-    _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
-    '_o_crc32' / Tell,
-    'crc32' / Rebuild(Int32ul, 0),
-    '_o_compressed_size' / Tell,
-    'compressed_size' / Rebuild(Int32ul, 0),
-    '_o_uncompressed_size' / Tell,
-    'uncompressed_size' / Rebuild(Int32ul, 0),
-    '_o_name_length' / Tell,
-    'name_length' / Rebuild(Int16ul, 0),
-    '_o_extra_length' / Tell,
-    'extra_length' / Rebuild(Int16ul, 0),
-    '_s_name' / Tell,
-    'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
-    '_e_name' / Tell,
-    '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
-    Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
-    '_s_extra' / Tell,
-    'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
-    '_e_extra' / Tell,
-    '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
-    Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
-    '_s_data' / Tell,
-    'data' / Compressed(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data'])))), GreedyBytes), Code("this['method']", lambda this: this['method']), None, expected_size=None, limit=Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))), name='data', codecs={'STORED': 'zip_stored', 'DEFLATED': 'deflate', 0: 'zip_stored', 8: 'deflate'}, stored=Code("this['compressed_size']", lambda this: this['compressed_size'])),
-    '_e_data' / Tell,
-    '_patch_compressed_size' / Pointer(Code("this['_o_compressed_size']", lambda this: this['_o_compressed_size']), Rebuild(Int32ul, Code("this.get('_stored_data', None) or len(this['_plain_data'])", lambda this: this.get('_stored_data', None) or len(this['_plain_data'])))),
-    '_patch_uncompressed_size' / Pointer(Code("this['_o_uncompressed_size']", lambda this: this['_o_uncompressed_size']), Rebuild(Int32ul, Code("len(this['_plain_data'])", lambda this: len(this['_plain_data'])))),
-    '_late_crc32' / LateChecksum('crc32', Int32ul, Code("_ck_crc32(_cover.span(this, [('plain', 'data')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32(_cover.span(this, [('plain', 'data')], b'\x00\x00\x00\x00'))), 'crc32', check=True, patch=True),
-)
-C_local_file._bw_fast_runs = {'signature': (6, (('signature', 0, 4), ('version_needed', 4, 2))), 'method': (2, (('method', 0, 2),)), 'crc32': (16, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2)))}
+    C_extra_field = Struct(
+        '_o_start' / Tell,
+        'header_id' / Int16ul,
+        '_o_data_size' / Tell,
+        'data_size' / Rebuild(Int16ul, 0),
+        '_s_data' / Tell,
+        'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['data_size'] if this['_parsing'] else (this['_e_data'] - this['_s_data'])))), GreedyBytes),
+        '_e_data' / Tell,
+        '_patch_data_size' / Pointer(Code("this['_o_data_size']", lambda this: this['_o_data_size']), Rebuild(Int16ul, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
+        Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['data_size'])),
+    )
+    C_extra_field._bw_fast_runs = {'header_id': (4, (('header_id', 0, 2), ('data_size', 2, 2)))}
 
-C_central_entry = Struct(
-    '_o_start' / Tell,
-    'signature' / Rebuild(Bytes(4), Code("b'PK\\x01\\x02'", lambda this: b'PK\x01\x02')),
-    _RuleCheck(Code("((this['signature'] == b'PK\\x01\\x02'))", lambda this: ((this['signature'] == b'PK\x01\x02'))), 'signature', "signature == b'PK\\x01\\x02'", 'not a central directory entry (PK\\1\\2)'),
-    'made_by' / Rebuild(Int16ul, Code("(((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8))", lambda this: (((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8)))),
-    'version_needed' / Int16ul,
-    'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
-    _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
-    'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
-    'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
-    _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
-    _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
-    'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
-    _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
-    _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
-    'crc32' / Int32ul,
-    'compressed_size' / Int32ul,
-    'uncompressed_size' / Int32ul,
-    '_o_name_length' / Tell,
-    'name_length' / Rebuild(Int16ul, 0),
-    '_o_extra_length' / Tell,
-    'extra_length' / Rebuild(Int16ul, 0),
-    '_o_comment_length' / Tell,
-    'comment_length' / Rebuild(Int16ul, 0),
-    'disk_start' / Int16ul,
-    Check(Code("(this['disk_start'] <= 0)", lambda this: (this['disk_start'] <= 0))),
-    'internal_attrs' / Int16ul,
-    'external_attrs' / Rebuild(Int32ul, Code("(((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16))", lambda this: (((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16)))),
-    'local_offset' / Int32ul,
-    '_s_name' / Tell,
-    'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
-    '_e_name' / Tell,
-    '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
-    Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
-    '_s_extra' / Tell,
-    'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
-    '_e_extra' / Tell,
-    '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
-    Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
-    '_s_comment' / Tell,
-    'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
-    '_e_comment' / Tell,
-    '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
-    Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
-)
-C_central_entry._bw_fast_runs = {'signature': (4, (('signature', 0, 4),)), 'version_needed': (2, (('version_needed', 0, 2),)), 'method': (2, (('method', 0, 2),)), 'crc32': (22, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2), ('comment_length', 16, 2), ('disk_start', 18, 2), ('internal_attrs', 20, 2))), 'local_offset': (4, (('local_offset', 0, 4),))}
+    C_local_file = Struct(
+        '_o_start' / Tell,
+        'signature' / Rebuild(Bytes(4), Code("b'PK\\x03\\x04'", lambda this: b'PK\x03\x04')),
+        _RuleCheck(Code("((this['signature'] == b'PK\\x03\\x04'))", lambda this: ((this['signature'] == b'PK\x03\x04'))), 'signature', "signature == b'PK\\x03\\x04'", 'not a local file header (PK\\3\\4)'),
+        'version_needed' / Int16ul,
+        'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
+        _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
+        'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
+        'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
+        _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
+        _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
+        'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
+        _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
+        '_o_crc32' / Tell,
+        'crc32' / Rebuild(Int32ul, 0),
+        '_o_compressed_size' / Tell,
+        'compressed_size' / Rebuild(Int32ul, 0),
+        '_o_uncompressed_size' / Tell,
+        'uncompressed_size' / Rebuild(Int32ul, 0),
+        '_o_name_length' / Tell,
+        'name_length' / Rebuild(Int16ul, 0),
+        '_o_extra_length' / Tell,
+        'extra_length' / Rebuild(Int16ul, 0),
+        '_s_name' / Tell,
+        'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
+        '_e_name' / Tell,
+        '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
+        Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
+        '_s_extra' / Tell,
+        'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
+        '_e_extra' / Tell,
+        '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
+        Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
+        '_s_data' / Tell,
+        'data' / Compressed(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data'])))), GreedyBytes), Code("this['method']", lambda this: this['method']), None, expected_size=None, limit=Code("(this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))", lambda this: (this['uncompressed_size'] if this['_parsing'] else len(this['_plain_data']))), name='data', codecs={'STORED': 'zip_stored', 'DEFLATED': 'deflate', 0: 'zip_stored', 8: 'deflate'}, stored=Code("this['compressed_size']", lambda this: this['compressed_size'])),
+        '_e_data' / Tell,
+        '_patch_compressed_size' / Pointer(Code("this['_o_compressed_size']", lambda this: this['_o_compressed_size']), Rebuild(Int32ul, Code("this.get('_stored_data', None) or len(this['_plain_data'])", lambda this: this.get('_stored_data', None) or len(this['_plain_data'])))),
+        '_patch_uncompressed_size' / Pointer(Code("this['_o_uncompressed_size']", lambda this: this['_o_uncompressed_size']), Rebuild(Int32ul, Code("len(this['_plain_data'])", lambda this: len(this['_plain_data'])))),
+        '_late_crc32' / LateChecksum('crc32', Int32ul, Code("_ck_crc32(_cover.span(this, [('plain', 'data')], b'\\x00\\x00\\x00\\x00'))", lambda this: _ck_crc32(_cover.span(this, [('plain', 'data')], b'\x00\x00\x00\x00'))), 'crc32', check=True, patch=True),
+    )
+    C_local_file._bw_fast_runs = {'signature': (6, (('signature', 0, 4), ('version_needed', 4, 2))), 'method': (2, (('method', 0, 2),)), 'crc32': (16, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2)))}
 
-C_end_of_central_directory = Struct(
-    '_o_start' / Tell,
-    'signature' / Rebuild(Bytes(4), Code("b'PK\\x05\\x06'", lambda this: b'PK\x05\x06')),
-    _RuleCheck(Code("((this['signature'] == b'PK\\x05\\x06'))", lambda this: ((this['signature'] == b'PK\x05\x06'))), 'signature', "signature == b'PK\\x05\\x06'", 'not an end of central directory record (PK\\5\\6)'),
-    'disk_number' / Int16ul,
-    Check(Code("(this['disk_number'] <= 0)", lambda this: (this['disk_number'] <= 0))),
-    'cd_disk' / Int16ul,
-    Check(Code("(this['cd_disk'] <= 0)", lambda this: (this['cd_disk'] <= 0))),
-    'disk_entries' / Rebuild(Int16ul, Code("this['total_entries']", lambda this: this['total_entries'])),
-    'total_entries' / Int16ul,
-    _RuleCheck(Code("((this['total_entries'] == this['disk_entries']))", lambda this: ((this['total_entries'] == this['disk_entries']))), 'total_entries', 'total_entries == disk_entries', 'entries on this disk differ from the total'),
-    'cd_size' / Int32ul,
-    'cd_offset' / Int32ul,
-    '_o_comment_length' / Tell,
-    'comment_length' / Rebuild(Int16ul, 0),
-    '_s_comment' / Tell,
-    'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
-    '_e_comment' / Tell,
-    '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
-    Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
-)
-C_end_of_central_directory._bw_fast_runs = {'signature': (22, (('signature', 0, 4), ('disk_number', 4, 2), ('cd_disk', 6, 2), ('disk_entries', 8, 2), ('total_entries', 10, 2), ('cd_size', 12, 4), ('cd_offset', 16, 4), ('comment_length', 20, 2)))}
+    C_central_entry = Struct(
+        '_o_start' / Tell,
+        'signature' / Rebuild(Bytes(4), Code("b'PK\\x01\\x02'", lambda this: b'PK\x01\x02')),
+        _RuleCheck(Code("((this['signature'] == b'PK\\x01\\x02'))", lambda this: ((this['signature'] == b'PK\x01\x02'))), 'signature', "signature == b'PK\\x01\\x02'", 'not a central directory entry (PK\\1\\2)'),
+        'made_by' / Rebuild(Int16ul, Code("(((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8))", lambda this: (((this['made_by'] >> 0 & 255) if this['_parsing'] else this['zip_version']) | (((this['made_by'] >> 8 & 255) if this['_parsing'] else this['host']) << 8)))),
+        'version_needed' / Int16ul,
+        'flags' / Rebuild(Int16ul, Code("((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11))", lambda this: ((((this['flags'] >> 1 & 3) if this['_parsing'] else this['deflate_option']) << 1) | (((this['flags'] >> 11 & 1) if this['_parsing'] else this['utf8_name']) << 11)))),
+        _RuleCheck(Code("(((this['flags'] & 63481) == 0))", lambda this: (((this['flags'] & 63481) == 0))), 'flags', 'flags & 63481 == 0', 'undefined bits set'),
+        'method' / ClosedEnum(Int16ul, 'CompressionMethod', (0, 8), ()),
+        'mod_time' / Rebuild(Int16ul, Code("(((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half']))", lambda this: (((((this['mod_time'] >> 11 & 31) if this['_parsing'] else this['hour']) << 11) | (((this['mod_time'] >> 5 & 63) if this['_parsing'] else this['minute']) << 5)) | ((this['mod_time'] >> 0 & 31) if this['_parsing'] else this['second_half'])))),
+        _RuleCheck(Code("((((this['mod_time'] >> 11) & 31) <= 23))", lambda this: ((((this['mod_time'] >> 11) & 31) <= 23))), 'hour', '(mod_time >> 11 & 31) <= 23', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_time'] >> 5) & 63) <= 59))", lambda this: ((((this['mod_time'] >> 5) & 63) <= 59))), 'minute', '(mod_time >> 5 & 63) <= 59', 'value out of range'),
+        _RuleCheck(Code("(((this['mod_time'] & 31) <= 29))", lambda this: (((this['mod_time'] & 31) <= 29))), 'second_half', '(mod_time & 31) <= 29', 'value out of range'),
+        'mod_date' / Rebuild(Int16ul, Code("(((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day']))", lambda this: (((((this['mod_date'] >> 9 & 127) if this['_parsing'] else _bit_part((this['year'] - 1980), 7, 'year_from_1980')) << 9) | (((this['mod_date'] >> 5 & 15) if this['_parsing'] else this['month']) << 5)) | ((this['mod_date'] >> 0 & 31) if this['_parsing'] else this['day'])))),
+        _RuleCheck(Code("(((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))", lambda this: (((((this['mod_date'] >> 5) & 15) >= 1) and (((this['mod_date'] >> 5) & 15) <= 12)))), 'month', '(mod_date >> 5 & 15) >= 1 and (mod_date >> 5 & 15) <= 12', 'value out of range'),
+        _RuleCheck(Code("((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))", lambda this: ((((this['mod_date'] & 31) >= 1) and ((this['mod_date'] & 31) <= 31)))), 'day', '(mod_date & 31) >= 1 and (mod_date & 31) <= 31', 'value out of range'),
+        'crc32' / Int32ul,
+        'compressed_size' / Int32ul,
+        'uncompressed_size' / Int32ul,
+        '_o_name_length' / Tell,
+        'name_length' / Rebuild(Int16ul, 0),
+        '_o_extra_length' / Tell,
+        'extra_length' / Rebuild(Int16ul, 0),
+        '_o_comment_length' / Tell,
+        'comment_length' / Rebuild(Int16ul, 0),
+        'disk_start' / Int16ul,
+        Check(Code("(this['disk_start'] <= 0)", lambda this: (this['disk_start'] <= 0))),
+        'internal_attrs' / Int16ul,
+        'external_attrs' / Rebuild(Int32ul, Code("(((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16))", lambda this: (((this['external_attrs'] >> 0 & 65535) if this['_parsing'] else this['dos_attrs']) | (((this['external_attrs'] >> 16 & 65535) if this['_parsing'] else this['unix_mode']) << 16)))),
+        'local_offset' / Int32ul,
+        '_s_name' / Tell,
+        'name' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), StringEncoded(Bytes(Code("(this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name']))", lambda this: (this['name_length'] if this['_parsing'] else (this['_e_name'] - this['_s_name'])))), 'utf8'), GreedyString('utf8')),
+        '_e_name' / Tell,
+        '_patch_name_length' / Pointer(Code("this['_o_name_length']", lambda this: this['_o_name_length']), Rebuild(Int16ul, Code("this['_e_name'] - this['_s_name']", lambda this: this['_e_name'] - this['_s_name']))),
+        Check(Code("not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length']", lambda this: not this['_parsing'] or this['_e_name'] - this['_s_name'] == this['name_length'])),
+        '_s_extra' / Tell,
+        'extra' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))", lambda this: (this['extra_length'] if this['_parsing'] else (this['_e_extra'] - this['_s_extra']))), RepeatToEnd(C_extra_field)), RepeatToEnd(C_extra_field)),
+        '_e_extra' / Tell,
+        '_patch_extra_length' / Pointer(Code("this['_o_extra_length']", lambda this: this['_o_extra_length']), Rebuild(Int16ul, Code("this['_e_extra'] - this['_s_extra']", lambda this: this['_e_extra'] - this['_s_extra']))),
+        Check(Code("not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length']", lambda this: not this['_parsing'] or this['_e_extra'] - this['_s_extra'] == this['extra_length'])),
+        '_s_comment' / Tell,
+        'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
+        '_e_comment' / Tell,
+        '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
+        Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
+    )
+    C_central_entry._bw_fast_runs = {'signature': (4, (('signature', 0, 4),)), 'version_needed': (2, (('version_needed', 0, 2),)), 'method': (2, (('method', 0, 2),)), 'crc32': (22, (('crc32', 0, 4), ('compressed_size', 4, 4), ('uncompressed_size', 8, 4), ('name_length', 12, 2), ('extra_length', 14, 2), ('comment_length', 16, 2), ('disk_start', 18, 2), ('internal_attrs', 20, 2))), 'local_offset': (4, (('local_offset', 0, 4),))}
 
-def _c2m_zip_file(c):
-    if c.__class__ is ZipFile:  # built by a compiled parse
-        return c
-    return ZipFile()
+    C_end_of_central_directory = Struct(
+        '_o_start' / Tell,
+        'signature' / Rebuild(Bytes(4), Code("b'PK\\x05\\x06'", lambda this: b'PK\x05\x06')),
+        _RuleCheck(Code("((this['signature'] == b'PK\\x05\\x06'))", lambda this: ((this['signature'] == b'PK\x05\x06'))), 'signature', "signature == b'PK\\x05\\x06'", 'not an end of central directory record (PK\\5\\6)'),
+        'disk_number' / Int16ul,
+        Check(Code("(this['disk_number'] <= 0)", lambda this: (this['disk_number'] <= 0))),
+        'cd_disk' / Int16ul,
+        Check(Code("(this['cd_disk'] <= 0)", lambda this: (this['cd_disk'] <= 0))),
+        'disk_entries' / Rebuild(Int16ul, Code("this['total_entries']", lambda this: this['total_entries'])),
+        'total_entries' / Int16ul,
+        _RuleCheck(Code("((this['total_entries'] == this['disk_entries']))", lambda this: ((this['total_entries'] == this['disk_entries']))), 'total_entries', 'total_entries == disk_entries', 'entries on this disk differ from the total'),
+        'cd_size' / Int32ul,
+        'cd_offset' / Int32ul,
+        '_o_comment_length' / Tell,
+        'comment_length' / Rebuild(Int16ul, 0),
+        '_s_comment' / Tell,
+        'comment' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment']))", lambda this: (this['comment_length'] if this['_parsing'] else (this['_e_comment'] - this['_s_comment'])))), GreedyBytes),
+        '_e_comment' / Tell,
+        '_patch_comment_length' / Pointer(Code("this['_o_comment_length']", lambda this: this['_o_comment_length']), Rebuild(Int16ul, Code("this['_e_comment'] - this['_s_comment']", lambda this: this['_e_comment'] - this['_s_comment']))),
+        Check(Code("not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length']", lambda this: not this['_parsing'] or this['_e_comment'] - this['_s_comment'] == this['comment_length'])),
+    )
+    C_end_of_central_directory._bw_fast_runs = {'signature': (22, (('signature', 0, 4), ('disk_number', 4, 2), ('cd_disk', 6, 2), ('disk_entries', 8, 2), ('total_entries', 10, 2), ('cd_size', 12, 4), ('cd_offset', 16, 4), ('comment_length', 20, 2)))}
 
-def _f2m_zip_file():
-    return ZipFile()
-C_zip_file._bw_model = (_f2m_zip_file, (), (), True)
+    def _c2m_zip_file(c):
+        if c.__class__ is ZipFile:  # built by a compiled parse
+            return c
+        return ZipFile()
 
-def _m2c_zip_file(v):
-    return {
-    }
+    def _f2m_zip_file():
+        return ZipFile()
+    C_zip_file._bw_model = (_f2m_zip_file, (), (), True)
 
-def _c2m_local_file(c):
-    if c.__class__ is LocalFile:  # built by a compiled parse
-        return c
-    f_version_needed = c['version_needed']
-    f_flags = c['flags']
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    f_method = c['method']
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_mod_time = c['mod_time']
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_mod_date = c['mod_date']
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    f_name = c['name']
-    f_extra = c['extra']
-    if f_extra is not None:
-        f_extra = [_c2m_extra_field(_x) for _x in f_extra]
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_year = (f_year_from_1980 + 1980)
-    return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
+    def _m2c_zip_file(v):
+        return {
+        }
 
-def _f2m_local_file(f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_name, f_extra, f_data):
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    if f_extra is not None:
-        f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
-    if f_data is not None:
-        f_data = bytes(f_data)
-    f_year = (f_year_from_1980 + 1980)
-    return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
-C_local_file._bw_model = (_f2m_local_file, ('version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'name', 'extra', 'data'), (), True)
+    def _c2m_local_file(c):
+        if c.__class__ is LocalFile:  # built by a compiled parse
+            return c
+        f_version_needed = c['version_needed']
+        f_flags = c['flags']
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        f_method = c['method']
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_mod_time = c['mod_time']
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_mod_date = c['mod_date']
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        f_name = c['name']
+        f_extra = c['extra']
+        if f_extra is not None:
+            f_extra = [_c2m_extra_field(_x) for _x in f_extra]
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_year = (f_year_from_1980 + 1980)
+        return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
 
-def _m2c_local_file(v):
-    return {
-        'version_needed': v.version_needed,
-        'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
-        'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
-        'method': None if v.method is None else int(v.method),
-        'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
-        'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
-        'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
-        'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
-        'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
-        'name': v.name,
-        'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
-        'data': v.data,
-        'year': v.year,
-    }
+    def _f2m_local_file(f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_name, f_extra, f_data):
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        if f_extra is not None:
+            f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
+        if f_data is not None:
+            f_data = bytes(f_data)
+        f_year = (f_year_from_1980 + 1980)
+        return LocalFile(f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_name, f_extra, f_data, f_year)
+    C_local_file._bw_model = (_f2m_local_file, ('version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'name', 'extra', 'data'), (), True)
 
-def _c2m_central_entry(c):
-    if c.__class__ is CentralEntry:  # built by a compiled parse
-        return c
-    f_made_by = c['made_by']
-    f_zip_version = f_made_by & 255
-    _bx = f_made_by >> 8 & 255
-    f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
-    f_version_needed = c['version_needed']
-    f_flags = c['flags']
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    f_method = c['method']
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_mod_time = c['mod_time']
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_mod_date = c['mod_date']
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    f_crc32 = c['crc32']
-    f_compressed_size = c['compressed_size']
-    f_uncompressed_size = c['uncompressed_size']
-    f_disk_start = c['disk_start']
-    f_internal_attrs = c['internal_attrs']
-    f_external_attrs = c['external_attrs']
-    f_dos_attrs = f_external_attrs & 65535
-    f_unix_mode = f_external_attrs >> 16 & 65535
-    f_local_offset = c['local_offset']
-    f_name = c['name']
-    f_extra = c['extra']
-    if f_extra is not None:
-        f_extra = [_c2m_extra_field(_x) for _x in f_extra]
-    f_comment = c['comment']
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    f_year = (f_year_from_1980 + 1980)
-    return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
+    def _m2c_local_file(v):
+        return {
+            'version_needed': v.version_needed,
+            'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
+            'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
+            'method': None if v.method is None else int(v.method),
+            'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
+            'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
+            'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
+            'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
+            'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
+            'name': v.name,
+            'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
+            'data': v.data,
+            'year': v.year,
+        }
 
-def _f2m_central_entry(f_made_by, f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_external_attrs, f_local_offset, f_name, f_extra, f_comment):
-    f_zip_version = f_made_by & 255
-    _bx = f_made_by >> 8 & 255
-    f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
-    f_deflate_option = f_flags >> 1 & 3
-    f_utf8_name = bool(f_flags >> 11 & 1)
-    if f_method is not None:
-        _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
-        f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
-    f_hour = f_mod_time >> 11 & 31
-    f_minute = f_mod_time >> 5 & 63
-    f_second_half = f_mod_time & 31
-    f_year_from_1980 = f_mod_date >> 9 & 127
-    f_month = f_mod_date >> 5 & 15
-    f_day = f_mod_date & 31
-    f_dos_attrs = f_external_attrs & 65535
-    f_unix_mode = f_external_attrs >> 16 & 65535
-    if f_extra is not None:
-        f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    f_year = (f_year_from_1980 + 1980)
-    return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
-C_central_entry._bw_model = (_f2m_central_entry, ('made_by', 'version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'crc32', 'compressed_size', 'uncompressed_size', 'disk_start', 'internal_attrs', 'external_attrs', 'local_offset', 'name', 'extra', 'comment'), (), True)
+    def _c2m_central_entry(c):
+        if c.__class__ is CentralEntry:  # built by a compiled parse
+            return c
+        f_made_by = c['made_by']
+        f_zip_version = f_made_by & 255
+        _bx = f_made_by >> 8 & 255
+        f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
+        f_version_needed = c['version_needed']
+        f_flags = c['flags']
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        f_method = c['method']
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_mod_time = c['mod_time']
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_mod_date = c['mod_date']
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        f_crc32 = c['crc32']
+        f_compressed_size = c['compressed_size']
+        f_uncompressed_size = c['uncompressed_size']
+        f_disk_start = c['disk_start']
+        f_internal_attrs = c['internal_attrs']
+        f_external_attrs = c['external_attrs']
+        f_dos_attrs = f_external_attrs & 65535
+        f_unix_mode = f_external_attrs >> 16 & 65535
+        f_local_offset = c['local_offset']
+        f_name = c['name']
+        f_extra = c['extra']
+        if f_extra is not None:
+            f_extra = [_c2m_extra_field(_x) for _x in f_extra]
+        f_comment = c['comment']
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        f_year = (f_year_from_1980 + 1980)
+        return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
 
-def _m2c_central_entry(v):
-    return {
-        'zip_version': None if v.zip_version is None else _bit_part(v.zip_version, 8, 'zip_version'),
-        'host': None if v.host is None else _bit_part(v.host, 8, 'host'),
-        'version_needed': v.version_needed,
-        'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
-        'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
-        'method': None if v.method is None else int(v.method),
-        'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
-        'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
-        'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
-        'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
-        'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
-        'crc32': v.crc32,
-        'compressed_size': v.compressed_size,
-        'uncompressed_size': v.uncompressed_size,
-        'disk_start': v.disk_start,
-        'internal_attrs': v.internal_attrs,
-        'dos_attrs': None if v.dos_attrs is None else _bit_part(v.dos_attrs, 16, 'dos_attrs'),
-        'unix_mode': None if v.unix_mode is None else _bit_part(v.unix_mode, 16, 'unix_mode'),
-        'name': v.name,
-        'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
-        'comment': v.comment,
-        'year': v.year,
-        'local_offset': v.local_offset,
-    }
+    def _f2m_central_entry(f_made_by, f_version_needed, f_flags, f_method, f_mod_time, f_mod_date, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_external_attrs, f_local_offset, f_name, f_extra, f_comment):
+        f_zip_version = f_made_by & 255
+        _bx = f_made_by >> 8 & 255
+        f_host = _HOSTSYSTEM_BY_VALUE.get(_bx, _bx)
+        f_deflate_option = f_flags >> 1 & 3
+        f_utf8_name = bool(f_flags >> 11 & 1)
+        if f_method is not None:
+            _t = _COMPRESSIONMETHOD_BY_VALUE.get(f_method)
+            f_method = _enum_value(CompressionMethod, f_method, False) if _t is None else _t
+        f_hour = f_mod_time >> 11 & 31
+        f_minute = f_mod_time >> 5 & 63
+        f_second_half = f_mod_time & 31
+        f_year_from_1980 = f_mod_date >> 9 & 127
+        f_month = f_mod_date >> 5 & 15
+        f_day = f_mod_date & 31
+        f_dos_attrs = f_external_attrs & 65535
+        f_unix_mode = f_external_attrs >> 16 & 65535
+        if f_extra is not None:
+            f_extra = [(_x if _x.__class__ is ExtraField else _c2m_extra_field(_x)) for _x in f_extra]
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        f_year = (f_year_from_1980 + 1980)
+        return CentralEntry(f_zip_version, f_host, f_version_needed, f_deflate_option, f_utf8_name, f_method, f_hour, f_minute, f_second_half, f_month, f_day, f_crc32, f_compressed_size, f_uncompressed_size, f_disk_start, f_internal_attrs, f_dos_attrs, f_unix_mode, f_name, f_extra, f_comment, f_year, f_local_offset)
+    C_central_entry._bw_model = (_f2m_central_entry, ('made_by', 'version_needed', 'flags', 'method', 'mod_time', 'mod_date', 'crc32', 'compressed_size', 'uncompressed_size', 'disk_start', 'internal_attrs', 'external_attrs', 'local_offset', 'name', 'extra', 'comment'), (), True)
 
-def _c2m_end_of_central_directory(c):
-    if c.__class__ is EndOfCentralDirectory:  # built by a compiled parse
-        return c
-    f_disk_number = c['disk_number']
-    f_cd_disk = c['cd_disk']
-    f_total_entries = c['total_entries']
-    f_cd_size = c['cd_size']
-    f_cd_offset = c['cd_offset']
-    f_comment = c['comment']
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
+    def _m2c_central_entry(v):
+        return {
+            'zip_version': None if v.zip_version is None else _bit_part(v.zip_version, 8, 'zip_version'),
+            'host': None if v.host is None else _bit_part(v.host, 8, 'host'),
+            'version_needed': v.version_needed,
+            'deflate_option': None if v.deflate_option is None else _bit_part(v.deflate_option, 2, 'deflate_option'),
+            'utf8_name': None if v.utf8_name is None else _bit_part(v.utf8_name, 1, 'utf8_name'),
+            'method': None if v.method is None else int(v.method),
+            'hour': None if v.hour is None else _bit_part(v.hour, 5, 'hour', lo=None, hi=23),
+            'minute': None if v.minute is None else _bit_part(v.minute, 6, 'minute', lo=None, hi=59),
+            'second_half': None if v.second_half is None else _bit_part(v.second_half, 5, 'second_half', lo=None, hi=29),
+            'month': None if v.month is None else _bit_part(v.month, 4, 'month', lo=1, hi=12),
+            'day': None if v.day is None else _bit_part(v.day, 5, 'day', lo=1, hi=31),
+            'crc32': v.crc32,
+            'compressed_size': v.compressed_size,
+            'uncompressed_size': v.uncompressed_size,
+            'disk_start': v.disk_start,
+            'internal_attrs': v.internal_attrs,
+            'dos_attrs': None if v.dos_attrs is None else _bit_part(v.dos_attrs, 16, 'dos_attrs'),
+            'unix_mode': None if v.unix_mode is None else _bit_part(v.unix_mode, 16, 'unix_mode'),
+            'name': v.name,
+            'extra': None if v.extra is None else [_m2c_extra_field(_x) for _x in v.extra],
+            'comment': v.comment,
+            'year': v.year,
+            'local_offset': v.local_offset,
+        }
 
-def _f2m_end_of_central_directory(f_disk_number, f_cd_disk, f_total_entries, f_cd_size, f_cd_offset, f_comment):
-    if f_comment is not None:
-        f_comment = bytes(f_comment)
-    return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
-C_end_of_central_directory._bw_model = (_f2m_end_of_central_directory, ('disk_number', 'cd_disk', 'total_entries', 'cd_size', 'cd_offset', 'comment'), (), True)
+    def _c2m_end_of_central_directory(c):
+        if c.__class__ is EndOfCentralDirectory:  # built by a compiled parse
+            return c
+        f_disk_number = c['disk_number']
+        f_cd_disk = c['cd_disk']
+        f_total_entries = c['total_entries']
+        f_cd_size = c['cd_size']
+        f_cd_offset = c['cd_offset']
+        f_comment = c['comment']
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
 
-def _m2c_end_of_central_directory(v):
-    return {
-        'disk_number': v.disk_number,
-        'cd_disk': v.cd_disk,
-        'comment': v.comment,
-        'total_entries': v.total_entries,
-        'cd_size': v.cd_size,
-        'cd_offset': v.cd_offset,
-    }
+    def _f2m_end_of_central_directory(f_disk_number, f_cd_disk, f_total_entries, f_cd_size, f_cd_offset, f_comment):
+        if f_comment is not None:
+            f_comment = bytes(f_comment)
+        return EndOfCentralDirectory(f_disk_number, f_cd_disk, f_comment, f_total_entries, f_cd_size, f_cd_offset)
+    C_end_of_central_directory._bw_model = (_f2m_end_of_central_directory, ('disk_number', 'cd_disk', 'total_entries', 'cd_size', 'cd_offset', 'comment'), (), True)
 
-def _c2m_extra_field(c):
-    if c.__class__ is ExtraField:  # built by a compiled parse
-        return c
-    f_header_id = c['header_id']
-    f_data = c['data']
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
+    def _m2c_end_of_central_directory(v):
+        return {
+            'disk_number': v.disk_number,
+            'cd_disk': v.cd_disk,
+            'comment': v.comment,
+            'total_entries': v.total_entries,
+            'cd_size': v.cd_size,
+            'cd_offset': v.cd_offset,
+        }
 
-def _f2m_extra_field(f_header_id, f_data):
-    if f_data is not None:
-        f_data = bytes(f_data)
-    return ExtraField(f_header_id, f_data)
-C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+    def _c2m_extra_field(c):
+        if c.__class__ is ExtraField:  # built by a compiled parse
+            return c
+        f_header_id = c['header_id']
+        f_data = c['data']
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
 
-def _m2c_extra_field(v):
-    return {
-        'header_id': v.header_id,
-        'data': v.data,
-    }
+    def _f2m_extra_field(f_header_id, f_data):
+        if f_data is not None:
+            f_data = bytes(f_data)
+        return ExtraField(f_header_id, f_data)
+    C_extra_field._bw_model = (_f2m_extra_field, ('header_id', 'data'), (), True)
+
+    def _m2c_extra_field(v):
+        return {
+            'header_id': v.header_id,
+            'data': v.data,
+        }
+
+    def _m2c_any(v):
+        if v is None:
+            return None
+        if isinstance(v, (bytes, bytearray)):
+            return v
+        return _M2C[type(v)](v)
+
+    _M2C = {ZipFile: _m2c_zip_file, LocalFile: _m2c_local_file, CentralEntry: _m2c_central_entry, EndOfCentralDirectory: _m2c_end_of_central_directory, ExtraField: _m2c_extra_field }
+    return locals()
 
 
-def _m2c_any(v):
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray)):
-        return v
-    return _M2C[type(v)](v)
+_BUILT: list = []
+_BUILD_LOCK = _threading.Lock()
 
 
-_M2C = {ZipFile: _m2c_zip_file, LocalFile: _m2c_local_file, CentralEntry: _m2c_central_entry, EndOfCentralDirectory: _m2c_end_of_central_directory, ExtraField: _m2c_extra_field }
+def _construct() -> None:
+    """Define the Construct path in this module, once."""
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                globals().update(_construct_defs())
+                _BUILT.append(True)
+
+
+def __getattr__(name: str):
+    # a name of the Construct path, read before any Construct-path call: build it first
+    if not _BUILT and not name.startswith("__"):
+        _construct()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def construct_decode_zip_file(buf, offset: int = 0, *, compiled: bool = False) -> ZipFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zip_file") if compiled else C_zip_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2104,6 +2138,7 @@ def construct_decode_zip_file(buf, offset: int = 0, *, compiled: bool = False) -
 
 def construct_encode_zip_file(value: ZipFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("zip_file") if compiled else C_zip_file
     try:
         data = con.build(_m2c_zip_file(value))
@@ -2116,6 +2151,7 @@ def construct_encode_zip_file(value: ZipFile, *, compiled: bool = False) -> byte
 
 def construct_decode_local_file(buf, offset: int = 0, *, compiled: bool = False) -> LocalFile:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("local_file") if compiled else C_local_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2130,6 +2166,7 @@ def construct_decode_local_file(buf, offset: int = 0, *, compiled: bool = False)
 
 def construct_encode_local_file(value: LocalFile, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("local_file") if compiled else C_local_file
     try:
         data = con.build(_m2c_local_file(value))
@@ -2142,6 +2179,7 @@ def construct_encode_local_file(value: LocalFile, *, compiled: bool = False) -> 
 
 def construct_decode_central_entry(buf, offset: int = 0, *, compiled: bool = False) -> CentralEntry:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("central_entry") if compiled else C_central_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2156,6 +2194,7 @@ def construct_decode_central_entry(buf, offset: int = 0, *, compiled: bool = Fal
 
 def construct_encode_central_entry(value: CentralEntry, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("central_entry") if compiled else C_central_entry
     try:
         data = con.build(_m2c_central_entry(value))
@@ -2168,6 +2207,7 @@ def construct_encode_central_entry(value: CentralEntry, *, compiled: bool = Fals
 
 def construct_decode_end_of_central_directory(buf, offset: int = 0, *, compiled: bool = False) -> EndOfCentralDirectory:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("end_of_central_directory") if compiled else C_end_of_central_directory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2182,6 +2222,7 @@ def construct_decode_end_of_central_directory(buf, offset: int = 0, *, compiled:
 
 def construct_encode_end_of_central_directory(value: EndOfCentralDirectory, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("end_of_central_directory") if compiled else C_end_of_central_directory
     try:
         data = con.build(_m2c_end_of_central_directory(value))
@@ -2194,6 +2235,7 @@ def construct_encode_end_of_central_directory(value: EndOfCentralDirectory, *, c
 
 def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False) -> ExtraField:
     """Decode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2208,6 +2250,7 @@ def construct_decode_extra_field(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_extra_field(value: ExtraField, *, compiled: bool = False) -> bytes:
     """Encode through the Construct definition (the reference path)."""
+    _construct()
     con = _compiled("extra_field") if compiled else C_extra_field
     try:
         data = con.build(_m2c_extra_field(value))
@@ -2223,6 +2266,7 @@ _COMPILED: dict = {}
 def _compiled(name: str):
     """``C_<name>.compile()``, cached (compiling takes a moment)."""
     if name not in _COMPILED:
+        _construct()
         con = globals()["C_" + name].compile()
         # compiled expressions run in Construct's own module: give them this module's
         # helpers (``_remaining``, ``_build_bytes``...) without shadowing Construct's names
@@ -2235,6 +2279,7 @@ def _compiled(name: str):
 # -- random access (at:): located fields on both codec paths --------------------
 
 def _lc_zip_file(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('zip_file') if compiled else C_zip_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2247,6 +2292,7 @@ def _lc_zip_file(buf, offset, compiled):
         raise _construct_error(exc, 'zip_file') from None
 
 def _lc_local_file(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('local_file') if compiled else C_local_file
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2259,6 +2305,7 @@ def _lc_local_file(buf, offset, compiled):
         raise _construct_error(exc, 'local_file') from None
 
 def _lc_central_entry(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('central_entry') if compiled else C_central_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2271,6 +2318,7 @@ def _lc_central_entry(buf, offset, compiled):
         raise _construct_error(exc, 'central_entry') from None
 
 def _lc_end_of_central_directory(buf, offset, compiled):
+    _construct()  # the Construct path is built on first use
     con = _compiled('end_of_central_directory') if compiled else C_end_of_central_directory
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2719,3 +2767,126 @@ DECODERS = {"zip_file": decode_zip_file, "local_file": decode_local_file, "centr
 ENCODERS = {"zip_file": encode_zip_file, "local_file": encode_local_file, "central_entry": encode_central_entry, "end_of_central_directory": encode_end_of_central_directory, "extra_field": encode_extra_field }
 CONSTRUCT_DECODERS = {"zip_file": construct_decode_zip_file, "local_file": construct_decode_local_file, "central_entry": construct_decode_central_entry, "end_of_central_directory": construct_decode_end_of_central_directory, "extra_field": construct_decode_extra_field }
 CONSTRUCT_ENCODERS = {"zip_file": construct_encode_zip_file, "local_file": construct_encode_local_file, "central_entry": construct_encode_central_entry, "end_of_central_directory": construct_encode_end_of_central_directory, "extra_field": construct_encode_extra_field }
+
+# the family's IR (bytewright.generator.ir), pickled: what `bytewright inspect` reads of
+# the layouts instead of running the schema pipeline
+_IR = (
+    'gASVh4kAAAAAAACMF2J5dGV3cmlnaHQuZ2VuZXJhdG9yLmlylIwGRmFtaWx5lJOUKYGUfZQojARuYW1llIwDemlwlIwFdGl0bGWUjD9aSVAgYXJjaGl2ZSAoZW5kIHJlY29yZCwgY2VudHJhbCBkaXJlY3RvcnksIGxvY2FsIGZpbGUgaGVhZGVycymUjARzcGVjlIwfUEtXQVJFIEFQUE5PVEUuVFhUIDYuMy4xMCDCpzQuM5SMA2RvY5RYIAIAAFRoZSBlbmQtb2YtY2VudHJhbC1kaXJlY3RvcnkgcmVjb3JkIGlzIGZvdW5kIGJ5IHNlYXJjaGluZyBiYWNrIGZyb20gdGhlIGVuZCBvZiB0aGUgZmlsZSBmb3IgaXRzIHNpZ25hdHVyZSAo'
+    'YSBjb21tZW50IG9mIHVwIHRvIDY1NTM1IGJ5dGVzIG1heSBmb2xsb3cgaXQpOyBpdCBnaXZlcyB0aGUgb2Zmc2V0LCBzaXplIGFuZCBlbnRyeSBjb3VudCBvZiB0aGUgY2VudHJhbCBkaXJlY3RvcnksIHdob3NlIGVudHJpZXMgZ2l2ZSB0aGUgb2Zmc2V0IG9mIGVhY2ggbWVtYmVyJ3MgbG9jYWwgZmlsZSBoZWFkZXIuIEEgbG9jYWwgaGVhZGVyIGNhcnJpZXMgdGhlIENSQy0zMiBvZiB0aGUgbWVtYmVyJ3MgdW5jb21wcmVzc2VkIGRhdGEgYW5kIGJvdGggc2l6ZXMgQkVGT1JFIHRoZSBkYXRhLiBNZW1iZXJzIGFyZSBzdG9yZWQg'
+    'KG1ldGhvZCAwKSBvciBkZWZsYXRlZCAobWV0aG9kIDgpOyBaSVA2NCwgZW5jcnlwdGlvbiwgZGF0YSBkZXNjcmlwdG9ycyBhbmQgbXVsdGktZGlzayBhcmNoaXZlcyBhcmUgb3V0c2lkZSB0aGlzIGRlc2NyaXB0aW9uIGFuZCByZWZ1c2VkLgqUjAZlbmRpYW6UjAJsZZSMBWZpbGVzlF2UKIwQc2NoZW1hcy96aXAueWFtbJSME3NjaGVtYXMvcGt3YXJlLnlhbWyUZYwGZGlnZXN0lIxHc2hhMjU2OmVlYTc3NWM2YTcyNDBlNGQ5M2U5NDIyNDkzNzU1NGI0ZGM3NTMxYjI5OWM2MjA3OGQ5MTkyZGQ3M2Y0ZjNlZjWUjAh2ZXJzaW9uc5RO'
+    'jAVlbnVtc5R9lCiMC2hvc3Rfc3lzdGVtlGgAjAdFbnVtRGVmlJOUKYGUfZQoaAVoGIwEYmFzZZRoAIwESW50VJSTlCmBlH2UKIwEYml0c5RLCIwGc2lnbmVklIloDWgOjAhnb3Zlcm5lZJSIdWKMB21lbWJlcnOUXZQoaACMCkVudW1NZW1iZXKUk5QpgZR9lChoBYwFTVNET1OUjAV2YWx1ZZRLAGgLjACUjAdjdXJyZW50lE6MCGFjY2VwdGVklE51YmgoKYGUfZQoaAWMBFVOSViUaCxLA2gLaC1oLk5oL051YmgoKYGUfZQoaAWMBE5URlOUaCxLCmgLaC1oLk5oL051YmgoKYGUfZQoaAWMA09TWJRoLEsTaAtoLWguTmgvTnViZWgLjEFU'
+    'aGUgc3lzdGVtIHRoYXQgbWFkZSB0aGUgZW50cnkgKHVwcGVyIGJ5dGUgb2YgInZlcnNpb24gbWFkZSBieSIpLpRoCYwHwqc0LjQuMpSMBG9wZW6UiIwHcmV0aXJlZJRdlIwEbGluZZRLFnVijBJjb21wcmVzc2lvbl9tZXRob2SUaBopgZR9lChoBWg/aB1oHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoJV2UKGgoKYGUfZQoaAWMBlNUT1JFRJRoLEsAaAuMDm5vdCBjb21wcmVzc2VklGguTmgvTnViaCgpgZR9lChoBYwIREVGTEFURUSUaCxLCGgLjBZyYXcgZGVmbGF0ZSAoUkZDIDE5NTEplGguTmgvTnViZWgLjCJIb3cgYSBtZW1iZXIn'
+    'cyBkYXRhIGlzIGNvbXByZXNzZWQulGgJjAfCpzQuNC41lGg7iWg8XZRoPksJdWJ1jAVmbGFnc5R9lIwHYWxpYXNlc5R9lIwHcmVjb3Jkc5R9lCiMCHppcF9maWxllGgAjAZSZWNvcmSUk5QpgZR9lChoBWhWjAZmaWVsZHOUXZRoC4wmQSB3aG9sZSBhcmNoaXZlLCByZWFjaGVkIGZyb20gaXRzIGVuZC6UaAmMB8KnNC4zLjaUjAZwYXJhbXOUfZSMDHZlcnNpb25fZnJvbZROjARyb3dzlImMDXZlcnNpb25fcmFuZ2WUTowHbGF5b3V0c5RdlGgAjAZMYXlvdXSUk5QpgZR9lChoFU5oW2hcjApmaXhlZF9zaXpllEsAjAdvZmZzZXRzlH2U'
+    'jAVzaXplc5R9lIwFb3JkZXKUTnViYWg+Sx6MBGZpbGWUaBFoDU6MBm9yZGVyc5QpjAxlbmRpYW5fc2NvcGWUjAZyZWNvcmSUjAh2aXJ0dWFsc5RdlIwHbG9jYXRlZJRdlChoAIwHTG9jYXRlZJSTlCmBlH2UKGgFjARlb2NklIwGdGFyZ2V0lIwYZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5lIwDaG93lIwJZmluZF9sYXN0lIwFd2hlcmWUTmgdTowKYmFzZV9zaGlmdJRLAIwJc2lnbmF0dXJllEMEUEsFBpSMBndpdGhpbpRKFQABAIwEZWFjaJROjAtlYWNoX29mZnNldJROjAVjb3VudJROjANlb3OUiYwEc2l6ZZROjARsYXp5lIiMBGNv'
+    'bmSUTmgLjDpUaGUgbGFzdCBlbmQgcmVjb3JkIHN0YXJ0aW5nIGluIHRoZSBsYXN0IDIyICsgNjU1MzUgYnl0ZXMulIwFZmlsbHOUKWg+SyKMBHBhdGiUjBpyZWNvcmRzLnppcF9maWxlLmZpZWxkc1swXZR1Ymh5KYGUfZQoaAWMB2VudHJpZXOUaH2MDWNlbnRyYWxfZW50cnmUaH+MAmF0lGiBjBlieXRld3JpZ2h0LmdlbmVyYXRvci5leHBylIwERXhwcpSTlCmBlH2UKIwGc291cmNllIwOZW9jZC5jZF9vZmZzZXSUjAR0cmVllIwDYXN0lIwJQXR0cmlidXRllJOUKVKUfZQoaCxonowETmFtZZSTlClSlH2UKIwCaWSUaHyMA2N0eJRo'
+    'nowETG9hZJSTlClSlH2UYowGbGluZW5vlEsBjApjb2xfb2Zmc2V0lEsAjAplbmRfbGluZW5vlEsBjA5lbmRfY29sX29mZnNldJRLBHVijARhdHRylIwJY2Rfb2Zmc2V0lGioaKtorUsBaK5LAGivSwFosEsOdWKMBW5hbWVzlIwIYnVpbHRpbnOUjAlmcm96ZW5zZXSUk5RdlGh8YYWUUpR1YmgdTmiCSwBog0MAlGiFSwBohk5oh05oiGiYKYGUfZQoaJuMEmVvY2QudG90YWxfZW50cmllc5RonWigKVKUfZQoaCxopClSlH2UKGinaHxoqGiraK1LAWiuSwBor0sBaLBLBHViaLGMDXRvdGFsX2VudHJpZXOUaKhoq2itSwForksAaK9LAWiw'
+    'SxJ1YmizaLZdlGh8YYWUUpR1YmiJiWiKaJgpgZR9lChom4wMZW9jZC5jZF9zaXpllGidaKApUpR9lChoLGikKVKUfZQoaKdofGioaKtorUsBaK5LAGivSwFosEsEdWJosYwHY2Rfc2l6ZZRoqGiraK1LAWiuSwBor0sBaLBLDHViaLNotl2UaHxhhZRSlHViaIuIaIxOaAuMFlRoZSBjZW50cmFsIGRpcmVjdG9yeS6UaI6MBm9mZnNldJRofGiyhpSGlGiIaHxowoaUhpRoimh8aM2GlIaUh5RoPksmaI+MGnJlY29yZHMuemlwX2ZpbGUuZmllbGRzWzFdlHViaHkpgZR9lChoBWglaH2MCmxvY2FsX2ZpbGWUaH9ohmiBaJgpgZR9lChom4wM'
+    'bG9jYWxfb2Zmc2V0lGidaKQpUpR9lChop2jgaKhoq2itSwForksAaK9LAWiwSwx1YmizaLZdlGjgYYWUUpR1YmgdTmiCSwBog2i6aIVLAGiGaJNoh2jgaIhOaImJaIpOaIuIaIxOaAuMP09uZSBsb2NhbCBmaWxlIGhlYWRlciBhbmQgaXRzIGRhdGEgcGVyIGNlbnRyYWwgZGlyZWN0b3J5IGVudHJ5LpRojmjSaJOMASqUaOCHlIaUhZRoPkssaI+MGnJlY29yZHMuemlwX2ZpbGUuZmllbGRzWzJdlHViZXViaN1oWCmBlH2UKGgFaN1oW12UKGgAjAVGaWVsZJSTlCmBlH2UKGgFaIOMBHR5cGWUaACMBkJ5dGVzVJSTlCmBlH2UKGiKaJgp'
+    'gZR9lChom4wBNJRonWiejAhDb25zdGFudJSTlClSlH2UKGgsSwSMBGtpbmSUTmitSwForksAaK9LAWiwSwF1YmizaLZdlIWUUpR1YowGcHJlZml4lE5oiYmMBHRleHSUTowKdGVybWluYXRvcpROdWJoC2gtaAloLWiMTowFc2luY2WUTowFdW50aWyUTowFY29uc3SUTowIcmVzZXJ2ZWSUiYwFdmFsaWSUTmiKTowGcmVwZWF0lE6MBHZpZXeUTowKY29tcHJlc3NlZJROjAhjaGVja3N1bZROaCxomCmBlH2UKGibjA1iJ1BLXHgwM1x4MDQnlGidaPwpUpR9lChoLEMEUEsDBJRo/05orUsBaK5LAGivSwFosEsNdWJos2i2XZSFlFKUdWKM'
+    'DGRlcml2ZWRfZnJvbZROjAdhc3NlcnRzlGgAjAZBc3NlcnSUk5QpgZR9lCiMBWNoZWNrlGiYKYGUfZQoaJuMGnNpZ25hdHVyZSA9PSBiJ1BLXHgwM1x4MDQnlGidaJ6MB0NvbXBhcmWUk5QpUpR9lCiMBGxlZnSUaKQpUpR9lChop2iDaKhoq2itSwForksAaK9LAWiwSwl1YowDb3BzlF2UaJ6MAkVxlJOUKVKUfZRiYYwLY29tcGFyYXRvcnOUXZRo/ClSlH2UKGgsQwRQSwMElGj/TmitSwForksNaK9LAWiwSxp1YmForUsBaK5LAGivSwFosEsadWJos2i2XZRog2GFlFKUdWKMB21lc3NhZ2WUjCBub3QgYSBsb2NhbCBmaWxlIGhlYWRl'
+    'ciAoUEtcM1w0KZSMBWVycm9ylIwKY29uc3RyYWludJRoj2gtdWKFlIwHY29udmVydJROjAVjaGFpbpROjAdmcmFtaW5nlE6MDmRlcml2ZWRfb2Zmc2V0lEsAaA1OjAZmaWxsZWSUaC2MC2hhc19kZWZhdWx0lImMB2RlZmF1bHSUTmg+SzVoj4wccmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1swXZRoIimMBmJpdF9vZpROjAZhYnNlbnSUTowEcGVla5SJdWJo8CmBlH2UKGgFjA52ZXJzaW9uX25lZWRlZJRo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjCR2ZXJzaW9uIG5lZWRlZCB0byBleHRyYWN0ICgyMCA9IDIuMCmUaAloLWiM'
+    'TmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LOmiPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzFdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWhQaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC4xZR2VuZXJhbCBwdXJwb3NlIGJpdHM7IHRoZSBvbmVzIG5vdCBuYW1lZCAoZW5jcnlwdGlvbiwgZGF0YSBkZXNjcmlwdG9yLCAuLi4pIG11'
+    'c3QgYmUgemVyby6UaAmMB8KnNC40LjSUaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibjCkoZGVmbGF0ZV9vcHRpb24gPDwgMSkgfCAodXRmOF9uYW1lIDw8IDExKZRonWiejAVCaW5PcJSTlClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMDmRlZmxhdGVfb3B0aW9ulGioaKtorUsBaK5LAWivSwFosEsPdWKMAm9wlGiejAZMU2hpZnSUk5QpUpR9lGKMBXJpZ2h0lGj8KVKUfZQoaCxLAWj/TmitSwForksTaK9LAWiwSxR1YmitSwFo'
+    'rksBaK9LAWiwSxR1YmpgAQAAaJ6MBUJpdE9ylJOUKVKUfZRiamUBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop4wJdXRmOF9uYW1llGioaKtorUsBaK5LGWivSwFosEsidWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwto/05orUsBaK5LJmivSwFosEsodWJorUsBaK5LGWivSwFosEsodWJorUsBaK5LAGivSwFosEspdWJos2i2XZQoal8BAABqcAEAAGWFlFKUdWJqGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjBJmbGFncyAmIDYzNDgxID09IDCUaJ1qIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEA'
+    'AGikKVKUfZQoaKdoUGioaKtorUsBaK5LAGivSwFosEsFdWJqYAEAAGiejAZCaXRBbmSUk5QpUpR9lGJqZQEAAGj8KVKUfZQoaCxN+fdo/05orUsBaK5LCGivSwFosEsNdWJorUsBaK5LAGivSwFosEsNdWJqKQEAAF2Uai0BAABhai8BAABdlGj8KVKUfZQoaCxLAGj/TmitSwForksRaK9LAWiwSxJ1YmForUsBaK5LAGivSwFosEsSdWJos2i2XZRoUGGFlFKUdWJqNwEAAIwSdW5kZWZpbmVkIGJpdHMgc2V0lGo5AQAAajoBAABoj2hQdWKFlGo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LO2iP'
+    'jBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzJdlGgiaACMB0JpdFBhcnSUk5QpgZR9lChoBWpfAQAAjAJsb5RLAYwFd2lkdGiUSwKMBGVudW2UTowHYm9vbGVhbpSJagoBAABOaggBAABOjAVmaWVsZJRo8CmBlH2UKGgFal8BAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLjDJkZWZsYXRlOiAwIG5vcm1hbCwgMSBtYXhpbXVtLCAyIGZhc3QsIDMgc3VwZXIgZmFzdJRoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0B'
+    'AABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktAaI+MMHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMl0uYml0cy5kZWZsYXRlX29wdGlvbpRoIilqRAEAAGhQakUBAABOakYBAACJdWJoLE51YmqSAQAAKYGUfZQoaAVqcAEAAGqVAQAASwtqlgEAAEsBapcBAABOapgBAACIagoBAABOaggBAABOapkBAABo8CmBlH2UKGgFanABAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLjBF0aGUgbmFtZSBpcyBVVEYtOJRoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABO'
+    'ag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktBaI+MK3JlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMl0uYml0cy51dGY4X25hbWWUaCIpakQBAABoUGpFAQAATmpGAQAAiXViaCxOdWKGlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwGbWV0aG9klGjzaACMBFJlZlSUk5QpgZR9lCho/2qXAQAAaH1oP4wEYXJnc5QpaG9OdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAA'
+    'TmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LQmiPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzNdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwIbW9kX3RpbWWUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC4wMTVMtRE9TIHRpbWUulGgJjAfCpzQuNC42lGiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lChom4wqKGhvdXIgPDwgMTEpIHwgKG1pbnV0'
+    'ZSA8PCA1KSB8IHNlY29uZF9oYWxmlGidalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop4wEaG91cpRoqGiraK1LAWiuSwFor0sBaLBLBXViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsLaP9OaK1LAWiuSwlor0sBaLBLC3ViaK1LAWiuSwFor0sBaLBLC3ViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBm1pbnV0ZZRoqGiraK1LAWiuSxBor0sBaLBLFnViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsFaP9OaK1LAWiuSxpor0sBaLBLG3ViaK1L'
+    'AWiuSxBor0sBaLBLG3ViaK1LAWiuSwBor0sBaLBLHHViamABAABqagEAAGplAQAAaKQpUpR9lChop4wLc2Vjb25kX2hhbGaUaKhoq2itSwForksfaK9LAWiwSyp1YmitSwForksAaK9LAWiwSyp1YmizaLZdlChqxAEAAGrLAQAAatABAABlhZRSlHViahgBAABOahkBAABqGwEAACmBlH2UKGoeAQAAaJgpgZR9lChom4wbKG1vZF90aW1lID4+IDExICYgMzEpIDw9IDIzlGidaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2q0AQAAaKhoq2itSwForksBaK9LAWiwSwl1YmpgAQAA'
+    'aJ6MBlJTaGlmdJSTlClSlH2UYmplAQAAaPwpUpR9lChoLEsLaP9OaK1LAWiuSw1or0sBaLBLD3ViaK1LAWiuSwFor0sBaLBLD3ViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSxJor0sBaLBLFHViaK1LAWiuSwFor0sBaLBLFHViaikBAABdlGiejANMdEWUk5QpUpR9lGJhai8BAABdlGj8KVKUfZQoaCxLF2j/TmitSwForksZaK9LAWiwSxt1YmForUsBaK5LAGivSwFosEsbdWJos2i2XZRqtAEAAGGFlFKUdWJqNwEAAIwSdmFsdWUgb3V0IG9mIHJhbmdllGo5AQAAajoBAABoj2rEAQAAdWJqGwEAACmBlH2UKGoe'
+    'AQAAaJgpgZR9lChom4waKG1vZF90aW1lID4+IDUgJiA2MykgPD0gNTmUaJ1qIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinarQBAABoqGiraK1LAWiuSwFor0sBaLBLCXViamABAABq4wEAAGplAQAAaPwpUpR9lChoLEsFaP9OaK1LAWiuSw1or0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEs/aP9OaK1LAWiuSxFor0sBaLBLE3ViaK1LAWiuSwFor0sBaLBLE3ViaikBAABdlGrsAQAAYWovAQAAXZRo/ClSlH2UKGgsSzto/05orUsB'
+    'aK5LGGivSwFosEsadWJhaK1LAWiuSwBor0sBaLBLGnViaLNotl2UarQBAABhhZRSlHViajcBAABq9AEAAGo5AQAAajoBAABoj2rLAQAAdWJqGwEAACmBlH2UKGoeAQAAaJgpgZR9lChom4wVKG1vZF90aW1lICYgMzEpIDw9IDI5lGidaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinarQBAABoqGiraK1LAWiuSwFor0sBaLBLCXViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSwxor0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViaikBAABdlGrsAQAAYWovAQAAXZRo/ClSlH2UKGgsSx1o'
+    '/05orUsBaK5LE2ivSwFosEsVdWJhaK1LAWiuSwBor0sBaLBLFXViaLNotl2UarQBAABhhZRSlHViajcBAABq9AEAAGo5AQAAajoBAABoj2rQAQAAdWKHlGo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LQ2iPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzRdlGgiapIBAAApgZR9lChoBWrEAQAAapUBAABLC2qWAQAASwVqlwEAAE5qmAEAAIlqCgEAAE5LF4aUaggBAABOapkBAABo8CmBlH2UKGgFasQBAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcB'
+    'AABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktIaI+MJnJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNF0uYml0cy5ob3VylGgiKWpEAQAAarQBAABqRQEAAE5qRgEAAIl1YmgsTnViapIBAAApgZR9lChoBWrLAQAAapUBAABLBWqWAQAASwZqlwEAAE5qmAEAAIlqCgEAAE5LO4aUaggBAABOapkBAABo8CmBlH2UKGgFassBAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1o'
+    'CWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktJaI+MKHJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNF0uYml0cy5taW51dGWUaCIpakQBAABqtAEAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFatABAABqlQEAAEsAapYBAABLBWqXAQAATmqYAQAAiWoKAQAATksdhpRqCAEAAE5qmQEAAGjwKYGUfZQoaAVq0AEAAGjzaB8pgZR9lChoIksI'
+    'aCOJaA1oDmgkiXViaAuMC3NlY29uZHMgLyAylGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S0poj4wtcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s0XS5iaXRzLnNlY29uZF9oYWxmlGgiKWpEAQAAarQBAABqRQEAAE5qRgEAAIl1YmgsTnVih5RqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMCG1vZF9kYXRllGjzaB8pgZR9lChoIksQaCOJ'
+    'aA1oDmgkiHViaAuMDE1TLURPUyBkYXRlLpRoCWq4AQAAaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibjCooeWVhcl9mcm9tXzE5ODAgPDwgOSkgfCAobW9udGggPDwgNSkgfCBkYXmUaJ1qWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinjA55ZWFyX2Zyb21fMTk4MJRoqGiraK1LAWiuSwFor0sBaLBLD3ViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsJaP9OaK1LAWiuSxNor0sBaLBLFHViaK1L'
+    'AWiuSwFor0sBaLBLFHViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBW1vbnRolGioaKtorUsBaK5LGWivSwFosEsedWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwVo/05orUsBaK5LImivSwFosEsjdWJorUsBaK5LGWivSwFosEsjdWJorUsBaK5LAGivSwFosEskdWJqYAEAAGpqAQAAamUBAABopClSlH2UKGinjANkYXmUaKhoq2itSwForksnaK9LAWiwSyp1YmitSwForksAaK9LAWiwSyp1YmizaLZdlChqWgIAAGpVAgAAak4CAABlhZRSlHViahgBAABOahkBAABqGwEAACmBlH2UKGoeAQAAaJgp'
+    'gZR9lChom4w4KG1vZF9kYXRlID4+IDUgJiAxNSkgPj0gMSBhbmQgKG1vZF9kYXRlID4+IDUgJiAxNSkgPD0gMTKUaJ1onowGQm9vbE9wlJOUKVKUfZQoamABAABonowDQW5klJOUKVKUfZRijAZ2YWx1ZXOUXZQoaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2o/AgAAaKhoq2itSwForksBaK9LAWiwSwl1YmpgAQAAauMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksNaK9LAWiwSw51YmitSwForksBaK9LAWiwSw51YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLD2j/'
+    'TmitSwForksRaK9LAWiwSxN1YmitSwForksBaK9LAWiwSxN1YmopAQAAXZRonowDR3RFlJOUKVKUfZRiYWovAQAAXZRo/ClSlH2UKGgsSwFo/05orUsBaK5LGGivSwFosEsZdWJhaK1LAWiuSwBor0sBaLBLGXViaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2o/AgAAaKhoq2itSwForksfaK9LAWiwSyd1YmpgAQAAauMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksraK9LAWiwSyx1YmitSwForksfaK9LAWiwSyx1YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLD2j/'
+    'TmitSwForksvaK9LAWiwSzF1YmitSwForksfaK9LAWiwSzF1YmopAQAAXZRq7AEAAGFqLwEAAF2UaPwpUpR9lChoLEsMaP9OaK1LAWiuSzZor0sBaLBLOHViYWitSwForkseaK9LAWiwSzh1YmVorUsBaK5LAGivSwFosEs4dWJos2i2XZRqPwIAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPalUCAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjC4obW9kX2RhdGUgJiAzMSkgPj0gMSBhbmQgKG1vZF9kYXRlICYgMzEpIDw9IDMxlGidamQCAAApUpR9lChqYAEAAGppAgAAamsCAABdlChqIwEAAClSlH2UKGomAQAAalgB'
+    'AAApUpR9lChqJgEAAGikKVKUfZQoaKdqPwIAAGioaKtorUsBaK5LAWivSwFosEsJdWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSx9o/05orUsBaK5LDGivSwFosEsOdWJorUsBaK5LAWivSwFosEsOdWJqKQEAAF2UanwCAABhai8BAABdlGj8KVKUfZQoaCxLAWj/TmitSwForksTaK9LAWiwSxR1YmForUsBaK5LAGivSwFosEsUdWJqIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqPwIAAGioaKtorUsBaK5LGmivSwFosEsidWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSx9o/05orUsBaK5LJWivSwFo'
+    'sEsndWJorUsBaK5LGmivSwFosEsndWJqKQEAAF2UauwBAABhai8BAABdlGj8KVKUfZQoaCxLH2j/TmitSwForkssaK9LAWiwSy51YmForUsBaK5LGWivSwFosEsudWJlaK1LAWiuSwBor0sBaLBLLnViaLNotl2Uaj8CAABhhZRSlHViajcBAABq9AEAAGo5AQAAajoBAABoj2paAgAAdWKGlGo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LS2iPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzVdlGgiapIBAAApgZR9lChoBWpOAgAAapUBAABLCWqWAQAASwdqlwEAAE5qmAEAAIlqCgEAAE5q'
+    'CAEAAE5qmQEAAE5oLGiYKYGUfZQoaJuMC3llYXIgLSAxOTgwlGidalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBHllYXKUaKhoq2itSwForksAaK9LAWiwSwR1YmpgAQAAaJ6MA1N1YpSTlClSlH2UYmplAQAAaPwpUpR9lChoLE28B2j/TmitSwForksHaK9LAWiwSwt1YmitSwForksAaK9LAWiwSwt1YmizaLZdlGrCAgAAYYWUUpR1YnViapIBAAApgZR9lChoBWpVAgAAapUBAABLBWqWAQAASwRqlwEAAE5qmAEAAIlqCgEAAEsBSwyGlGoIAQAATmqZAQAAaPApgZR9lChoBWpVAgAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJo'
+    'C2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LUWiPjCdyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzVdLmJpdHMubW9udGiUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFaloCAABqlQEAAEsAapYBAABLBWqXAQAATmqYAQAAiWoKAQAASwFLH4aUaggBAABOapkBAABo8CmBlH2UKGgFaloCAABo82gfKYGUfZQo'
+    'aCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktSaI+MJXJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbNV0uYml0cy5kYXmUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWKHlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwFY3JjMzKUaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4wyQ1JDLTMy'
+    'IG9mIHRoZSBVTkNPTVBSRVNTRUQgZGF0YSwgc3RvcmVkIGJlZm9yZSBpdC6UaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAAaACMCENoZWNrc3VtlJOUKYGUfZQojAlhbGdvcml0aG2Uat8CAACMBmNvdmVyc5SMBGRhdGGUhZSMCGV4Y2x1ZGVklCmMCnN0b3JlX2JpdHOUTowEc2VlZJROaF8paCJLIGgTiYwGcmFuZ2VzlCmMBXNjb3BllGgtjAZmaWxsZXKUSwBoDymMBXNwYW5zlCl1YmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEA'
+    'AGgtakEBAACJakIBAABOaD5LU2iPjBxyZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzZdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwPY29tcHJlc3NlZF9zaXpllGjzaB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMF2J5dGVzIG9mIGRhdGEgYXMgc3RvcmVklGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAIwGc3RvcmVklGrpAgAAhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+'
+    'S1doj4wccmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s3XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMEXVuY29tcHJlc3NlZF9zaXpllGjzaB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMH2J5dGVzIG9mIGRhdGEgb25jZSBkZWNvbXByZXNzZWSUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpq6QIAAIaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktYaI+MHHJlY29yZHMu'
+    'bG9jYWxfZmlsZS5maWVsZHNbOF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjAtuYW1lX2xlbmd0aJRo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABoimgFhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1loj4wccmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1s5XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWM'
+    'DGV4dHJhX2xlbmd0aJRo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABoiowFZXh0cmGUhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1poj4wdcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1sxMF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaAVo82j1KYGUfZQoaIpomCmBlH2UKGibagYDAABonWikKVKUfZQoaKdqBgMAAGio'
+    'aKtorUsBaK5LAGivSwFosEsLdWJos2i2XZRqBgMAAGGFlFKUdWJqAwEAAE5oiYlqBAEAAIwFdXRmLTiUagUBAABOdWJoC4wncGF0aCBpbnNpZGUgdGhlIGFyY2hpdmUgKCcvJyBzZXBhcmF0ZWQplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1toj4wdcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1sxMV2UaCIpakQBAABOakUBAABOakYBAACJdWJo'
+    '8CmBlH2UKGgFahADAABo82qtAQAAKYGUfZQoaP9oc2h9jAtleHRyYV9maWVsZJRqsAEAAClob051YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpomCmBlH2UKGibag0DAABonWikKVKUfZQoaKdqDQMAAGioaKtorUsBaK5LAGivSwFosEsMdWJos2i2XZRqDQMAAGGFlFKUdWJqCwEAAGgAjAZSZXBlYXSUk5QpgZR9lChoiE5qAwEAAE5oiYhqBwEAAE6MCnVudGlsX2l0ZW2UTowNc3RvcF9vbl9lcnJvcpSJakUBAABOdWJqDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5q'
+    'PgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S1xoj4wdcmVjb3Jkcy5sb2NhbF9maWxlLmZpZWxkc1sxMl2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaukCAABo82j1KYGUfZQoaIpomCmBlH2UKGibav4CAABonWikKVKUfZQoaKdq/gIAAGioaKtorUsBaK5LAGivSwFosEsRdWJos2i2XZRq/gIAAGGFlFKUdWJqAwEAAE5oiYlqBAEAAE5qBQEAAE51YmgLjDRUaGUgbWVtYmVyJ3MgZGF0YSAodGhlIG1vZGVsIGhvbGRzIGl0IHVuY29tcHJlc3NlZCkulGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5q'
+    'CQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAGgAjApDb21wcmVzc2VklJOUKYGUfZQoaucCAABomCmBlH2UKGibaqsBAABonWikKVKUfZQoaKdqqwEAAGioaKtorUsBaK5LAGivSwFosEsGdWJos2i2XZRqqwEAAGGFlFKUdWKMBmxlbmd0aJROjAR3aGVulE6MBWxpbWl0lGiYKYGUfZQoaJtq/gIAAGidaKQpUpR9lChop2r+AgAAaKhoq2itSwForksAaK9LAWiwSxF1YmizaLZdlGr+AgAAYYWUUpR1YowGY29kZWNzlGhHjAp6aXBfc3RvcmVklIaUaEuMB2RlZmxhdGWUhpSGlGr5AgAAavUCAAB1YmoOAQAATmgsTmoYAQAATmoZ'
+    'AQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LXWiPjB1yZWNvcmRzLmxvY2FsX2ZpbGUuZmllbGRzWzEzXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmVoC4w5QSBsb2NhbCBmaWxlIGhlYWRlciwgdGhlbiB0aGUgbWVtYmVyJ3MgKGNvbXByZXNzZWQpIGRhdGEulGgJjAfCpzQuMy43lGhffZRoYU5oYoloY05oZF2UaGcpgZR9lChoFU5oW2juaGpOaGt9lChog0sAakkBAABLBGhQSwZqqwEAAEsIarQBAABLCmo/AgAASwxq3wIAAEsOavUCAABLEmr+AgAASxZqBgMAAEsaag0DAABLHGgF'
+    'Sx51aG19lChog0sEakkBAABLAmhQSwJqqwEAAEsCarQBAABLAmo/AgAASwJq3wIAAEsEavUCAABLBGr+AgAASwRqBgMAAEsCag0DAABLAnVob051YmFoPksxaHBoEWgNTmhxKWhyaHNodF2UaPApgZR9lChoBWrCAgAAaPNoHymBlH2UKGgiS0BoI4hoDWgOaCSJdWJoC4wqdGhlIHllYXIgKDE5ODAuLjIxMDcpOiBubyBieXRlcyBvZiBpdHMgb3dulGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJuMFXllYXJfZnJvbV8xOTgwICsgMTk4MJRonWpY'
+    'AQAAKVKUfZQoaiYBAABopClSlH2UKGinak4CAABoqGiraK1LAWiuSwBor0sBaLBLDnViamABAABonowDQWRklJOUKVKUfZRiamUBAABo/ClSlH2UKGgsTbwHaP9OaK1LAWiuSxFor0sBaLBLFXViaK1LAWiuSwBor0sBaLBLFXViaLNotl2Uak4CAABhhZRSlHViahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPktlaI+MHXJlY29yZHMubG9jYWxfZmlsZS5maWVsZHNbMTRdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViYWh2XZR1YmiUaFgpgZR9lChoBWiUaFtdlCho8CmBlH2U'
+    'KGgFaINo82j1KYGUfZQoaIpomCmBlH2UKGibaPponWj8KVKUfZQoaCxLBGj/TmitSwForksAaK9LAWiwSwF1YmizaLZdlIWUUpR1YmoDAQAATmiJiWoEAQAATmoFAQAATnViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJuMDWInUEtceDAxXHgwMieUaJ1o/ClSlH2UKGgsQwRQSwEClGj/TmitSwForksAaK9LAWiwSw11YmizaLZdlIWUUpR1YmoYAQAATmoZAQAAahsBAAApgZR9lChqHgEAAGiYKYGUfZQoaJuMGnNpZ25hdHVyZSA9PSBi'
+    'J1BLXHgwMVx4MDInlGidaiMBAAApUpR9lChqJgEAAGikKVKUfZQoaKdog2ioaKtorUsBaK5LAGivSwFosEsJdWJqKQEAAF2Uai0BAABhai8BAABdlGj8KVKUfZQoaCxDBFBLAQKUaP9OaK1LAWiuSw1or0sBaLBLGnViYWitSwForksAaK9LAWiwSxp1YmizaLZdlGiDYYWUUpR1Ymo3AQAAjCZub3QgYSBjZW50cmFsIGRpcmVjdG9yeSBlbnRyeSAoUEtcMVwyKZRqOQEAAGo6AQAAaI9oLXVihZRqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S2toj4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZp'
+    'ZWxkc1swXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMB21hZGVfYnmUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloOmiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lChom4wZemlwX3ZlcnNpb24gfCAoaG9zdCA8PCA4KZRonWpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinjAt6aXBfdmVyc2lvbpRoqGiraK1LAWiuSwBor0sBaLBLC3ViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMBGhvc3SUaKho'
+    'q2itSwForksPaK9LAWiwSxN1YmpgAQAAamMBAABqZQEAAGj8KVKUfZQoaCxLCGj/TmitSwForksXaK9LAWiwSxh1YmitSwForksPaK9LAWiwSxh1YmitSwForksAaK9LAWiwSxl1YmizaLZdlChquAMAAGqzAwAAZYWUUpR1YmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LcGiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzFdlGgiapIBAAApgZR9lChoBWqzAwAAapUBAABLAGqWAQAASwhqlwEAAE5qmAEAAIlqCgEAAE5qCAEAAE5qmQEAAGjwKYGUfZQoaAVq'
+    'swMAAGjzaB8pgZR9lChoIksIaCOJaA1oDmgkiXViaAuMH0FQUE5PVEUgdmVyc2lvbiB4IDEwICgzMCA9IDMuMCmUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LdGiPjDByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzFdLmJpdHMuemlwX3ZlcnNpb26UaCIpakQBAABqqQMAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFargDAABq'
+    'lQEAAEsIapYBAABLCGqXAQAAaBhqmAEAAIlqCgEAAE5qCAEAAE5qmQEAAGjwKYGUfZQoaAVquAMAAGjzaq0BAAApgZR9lCho/2qXAQAAaH1oGGqwAQAAKWhvTnViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S3Voj4wpcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxXS5iaXRzLmhvc3SUaCIpakQBAABqqQMAAGpFAQAATmpGAQAAiXVi'
+    'aCxOdWKGlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWpJAQAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LdmiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzJdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWhQaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJo'
+    'C2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lChom2pWAQAAaJ1qWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqXwEAAGioaKtorUsBaK5LAWivSwFosEsPdWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwFo/05orUsBaK5LE2ivSwFosEsUdWJorUsBaK5LAWivSwFosEsUdWJqYAEAAGpqAQAAamUBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2pwAQAAaKhoq2itSwForksZaK9LAWiwSyJ1YmpgAQAAamMBAABq'
+    'ZQEAAGj8KVKUfZQoaCxLC2j/TmitSwForksmaK9LAWiwSyh1YmitSwForksZaK9LAWiwSyh1YmitSwForksAaK9LAWiwSyl1YmizaLZdlChqXwEAAGpwAQAAZYWUUpR1YmoYAQAATmoZAQAAahsBAAApgZR9lChqHgEAAGiYKYGUfZQoaJtqegEAAGidaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaFBoqGiraK1LAWiuSwBor0sBaLBLBXViamABAABqgwEAAGplAQAAaPwpUpR9lChoLE3592j/TmitSwForksIaK9LAWiwSw11YmitSwForksAaK9LAWiwSw11YmopAQAAXZRqLQEAAGFqLwEAAF2UaPwpUpR9'
+    'lChoLEsAaP9OaK1LAWiuSxFor0sBaLBLEnViYWitSwForksAaK9LAWiwSxJ1YmizaLZdlGhQYYWUUpR1Ymo3AQAAao4BAABqOQEAAGo6AQAAaI9oUHVihZRqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S3doj4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1szXZRoImqSAQAAKYGUfZQoaAVqXwEAAGqVAQAASwFqlgEAAEsCapcBAABOapgBAACJagoBAABOaggBAABOapkBAABo8CmBlH2UKGgFal8BAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcB'
+    'AABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkt6aI+MM3JlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbM10uYml0cy5kZWZsYXRlX29wdGlvbpRoIilqRAEAAGhQakUBAABOakYBAACJdWJoLE51YmqSAQAAKYGUfZQoaAVqcAEAAGqVAQAASwtqlgEAAEsBapcBAABOapgBAACIagoBAABOaggBAABOapkBAABo8CmBlH2UKGgFanABAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1'
+    'YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkt7aI+MLnJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbM10uYml0cy51dGY4X25hbWWUaCIpakQBAABoUGpFAQAATmpGAQAAiXViaCxOdWKGlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWqrAQAAaPNqrQEAACmBlH2UKGj/apcBAABofWg/arABAAApaG9OdWJoC2gtaAloLWiMTmoG'
+    'AQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LfGiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzRdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWq0AQAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsaJgpgZR9lCho'
+    'm2q7AQAAaJ1qWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinasQBAABoqGiraK1LAWiuSwFor0sBaLBLBXViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsLaP9OaK1LAWiuSwlor0sBaLBLC3ViaK1LAWiuSwFor0sBaLBLC3ViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqywEAAGioaKtorUsBaK5LEGivSwFosEsWdWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwVo/05orUsBaK5LGmivSwFosEsbdWJorUsBaK5LEGivSwFosEsbdWJorUsBaK5L'
+    'AGivSwFosEscdWJqYAEAAGpqAQAAamUBAABopClSlH2UKGinatABAABoqGiraK1LAWiuSx9or0sBaLBLKnViaK1LAWiuSwBor0sBaLBLKnViaLNotl2UKGrEAQAAassBAABq0AEAAGWFlFKUdWJqGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibatgBAABonWojAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqtAEAAGioaKtorUsBaK5LAWivSwFosEsJdWJqYAEAAGrjAQAAamUBAABo/ClSlH2UKGgsSwto/05orUsBaK5LDWivSwFosEsPdWJorUsBaK5LAWivSwFo'
+    'sEsPdWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSx9o/05orUsBaK5LEmivSwFosEsUdWJorUsBaK5LAWivSwFosEsUdWJqKQEAAF2UauwBAABhai8BAABdlGj8KVKUfZQoaCxLF2j/TmitSwForksZaK9LAWiwSxt1YmForUsBaK5LAGivSwFosEsbdWJos2i2XZRqtAEAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPasQBAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibavkBAABonWojAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKdqtAEAAGioaKtorUsBaK5LAWiv'
+    'SwFosEsJdWJqYAEAAGrjAQAAamUBAABo/ClSlH2UKGgsSwVo/05orUsBaK5LDWivSwFosEsOdWJorUsBaK5LAWivSwFosEsOdWJqYAEAAGqDAQAAamUBAABo/ClSlH2UKGgsSz9o/05orUsBaK5LEWivSwFosEsTdWJorUsBaK5LAWivSwFosEsTdWJqKQEAAF2UauwBAABhai8BAABdlGj8KVKUfZQoaCxLO2j/TmitSwForksYaK9LAWiwSxp1YmForUsBaK5LAGivSwFosEsadWJos2i2XZRqtAEAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPassBAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibahECAABonWojAQAAKVKU'
+    'fZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2q0AQAAaKhoq2itSwForksBaK9LAWiwSwl1YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLH2j/TmitSwForksMaK9LAWiwSw51YmitSwForksBaK9LAWiwSw51YmopAQAAXZRq7AEAAGFqLwEAAF2UaPwpUpR9lChoLEsdaP9OaK1LAWiuSxNor0sBaLBLFXViYWitSwForksAaK9LAWiwSxV1YmizaLZdlGq0AQAAYYWUUpR1Ymo3AQAAavQBAABqOQEAAGo6AQAAaI9q0AEAAHVih5RqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S31o'
+    'j4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1s1XZRoImqSAQAAKYGUfZQoaAVqxAEAAGqVAQAASwtqlgEAAEsFapcBAABOapgBAACJagoBAABOSxeGlGoIAQAATmqZAQAAaPApgZR9lChoBWrEAQAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LgGiPjClyZWNvcmRzLmNlbnRyYWxfZW50'
+    'cnkuZmllbGRzWzVdLmJpdHMuaG91cpRoIilqRAEAAGq0AQAAakUBAABOakYBAACJdWJoLE51YmqSAQAAKYGUfZQoaAVqywEAAGqVAQAASwVqlgEAAEsGapcBAABOapgBAACJagoBAABOSzuGlGoIAQAATmqZAQAAaPApgZR9lChoBWrLAQAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LgWiPjCty'
+    'ZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzVdLmJpdHMubWludXRllGgiKWpEAQAAarQBAABqRQEAAE5qRgEAAIl1YmgsTnViapIBAAApgZR9lChoBWrQAQAAapUBAABLAGqWAQAASwVqlwEAAE5qmAEAAIlqCgEAAE5LHYaUaggBAABOapkBAABo8CmBlH2UKGgFatABAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1q'
+    'QQEAAIlqQgEAAE5oPkuCaI+MMHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbNV0uYml0cy5zZWNvbmRfaGFsZpRoIilqRAEAAGq0AQAAakUBAABOakYBAACJdWJoLE51YoeUakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaj8CAABo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibakUCAABonWpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGik'
+    'KVKUfZQoaKdqTgIAAGioaKtorUsBaK5LAWivSwFosEsPdWJqYAEAAGpjAQAAamUBAABo/ClSlH2UKGgsSwlo/05orUsBaK5LE2ivSwFosEsUdWJorUsBaK5LAWivSwFosEsUdWJqYAEAAGpqAQAAamUBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2pVAgAAaKhoq2itSwForksZaK9LAWiwSx51YmpgAQAAamMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksiaK9LAWiwSyN1YmitSwForksZaK9LAWiwSyN1YmitSwForksAaK9LAWiwSyR1YmpgAQAAamoBAABqZQEAAGikKVKUfZQoaKdqWgIAAGioaKtorUsBaK5LJ2ivSwFo'
+    'sEsqdWJorUsBaK5LAGivSwFosEsqdWJos2i2XZQoaloCAABqVQIAAGpOAgAAZYWUUpR1YmoYAQAATmoZAQAAahsBAAApgZR9lChqHgEAAGiYKYGUfZQoaJtqYgIAAGidamQCAAApUpR9lChqYAEAAGppAgAAamsCAABdlChqIwEAAClSlH2UKGomAQAAalgBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaj8CAABoqGiraK1LAWiuSwFor0sBaLBLCXViamABAABq4wEAAGplAQAAaPwpUpR9lChoLEsFaP9OaK1LAWiuSw1or0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViamABAABqgwEAAGplAQAAaPwpUpR9lCho'
+    'LEsPaP9OaK1LAWiuSxFor0sBaLBLE3ViaK1LAWiuSwFor0sBaLBLE3ViaikBAABdlGp8AgAAYWovAQAAXZRo/ClSlH2UKGgsSwFo/05orUsBaK5LGGivSwFosEsZdWJhaK1LAWiuSwBor0sBaLBLGXViaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABqWAEAAClSlH2UKGomAQAAaKQpUpR9lChop2o/AgAAaKhoq2itSwForksfaK9LAWiwSyd1YmpgAQAAauMBAABqZQEAAGj8KVKUfZQoaCxLBWj/TmitSwForksraK9LAWiwSyx1YmitSwForksfaK9LAWiwSyx1YmpgAQAAaoMBAABqZQEAAGj8KVKUfZQoaCxLD2j/TmitSwFo'
+    'rksvaK9LAWiwSzF1YmitSwForksfaK9LAWiwSzF1YmopAQAAXZRq7AEAAGFqLwEAAF2UaPwpUpR9lChoLEsMaP9OaK1LAWiuSzZor0sBaLBLOHViYWitSwForkseaK9LAWiwSzh1YmVorUsBaK5LAGivSwFosEs4dWJos2i2XZRqPwIAAGGFlFKUdWJqNwEAAGr0AQAAajkBAABqOgEAAGiPalUCAAB1YmobAQAAKYGUfZQoah4BAABomCmBlH2UKGibapgCAABonWpkAgAAKVKUfZQoamABAABqaQIAAGprAgAAXZQoaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaj8CAABoqGiraK1LAWiuSwFor0sBaLBLCXVi'
+    'amABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSwxor0sBaLBLDnViaK1LAWiuSwFor0sBaLBLDnViaikBAABdlGp8AgAAYWovAQAAXZRo/ClSlH2UKGgsSwFo/05orUsBaK5LE2ivSwFosEsUdWJhaK1LAWiuSwBor0sBaLBLFHViaiMBAAApUpR9lChqJgEAAGpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinaj8CAABoqGiraK1LAWiuSxpor0sBaLBLInViamABAABqgwEAAGplAQAAaPwpUpR9lChoLEsfaP9OaK1LAWiuSyVor0sBaLBLJ3ViaK1LAWiuSxpor0sBaLBLJ3ViaikBAABdlGrsAQAAYWovAQAAXZRo/ClSlH2U'
+    'KGgsSx9o/05orUsBaK5LLGivSwFosEsudWJhaK1LAWiuSxlor0sBaLBLLnViZWitSwForksAaK9LAWiwSy51YmizaLZdlGo/AgAAYYWUUpR1Ymo3AQAAavQBAABqOQEAAGo6AQAAaI9qWgIAAHVihpRqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S4Noj4wfcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1s2XZRoImqSAQAAKYGUfZQoaAVqTgIAAGqVAQAASwlqlgEAAEsHapcBAABOapgBAACJagoBAABOaggBAABOapkBAABOaCxomCmBlH2UKGibar0CAABonWpYAQAAKVKUfZQoaiYBAABo'
+    'pClSlH2UKGinasICAABoqGiraK1LAWiuSwBor0sBaLBLBHViamABAABqxQIAAGplAQAAaPwpUpR9lChoLE28B2j/TmitSwForksHaK9LAWiwSwt1YmitSwForksAaK9LAWiwSwt1YmizaLZdlGrCAgAAYYWUUpR1YnViapIBAAApgZR9lChoBWpVAgAAapUBAABLBWqWAQAASwRqlwEAAE5qmAEAAIlqCgEAAEsBSwyGlGoIAQAATmqZAQAAaPApgZR9lChoBWpVAgAAaPNoHymBlH2UKGgiSwhoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgs'
+    'TmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5Lh2iPjCpyZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzZdLmJpdHMubW9udGiUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFaloCAABqlQEAAEsAapYBAABLBWqXAQAATmqYAQAAiWoKAQAASwFLH4aUaggBAABOapkBAABo8CmBlH2UKGgFaloCAABo82gfKYGUfZQoaCJLCGgjiWgNaA5oJIl1YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABO'
+    'agwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuIaI+MKHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbNl0uYml0cy5kYXmUaCIpakQBAABqPwIAAGpFAQAATmpGAQAAiXViaCxOdWKHlGpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWrfAgAAaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4wjdGhlIGxvY2FsIGhlYWRlcidzIENSQy0zMiwgcmVwZWF0ZWSUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAA'
+    'TmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LiWiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzddlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWr1AgAAaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAA'
+    'SwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LimiPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzhdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWr+AgAAaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5Li2iPjB9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzldlGgi'
+    'KWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWoGAwAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpoBYaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuMaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTBdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWoNAwAAaPNoHymBlH2UKGgiSxBoI4loDWgOaCSI'
+    'dWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpqEAMAAIaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuNaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTFdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwOY29tbWVudF9sZW5ndGiUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiK'
+    'TmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIqMB2NvbW1lbnSUhpRqGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S45oj4wgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxMl2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjApkaXNrX3N0YXJ0lGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAuMGXNpbmdsZS1kaXNrIGFyY2hpdmVzIG9ubHmUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATksAhpRoik5qCwEAAE5qDAEAAE5q'
+    'DQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S49oj4wgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxM12UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjA5pbnRlcm5hbF9hdHRyc5Ro82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjBBiaXQgMDogdGV4dCBmaWxllGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEA'
+    'AE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+S5Boj4wgcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxNF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjA5leHRlcm5hbF9hdHRyc5Ro82gfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLjD1Ib3N0IGF0dHJpYnV0ZXM7IGEgVU5JWCBob3N0IGtlZXBzIHN0X21vZGUgaW4gdGhlIHVwcGVyIGhhbGYulGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJuMHWRv'
+    'c19hdHRycyB8ICh1bml4X21vZGUgPDwgMTYplGidalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMCWRvc19hdHRyc5RoqGiraK1LAWiuSwBor0sBaLBLCXViamABAABqagEAAGplAQAAalgBAAApUpR9lChqJgEAAGikKVKUfZQoaKeMCXVuaXhfbW9kZZRoqGiraK1LAWiuSw1or0sBaLBLFnViamABAABqYwEAAGplAQAAaPwpUpR9lChoLEsQaP9OaK1LAWiuSxpor0sBaLBLHHViaK1LAWiuSw1or0sBaLBLHHViaK1LAWiuSwBor0sBaLBLHXViaLNotl2UKGpSBQAAalcFAABlhZRSlHViahgBAABOahkBAAApajwBAABOaj0BAABOaj4B'
+    'AABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuRaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTVdlGgiapIBAAApgZR9lChoBWpSBQAAapUBAABLAGqWAQAASxBqlwEAAE5qmAEAAIlqCgEAAE5qCAEAAE5qmQEAAGjwKYGUfZQoaAVqUgUAAGjzaB8pgZR9lChoIktAaCOJaA1oDmgkiXViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAA'
+    'iWpCAQAATmg+S5Voj4wvcmVjb3Jkcy5jZW50cmFsX2VudHJ5LmZpZWxkc1sxNV0uYml0cy5kb3NfYXR0cnOUaCIpakQBAABqRwUAAGpFAQAATmpGAQAAiXViaCxOdWJqkgEAACmBlH2UKGgFalcFAABqlQEAAEsQapYBAABLEGqXAQAATmqYAQAAiWoKAQAATmoIAQAATmqZAQAAaPApgZR9lChoBWpXBQAAaPNoHymBlH2UKGgiS0BoI4loDWgOaCSJdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/'
+    'AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LlmiPjC9yZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE1XS5iaXRzLnVuaXhfbW9kZZRoIilqRAEAAGpHBQAAakUBAABOakYBAACJdWJoLE51YoaUakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaOBo82gfKYGUfZQoaCJLIGgjiWgNaA5oJIh1YmgLjDNvZmZzZXQgb2YgdGhlIGxvY2FsIGZpbGUgaGVhZGVyIChkZXJpdmVkIG9uIGVuY29kZSmUaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoY'
+    'AQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAIwab2Zmc2V0IG9mIHppcF9maWxlLm1lbWJlcnOUakEBAACJakIBAABOaD5Ll2iPjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE2XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAVoBWjzaPUpgZR9lChoimiYKYGUfZQoaJtqBgMAAGidaKQpUpR9lChop2oGAwAAaKhoq2itSwForksAaK9LAWiwSwt1YmizaLZdlGoGAwAAYYWUUpR1YmoDAQAATmiJiWoEAQAAah4DAABqBQEAAE51YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABO'
+    'agkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuYaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMTddlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWoQAwAAaPNqrQEAACmBlH2UKGj/aHNofWolAwAAarABAAApaG9OdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKaJgpgZR9lChom2oNAwAAaJ1opClSlH2UKGinag0DAABoqGiraK1LAWiu'
+    'SwBor0sBaLBLDHViaLNotl2Uag0DAABhhZRSlHViagsBAABqLgMAACmBlH2UKGiITmoDAQAATmiJiGoHAQAATmoxAwAATmoyAwAAiWpFAQAATnViagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuZaI+MIHJlY29yZHMuY2VudHJhbF9lbnRyeS5maWVsZHNbMThdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWozBQAAaPNo9SmBlH2UKGiKaJgpgZR9lChom2owBQAAaJ1opClSlH2UKGinajAFAABoqGiraK1LAWiuSwBo'
+    'r0sBaLBLDnViaLNotl2UajAFAABhhZRSlHViagMBAABOaImJagQBAABOagUBAABOdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LmmiPjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzE5XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmVoC4wcT25lIGNlbnRyYWwgZGlyZWN0b3J5IGVudHJ5LpRoCYwIwqc0LjMuMTKUaF99lGhhTmhi'
+    'iWhjTmhkXZRoZymBlH2UKGgVTmhban4DAABoak5oa32UKGiDSwBqqQMAAEsEakkBAABLBmhQSwhqqwEAAEsKarQBAABLDGo/AgAASw5q3wIAAEsQavUCAABLFGr+AgAASxhqBgMAAEscag0DAABLHmowBQAASyBqOAUAAEsiakAFAABLJGpHBQAASyZo4EsqaAVLLnVobX2UKGiDSwRqqQMAAEsCakkBAABLAmhQSwJqqwEAAEsCarQBAABLAmo/AgAASwJq3wIAAEsEavUCAABLBGr+AgAASwRqBgMAAEsCag0DAABLAmowBQAASwJqOAUAAEsCakAFAABLAmpHBQAASwRo4EsEdWhvTnViYWg+S2docGgRaA1OaHEpaHJoc2h0XZRo8CmBlH2U'
+    'KGgFasICAABo82gfKYGUfZQoaCJLQGgjiGgNaA5oJIl1YmgLamkDAABoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibamwDAABonWpYAQAAKVKUfZQoaiYBAABopClSlH2UKGinak4CAABoqGiraK1LAWiuSwBor0sBaLBLDnViamABAABqcwMAAGplAQAAaPwpUpR9lChoLE28B2j/TmitSwForksRaK9LAWiwSxV1YmitSwForksAaK9LAWiwSxV1YmizaLZdlGpOAgAAYYWUUpR1YmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBo'
+    'DU5qQAEAAGgtakEBAACJakIBAABOaD5Lm2iPjCByZWNvcmRzLmNlbnRyYWxfZW50cnkuZmllbGRzWzIwXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmFodl2UdWJofmhYKYGUfZQoaAVofmhbXZQoaPApgZR9lChoBWiDaPNo9SmBlH2UKGiKaJgpgZR9lChom2j6aJ1o/ClSlH2UKGgsSwRo/05orUsBaK5LAGivSwFosEsBdWJos2i2XZSFlFKUdWJqAwEAAE5oiYlqBAEAAE5qBQEAAE51YmgLaC1oCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoBAABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxomCmBlH2UKGibjA1i'
+    'J1BLXHgwNVx4MDYnlGidaPwpUpR9lChoLEMEUEsFBpRo/05orUsBaK5LAGivSwFosEsNdWJos2i2XZSFlFKUdWJqGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjBpzaWduYXR1cmUgPT0gYidQS1x4MDVceDA2J5RonWojAQAAKVKUfZQoaiYBAABopClSlH2UKGinaINoqGiraK1LAWiuSwBor0sBaLBLCXViaikBAABdlGotAQAAYWovAQAAXZRo/ClSlH2UKGgsQwRQSwUGlGj/TmitSwForksNaK9LAWiwSxp1YmForUsBaK5LAGivSwFosEsadWJos2i2XZRog2GFlFKUdWJqNwEAAIwvbm90IGFuIGVuZCBvZiBjZW50'
+    'cmFsIGRpcmVjdG9yeSByZWNvcmQgKFBLXDVcNimUajkBAABqOgEAAGiPaC11YoWUajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkuhaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1swXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMC2Rpc2tfbnVtYmVylGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5LAIaUaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABO'
+    'ahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPkumaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1sxXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAWMB2NkX2Rpc2uUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATksAhpRoik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAABoLWpBAQAA'
+    'iWpCAQAATmg+S6doj4wqcmVjb3Jkcy5lbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzJdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBYwMZGlza19lbnRyaWVzlGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAuMOGVudHJpZXMgb24gdGhpcyBkaXNrOiBhbGwgb2YgdGhlbSAod3JpdHRlbiBhcyB0aGUgdG90YWwplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLGiYKYGUfZQoaJtowmidaKQpUpR9lChop2jCaKhoq2itSwForksAaK9L'
+    'AWiwSw11YmizaLZdlGjCYYWUUpR1YmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LqGiPjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbM12UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFaMJo82gfKYGUfZQoaCJLEGgjiWgNaA5oJIh1YmgLjDRlbnRyaWVzIGluIHRoZSBjZW50cmFsIGRpcmVjdG9yeSAoZGVyaXZlZCBvbiBlbmNvZGUplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEA'
+    'AE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAGobAQAAKYGUfZQoah4BAABomCmBlH2UKGibjB10b3RhbF9lbnRyaWVzID09IGRpc2tfZW50cmllc5RonWojAQAAKVKUfZQoaiYBAABopClSlH2UKGinaMJoqGiraK1LAWiuSwBor0sBaLBLDXViaikBAABdlGotAQAAYWovAQAAXZRopClSlH2UKGinau8FAABoqGiraK1LAWiuSxFor0sBaLBLHXViYWitSwForksAaK9LAWiwSx11YmizaLZdlChq7wUAAGjCZYWUUpR1Ymo3AQAAjCplbnRyaWVzIG9uIHRoaXMgZGlzayBkaWZmZXIgZnJvbSB0aGUgdG90YWyUajkBAABqOgEAAGiPaC11'
+    'YoWUajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAjBljb3VudCBvZiB6aXBfZmlsZS5lbnRyaWVzlGpBAQAAiWpCAQAATmg+S6loj4wqcmVjb3Jkcy5lbmRfb2ZfY2VudHJhbF9kaXJlY3RvcnkuZmllbGRzWzRdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWjNaPNoHymBlH2UKGgiSyBoI4loDWgOaCSIdWJoC4w2Ynl0ZSBzaXplIG9mIHRoZSBjZW50cmFsIGRpcmVjdG9yeSAoZGVyaXZlZCBvbiBlbmNvZGUplGgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5q'
+    'DQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEAAEsAaA1OakABAACMGHNpemUgb2YgemlwX2ZpbGUuZW50cmllc5RqQQEAAIlqQgEAAE5oPkutaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1s1XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAVosmjzaB8pgZR9lChoIksgaCOJaA1oDmgkiHViaAuMM29mZnNldCBvZiB0aGUgY2VudHJhbCBkaXJlY3RvcnkgKGRlcml2ZWQgb24gZW5jb2RlKZRoCWgtaIxOagYBAABOagcBAABOaggBAABOagkBAACJagoB'
+    'AABOaIpOagsBAABOagwBAABOag0BAABOag4BAABOaCxOahgBAABOahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAjBpvZmZzZXQgb2YgemlwX2ZpbGUuZW50cmllc5RqQQEAAIlqQgEAAE5oPkuuaI+MKnJlY29yZHMuZW5kX29mX2NlbnRyYWxfZGlyZWN0b3J5LmZpZWxkc1s2XZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmjwKYGUfZQoaAVqMAUAAGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEA'
+    'AE5oLE5qGAEAAGiKajMFAACGlGoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5Lr2iPjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbN12UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFajMFAABo82j1KYGUfZQoaIpomCmBlH2UKGibajAFAABonWikKVKUfZQoaKdqMAUAAGioaKtorUsBaK5LAGivSwFosEsOdWJos2i2XZRqMAUAAGGFlFKUdWJqAwEAAE5oiYlqBAEAAE5qBQEAAE51YmgLjA9hcmNoaXZlIGNvbW1lbnSUaAloLWiMTmoGAQAA'
+    'TmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LsGiPjCpyZWNvcmRzLmVuZF9vZl9jZW50cmFsX2RpcmVjdG9yeS5maWVsZHNbOF2UaCIpakQBAABOakUBAABOakYBAACJdWJlaAuMJFRoZSBlbmQgb2YgY2VudHJhbCBkaXJlY3RvcnkgcmVjb3JkLpRoCYwIwqc0LjMuMTaUaF99lGhhTmhiiWhjTmhkXZRoZymBlH2UKGgVTmhbarYFAABoak5oa32UKGiDSwBq4QUAAEsEaugF'
+    'AABLBmrvBQAASwhowksKaM1LDGiySxBqMAUAAEsUajMFAABLFnVobX2UKGiDSwRq4QUAAEsCaugFAABLAmrvBQAASwJowksCaM1LBGiySwRqMAUAAEsCdWhvTnViYWg+S51ocGgRaA1OaHEpaHJoc2h0XZRodl2UdWJqJQMAAGhYKYGUfZQoaAVqJQMAAGhbXZQoaPApgZR9lChoBYwJaGVhZGVyX2lklGjzaB8pgZR9lChoIksQaCOJaA1oDmgkiHViaAtoLWgJaC1ojE5qBgEAAE5qBwEAAE5qCAEAAE5qCQEAAIlqCgEAAE5oik5qCwEAAE5qDAEAAE5qDQEAAE5qDgEAAE5oLE5qGAEAAE5qGQEAAClqPAEAAE5qPQEAAE5qPgEAAE5qPwEA'
+    'AEsAaA1OakABAABoLWpBAQAAiWpCAQAATmg+SxVoj4wdcmVjb3Jkcy5leHRyYV9maWVsZC5maWVsZHNbMF2UaCIpakQBAABOakUBAABOakYBAACJdWJo8CmBlH2UKGgFjAlkYXRhX3NpemWUaPNoHymBlH2UKGgiSxBoI4loDWgOaCSIdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAAaIpq6QIAAIaUahkBAAApajwBAABOaj0BAABOaj4BAABOaj8BAABLAGgNTmpAAQAAaC1qQQEAAIlqQgEAAE5oPksWaI+MHXJlY29yZHMuZXh0cmFfZmllbGQu'
+    'ZmllbGRzWzFdlGgiKWpEAQAATmpFAQAATmpGAQAAiXViaPApgZR9lChoBWrpAgAAaPNo9SmBlH2UKGiKaJgpgZR9lChom2pKBgAAaJ1opClSlH2UKGinakoGAABoqGiraK1LAWiuSwBor0sBaLBLCXViaLNotl2UakoGAABhhZRSlHViagMBAABOaImJagQBAABOagUBAABOdWJoC2gtaAloLWiMTmoGAQAATmoHAQAATmoIAQAATmoJAQAAiWoKAQAATmiKTmoLAQAATmoMAQAATmoNAQAATmoOAQAATmgsTmoYAQAATmoZAQAAKWo8AQAATmo9AQAATmo+AQAATmo/AQAASwBoDU5qQAEAAGgtakEBAACJakIBAABOaD5LF2iPjB1yZWNvcmRz'
+    'LmV4dHJhX2ZpZWxkLmZpZWxkc1syXZRoIilqRAEAAE5qRQEAAE5qRgEAAIl1YmVoC4xWT25lIGV4dHJhIGZpZWxkIChpZCwgc2l6ZSwgZGF0YSksIGUuZy4gMHg1NDU1IGV4dGVuZGVkIHRpbWVzdGFtcCwgMHg3ODc1IFVOSVggdWlkL2dpZC6UaAmMBcKnNC41lGhffZRoYU5oYoloY05oZF2UaGcpgZR9lChoFU5oW2pBBgAAaGpOaGt9lChqRAYAAEsAakoGAABLAmrpAgAASwR1aG19lChqRAYAAEsCakoGAABLAnVob051YmFoPksRaHBoEmgNTmhxKWhyaHNodF2UaHZdlHVidYwKcmVnaXN0cmllc5R9lIwHcGx1Z2luc5RdlIwUemlw'
+    'X3BsdWdpbnM6cmVnaXN0ZXKUYYwGZGV0ZWN0lF2UaACMBkRldGVjdJSTlCmBlH2UKGhzaFaMBW1hZ2ljlEMEUEsDBJRolUsAagsBAACJaF8pjAR0aGVulE6MBHRhZ3OUTnViYYwLZW5kaWFuX2V4cHKUTnViLg=='
+)
