@@ -23,7 +23,7 @@ def data_of(rel: str) -> bytes:
 @pytest.fixture(autouse=True)
 def _loaded_once(monkeypatch):
     """The schemas are loaded once for the module (the command loads them per call)."""
-    monkeypatch.setattr(inspect_file, "_families", lambda proj: _families()[1])
+    monkeypatch.setattr(inspect_file, "_families", lambda proj, *args, **kwargs: _families()[1])
 
 
 def run(argv, capsys):
