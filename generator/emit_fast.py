@@ -21,6 +21,7 @@ from . import checksum_cover as cover
 from . import emit_fast_encode as efe
 from . import emit_peek as peek
 from .expr import parse
+from .fast.astwalk import stmt_lists, walk
 from .model import call_args, camel, enum_class, flags_class
 from .runtime_names import (
     chain_anchor,
@@ -276,7 +277,7 @@ class FastEmitter:
         fixed = {"mv", "pos", "end"} if kind == "d" else {"out"}
         params = [a.arg for a in fn.args.args]
         bound_params = params[3:] if kind == "d" else params[1:]
-        nodes = [n for s in fn.body for n in ast.walk(s)]
+        nodes = [n for s in fn.body for n in walk(s)]
         stores = {n.id for n in nodes if isinstance(n, ast.Name)
                   and not isinstance(n.ctx, ast.Load)}
         names = {n.id for n in nodes if isinstance(n, ast.Name)}
@@ -330,10 +331,10 @@ class FastEmitter:
         i = best[0]
         prefix, switch, suffix = body[:i], body[i], body[i + 1:]
         if not suffix or any(isinstance(n, ast.Return) for s in prefix + switch.body
-                             for n in ast.walk(s)):
+                             for n in walk(s)):
             return None
         if any(isinstance(n, ast.Name) and n.id == "mv" and not isinstance(n.ctx, ast.Load)
-               for s in prefix for n in ast.walk(s)):
+               for s in prefix for n in walk(s)):
             return None  # the head replaced the buffer: the call could not start over
         params = "".join(f", {a.arg}" for a in fn.args.args[3:])
         src = (f"def _f(mv, pos, end{params}):\n"
@@ -507,8 +508,8 @@ class FastEmitter:
         # are bound once per log (a local load instead of a global and an attribute)
         ret = fn.body[-1]
         hoisted: set[str] = set()
-        taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
-        for n in ast.walk(fn):
+        taken = {n.id for n in walk(fn) if isinstance(n, ast.Name)}
+        for n in walk(fn):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and n.func.attr == "unpack_from" and isinstance(n.func.value, ast.Name) \
                     and re.fullmatch(r"_S\d+", n.func.value.id) \
@@ -1609,7 +1610,7 @@ class FastEmitter:
         if len(lines) > self.OPTIMISTIC_MAX_LINES:
             return []
         fn = ast.parse("\n".join(lines)).body[0]
-        nodes = list(ast.walk(fn))
+        nodes = list(walk(fn))
         if any(isinstance(n, (ast.Return, ast.Yield, ast.Lambda, ast.Global, ast.Nonlocal))
                or (isinstance(n, ast.FunctionDef) and n is not fn)
                or (isinstance(n, ast.Name) and n.id == "values") for n in nodes):
@@ -1619,10 +1620,10 @@ class FastEmitter:
         static_padding(fn.body, formats)
         drop_len_marks(fn)
         fuse_packs(fn.body, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
-        if "_ln" not in {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}:
+        if "_ln" not in {n.id for n in walk(fn) if isinstance(n, ast.Name)}:
             small_length_packs(fn, formats, lambda fmt: self.const(
                 "L", f"tuple(struct.pack({fmt!r}, _i) for _i in range({SMALL_LENGTHS}))"))
-        nodes = list(ast.walk(fn))
+        nodes = list(walk(fn))
         params = [a.arg for a in fn.args.args[2:]]
         hoisted: set[str] = set()
         taken = {n.id for n in nodes if isinstance(n, ast.Name)}
@@ -2152,18 +2153,7 @@ def _raises(stmts: list[ast.stmt]) -> bool:
     return bool(stmts) and isinstance(stmts[-1], ast.Raise)
 
 
-def _stmt_lists(node: ast.AST):
-    """Every statement list under ``node`` (bodies, else branches, handlers); walks
-    statements only (expressions hold none), which keeps generation fast."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        for attr in ("body", "orelse", "finalbody", "handlers"):
-            lst = getattr(n, attr, None)
-            if isinstance(lst, list) and lst:
-                if isinstance(lst[0], ast.stmt):
-                    yield n, attr, lst
-                stack.extend(lst)
+_stmt_lists = stmt_lists
 
 
 class Optimist:
@@ -2207,7 +2197,7 @@ class Optimist:
                         seen.add(id(e))
                         code = codes[k] if codes is not None and k < len(codes) else None
                         assigns.append((e.id, code, False))
-        other = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+        other = {n.id for n in walk(fn) if isinstance(n, ast.Name)
                  and not isinstance(n.ctx, ast.Load) and id(n) not in seen}
         cand = {a[0] for a in assigns} - other
         while True:
@@ -2254,7 +2244,7 @@ class Optimist:
 
     # the transformation
     def eligible(self, fn: ast.FunctionDef) -> bool:
-        nodes = list(ast.walk(fn))
+        nodes = list(walk(fn))
         for n in nodes:
             if isinstance(n, ast.Name) and n.id in _HELPERS:
                 return False
@@ -2302,7 +2292,7 @@ class Optimist:
                     and _is_name(st.target, "pos"):
                 return self.expr_nonneg(st.value, ok)
             return not any(isinstance(n, ast.Name) and n.id == "pos"
-                           and not isinstance(n.ctx, ast.Load) for n in ast.walk(st))
+                           and not isinstance(n.ctx, ast.Load) for n in walk(st))
 
         guard = ast.parse("if pos > end:\n    raise IndexError").body[0]
 
@@ -2429,7 +2419,7 @@ class Optimist:
 def _rows_transform(fn: ast.FunctionDef, classes: set[str]) -> str | None:
     """Turn the many-loop ``fn`` (see ``FastEmitter.rows_loop``) into its rows twin in
     place; returns why it cannot (None: done)."""
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and re.match(r"_[dum]_", n.func.id):
             return f"its loop decodes a sub-record out of line ({n.func.id})"
@@ -2509,7 +2499,7 @@ def _rows_transform(fn: ast.FunctionDef, classes: set[str]) -> str | None:
                 return [node, ast.parse("_starts.pop()").body[0]]
             return node
     Starts().visit(fn)
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "_new":
             return "a record object is built in a way the loop cannot turn into a row"
     return None
@@ -2538,7 +2528,7 @@ def loop_checksums(fn: ast.FunctionDef) -> None:
 
     Slice().visit(fn)
     loads: dict[str, int] = {}
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             loads[n.id] = loads.get(n.id, 0) + 1
     for parent, attr, stmts in list(_stmt_lists(fn)):
@@ -2585,7 +2575,7 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
     mark = None
     # the first statement that touches ``out`` (values computed before it stay)
     at = next((i for i, st in enumerate(body)
-               if any(_is_name(n, "out") for n in ast.walk(st))), None)
+               if any(_is_name(n, "out") for n in walk(st))), None)
     if at is None:
         return False
     first = body[at]
@@ -2598,7 +2588,7 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
     if mark is not None:
         if not _is_out_append(last):
             return False
-        for n in ast.walk(last.value):
+        for n in walk(last.value):
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Call) \
                     and _is_name(n.value.func, "memoryview") and len(n.value.args) == 1 \
                     and _is_name(n.value.args[0], "out") and isinstance(n.slice, ast.Slice) \
@@ -2611,7 +2601,7 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
     allowed = {id(first.value.args[0]), id(views[0].value.args[0])} if mark else set()
     pieces = 0
     for st in body:
-        for n in ast.walk(st):
+        for n in walk(st):
             if isinstance(n, ast.AugAssign) and _is_name(n.target, "out"):
                 if not isinstance(n.op, ast.Add):
                     return False
@@ -2620,7 +2610,7 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
     if pieces - (mark is not None) < GATHER_MIN_PIECES:
         return False
     for st in body:
-        for n in ast.walk(st):
+        for n in walk(st):
             if isinstance(n, ast.Name) and (n.id == "out" and id(n) not in allowed
                                             or mark and n.id == mark and n is not views[0].slice.lower
                                             and n is not first.targets[0]):
@@ -2680,7 +2670,7 @@ def raw_switch_tags(stmts: list[ast.stmt]) -> None:
                         and _is_name(prev.value.slice, x) and isinstance(prev.value.value, ast.Name):
                     stmts.insert(j, stmts.pop(i))
                     break
-                if any(isinstance(n, ast.Name) and n.id in (x, y) for n in ast.walk(prev)):
+                if any(isinstance(n, ast.Name) and n.id in (x, y) for n in walk(prev)):
                     break  # read or written in between: leave it
         i += 1
 
@@ -2704,7 +2694,7 @@ def _struct_read(st: ast.stmt, formats: dict[str, str]) -> str | None:
 
 
 def _stores(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)
             and not isinstance(n.ctx, ast.Load)}
 
 
@@ -2846,12 +2836,12 @@ def propagate_copies(fn: ast.FunctionDef) -> None:
     """``y = x`` where both are assigned once, side by side in one block, and ``y`` is
     not read before: ``y`` is replaced by ``x`` (one store and load less per record)."""
     stores: dict[str, int] = {}
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             stores[n.id] = stores.get(n.id, 0) + 1
-    order = {id(n): (n.lineno, n.col_offset) for n in ast.walk(fn) if hasattr(n, "lineno")}
+    order = {id(n): (n.lineno, n.col_offset) for n in walk(fn) if hasattr(n, "lineno")}
     loads_of: dict[str, list[ast.Name]] = {}
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             loads_of.setdefault(n.id, []).append(n)
     for parent, attr, stmts in list(_stmt_lists(fn)):
@@ -2860,7 +2850,7 @@ def propagate_copies(fn: ast.FunctionDef) -> None:
         for st in stmts:
             # assigned at this level only (a store nested in a branch may not have run)
             for t in st.targets if isinstance(st, ast.Assign) else ():
-                for n in ast.walk(t):
+                for n in walk(t):
                     if isinstance(n, ast.Name):
                         defined.add(n.id)
             if isinstance(st, ast.Assign) and len(st.targets) == 1 \
@@ -2883,7 +2873,7 @@ def drop_dead_stores(fn: ast.FunctionDef) -> None:
     """Remove ``x = <name or constant>`` and ``x += <constant>`` whose ``x`` is never
     read (offsets kept for error messages that a variant does not raise)."""
     while True:
-        loads = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+        loads = {n.id for n in walk(fn) if isinstance(n, ast.Name)
                  and isinstance(n.ctx, ast.Load)}
         changed = False
         for _parent, attr, stmts in list(_stmt_lists(fn)):
@@ -2995,9 +2985,9 @@ def static_padding(stmts: list[ast.stmt], formats: dict[str, str]) -> None:
                 else:
                     track[m] = None
             continue
-        stores = {n.id for n in ast.walk(st) if isinstance(n, ast.Name)
+        stores = {n.id for n in walk(st) if isinstance(n, ast.Name)
                   and not isinstance(n.ctx, ast.Load)}
-        touches = any(_is_name(n, "out") for n in ast.walk(st))
+        touches = any(_is_name(n, "out") for n in walk(st))
         for m, t in track.items():
             if t is not None and (touches or m in stores or stores & set(t[1])):
                 track[m] = None
@@ -3005,7 +2995,7 @@ def static_padding(stmts: list[ast.stmt], formats: dict[str, str]) -> None:
 
 def drop_len_marks(fn: ast.FunctionDef) -> None:
     """Remove ``S = len(out)`` where nothing reads S."""
-    loads = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loads = {n.id for n in walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     for _parent, _attr, stmts in list(_stmt_lists(fn)):
         keep = [st for st in stmts if _len_mark(st) is None or _len_mark(st) in loads]
         if len(keep) != len(stmts):
@@ -3016,13 +3006,13 @@ def _pure(e: ast.expr) -> bool:
     """An expression that only reads (names, attributes, constants, comparisons)."""
     return all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Load, ast.Compare,
                               ast.cmpop, ast.BoolOp, ast.boolop, ast.Tuple))
-               for n in ast.walk(e))
+               for n in walk(e))
 
 
 def _pure_assign(st: ast.stmt) -> set[str] | None:
     """The names a side-effect-free ``x = <reads>`` stores, or None."""
     if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets) \
-            and _pure(st.value) and not any(_is_name(n, "out") for n in ast.walk(st.value)):
+            and _pure(st.value) and not any(_is_name(n, "out") for n in walk(st.value)):
         return {t.id for t in st.targets}  # type: ignore[union-attr]
     return None
 
@@ -3060,7 +3050,7 @@ def fuse_packs(stmts: list[ast.stmt], formats: dict[str, str], new_struct) -> No
         if name is None or formats[name][:1] not in "<>":
             i += 1
             continue
-        reads = {n.id for a in st.value.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+        reads = {n.id for a in st.value.args for n in walk(a) if isinstance(n, ast.Name)}
         j = i + 1
         stored: set[str] = set()
         while j < len(stmts) and (s := _pure_assign(stmts[j])) is not None:
