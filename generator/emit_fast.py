@@ -2294,7 +2294,10 @@ class Optimist:
             return not any(isinstance(n, ast.Name) and n.id == "pos"
                            and not isinstance(n.ctx, ast.Load) for n in walk(st))
 
-        guard = ast.parse("if pos > end:\n    raise IndexError").body[0]
+        def guard() -> ast.If:  # a node of its own at each place
+            return ast.If(ast.Compare(ast.Name("pos", ast.Load()), [ast.Gt()],
+                                      [ast.Name("end", ast.Load())]),
+                          [ast.Raise(ast.Name("IndexError", ast.Load()))], [])
 
         def rewrite(stmts: list[ast.stmt]) -> list[ast.stmt]:
             out: list[ast.stmt] = []
@@ -2333,7 +2336,7 @@ class Optimist:
                         out.append(pre)
                 self.call_twins(st)
                 if not monotone(st):
-                    out.append(guard)
+                    out.append(guard())
                 for attr in ("body", "orelse"):
                     lst = getattr(st, attr, None)
                     if isinstance(lst, list) and lst and isinstance(lst[0], ast.stmt):
@@ -2346,9 +2349,7 @@ class Optimist:
         for _parent, _attr, stmts in list(_stmt_lists(fn)):
             raw_switch_tags(stmts)
         drop_dead_stores(fn)
-        fresh = ast.parse(ast.unparse(fn)).body[0]  # true source positions for the next pass
-        propagate_copies(fresh)
-        fn.body = fresh.body
+        propagate_copies(fn)
 
     @staticmethod
     def drop_sign_tests(test: ast.expr, ok: set[str]) -> ast.expr:
@@ -2617,14 +2618,14 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
                 return False
 
     def appends(stmts: list[ast.stmt], to: ast.expr | None = None) -> None:
-        for i, st in enumerate(stmts):
-            if _is_out_append(st):
-                fn = copy.deepcopy(to) if to is not None else \
-                    ast.Attribute(ast.Name("_p", ast.Load()), "append", ast.Load())
-                stmts[i] = ast.Expr(ast.Call(fn, [st.value], []))
-        for st in stmts:
-            for _parent, _attr, inner in _stmt_lists(st):
-                appends(inner, to)
+        # every statement list under ``stmts`` once (``_stmt_lists`` already descends)
+        lists = [stmts] + [inner for st in stmts for _parent, _attr, inner in _stmt_lists(st)]
+        for lst in lists:
+            for i, st in enumerate(lst):
+                if _is_out_append(st):
+                    fn = copy.deepcopy(to) if to is not None else \
+                        ast.Attribute(ast.Name("_p", ast.Load()), "append", ast.Load())
+                    lst[i] = ast.Expr(ast.Call(fn, [st.value], []))
 
     if mark is None and direct is not None:
         # no checksum over the record: its pieces go straight to the caller's list
@@ -2832,6 +2833,35 @@ def fuse_reads(fn: ast.FunctionDef, formats: dict[str, str], new_struct) -> None
             i += 1
 
 
+def _source_order(fn: ast.FunctionDef) -> dict[int, int]:
+    """Statement ``id`` -> its rank in source order, and each name -> the rank of the
+    statement holding it outside any nested body (an ``if`` test ranks with its ``if``,
+    before its body). Comparing ranks compares source positions wherever a name and a
+    statement are not the same statement; no unparse and re-parse for line numbers."""
+    rank: dict[int, int] = {}
+    todo: list[ast.AST] = [fn]
+    k = 0
+    while todo:
+        st = todo.pop()
+        k += 1
+        rank[id(st)] = k
+        nested: list[ast.AST] = []
+        for field in st._fields:
+            v = getattr(st, field, None)
+            if isinstance(v, list) and v and isinstance(v[0], (ast.stmt, ast.excepthandler)):
+                nested += v
+            elif isinstance(v, list):
+                for x in v:
+                    if isinstance(x, ast.AST):
+                        for n in walk(x):
+                            rank[id(n)] = k
+            elif isinstance(v, ast.AST):
+                for n in walk(v):
+                    rank[id(n)] = k
+        todo.extend(reversed(nested))
+    return rank
+
+
 def propagate_copies(fn: ast.FunctionDef) -> None:
     """``y = x`` where both are assigned once, side by side in one block, and ``y`` is
     not read before: ``y`` is replaced by ``x`` (one store and load less per record)."""
@@ -2839,7 +2869,7 @@ def propagate_copies(fn: ast.FunctionDef) -> None:
     for n in walk(fn):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             stores[n.id] = stores.get(n.id, 0) + 1
-    order = {id(n): (n.lineno, n.col_offset) for n in walk(fn) if hasattr(n, "lineno")}
+    order = _source_order(fn)
     loads_of: dict[str, list[ast.Name]] = {}
     for n in walk(fn):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
@@ -2949,9 +2979,17 @@ def static_padding(stmts: list[ast.stmt], formats: dict[str, str]) -> None:
     is computed from those lengths (``bytes(-(k + len(b)) % A)``). The encoder then no
     longer asks ``out`` for its length, which is what keeps its records from being
     gathered (``gather_parts``); marks left unread are dropped (``drop_len_marks``)."""
+    _static_padding(stmts, formats, {})
+
+
+def _static_padding(stmts: list[ast.stmt], formats: dict[str, str],
+                    seen: dict[int, tuple[set[str], bool]]) -> None:
+    """:func:`static_padding` over ``stmts``, inner lists first; ``seen`` keeps what each
+    statement stores and whether it touches ``out`` (a statement is final once its own
+    list is done), so each statement is walked once however deep it nests."""
     for st in stmts:
         for sub in _sub_lists(st):
-            static_padding(sub, formats)
+            _static_padding(sub, formats, seen)
     track: dict[str, list | None] = {}  # mark -> [bytes so far, bytes locals so far]
     for st in stmts:
         mark = _len_mark(st)
@@ -2985,12 +3023,51 @@ def static_padding(stmts: list[ast.stmt], formats: dict[str, str]) -> None:
                 else:
                     track[m] = None
             continue
-        stores = {n.id for n in walk(st) if isinstance(n, ast.Name)
-                  and not isinstance(n.ctx, ast.Load)}
-        touches = any(_is_name(n, "out") for n in walk(st))
+        stores, touches = _stores_touches(st, seen)
         for m, t in track.items():
             if t is not None and (touches or m in stores or stores & set(t[1])):
                 track[m] = None
+
+
+_BODIES = ("body", "orelse", "finalbody")
+
+
+def _stores_touches(st: ast.stmt, seen: dict[int, tuple[set[str], bool]]) -> tuple[set[str], bool]:
+    """The names ``st`` stores and whether it names ``out`` anywhere; nested statements
+    come from (and go to) ``seen``."""
+    got = seen.get(id(st))
+    if got is not None:
+        return got
+    stores: set[str] = set()
+    touches = False
+    parts: list[ast.AST] = []
+    for field in st._fields:
+        v = getattr(st, field, None)
+        if field in _BODIES and isinstance(v, list) and v and isinstance(v[0], ast.stmt):
+            for inner in v:
+                s2, t2 = _stores_touches(inner, seen)
+                stores |= s2
+                touches = touches or t2
+        elif field == "handlers" and isinstance(v, list):
+            for h in v:
+                parts += [x for x in (h.type,) if x is not None]
+                for inner in h.body:
+                    s2, t2 = _stores_touches(inner, seen)
+                    stores |= s2
+                    touches = touches or t2
+        elif isinstance(v, list):
+            parts += [x for x in v if isinstance(x, ast.AST)]
+        elif isinstance(v, ast.AST):
+            parts.append(v)
+    for part in parts:
+        for n in walk(part):
+            if isinstance(n, ast.Name):
+                if not isinstance(n.ctx, ast.Load):
+                    stores.add(n.id)
+                if n.id == "out":
+                    touches = True
+    got = seen[id(st)] = (stores, touches)
+    return got
 
 
 def drop_len_marks(fn: ast.FunctionDef) -> None:
