@@ -508,8 +508,9 @@ class FastEmitter:
         # are bound once per log (a local load instead of a global and an attribute)
         ret = fn.body[-1]
         hoisted: set[str] = set()
-        taken = {n.id for n in walk(fn) if isinstance(n, ast.Name)}
-        for n in walk(fn):
+        nodes = list(walk(fn))
+        taken = {n.id for n in nodes if isinstance(n, ast.Name)}
+        for n in nodes:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and n.func.attr == "unpack_from" and isinstance(n.func.value, ast.Name) \
                     and re.fullmatch(r"_S\d+", n.func.value.id) \
@@ -2166,12 +2167,18 @@ class Optimist:
     # which locals are provably >= 0 (every assignment to them is)
     def nonneg(self, fn: ast.FunctionDef, guards: bool = True) -> set[str]:
         """Locals provably >= 0: every assignment to them is (a greatest fixed point, so
-        a name is trusted only if each of its sources is, whatever the visiting order)."""
+        a name is trusted only if each of its sources is, whatever the visiting order).
+        With ``guards``, an assignment followed by ``if x < 0 ...: raise`` counts too."""
+        return self.nonneg_both(fn)[0 if guards else 1]
+
+    def nonneg_both(self, fn: ast.FunctionDef) -> tuple[set[str], set[str]]:
+        """:meth:`nonneg` with and without the guards, from one walk of ``fn``."""
         seen: set[int] = set()
-        assigns: list[tuple[str, object, bool]] = []  # (name, value or struct code, guarded)
+        # (name, value or struct code, guarded)
+        assigns: list[tuple[str, object, bool]] = []
 
         def guarded(stmts: list[ast.stmt], i: int, name: str) -> bool:
-            if not guards or i >= len(stmts) or not isinstance(stmts[i], ast.If) \
+            if i >= len(stmts) or not isinstance(stmts[i], ast.If) \
                     or not _raises(stmts[i].body):
                 return False
             t = stmts[i].test
@@ -2199,12 +2206,17 @@ class Optimist:
                         assigns.append((e.id, code, False))
         other = {n.id for n in walk(fn) if isinstance(n, ast.Name)
                  and not isinstance(n.ctx, ast.Load) and id(n) not in seen}
-        cand = {a[0] for a in assigns} - other
+        start = {a[0] for a in assigns} - other
+        return self._fixed_point(assigns, set(start), True), \
+            self._fixed_point(assigns, set(start), False)
+
+    def _fixed_point(self, assigns: list[tuple[str, object, bool]], cand: set[str],
+                     guards: bool) -> set[str]:
         while True:
             bad = set()
             for name, src, guard in assigns:
                 if isinstance(src, ast.expr):
-                    good = guard or self.expr_nonneg(src, cand)
+                    good = (guards and guard) or self.expr_nonneg(src, cand)
                 else:
                     good = src in _UNSIGNED_CODES
                 if not good:
@@ -2264,9 +2276,9 @@ class Optimist:
 
     def transform(self, fn: ast.FunctionDef) -> None:
         """Rewrite ``fn`` (a checked decoder) in place into its optimistic twin."""
-        ok = self.nonneg(fn)
         # the sign tests themselves may only go where no sign test is the proof
-        unsigned = self.nonneg(fn, guards=False)
+        # (``unsigned``: proven without them)
+        ok, unsigned = self.nonneg_both(fn)
 
         def bound_check(st: ast.stmt, nxt: ast.stmt | None) -> bool:
             if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1
@@ -2833,14 +2845,23 @@ def fuse_reads(fn: ast.FunctionDef, formats: dict[str, str], new_struct) -> None
             i += 1
 
 
-def _source_order(fn: ast.FunctionDef) -> dict[int, int]:
+def _source_order(fn: ast.FunctionDef) -> tuple[dict[int, int], list[ast.Name]]:
     """Statement ``id`` -> its rank in source order, and each name -> the rank of the
     statement holding it outside any nested body (an ``if`` test ranks with its ``if``,
-    before its body). Comparing ranks compares source positions wherever a name and a
-    statement are not the same statement; no unparse and re-parse for line numbers."""
+    before its body); and every name of ``fn``. Comparing ranks compares source
+    positions wherever a name and a statement are not the same statement: no unparse
+    and re-parse for line numbers, and one walk."""
     rank: dict[int, int] = {}
+    names: list[ast.Name] = []
     todo: list[ast.AST] = [fn]
     k = 0
+
+    def mark(x: ast.AST) -> None:
+        for n in walk(x):
+            rank[id(n)] = k
+            if n.__class__ is ast.Name:
+                names.append(n)
+
     while todo:
         st = todo.pop()
         k += 1
@@ -2853,27 +2874,24 @@ def _source_order(fn: ast.FunctionDef) -> dict[int, int]:
             elif isinstance(v, list):
                 for x in v:
                     if isinstance(x, ast.AST):
-                        for n in walk(x):
-                            rank[id(n)] = k
+                        mark(x)
             elif isinstance(v, ast.AST):
-                for n in walk(v):
-                    rank[id(n)] = k
+                mark(v)
         todo.extend(reversed(nested))
-    return rank
+    return rank, names
 
 
 def propagate_copies(fn: ast.FunctionDef) -> None:
     """``y = x`` where both are assigned once, side by side in one block, and ``y`` is
     not read before: ``y`` is replaced by ``x`` (one store and load less per record)."""
+    order, names = _source_order(fn)
     stores: dict[str, int] = {}
-    for n in walk(fn):
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            stores[n.id] = stores.get(n.id, 0) + 1
-    order = _source_order(fn)
     loads_of: dict[str, list[ast.Name]] = {}
-    for n in walk(fn):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+    for n in names:
+        if isinstance(n.ctx, ast.Load):
             loads_of.setdefault(n.id, []).append(n)
+        else:
+            stores[n.id] = stores.get(n.id, 0) + 1
     for parent, attr, stmts in list(_stmt_lists(fn)):
         defined: set[str] = set()
         keep = []
@@ -3173,6 +3191,10 @@ def small_length_packs(fn: ast.FunctionDef, formats: dict[str, str], new_table) 
     as before. Only for the many-record encoders. ``new_table(fmt)`` names the tuple of
     ``pack(0) .. pack(255)``. Returns how many writes were rewritten."""
     done = 0
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "pack" and len(n.args) == 1
+               and isinstance(n.args[0], ast.Call) for n in walk(fn)):
+        return 0  # no ``pack`` of one call's value: nothing to rewrite
 
     class Rewrite(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
