@@ -58,3 +58,6 @@ def stores(node: ast.AST) -> set[str]:
     """The names ``node`` assigns (or deletes)."""
     return {n.id for n in walk(node) if isinstance(n, ast.Name)
             and not isinstance(n.ctx, ast.Load)}
+
+
+UNSIGNED_CODES = set("BHILQN")  # struct codes of unsigned integers (values >= 0)
