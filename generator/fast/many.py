@@ -83,8 +83,9 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
     last = body[-1]
     mark = None
     # the first statement that touches ``out`` (values computed before it stay)
-    at = next((i for i, st in enumerate(body)
-               if any(_is_name(n, "out") for n in walk(st))), None)
+    walked = [list(walk(st)) for st in body]  # each statement's nodes, for every check below
+    at = next((i for i, nodes in enumerate(walked)
+               if any(_is_name(n, "out") for n in nodes)), None)
     if at is None:
         return False
     first = body[at]
@@ -109,8 +110,8 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
     # every other ``out`` is the target of ``out += piece``; the mark is read only by the view
     allowed = {id(first.value.args[0]), id(views[0].value.args[0])} if mark else set()
     pieces = 0
-    for st in body:
-        for n in walk(st):
+    for nodes in walked:
+        for n in nodes:
             if isinstance(n, ast.AugAssign) and _is_name(n.target, "out"):
                 if not isinstance(n.op, ast.Add):
                     return False
@@ -118,8 +119,8 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
                 pieces += 1
     if pieces - (mark is not None) < GATHER_MIN_PIECES:
         return False
-    for st in body:
-        for n in walk(st):
+    for nodes in walked:
+        for n in nodes:
             if isinstance(n, ast.Name) and (n.id == "out" and id(n) not in allowed
                                             or mark and n.id == mark and n is not views[0].slice.lower
                                             and n is not first.targets[0]):
@@ -174,6 +175,8 @@ class ManyEncoders:
             return []
         fn = ast.parse("\n".join(lines)).body[0]
         nodes = list(walk(fn))
+        # the passes below write no ``_ln`` of their own: asked of the body as emitted
+        has_ln = any(isinstance(n, ast.Name) and n.id == "_ln" for n in nodes)
         if any(isinstance(n, (ast.Return, ast.Yield, ast.Lambda, ast.Global, ast.Nonlocal))
                or (isinstance(n, ast.FunctionDef) and n is not fn)
                or (isinstance(n, ast.Name) and n.id == "values") for n in nodes):
@@ -183,7 +186,7 @@ class ManyEncoders:
         static_padding(fn.body, formats)
         drop_len_marks(fn)
         fuse_packs(fn.body, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
-        if "_ln" not in {n.id for n in walk(fn) if isinstance(n, ast.Name)}:
+        if not has_ln:
             small_length_packs(fn, formats, lambda fmt: self.const(
                 "L", f"tuple(struct.pack({fmt!r}, _i) for _i in range({SMALL_LENGTHS}))"))
         nodes = list(walk(fn))

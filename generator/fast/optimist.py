@@ -41,8 +41,10 @@ class Optimist:
         With ``guards``, an assignment followed by ``if x < 0 ...: raise`` counts too."""
         return self.nonneg_both(fn)[0 if guards else 1]
 
-    def nonneg_both(self, fn: ast.FunctionDef) -> tuple[set[str], set[str]]:
-        """:meth:`nonneg` with and without the guards, from one walk of ``fn``."""
+    def nonneg_both(self, fn: ast.FunctionDef,
+                    nodes: list[ast.AST] | None = None) -> tuple[set[str], set[str]]:
+        """:meth:`nonneg` with and without the guards, from one walk of ``fn`` (or its
+        ``nodes``, walked already)."""
         seen: set[int] = set()
         # (name, value or struct code, guarded)
         assigns: list[tuple[str, object, bool]] = []
@@ -74,8 +76,9 @@ class Optimist:
                         seen.add(id(e))
                         code = codes[k] if codes is not None and k < len(codes) else None
                         assigns.append((e.id, code, False))
-        other = {n.id for n in walk(fn) if isinstance(n, ast.Name)
-                 and not isinstance(n.ctx, ast.Load) and id(n) not in seen}
+        other = {n.id for n in (walk(fn) if nodes is None else nodes)
+                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+                 and id(n) not in seen}
         start = {a[0] for a in assigns} - other
         return self._fixed_point(assigns, set(start), True), \
             self._fixed_point(assigns, set(start), False)
@@ -125,8 +128,9 @@ class Optimist:
         return False
 
     # the transformation
-    def eligible(self, fn: ast.FunctionDef) -> bool:
-        nodes = list(walk(fn))
+    def eligible(self, fn: ast.FunctionDef, nodes: list[ast.AST] | None = None) -> bool:
+        """Whether the twin can mirror ``fn``; ``nodes``: ``fn`` walked, if at hand."""
+        nodes = list(walk(fn)) if nodes is None else nodes
         for n in nodes:
             if isinstance(n, ast.Name) and n.id in _HELPERS:
                 return False
@@ -144,11 +148,12 @@ class Optimist:
         return returns == [last] and isinstance(last.value, ast.Tuple) \
             and len(last.value.elts) == 2 and _is_name(last.value.elts[1], "pos")
 
-    def transform(self, fn: ast.FunctionDef) -> None:
-        """Rewrite ``fn`` (a checked decoder) in place into its optimistic twin."""
+    def transform(self, fn: ast.FunctionDef, nodes: list[ast.AST] | None = None) -> None:
+        """Rewrite ``fn`` (a checked decoder) in place into its optimistic twin;
+        ``nodes``: ``fn`` walked, if at hand."""
         # the sign tests themselves may only go where no sign test is the proof
         # (``unsigned``: proven without them)
-        ok, unsigned = self.nonneg_both(fn)
+        ok, unsigned = self.nonneg_both(fn, nodes)
 
         def bound_check(st: ast.stmt, nxt: ast.stmt | None) -> bool:
             if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1

@@ -85,29 +85,38 @@ def bytes_slices(fn: ast.FunctionDef, decode_const) -> bool:
         return isinstance(node, ast.Subscript) and _is_name(node.value, "mv") \
             and isinstance(node.slice, ast.Slice)
 
-    class Rewrite(ast.NodeTransformer):
-        def visit_Call(self, node: ast.Call) -> ast.AST:
-            nonlocal changed
-            self.generic_visit(node)
-            if not isinstance(node.func, ast.Name) or node.keywords \
-                    or not node.args or not buffer_slice(node.args[0]):
-                return node
-            sl = node.args[0]
-            if node.func.id == "bytes" and len(node.args) == 1:
-                fast: ast.expr = sl
-            elif node.func.id == "str" and len(node.args) == 2 \
-                    and isinstance(node.args[1], ast.Constant) \
-                    and isinstance(node.args[1].value, str):
-                enc = node.args[1].value
-                utf8 = enc.lower().replace("_", "-") in ("utf-8", "utf8")
-                fast = ast.Call(ast.Name(decode_const(), ast.Load()),
-                                [sl] if utf8 else [sl, ast.Constant(enc)], [])
-            else:
-                return node
-            changed = True
-            return ast.IfExp(ast.Name("_isb", ast.Load()), fast, node)
+    def rewrite(node: ast.Call) -> ast.expr | None:
+        """The call's ``bytes`` fast form, or None to leave it."""
+        nonlocal changed
+        if not isinstance(node.func, ast.Name) or node.keywords \
+                or not node.args or not buffer_slice(node.args[0]):
+            return None
+        sl = node.args[0]
+        if node.func.id == "bytes" and len(node.args) == 1:
+            fast: ast.expr = sl
+        elif node.func.id == "str" and len(node.args) == 2 \
+                and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str):
+            enc = node.args[1].value
+            utf8 = enc.lower().replace("_", "-") in ("utf-8", "utf8")
+            fast = ast.Call(ast.Name(decode_const(), ast.Load()),
+                            [sl] if utf8 else [sl, ast.Constant(enc)], [])
+        else:
+            return None
+        changed = True
+        return ast.IfExp(ast.Name("_isb", ast.Load()), fast, node)
 
-    Rewrite().visit(fn)
+    # each call replaced in its parent, every node visited once (the new nodes are not:
+    # a rewritten call's slice is not a call, and the call stays as the other branch)
+    for parent in list(walk(fn)):
+        for field in parent._fields:
+            v = getattr(parent, field, None)
+            if v.__class__ is list:
+                for i, x in enumerate(v):
+                    if x.__class__ is ast.Call and (new := rewrite(x)) is not None:
+                        v[i] = new
+            elif v.__class__ is ast.Call and (new := rewrite(v)) is not None:
+                setattr(parent, field, new)
     return changed
 
 def fuse_reads(fn: ast.FunctionDef, formats: dict[str, str], new_struct) -> None:

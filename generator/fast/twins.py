@@ -59,9 +59,10 @@ class Twins:
             if m:
                 formats[m.group(1)] = m.group(2)
         opt = Optimist(formats, self.has_twin)
-        if not opt.eligible(fn):
+        nodes = list(walk(fn))
+        if not opt.eligible(fn, nodes):
             return []
-        opt.transform(fn)
+        opt.transform(fn, nodes)
         fuse_reads(fn, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
         on_bytes = bytes_slices(fn, lambda: self.const("BD", "bytes.decode"))
         name = rec.name
