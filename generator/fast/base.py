@@ -65,6 +65,8 @@ class EmitterBase:
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
         self._twins: dict[str, bool] = {}  # record -> has an optimistic twin
+        # (record, layout suffix) -> its checked decoder outside any inlining
+        self._checked: dict[tuple[str, str], list[str]] = {}
         self._no_twin = False
         # (record, message) for a schema asking what the emitter cannot give (``rows``)
         self.problems: list[tuple[ir.Record, str]] = []

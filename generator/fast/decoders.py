@@ -22,6 +22,27 @@ class Decoders:
     """The checked decoder of a layout, field by field."""
 
     def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
+        """``_d_<record><suffix>``, and its twins (``twins``) where it gets them."""
+        # the checked decoder outside any inlining is the same text wherever it is asked
+        # (here, and by ``has_twin`` deciding a caller's twin): built once
+        key = (rec.name, lay.suffix)
+        lines = None if self._inline_stack else self._checked.get(key)
+        if lines is None:
+            lines = self.checked_decoder(rec, lay)
+            if not self._inline_stack:
+                self._checked[key] = lines
+        else:
+            self.lay_name, self.cur_rec, self.lay = rec.name + lay.suffix, rec, lay
+        lines = list(lines)
+        if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
+                and not rec.version_from:
+            lines += self.optimistic(rec, lines)
+        elif not self._inline_stack and not self._no_twin and lay.order and not rec.version_from:
+            lines += self.optimistic(rec, lines, rec.name + lay.suffix)  # one per byte order
+        return lines
+
+    def checked_decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
+        """The checked decoder of ``lay``, field by field."""
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay_name = rec.name + lay.suffix
         self.cur_rec = rec
@@ -94,13 +115,7 @@ class Decoders:
         lines += ["    " + b for b in body]
         lines += ["    " + x for x in self.construct(rec, vals, "_obj")]
         lines.append("    return _obj, pos")
-        lines = self.drop_unused_start(lines)
-        if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
-                and not rec.version_from:
-            lines += self.optimistic(rec, lines)
-        elif not self._inline_stack and not self._no_twin and lay.order and not rec.version_from:
-            lines += self.optimistic(rec, lines, rec.name + lay.suffix)  # one per byte order
-        return lines
+        return self.drop_unused_start(lines)
 
     def decode_field(self, rec: ir.Record, f: ir.Field, res, spans: set[str],
                      prefixed: bool = False) -> list[str]:

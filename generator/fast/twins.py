@@ -39,6 +39,7 @@ class Twins:
                 sub = type(self)(self.family)
                 sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
                 sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
+                sub._checked = self._checked
                 sub._no_twin = True
                 lines = sub.decoder(rec, lay)
                 got = len(lines) <= self.OPTIMISTIC_MAX_LINES and \
