@@ -65,8 +65,9 @@ class EmitterBase:
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
         self._twins: dict[str, bool] = {}  # record -> has an optimistic twin
-        # (record, layout suffix) -> its checked decoder outside any inlining
-        self._checked: dict[tuple[str, str], list[str]] = {}
+        # (kind, record, layout suffix, enclosing inlines it can reach) -> its checked
+        # decoder or encoder (see ``built_once``)
+        self._checked: dict[tuple, list[str]] = {}
         self._no_twin = False
         # (record, message) for a schema asking what the emitter cannot give (``rows``)
         self.problems: list[tuple[ir.Record, str]] = []
@@ -78,6 +79,23 @@ class EmitterBase:
         self._const_ids[source] = name
         self.consts.append(f"{name} = {source}")
         return name
+
+    def built_once(self, kind: str, rec: ir.Record, lay: ir.Layout, build) -> list[str]:
+        """``build(rec, lay)`` (the checked decoder or encoder, ``kind`` "d"/"e"), built
+        once per context: it is the same text for the record itself, for the callers'
+        inline templates and for deciding a caller's twin, unless a record it can reach
+        is being inlined around it (recursion stops there). A copy, for the caller to
+        extend."""
+        ctx = self._inline_stack & self._reachable(rec.name)
+        key = (kind, rec.name, lay.suffix, ctx)
+        got = self._checked.get(key)
+        if got is None:
+            got = self._checked[key] = build(rec, lay)
+        else:  # the per-record state the build leaves
+            self.cur_rec, self.lay = rec, lay
+            if kind == "d":
+                self.lay_name = rec.name + lay.suffix
+        return list(got)
 
     def ck_width(self, t: ir.Type) -> int:
         """The width of a checksum's field: a fixed-size scalar or a fixed-width kind."""

@@ -23,17 +23,7 @@ class Decoders:
 
     def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         """``_d_<record><suffix>``, and its twins (``twins``) where it gets them."""
-        # the checked decoder outside any inlining is the same text wherever it is asked
-        # (here, and by ``has_twin`` deciding a caller's twin): built once
-        key = (rec.name, lay.suffix)
-        lines = None if self._inline_stack else self._checked.get(key)
-        if lines is None:
-            lines = self.checked_decoder(rec, lay)
-            if not self._inline_stack:
-                self._checked[key] = lines
-        else:
-            self.lay_name, self.cur_rec, self.lay = rec.name + lay.suffix, rec, lay
-        lines = list(lines)
+        lines = self.built_once("d", rec, lay, self.checked_decoder)
         if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
                 and not rec.version_from:
             lines += self.optimistic(rec, lines)

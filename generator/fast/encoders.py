@@ -22,6 +22,15 @@ class Encoders:
     """The encoder of a layout, field by field."""
 
     def encoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
+        """``_e_<record><suffix>``, and its many-record twin (``many``) where it gets one."""
+        lines = self.built_once("e", rec, lay, self.checked_encoder)
+        if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
+                and not rec.version_from:
+            lines += self.encoder_many(rec, lines)
+        return lines
+
+    def checked_encoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
+        """The encoder of ``lay``, field by field."""
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay = lay
         self.cur_rec = rec
@@ -120,11 +129,7 @@ class Encoders:
         body += efe.assert_checks(rec, lay, res, late=True)  # sizes measured by now
         lines += ["    " + b for b in body] or ["    pass"]
         lines = self.drop_unused_start(lines) if body else lines
-        lines = self.trailing_checksum(lines)
-        if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
-                and not rec.version_from:
-            lines += self.encoder_many(rec, lines)
-        return lines
+        return self.trailing_checksum(lines)
 
     trailing_checksum = staticmethod(efe.trailing_checksum)
 
