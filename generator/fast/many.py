@@ -29,20 +29,29 @@ def loop_checksums(fn: ast.FunctionDef) -> None:
     """In the many-record encode loop a trailing checksum always slices the buffer
     (``memoryview(out)[s:]``: the whole-buffer shortcut only pays for one record), and
     a checksum kept in a local only to be packed next is packed directly."""
-    class Slice(ast.NodeTransformer):
-        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
-            self.generic_visit(node)
-            t = node.test
-            if _is_name(node.body, "out") and isinstance(t, ast.Compare) \
-                    and isinstance(t.left, ast.Name) and t.left.id.startswith("_s_") \
-                    and isinstance(node.orelse, ast.Subscript) \
-                    and isinstance(node.orelse.slice, ast.Slice) \
-                    and _is_name(node.orelse.slice.lower, t.left.id) \
-                    and node.orelse.slice.upper is None:
-                return node.orelse
-            return node
+    def sliced(node: ast.IfExp) -> ast.expr | None:
+        """``out if <_s_x is at the start> else memoryview(out)[_s_x:]``: the slice."""
+        t = node.test
+        if _is_name(node.body, "out") and isinstance(t, ast.Compare) \
+                and isinstance(t.left, ast.Name) and t.left.id.startswith("_s_") \
+                and isinstance(node.orelse, ast.Subscript) \
+                and isinstance(node.orelse.slice, ast.Slice) \
+                and _is_name(node.orelse.slice.lower, t.left.id) \
+                and node.orelse.slice.upper is None:
+            return node.orelse
+        return None
 
-    Slice().visit(fn)
+    # children before parents (a breadth-first list backwards), each replaced in its
+    # parent: what a bottom-up transformer does, in one walk
+    for parent in reversed(list(walk(fn))):
+        for field in parent._fields:
+            v = getattr(parent, field, None)
+            if v.__class__ is list:
+                for i, x in enumerate(v):
+                    if x.__class__ is ast.IfExp and (new := sliced(x)) is not None:
+                        v[i] = new
+            elif v.__class__ is ast.IfExp and (new := sliced(v)) is not None:
+                setattr(parent, field, new)
     loads: dict[str, int] = {}
     for n in walk(fn):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
@@ -157,9 +166,7 @@ def gather_parts(body: list[ast.stmt], direct: str | None = None) -> bool:
         appends(body)
         body.extend(ast.parse("_b = b''.join(_p)\nout += _b").body)
         body.append(last)
-    for st in body:
-        ast.fix_missing_locations(st)
-    return True
+    return True  # (no line numbers set: the emitter only unparses these trees)
 
 class ManyEncoders:
     """The many-record twin of each encoder."""
@@ -211,7 +218,6 @@ class ManyEncoders:
             for i, st in enumerate(fn.body):
                 if _is_out_append(st):
                     fn.body[i] = ast.Expr(ast.Call(ast.Name("_a", ast.Load()), [st.value], []))
-                    ast.fix_missing_locations(fn.body[i])
             fn.body[:0] = ast.parse(f"if len(_all) >= {self.ENCODE_CHUNK}:\n"
                                     "    _chunks.append(b''.join(_all))\n"
                                     "    _all.clear()").body

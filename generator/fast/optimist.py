@@ -26,6 +26,7 @@ from .astwalk import stmt_lists as _stmt_lists
 from .astwalk import walk
 
 _HELPERS = frozenset({"_out", "_append", "_rs", "_p0"})
+_NESTED = (ast.Lambda, ast.FunctionDef, ast.Yield, ast.Global, ast.Nonlocal)
 
 class Optimist:
     """Build the optimistic twin of one checked decoder (see the comment above)."""
@@ -131,19 +132,23 @@ class Optimist:
     def eligible(self, fn: ast.FunctionDef, nodes: list[ast.AST] | None = None) -> bool:
         """Whether the twin can mirror ``fn``; ``nodes``: ``fn`` walked, if at hand."""
         nodes = list(walk(fn)) if nodes is None else nodes
+        returns = []
         for n in nodes:
-            if isinstance(n, ast.Name) and n.id in _HELPERS:
+            c = n.__class__  # (node classes are never subclassed)
+            if c is ast.Name:
+                if n.id in _HELPERS:
+                    return False
+                if n.id == "mv" and n.ctx.__class__ is not ast.Load:
+                    return False  # decompressed sections swap the buffer
+            elif c is ast.Try:
+                if not all(_raises(h.body) for h in n.handlers):
+                    return False  # a handler that keeps going (stop-on-error lists)
+                if n.orelse or n.finalbody:
+                    return False
+            elif c is ast.Return:
+                returns.append(n)
+            elif c in _NESTED and n is not fn:
                 return False
-            if isinstance(n, ast.Name) and n.id == "mv" and not isinstance(n.ctx, ast.Load):
-                return False  # decompressed sections swap the buffer
-            if isinstance(n, ast.Try) and not all(_raises(h.body) for h in n.handlers):
-                return False  # a handler that keeps going (stop-on-error lists)
-            if isinstance(n, (ast.Try,)) and (n.orelse or n.finalbody):
-                return False
-            if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.Yield, ast.Global,
-                              ast.Nonlocal)) and n is not fn:
-                return False
-        returns = [n for n in nodes if isinstance(n, ast.Return)]
         last = fn.body[-1]
         return returns == [last] and isinstance(last.value, ast.Tuple) \
             and len(last.value.elts) == 2 and _is_name(last.value.elts[1], "pos")

@@ -281,5 +281,4 @@ def small_length_packs(fn: ast.FunctionDef, formats: dict[str, str], new_table) 
                 orelse=fallback)
 
     fn.body = [Rewrite().visit(st) for st in fn.body]
-    ast.fix_missing_locations(fn)
-    return done
+    return done  # (no line numbers set: the emitter only unparses these trees)
