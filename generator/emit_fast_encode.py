@@ -7,7 +7,7 @@ names the field otherwise.
 Also here: the encoder's checks of the rules a decoder enforces (ranges, asserts, the
 length of fixed byte strings, a switch body's record), the fast path's run grouping for
 the Construct path (so both report a truncation alike), and two text helpers moved out
-of ``emit_fast`` (which calls all of these) so that module stays one size.
+of the fast emitter (``generator/fast``, whose passes call all of these).
 """
 
 from __future__ import annotations
