@@ -21,6 +21,7 @@ from ..runtime_names import (
     intkind_binding,
 )
 
+_STRUCT_CONST = re.compile(r"(_S\d+) = struct\.Struct\('([^']*)'\)")
 
 @dataclass
 class Spans:
@@ -68,6 +69,8 @@ class EmitterBase:
         # (kind, record, layout suffix, enclosing inlines it can reach) -> its checked
         # decoder or encoder (see ``built_once``)
         self._checked: dict[tuple, list[str]] = {}
+        self._formats: dict[str, str] = {}  # struct constant -> format, of consts[:_fmt_pos]
+        self._fmt_pos = 0
         self._no_twin = False
         # (record, message) for a schema asking what the emitter cannot give (``rows``)
         self.problems: list[tuple[ir.Record, str]] = []
@@ -96,6 +99,17 @@ class EmitterBase:
             if kind == "d":
                 self.lay_name = rec.name + lay.suffix
         return list(got)
+
+    def struct_formats(self) -> dict[str, str]:
+        """Each ``struct.Struct`` constant's name -> its format, of the constants so far
+        (a copy, for a pass that adds the structs it fuses). The list is read on from
+        where the last call stopped: each constant is looked at once per emitter."""
+        for c in self.consts[self._fmt_pos:]:
+            m = _STRUCT_CONST.fullmatch(c)
+            if m:
+                self._formats[m.group(1)] = m.group(2)
+        self._fmt_pos = len(self.consts)
+        return dict(self._formats)
 
     def ck_width(self, t: ir.Type) -> int:
         """The width of a checksum's field: a fixed-size scalar or a fixed-width kind."""

@@ -188,8 +188,7 @@ class ManyEncoders:
                or (isinstance(n, ast.FunctionDef) and n is not fn)
                or (isinstance(n, ast.Name) and n.id == "values") for n in nodes):
             return []
-        formats = {m.group(1): m.group(2) for c in self.consts
-                   if (m := re.fullmatch(r"(_S\d+) = struct\.Struct\('([^']*)'\)", c))}
+        formats = self.struct_formats()
         static_padding(fn.body, formats)
         drop_len_marks(fn)
         fuse_packs(fn.body, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))

@@ -54,11 +54,7 @@ class Twins:
         if len(lines) > self.OPTIMISTIC_MAX_LINES:
             return []
         fn = ast.parse("\n".join(lines)).body[0]
-        formats = {}
-        for c in self.consts:
-            m = re.fullmatch(r"(_S\d+) = struct\.Struct\('([^']*)'\)", c)
-            if m:
-                formats[m.group(1)] = m.group(2)
+        formats = self.struct_formats()
         opt = Optimist(formats, self.has_twin)
         nodes = list(walk(fn))
         if not opt.eligible(fn, nodes):
