@@ -173,7 +173,6 @@ class Inlining:
         if kind == "d":
             _returns_to_target(body)
         mod = ast.Module(body=body, type_ignores=[])
-        ast.fix_missing_locations(mod)
         return bound_params, ast.unparse(mod).splitlines()
 
     @staticmethod
