@@ -7,7 +7,7 @@ names the field otherwise.
 Also here: the encoder's checks of the rules a decoder enforces (ranges, asserts, the
 length of fixed byte strings, a switch body's record), the fast path's run grouping for
 the Construct path (so both report a truncation alike), and two text helpers moved out
-of ``emit_fast`` (which calls all of these) so that module stays one size.
+of the fast emitter (``generator/fast``, whose passes call all of these).
 """
 
 from __future__ import annotations
@@ -75,10 +75,24 @@ def _expr_names(f: ir.Field) -> set[str]:
     return names
 
 
+_ROUNDTRIP: list = [None, None, None]  # (family, its records, answer) of the last call
+
+
 def needs_roundtrip(family: ir.Family) -> set[str]:
     """Records whose encoded layout depends on ``_remaining`` (known only while decoding),
     themselves or through a record they contain: their encoders check the bytes by
-    decoding them and comparing with the value."""
+    decoding them and comparing with the value. (Asked once per record while a family
+    is emitted: the answer for the same family and records is kept.)"""
+    fam, recs, got = _ROUNDTRIP
+    now = tuple(map(id, family.records.values()))
+    if fam is family and recs == now:
+        return set(got)
+    got = _needs_roundtrip(family)
+    _ROUNDTRIP[:] = [family, now, got]
+    return set(got)
+
+
+def _needs_roundtrip(family: ir.Family) -> set[str]:
     direct = {name for name, rec in family.records.items()
               if any("_remaining" in _expr_names(f) for f in rec.fields)}
     out = set(direct)

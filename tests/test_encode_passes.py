@@ -1,4 +1,4 @@
-"""The many-record encoders' passes (generator/emit_fast.py): ``static_padding`` (a
+"""The many-record encoders' passes (generator/fast/pack_fusion.py): ``static_padding`` (a
 padding's length from the lengths of the pieces before it, not from ``len(out)``),
 ``drop_len_marks``, ``fuse_packs`` (consecutive fixed writes, and a switch tag with
 each case's first fixed run, in one ``pack``) and ``small_length_packs`` (a short length

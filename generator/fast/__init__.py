@@ -1,0 +1,1 @@
+"""The fast-path emitter, as named passes (see :mod:`bytewright.generator.emit_fast`)."""
