@@ -12,6 +12,7 @@ Each pass returns problems as values; the pipeline stops after a pass that found
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import pprint
@@ -210,6 +211,15 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
     return result
 
 
+@functools.cache
+def _module_template() -> jinja2.Template:
+    """The module template, compiled once per process (every family renders it)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    return env.get_template("module.py.j2")
+
+
 def render(family: ir.Family, problems: Problems | None = None) -> str:
     """The generated module of ``family``; what a schema asks that the emitter cannot
     give (``rows`` on a record without a loop) goes to ``problems``."""
@@ -248,11 +258,7 @@ def render(family: ir.Family, problems: Problems | None = None) -> str:
     for rec in family.records.values():
         cblocks.append("\n".join(con.c2m(rec)))
         cblocks.append("\n".join(con.m2c(rec)))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             undefined=jinja2.StrictUndefined)
-    tpl = env.get_template("module.py.j2")
-    text = tpl.render(
+    text = _module_template().render(
         family=family.name, title=family.title, doc=family.doc.strip() or family.title,
         spec=family.spec, files=[Path(f).as_posix() for f in family.files],
         digest=family.digest, registry=family.versions,
