@@ -451,10 +451,10 @@ class ConstructEmitter:
         if isinstance(t, ir.BytesT) and target.repeat is None:
             plain = f"{v}.encode({t.text!r})" if t.text else f"bytes({v})"
         elif target.repeat is not None:
-            plain = (f"b''.join(_build_bytes({self.type_c(t, target, rec)}, _x, this) "
-                     f"for _x in {v})")
+            plain = (f"b''.join(_build_bytes({self.type_c(t, target, rec)}, _x, this, "
+                     f"{target.name!r} + '[' + str(_i) + ']') for _i, _x in enumerate({v}))")
         else:
-            plain = f"_build_bytes({self.type_c(t, target, rec)}, {v}, this)"
+            plain = f"_build_bytes({self.type_c(t, target, rec)}, {v}, this, {target.name!r})"
         c = target.compressed
         codecs = f", codecs={codec_table(self.family, rec, c)!r}" if c.codecs else ""
         frame = (f"len(_compress({c.algorithm.render(self.res(rec))}, {plain}, "
@@ -483,9 +483,10 @@ class ConstructEmitter:
             # a repeat without its own prefix measures as the sum of its items (of a
             # compressed repeat: its plain bytes, which its derived size counts)
             elem = self.type_c(t, target, rec)
-            n = f"sum(len(_build_bytes({elem}, _x, this)) for _x in {v})"
+            n = (f"sum(len(_build_bytes({elem}, _x, this, {target.name!r} + '[' + str(_i) + ']'))"
+                 f" for _i, _x in enumerate({v}))")
         else:
-            n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this))"
+            n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this, {target.name!r}))"
         return f"({n} + {size_f.derived_offset})" if size_f.derived_offset else n
 
     def deferred_checksums(self, fields: list[ir.Field]) -> dict[str, list[ir.Field]]:

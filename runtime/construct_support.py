@@ -33,7 +33,7 @@ from .fastpath import (
     stop_reason,
     text_error,
 )
-from .truth import note_index, noted_path, pin
+from .truth import note, note_index, noted_path, pin
 
 
 # Decompressed sections without a declared size (WAL blocks) are capped here.
@@ -1045,10 +1045,18 @@ def no_remaining() -> int:
 
 # -- "the log ends here": repeats that stop at the first item failing validation --------
 
-def build_bytes(con: cs.Construct, value: Any, this: cs.Container) -> bytes:
-    """``con`` built alone (in the caller's context), to measure it before writing."""
+def build_bytes(con: cs.Construct, value: Any, this: cs.Container,
+                name: str | None = None) -> bytes:
+    """``con`` built alone (in the caller's context), to measure it before writing. A
+    failure is the measured field's (``name``), not the field being built when it ran."""
     stream = cs.io.BytesIO()
-    con._build(value, stream, this, "(building)")
+    try:
+        con._build(value, stream, this, "(building)")
+    except Exception as exc:
+        if name:
+            note(exc, 0, name)
+            exc._bw_measured = True  # type: ignore[attr-defined]
+        raise
     return stream.getvalue()
 
 

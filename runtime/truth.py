@@ -37,7 +37,9 @@ def encode_failure(exc: BaseException, record: str) -> EncodeError:
     where = "".join(s if s.startswith("[") else "." + s for s in segs) if segs else \
         ("." + construct_path(getattr(exc, "path", None)) if getattr(exc, "path", None) else "")
     where = where.replace("..", ".")
-    message = str(exc).split("\n")[0]  # (KeyError: a missing field or a non-member)
+    lines = str(exc).split("\n")  # (KeyError: a missing field or a non-member)
+    # Construct puts "Error in path (building) -> x" first and the reason after it
+    message = next((x for x in lines if x and not x.startswith("Error in path")), lines[0])
     if type(exc).__name__ == "CheckError":  # Construct's text names no rule
         message = "the value breaks a rule of the layout (a range, an assert or a condition)"
     return EncodeError(f"cannot encode: {type(exc).__name__}: {message}",
@@ -88,6 +90,8 @@ def roundtrip(decode: Callable[..., Any], data: bytes, value: Any, record: str,
 def note(exc: BaseException, start: int, name: str | None) -> None:
     """``exc`` leaves the record member ``name`` that starts at ``start``."""
     segs = exc.__dict__.setdefault("_bw_segs", [])
+    if exc.__dict__.pop("_bw_measured", False):
+        name = None  # built ahead to measure a sibling (``build_bytes``): already named
     if name:
         segs.insert(0, name)
     if exc.__dict__.get("_bw_off") is None:

@@ -437,3 +437,34 @@ def test_inspect_lists_no_entries_past_a_log_stop(tmp_path, capsys):
     value = m.decode_log(f.read_bytes())[0]
     assert len(value.entries) == 2 and value.entries.stop.offset == at
     assert value.entries.stop.reason == "checksum"
+
+
+def test_a_failure_inside_a_measured_field_names_that_field_not_its_size(tmp_path):
+    """A size derived on encode builds the sized field ahead to measure it: a bad value in
+    it is the sized field's error (``frame.body.n``), never the size's (``body_len.n``)."""
+    m = load(tmp_path, """
+        endian: le
+        records:
+          frame:
+            fields:
+              - {name: body_len, type: uleb128}
+              - {name: body, type: inner, size: body_len}
+              - {name: parts_len, type: u16}
+              - {name: parts, type: inner, repeat: eos, size: parts_len}
+          inner:
+            fields:
+              - {name: n, type: uleb128}
+              - {name: text, type: str, length: u8}
+        """, "measured")
+    ok = m.Inner(n=1, text="a")
+    for field, value in (("body", m.Frame(body=m.Inner(n=-1, text="a"), parts=[ok])),
+                         ("parts[1]", m.Frame(body=ok, parts=[ok, m.Inner(n=-1, text="a")]))):
+        for name, enc in encoders(m, "frame"):
+            with pytest.raises(E.EncodeError) as caught:
+                enc(value)
+            assert caught.value.path == f"frame.{field}.n", (name, caught.value.path)
+    for name, enc in encoders(m, "frame"):  # Construct's own text names the reason
+        with pytest.raises(E.EncodeError) as caught:
+            enc(m.Frame(body=m.Inner(n=1, text=5), parts=[]))
+        assert caught.value.path == "frame.body.text", name
+        assert "Error in path" not in caught.value.message, name

@@ -1852,7 +1852,7 @@ def _construct_defs() -> dict:
     C_record = Struct(
         '_o_start' / Tell,
         '_s_body_len' / Tell,
-        'body_len' / Rebuild(Leb128('uleb128'), Code("len(_build_bytes(C_event, this['body'], this))", lambda this: len(_build_bytes(C_event, this['body'], this)))),
+        'body_len' / Rebuild(Leb128('uleb128'), Code("len(_build_bytes(C_event, this['body'], this, 'body'))", lambda this: len(_build_bytes(C_event, this['body'], this, 'body')))),
         '_e_body_len' / Tell,
         '_s_body' / Tell,
         'body' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['body_len']", lambda this: this['body_len']), C_event), C_event),
