@@ -471,6 +471,9 @@ def formatter(fam: ir.Family, full: bool = False) -> Callable[[Node, ir.Field | 
     def fmt(node: Node, fld: ir.Field | None, value: Any) -> str:
         if fld is None:
             return _hexval(value) if node.checksum is not None else show_value(value, full)
+        if value is None and fld.has_default and node.size == 0:
+            # not in this version's bytes: the decoders give the field its default
+            return f"{fmt(node, fld, fld.default)} (default; not in this version)"
         named = typed.get(id(fld))
         if named is None:
             named = typed[id(fld)] = isinstance(fld.type, ir.RefT) and fld.type.kind in (

@@ -219,3 +219,33 @@ def test_a_misspelt_default_key_is_refused(tmp_path):
     got = [str(p) for p in pipeline.run([path]).problems]
     assert len(got) == 1 and ":6: error: records.r.fields[0]: unknown key(s)" in got[0]
     assert "'defualt' was unexpected" in got[0]
+
+
+def test_inspect_shows_the_default_of_a_field_the_version_does_not_have(tmp_path, capsys):
+    """Version 1 bytes have no ``b``: the decoders give it its default, and so does
+    ``inspect`` (marked as not in the bytes), never ``None``."""
+    (tmp_path / "vv.yaml").write_text("""\
+bytewright: 1
+family: vv
+endian: le
+detect: [{record: rec, magic: "hex:5656"}]
+records:
+  rec:
+    versions: {from: ver, range: [1, 2]}
+    fields:
+      - {name: magic, type: bytes, size: 2, const: "5656"}
+      - {name: ver, type: u8}
+      - {name: a, type: u8}
+      - {name: b, type: u16, since: 2, default: 7}
+""")
+    (tmp_path / "bytewright.toml").write_text('schemas = ["vv.yaml"]\noutput = "gen"\n')
+    assert main(["generate", "--project", str(tmp_path)]) == 0
+    (tmp_path / "v1.bin").write_bytes(b"VV\x01\x05")
+    (tmp_path / "v2.bin").write_bytes(b"VV\x02\x05\x09\x00")
+    capsys.readouterr()
+    assert main(["inspect", "--list", "--project", str(tmp_path), str(tmp_path / "v1.bin")]) == 0
+    out = capsys.readouterr().out
+    assert "b = 7 (default; not in this version)" in out and "None" not in out
+    assert main(["inspect", "--list", "--project", str(tmp_path), str(tmp_path / "v2.bin")]) == 0
+    out = capsys.readouterr().out
+    assert "b = 9" in out and "default" not in out
