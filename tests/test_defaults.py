@@ -248,4 +248,4 @@ records:
     assert "b = 7 (default; not in this version)" in out and "None" not in out
     assert main(["inspect", "--list", "--project", str(tmp_path), str(tmp_path / "v2.bin")]) == 0
     out = capsys.readouterr().out
-    assert "b = 9" in out and "default" not in out
+    assert "b = 9" in out and "(default;" not in out
