@@ -9,15 +9,17 @@ exactly when the model holds a value for it (see ``peek_check``).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Any
 
 from . import ir
 from .expr import parse
+from .fast.base import Item
 from .peek_check import peeked
 
-if TYPE_CHECKING:
-    from .emit_construct import ConstructEmitter
-    from .emit_fast import FastEmitter
+# The emitters call in here and pass themselves; typed loosely so that this module does
+# not import the emitters that import it.
+FastEmitter = Any  # generator.fast.emitter.FastEmitter
+ConstructEmitter = Any  # generator.emit_construct.ConstructEmitter
 
 __all__ = ["construct_chain", "construct_member", "construct_prelude", "decode_lines",
            "peeked"]
@@ -38,7 +40,6 @@ def decode_lines(em: FastEmitter, rec: ir.Record, f: ir.Field) -> list[str]:
            f"    raise TruncatedError('field truncated', offset=pos, path={f.name!r}, "
            f"expected={size}, found=end - pos)",
            f"f_{f.name} = {st}.unpack_from(mv, pos)[0]"]
-    from .emit_fast import Item  # (emit_fast imports this module)
     return out + em.post_scalar(rec, f, Item(f, "value", code, size, f"f_{f.name}"), "pos")
 
 

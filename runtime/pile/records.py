@@ -14,6 +14,7 @@ Retired tags 2/3 (unsigned) and 4/5 (signed payload-only) are never current reco
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ...generated import pile as g
 from ..errors import DecodeError
@@ -267,3 +268,16 @@ def legacy_unsigned_from_record(name: str, value) -> LegacyUnsignedEquation | No
     if name in ("unsigned_derive_body", "env_derive_v5_body"):
         return LegacyUnsignedEquation(False, value.target, value.input, value.output)
     return None
+
+
+def dense_payload(name: str, v: Any) -> bytes:
+    """The record's canonical dense payload (what a fingerprint hashes after the kind)."""
+    if name == "merge_v6_body":
+        return g.encode_dense_witness_merge(g.DenseWitnessMerge(
+            v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author,
+            v.sig_r, v.sig_s))
+    if name == "derive_v7_body":
+        return g.encode_dense_witness_derive(g.DenseWitnessDerive(
+            v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s))
+    return g.encode_dense_commit(g.DenseCommit(v.collection, v.data, v.metadata, v.author,
+                                               v.sig_r, v.sig_s))

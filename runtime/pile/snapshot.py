@@ -13,14 +13,14 @@ resident handle is a blob change while an unrelated WANT or pin is not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import BytewrightError
-from .records import LegacyUnsignedEquation
-from .store import _dense
+from .records import LegacyUnsignedEquation, dense_payload
 
-if TYPE_CHECKING:
-    from .store import CollectionRecord, Pile
+# The store calls in here with itself; typed loosely so this module need not import it.
+CollectionRecord = Any  # runtime.pile.store.CollectionRecord
+Pile = Any  # runtime.pile.store.Pile
 
 COMPONENTS = ("blobs", "collection", "proofs")
 _COMMITS = {"commit_body", "v4_commit", "env_commit_body"}
@@ -141,7 +141,7 @@ class PileSnapshot:
             for c, member, off in sorted(keys):
                 name, value = pile.frames[off]
                 # repeats of one record sit under the same C | member prefix: hand it out once
-                key = (c, member, _dense(name, value))
+                key = (c, member, dense_payload(name, value))
                 if key in seen or not _matches(selectors, c, member, record_kind(name)):
                     continue
                 seen.add(key)

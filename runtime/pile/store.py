@@ -33,7 +33,7 @@ from . import crypto, kinds
 from .errors import CorruptPile, InvalidRecord, PileShrunk, UnsupportedRecord
 from .index import BlobIndex
 from .migrate import retired_want
-from .records import LegacyUnsignedEquation, legacy_unsigned_from_record
+from .records import LegacyUnsignedEquation, dense_payload, legacy_unsigned_from_record
 from .scan import (
     Record,
     blob_parts,
@@ -386,8 +386,8 @@ class Pile:
         """Whether the file already holds this record: only the producers of the same
         collection member can be it, and they are compared as records (dense bytes)."""
         c, m = _collection_member(name, v)
-        want = _dense(name, v)
-        return any(_dense(*self.frames[off]) == want
+        want = dense_payload(name, v)
+        return any(dense_payload(*self.frames[off]) == want
                    for off in self.by_collection.get(c, {}).get(m, ()))
 
     # -- reads ----------------------------------------------------------------------------
@@ -643,19 +643,6 @@ def _collection_member(name: str, v: Any) -> tuple[bytes, bytes]:
     if name == "derive_v7_body":
         return v.target, v.output
     return v.collection, v.data
-
-
-def _dense(name: str, v: Any) -> bytes:
-    """The record's canonical dense payload (what a fingerprint hashes after the kind)."""
-    if name == "merge_v6_body":
-        return g.encode_dense_witness_merge(g.DenseWitnessMerge(
-            v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author,
-            v.sig_r, v.sig_s))
-    if name == "derive_v7_body":
-        return g.encode_dense_witness_derive(g.DenseWitnessDerive(
-            v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s))
-    return g.encode_dense_commit(g.DenseCommit(v.collection, v.data, v.metadata, v.author,
-                                               v.sig_r, v.sig_s))
 
 
 def _fingerprint(name: str, v: Any) -> bytes:
