@@ -55,11 +55,12 @@ def test_check_command_fails_on_drift(tmp_path: Path, monkeypatch, capsys):
     # A project whose output folder is the tampered copy (verbs read the project file).
     (tmp_path / "bytewright.toml").write_text(
         f'schemas = ["{pipeline.SCHEMA_DIR}"]\noutput = "generated"\n', encoding="utf-8")
-    assert main(["check", "--no-compiled", "--project", str(tmp_path)]) == 1
+    assert main(["check", "--no-compiled", "--family", "htt", "--project", str(tmp_path)]) == 1
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "DRIFT generated/htt.py" in err  # one line
     assert "wal_entry" not in out  # the diff only on request
-    assert main(["check", "--no-compiled", "--diff", "--project", str(tmp_path)]) == 1
+    assert main(["check", "--no-compiled", "--diff", "--family", "htt",
+                 "--project", str(tmp_path)]) == 1
     out, err = capsys.readouterr()
     assert "DRIFT generated/htt.py" in err and "_d_wal_entry" in out
 

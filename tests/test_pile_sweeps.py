@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bytewright.review.checks import parse_fixture
 from bytewright.runtime.errors import BytewrightError
 from bytewright.runtime.pile import CorruptPile, UnsupportedRecord
@@ -32,6 +34,7 @@ def _read_all(data: bytes):
     return out, None
 
 
+@pytest.mark.long
 def test_flip_bits_of_every_record():
     data = parse_fixture(FIX).data
     good, err = _read_all(data)

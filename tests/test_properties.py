@@ -250,7 +250,7 @@ def test_near_values_include_content_too_large_for_its_derived_size() -> None:
     assert seen and set(seen) == {"page.content_size"}
 
 
-@pytest.mark.parametrize("examples", budget(LONG_EXAMPLES, 15))
+@pytest.mark.parametrize("examples", budget(LONG_EXAMPLES, 6))
 def test_tied_lengths_spans_and_params_are_solved_not_filtered(examples: int) -> None:
     """pile's retired proof bodies tie a length field (body_len), the edge count, the
     span param and the exact size of the body together: every draw meets all of them

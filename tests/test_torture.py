@@ -557,7 +557,8 @@ def test_second_round_catches_a_repair_that_loses_later_or_earlier_writes(
 
 # -- bounded and long runs ---------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", NAMES)
+@pytest.mark.parametrize("fmt", [n if n == "htt" else pytest.param(n, marks=pytest.mark.long)
+                                 for n in NAMES])  # one format by default, every one in -m long
 def test_bounded_torture_finds_nothing(fmt, capsys):
     reports = run([fmt], seed=0, scenarios=BOUNDED_SCENARIOS, budget=BOUNDED_BUDGET,
                   base=default_dir())
