@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import measure, startup
+from . import generator_time, measure, startup
 
 # harness case -> (generated module, the record one benchmark item is)
 CASE_RECORDS: dict[str, tuple[str, str]] = {
@@ -157,7 +157,8 @@ def _fmt(v: dict) -> str:
     if v["value"] is None:
         return f"{v['subject']} -"
     unit = v["unit"]
-    num = f"{v['value']:.2f}{unit}" if unit == "x" else f"{v['value']:,.0f} {unit}"
+    num = (f"{v['value']:.2f}{unit}" if unit == "x" else f"{v['value']:.2f} {unit}"
+           if unit == "s" else f"{v['value']:,.0f} {unit}")
     return f"{v['subject']} {num}"
 
 
@@ -622,6 +623,8 @@ TARGETS: list[Target] = [
            "the machine's core count", "measure: verify_many wall time (pool start-up "
            "included) over N equal ZE WAL files", ">= 0.8*N", _jobs),
     Target("startup", startup.STATEMENT, startup.HOW, "<= 5x", startup.check),
+    Target("generator_time", generator_time.STATEMENT, generator_time.HOW, "<= 2 s / 5 s",
+           generator_time.check),
 ]
 
 
@@ -853,6 +856,7 @@ def run(quick: bool = False, large: bool = False, repeat: int | None = None,
     rep["measure"] = measure.measure(quick, large, log=say)
     rep["section_seconds"]["measure"] = round(time.perf_counter() - t, 1)
     rep["startup"] = startup.run(quick, log=say)
+    rep["generator_time"] = generator_time.run(quick, log=say)
     t = time.perf_counter()
     rep["targets"] = evaluate(rep)
     if profiles:
