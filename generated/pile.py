@@ -1308,19 +1308,13 @@ def _u_pile_record(mv, pos, end):
             _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
             _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
             _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
-            _frame_rest___blob_body___blob_data__start = pos
-            _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_head__f_length
-            _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
-            pos += _frame_rest___blob_body___blob_data___n
-            _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
-            pos += _frame_rest___blob_body___blob_data___n
+            _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_head__f_length] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_head__f_length])
+            pos = end
             _frame_rest___blob_body___blob_data___obj = _new(BlobData)
             _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
             _frame_rest___blob_body___obj = _new(BlobBody)
             _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
             _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
-            if pos != end:
-                raise IndexError
             end = _frame_rest___outer_end_body
             _frame_rest___obj = _new(FrameRest)
             _frame_rest___obj.span = _frame_rest__f_span
@@ -1351,12 +1345,8 @@ def _u_pile_record(mv, pos, end):
                 raise IndexError
             if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise IndexError
-            _envelope36_rest___env_blob_body___blob_data__start = pos
-            _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
-            _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
-            pos += _envelope36_rest___env_blob_body___blob_data___n
-            _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
-            pos += _envelope36_rest___env_blob_body___blob_data___n
+            _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
+            pos = end
             _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
             _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
             _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
@@ -1364,8 +1354,6 @@ def _u_pile_record(mv, pos, end):
             _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
             _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
             _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
-            if pos != end:
-                raise IndexError
             end = _envelope36_rest___outer_end_body
             _envelope36_rest___obj = _new(Envelope36Rest)
             _envelope36_rest___obj.kind = _envelope36_rest__f_kind
@@ -1627,19 +1615,13 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
                     _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
                     _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
-                    _frame_rest___blob_body___blob_data__start = pos
-                    _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_head__f_length
-                    _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
-                    pos += _frame_rest___blob_body___blob_data___n
-                    _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
-                    pos += _frame_rest___blob_body___blob_data___n
+                    _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_head__f_length] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_head__f_length])
+                    pos = end
                     _frame_rest___blob_body___blob_data___obj = _new(BlobData)
                     _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
                     _frame_rest___blob_body___obj = _new(BlobBody)
                     _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
                     _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
-                    if pos != end:
-                        raise IndexError
                     end = _frame_rest___outer_end_body
                     _frame_rest___obj = _new(FrameRest)
                     _frame_rest___obj.span = _frame_rest__f_span
@@ -1670,12 +1652,8 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                         raise IndexError
                     if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                         raise IndexError
-                    _envelope36_rest___env_blob_body___blob_data__start = pos
-                    _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
-                    _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
-                    pos += _envelope36_rest___env_blob_body___blob_data___n
-                    _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
-                    pos += _envelope36_rest___env_blob_body___blob_data___n
+                    _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
+                    pos = end
                     _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
                     _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
                     _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
@@ -1683,8 +1661,6 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
                     _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
                     _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
-                    if pos != end:
-                        raise IndexError
                     end = _envelope36_rest___outer_end_body
                     _envelope36_rest___obj = _new(Envelope36Rest)
                     _envelope36_rest___obj.kind = _envelope36_rest__f_kind

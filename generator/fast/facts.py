@@ -150,3 +150,199 @@ def bare_misses(fn: ast.FunctionDef) -> None:
     for n in walk(fn):
         if isinstance(n, ast.Raise) and n.exc is not None and not is_name(n.exc, "IndexError"):
             n.exc, n.cause = ast.Name("IndexError", ast.Load()), None
+
+
+# -- section ends proven from the fields ---------------------------------------------
+# A linear form: {atom: coefficient}, the constant under key 1. An atom is a name not
+# stored on the path, ("v", name, k) for the k-th unknown value stored to a name, or
+# ("fd", form, a) for ``form // a``. ``(-x) % a`` is ``-x - a * (-x // a)``, and a floor
+# division is kept in one orientation (``e // a == -((-e + a - 1) // a)`` for integers),
+# so that padding to ``a`` and ``(x + a - 1) // a`` blocks meet as one atom.
+Form = dict
+
+
+def _add(f: Form, g: Form, k: int = 1) -> Form:
+    out = dict(f)
+    for key, v in g.items():
+        out[key] = out.get(key, 0) + k * v
+        if out[key] == 0:
+            del out[key]
+    return out
+
+
+def _key(f: Form) -> tuple:
+    return tuple(sorted(f.items(), key=repr))
+
+
+def _floordiv(f: Form, a: int) -> Form:
+    terms = sorted((k for k in f if k != 1), key=repr)
+    if terms and f[terms[0]] < 0:  # canonical orientation: first term positive
+        g = _add({k: -v for k, v in f.items()}, {1: a - 1})
+        return {("fd", _key(g), a): -1}
+    return {("fd", _key(f), a): 1}
+
+
+class _Sym:
+    """Symbolic run of one path: the integer locals as linear forms."""
+
+    def __init__(self) -> None:
+        self.env: dict[str, Form] = {}
+        self.fresh = 0
+        self.equal: list[Form] = []  # forms known to be zero (equality guards passed)
+
+    def unknown(self, name: str) -> None:
+        self.fresh += 1
+        self.env[name] = {("v", name, self.fresh): 1}
+
+    def form(self, e: ast.expr) -> Form | None:
+        if isinstance(e, ast.Constant):
+            if type(e.value) is not int:
+                return None
+            return {1: e.value} if e.value else {}
+        if isinstance(e, ast.Name):
+            return self.env.get(e.id, {e.id: 1})
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            f = self.form(e.operand)
+            return None if f is None else {k: -v for k, v in f.items()}
+        if not isinstance(e, ast.BinOp):
+            return None
+        a, b = self.form(e.left), self.form(e.right)
+        if a is None or b is None:
+            return None
+        if isinstance(e.op, ast.Add):
+            return _add(a, b)
+        if isinstance(e.op, ast.Sub):
+            return _add(a, b, -1)
+        if isinstance(e.op, ast.Mult):
+            for x, y in ((a, b), (b, a)):
+                if set(y) <= {1}:
+                    c = y.get(1, 0)
+                    return {k: v * c for k, v in x.items()} if c else {}
+            return None
+        if set(b) == {1} and b[1] > 0 and isinstance(e.op, (ast.FloorDiv, ast.Mod)):
+            d = _floordiv(a, b[1])
+            return d if isinstance(e.op, ast.FloorDiv) else _add(a, d, -b[1])
+        return None
+
+    def same(self, f: Form, g: Form) -> bool:
+        d = _add(f, g, -1)
+        if not d:
+            return True
+        for z in self.equal:  # one equality guard, scaled
+            for k, v in z.items():
+                if k in d and d[k] % v == 0:
+                    if not _add(d, z, -(d[k] // v)):
+                        return True
+                    break
+        return False
+
+    def run(self, st: ast.stmt) -> None:
+        """The effect of ``st`` (not a guard) on the forms."""
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            f = self.form(st.value)
+            if f is None:
+                self.unknown(st.targets[0].id)
+            else:
+                self.env[st.targets[0].id] = f
+            return
+        if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) \
+                and isinstance(st.op, (ast.Add, ast.Sub)):
+            f = self.form(ast.BinOp(ast.Name(st.target.id, ast.Load()), st.op, st.value))
+            if f is not None:
+                self.env[st.target.id] = f
+                return
+        for name in sorted({n.id for n in walk(st) if isinstance(n, ast.Name)
+                            and not isinstance(n.ctx, ast.Load)}):
+            self.unknown(name)
+        if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
+            self.unknown(st.target.id)
+
+
+def _equality(test: ast.expr) -> tuple[ast.expr, ast.expr] | None:
+    """``(a, b)`` when a guard raising on ``test`` lets only ``a == b`` through."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        c, op = test.operand, ast.Eq
+    else:
+        c, op = test, ast.NotEq
+    if isinstance(c, ast.Compare) and len(c.ops) == 1 and isinstance(c.ops[0], op):
+        return c.left, c.comparators[0]
+    return None
+
+
+def _is_end_check(st: ast.stmt) -> bool:
+    """``if pos != end: raise`` (a section's size mismatch)."""
+    if not (isinstance(st, ast.If) and not st.orelse and raises(st.body)):
+        return False
+    t = st.test
+    return isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.NotEq) \
+        and is_name(t.left, "pos") and is_name(t.comparators[0], "end")
+
+
+def proven_section_ends(fn: ast.FunctionDef) -> None:
+    """A section's ``if pos != end: raise`` that every path to it satisfies goes, and a
+    padding to ``end`` just before it (``x = -(pos - m) % a``, ``pos += x``) becomes
+    ``pos = end``: both proven from the fields already read (the sizes, the asserts and
+    the ``==`` guards passed on the way), by a symbolic run of the function's paths."""
+    loads: dict[str, int] = {}
+    for n in walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads[n.id] = loads.get(n.id, 0) + 1
+
+    def block(stmts: list[ast.stmt], sym: _Sym) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for st in stmts:
+            if _is_end_check(st) and sym.same(sym.env.get("pos", {"pos": 1}),
+                                              sym.env.get("end", {"end": 1})):
+                _pad_to_end(out, loads)
+                continue
+            if isinstance(st, ast.If) and not st.orelse and raises(st.body):
+                eq = _equality(st.test)
+                if eq is not None:
+                    a, b = sym.form(eq[0]), sym.form(eq[1])
+                    if a is not None and b is not None:
+                        sym.equal.append(_add(a, b, -1))
+                out.append(st)
+                continue
+            if isinstance(st, ast.If):
+                for attr in ("body", "orelse"):
+                    branch = _Sym()
+                    branch.env, branch.fresh = dict(sym.env), sym.fresh
+                    branch.equal = list(sym.equal)
+                    setattr(st, attr, block(getattr(st, attr), branch) or
+                            ([ast.Pass()] if attr == "body" else []))
+                    sym.fresh = max(sym.fresh, branch.fresh)
+            sym.run(st)  # an if's stores: unknown after it (either branch ran)
+            out.append(st)
+        return out
+
+    fn.body = block(fn.body, _Sym())
+
+
+def _pad_to_end(out: list[ast.stmt], loads: dict[str, int]) -> None:
+    """``x = -(pos - m) % a`` / ``pos += x`` ending ``out`` (objects built after them
+    aside) -> ``pos = end``, when ``x`` is read nowhere else (the check just proved that
+    the padding ends at ``end``)."""
+    j = len(out) - 1
+    while j >= 0 and not any(isinstance(n, ast.Name) and n.id in ("pos", "end")
+                             for n in walk(out[j])):
+        j -= 1  # statements that neither read nor move pos or end
+    if j < 1:
+        return
+    inc, pad = out[j], out[j - 1]
+    if isinstance(inc, ast.AugAssign) and is_name(inc.target, "pos") \
+            and isinstance(inc.op, ast.Add) and isinstance(inc.value, ast.Name) \
+            and isinstance(pad, ast.Assign) and len(pad.targets) == 1 \
+            and is_name(pad.targets[0], inc.value.id) and isinstance(pad.value, ast.BinOp) \
+            and isinstance(pad.value.op, ast.Mod):
+        x = inc.value.id
+        here = sum(1 for st in out[:j + 1] for n in walk(st) if is_name(n, x)
+                   and isinstance(n.ctx, ast.Load))
+        if loads.get(x) != here:
+            return  # read elsewhere: the padding's value is wanted
+        out[j - 1:j + 1] = [ast.Assign([ast.Name("pos", ast.Store())],
+                                       ast.Name("end", ast.Load()), lineno=0)]
+        prev = out[j - 2] if j >= 2 else None
+        if isinstance(prev, ast.AugAssign) and is_name(prev.target, "pos") \
+                and all(isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.operator,
+                                       ast.expr_context)) for n in walk(prev.value)):
+            del out[j - 2]  # a move of pos overwritten at once (no call in it)

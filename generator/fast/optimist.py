@@ -31,6 +31,7 @@ from .facts import (
     flatten_tries,
     guard_bound,
     lower_bound,
+    proven_section_ends,
     sign_test,
     single_stores,
 )
@@ -290,6 +291,7 @@ class Optimist:
         fn.body = rewrite(fn.body)
         for _parent, _attr, stmts in list(_stmt_lists(fn)):
             raw_switch_tags(stmts)
+        proven_section_ends(fn)
         bare_misses(fn)
         drop_dead_stores(fn)
         propagate_copies(fn)
