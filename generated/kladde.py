@@ -5090,7 +5090,6 @@ def _u_journal_records(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        _journal_record___re_pos, _journal_record___re_end = (pos, end)
         _journal_record__f_tag = mv[pos]
         pos += 1
         _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
@@ -5120,7 +5119,7 @@ def _u_journal_records(mv, pos, end):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_journal_record___re_pos, _journal_record___re_end)
+            pos -= 1
             if pos > end:
                 raise IndexError
             _x, pos = _u_journal_record(mv, pos, end)
@@ -5146,7 +5145,6 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _journal_record___re_pos, _journal_record___re_end = (pos, end)
                 _journal_record__f_tag = mv[pos]
                 pos += 1
                 _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
@@ -5176,7 +5174,7 @@ def _m_journal_records(mv, pos, end, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_journal_record___re_pos, _journal_record___re_end)
+                    pos -= 1
                     if pos > end:
                         raise IndexError
                     _x, pos = _u_journal_record(mv, pos, end)

@@ -1285,7 +1285,6 @@ def _u_pile_record(mv, pos, end):
     f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
     pos += 16
     if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-        _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
         pos += 48
         if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
             raise IndexError
@@ -1294,9 +1293,8 @@ def _u_pile_record(mv, pos, end):
         _frame_rest___n = _frame_rest__f_span * 256 - 64
         if pos + _frame_rest___n > end:
             raise IndexError
-        _frame_rest___outer_end_body = end
-        end = pos + _frame_rest___n
         if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+            _frame_rest___sec_end_body = pos + _frame_rest___n
             pos += 192
             if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
                 raise IndexError
@@ -1309,27 +1307,28 @@ def _u_pile_record(mv, pos, end):
             _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
             _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
             _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_head__f_length] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_head__f_length])
-            pos = end
+            pos = _frame_rest___sec_end_body
             _frame_rest___blob_body___blob_data___obj = _new(BlobData)
             _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
             _frame_rest___blob_body___obj = _new(BlobBody)
             _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
             _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
-            end = _frame_rest___outer_end_body
             _frame_rest___obj = _new(FrameRest)
             _frame_rest___obj.span = _frame_rest__f_span
             _frame_rest___obj.kind = _frame_rest__f_kind
             _frame_rest___obj.body = _frame_rest___blob_body___obj
             f_record = _frame_rest___obj
         else:
+            _frame_rest___outer_end_body = end
+            end = pos + _frame_rest___n
             if pos > end:
                 raise IndexError
-            pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
+            pos -= 48
+            end = _frame_rest___outer_end_body
             if pos > end:
                 raise IndexError
             f_record, pos = _u_frame_rest(mv, pos, end)
     elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-        _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
         _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101.unpack_from(mv, pos)
         pos += 20
         if not _envelope36_rest__f_span >= 1:
@@ -1337,16 +1336,15 @@ def _u_pile_record(mv, pos, end):
         _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
         if pos + _envelope36_rest___n > end:
             raise IndexError
-        _envelope36_rest___outer_end_body = end
-        end = pos + _envelope36_rest___n
         if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+            _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
             pos += 220
             if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
                 raise IndexError
             if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise IndexError
             _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
-            pos = end
+            pos = _envelope36_rest___sec_end_body
             _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
             _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
             _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
@@ -1354,16 +1352,18 @@ def _u_pile_record(mv, pos, end):
             _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
             _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
             _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
-            end = _envelope36_rest___outer_end_body
             _envelope36_rest___obj = _new(Envelope36Rest)
             _envelope36_rest___obj.kind = _envelope36_rest__f_kind
             _envelope36_rest___obj.span = _envelope36_rest__f_span
             _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
             f_record = _envelope36_rest___obj
         else:
+            _envelope36_rest___outer_end_body = end
+            end = pos + _envelope36_rest___n
             if pos > end:
                 raise IndexError
-            pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
+            pos -= 20
+            end = _envelope36_rest___outer_end_body
             if pos > end:
                 raise IndexError
             f_record, pos = _u_envelope36_rest(mv, pos, end)
@@ -1592,7 +1592,6 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
             f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
             pos += 16
             if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-                _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
                 pos += 48
                 if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
                     raise IndexError
@@ -1601,9 +1600,8 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _frame_rest___n = _frame_rest__f_span * 256 - 64
                 if pos + _frame_rest___n > end:
                     raise IndexError
-                _frame_rest___outer_end_body = end
-                end = pos + _frame_rest___n
                 if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                    _frame_rest___sec_end_body = pos + _frame_rest___n
                     pos += 192
                     if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
                         raise IndexError
@@ -1616,27 +1614,28 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
                     _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
                     _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_head__f_length] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_head__f_length])
-                    pos = end
+                    pos = _frame_rest___sec_end_body
                     _frame_rest___blob_body___blob_data___obj = _new(BlobData)
                     _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
                     _frame_rest___blob_body___obj = _new(BlobBody)
                     _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
                     _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
-                    end = _frame_rest___outer_end_body
                     _frame_rest___obj = _new(FrameRest)
                     _frame_rest___obj.span = _frame_rest__f_span
                     _frame_rest___obj.kind = _frame_rest__f_kind
                     _frame_rest___obj.body = _frame_rest___blob_body___obj
                     f_record = _frame_rest___obj
                 else:
+                    _frame_rest___outer_end_body = end
+                    end = pos + _frame_rest___n
                     if pos > end:
                         raise IndexError
-                    pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
+                    pos -= 48
+                    end = _frame_rest___outer_end_body
                     if pos > end:
                         raise IndexError
                     f_record, pos = _u_frame_rest(mv, pos, end)
             elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-                _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
                 _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S101_unpack_from(mv, pos)
                 pos += 20
                 if not _envelope36_rest__f_span >= 1:
@@ -1644,16 +1643,15 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
                 if pos + _envelope36_rest___n > end:
                     raise IndexError
-                _envelope36_rest___outer_end_body = end
-                end = pos + _envelope36_rest___n
                 if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                    _envelope36_rest___sec_end_body = pos + _envelope36_rest___n
                     pos += 220
                     if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
                         raise IndexError
                     if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                         raise IndexError
                     _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body__f_length] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body__f_length])
-                    pos = end
+                    pos = _envelope36_rest___sec_end_body
                     _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
                     _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
                     _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
@@ -1661,16 +1659,18 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
                     _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
                     _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
-                    end = _envelope36_rest___outer_end_body
                     _envelope36_rest___obj = _new(Envelope36Rest)
                     _envelope36_rest___obj.kind = _envelope36_rest__f_kind
                     _envelope36_rest___obj.span = _envelope36_rest__f_span
                     _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
                     f_record = _envelope36_rest___obj
                 else:
+                    _envelope36_rest___outer_end_body = end
+                    end = pos + _envelope36_rest___n
                     if pos > end:
                         raise IndexError
-                    pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
+                    pos -= 20
+                    end = _envelope36_rest___outer_end_body
                     if pos > end:
                         raise IndexError
                     f_record, pos = _u_envelope36_rest(mv, pos, end)
@@ -14701,11 +14701,9 @@ def _u_pile_file(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        _pile_record___re_pos, _pile_record___re_end = (pos, end)
         _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
         pos += 16
         if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-            _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
             pos += 48
             if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
                 raise IndexError
@@ -14750,7 +14748,8 @@ def _u_pile_file(mv, pos, end):
             else:
                 if pos > end:
                     raise IndexError
-                pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
+                pos -= 48
+                end = _pile_record___frame_rest___outer_end_body
                 if pos > end:
                     raise IndexError
                 _pile_record__f_record, pos = _u_frame_rest(mv, pos, end)
@@ -14761,7 +14760,7 @@ def _u_pile_file(mv, pos, end):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_pile_record___re_pos, _pile_record___re_end)
+            pos -= 16
             if pos > end:
                 raise IndexError
             _x, pos = _u_pile_record(mv, pos, end)
@@ -14789,11 +14788,9 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _pile_record___re_pos, _pile_record___re_end = (pos, end)
                 _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
                 pos += 16
                 if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-                    _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
                     pos += 48
                     if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
                         raise IndexError
@@ -14838,7 +14835,8 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                     else:
                         if pos > end:
                             raise IndexError
-                        pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
+                        pos -= 48
+                        end = _pile_record___frame_rest___outer_end_body
                         if pos > end:
                             raise IndexError
                         _pile_record__f_record, pos = _u_frame_rest(mv, pos, end)
@@ -14849,7 +14847,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_pile_record___re_pos, _pile_record___re_end)
+                    pos -= 16
                     if pos > end:
                         raise IndexError
                     _x, pos = _u_pile_record(mv, pos, end)

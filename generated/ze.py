@@ -2299,7 +2299,6 @@ def _u_wal_record(mv, pos, end):
         raise IndexError
     _outer_end_payload = end
     end = pos + f_payload_len
-    _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
     if _wal_payload___tag == 1:
         pos += 4
         if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
@@ -2329,7 +2328,7 @@ def _u_wal_record(mv, pos, end):
     else:
         if pos > end:
             raise IndexError
-        pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
+        pass
         if pos > end:
             raise IndexError
         f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
@@ -2370,7 +2369,6 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
                 raise IndexError
             _outer_end_payload = end
             end = pos + f_payload_len
-            _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
             if _wal_payload___tag == 1:
                 pos += 4
                 if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
@@ -2400,7 +2398,7 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
             else:
                 if pos > end:
                     raise IndexError
-                pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
+                pass
                 if pos > end:
                     raise IndexError
                 f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
@@ -3272,7 +3270,6 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_batch_member___obj.body = _op_batch_member__f_body
         f_body = _op_batch_member___obj
     elif _tag == 9:
-        _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
         _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
         pos += 4
         if not _op_prepared_mutation___payload_v1_header__f_version == 1:
@@ -3341,7 +3338,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
+            pos -= 78
             if pos > end:
                 raise IndexError
             f_body, pos = _u_op_prepared_mutation(mv, pos, end)
@@ -3653,7 +3650,6 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 _op_batch_member___obj.body = _op_batch_member__f_body
                 f_body = _op_batch_member___obj
             elif _tag == 9:
-                _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
                 _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94_unpack_from(mv, pos)
                 pos += 4
                 if not _op_prepared_mutation___payload_v1_header__f_version == 1:
@@ -3722,7 +3718,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
+                    pos -= 78
                     if pos > end:
                         raise IndexError
                     f_body, pos = _u_op_prepared_mutation(mv, pos, end)
@@ -23587,7 +23583,6 @@ def _u_manifest_payload(mv, pos, end, p_version):
         if pos >= end:
             break
         _ip = pos
-        _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
         _manifest_extension__f_tag, _manifest_extension___tsr1_body__f_count = _S41.unpack_from(mv, pos)
         _manifest_extension___r13 = pos
         pos += 4
@@ -23639,7 +23634,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
         else:
             if pos > end:
                 raise IndexError
-            pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
+            pos -= 4
             if pos > end:
                 raise IndexError
             _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
@@ -23747,7 +23742,6 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 if pos >= end:
                     break
                 _ip = pos
-                _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
                 _manifest_extension__f_tag, _manifest_extension___tsr1_body__f_count = _S41_unpack_from(mv, pos)
                 _manifest_extension___r13 = pos
                 pos += 4
@@ -23799,7 +23793,7 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 else:
                     if pos > end:
                         raise IndexError
-                    pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
+                    pos -= 4
                     if pos > end:
                         raise IndexError
                     _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)

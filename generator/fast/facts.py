@@ -346,3 +346,143 @@ def _pad_to_end(out: list[ast.stmt], loads: dict[str, int]) -> None:
                 and all(isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.operator,
                                        ast.expr_context)) for n in walk(prev.value)):
             del out[j - 2]  # a move of pos overwritten at once (no call in it)
+
+
+# -- sections without moving ``end`` ----------------------------------------------------
+
+def _names(node: ast.AST, stored: bool) -> set[str]:
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load) is not stored}
+
+
+def _is_restore(st: ast.stmt, rp: str, re_: str) -> bool:
+    """``pos, end = (rp, re_)``: a switch case read out of line starts over."""
+    return isinstance(st, ast.Assign) and len(st.targets) == 1 \
+        and isinstance(st.targets[0], ast.Tuple) and isinstance(st.value, ast.Tuple) \
+        and [ast.dump(e) for e in st.targets[0].elts] == [
+            ast.dump(ast.Name("pos", ast.Store())), ast.dump(ast.Name("end", ast.Store()))] \
+        and len(st.value.elts) == 2 and is_name(st.value.elts[0], rp) \
+        and is_name(st.value.elts[1], re_)
+
+
+def sunk_restarts(fn: ast.FunctionDef) -> None:
+    """``rp, re = (pos, end)`` kept for a switch's other cases, which start over with
+    ``pos, end = (rp, re)``: where ``pos`` only moved by constants since and ``end`` was
+    only narrowed by a section (its outer value kept in a local), the save goes and a
+    restart becomes ``pos -= c`` (and ``end = <outer>``): nothing kept on the case read
+    in line."""
+    loads: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for n in walk(fn):
+        if isinstance(n, ast.Name):
+            d = loads if isinstance(n.ctx, ast.Load) else count
+            d[n.id] = d.get(n.id, 0) + 1
+    for _parent, _attr, stmts in list(stmt_lists(fn)):
+        for s, st in enumerate(stmts):
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+                    and isinstance(st.targets[0], ast.Tuple) and isinstance(st.value, ast.Tuple)
+                    and len(st.value.elts) == 2 and is_name(st.value.elts[0], "pos")
+                    and is_name(st.value.elts[1], "end")
+                    and all(isinstance(e, ast.Name) for e in st.targets[0].elts)):
+                continue
+            rp, re_ = (e.id for e in st.targets[0].elts)
+            if count.get(rp) != 1 or count.get(re_) != 1:
+                continue
+            _sink(stmts, s, rp, re_, loads, count)
+
+
+def _sink(stmts: list[ast.stmt], s: int, rp: str, re_: str, loads: dict[str, int],
+          count: dict[str, int]) -> None:
+    c, outer = 0, None
+    for k in range(s + 1, len(stmts)):
+        st = stmts[k]
+        if isinstance(st, ast.AugAssign) and is_name(st.target, "pos") \
+                and isinstance(st.value, ast.Constant) and type(st.value.value) is int:
+            c += st.value.value
+            continue
+        if isinstance(st, ast.If) and _names(st.test, True) == set() \
+                and ({rp, re_} & _names(st, False)):
+            restores = []
+            for attr in ("body", "orelse"):
+                branch = getattr(st, attr)
+                for i, b in enumerate(branch):
+                    if _is_restore(b, rp, re_):
+                        if any({"pos", "end"} & _names(x, True) for x in branch[:i]):
+                            return  # moved again before the restart
+                        restores.append((branch, i))
+                        break
+            if len(restores) != loads.get(rp) or len(restores) != loads.get(re_):
+                return
+            for branch, i in restores:
+                new: list[ast.stmt] = []
+                if c:
+                    new.append(ast.AugAssign(ast.Name("pos", ast.Store()), ast.Sub(),
+                                             ast.Constant(c), lineno=0))
+                if outer is not None:
+                    new.append(ast.Assign([ast.Name("end", ast.Store())],
+                                          ast.Name(outer, ast.Load()), lineno=0))
+                branch[i:i + 1] = new or [ast.Pass()]
+            del stmts[s]
+            return
+        if {rp, re_} & _names(st, False):
+            return
+        got = _names(st, True)
+        if "end" in got:  # a section narrows end: its outer value was just kept
+            prev = stmts[k - 1]
+            if not (outer is None and isinstance(st, ast.Assign) and len(st.targets) == 1
+                    and is_name(st.targets[0], "end") and isinstance(prev, ast.Assign)
+                    and len(prev.targets) == 1 and isinstance(prev.targets[0], ast.Name)
+                    and is_name(prev.value, "end") and count.get(prev.targets[0].id) == 1):
+                return
+            outer = prev.targets[0].id
+        elif "pos" in got:
+            return
+
+
+def local_section_ends(fn: ast.FunctionDef) -> None:
+    """``o = end; end = e; if t: A else: B`` where ``A`` reads ``end`` only in ``pos =
+    end`` before its ``end = o``: ``A`` keeps the section's end in a local (``s = e``,
+    ``pos = s``) instead of narrowing ``end`` and putting it back; ``B`` narrows as
+    before. Two stores and loads less on the case read in line."""
+    count: dict[str, int] = {}
+    for n in walk(fn):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            count[n.id] = count.get(n.id, 0) + 1
+    for _parent, _attr, stmts in list(stmt_lists(fn)):
+        k = 0
+        while k + 2 < len(stmts):
+            keep, narrow, sw = stmts[k], stmts[k + 1], stmts[k + 2]
+            k += 1
+            if not (isinstance(keep, ast.Assign) and len(keep.targets) == 1
+                    and isinstance(keep.targets[0], ast.Name) and is_name(keep.value, "end")
+                    and count.get(keep.targets[0].id) == 1
+                    and isinstance(narrow, ast.Assign) and len(narrow.targets) == 1
+                    and is_name(narrow.targets[0], "end") and isinstance(sw, ast.If)
+                    and not ({"pos", "end"} & _names(sw.test, True))
+                    and not any(isinstance(n, ast.NamedExpr) for n in walk(sw.test))):
+                continue
+            o = keep.targets[0].id
+            body = sw.body
+            back = next((i for i, b in enumerate(body) if isinstance(b, ast.Assign)
+                         and len(b.targets) == 1 and is_name(b.targets[0], "end")
+                         and is_name(b.value, o)), None)
+            if back is None:
+                continue
+            uses = [i for i, b in enumerate(body[:back]) if "end" in _names(b, False)
+                    or "end" in _names(b, True)]
+            if not all(isinstance(body[i], ast.Assign) and len(body[i].targets) == 1
+                       and is_name(body[i].targets[0], "pos") and is_name(body[i].value, "end")
+                       for i in uses):
+                continue
+            if o in _names(ast.Module(body=body[back + 1:], type_ignores=[]), False):
+                continue  # the outer end is read again after: leave it
+            s = o.replace("_outer_end_", "_sec_end_") if "_outer_end_" in o else o + "_sec"
+            if s in count:
+                continue
+            for i in uses:
+                body[i].value = ast.Name(s, ast.Load())
+            del body[back]
+            body.insert(0, ast.Assign([ast.Name(s, ast.Store())], narrow.value, lineno=0))
+            sw.orelse = [keep, narrow] + sw.orelse
+            del stmts[k - 1:k + 1]
+            k -= 1

@@ -30,10 +30,12 @@ from .facts import (
     fields_from_locals,
     flatten_tries,
     guard_bound,
+    local_section_ends,
     lower_bound,
     proven_section_ends,
     sign_test,
     single_stores,
+    sunk_restarts,
 )
 
 _HELPERS = frozenset({"_out", "_append", "_rs", "_p0"})
@@ -295,6 +297,9 @@ class Optimist:
         bare_misses(fn)
         drop_dead_stores(fn)
         propagate_copies(fn)
+        # (after the clean-up: error arguments and offset marks no longer in the way)
+        sunk_restarts(fn)
+        local_section_ends(fn)
 
     @staticmethod
     def drop_sign_tests(test: ast.expr, ok: set[str]) -> ast.expr:

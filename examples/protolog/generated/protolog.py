@@ -957,8 +957,6 @@ def _u_record(mv, pos, end):
     _event___obj.tags = _event__f_tags
     _event___obj.note = _event__f_note
     _event___obj.payload = _event__f_payload
-    if pos != end:
-        raise IndexError
     end = _outer_end_body
     _e_body = pos
     f_crc, = _S4.unpack_from(mv, pos)
@@ -1102,8 +1100,6 @@ def _m_record(mv, pos, end, _rest=_decode_many):
             _event___obj.tags = _event__f_tags
             _event___obj.note = _event__f_note
             _event___obj.payload = _event__f_payload
-            if pos != end:
-                raise IndexError
             end = _outer_end_body
             _e_body = pos
             f_crc, = _S4_unpack_from(mv, pos)
